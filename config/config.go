@@ -1,0 +1,466 @@
+// Package config loads agent.yaml and the environment into a validated
+// [Config]. It is the only package that reads files and environment
+// variables; roles receive what they need from it.
+//
+// The file has the shape of seed 002 FR-001 (name, description, prompt,
+// llm.model, host, port, data_dir, mcp, mcp_servers, a2a, agent) plus the
+// mesh's own sections (mesh, http, nats, sessions, groups). Environment
+// variables override the file:
+//
+//	MESH_CONFIG      path of the file (default config/agent.yaml)
+//	MESH_DATA_DIR    data directory (default ./data)
+//	MESH_HTTP_ADDR   bridge listen address (default 127.0.0.1:8080)
+//	MESH_NATS_ADDR   embedded NATS listen address (default 127.0.0.1:4222)
+//	NATS_URL         use this NATS server instead of starting one
+//	MESH_PREFIX      subject prefix (default mesh)
+//
+// API keys come only from the environment (GEMINI_API_KEY, ANTHROPIC_API_KEY,
+// OPENAI_API_KEY) and are held as [Secret] values that never print.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Environment variables read by [Load].
+const (
+	EnvConfig   = "MESH_CONFIG"
+	EnvDataDir  = "MESH_DATA_DIR"
+	EnvHTTPAddr = "MESH_HTTP_ADDR"
+	EnvNATSAddr = "MESH_NATS_ADDR"
+	EnvNATSURL  = "NATS_URL"
+	EnvPrefix   = "MESH_PREFIX"
+)
+
+// Defaults.
+const (
+	DefaultConfigPath        = "config/agent.yaml"
+	DefaultDataDir           = "./data"
+	DefaultHTTPAddr          = "127.0.0.1:8080"
+	DefaultNATSAddr          = "127.0.0.1:4222"
+	DefaultMaxToolIterations = 10
+	DefaultMaxBodyBytes      = 1 << 20
+	DefaultWaitTimeout       = 30 * time.Second
+	DefaultLLMTimeout        = 60 * time.Second
+	DefaultAckWait           = 10 * time.Second
+	DefaultMaxDeliver        = 5
+	DefaultWorkers           = 32
+	DefaultMaxIterations     = 10
+)
+
+// Config is the whole configuration of a mesh.
+type Config struct {
+	// Name names the agent; its turns go to mesh.work.agent.<Name>.
+	Name        string `yaml:"name"`
+	Description string `yaml:"description"`
+	// Prompt is the system prompt, the first message of every conversation.
+	Prompt  string `yaml:"prompt"`
+	Host    string `yaml:"host"`
+	Port    int    `yaml:"port"`
+	DataDir string `yaml:"data_dir"`
+	LLM     LLM    `yaml:"llm"`
+	// MCP is the single MCP server of the original format; it is served as
+	// the server named "default" unless mcp_servers also names one so.
+	MCP        *MCPServer  `yaml:"mcp"`
+	MCPServers []MCPServer `yaml:"mcp_servers"`
+	A2A        []A2AAgent  `yaml:"a2a"`
+	// Agent is the agent tree; when absent one llm node is built from the
+	// top-level fields.
+	Agent    *Node    `yaml:"agent"`
+	Groups   []Group  `yaml:"groups"`
+	Mesh     Mesh     `yaml:"mesh"`
+	HTTP     HTTP     `yaml:"http"`
+	NATS     NATS     `yaml:"nats"`
+	Sessions Sessions `yaml:"sessions"`
+
+	// Path is the file the configuration was read from.
+	Path string `yaml:"-"`
+	// HTTPAddr is the bridge's effective listen address.
+	HTTPAddr string `yaml:"-"`
+	// Keys are the API keys found in the environment.
+	Keys Keys `yaml:"-"`
+	// BaseURLs are provider base URLs given by the environment, by provider.
+	BaseURLs map[string]string `yaml:"-"`
+}
+
+// LLM selects the model.
+type LLM struct {
+	// Model is required: "offline", a model name (gemini-…, claude-…, gpt-…)
+	// or provider:model.
+	Model string `yaml:"model"`
+	// BaseURL overrides the provider's API URL (gateways, proxies, Ollama).
+	BaseURL string `yaml:"base_url"`
+	// Timeout bounds one model call. Zero means 60s.
+	Timeout Duration `yaml:"timeout"`
+	// MaxRetries bounds retries of a failed call. Zero means 3; -1 disables.
+	MaxRetries int `yaml:"max_retries"`
+	// MaxTokens caps the reply length where the API needs it. Zero means 4096.
+	MaxTokens int `yaml:"max_tokens"`
+}
+
+// MCPServer is a tool server: a command run over stdio, or a URL spoken to
+// over streamable HTTP.
+type MCPServer struct {
+	Name    string            `yaml:"name"`
+	Command string            `yaml:"command"`
+	Args    []string          `yaml:"args"`
+	Env     map[string]string `yaml:"env"`
+	URL     string            `yaml:"url"`
+	// Headers are sent with every HTTP request to URL.
+	Headers map[string]string `yaml:"headers"`
+	// Timeout bounds one tool call. Zero means 30s.
+	Timeout Duration `yaml:"timeout"`
+}
+
+// A2AAgent is a remote agent reached over A2A, offered to the model as a tool.
+type A2AAgent struct {
+	Name        string `yaml:"name"`
+	URL         string `yaml:"url"`
+	Description string `yaml:"description"`
+	// Destructive makes a call to the agent need approval (FR-015).
+	Destructive bool `yaml:"destructive"`
+	// DestructiveHint is the original spelling of Destructive.
+	DestructiveHint bool `yaml:"destructiveHint"`
+}
+
+// IsDestructive reports whether calls need approval.
+func (a A2AAgent) IsDestructive() bool { return a.Destructive || a.DestructiveHint }
+
+// Node types of the agent tree.
+const (
+	NodeLLM        = "llm"
+	NodeSequential = "sequential"
+	NodeParallel   = "parallel"
+	NodeLoop       = "loop"
+	NodeA2A        = "a2a"
+)
+
+// Node is a node of the agent tree (FR-021).
+type Node struct {
+	Name        string `yaml:"name"`
+	Type        string `yaml:"type"`
+	Description string `yaml:"description"`
+	// Model overrides the agent's llm.model for an llm node.
+	Model  string `yaml:"model"`
+	Prompt string `yaml:"prompt"`
+	// OutputKey stores the node's reply in session state.
+	OutputKey   string `yaml:"output_key"`
+	CanExitLoop bool   `yaml:"can_exit_loop"`
+	// MaxIterations bounds a loop. Zero means 10.
+	MaxIterations int `yaml:"max_iterations"`
+	// AllowDestructive runs destructive tools without asking for approval.
+	AllowDestructive bool `yaml:"allow_destructive"`
+	// Agents are the children of sequential, parallel and loop nodes.
+	Agents []Node `yaml:"agents"`
+	// URL, Destructive: an a2a node's remote agent.
+	URL             string `yaml:"url"`
+	Destructive     bool   `yaml:"destructive"`
+	DestructiveHint bool   `yaml:"destructiveHint"`
+	// A2A are remote agents offered to an llm node as tools.
+	A2A []A2AAgent `yaml:"a2a"`
+}
+
+// Group is a group chat (seed 003 user story 4).
+type Group struct {
+	Name         string        `yaml:"name"`
+	Description  string        `yaml:"description"`
+	Participants []Participant `yaml:"participants"`
+	// Strategy picks the next speaker: round_robin, priority, router or llm.
+	Strategy string `yaml:"strategy"`
+	// Model plays the selector of the llm strategy.
+	Model              string              `yaml:"model"`
+	SelectorPrompt     string              `yaml:"selector_prompt"`
+	MaxTurns           int                 `yaml:"max_turns"`
+	MaxConsecutive     int                 `yaml:"max_consecutive"`
+	MinInterval        Duration            `yaml:"min_interval"`
+	TerminationPhrase  string              `yaml:"termination_phrase"`
+	AllowedTransitions map[string][]string `yaml:"allowed_transitions"`
+	Default            string              `yaml:"default"`
+}
+
+// Participant is a member of a group.
+type Participant struct {
+	Agent       string   `yaml:"agent"`
+	Description string   `yaml:"description"`
+	Priority    int      `yaml:"priority"`
+	Keywords    []string `yaml:"keywords"`
+	Patterns    []string `yaml:"patterns"`
+	Prompt      string   `yaml:"prompt"`
+	Model       string   `yaml:"model"`
+}
+
+// Mesh tunes the roles.
+type Mesh struct {
+	// Prefix of subjects, streams and buckets. Empty means "mesh".
+	Prefix string `yaml:"prefix"`
+	// MaxToolIterations bounds model calls in one turn. Zero means 10.
+	MaxToolIterations int `yaml:"max_tool_iterations"`
+	// Workers is how many turns one agent process runs at once. Zero means 32.
+	Workers int `yaml:"workers"`
+	// AckWait is how long a work item may go without a sign of progress
+	// before it is redelivered. Zero means 10s.
+	AckWait Duration `yaml:"ack_wait"`
+	// MaxDeliver bounds deliveries of one work item. Zero means 5.
+	MaxDeliver int `yaml:"max_deliver"`
+	// EventsMaxAge is how long events are kept. Zero means 7 days.
+	EventsMaxAge Duration `yaml:"events_max_age"`
+}
+
+// HTTP tunes the bridge.
+type HTTP struct {
+	// MaxBodyBytes is the largest request body. Zero means 1 MiB.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// WaitTimeout is how long a POST waits for its turn before answering 202.
+	// Zero means 30s.
+	WaitTimeout Duration `yaml:"wait_timeout"`
+}
+
+// NATS says where the server is.
+type NATS struct {
+	// URL of an existing server; empty means the embedded one.
+	URL string `yaml:"url"`
+	// Listen is the embedded server's address. Empty means 127.0.0.1:4222.
+	Listen string `yaml:"listen"`
+	// MaxPayload of the embedded server. Zero means 8 MiB.
+	MaxPayload int32 `yaml:"max_payload"`
+}
+
+// Sessions tunes the sessions bucket.
+type Sessions struct {
+	// History is how many revisions of each conversation are kept. Zero means 5.
+	History uint8 `yaml:"history"`
+	// TTL expires conversations untouched for that long. Zero means never.
+	TTL Duration `yaml:"ttl"`
+}
+
+// Duration is a time.Duration written as "30s" or "1m30s" in YAML.
+type Duration time.Duration
+
+// UnmarshalYAML reads a Go duration string or a number of seconds.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: expected a duration such as 30s", n.Line)
+	}
+	if secs, err := strconv.ParseFloat(n.Value, 64); err == nil {
+		*d = Duration(secs * float64(time.Second))
+		return nil
+	}
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration such as 30s or 2m", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Std returns the duration as a time.Duration.
+func (d Duration) Std() time.Duration { return time.Duration(d) }
+
+// Or returns d, or def when d is zero.
+func (d Duration) Or(def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return time.Duration(d)
+}
+
+// Error is a configuration error naming the file, the field and what is expected.
+type Error struct {
+	File  string
+	Field string
+	Want  string
+}
+
+func (e *Error) Error() string {
+	if e.Field == "" {
+		return fmt.Sprintf("config %s: %s", e.File, e.Want)
+	}
+	return fmt.Sprintf("config %s: %s: %s", e.File, e.Field, e.Want)
+}
+
+// FromEnvironment loads the file named by MESH_CONFIG (or the default path)
+// with the process environment.
+func FromEnvironment() (*Config, error) {
+	path := os.Getenv(EnvConfig)
+	if path == "" {
+		path = DefaultConfigPath
+	}
+	return Load(path, os.Getenv)
+}
+
+// Load reads path, applies the environment given by getenv and validates the
+// result.
+func Load(path string, getenv func(string) string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &Error{File: path, Want: fmt.Sprintf("cannot read it (%v); set %s to the path of agent.yaml", errors.Unwrap(err), EnvConfig)}
+	}
+	return Parse(path, data, getenv)
+}
+
+// Parse is [Load] of data already read; path names it in errors.
+func Parse(path string, data []byte, getenv func(string) string) (*Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		return nil, &Error{File: path, Want: yamlErrorText(err)}
+	}
+	c.Path = path
+	if err := c.applyEnv(getenv); err != nil {
+		return nil, err
+	}
+	c.applyDefaults()
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func yamlErrorText(err error) string {
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		return "invalid YAML: " + strings.Join(te.Errors, "; ")
+	}
+	return "invalid YAML: " + err.Error()
+}
+
+func (c *Config) applyEnv(getenv func(string) string) error {
+	if v := getenv(EnvDataDir); v != "" {
+		c.DataDir = v
+	}
+	if v := getenv(EnvNATSURL); v != "" {
+		c.NATS.URL = v
+	}
+	if v := getenv(EnvNATSAddr); v != "" {
+		c.NATS.Listen = v
+	}
+	if v := getenv(EnvPrefix); v != "" {
+		c.Mesh.Prefix = v
+	}
+	switch v := getenv(EnvHTTPAddr); {
+	case v != "":
+		c.HTTPAddr = v
+	case c.Host != "" || c.Port != 0:
+		host, port := c.Host, c.Port
+		if host == "" {
+			host = "127.0.0.1"
+		}
+		if port == 0 {
+			port = 8080
+		}
+		c.HTTPAddr = net.JoinHostPort(host, strconv.Itoa(port))
+	default:
+		c.HTTPAddr = DefaultHTTPAddr
+	}
+	c.Keys = keysFromEnv(getenv)
+	c.BaseURLs = map[string]string{}
+	for provider, env := range baseURLEnv {
+		if v := getenv(env); v != "" {
+			c.BaseURLs[provider] = v
+		}
+	}
+	// ${MESH_DATA_DIR} and other variables in MCP commands, args and URLs.
+	dataDir := c.DataDir
+	if dataDir == "" {
+		dataDir = DefaultDataDir
+	}
+	expand := func(s string) string {
+		return os.Expand(s, func(k string) string {
+			if k == EnvDataDir {
+				return dataDir
+			}
+			return getenv(k)
+		})
+	}
+	servers := c.MCPServers
+	if c.MCP != nil {
+		servers = append(servers, *c.MCP)
+	}
+	for i := range servers {
+		s := &servers[i]
+		s.Command = expand(s.Command)
+		s.URL = expand(s.URL)
+		for j := range s.Args {
+			s.Args[j] = expand(s.Args[j])
+		}
+		for k, v := range s.Env {
+			s.Env[k] = expand(v)
+		}
+	}
+	if c.MCP != nil {
+		*c.MCP = servers[len(servers)-1]
+	}
+	return nil
+}
+
+func (c *Config) applyDefaults() {
+	if c.DataDir == "" {
+		c.DataDir = DefaultDataDir
+	}
+	if c.Prompt == "" {
+		c.Prompt = DefaultPrompt
+	}
+	if c.NATS.Listen == "" {
+		c.NATS.Listen = DefaultNATSAddr
+	}
+	if c.HTTP.MaxBodyBytes == 0 {
+		c.HTTP.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.HTTP.WaitTimeout == 0 {
+		c.HTTP.WaitTimeout = Duration(DefaultWaitTimeout)
+	}
+	if c.LLM.Timeout == 0 {
+		c.LLM.Timeout = Duration(DefaultLLMTimeout)
+	}
+	if c.Mesh.MaxToolIterations == 0 {
+		c.Mesh.MaxToolIterations = DefaultMaxToolIterations
+	}
+	if c.Mesh.Workers == 0 {
+		c.Mesh.Workers = DefaultWorkers
+	}
+	if c.Mesh.AckWait == 0 {
+		c.Mesh.AckWait = Duration(DefaultAckWait)
+	}
+	if c.Mesh.MaxDeliver == 0 {
+		c.Mesh.MaxDeliver = DefaultMaxDeliver
+	}
+	if c.MCP != nil {
+		s := *c.MCP
+		if s.Name == "" {
+			s.Name = "default"
+		}
+		c.MCPServers = append([]MCPServer{s}, c.MCPServers...)
+		c.MCP = nil
+	}
+}
+
+// DataPath is a path inside the data directory.
+func (c *Config) DataPath(elem ...string) string {
+	return filepath.Join(append([]string{c.DataDir}, elem...)...)
+}
+
+// EmbeddedNATS reports whether the mesh runs its own NATS server.
+func (c *Config) EmbeddedNATS() bool { return c.NATS.URL == "" }
+
+// DefaultPrompt is the system prompt of an agent whose file sets none.
+const DefaultPrompt = "You are a helpful agent. Use the tools you have to do what the user asks."
+
+// Tree returns the agent tree: the agent: section, or one llm node built from
+// the top-level fields when there is none (TS-015).
+func (c *Config) Tree() *Node {
+	if c.Agent != nil {
+		return c.Agent
+	}
+	return &Node{Name: c.Name, Type: NodeLLM, Description: c.Description, Prompt: c.Prompt, Model: c.LLM.Model, A2A: c.A2A}
+}

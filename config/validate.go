@@ -1,0 +1,197 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"strconv"
+)
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+const nameWant = "a name of letters, digits, '_' and '-'"
+
+func (c *Config) validate() error {
+	bad := func(field, want string) error { return &Error{File: c.Path, Field: field, Want: want} }
+	if c.Name == "" {
+		return bad("name", "is required: "+nameWant+", e.g. resource-manager")
+	}
+	if !nameRE.MatchString(c.Name) {
+		return bad("name", fmt.Sprintf("%q is not %s", c.Name, nameWant))
+	}
+	if c.LLM.Model == "" {
+		return bad("llm.model", "is required: offline (no API key needed), a gemini-…, claude-… or gpt-… model, or provider:model")
+	}
+	for field, m := range c.Models() {
+		if _, err := ParseModel(m); err != nil {
+			return bad(field, err.Error())
+		}
+	}
+	if c.LLM.BaseURL != "" {
+		if err := checkURL(c.LLM.BaseURL); err != nil {
+			return bad("llm.base_url", err.Error())
+		}
+	}
+	if c.LLM.MaxRetries < -1 {
+		return bad("llm.max_retries", "must be -1 (no retries), 0 (default) or more")
+	}
+	if c.Port < 0 || c.Port > 65535 {
+		return bad("port", fmt.Sprintf("%d is not a port number (1-65535)", c.Port))
+	}
+	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+		return bad("host/port ("+EnvHTTPAddr+")", fmt.Sprintf("%q is not host:port", c.HTTPAddr))
+	}
+	if c.EmbeddedNATS() {
+		if _, p, err := net.SplitHostPort(c.NATS.Listen); err != nil || !validPort(p) {
+			return bad("nats.listen ("+EnvNATSAddr+")", fmt.Sprintf("%q is not host:port", c.NATS.Listen))
+		}
+	}
+	if c.Mesh.Prefix != "" && !nameRE.MatchString(c.Mesh.Prefix) {
+		return bad("mesh.prefix", fmt.Sprintf("%q is not %s", c.Mesh.Prefix, nameWant))
+	}
+	if c.Mesh.MaxToolIterations < 0 || c.Mesh.Workers < 0 || c.Mesh.MaxDeliver < 0 {
+		return bad("mesh", "max_tool_iterations, workers and max_deliver must not be negative")
+	}
+	if c.HTTP.MaxBodyBytes < 0 {
+		return bad("http.max_body_bytes", "must not be negative")
+	}
+	seen := map[string]bool{}
+	for i, s := range c.MCPServers {
+		field := fmt.Sprintf("mcp_servers[%d]", i)
+		switch {
+		case s.Name == "":
+			return bad(field+".name", "is required: "+nameWant)
+		case !nameRE.MatchString(s.Name):
+			return bad(field+".name", fmt.Sprintf("%q is not %s", s.Name, nameWant))
+		case seen[s.Name]:
+			return bad(field+".name", fmt.Sprintf("%q is used twice", s.Name))
+		case s.Command == "" && s.URL == "":
+			return bad(field, "needs command (a stdio server) or url (a streamable HTTP server)")
+		case s.Command != "" && s.URL != "":
+			return bad(field, "has both command and url: keep one")
+		}
+		if s.URL != "" {
+			if err := checkURL(s.URL); err != nil {
+				return bad(field+".url", err.Error())
+			}
+		}
+		seen[s.Name] = true
+	}
+	a2aSeen := map[string]bool{}
+	for i, a := range c.A2A {
+		if err := checkA2A(fmt.Sprintf("a2a[%d]", i), a, a2aSeen); err != nil {
+			return bad(err.field, err.want)
+		}
+	}
+	if c.Agent != nil {
+		names := map[string]string{}
+		if err := checkNode("agent", c.Agent, names); err != nil {
+			return bad(err.field, err.want)
+		}
+	}
+	groups := map[string]bool{}
+	for i, g := range c.Groups {
+		field := fmt.Sprintf("groups[%d]", i)
+		switch {
+		case g.Name == "" || !nameRE.MatchString(g.Name):
+			return bad(field+".name", "is required: "+nameWant)
+		case groups[g.Name]:
+			return bad(field+".name", fmt.Sprintf("%q is used twice", g.Name))
+		case len(g.Participants) == 0:
+			return bad(field+".participants", "needs at least one participant")
+		}
+		switch g.Strategy {
+		case "", "round_robin", "priority", "router", "llm":
+		default:
+			return bad(field+".strategy", fmt.Sprintf("%q is not one of round_robin, priority, router, llm", g.Strategy))
+		}
+		for j, p := range g.Participants {
+			if p.Agent == "" || !nameRE.MatchString(p.Agent) {
+				return bad(fmt.Sprintf("%s.participants[%d].agent", field, j), "is required: "+nameWant)
+			}
+		}
+		groups[g.Name] = true
+	}
+	return nil
+}
+
+type fieldErr struct{ field, want string }
+
+func checkA2A(field string, a A2AAgent, seen map[string]bool) *fieldErr {
+	switch {
+	case a.Name == "" || !nameRE.MatchString(a.Name):
+		return &fieldErr{field + ".name", "is required: " + nameWant}
+	case seen[a.Name]:
+		return &fieldErr{field + ".name", fmt.Sprintf("%q is used twice", a.Name)}
+	case a.URL == "":
+		return &fieldErr{field + ".url", "is required: the agent's base URL, e.g. http://localhost:9092"}
+	}
+	if err := checkURL(a.URL); err != nil {
+		return &fieldErr{field + ".url", err.Error()}
+	}
+	seen[a.Name] = true
+	return nil
+}
+
+func checkNode(field string, n *Node, names map[string]string) *fieldErr {
+	if n.Name == "" || !nameRE.MatchString(n.Name) {
+		return &fieldErr{field + ".name", "is required: " + nameWant}
+	}
+	if other, dup := names[n.Name]; dup {
+		return &fieldErr{field + ".name", fmt.Sprintf("%q is also the name of %s; node names must be unique", n.Name, other)}
+	}
+	names[n.Name] = field
+	switch n.Type {
+	case NodeLLM:
+		if len(n.Agents) > 0 {
+			return &fieldErr{field + ".agents", fmt.Sprintf("node %q is an llm node and cannot have children", n.Name)}
+		}
+	case NodeSequential, NodeParallel, NodeLoop:
+		if len(n.Agents) == 0 {
+			return &fieldErr{field + ".agents", fmt.Sprintf("node %q is a %s node and needs children under agents:", n.Name, n.Type)}
+		}
+	case NodeA2A:
+		if n.URL == "" {
+			return &fieldErr{field + ".url", fmt.Sprintf("node %q is an a2a node and needs the remote agent's url", n.Name)}
+		}
+		if err := checkURL(n.URL); err != nil {
+			return &fieldErr{field + ".url", err.Error()}
+		}
+	case "":
+		return &fieldErr{field + ".type", fmt.Sprintf("node %q needs a type: llm, sequential, parallel, loop or a2a", n.Name)}
+	default:
+		return &fieldErr{field + ".type", fmt.Sprintf("node %q has unknown type %q: use llm, sequential, parallel, loop or a2a", n.Name, n.Type)}
+	}
+	if n.MaxIterations < 0 {
+		return &fieldErr{field + ".max_iterations", "must not be negative"}
+	}
+	if n.OutputKey != "" && !nameRE.MatchString(n.OutputKey) {
+		return &fieldErr{field + ".output_key", fmt.Sprintf("%q is not %s", n.OutputKey, nameWant)}
+	}
+	seen := map[string]bool{}
+	for i, a := range n.A2A {
+		if err := checkA2A(fmt.Sprintf("%s.a2a[%d]", field, i), a, seen); err != nil {
+			return err
+		}
+	}
+	for i := range n.Agents {
+		if err := checkNode(fmt.Sprintf("%s.agents[%d]", field, i), &n.Agents[i], names); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%q is not an http(s) URL", s)
+	}
+	return nil
+}
+
+func validPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 0 && n <= 65535
+}

@@ -1,0 +1,282 @@
+package mesh
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ApprovalStatus is the state of an approval.
+type ApprovalStatus string
+
+// Approval states: pending, then exactly one of approved or rejected.
+const (
+	ApprovalPending  ApprovalStatus = "pending"
+	ApprovalApproved ApprovalStatus = "approved"
+	ApprovalRejected ApprovalStatus = "rejected"
+)
+
+// Approval is a destructive call waiting for, or having had, a human
+// decision. It lives in the approvals bucket under its UUID.
+type Approval struct {
+	UUID           string `json:"uuid"`
+	ConversationID string `json:"conversation_id"`
+	// SessionID is the conversation's trace id.
+	SessionID string `json:"session_id,omitempty"`
+	// Agent is the agent whose work queue takes the resume.
+	Agent string `json:"agent"`
+	// RunID is the run that paused.
+	RunID       string         `json:"run_id"`
+	ToolCallID  string         `json:"tool_call_id"`
+	ToolName    string         `json:"tool_name"`
+	Server      string         `json:"server,omitempty"`
+	ToolArgs    map[string]any `json:"tool_args"`
+	Description string         `json:"description"`
+	// RemoteTaskID and RemoteAgentName make this a proxy approval (FR-029).
+	RemoteTaskID    string `json:"remote_task_id,omitempty"`
+	RemoteAgentName string `json:"remote_agent_name,omitempty"`
+	// NodePath locates the paused node in the agent tree.
+	NodePath []int          `json:"node_path,omitempty"`
+	Status   ApprovalStatus `json:"status"`
+	Decision *Decision      `json:"decision,omitempty"`
+	// ResumeEnqueued is set once the resume work item is in the work queue.
+	ResumeEnqueued bool      `json:"resume_enqueued,omitempty"`
+	CreatedAt      time.Time `json:"created_at"`
+	DecidedAt      time.Time `json:"decided_at,omitzero"`
+
+	Revision uint64 `json:"-"`
+}
+
+// Pending converts the approval to the form a conversation carries.
+func (a *Approval) Pending() *PendingApproval {
+	return &PendingApproval{
+		UUID: a.UUID, ConversationID: a.ConversationID, ToolCallID: a.ToolCallID,
+		ToolName: a.ToolName, Server: a.Server, ToolArgs: a.ToolArgs, Description: a.Description,
+		RemoteTaskID: a.RemoteTaskID, RemoteAgentName: a.RemoteAgentName, CreatedAt: a.CreatedAt,
+	}
+}
+
+// Decision is what a human (or a policy) decided.
+type Decision struct {
+	Approved bool   `json:"approved"`
+	By       string `json:"by,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// decisionBody is every form a decision can take on the wire (FR-011):
+// {"approved": true}, {"action": "approve"} or {"answer": "yes"}, with an
+// optional "by" and "reason".
+type decisionBody struct {
+	Approved *bool   `json:"approved"`
+	Action   *string `json:"action"`
+	Answer   *string `json:"answer"`
+	By       string  `json:"by"`
+	Reason   string  `json:"reason"`
+}
+
+const decisionFormats = `{"approved": true|false}, {"action": "approve"|"reject"} or {"answer": "yes"|"no"}`
+
+// ParseDecision reads a decision in any of the three formats of FR-011. The
+// error matches [ErrBadRequest] and says what is expected.
+func ParseDecision(body []byte) (Decision, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return Decision{}, ErrBadRequest.With("empty body: send " + decisionFormats)
+	}
+	var b decisionBody
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&b); err != nil {
+		return Decision{}, ErrBadRequest.With("invalid decision: " + JSONErrorText(err) + "; send " + decisionFormats)
+	}
+	d := Decision{By: b.By, Reason: b.Reason}
+	n := 0
+	if b.Approved != nil {
+		d.Approved = *b.Approved
+		n++
+	}
+	for _, word := range []struct {
+		field string
+		v     *string
+	}{{"action", b.Action}, {"answer", b.Answer}} {
+		if word.v == nil {
+			continue
+		}
+		ok, known := ParseApprovalWord(*word.v)
+		if !known {
+			return Decision{}, ErrBadRequest.With(fmt.Sprintf("%s %q is neither an approval nor a rejection; send %s", word.field, *word.v, decisionFormats))
+		}
+		if n > 0 && ok != d.Approved {
+			return Decision{}, ErrBadRequest.With("the decision's fields contradict each other")
+		}
+		d.Approved = ok
+		n++
+	}
+	if n == 0 {
+		return Decision{}, ErrBadRequest.With("no decision found: send " + decisionFormats)
+	}
+	return d, nil
+}
+
+var (
+	approveWords = []string{"approve", "approved", "yes", "y", "ok", "okay", "accept", "accepted", "allow", "confirm", "confirmed", "go", "true"}
+	rejectWords  = []string{"reject", "rejected", "no", "n", "deny", "denied", "decline", "declined", "cancel", "refuse", "false"}
+)
+
+// ParseApprovalWord reads a word or short reply as an approval ("approved",
+// "yes" …) or a rejection ("rejected", "no" …). known is false when the text
+// is neither, so that a client's free text is not taken for a decision.
+func ParseApprovalWord(s string) (approved, known bool) {
+	w := strings.ToLower(strings.TrimSpace(s))
+	w = strings.Trim(w, ".!, ")
+	for _, a := range approveWords {
+		if w == a {
+			return true, true
+		}
+	}
+	for _, r := range rejectWords {
+		if w == r {
+			return false, true
+		}
+	}
+	return false, false
+}
+
+// ApprovalStore keeps approvals in the approvals bucket.
+type ApprovalStore struct {
+	kv  jetstream.KeyValue
+	now func() time.Time
+}
+
+// NewApprovalStore returns a store over the approvals bucket.
+func NewApprovalStore(kv jetstream.KeyValue) *ApprovalStore {
+	return &ApprovalStore{kv: kv, now: time.Now}
+}
+
+// Get returns the approval, or an error matching [ErrApprovalNotFound].
+func (s *ApprovalStore) Get(ctx context.Context, id string) (*Approval, error) {
+	if CheckToken(id) != nil {
+		return nil, ErrApprovalNotFound.With(fmt.Sprintf("approval %q not found", id))
+	}
+	a, rev, err := getJSON[Approval](ctx, s.kv, id, ErrApprovalNotFound)
+	if err != nil {
+		return nil, err
+	}
+	a.Revision = rev
+	return a, nil
+}
+
+// Create stores a new pending approval. Creating one that exists with the
+// same content is not an error, so a redelivered turn can do it again.
+func (s *ApprovalStore) Create(ctx context.Context, a *Approval) error {
+	if err := CheckToken(a.UUID); err != nil {
+		return err
+	}
+	if a.Status == "" {
+		a.Status = ApprovalPending
+	}
+	if a.CreatedAt.IsZero() {
+		a.CreatedAt = s.now().UTC()
+	}
+	data, err := json.Marshal(a)
+	if err != nil {
+		return fmt.Errorf("encode approval %s: %w", a.UUID, err)
+	}
+	rev, err := s.kv.Create(ctx, a.UUID, data)
+	if err != nil {
+		if existing, gerr := s.Get(ctx, a.UUID); gerr == nil && existing.ConversationID == a.ConversationID && existing.ToolCallID == a.ToolCallID {
+			*a = *existing
+			return nil
+		}
+		return fmt.Errorf("create approval %s: %w", a.UUID, err)
+	}
+	a.Revision = rev
+	return nil
+}
+
+// Decide moves a pending approval to approved or rejected. A second decision
+// fails with an error matching [ErrApprovalDecided] that carries the first.
+func (s *ApprovalStore) Decide(ctx context.Context, id string, d Decision) (*Approval, error) {
+	return s.Update(ctx, id, func(a *Approval) error {
+		if a.Status != ApprovalPending {
+			return ErrApprovalDecided.With(fmt.Sprintf("approval %s was already %s", id, a.Status))
+		}
+		a.Status = ApprovalRejected
+		if d.Approved {
+			a.Status = ApprovalApproved
+		}
+		a.Decision = &d
+		a.DecidedAt = s.now().UTC()
+		return nil
+	})
+}
+
+// Update applies change by compare-and-set, like [SessionStore.Update].
+func (s *ApprovalStore) Update(ctx context.Context, id string, change func(*Approval) error) (*Approval, error) {
+	if CheckToken(id) != nil {
+		return nil, ErrApprovalNotFound.With(fmt.Sprintf("approval %q not found", id))
+	}
+	a, rev, err := updateJSON(ctx, s.kv, id, ErrApprovalNotFound, nil, 0, change)
+	if err != nil {
+		return nil, err
+	}
+	a.Revision = rev
+	return a, nil
+}
+
+// List returns every approval, optionally only those with a status.
+func (s *ApprovalStore) List(ctx context.Context, status ApprovalStatus) ([]*Approval, error) {
+	keys, err := s.kv.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list approvals: %w", err)
+	}
+	var out []*Approval
+	for key := range keys.Keys() {
+		a, err := s.Get(ctx, key)
+		if err != nil {
+			continue // deleted between the listing and the read
+		}
+		if status == "" || a.Status == status {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+// JSONErrorText describes a JSON decoding error for people, naming the field
+// and the type expected where the decoder knows them.
+func JSONErrorText(err error) string {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case asErr(err, &te):
+		field := te.Field
+		if field == "" {
+			field = "body"
+		}
+		return fmt.Sprintf("field %q must be %s, not %s", field, jsonTypeName(te.Type.Kind().String()), te.Value)
+	case asErr(err, &se):
+		return fmt.Sprintf("malformed JSON at byte %d: %v", se.Offset, se)
+	default:
+		return "malformed JSON: " + err.Error()
+	}
+}
+
+func jsonTypeName(kind string) string {
+	switch kind {
+	case "bool":
+		return "a boolean"
+	case "string":
+		return "a string"
+	case "int", "int64", "int32", "uint64", "float64", "float32":
+		return "a number"
+	case "slice":
+		return "an array"
+	case "map", "struct", "ptr":
+		return "an object"
+	}
+	return kind
+}

@@ -1,0 +1,183 @@
+package mesh
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ToolEntry is one tool of the catalog: what the tools bucket holds under
+// <server>.<tool token>.
+type ToolEntry struct {
+	Server      string          `json:"server"`
+	Name        string          `json:"name"`
+	Title       string          `json:"title,omitempty"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"inputSchema"`
+	// OutputSchema is the tool's declared structured output, if any.
+	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
+	// Annotations are the MCP hints as the server sent them.
+	Annotations *ToolAnnotations `json:"annotations,omitempty"`
+	// DestructiveHint is the effective hint: true when a call needs approval.
+	DestructiveHint bool `json:"destructiveHint"`
+	// ReadOnlyHint is the effective read-only hint.
+	ReadOnlyHint bool `json:"readOnlyHint"`
+	// Host is the node that last published the entry.
+	Host      string    `json:"host,omitempty"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// ToolAnnotations are the MCP tool hints. Absent hints keep their MCP
+// defaults: readOnly false, destructive true, idempotent false, openWorld true.
+type ToolAnnotations struct {
+	Title           string `json:"title,omitempty"`
+	ReadOnlyHint    *bool  `json:"readOnlyHint,omitempty"`
+	DestructiveHint *bool  `json:"destructiveHint,omitempty"`
+	IdempotentHint  *bool  `json:"idempotentHint,omitempty"`
+	OpenWorldHint   *bool  `json:"openWorldHint,omitempty"`
+}
+
+// ReadOnly is the effective readOnlyHint.
+func (a *ToolAnnotations) ReadOnly() bool {
+	return a != nil && a.ReadOnlyHint != nil && *a.ReadOnlyHint
+}
+
+// Destructive is the effective destructiveHint as MCP defines it: a tool that
+// is not read-only is destructive unless it says destructiveHint: false.
+func (a *ToolAnnotations) Destructive() bool {
+	if a.ReadOnly() {
+		return false
+	}
+	return a == nil || a.DestructiveHint == nil || *a.DestructiveHint
+}
+
+// ToolKey is the key of a tool in the tools bucket: <server>.<tool token>.
+func ToolKey(server, tool string) (string, error) {
+	if err := CheckToken(server); err != nil {
+		return "", err
+	}
+	return server + "." + ToolToken(tool), nil
+}
+
+// Catalog reads the tools bucket.
+type Catalog struct {
+	kv jetstream.KeyValue
+}
+
+// NewCatalog returns a reader of the tools bucket.
+func NewCatalog(kv jetstream.KeyValue) *Catalog { return &Catalog{kv: kv} }
+
+// List returns every tool, ordered by server then name.
+func (c *Catalog) List(ctx context.Context) ([]ToolEntry, error) {
+	keys, err := c.kv.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list tools: %w", err)
+	}
+	var out []ToolEntry
+	for key := range keys.Keys() {
+		e, err := c.kv.Get(ctx, key)
+		if err != nil {
+			continue // deleted between the listing and the read
+		}
+		var t ToolEntry
+		if err := json.Unmarshal(e.Value(), &t); err != nil {
+			return nil, fmt.Errorf("decode tool %s: %w", key, err)
+		}
+		out = append(out, t)
+	}
+	SortTools(out)
+	return out, nil
+}
+
+// SortTools orders tools by server, then name.
+func SortTools(ts []ToolEntry) {
+	sort.Slice(ts, func(i, j int) bool {
+		if ts[i].Server != ts[j].Server {
+			return ts[i].Server < ts[j].Server
+		}
+		return ts[i].Name < ts[j].Name
+	})
+}
+
+// Watch keeps fn informed of the catalog: it is called with the whole catalog
+// once the bucket's current content is read, and again after every change,
+// until ctx ends.
+func (c *Catalog) Watch(ctx context.Context, fn func([]ToolEntry)) error {
+	w, err := c.kv.WatchAll(ctx)
+	if err != nil {
+		return fmt.Errorf("watch tools: %w", err)
+	}
+	go func() {
+		defer func() { _ = w.Stop() }()
+		tools := map[string]ToolEntry{}
+		ready := false
+		publish := func() {
+			out := make([]ToolEntry, 0, len(tools))
+			for _, t := range tools {
+				out = append(out, t)
+			}
+			SortTools(out)
+			fn(out)
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e == nil { // the initial values are all delivered
+					ready = true
+					publish()
+					continue
+				}
+				if e.Operation() != jetstream.KeyValuePut {
+					delete(tools, e.Key())
+				} else {
+					var t ToolEntry
+					if json.Unmarshal(e.Value(), &t) == nil {
+						tools[e.Key()] = t
+					}
+				}
+				if ready {
+					publish()
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+// FunctionNames gives each tool the name a model calls it by: its own name
+// when no other server has a tool of that name, else <server>__<name>. Names
+// are limited to the characters every provider accepts.
+func FunctionNames(tools []ToolEntry) map[string]ToolEntry {
+	count := map[string]int{}
+	for _, t := range tools {
+		count[t.Name]++
+	}
+	out := make(map[string]ToolEntry, len(tools))
+	for _, t := range tools {
+		name := t.Name
+		if count[t.Name] > 1 {
+			name = t.Server + "__" + t.Name
+		}
+		out[functionSafe(name)] = t
+	}
+	return out
+}
+
+func functionSafe(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' {
+			return r
+		}
+		return '_'
+	}, s)
+}

@@ -1,0 +1,36 @@
+// Package mesh holds the contracts every Agent Mesh role shares: the names of
+// subjects, streams and buckets, the AG-UI event model, the conversation
+// (session) model and its compare-and-set store, approvals, the tool catalog,
+// work items, errors that cross NATS, and the embedded NATS server.
+//
+// Roles import mesh; mesh imports no role. Nothing here runs goroutines of its
+// own except the embedded [Server], which stops on [Server.Shutdown].
+//
+// # NATS layout
+//
+// With the default prefix "mesh" ([DefaultPrefix]):
+//
+//	stream MESH_EVENTS   mesh.evt.<session>.<TYPE>     every AG-UI event, limits retention
+//	stream MESH_WORK     mesh.work.<role>.<name>       work queue: turns and resumes
+//	KV     mesh_sessions <session>                     conversations, changed by compare-and-set
+//	KV     mesh_approvals <approval uuid>              pending and decided approvals
+//	KV     mesh_tools    <server>.<tool>               tool catalog published by toolhosts
+//	KV     mesh_nodes    <role>.<node id>              liveness registry
+//	KV     mesh_calls    <call id>                     tool call records (run once)
+//	req    mesh.tool.<server>.<tool>                   tool calls, served by toolhosts
+//	req    mesh.approval.<uuid>.decide                 decisions, served by approvers
+//	pub    mesh.session.<session>.cancel               abort the running turn
+//	pub    mesh.hb.<role>.<node id>                    heartbeats
+//	req    mesh.node.<node id>.probe                   liveness probes
+//
+// A [Namespace] builds every one of those names for a prefix; [Provision]
+// creates the streams and buckets idempotently, so whichever role starts first
+// sets the mesh up.
+//
+// # Sessions
+//
+// A [Conversation] lives in the sessions bucket under its id and is only ever
+// changed through [SessionStore.Update], which loads it, applies a change
+// function and writes it back with the revision it read; on a conflict it
+// reloads and applies the change again.
+package mesh

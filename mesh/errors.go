@@ -1,0 +1,115 @@
+package mesh
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+)
+
+// ErrInvalidToken reports a name that cannot be a subject token or key part.
+var ErrInvalidToken = errors.New("mesh: invalid subject token")
+
+// Error is an error with a stable kind and an HTTP-like status, so that it can
+// cross NATS (in the micro service error headers) and come out as the same
+// sentinel on the other side: errors.Is(remote, ErrApprovalDecided) holds when
+// the kinds match.
+type Error struct {
+	// Kind names the error for programs: "approval_decided", "not_found" …
+	Kind string
+	// Status is the HTTP status a bridge answers with: 404, 409, 503 …
+	Status int
+	// Message is for people.
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Is matches errors of the same kind.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Kind == e.Kind
+}
+
+// With returns an error of the same kind and status with a specific message.
+func (e *Error) With(message string) *Error {
+	return &Error{Kind: e.Kind, Status: e.Status, Message: message}
+}
+
+// Sentinels. Compare with errors.Is; the messages are defaults that
+// [Error.With] replaces with specifics.
+var (
+	ErrBadRequest       = &Error{Kind: "bad_request", Status: http.StatusBadRequest, Message: "mesh: bad request"}
+	ErrSessionNotFound  = &Error{Kind: "session_not_found", Status: http.StatusNotFound, Message: "mesh: conversation not found"}
+	ErrApprovalNotFound = &Error{Kind: "approval_not_found", Status: http.StatusNotFound, Message: "mesh: approval not found"}
+	ErrApprovalDecided  = &Error{Kind: "approval_decided", Status: http.StatusConflict, Message: "mesh: approval already decided"}
+	ErrWaitingApproval  = &Error{Kind: "waiting_approval", Status: http.StatusConflict, Message: "mesh: conversation is waiting for an approval"}
+	ErrTurnInProgress   = &Error{Kind: "turn_in_progress", Status: http.StatusConflict, Message: "mesh: a turn is already running in this conversation"}
+	ErrToolNotFound     = &Error{Kind: "tool_not_found", Status: http.StatusNotFound, Message: "mesh: tool not found"}
+	ErrToolUnavailable  = &Error{Kind: "tool_unavailable", Status: http.StatusServiceUnavailable, Message: "mesh: tool server unavailable"}
+	ErrCallInterrupted  = &Error{Kind: "call_interrupted", Status: http.StatusConflict, Message: "mesh: an earlier attempt of this call was interrupted"}
+	ErrUnavailable      = &Error{Kind: "unavailable", Status: http.StatusServiceUnavailable, Message: "mesh: service unavailable"}
+	ErrInternal         = &Error{Kind: "internal", Status: http.StatusInternalServerError, Message: "mesh: internal error"}
+)
+
+// Headers of a micro service error reply. The first two are the standard
+// ones of github.com/nats-io/nats.go/micro; HeaderErrorKind is ours.
+const (
+	HeaderServiceError     = "Nats-Service-Error"
+	HeaderServiceErrorCode = "Nats-Service-Error-Code"
+	HeaderErrorKind        = "Mesh-Error-Kind"
+)
+
+// ErrorHeaders returns the headers that carry err across NATS. Errors that
+// are not an [*Error] travel as [ErrInternal] with their message.
+func ErrorHeaders(err error) nats.Header {
+	var e *Error
+	if !errors.As(err, &e) {
+		e = ErrInternal.With(err.Error())
+	}
+	return nats.Header{
+		HeaderServiceError:     []string{e.Message},
+		HeaderServiceErrorCode: []string{strconv.Itoa(e.Status)},
+		HeaderErrorKind:        []string{e.Kind},
+	}
+}
+
+// ErrorFromMsg returns the error a reply carries in its headers, or nil.
+func ErrorFromMsg(m *nats.Msg) error {
+	if m == nil || m.Header == nil {
+		return nil
+	}
+	msg := m.Header.Get(HeaderServiceError)
+	code := m.Header.Get(HeaderServiceErrorCode)
+	if msg == "" && code == "" {
+		return nil
+	}
+	status, _ := strconv.Atoi(code)
+	if status == 0 {
+		status = http.StatusInternalServerError
+	}
+	kind := m.Header.Get(HeaderErrorKind)
+	if kind == "" {
+		kind = ErrInternal.Kind
+	}
+	return &Error{Kind: kind, Status: status, Message: msg}
+}
+
+// HTTPStatus is the status a bridge answers err with.
+func HTTPStatus(err error) int {
+	var e *Error
+	if errors.As(err, &e) && e.Status != 0 {
+		return e.Status
+	}
+	return http.StatusInternalServerError
+}
+
+// ErrorKind is the kind of err, "internal" when it has none.
+func ErrorKind(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Kind
+	}
+	return ErrInternal.Kind
+}

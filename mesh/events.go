@@ -1,0 +1,174 @@
+package mesh
+
+import (
+	"encoding/json"
+)
+
+// EventType is an AG-UI event type. The constants are the official names of
+// AG-UI 1.0; they are also the last token of the event subjects.
+type EventType string
+
+// AG-UI event types.
+const (
+	EventRunStarted         EventType = "RUN_STARTED"
+	EventRunFinished        EventType = "RUN_FINISHED"
+	EventRunError           EventType = "RUN_ERROR"
+	EventStepStarted        EventType = "STEP_STARTED"
+	EventStepFinished       EventType = "STEP_FINISHED"
+	EventTextMessageStart   EventType = "TEXT_MESSAGE_START"
+	EventTextMessageContent EventType = "TEXT_MESSAGE_CONTENT"
+	EventTextMessageEnd     EventType = "TEXT_MESSAGE_END"
+	EventToolCallStart      EventType = "TOOL_CALL_START"
+	EventToolCallArgs       EventType = "TOOL_CALL_ARGS"
+	EventToolCallEnd        EventType = "TOOL_CALL_END"
+	EventToolCallResult     EventType = "TOOL_CALL_RESULT"
+	EventStateSnapshot      EventType = "STATE_SNAPSHOT"
+	EventStateDelta         EventType = "STATE_DELTA"
+	EventMessagesSnapshot   EventType = "MESSAGES_SNAPSHOT"
+	EventRaw                EventType = "RAW"
+	EventCustom             EventType = "CUSTOM"
+)
+
+// Names of the CUSTOM events the mesh publishes for its own facts.
+const (
+	// CustomApprovalRequested: value is the [Approval] that was created.
+	CustomApprovalRequested = "approval_requested"
+	// CustomApprovalDecided: value is the decided [Approval].
+	CustomApprovalDecided = "approval_decided"
+	// CustomRunRetried: a run is being executed again after the process that
+	// ran it stopped; value is {"attempt": n}. Events of the earlier attempt
+	// that precede it are superseded.
+	CustomRunRetried = "run_retried"
+)
+
+// Outcome types of RUN_FINISHED (AG-UI 1.0).
+const (
+	OutcomeSuccess   = "success"
+	OutcomeInterrupt = "interrupt"
+	OutcomeCancelled = "cancelled"
+)
+
+// InterruptReasonToolApproval is the reason of an interrupt that waits for a
+// human to approve a tool call.
+const InterruptReasonToolApproval = "tool_approval"
+
+// Run error codes carried by RUN_ERROR events.
+const (
+	CodeLLMError       = "LLM_ERROR"
+	CodeLLMTimeout     = "LLM_TIMEOUT"
+	CodeRateLimit      = "RATE_LIMIT"
+	CodeToolError      = "TOOL_ERROR"
+	CodeInternal       = "INTERNAL_ERROR"
+	CodeCancelled      = "CANCELLED"
+	CodeConflict       = "CONFLICT"
+	CodeMaxDeliveries  = "MAX_DELIVERIES"
+	CodeWaitingApprove = "WAITING_APPROVAL"
+)
+
+// Outcome is the outcome of a finished run.
+type Outcome struct {
+	Type       string      `json:"type"`
+	Interrupts []Interrupt `json:"interrupts,omitempty"`
+}
+
+// Interrupt is something a run waits for from outside; for a tool approval its
+// id is the approval id.
+type Interrupt struct {
+	ID         string         `json:"id"`
+	Reason     string         `json:"reason"`
+	Message    string         `json:"message,omitempty"`
+	ToolCallID string         `json:"toolCallId,omitempty"`
+	ExpiresAt  string         `json:"expiresAt,omitempty"`
+	Metadata   map[string]any `json:"metadata,omitempty"`
+}
+
+// Event is one AG-UI event. It is the union of the fields of every type, all
+// optional in JSON, so that it can be published and decoded without a type
+// switch; the constructors below fill the fields each type requires.
+type Event struct {
+	Type      EventType `json:"type"`
+	Timestamp int64     `json:"timestamp,omitempty"`
+
+	ThreadID    string   `json:"threadId,omitempty"`
+	RunID       string   `json:"runId,omitempty"`
+	ParentRunID string   `json:"parentRunId,omitempty"`
+	Result      any      `json:"result,omitempty"`
+	Outcome     *Outcome `json:"outcome,omitempty"`
+
+	Message string `json:"message,omitempty"`
+	Code    string `json:"code,omitempty"`
+
+	StepName string `json:"stepName,omitempty"`
+
+	MessageID string `json:"messageId,omitempty"`
+	Role      string `json:"role,omitempty"`
+	// Name is the author of a TEXT_MESSAGE_START, or the name of a CUSTOM event.
+	Name string `json:"name,omitempty"`
+	// Delta is a string for TEXT_MESSAGE_CONTENT and TOOL_CALL_ARGS, and a JSON
+	// Patch ([]PatchOp) for STATE_DELTA.
+	Delta any `json:"delta,omitempty"`
+
+	ToolCallID      string `json:"toolCallId,omitempty"`
+	ToolCallName    string `json:"toolCallName,omitempty"`
+	ParentMessageID string `json:"parentMessageId,omitempty"`
+	// Content is the result of TOOL_CALL_RESULT; always sent for that type.
+	Content string `json:"content,omitempty"`
+
+	Snapshot any            `json:"snapshot,omitempty"`
+	Messages []any          `json:"messages,omitempty"`
+	Value    any            `json:"value,omitempty"`
+	Metadata map[string]any `json:"metadata,omitempty"`
+}
+
+// MarshalJSON writes the fields AG-UI requires even when they are empty
+// (TOOL_CALL_RESULT content, STATE_SNAPSHOT snapshot) and omits the others.
+func (e Event) MarshalJSON() ([]byte, error) {
+	type plain Event
+	out := struct {
+		plain
+		Content  *string `json:"content,omitempty"`
+		Snapshot any     `json:"snapshot,omitempty"`
+	}{plain: plain(e), Snapshot: e.Snapshot}
+	if e.Content != "" || e.Type == EventToolCallResult {
+		c := e.Content
+		out.Content = &c
+	}
+	if e.Type == EventStateSnapshot && e.Snapshot == nil {
+		out.Snapshot = map[string]any{}
+	}
+	return json.Marshal(out)
+}
+
+// DeltaText returns the delta of a TEXT_MESSAGE_CONTENT or TOOL_CALL_ARGS event.
+func (e Event) DeltaText() string {
+	s, _ := e.Delta.(string)
+	return s
+}
+
+// PatchOp is one RFC 6902 JSON Patch operation, as STATE_DELTA carries.
+type PatchOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value,omitempty"`
+	From  string `json:"from,omitempty"`
+}
+
+// RunStarted is the first event of a run.
+func RunStarted(threadID, runID string) Event {
+	return Event{Type: EventRunStarted, ThreadID: threadID, RunID: runID}
+}
+
+// RunFinished closes a run with an outcome; result may be nil.
+func RunFinished(threadID, runID string, outcome Outcome, result any) Event {
+	return Event{Type: EventRunFinished, ThreadID: threadID, RunID: runID, Outcome: &outcome, Result: result}
+}
+
+// RunError closes a run that failed.
+func RunError(code, message string) Event {
+	return Event{Type: EventRunError, Code: code, Message: message}
+}
+
+// Custom is a CUSTOM event carrying a mesh fact.
+func Custom(name string, value any) Event {
+	return Event{Type: EventCustom, Name: name, Value: value}
+}

@@ -1,0 +1,81 @@
+// Package meshtest starts what the mesh's tests need: an embedded JetStream
+// server on a random port with storage in t.TempDir(), connections to it, the
+// provisioned streams and buckets, and a polling helper that replaces sleeps.
+package meshtest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentmesh/agentmesh/mesh"
+)
+
+// Server starts an embedded JetStream server that stops when the test ends.
+func Server(t testing.TB) *mesh.Server {
+	t.Helper()
+	s, err := mesh.StartServer(mesh.ServerConfig{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("start embedded server: %v", err)
+	}
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
+// Conn connects to url; the connection closes when the test ends.
+func Conn(t testing.TB, url string) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatalf("connect %s: %v", url, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// Mesh is a provisioned mesh on its own embedded server.
+type Mesh struct {
+	Server *mesh.Server
+	NC     *nats.Conn
+	JS     jetstream.JetStream
+	NS     mesh.Namespace
+	*mesh.Resources
+}
+
+// New starts a server and provisions the default namespace on it.
+func New(t testing.TB) *Mesh {
+	t.Helper()
+	s := Server(t)
+	nc := Conn(t, s.ClientURL())
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("jetstream: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := mesh.Provision(ctx, js, mesh.DefaultNamespace, mesh.ProvisionConfig{})
+	if err != nil {
+		t.Fatalf("provision: %v", err)
+	}
+	return &Mesh{Server: s, NC: nc, JS: js, NS: mesh.DefaultNamespace, Resources: r}
+}
+
+// Eventually polls cond every 10 ms until it is true, and fails the test with
+// what when it is not true within timeout.
+func Eventually(t testing.TB, timeout time.Duration, cond func() bool, what string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if cond() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", timeout, fmt.Sprintf(what, args...))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

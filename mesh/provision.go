@@ -1,0 +1,136 @@
+package mesh
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ProvisionConfig sizes the streams and buckets. The zero value is the
+// development default.
+type ProvisionConfig struct {
+	// EventsMaxAge is how long events are kept. Zero means 7 days.
+	EventsMaxAge time.Duration
+	// DuplicateWindow is the deduplication window of both streams. Zero means 2 minutes.
+	DuplicateWindow time.Duration
+	// SessionHistory is how many revisions of each session are kept. Zero means 5.
+	SessionHistory uint8
+	// SessionTTL expires conversations that were not updated for that long. Zero means never.
+	SessionTTL time.Duration
+	// CallsTTL is how long tool call records are kept. Zero means 7 days.
+	CallsTTL time.Duration
+	// Replicas is the replication factor on a cluster. Zero means 1.
+	Replicas int
+}
+
+func (c ProvisionConfig) withDefaults() ProvisionConfig {
+	if c.EventsMaxAge == 0 {
+		c.EventsMaxAge = 7 * 24 * time.Hour
+	}
+	if c.DuplicateWindow == 0 {
+		c.DuplicateWindow = 2 * time.Minute
+	}
+	if c.SessionHistory == 0 {
+		c.SessionHistory = 5
+	}
+	if c.CallsTTL == 0 {
+		c.CallsTTL = 7 * 24 * time.Hour
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	return c
+}
+
+// Resources are the provisioned streams and buckets of one mesh.
+type Resources struct {
+	NS        Namespace
+	Events    jetstream.Stream
+	Work      jetstream.Stream
+	Sessions  jetstream.KeyValue
+	Approvals jetstream.KeyValue
+	Tools     jetstream.KeyValue
+	Nodes     jetstream.KeyValue
+	Calls     jetstream.KeyValue
+}
+
+// Provision creates or updates every stream and bucket of the mesh. It is
+// idempotent, so every role runs it at start and the first one sets things up.
+func Provision(ctx context.Context, js jetstream.JetStream, ns Namespace, cfg ProvisionConfig) (*Resources, error) {
+	cfg = cfg.withDefaults()
+	r := &Resources{NS: ns}
+	var err error
+	r.Events, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        ns.Stream(StreamEvents),
+		Description: "Agent Mesh: every AG-UI event of every session",
+		Subjects:    []string{ns.EventsAll()},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		MaxAge:      cfg.EventsMaxAge,
+		Duplicates:  cfg.DuplicateWindow,
+		Replicas:    cfg.Replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("provision stream %s: %w", ns.Stream(StreamEvents), err)
+	}
+	r.Work, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        ns.Stream(StreamWork),
+		Description: "Agent Mesh: work queue of turns and resumes",
+		Subjects:    []string{ns.WorkAll()},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		Duplicates:  cfg.DuplicateWindow,
+		Replicas:    cfg.Replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("provision stream %s: %w", ns.Stream(StreamWork), err)
+	}
+	buckets := []struct {
+		dst  *jetstream.KeyValue
+		conf jetstream.KeyValueConfig
+	}{
+		{&r.Sessions, jetstream.KeyValueConfig{Bucket: ns.Bucket(BucketSessions), Description: "Agent Mesh: conversations", History: cfg.SessionHistory, TTL: cfg.SessionTTL}},
+		{&r.Approvals, jetstream.KeyValueConfig{Bucket: ns.Bucket(BucketApprovals), Description: "Agent Mesh: approvals", History: 5}},
+		{&r.Tools, jetstream.KeyValueConfig{Bucket: ns.Bucket(BucketTools), Description: "Agent Mesh: tool catalog"}},
+		// Per-key TTLs (node liveness) need limit markers.
+		{&r.Nodes, jetstream.KeyValueConfig{Bucket: ns.Bucket(BucketNodes), Description: "Agent Mesh: node liveness", LimitMarkerTTL: time.Minute}},
+		{&r.Calls, jetstream.KeyValueConfig{Bucket: ns.Bucket(BucketCalls), Description: "Agent Mesh: tool call records", TTL: cfg.CallsTTL}},
+	}
+	for _, b := range buckets {
+		b.conf.Storage = jetstream.FileStorage
+		b.conf.Replicas = cfg.Replicas
+		kv, err := js.CreateOrUpdateKeyValue(ctx, b.conf)
+		if err != nil {
+			return nil, fmt.Errorf("provision bucket %s: %w", b.conf.Bucket, err)
+		}
+		*b.dst = kv
+	}
+	return r, nil
+}
+
+// ProvisionRetry runs [Provision] until it succeeds or ctx ends, so that a
+// role started before its NATS server comes up waits for it.
+func ProvisionRetry(ctx context.Context, js jetstream.JetStream, ns Namespace, cfg ProvisionConfig, onRetry func(error)) (*Resources, error) {
+	wait := 100 * time.Millisecond
+	for {
+		attemptCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		r, err := Provision(attemptCtx, js, ns, cfg)
+		cancel()
+		if err == nil {
+			return r, nil
+		}
+		if onRetry != nil {
+			onRetry(err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("provision: %w (last error: %v)", ctx.Err(), err)
+		case <-time.After(wait):
+		}
+		if wait < 2*time.Second {
+			wait *= 2
+		}
+	}
+}

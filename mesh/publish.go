@@ -1,0 +1,141 @@
+package mesh
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Headers the mesh sets on its messages.
+const (
+	// HeaderMsgID is JetStream's deduplication header.
+	HeaderMsgID = jetstream.MsgIDHeader
+	// HeaderRun names the run an event belongs to, so that a reader can
+	// follow one run without decoding the payload (RUN_ERROR has no runId).
+	HeaderRun = "Mesh-Run"
+	// HeaderAuthorization carries the caller's bearer token with a work item.
+	// Tokens travel in headers only: never in payloads, KV values or logs.
+	HeaderAuthorization = "Authorization"
+	// HeaderSessionID carries the 8-hex trace id of seed 002 (FR-030).
+	HeaderSessionID = "X-Session-ID"
+)
+
+// EventPublisher publishes AG-UI events to the events stream.
+type EventPublisher struct {
+	js  jetstream.JetStream
+	ns  Namespace
+	now func() time.Time
+}
+
+// NewEventPublisher returns a publisher for namespace ns.
+func NewEventPublisher(js jetstream.JetStream, ns Namespace) *EventPublisher {
+	return &EventPublisher{js: js, ns: ns, now: time.Now}
+}
+
+// Publish publishes one event synchronously. msgID, when not empty,
+// deduplicates it in the stream; runID, when not empty, goes in [HeaderRun].
+func (p *EventPublisher) Publish(ctx context.Context, session, runID, msgID string, ev Event) (uint64, error) {
+	m, err := p.msg(session, runID, msgID, ev)
+	if err != nil {
+		return 0, err
+	}
+	ack, err := p.js.PublishMsg(ctx, m)
+	if err != nil {
+		return 0, fmt.Errorf("publish %s: %w", m.Subject, err)
+	}
+	return ack.Sequence, nil
+}
+
+func (p *EventPublisher) msg(session, runID, msgID string, ev Event) (*nats.Msg, error) {
+	subj, err := p.ns.Event(session, ev.Type)
+	if err != nil {
+		return nil, err
+	}
+	if ev.Timestamp == 0 {
+		ev.Timestamp = p.now().UnixMilli()
+	}
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s event: %w", ev.Type, err)
+	}
+	m := nats.NewMsg(subj)
+	m.Data = data
+	if msgID != "" {
+		m.Header.Set(HeaderMsgID, msgID)
+	}
+	if runID != "" {
+		m.Header.Set(HeaderRun, runID)
+	}
+	return m, nil
+}
+
+// Run returns the publisher of one attempt of one run. Its events are
+// published asynchronously, in order, each with a message id made of the run,
+// the attempt and its position, so a publish that is retried is stored once.
+func (p *EventPublisher) Run(session, runID string, attempt int) *RunEvents {
+	return &RunEvents{p: p, session: session, run: runID, prefix: runID + ":" + strconv.Itoa(attempt) + ":"}
+}
+
+// RunEvents publishes the events of one run attempt. It is safe for
+// concurrent use, though events published concurrently have no set order.
+type RunEvents struct {
+	p       *EventPublisher
+	session string
+	run     string
+	prefix  string
+
+	mu      sync.Mutex
+	n       int
+	pending []jetstream.PubAckFuture
+	err     error
+}
+
+// Emit publishes ev without waiting for the stream's acknowledgement; the
+// first error is kept and returned by [RunEvents.Flush].
+func (r *RunEvents) Emit(ev Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil {
+		return
+	}
+	r.n++
+	m, err := r.p.msg(r.session, r.run, r.prefix+strconv.Itoa(r.n), ev)
+	if err != nil {
+		r.err = err
+		return
+	}
+	f, err := r.p.js.PublishMsgAsync(m)
+	if err != nil {
+		r.err = fmt.Errorf("publish %s: %w", m.Subject, err)
+		return
+	}
+	r.pending = append(r.pending, f)
+}
+
+// Flush waits until the stream has stored every event emitted so far.
+func (r *RunEvents) Flush(ctx context.Context) error {
+	r.mu.Lock()
+	pending := r.pending
+	r.pending = nil
+	err := r.err
+	r.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for _, f := range pending {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return fmt.Errorf("publish %s: %w", f.Msg().Subject, err)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}

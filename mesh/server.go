@@ -1,0 +1,112 @@
+package mesh
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/rs/zerolog"
+)
+
+// ServerConfig configures the embedded NATS server.
+type ServerConfig struct {
+	// Listen is host:port for clients. Empty means 127.0.0.1:4222; port 0
+	// picks a free port (see [Server.ClientURL]).
+	Listen string
+	// StoreDir is where JetStream keeps its files. Required.
+	StoreDir string
+	// MaxPayload is the largest message the server accepts. Zero means 8 MiB,
+	// room for a 1 MB session with its history of messages.
+	MaxPayload int32
+	// Name is the server's name. Empty means "mesh".
+	Name string
+	// Logger receives the server's notices, warnings and errors. The zero
+	// value discards them.
+	Logger zerolog.Logger
+}
+
+// DefaultMaxPayload is the embedded server's default max payload.
+const DefaultMaxPayload = 8 << 20
+
+// Server is an embedded NATS server with JetStream.
+type Server struct {
+	ns       *server.Server
+	shutdown sync.Once
+}
+
+// StartServer starts an embedded server and waits until it takes clients.
+func StartServer(cfg ServerConfig) (*Server, error) {
+	if cfg.StoreDir == "" {
+		return nil, errors.New("mesh: embedded server needs a store directory")
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:4222"
+	}
+	if cfg.MaxPayload == 0 {
+		cfg.MaxPayload = DefaultMaxPayload
+	}
+	if cfg.Name == "" {
+		cfg.Name = "mesh"
+	}
+	host, portText, err := net.SplitHostPort(cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("mesh: listen address %q: %w", cfg.Listen, err)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil || port < 0 || port > 65535 {
+		return nil, fmt.Errorf("mesh: listen address %q: bad port", cfg.Listen)
+	}
+	if port == 0 {
+		port = server.RANDOM_PORT
+	}
+	opts := &server.Options{
+		ServerName: cfg.Name,
+		Host:       host,
+		Port:       port,
+		JetStream:  true,
+		StoreDir:   cfg.StoreDir,
+		MaxPayload: cfg.MaxPayload,
+		// MaxPending must hold at least one max-size message per client.
+		MaxPending: int64(cfg.MaxPayload) * 8,
+		NoSigs:     true,
+	}
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("mesh: embedded server: %w", err)
+	}
+	ns.SetLoggerV2(serverLogger{cfg.Logger}, false, false, false)
+	go ns.Start()
+	if !ns.ReadyForConnections(30 * time.Second) {
+		ns.Shutdown()
+		return nil, fmt.Errorf("mesh: embedded server on %s did not start", cfg.Listen)
+	}
+	return &Server{ns: ns}, nil
+}
+
+// ClientURL is the URL clients connect to.
+func (s *Server) ClientURL() string { return s.ns.ClientURL() }
+
+// Shutdown stops the server and waits until it has stopped. It is idempotent.
+func (s *Server) Shutdown() {
+	s.shutdown.Do(func() {
+		s.ns.Shutdown()
+		s.ns.WaitForShutdown()
+	})
+}
+
+// Running reports whether the server still runs.
+func (s *Server) Running() bool { return s.ns.Running() }
+
+// serverLogger adapts zerolog to the server's logger interface.
+type serverLogger struct{ l zerolog.Logger }
+
+func (s serverLogger) Noticef(format string, v ...any) { s.l.Debug().Msgf(format, v...) }
+func (s serverLogger) Warnf(format string, v ...any)   { s.l.Warn().Msgf(format, v...) }
+func (s serverLogger) Fatalf(format string, v ...any)  { s.l.Error().Msgf(format, v...) }
+func (s serverLogger) Errorf(format string, v ...any)  { s.l.Error().Msgf(format, v...) }
+func (s serverLogger) Debugf(format string, v ...any)  { s.l.Trace().Msgf(format, v...) }
+func (s serverLogger) Tracef(format string, v ...any)  { s.l.Trace().Msgf(format, v...) }

@@ -1,0 +1,238 @@
+package mesh
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Status is the status of a conversation.
+type Status string
+
+// Conversation statuses. Seed 002 names active, waiting_approval and
+// completed; running says a turn is queued or executing.
+const (
+	StatusActive          Status = "active"
+	StatusRunning         Status = "running"
+	StatusWaitingApproval Status = "waiting_approval"
+	StatusCompleted       Status = "completed"
+)
+
+// Role is the author of a message.
+type Role string
+
+// Message roles.
+const (
+	RoleSystem    Role = "system"
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// Conversation is a session: what the sessions bucket holds under its id.
+// Seed 002 §6.4.6 names the first fields; the rest is what a distributed turn
+// needs to be resumed anywhere and applied once.
+type Conversation struct {
+	ID string `json:"id"`
+	// SessionID is the 8-hex trace id forwarded as X-Session-ID (FR-030).
+	SessionID string `json:"session_id"`
+	// Agent is the name of the agent that serves the conversation; its work
+	// subject is mesh.work.agent.<Agent>.
+	Agent           string           `json:"agent"`
+	Status          Status           `json:"status"`
+	Messages        []Message        `json:"messages"`
+	PendingApproval *PendingApproval `json:"pending_approval,omitempty"`
+	PipelineState   *PipelineState   `json:"pipeline_state,omitempty"`
+	// State holds the output_key values of agent tree nodes.
+	State map[string]any `json:"state,omitempty"`
+	// Turn is the turn being executed, if any.
+	Turn *Turn `json:"turn,omitempty"`
+	// RecentTurns lists the ids of the last turns applied, newest last, so that
+	// a redelivered turn is recognised and not applied twice.
+	RecentTurns []string `json:"recent_turns,omitempty"`
+	// LastRun is the outcome of the most recent run.
+	LastRun *RunSummary `json:"last_run,omitempty"`
+	// Version counts the saves of the conversation.
+	Version   uint64    `json:"version"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+
+	// Revision is the KV revision the conversation was read at.
+	Revision uint64 `json:"-"`
+}
+
+// recentTurnsKept bounds Conversation.RecentTurns.
+const recentTurnsKept = 32
+
+// Message is one message of a conversation.
+type Message struct {
+	ID      string `json:"id"`
+	Role    Role   `json:"role"`
+	Content string `json:"content"`
+	// Name is the tree node or group member that wrote the message.
+	Name string `json:"name,omitempty"`
+	// ToolCalls are the calls an assistant message asks for.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// ToolCallID links a tool message to the call it answers.
+	ToolCallID string `json:"tool_call_id,omitempty"`
+	// ToolName is the tool a tool message answers for.
+	ToolName string `json:"tool_name,omitempty"`
+	// IsError marks a tool result that is a failure.
+	IsError bool `json:"is_error,omitempty"`
+	// TurnID is the turn that added the message.
+	TurnID    string    `json:"turn_id,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// ToolCall is a call a model asked for.
+type ToolCall struct {
+	ID string `json:"id"`
+	// Name is the function name the model used.
+	Name string `json:"name"`
+	// Server and Tool locate the tool in the catalog; empty for tools the
+	// agent implements itself.
+	Server    string         `json:"server,omitempty"`
+	Tool      string         `json:"tool,omitempty"`
+	Arguments map[string]any `json:"arguments"`
+	// Destructive says the call needed an approval.
+	Destructive bool   `json:"destructive,omitempty"`
+	ApprovalID  string `json:"approval_id,omitempty"`
+}
+
+// ArgumentsJSON is the JSON text of the call's arguments.
+func (c ToolCall) ArgumentsJSON() string {
+	if c.Arguments == nil {
+		return "{}"
+	}
+	b, err := json.Marshal(c.Arguments)
+	if err != nil {
+		return "{}"
+	}
+	return string(b)
+}
+
+// PendingApproval is the approval a paused conversation waits for.
+type PendingApproval struct {
+	UUID           string         `json:"uuid"`
+	ConversationID string         `json:"conversation_id"`
+	ToolCallID     string         `json:"tool_call_id"`
+	ToolName       string         `json:"tool_name"`
+	Server         string         `json:"server,omitempty"`
+	ToolArgs       map[string]any `json:"tool_args"`
+	Description    string         `json:"description"`
+	// RemoteTaskID and RemoteAgentName are set on a proxy approval: the
+	// decision is forwarded to that A2A agent's task (FR-029).
+	RemoteTaskID    string    `json:"remote_task_id,omitempty"`
+	RemoteAgentName string    `json:"remote_agent_name,omitempty"`
+	CreatedAt       time.Time `json:"created_at"`
+}
+
+// PipelineState is where a paused run stands, so that the resume can carry on
+// from there on any replica (FR-026).
+type PipelineState struct {
+	// PausedNodePath is the path of child indices from the root of the agent
+	// tree to the paused node; empty for a single llm node.
+	PausedNodePath      []int             `json:"paused_node_path"`
+	PausedNodeOutputKey string            `json:"paused_node_output_key,omitempty"`
+	SessionState        map[string]string `json:"session_state,omitempty"`
+	UserMessage         string            `json:"user_message,omitempty"`
+	// RunID is the run that paused; Iterations the model calls it had made.
+	RunID      string `json:"run_id,omitempty"`
+	Iterations int    `json:"iterations"`
+}
+
+// Turn is a unit of work being executed on a conversation.
+type Turn struct {
+	ID        string    `json:"id"`
+	Kind      WorkKind  `json:"kind"`
+	Node      string    `json:"node,omitempty"`
+	Attempt   int       `json:"attempt"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+// RunSummary is the outcome of a run, kept on the conversation.
+type RunSummary struct {
+	ID string `json:"id"`
+	// Outcome is success, interrupt, cancelled or error.
+	Outcome    string    `json:"outcome"`
+	Response   string    `json:"response,omitempty"`
+	ErrorCode  string    `json:"error_code,omitempty"`
+	Error      string    `json:"error,omitempty"`
+	FinishedAt time.Time `json:"finished_at"`
+}
+
+// Run outcomes recorded in RunSummary besides the AG-UI ones.
+const OutcomeError = "error"
+
+// HasTurn reports whether the turn id was applied to the conversation.
+func (c *Conversation) HasTurn(id string) bool {
+	for _, t := range c.RecentTurns {
+		if t == id {
+			return true
+		}
+	}
+	return false
+}
+
+// MarkTurn records a turn as applied.
+func (c *Conversation) MarkTurn(id string) {
+	if c.HasTurn(id) {
+		return
+	}
+	c.RecentTurns = append(c.RecentTurns, id)
+	if n := len(c.RecentTurns); n > recentTurnsKept {
+		c.RecentTurns = append(c.RecentTurns[:0:0], c.RecentTurns[n-recentTurnsKept:]...)
+	}
+}
+
+// HasMessage reports whether a message with this id is in the conversation.
+func (c *Conversation) HasMessage(id string) bool {
+	for i := len(c.Messages) - 1; i >= 0; i-- {
+		if c.Messages[i].ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// LastAssistantText is the content of the last assistant message with text.
+func (c *Conversation) LastAssistantText() string {
+	for i := len(c.Messages) - 1; i >= 0; i-- {
+		m := c.Messages[i]
+		if m.Role == RoleAssistant && m.Content != "" {
+			return m.Content
+		}
+	}
+	return ""
+}
+
+// ConversationSummary is the short form of a conversation that lists show.
+type ConversationSummary struct {
+	ID              string           `json:"id"`
+	SessionID       string           `json:"session_id"`
+	Agent           string           `json:"agent"`
+	Status          Status           `json:"status"`
+	Title           string           `json:"title,omitempty"`
+	MessageCount    int              `json:"message_count"`
+	PendingApproval *PendingApproval `json:"pending_approval,omitempty"`
+	CreatedAt       time.Time        `json:"created_at"`
+	UpdatedAt       time.Time        `json:"updated_at"`
+}
+
+// Summary returns the list form of c; its title is its first user message.
+func (c *Conversation) Summary() ConversationSummary {
+	s := ConversationSummary{
+		ID: c.ID, SessionID: c.SessionID, Agent: c.Agent, Status: c.Status,
+		MessageCount: len(c.Messages), PendingApproval: c.PendingApproval,
+		CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
+	}
+	for _, m := range c.Messages {
+		if m.Role == RoleUser {
+			s.Title = m.Content
+			if r := []rune(s.Title); len(r) > 80 {
+				s.Title = string(r[:80]) + "…"
+			}
+			break
+		}
+	}
+	return s
+}

@@ -1,0 +1,185 @@
+package mesh
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ErrNoChange, returned by a change function, makes an update end without
+// writing anything; the update then returns the value as it was read.
+var ErrNoChange = errors.New("mesh: no change")
+
+// casAttempts bounds how often an update is re-applied after revision
+// conflicts before it gives up.
+const casAttempts = 50
+
+// getJSON reads key and decodes it; a missing key is notFound.
+func getJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string, notFound *Error) (*T, uint64, error) {
+	e, err := kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return nil, 0, notFound.With(fmt.Sprintf("%s: %s", notFound.Message, key))
+	}
+	if errors.Is(err, jetstream.ErrInvalidKey) {
+		return nil, 0, notFound.With(fmt.Sprintf("%s: %q", notFound.Message, key))
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("get %s: %w", key, err)
+	}
+	v := new(T)
+	if err := json.Unmarshal(e.Value(), v); err != nil {
+		return nil, 0, fmt.Errorf("decode %s: %w", key, err)
+	}
+	return v, e.Revision(), nil
+}
+
+// updateJSON applies change to the value of key and writes it back with
+// compare-and-set. cur, when not nil, is the value as read at rev and saves
+// the first read. On a revision conflict it reloads and applies change again,
+// so change must compute its result from the value it is given.
+func updateJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string, notFound *Error, cur *T, rev uint64, change func(*T) error) (*T, uint64, error) {
+	for attempt := 0; ; attempt++ {
+		if cur == nil {
+			var err error
+			cur, rev, err = getJSON[T](ctx, kv, key, notFound)
+			if err != nil {
+				return nil, 0, err
+			}
+		}
+		if err := change(cur); err != nil {
+			if errors.Is(err, ErrNoChange) {
+				return cur, rev, nil
+			}
+			return nil, 0, err
+		}
+		data, err := json.Marshal(cur)
+		if err != nil {
+			return nil, 0, fmt.Errorf("encode %s: %w", key, err)
+		}
+		newRev, err := kv.Update(ctx, key, data, rev)
+		if err == nil {
+			return cur, newRev, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) || attempt >= casAttempts {
+			return nil, 0, fmt.Errorf("update %s: %w", key, err)
+		}
+		cur = nil
+		// A short random pause spreads writers that collided.
+		select {
+		case <-time.After(time.Duration(rand.IntN(1000)) * time.Microsecond * time.Duration(attempt+1)):
+		case <-ctx.Done():
+			return nil, 0, ctx.Err()
+		}
+	}
+}
+
+// SessionStore keeps conversations in the sessions bucket.
+type SessionStore struct {
+	kv  jetstream.KeyValue
+	now func() time.Time
+}
+
+// NewSessionStore returns a store over the sessions bucket.
+func NewSessionStore(kv jetstream.KeyValue) *SessionStore {
+	return &SessionStore{kv: kv, now: time.Now}
+}
+
+// Get returns the conversation, or an error matching [ErrSessionNotFound].
+func (s *SessionStore) Get(ctx context.Context, id string) (*Conversation, error) {
+	if CheckToken(id) != nil {
+		return nil, ErrSessionNotFound.With(fmt.Sprintf("conversation %q not found", id))
+	}
+	c, rev, err := getJSON[Conversation](ctx, s.kv, id, ErrSessionNotFound)
+	if err != nil {
+		return nil, err
+	}
+	c.Revision = rev
+	return c, nil
+}
+
+// Create stores a new conversation; it fails if the id exists.
+func (s *SessionStore) Create(ctx context.Context, c *Conversation) error {
+	if err := CheckToken(c.ID); err != nil {
+		return err
+	}
+	now := s.now().UTC()
+	if c.CreatedAt.IsZero() {
+		c.CreatedAt = now
+	}
+	c.UpdatedAt = now
+	c.Version = 1
+	data, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", c.ID, err)
+	}
+	rev, err := s.kv.Create(ctx, c.ID, data)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", c.ID, err)
+	}
+	c.Revision = rev
+	return nil
+}
+
+// Update loads the conversation, applies change and saves it by
+// compare-and-set, re-applying change to a fresh copy after a conflict.
+func (s *SessionStore) Update(ctx context.Context, id string, change func(*Conversation) error) (*Conversation, error) {
+	return s.update(ctx, id, nil, change)
+}
+
+// UpdateLoaded is [SessionStore.Update] starting from c, a conversation read
+// by [SessionStore.Get], which saves one read when nobody wrote in between.
+// c must not be used afterwards: use the returned conversation.
+func (s *SessionStore) UpdateLoaded(ctx context.Context, c *Conversation, change func(*Conversation) error) (*Conversation, error) {
+	return s.update(ctx, c.ID, c, change)
+}
+
+func (s *SessionStore) update(ctx context.Context, id string, cur *Conversation, change func(*Conversation) error) (*Conversation, error) {
+	if CheckToken(id) != nil {
+		return nil, ErrSessionNotFound.With(fmt.Sprintf("conversation %q not found", id))
+	}
+	var rev uint64
+	if cur != nil {
+		rev = cur.Revision
+	}
+	c, rev, err := updateJSON(ctx, s.kv, id, ErrSessionNotFound, cur, rev, func(c *Conversation) error {
+		if err := change(c); err != nil {
+			return err
+		}
+		c.Version++
+		c.UpdatedAt = s.now().UTC()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.Revision = rev
+	return c, nil
+}
+
+// List returns the conversations, most recently updated first.
+func (s *SessionStore) List(ctx context.Context) ([]*Conversation, error) {
+	keys, err := s.kv.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	var out []*Conversation
+	for key := range keys.Keys() {
+		c, err := s.Get(ctx, key)
+		if errors.Is(err, ErrSessionNotFound) {
+			continue // deleted between the listing and the read
+		}
+		if err != nil {
+			_ = keys.Stop()
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].UpdatedAt.After(out[j].UpdatedAt) })
+	return out, nil
+}

@@ -1,0 +1,246 @@
+package mesh
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// DefaultPrefix is the first token of every subject and the base of every
+// stream and bucket name. Several meshes can share one NATS server by using
+// different prefixes.
+const DefaultPrefix = "mesh"
+
+// Roles, as they appear in work and heartbeat subjects and in node keys.
+const (
+	RoleAgent    = "agent"
+	RoleToolhost = "toolhost"
+	RoleApprover = "approver"
+	RoleGroup    = "group"
+	RoleBridge   = "bridge"
+	RoleMonitor  = "monitor"
+	RoleNATS     = "nats"
+)
+
+// Subject templates. The first %s is the prefix; the others are tokens that the
+// builders of [Namespace] validate.
+const (
+	// SubjectEvent carries one AG-UI event of one session: mesh.evt.<session>.<TYPE>.
+	SubjectEvent = "%s.evt.%s.%s"
+	// SubjectWork carries work items for one consumer: mesh.work.<role>.<name>.
+	SubjectWork = "%s.work.%s.%s"
+	// SubjectTool is the request subject of one tool: mesh.tool.<server>.<tool>.
+	SubjectTool = "%s.tool.%s.%s"
+	// SubjectApprovalDecide takes a decision on one approval: mesh.approval.<uuid>.decide.
+	SubjectApprovalDecide = "%s.approval.%s.decide"
+	// SubjectSessionCancel aborts the running turn of a session: mesh.session.<session>.cancel.
+	SubjectSessionCancel = "%s.session.%s.cancel"
+	// SubjectHeartbeat is where a node announces itself: mesh.hb.<role>.<node id>.
+	SubjectHeartbeat = "%s.hb.%s.%s"
+	// SubjectProbe answers liveness probes of one node: mesh.node.<node id>.probe.
+	SubjectProbe = "%s.node.%s.probe"
+)
+
+// Stream and bucket base names. The full name adds the prefix: MESH_EVENTS,
+// MESH_WORK, mesh_sessions … with the default prefix.
+const (
+	StreamEvents    = "EVENTS"
+	StreamWork      = "WORK"
+	BucketSessions  = "sessions"
+	BucketApprovals = "approvals"
+	BucketTools     = "tools"
+	BucketNodes     = "nodes"
+	BucketCalls     = "calls"
+)
+
+// ToolServiceName is the NATS micro service every toolhost registers, so
+// `nats micro ls` lists the tool hosts of a mesh.
+const ToolServiceName = "mesh-tools"
+
+var prefixRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// Namespace builds the subjects, stream names and bucket names of one mesh.
+// The zero value is not usable; use [NewNamespace].
+type Namespace struct {
+	prefix string
+}
+
+// NewNamespace returns the namespace for prefix; an empty prefix means
+// [DefaultPrefix]. A prefix is letters, digits, '_' and '-'.
+func NewNamespace(prefix string) (Namespace, error) {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	if !prefixRE.MatchString(prefix) {
+		return Namespace{}, fmt.Errorf("%w: prefix %q: use letters, digits, '_' and '-'", ErrInvalidToken, prefix)
+	}
+	return Namespace{prefix: prefix}, nil
+}
+
+// DefaultNamespace is the namespace of [DefaultPrefix].
+var DefaultNamespace = Namespace{prefix: DefaultPrefix}
+
+// Prefix returns the first token of the namespace's subjects.
+func (n Namespace) Prefix() string { return n.prefix }
+
+// Stream returns the full name of a stream, e.g. MESH_EVENTS for [StreamEvents].
+func (n Namespace) Stream(base string) string {
+	return strings.ToUpper(n.prefix) + "_" + base
+}
+
+// Bucket returns the full name of a KV bucket, e.g. mesh_sessions for [BucketSessions].
+func (n Namespace) Bucket(base string) string {
+	return n.prefix + "_" + base
+}
+
+// Event returns mesh.evt.<session>.<TYPE>.
+func (n Namespace) Event(session string, typ EventType) (string, error) {
+	return n.build(SubjectEvent, session, string(typ))
+}
+
+// EventsAll is the wildcard of every event of the mesh: mesh.evt.>.
+func (n Namespace) EventsAll() string { return n.prefix + ".evt.>" }
+
+// EventsOf is the wildcard of every event of one session: mesh.evt.<session>.>.
+func (n Namespace) EventsOf(session string) (string, error) {
+	if err := CheckToken(session); err != nil {
+		return "", err
+	}
+	return n.prefix + ".evt." + session + ".>", nil
+}
+
+// EventsOfType is the wildcard of one event type in every session: mesh.evt.*.<TYPE>.
+func (n Namespace) EventsOfType(typ EventType) (string, error) {
+	if err := CheckToken(string(typ)); err != nil {
+		return "", err
+	}
+	return n.prefix + ".evt.*." + string(typ), nil
+}
+
+// Work returns mesh.work.<role>.<name>.
+func (n Namespace) Work(role, name string) (string, error) {
+	return n.build(SubjectWork, role, name)
+}
+
+// WorkAll is the wildcard of the work stream: mesh.work.>.
+func (n Namespace) WorkAll() string { return n.prefix + ".work.>" }
+
+// Tool returns mesh.tool.<server>.<tool>; both names pass through [ToolToken].
+func (n Namespace) Tool(server, tool string) (string, error) {
+	return n.build(SubjectTool, server, ToolToken(tool))
+}
+
+// ApprovalDecide returns mesh.approval.<uuid>.decide.
+func (n Namespace) ApprovalDecide(approvalID string) (string, error) {
+	return n.build(SubjectApprovalDecide, approvalID)
+}
+
+// ApprovalDecideAll is the wildcard approvers serve: mesh.approval.*.decide.
+func (n Namespace) ApprovalDecideAll() string { return n.prefix + ".approval.*.decide" }
+
+// SessionCancel returns mesh.session.<session>.cancel.
+func (n Namespace) SessionCancel(session string) (string, error) {
+	return n.build(SubjectSessionCancel, session)
+}
+
+// SessionCancelAll is the wildcard agents listen on: mesh.session.*.cancel.
+func (n Namespace) SessionCancelAll() string { return n.prefix + ".session.*.cancel" }
+
+// Heartbeat returns mesh.hb.<role>.<node id>.
+func (n Namespace) Heartbeat(role, node string) (string, error) {
+	return n.build(SubjectHeartbeat, role, node)
+}
+
+// HeartbeatAll is the wildcard monitors watch: mesh.hb.>.
+func (n Namespace) HeartbeatAll() string { return n.prefix + ".hb.>" }
+
+// Probe returns mesh.node.<node id>.probe.
+func (n Namespace) Probe(node string) (string, error) {
+	return n.build(SubjectProbe, node)
+}
+
+func (n Namespace) build(template string, tokens ...string) (string, error) {
+	args := make([]any, 0, len(tokens)+1)
+	args = append(args, n.prefix)
+	for _, t := range tokens {
+		if err := CheckToken(t); err != nil {
+			return "", err
+		}
+		args = append(args, t)
+	}
+	return fmt.Sprintf(template, args...), nil
+}
+
+// CheckToken reports whether s can be one token of a subject and one part of a
+// KV key: not empty, and only letters, digits, '_', '-' and '='.
+func CheckToken(s string) error {
+	if s == "" {
+		return fmt.Errorf("%w: empty", ErrInvalidToken)
+	}
+	for i := 0; i < len(s); i++ {
+		if !tokenByte(s[i]) {
+			return fmt.Errorf("%w: %q has %q at %d", ErrInvalidToken, s, s[i], i)
+		}
+	}
+	return nil
+}
+
+func tokenByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '='
+}
+
+// ToolToken turns an MCP tool name into a subject token and key part. MCP
+// allows '.', '/' and other characters that NATS tokens cannot hold; those,
+// and '=' itself, become '=' followed by two hex digits, so the mapping is
+// reversible and names that are already plain stay as they are.
+func ToolToken(name string) string {
+	plain := name != ""
+	for i := 0; i < len(name); i++ {
+		if !tokenByte(name[i]) || name[i] == '=' {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return name
+	}
+	if name == "" {
+		return "="
+	}
+	var b strings.Builder
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if tokenByte(c) && c != '=' {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "=%02x", c)
+	}
+	return b.String()
+}
+
+// ToolName reverses [ToolToken].
+func ToolName(token string) (string, error) {
+	if token == "=" {
+		return "", nil
+	}
+	var b strings.Builder
+	for i := 0; i < len(token); i++ {
+		c := token[i]
+		if c != '=' {
+			b.WriteByte(c)
+			continue
+		}
+		if i+3 > len(token) {
+			return "", fmt.Errorf("%w: truncated escape in %q", ErrInvalidToken, token)
+		}
+		v, err := strconv.ParseUint(token[i+1:i+3], 16, 8)
+		if err != nil {
+			return "", fmt.Errorf("%w: bad escape in %q", ErrInvalidToken, token)
+		}
+		b.WriteByte(byte(v))
+		i += 2
+	}
+	return b.String(), nil
+}

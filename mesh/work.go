@@ -1,0 +1,79 @@
+package mesh
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// WorkKind says what a work item asks for.
+type WorkKind string
+
+// Work kinds.
+const (
+	// WorkTurn runs a turn for a new user message.
+	WorkTurn WorkKind = "turn"
+	// WorkResume resumes a run paused for an approval, once it is decided.
+	WorkResume WorkKind = "resume"
+)
+
+// WorkItem is a message of the work stream, on mesh.work.<role>.<name>.
+// Credentials travel in its headers ([HeaderAuthorization]), never here.
+type WorkItem struct {
+	Kind    WorkKind `json:"kind"`
+	Session string   `json:"session"`
+	// TurnID identifies the turn; for a resume it is the approval id. It is
+	// also the run id of the AG-UI events the turn publishes.
+	TurnID string `json:"turn_id"`
+	// Message is the user's message of a turn.
+	Message string `json:"message,omitempty"`
+	// ApprovalID is the decided approval a resume carries on from.
+	ApprovalID string    `json:"approval_id,omitempty"`
+	EnqueuedAt time.Time `json:"enqueued_at"`
+}
+
+// WorkMsgID is the deduplication id of a work item: the same turn enqueued
+// twice within the stream's duplicate window is stored once.
+func WorkMsgID(item WorkItem) string { return string(item.Kind) + ":" + item.TurnID }
+
+// PublishWork enqueues item for the consumers of role and name, with the
+// headers given (authorization, trace id).
+func PublishWork(ctx context.Context, js jetstream.JetStream, ns Namespace, role, name string, item WorkItem, hdr nats.Header) error {
+	subj, err := ns.Work(role, name)
+	if err != nil {
+		return err
+	}
+	if item.EnqueuedAt.IsZero() {
+		item.EnqueuedAt = time.Now().UTC()
+	}
+	data, err := json.Marshal(item)
+	if err != nil {
+		return fmt.Errorf("encode work item: %w", err)
+	}
+	m := nats.NewMsg(subj)
+	m.Data = data
+	for k, v := range hdr {
+		m.Header[k] = v
+	}
+	m.Header.Set(HeaderMsgID, WorkMsgID(item))
+	if _, err := js.PublishMsg(ctx, m); err != nil {
+		return fmt.Errorf("publish %s: %w", subj, err)
+	}
+	return nil
+}
+
+// CopyCallerHeaders copies the caller's credentials and trace id from src to
+// a new header, so they follow the work a request starts.
+func CopyCallerHeaders(src nats.Header) nats.Header {
+	h := nats.Header{}
+	for _, k := range []string{HeaderAuthorization, HeaderSessionID} {
+		if v := src.Get(k); v != "" {
+			h.Set(k, v)
+		}
+	}
+	return h
+}
