@@ -120,6 +120,10 @@ type MCPServer struct {
 	Headers map[string]string `yaml:"headers"`
 	// Timeout bounds one tool call. Zero means 30s.
 	Timeout Duration `yaml:"timeout"`
+	// DedupeCallIDs says the server deduplicates tools/call requests by the
+	// "agentmesh/call_id" key of their _meta (the sample server does), so a
+	// call interrupted by a crash may safely be sent again with the same id.
+	DedupeCallIDs bool `yaml:"dedupe_call_ids"`
 }
 
 // A2AAgent is a remote agent reached over A2A, offered to the model as a tool.
