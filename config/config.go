@@ -13,6 +13,8 @@
 //	MESH_NATS_ADDR   embedded NATS listen address (default 127.0.0.1:4222)
 //	NATS_URL         use this NATS server instead of starting one
 //	MESH_PREFIX      subject prefix (default mesh)
+//	MESH_LOG_LEVEL   debug, info (default), warn or error
+//	MESH_LOG_FORMAT  json, or console (the default on a terminal)
 //
 // API keys come only from the environment (GEMINI_API_KEY, ANTHROPIC_API_KEY,
 // OPENAI_API_KEY) and are held as [Secret] values that never print.
@@ -40,6 +42,8 @@ const (
 	EnvNATSAddr = "MESH_NATS_ADDR"
 	EnvNATSURL  = "NATS_URL"
 	EnvPrefix   = "MESH_PREFIX"
+	EnvLogLevel = "MESH_LOG_LEVEL"
+	EnvLogFmt   = "MESH_LOG_FORMAT"
 )
 
 // Defaults.
@@ -82,6 +86,7 @@ type Config struct {
 	HTTP     HTTP     `yaml:"http"`
 	NATS     NATS     `yaml:"nats"`
 	Sessions Sessions `yaml:"sessions"`
+	Log      Log      `yaml:"log"`
 
 	// Path is the file the configuration was read from.
 	Path string `yaml:"-"`
@@ -247,6 +252,14 @@ type Sessions struct {
 	TTL Duration `yaml:"ttl"`
 }
 
+// Log configures logging.
+type Log struct {
+	// Level is debug, info, warn or error. Empty means info.
+	Level string `yaml:"level"`
+	// Format is json or console. Empty means console on a terminal, else json.
+	Format string `yaml:"format"`
+}
+
 // Duration is a time.Duration written as "30s" or "1m30s" in YAML.
 type Duration time.Duration
 
@@ -351,6 +364,12 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	}
 	if v := getenv(EnvPrefix); v != "" {
 		c.Mesh.Prefix = v
+	}
+	if v := getenv(EnvLogLevel); v != "" {
+		c.Log.Level = v
+	}
+	if v := getenv(EnvLogFmt); v != "" {
+		c.Log.Format = v
 	}
 	switch v := getenv(EnvHTTPAddr); {
 	case v != "":

@@ -36,6 +36,16 @@ func (c *Config) validate() error {
 	if c.LLM.MaxRetries < -1 {
 		return bad("llm.max_retries", "must be -1 (no retries), 0 (default) or more")
 	}
+	switch c.Log.Level {
+	case "", "trace", "debug", "info", "warn", "error":
+	default:
+		return bad("log.level ("+EnvLogLevel+")", fmt.Sprintf("%q is not one of debug, info, warn, error", c.Log.Level))
+	}
+	switch c.Log.Format {
+	case "", "json", "console":
+	default:
+		return bad("log.format ("+EnvLogFmt+")", fmt.Sprintf("%q is not json or console", c.Log.Format))
+	}
 	if c.Port < 0 || c.Port > 65535 {
 		return bad("port", fmt.Sprintf("%d is not a port number (1-65535)", c.Port))
 	}

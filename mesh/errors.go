@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 )
 
 // ErrInvalidToken reports a name that cannot be a subject token or key part.
@@ -112,4 +113,11 @@ func ErrorKind(err error) string {
 		return e.Kind
 	}
 	return ErrInternal.Kind
+}
+
+// RespondError answers a micro request with err, in headers that
+// [ErrorFromMsg] maps back to the same kind of error on the caller's side.
+func RespondError(req micro.Request, err error) error {
+	h := ErrorHeaders(err)
+	return req.Error(h.Get(HeaderServiceErrorCode), h.Get(HeaderServiceError), nil, micro.WithHeaders(micro.Headers(h)))
 }

@@ -78,6 +78,9 @@ type Message struct {
 	ToolName string `json:"tool_name,omitempty"`
 	// IsError marks a tool result that is a failure.
 	IsError bool `json:"is_error,omitempty"`
+	// Notice marks an assistant message meant for people (an approval
+	// request, an error): it is shown, but not sent back to models.
+	Notice bool `json:"notice,omitempty"`
 	// TurnID is the turn that added the message.
 	TurnID    string    `json:"turn_id,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
@@ -157,7 +160,14 @@ type RunSummary struct {
 	Response   string    `json:"response,omitempty"`
 	ErrorCode  string    `json:"error_code,omitempty"`
 	Error      string    `json:"error,omitempty"`
+	Usage      *Usage    `json:"usage,omitempty"`
 	FinishedAt time.Time `json:"finished_at"`
+}
+
+// Usage counts the tokens a run used.
+type Usage struct {
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
 }
 
 // Run outcomes recorded in RunSummary besides the AG-UI ones.

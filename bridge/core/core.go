@@ -1,0 +1,369 @@
+// Package core is what every protocol of the bridge shares: it creates
+// conversations, submits turns and decisions to the mesh, and waits for the
+// runs they start to finish or pause.
+//
+// A turn is published to mesh.work.agent.<agent> with the caller's
+// Authorization and X-Session-ID in NATS headers; a decision is a request on
+// mesh.approval.<uuid>.decide. A [Run] learns that it ended from the
+// RUN_FINISHED and RUN_ERROR events of mesh.evt.*.<TYPE>, which the core
+// subscribes to once, and falls back to reading the conversation every
+// second, so a lost event costs a second, not the answer.
+//
+// [Core.Start] subscribes; [Core.Stop] unsubscribes. The core starts no other
+// goroutines.
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/agentmesh/agentmesh/mesh"
+)
+
+// Config configures the core.
+type Config struct {
+	NC        *nats.Conn
+	JS        jetstream.JetStream
+	Resources *mesh.Resources
+	// Agent is the agent that serves new conversations.
+	Agent string
+	// Prompt is the system prompt, the first message of every conversation.
+	Prompt string
+	// PollInterval is how often a waiting run reads its conversation in case
+	// its end event was missed. Zero means 1s.
+	PollInterval time.Duration
+	// Logger receives the core's logs. The zero value discards them.
+	Logger zerolog.Logger
+}
+
+// Core submits work to the mesh and waits for it.
+type Core struct {
+	cfg       Config
+	ns        mesh.Namespace
+	Sessions  *mesh.SessionStore
+	Approvals *mesh.ApprovalStore
+	Catalog   *mesh.Catalog
+	log       zerolog.Logger
+
+	mu      sync.Mutex
+	waiters map[string]*Run // by run id
+	subs    []*nats.Subscription
+}
+
+// New validates cfg and returns a core.
+func New(cfg Config) (*Core, error) {
+	if cfg.NC == nil || cfg.JS == nil || cfg.Resources == nil || cfg.Agent == "" {
+		return nil, errors.New("core: NC, JS, Resources and Agent are required")
+	}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = time.Second
+	}
+	return &Core{
+		cfg:       cfg,
+		ns:        cfg.Resources.NS,
+		Sessions:  mesh.NewSessionStore(cfg.Resources.Sessions),
+		Approvals: mesh.NewApprovalStore(cfg.Resources.Approvals),
+		Catalog:   mesh.NewCatalog(cfg.Resources.Tools),
+		log:       cfg.Logger,
+		waiters:   map[string]*Run{},
+	}, nil
+}
+
+// Namespace is the mesh's namespace.
+func (c *Core) Namespace() mesh.Namespace { return c.ns }
+
+// Start subscribes to the end events of runs.
+func (c *Core) Start() error {
+	for _, typ := range []mesh.EventType{mesh.EventRunFinished, mesh.EventRunError} {
+		subj, err := c.ns.EventsOfType(typ)
+		if err != nil {
+			return err
+		}
+		sub, err := c.cfg.NC.Subscribe(subj, c.onRunEnd)
+		if err != nil {
+			c.Stop()
+			return fmt.Errorf("core: subscribe %s: %w", subj, err)
+		}
+		c.subs = append(c.subs, sub)
+	}
+	return nil
+}
+
+// Stop unsubscribes. It is idempotent.
+func (c *Core) Stop() {
+	c.mu.Lock()
+	subs := c.subs
+	c.subs = nil
+	c.mu.Unlock()
+	for _, s := range subs {
+		_ = s.Unsubscribe()
+	}
+}
+
+func (c *Core) onRunEnd(m *nats.Msg) {
+	id := m.Header.Get(mesh.HeaderRun)
+	if id == "" {
+		return
+	}
+	c.mu.Lock()
+	r := c.waiters[id]
+	c.mu.Unlock()
+	if r == nil {
+		return
+	}
+	var ev mesh.Event
+	if json.Unmarshal(m.Data, &ev) == nil {
+		r.end(&ev)
+	}
+}
+
+// Caller is who asks: the credentials and trace id to forward.
+type Caller struct {
+	// Authorization is the caller's Authorization header, forwarded as is.
+	Authorization string
+	// SessionID is the caller's X-Session-ID, kept when it is well formed.
+	SessionID string
+}
+
+func (c Caller) headers(sessionID string) nats.Header {
+	h := nats.Header{}
+	if c.Authorization != "" {
+		h.Set(mesh.HeaderAuthorization, c.Authorization)
+	}
+	if sessionID != "" {
+		h.Set(mesh.HeaderSessionID, sessionID)
+	}
+	return h
+}
+
+// NewConversation creates a conversation whose first message is the system
+// prompt; its trace id is the caller's X-Session-ID or a new one (FR-030).
+func (c *Core) NewConversation(ctx context.Context, caller Caller) (*mesh.Conversation, error) {
+	sid := caller.SessionID
+	if !mesh.ValidTraceID(sid) {
+		sid = mesh.NewTraceID()
+	}
+	id := mesh.NewID()
+	now := time.Now().UTC()
+	conv := &mesh.Conversation{
+		ID: id, SessionID: sid, Agent: c.cfg.Agent, Status: mesh.StatusActive,
+		Messages: []mesh.Message{{ID: id + "-system", Role: mesh.RoleSystem, Content: c.cfg.Prompt, CreatedAt: now}},
+	}
+	if err := c.Sessions.Create(ctx, conv); err != nil {
+		return nil, err
+	}
+	return conv, nil
+}
+
+// PendingError is a refusal because the conversation waits for an approval;
+// it carries that approval (FR-004).
+type PendingError struct {
+	Err      *mesh.Error
+	Approval *mesh.PendingApproval
+}
+
+func (e *PendingError) Error() string { return e.Err.Error() }
+func (e *PendingError) Unwrap() error { return e.Err }
+
+// Send submits a user message as a turn of conversation id.
+func (c *Core) Send(ctx context.Context, id, text string, caller Caller) (*Run, error) {
+	if strings.TrimSpace(text) == "" {
+		return nil, mesh.ErrBadRequest.With(`"message" must not be empty`)
+	}
+	conv, err := c.Sessions.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case conv.Status == mesh.StatusWaitingApproval:
+		return nil, &PendingError{
+			Err:      mesh.ErrWaitingApproval.With(fmt.Sprintf("conversation %s is waiting for approval %s; decide it first with POST /approvals/%s", id, conv.PendingApproval.UUID, conv.PendingApproval.UUID)),
+			Approval: conv.PendingApproval,
+		}
+	case conv.Turn != nil:
+		return nil, mesh.ErrTurnInProgress.With(fmt.Sprintf("conversation %s is running turn %s; send the next message when it ends", id, conv.Turn.ID))
+	}
+	agent := conv.Agent
+	if agent == "" {
+		agent = c.cfg.Agent
+	}
+	r := c.register(mesh.NewID(), id)
+	item := mesh.WorkItem{Kind: mesh.WorkTurn, Session: id, TurnID: r.ID, Message: text}
+	if err := mesh.PublishWork(ctx, c.cfg.JS, c.ns, mesh.RoleAgent, agent, item, caller.headers(conv.SessionID)); err != nil {
+		r.Close()
+		return nil, mesh.ErrUnavailable.With("the mesh did not take the turn: " + err.Error())
+	}
+	return r, nil
+}
+
+// Decide sends a decision (any format of FR-011, as sent by the client) to
+// the approvers. On success the approval is decided and the returned run is
+// its resume; a second decision fails with an error matching
+// [mesh.ErrApprovalDecided] and returns the approval as first decided.
+func (c *Core) Decide(ctx context.Context, approvalID string, body []byte, caller Caller) (*mesh.Approval, *Run, error) {
+	if _, err := mesh.ParseDecision(body); err != nil {
+		return nil, nil, err
+	}
+	subj, err := c.ns.ApprovalDecide(approvalID)
+	if err != nil {
+		return nil, nil, mesh.ErrApprovalNotFound.With(fmt.Sprintf("approval %q not found", approvalID))
+	}
+	// The resume's run id is the approval id: wait for it before it can end.
+	r := c.register(approvalID, "")
+	m := nats.NewMsg(subj)
+	m.Data = body
+	m.Header = caller.headers(caller.SessionID)
+	reqCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	reply, err := c.cfg.NC.RequestMsgWithContext(reqCtx, m)
+	if err != nil {
+		r.Close()
+		if errors.Is(err, nats.ErrNoResponders) {
+			return nil, nil, mesh.ErrUnavailable.With("no approver is running")
+		}
+		return nil, nil, mesh.ErrUnavailable.With("the approvers did not answer: " + err.Error())
+	}
+	var ap mesh.Approval
+	if err := mesh.ErrorFromMsg(reply); err != nil {
+		r.Close()
+		if len(reply.Data) > 0 && json.Unmarshal(reply.Data, &ap) == nil {
+			return &ap, nil, err
+		}
+		return nil, nil, err
+	}
+	if err := json.Unmarshal(reply.Data, &ap); err != nil {
+		r.Close()
+		return nil, nil, fmt.Errorf("decode approver reply: %w", err)
+	}
+	r.session = ap.ConversationID
+	return &ap, r, nil
+}
+
+// Cancel asks the agent running a turn of conversation id to stop it.
+func (c *Core) Cancel(id string) error {
+	subj, err := c.ns.SessionCancel(id)
+	if err != nil {
+		return mesh.ErrSessionNotFound.With(fmt.Sprintf("conversation %q not found", id))
+	}
+	return c.cfg.NC.Publish(subj, nil)
+}
+
+func (c *Core) register(runID, session string) *Run {
+	r := &Run{ID: runID, session: session, core: c, done: make(chan struct{})}
+	c.mu.Lock()
+	c.waiters[runID] = r
+	c.mu.Unlock()
+	return r
+}
+
+// Run is a run the caller waits for.
+type Run struct {
+	ID      string
+	session string
+	core    *Core
+
+	once sync.Once
+	done chan struct{}
+	last *mesh.Event
+}
+
+// Session is the conversation the run belongs to.
+func (r *Run) Session() string { return r.session }
+
+func (r *Run) end(ev *mesh.Event) {
+	r.once.Do(func() {
+		r.last = ev
+		close(r.done)
+	})
+}
+
+// Close stops waiting. It is idempotent.
+func (r *Run) Close() {
+	r.core.mu.Lock()
+	if r.core.waiters[r.ID] == r {
+		delete(r.core.waiters, r.ID)
+	}
+	r.core.mu.Unlock()
+}
+
+// Outcome is how a run ended, as its caller sees it.
+type Outcome struct {
+	Conversation *mesh.Conversation
+	// Finished is false when the wait ended before the run did.
+	Finished bool
+	// Event is the run's last event (RUN_FINISHED or RUN_ERROR) when known.
+	Event *mesh.Event
+}
+
+// Wait waits until the run ends or ctx ends, then reads the conversation.
+// When ctx ends first, Finished is false and the conversation is as it is.
+func (r *Run) Wait(ctx context.Context) (*Outcome, error) {
+	defer r.Close()
+	tick := time.NewTicker(r.core.cfg.PollInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.done:
+			return r.outcome(context.WithoutCancel(ctx), true)
+		case <-ctx.Done():
+			return r.outcome(context.WithoutCancel(ctx), false)
+		case <-tick.C:
+			if r.session == "" {
+				continue
+			}
+			conv, err := r.core.Sessions.Get(ctx, r.session)
+			if err == nil && conv.HasTurn(r.ID) && (conv.Turn == nil || conv.Turn.ID != r.ID) {
+				return &Outcome{Conversation: conv, Finished: true}, nil
+			}
+		}
+	}
+}
+
+func (r *Run) outcome(ctx context.Context, finished bool) (*Outcome, error) {
+	if r.session == "" {
+		return &Outcome{Finished: finished, Event: r.last}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conv, err := r.core.Sessions.Get(ctx, r.session)
+	if err != nil {
+		return nil, err
+	}
+	return &Outcome{Conversation: conv, Finished: finished, Event: r.last}, nil
+}
+
+// Result is the answer of a synchronous turn, in the shape of seed 002:
+// {"response", "waiting_approval", "approval"}.
+type Result struct {
+	RunID           string                `json:"run_id"`
+	Outcome         string                `json:"outcome"`
+	Response        string                `json:"response"`
+	WaitingApproval bool                  `json:"waiting_approval"`
+	Approval        *mesh.PendingApproval `json:"approval,omitempty"`
+	ErrorCode       string                `json:"error_code,omitempty"`
+	Error           string                `json:"error,omitempty"`
+	Usage           *mesh.Usage           `json:"usage,omitempty"`
+}
+
+// ResultOf is the result of run runID in conv.
+func ResultOf(conv *mesh.Conversation, runID string, last *mesh.Event) Result {
+	res := Result{RunID: runID, WaitingApproval: conv.Status == mesh.StatusWaitingApproval}
+	if res.WaitingApproval {
+		res.Approval = conv.PendingApproval
+	}
+	if lr := conv.LastRun; lr != nil && lr.ID == runID {
+		res.Outcome, res.Response, res.ErrorCode, res.Error, res.Usage = lr.Outcome, lr.Response, lr.ErrorCode, lr.Error, lr.Usage
+	} else if last != nil && last.Type == mesh.EventRunError {
+		res.Outcome, res.ErrorCode, res.Error = mesh.OutcomeError, last.Code, last.Message
+	}
+	return res
+}

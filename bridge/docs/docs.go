@@ -1,0 +1,19 @@
+// Package docs serves GET /docs: an HTML page documenting every route of the
+// bridge with request and response examples (seed 002 FR-017).
+package docs
+
+import (
+	_ "embed"
+	"net/http"
+)
+
+//go:embed docs.html
+var page []byte
+
+// Register mounts GET /docs on mux.
+func Register(mux *http.ServeMux) {
+	mux.HandleFunc("GET /docs", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write(page)
+	})
+}

@@ -1,0 +1,329 @@
+// Package rest is the bridge's REST surface, the routes of seed 002 §6.4.1:
+//
+//	GET  /health                      liveness of the bridge and its NATS connection
+//	GET  /tools                       the tool catalog, with destructiveHint
+//	POST /conversations               create, optionally with a first message
+//	GET  /conversations               summaries, newest first, with counts by status
+//	GET  /conversations/{id}          one conversation, all messages
+//	POST /conversations/{id}/messages send a message
+//	POST /conversations/{id}/cancel   stop the running turn
+//	POST /approvals/{uuid}            decide: {"approved":true}, {"action":"approve"}, {"answer":"yes"}
+//	GET  /approvals                   approvals, ?status=pending|approved|rejected
+//	GET  /approvals/{uuid}            one approval
+//
+// The POSTs that start a turn answer when the turn finishes or pauses for an
+// approval, or with 202 and the conversation id after the wait limit. Errors
+// are JSON {"error": text, "code": kind}.
+package rest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/agentmesh/agentmesh/bridge/core"
+	"github.com/agentmesh/agentmesh/mesh"
+)
+
+// Config configures the REST routes.
+type Config struct {
+	Core *core.Core
+	// MaxBodyBytes bounds request bodies. Zero means 1 MiB.
+	MaxBodyBytes int64
+	// WaitTimeout is how long a POST waits for its turn. Zero means 30s.
+	WaitTimeout time.Duration
+	// Version is reported by /health.
+	Version string
+	Logger  zerolog.Logger
+}
+
+type api struct {
+	cfg     Config
+	core    *core.Core
+	started time.Time
+}
+
+// Register mounts the routes on mux.
+func Register(mux *http.ServeMux, cfg Config) {
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = 1 << 20
+	}
+	if cfg.WaitTimeout == 0 {
+		cfg.WaitTimeout = 30 * time.Second
+	}
+	a := &api{cfg: cfg, core: cfg.Core, started: time.Now()}
+	mux.HandleFunc("GET /health", a.health)
+	mux.HandleFunc("GET /tools", a.tools)
+	mux.HandleFunc("POST /conversations", a.createConversation)
+	mux.HandleFunc("GET /conversations", a.listConversations)
+	mux.HandleFunc("GET /conversations/{id}", a.getConversation)
+	mux.HandleFunc("POST /conversations/{id}/messages", a.sendMessage)
+	mux.HandleFunc("POST /conversations/{id}/cancel", a.cancel)
+	mux.HandleFunc("POST /approvals/{uuid}", a.decide)
+	mux.HandleFunc("GET /approvals", a.listApprovals)
+	mux.HandleFunc("GET /approvals/{uuid}", a.getApproval)
+}
+
+func (a *api) health(w http.ResponseWriter, r *http.Request) {
+	WriteJSON(w, http.StatusOK, map[string]any{
+		"status":         "ok",
+		"version":        a.cfg.Version,
+		"uptime_seconds": int(time.Since(a.started).Seconds()),
+		"timestamp":      time.Now().UTC(),
+	})
+}
+
+func (a *api) tools(w http.ResponseWriter, r *http.Request) {
+	ts, err := a.core.Catalog.List(r.Context())
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	if ts == nil {
+		ts = []mesh.ToolEntry{}
+	}
+	WriteJSON(w, http.StatusOK, map[string]any{"tools": ts})
+}
+
+type messageBody struct {
+	Message *string `json:"message"`
+}
+
+func (a *api) createConversation(w http.ResponseWriter, r *http.Request) {
+	var body messageBody
+	if err := DecodeBody(w, r, a.cfg.MaxBodyBytes, &body, true); err != nil {
+		WriteError(w, err)
+		return
+	}
+	caller := CallerOf(r)
+	conv, err := a.core.NewConversation(r.Context(), caller)
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	if body.Message == nil || *body.Message == "" {
+		WriteJSON(w, http.StatusCreated, map[string]any{"conversation": conv})
+		return
+	}
+	run, err := a.core.Send(r.Context(), conv.ID, *body.Message, caller)
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	a.answerRun(w, r, run, http.StatusCreated)
+}
+
+func (a *api) listConversations(w http.ResponseWriter, r *http.Request) {
+	convs, err := a.core.Sessions.List(r.Context())
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	counts := map[mesh.Status]int{}
+	list := make([]mesh.ConversationSummary, 0, len(convs))
+	for _, c := range convs {
+		counts[c.Status]++
+		list = append(list, c.Summary())
+	}
+	WriteJSON(w, http.StatusOK, map[string]any{
+		"conversations": list,
+		"summary": map[string]int{
+			"total":            len(convs),
+			"active":           counts[mesh.StatusActive],
+			"running":          counts[mesh.StatusRunning],
+			"waiting_approval": counts[mesh.StatusWaitingApproval],
+			"completed":        counts[mesh.StatusCompleted],
+		},
+	})
+}
+
+func (a *api) getConversation(w http.ResponseWriter, r *http.Request) {
+	conv, err := a.core.Sessions.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, map[string]any{"conversation": conv})
+}
+
+func (a *api) sendMessage(w http.ResponseWriter, r *http.Request) {
+	var body messageBody
+	if err := DecodeBody(w, r, a.cfg.MaxBodyBytes, &body, false); err != nil {
+		WriteError(w, err)
+		return
+	}
+	if body.Message == nil {
+		WriteError(w, mesh.ErrBadRequest.With(`field "message" is required: {"message": "…"}`))
+		return
+	}
+	run, err := a.core.Send(r.Context(), r.PathValue("id"), *body.Message, CallerOf(r))
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	a.answerRun(w, r, run, http.StatusOK)
+}
+
+func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, err := a.core.Sessions.Get(r.Context(), id); err != nil {
+		WriteError(w, err)
+		return
+	}
+	if err := a.core.Cancel(id); err != nil {
+		WriteError(w, err)
+		return
+	}
+	WriteJSON(w, http.StatusAccepted, map[string]any{"conversation_id": id, "cancel_requested": true})
+}
+
+func (a *api) decide(w http.ResponseWriter, r *http.Request) {
+	body, err := ReadBody(w, r, a.cfg.MaxBodyBytes)
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	ap, run, err := a.core.Decide(r.Context(), r.PathValue("uuid"), body, CallerOf(r))
+	if err != nil {
+		if errors.Is(err, mesh.ErrApprovalDecided) && ap != nil {
+			WriteJSON(w, mesh.HTTPStatus(err), map[string]any{"error": err.Error(), "code": mesh.ErrorKind(err), "approval": ap})
+			return
+		}
+		WriteError(w, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.WaitTimeout)
+	defer cancel()
+	out, err := run.Wait(ctx)
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	if r.Context().Err() != nil {
+		return // the client left
+	}
+	if !out.Finished {
+		WriteJSON(w, http.StatusAccepted, map[string]any{"approval": ap, "conversation_id": ap.ConversationID, "run_id": run.ID, "status": mesh.StatusRunning, "conversation": out.Conversation})
+		return
+	}
+	WriteJSON(w, http.StatusOK, map[string]any{"approval": ap, "conversation": out.Conversation, "result": core.ResultOf(out.Conversation, run.ID, out.Event)})
+}
+
+func (a *api) listApprovals(w http.ResponseWriter, r *http.Request) {
+	status := mesh.ApprovalStatus(r.URL.Query().Get("status"))
+	switch status {
+	case "", mesh.ApprovalPending, mesh.ApprovalApproved, mesh.ApprovalRejected:
+	default:
+		WriteError(w, mesh.ErrBadRequest.With(fmt.Sprintf("status %q is not pending, approved or rejected", status)))
+		return
+	}
+	list, err := a.core.Approvals.List(r.Context(), status)
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	if list == nil {
+		list = []*mesh.Approval{}
+	}
+	WriteJSON(w, http.StatusOK, map[string]any{"approvals": list})
+}
+
+func (a *api) getApproval(w http.ResponseWriter, r *http.Request) {
+	ap, err := a.core.Approvals.Get(r.Context(), r.PathValue("uuid"))
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, map[string]any{"approval": ap})
+}
+
+// answerRun waits for run and writes the conversation with the run's result,
+// or 202 when the wait limit passes first.
+func (a *api) answerRun(w http.ResponseWriter, r *http.Request, run *core.Run, status int) {
+	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.WaitTimeout)
+	defer cancel()
+	out, err := run.Wait(ctx)
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	if r.Context().Err() != nil {
+		return // the client left; the turn goes on
+	}
+	if !out.Finished {
+		WriteJSON(w, http.StatusAccepted, map[string]any{"conversation_id": run.Session(), "run_id": run.ID, "status": mesh.StatusRunning, "conversation": out.Conversation})
+		return
+	}
+	WriteJSON(w, status, map[string]any{"conversation": out.Conversation, "result": core.ResultOf(out.Conversation, run.ID, out.Event)})
+}
+
+// CallerOf reads the credentials and trace id of a request.
+func CallerOf(r *http.Request) core.Caller {
+	return core.Caller{Authorization: r.Header.Get("Authorization"), SessionID: r.Header.Get(mesh.HeaderSessionID)}
+}
+
+// ReadBody reads a request body of at most limit bytes; a larger one is an
+// error with status 413.
+func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return nil, ErrBodyTooLarge.With(fmt.Sprintf("request body exceeds the limit of %d bytes", limit))
+	}
+	if err != nil {
+		return nil, mesh.ErrBadRequest.With("reading the request body: " + err.Error())
+	}
+	return data, nil
+}
+
+// ErrBodyTooLarge is a request body over the configured limit.
+var ErrBodyTooLarge = &mesh.Error{Kind: "body_too_large", Status: http.StatusRequestEntityTooLarge, Message: "request body too large"}
+
+// DecodeBody reads a JSON object into v; an empty body is allowed when
+// optional. Errors name the problem and carry status 400 or 413.
+func DecodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any, optional bool) error {
+	data, err := ReadBody(w, r, limit)
+	if err != nil {
+		return err
+	}
+	if len(data) == 0 {
+		if optional {
+			return nil
+		}
+		return mesh.ErrBadRequest.With("empty body: send a JSON object")
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return mesh.ErrBadRequest.With("invalid body: " + mesh.JSONErrorText(err))
+	}
+	return nil
+}
+
+// WriteJSON writes v with status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+// WriteError writes err as {"error", "code"} with its status; a refusal of a
+// conversation waiting for approval also carries the approval.
+func WriteError(w http.ResponseWriter, err error) {
+	body := map[string]any{"error": err.Error(), "code": mesh.ErrorKind(err)}
+	var pending *core.PendingError
+	if errors.As(err, &pending) {
+		body["approval"] = pending.Approval
+	}
+	status := mesh.HTTPStatus(err)
+	if status >= 500 && !errors.Is(err, mesh.ErrUnavailable) {
+		body["error"] = "internal error: " + err.Error()
+	}
+	WriteJSON(w, status, body)
+}

@@ -1,0 +1,107 @@
+// Command mesh runs Agent Mesh. One binary, one subcommand per role:
+//
+//	mesh up         the embedded NATS server and one process of every role, supervised
+//	mesh nats       the embedded NATS server alone
+//	mesh agent      take turns from the work queue and run them
+//	mesh toolhost   host the MCP servers and serve their tools
+//	mesh approver   take decisions on approvals
+//	mesh bridge     HTTP: REST conversations and approvals
+//	mesh version    print the version
+//
+// Every role reads config/agent.yaml (or $MESH_CONFIG) and connects to
+// $NATS_URL, or to the embedded server at $MESH_NATS_ADDR. See README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/agentmesh/agentmesh/config"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "0.1.0-dev"
+
+const usage = `usage: mesh <command>
+
+commands:
+  up         run the embedded NATS server and every role, restarting any that dies
+  nats       run the embedded NATS server alone
+  agent      run the agent role (turns, model, tools)
+  toolhost   run the tool host role (MCP servers)
+  approver   run the approver role (approval decisions)
+  bridge     run the HTTP bridge (REST, docs)
+  version    print the version
+
+environment: MESH_CONFIG (config/agent.yaml), MESH_DATA_DIR (./data),
+MESH_HTTP_ADDR (127.0.0.1:8080), MESH_NATS_ADDR (127.0.0.1:4222), NATS_URL,
+MESH_LOG_LEVEL, MESH_LOG_FORMAT; API keys GEMINI_API_KEY, ANTHROPIC_API_KEY,
+OPENAI_API_KEY.
+`
+
+func main() { os.Exit(run(os.Args[1:])) }
+
+func run(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, usage)
+		return 2
+	}
+	cmd := args[0]
+	switch cmd {
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+		return 0
+	case "version", "--version":
+		fmt.Println("mesh", version)
+		return 0
+	}
+	runner, ok := commands[cmd]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "mesh: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+	cfg, err := config.FromEnvironment()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "mesh %s: %v\n", cmd, err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := runner(ctx, cfg, args[1:]); err != nil {
+		var ce *config.Error
+		if errors.As(err, &ce) {
+			fmt.Fprintf(os.Stderr, "mesh %s: %v\n", cmd, err)
+			return 2
+		}
+		fmt.Fprintf(os.Stderr, "mesh %s: %v\n", cmd, err)
+		return 1
+	}
+	return 0
+}
+
+var commands = map[string]func(context.Context, *config.Config, []string) error{
+	"up":       runUp,
+	"nats":     runNATS,
+	"agent":    runAgent,
+	"toolhost": runToolhost,
+	"approver": runApprover,
+	"bridge":   runBridge,
+}
+
+// ownDir is the directory of the mesh binary: commands of MCP servers that
+// are not on PATH are looked for there (make build puts them side by side).
+func ownDir() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	if resolved, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = resolved
+	}
+	return filepath.Dir(exe)
+}

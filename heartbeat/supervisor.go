@@ -1,0 +1,180 @@
+package heartbeat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// Process is one supervised child: the supervisor's binary run with Args.
+type Process struct {
+	// Name names the child in logs, e.g. "agent" or "agent-2".
+	Name string
+	Args []string
+	// Env is added to the supervisor's environment.
+	Env []string
+}
+
+// SupervisorConfig configures a [Supervisor].
+type SupervisorConfig struct {
+	// Binary is the program to run. Empty means this process's executable.
+	Binary    string
+	Processes []Process
+	// MinBackoff and MaxBackoff bound the pause before a restart; the pause
+	// doubles at each quick death. Zero means 200ms and 10s.
+	MinBackoff, MaxBackoff time.Duration
+	// StableAfter is how long a child must live for its backoff to reset.
+	// Zero means 10s.
+	StableAfter time.Duration
+	// StopTimeout is how long children get to exit after SIGTERM before they
+	// are killed. Zero means 35s (a role drains within 30s).
+	StopTimeout time.Duration
+	// Stdout and Stderr receive the children's output. Nil means the
+	// supervisor's own.
+	Stdout, Stderr io.Writer
+	Logger         zerolog.Logger
+}
+
+// Supervisor runs child processes and restarts any that dies, with backoff,
+// until its context is cancelled. Children get SIGKILL when the supervisor
+// dies, even by kill -9 (Linux), so no role outlives `mesh up`.
+type Supervisor struct {
+	cfg SupervisorConfig
+	log zerolog.Logger
+
+	mu   sync.Mutex
+	pids map[string]int
+}
+
+// NewSupervisor validates cfg.
+func NewSupervisor(cfg SupervisorConfig) (*Supervisor, error) {
+	if len(cfg.Processes) == 0 {
+		return nil, errors.New("heartbeat: supervisor has no processes")
+	}
+	if cfg.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("heartbeat: find own executable: %w", err)
+		}
+		cfg.Binary = exe
+	}
+	if cfg.MinBackoff == 0 {
+		cfg.MinBackoff = 200 * time.Millisecond
+	}
+	if cfg.MaxBackoff == 0 {
+		cfg.MaxBackoff = 10 * time.Second
+	}
+	if cfg.StableAfter == 0 {
+		cfg.StableAfter = 10 * time.Second
+	}
+	if cfg.StopTimeout == 0 {
+		cfg.StopTimeout = 35 * time.Second
+	}
+	if cfg.Stdout == nil {
+		cfg.Stdout = os.Stdout
+	}
+	if cfg.Stderr == nil {
+		cfg.Stderr = os.Stderr
+	}
+	return &Supervisor{cfg: cfg, log: cfg.Logger, pids: map[string]int{}}, nil
+}
+
+// PIDs returns the process id of every running child, by name.
+func (s *Supervisor) PIDs() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int, len(s.pids))
+	for k, v := range s.pids {
+		out[k] = v
+	}
+	return out
+}
+
+// Run starts the children and keeps them running until ctx is cancelled;
+// then it stops them (SIGTERM, then SIGKILL after StopTimeout) and returns nil.
+func (s *Supervisor) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for _, p := range s.cfg.Processes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.keep(ctx, p)
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+// keep runs p again and again until ctx ends.
+func (s *Supervisor) keep(ctx context.Context, p Process) {
+	backoff := s.cfg.MinBackoff
+	log := s.log.With().Str("process", p.Name).Logger()
+	for ctx.Err() == nil {
+		cmd := exec.Command(s.cfg.Binary, p.Args...)
+		cmd.Env = append(os.Environ(), p.Env...)
+		cmd.Stdout, cmd.Stderr = s.cfg.Stdout, s.cfg.Stderr
+		setDeathSignal(cmd)
+		started := time.Now()
+		if err := cmd.Start(); err != nil {
+			log.Error().Err(err).Msg("start failed")
+		} else {
+			s.setPID(p.Name, cmd.Process.Pid)
+			log.Info().Int("pid", cmd.Process.Pid).Msg("started")
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			select {
+			case err := <-exited:
+				s.setPID(p.Name, 0)
+				if ctx.Err() != nil {
+					return
+				}
+				log.Warn().Err(err).Dur("uptime", time.Since(started)).Msg("exited; restarting")
+			case <-ctx.Done():
+				s.stop(cmd, exited, log)
+				s.setPID(p.Name, 0)
+				return
+			}
+		}
+		if time.Since(started) >= s.cfg.StableAfter {
+			backoff = s.cfg.MinBackoff
+		}
+		pause := backoff/2 + time.Duration(rand.Int64N(int64(backoff/2)+1))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pause):
+		}
+		backoff = min(backoff*2, s.cfg.MaxBackoff)
+	}
+}
+
+func (s *Supervisor) stop(cmd *exec.Cmd, exited <-chan error, log zerolog.Logger) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+		log.Info().Msg("stopped")
+	case <-time.After(s.cfg.StopTimeout):
+		log.Warn().Dur("timeout", s.cfg.StopTimeout).Msg("did not stop in time; killing")
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+}
+
+func (s *Supervisor) setPID(name string, pid int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if pid == 0 {
+		delete(s.pids, name)
+		return
+	}
+	s.pids[name] = pid
+}

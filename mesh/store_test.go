@@ -1,0 +1,142 @@
+package mesh_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/meshtest"
+)
+
+func TestSessionStoreCompareAndSet(t *testing.T) {
+	m := meshtest.New(t)
+	store := mesh.NewSessionStore(m.Sessions)
+	ctx := t.Context()
+	conv := &mesh.Conversation{ID: mesh.NewID(), SessionID: mesh.NewTraceID(), Status: mesh.StatusActive}
+	if err := store.Create(ctx, conv); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Create(ctx, conv); err == nil {
+		t.Fatal("creating an existing conversation succeeded")
+	}
+
+	// 20 writers append concurrently; compare-and-set with re-apply must
+	// keep every message exactly once.
+	const writers = 20
+	var wg sync.WaitGroup
+	for i := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprintf("m%d", i)
+			_, err := store.Update(ctx, conv.ID, func(c *mesh.Conversation) error {
+				if c.HasMessage(id) {
+					return mesh.ErrNoChange
+				}
+				c.Messages = append(c.Messages, mesh.Message{ID: id, Role: mesh.RoleUser, Content: id})
+				return nil
+			})
+			if err != nil {
+				t.Errorf("update %s: %v", id, err)
+			}
+		}()
+	}
+	wg.Wait()
+	got, err := store.Get(ctx, conv.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Messages) != writers {
+		t.Fatalf("messages = %d, want %d", len(got.Messages), writers)
+	}
+	seen := map[string]bool{}
+	for _, msg := range got.Messages {
+		if seen[msg.ID] {
+			t.Errorf("message %s twice", msg.ID)
+		}
+		seen[msg.ID] = true
+	}
+	if got.Version != writers+1 {
+		t.Errorf("version = %d, want %d", got.Version, writers+1)
+	}
+
+	// A stale copy is re-applied on top of the newer revision, not written over it.
+	stale := got
+	if _, err := store.Update(ctx, conv.ID, func(c *mesh.Conversation) error { c.Status = mesh.StatusRunning; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	after, err := store.UpdateLoaded(ctx, stale, func(c *mesh.Conversation) error {
+		c.State = map[string]any{"k": "v"}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Status != mesh.StatusRunning || after.State["k"] != "v" {
+		t.Errorf("after stale update: status %q state %v; want running and k=v", after.Status, after.State)
+	}
+
+	// A change can refuse.
+	refusal := errors.New("no")
+	if _, err := store.Update(ctx, conv.ID, func(*mesh.Conversation) error { return refusal }); !errors.Is(err, refusal) {
+		t.Errorf("refusal: err = %v", err)
+	}
+	if _, err := store.Get(ctx, "missing"); !errors.Is(err, mesh.ErrSessionNotFound) {
+		t.Errorf("missing: err = %v", err)
+	}
+	if _, err := store.Get(ctx, "bad.id"); !errors.Is(err, mesh.ErrSessionNotFound) {
+		t.Errorf("bad id: err = %v", err)
+	}
+}
+
+func TestApprovalStoreDecideOnce(t *testing.T) {
+	m := meshtest.New(t)
+	store := mesh.NewApprovalStore(m.Approvals)
+	ctx := t.Context()
+	ap := &mesh.Approval{UUID: mesh.NewID(), ConversationID: "c", ToolCallID: "t", ToolName: "resources_add"}
+	if err := store.Create(ctx, ap); err != nil {
+		t.Fatal(err)
+	}
+	// Creating it again with the same content (a redelivered turn) is fine.
+	if err := store.Create(ctx, &mesh.Approval{UUID: ap.UUID, ConversationID: "c", ToolCallID: "t"}); err != nil {
+		t.Fatalf("idempotent create: %v", err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	wins, conflicts := 0, 0
+	for i := range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := store.Decide(ctx, ap.UUID, mesh.Decision{Approved: i%2 == 0})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				wins++
+			case errors.Is(err, mesh.ErrApprovalDecided):
+				conflicts++
+			default:
+				t.Errorf("decide: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if wins != 1 || conflicts != 9 {
+		t.Errorf("wins %d conflicts %d, want 1 and 9", wins, conflicts)
+	}
+	if _, err := store.Decide(ctx, "unknown", mesh.Decision{}); !errors.Is(err, mesh.ErrApprovalNotFound) {
+		t.Errorf("unknown: err = %v", err)
+	}
+}
+
+func TestProvisionIsIdempotent(t *testing.T) {
+	m := meshtest.New(t)
+	for range 2 {
+		if _, err := mesh.Provision(t.Context(), m.JS, m.NS, mesh.ProvisionConfig{}); err != nil {
+			t.Fatalf("provision again: %v", err)
+		}
+	}
+}

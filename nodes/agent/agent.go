@@ -1,0 +1,305 @@
+// Package agent is the agent role: it takes turns from the work queue and runs
+// them — the model, the tools, the approvals — keeping nothing in memory that
+// another replica would need.
+//
+// Each agent name has one durable pull consumer on the work stream, filtered
+// on mesh.work.agent.<name>; every replica of the role pulls from it, so a
+// turn runs on whichever replica is free and, if that replica dies, is
+// redelivered to another once its AckWait passes (a running turn keeps its
+// work item alive with in-progress signals).
+//
+// A turn loads its conversation from the sessions bucket, claims it by
+// compare-and-set (one turn per conversation at a time), publishes AG-UI
+// events to mesh.evt.<session>.<TYPE>, calls tools by request on
+// mesh.tool.<server>.<tool>, and saves the conversation by compare-and-set
+// before publishing RUN_FINISHED. A destructive tool call creates an approval
+// in the approvals bucket, saves the conversation as waiting_approval and
+// ends the turn; the decision comes back as a resume work item. Ids of
+// messages, calls and approvals are derived from the turn id, so a turn that
+// is run again after a crash is applied once.
+//
+// [Agent.Run] owns every goroutine it starts. When its context is cancelled it
+// stops taking work, lets running turns finish within DrainTimeout, hands the
+// others back for redelivery, and returns nil.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/agentmesh/agentmesh/config"
+	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/nodes/agent/llm"
+)
+
+// Config configures an agent role.
+type Config struct {
+	NC *nats.Conn
+	JS jetstream.JetStream
+	// Resources are the provisioned streams and buckets.
+	Resources *mesh.Resources
+	// Agent is the agent's configuration: name, prompt, tree, mesh settings.
+	Agent *config.Config
+	// Provider answers for the agent's model.
+	Provider llm.Provider
+	// NodeID names this process in logs and in claimed turns.
+	NodeID string
+	// DrainTimeout is how long running turns may take to finish when the role
+	// stops. Zero means 30s.
+	DrainTimeout time.Duration
+	// StaleTurn is how old a claimed turn must be before another turn may take
+	// the conversation over. Zero means 10 minutes.
+	StaleTurn time.Duration
+	// Logger receives the role's logs. The zero value discards them.
+	Logger zerolog.Logger
+}
+
+// Agent is the agent role.
+type Agent struct {
+	cfg       Config
+	name      string
+	ns        mesh.Namespace
+	sessions  *mesh.SessionStore
+	approvals *mesh.ApprovalStore
+	events    *mesh.EventPublisher
+	log       zerolog.Logger
+
+	maxIter    int
+	workers    int
+	ackWait    time.Duration
+	maxDeliver int
+
+	tools atomic.Pointer[toolSet]
+
+	mu      sync.Mutex
+	running map[string]*runningTurn // by session
+}
+
+type runningTurn struct {
+	turnID string
+	cancel context.CancelCauseFunc
+}
+
+// errUserCancel is the cause of a turn cancelled by a request on
+// mesh.session.<id>.cancel; errShutdown of one stopped by the role's drain.
+var (
+	errUserCancel = errors.New("agent: turn cancelled by request")
+	errShutdown   = errors.New("agent: role shutting down")
+)
+
+// New validates cfg and returns an agent.
+func New(cfg Config) (*Agent, error) {
+	if cfg.NC == nil || cfg.JS == nil || cfg.Resources == nil || cfg.Agent == nil || cfg.Provider == nil {
+		return nil, errors.New("agent: NC, JS, Resources, Agent and Provider are required")
+	}
+	if cfg.DrainTimeout == 0 {
+		cfg.DrainTimeout = 30 * time.Second
+	}
+	if cfg.StaleTurn == 0 {
+		cfg.StaleTurn = 10 * time.Minute
+	}
+	a := &Agent{
+		cfg:        cfg,
+		name:       cfg.Agent.Name,
+		ns:         cfg.Resources.NS,
+		sessions:   mesh.NewSessionStore(cfg.Resources.Sessions),
+		approvals:  mesh.NewApprovalStore(cfg.Resources.Approvals),
+		events:     mesh.NewEventPublisher(cfg.JS, cfg.Resources.NS),
+		maxIter:    cfg.Agent.Mesh.MaxToolIterations,
+		workers:    cfg.Agent.Mesh.Workers,
+		ackWait:    cfg.Agent.Mesh.AckWait.Std(),
+		maxDeliver: cfg.Agent.Mesh.MaxDeliver,
+		running:    map[string]*runningTurn{},
+	}
+	if a.maxIter <= 0 {
+		a.maxIter = config.DefaultMaxToolIterations
+	}
+	if a.workers <= 0 {
+		a.workers = config.DefaultWorkers
+	}
+	if a.ackWait <= 0 {
+		a.ackWait = config.DefaultAckWait
+	}
+	if a.maxDeliver <= 0 {
+		a.maxDeliver = config.DefaultMaxDeliver
+	}
+	a.log = cfg.Logger.With().Str("role", mesh.RoleAgent).Str("node", cfg.NodeID).Str("agent", a.name).Logger()
+	a.tools.Store(newToolSet(nil))
+	return a, nil
+}
+
+// ConsumerName is the durable consumer of an agent's work queue.
+func ConsumerName(agent string) string { return "agent_" + agent }
+
+// Run takes turns until ctx is cancelled.
+func (a *Agent) Run(ctx context.Context) error {
+	subject, err := a.ns.Work(mesh.RoleAgent, a.name)
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	cons, err := a.cfg.JS.CreateOrUpdateConsumer(ctx, a.ns.Stream(mesh.StreamWork), jetstream.ConsumerConfig{
+		Durable:       ConsumerName(a.name),
+		Description:   "turns of agent " + a.name,
+		FilterSubject: subject,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       a.ackWait,
+		MaxDeliver:    a.maxDeliver,
+		MaxAckPending: 4096,
+	})
+	if err != nil {
+		return fmt.Errorf("agent: consumer on %s: %w", subject, err)
+	}
+
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	if err := mesh.NewCatalog(a.cfg.Resources.Tools).Watch(watchCtx, func(ts []mesh.ToolEntry) {
+		a.tools.Store(newToolSet(ts))
+	}); err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+
+	cancelSub, err := a.cfg.NC.Subscribe(a.ns.SessionCancelAll(), a.onCancel)
+	if err != nil {
+		return fmt.Errorf("agent: subscribe %s: %w", a.ns.SessionCancelAll(), err)
+	}
+	defer func() { _ = cancelSub.Unsubscribe() }()
+
+	// Turns run on their own context: stopping the role lets them finish
+	// (up to DrainTimeout) instead of cutting them off mid-call.
+	turnsCtx, hardStop := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer hardStop(errShutdown)
+	sem := make(chan struct{}, a.workers)
+	var wg sync.WaitGroup
+	var stopping atomic.Bool
+	cc, err := cons.Consume(func(msg jetstream.Msg) {
+		if stopping.Load() {
+			_ = msg.Nak()
+			return
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			a.handle(turnsCtx, msg)
+		}()
+	}, jetstream.PullMaxMessages(a.workers), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		if ctx.Err() == nil && !errors.Is(err, jetstream.ErrNoHeartbeat) {
+			a.log.Warn().Err(err).Msg("consume")
+		}
+	}))
+	if err != nil {
+		return fmt.Errorf("agent: consume %s: %w", subject, err)
+	}
+	a.log.Info().Str("subject", subject).Int("workers", a.workers).Str("model", a.cfg.Provider.Model()).Msg("agent ready")
+
+	<-ctx.Done()
+	stopping.Store(true)
+	cc.Stop()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(a.cfg.DrainTimeout):
+		a.log.Warn().Dur("timeout", a.cfg.DrainTimeout).Msg("turns still running at the drain deadline; handing them back")
+		hardStop(errShutdown)
+		<-done
+	}
+	<-cc.Closed()
+	a.log.Info().Msg("agent stopped")
+	return nil
+}
+
+// onCancel aborts the running turn of a session.
+func (a *Agent) onCancel(m *nats.Msg) {
+	parts := strings.Split(m.Subject, ".")
+	if len(parts) < 3 {
+		return
+	}
+	session := parts[len(parts)-2]
+	a.mu.Lock()
+	rt := a.running[session]
+	a.mu.Unlock()
+	if rt == nil {
+		return
+	}
+	a.log.Info().Str("session", session).Str("turn", rt.turnID).Msg("cancelling turn")
+	rt.cancel(errUserCancel)
+	if m.Reply != "" {
+		_ = m.Respond([]byte(`{"cancelled":true}`))
+	}
+}
+
+// handle runs one work item and settles it with the work queue.
+func (a *Agent) handle(ctx context.Context, msg jetstream.Msg) {
+	attempt := 1
+	if md, err := msg.Metadata(); err == nil {
+		attempt = int(md.NumDelivered)
+	}
+	var item mesh.WorkItem
+	if err := json.Unmarshal(msg.Data(), &item); err != nil || item.Session == "" || item.TurnID == "" {
+		a.log.Error().Err(err).Str("subject", msg.Subject()).Msg("dropping malformed work item")
+		_ = msg.Term()
+		return
+	}
+	log := a.log.With().Str("session", item.Session).Str("turn", item.TurnID).Str("kind", string(item.Kind)).Int("attempt", attempt).Logger()
+	if sid := msg.Headers().Get(mesh.HeaderSessionID); sid != "" {
+		log = log.With().Str("sid", sid).Logger()
+	}
+
+	turnCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	a.mu.Lock()
+	a.running[item.Session] = &runningTurn{turnID: item.TurnID, cancel: cancel}
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		if rt := a.running[item.Session]; rt != nil && rt.turnID == item.TurnID {
+			delete(a.running, item.Session)
+		}
+		a.mu.Unlock()
+	}()
+
+	// Keep the work item ours while the turn runs.
+	progressDone := make(chan struct{})
+	defer close(progressDone)
+	go func() {
+		t := time.NewTicker(a.ackWait / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				_ = msg.InProgress()
+			case <-progressDone:
+				return
+			}
+		}
+	}()
+
+	t := &turn{a: a, item: item, hdr: msg.Headers(), attempt: attempt, log: log}
+	err := t.run(turnCtx)
+	switch {
+	case err == nil:
+		_ = msg.Ack()
+	case errors.Is(context.Cause(turnCtx), errShutdown):
+		log.Info().Msg("turn handed back for redelivery")
+		_ = msg.Nak()
+	case attempt >= a.maxDeliver:
+		log.Error().Err(err).Msg("turn failed on its last delivery")
+		t.fail(context.WithoutCancel(ctx), mesh.CodeMaxDeliveries, fmt.Sprintf("this turn failed %d times and was given up: %v", attempt, err))
+		_ = msg.Term()
+	default:
+		log.Warn().Err(err).Msg("turn failed; it will be redelivered")
+		_ = msg.NakWithDelay(time.Duration(attempt) * 500 * time.Millisecond)
+	}
+}

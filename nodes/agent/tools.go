@@ -1,0 +1,98 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/nodes/agent/llm"
+)
+
+// toolSet is the catalog as the model sees it, rebuilt on every change of the
+// tools bucket.
+type toolSet struct {
+	byFunc map[string]mesh.ToolEntry
+	llm    []llm.Tool
+}
+
+func newToolSet(entries []mesh.ToolEntry) *toolSet {
+	byFunc := mesh.FunctionNames(entries)
+	ts := &toolSet{byFunc: byFunc}
+	names := make([]string, 0, len(byFunc))
+	for n := range byFunc {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		e := byFunc[n]
+		schema := e.InputSchema
+		if len(schema) == 0 || string(schema) == "null" {
+			schema = json.RawMessage(`{"type":"object","properties":{}}`)
+		}
+		desc := e.Description
+		if desc == "" {
+			desc = e.Title
+		}
+		ts.llm = append(ts.llm, llm.Tool{Name: n, Description: desc, Parameters: schema, ReadOnly: e.ReadOnlyHint, Destructive: e.DestructiveHint})
+	}
+	return ts
+}
+
+// toolCallTimeout bounds one call as the agent waits for it; the toolhost
+// enforces each server's own timeout below that.
+const toolCallTimeout = 2 * time.Minute
+
+// callTool runs a call through the mesh. Failures of the mesh (no toolhost,
+// a crashed server) come back as an error result the model and the user can
+// read, not as a Go error: the turn goes on (NFR-011).
+func (t *turn) callTool(ctx context.Context, call mesh.ToolCall, callID string) (content string, isError bool) {
+	ctx, cancel := context.WithTimeout(ctx, toolCallTimeout)
+	defer cancel()
+	hdr := nats.Header{}
+	for _, k := range []string{mesh.HeaderAuthorization, mesh.HeaderSessionID} {
+		if v := t.hdr.Get(k); v != "" {
+			hdr.Set(k, v)
+		}
+	}
+	res, err := mesh.CallTool(ctx, t.a.cfg.NC, t.a.ns, call.Server, call.Tool, mesh.ToolRequest{
+		CallID: callID, Arguments: call.Arguments, Session: t.item.Session,
+	}, hdr)
+	if err != nil {
+		t.log.Warn().Err(err).Str("server", call.Server).Str("tool", call.Tool).Msg("tool call failed")
+		return fmt.Sprintf("error: tool %s could not run: %v", call.Name, err), true
+	}
+	return res.Text, res.IsError
+}
+
+// describeCall is the human-readable text of an approval.
+func describeCall(call mesh.ToolCall) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s", call.Name)
+	if call.Server != "" {
+		fmt.Fprintf(&b, " (server %s)", call.Server)
+	}
+	keys := make([]string, 0, len(call.Arguments))
+	for k := range call.Arguments {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if len(keys) == 0 {
+		b.WriteString(" with no arguments")
+	}
+	for i, k := range keys {
+		if i == 0 {
+			b.WriteString(" with ")
+		} else {
+			b.WriteString(", ")
+		}
+		v, _ := json.Marshal(call.Arguments[k])
+		fmt.Fprintf(&b, "%s=%s", k, v)
+	}
+	return b.String()
+}

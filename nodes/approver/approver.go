@@ -1,0 +1,293 @@
+// Package approver is the approver role: it takes decisions on approvals and
+// hands the paused run back to the agents.
+//
+// It serves mesh.approval.*.decide as the micro service "mesh-approvals"
+// (queue group, so replicas share the load). A decision in any format of
+// FR-011 ({"approved":true}, {"action":"approve"}, {"answer":"yes"}) moves the
+// approval in the mesh_approvals bucket from pending to approved or rejected
+// by compare-and-set, so of two racing decisions exactly one wins and the
+// other gets a conflict. The winner publishes CUSTOM approval_decided to the
+// conversation's events and enqueues a resume work item on
+// mesh.work.agent.<agent> (deduplicated by the approval id), carrying the
+// decider's Authorization and X-Session-ID headers.
+//
+// An approver that dies between the decision and the enqueue leaves a decided
+// approval without ResumeEnqueued; every approver watches the bucket and
+// enqueues such resumes again after a short grace, so no decision is lost.
+//
+// [Approver.Run] owns every goroutine it starts and returns nil after a clean
+// drain once its context is cancelled.
+package approver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/rs/zerolog"
+
+	"github.com/agentmesh/agentmesh/mesh"
+)
+
+// ServiceName is the micro service approvers register.
+const ServiceName = "mesh-approvals"
+
+// Config configures an approver.
+type Config struct {
+	NC *nats.Conn
+	JS jetstream.JetStream
+	NS mesh.Namespace
+	// Approvals is the approvals bucket.
+	Approvals jetstream.KeyValue
+	// NodeID names this process in logs and in the service metadata.
+	NodeID string
+	// Version is the service version. Empty means "dev".
+	Version string
+	// SweepInterval is how often decided approvals whose resume was never
+	// enqueued are looked for. Zero means 2s.
+	SweepInterval time.Duration
+	// Grace is how long a decided approval may wait for its resume before a
+	// sweep enqueues it again. Zero means 3s.
+	Grace time.Duration
+	// Logger receives the role's logs. The zero value discards them.
+	Logger zerolog.Logger
+}
+
+// Approver is the approver role.
+type Approver struct {
+	cfg       Config
+	store     *mesh.ApprovalStore
+	publisher *mesh.EventPublisher
+	log       zerolog.Logger
+
+	mu     sync.Mutex
+	orphan map[string]time.Time // decided approvals without an enqueued resume, by first sighting
+}
+
+// New validates cfg and returns an approver.
+func New(cfg Config) (*Approver, error) {
+	if cfg.NC == nil || cfg.JS == nil || cfg.Approvals == nil {
+		return nil, errors.New("approver: NC, JS and Approvals are required")
+	}
+	if cfg.NS.Prefix() == "" {
+		cfg.NS = mesh.DefaultNamespace
+	}
+	if cfg.Version == "" {
+		cfg.Version = "0.0.0-dev"
+	}
+	if cfg.SweepInterval == 0 {
+		cfg.SweepInterval = 2 * time.Second
+	}
+	if cfg.Grace == 0 {
+		cfg.Grace = 3 * time.Second
+	}
+	return &Approver{
+		cfg:       cfg,
+		store:     mesh.NewApprovalStore(cfg.Approvals),
+		publisher: mesh.NewEventPublisher(cfg.JS, cfg.NS),
+		log:       cfg.Logger.With().Str("role", mesh.RoleApprover).Str("node", cfg.NodeID).Logger(),
+		orphan:    map[string]time.Time{},
+	}, nil
+}
+
+// Run serves decisions until ctx is cancelled.
+func (a *Approver) Run(ctx context.Context) error {
+	svc, err := micro.AddService(a.cfg.NC, micro.Config{
+		Name:        ServiceName,
+		Version:     a.cfg.Version,
+		Description: "Agent Mesh approvals: decide with {\"approved\":true}, {\"action\":\"approve\"} or {\"answer\":\"yes\"}",
+		QueueGroup:  ServiceName,
+		Metadata:    map[string]string{"node": a.cfg.NodeID},
+	})
+	if err != nil {
+		return fmt.Errorf("approver: add service: %w", err)
+	}
+	// Decisions run on their own context: a decision being written when the
+	// role is asked to stop is finished, not abandoned half-way.
+	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWork()
+	var wg sync.WaitGroup
+	err = svc.AddEndpoint("decide", micro.HandlerFunc(func(req micro.Request) {
+		wg.Add(1)
+		defer wg.Done()
+		a.handleDecide(work, req)
+	}), micro.WithEndpointSubject(a.cfg.NS.ApprovalDecideAll()))
+	if err != nil {
+		_ = svc.Stop()
+		return fmt.Errorf("approver: add endpoint: %w", err)
+	}
+	watcher, err := a.cfg.Approvals.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		_ = svc.Stop()
+		return fmt.Errorf("approver: watch approvals: %w", err)
+	}
+	a.log.Info().Str("subject", a.cfg.NS.ApprovalDecideAll()).Msg("approver ready")
+
+	ticker := time.NewTicker(a.cfg.SweepInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			err := svc.Stop()
+			_ = watcher.Stop()
+			wg.Wait()
+			if err != nil {
+				return fmt.Errorf("approver: stop service: %w", err)
+			}
+			a.log.Info().Msg("approver stopped")
+			return nil
+		case e, ok := <-watcher.Updates():
+			if !ok {
+				watcher, err = a.cfg.Approvals.WatchAll(ctx, jetstream.IgnoreDeletes())
+				if err != nil && ctx.Err() == nil {
+					return fmt.Errorf("approver: watch approvals: %w", err)
+				}
+				continue
+			}
+			if e != nil {
+				a.track(e)
+			}
+		case <-ticker.C:
+			a.sweep(work)
+		}
+	}
+}
+
+// track remembers decided approvals whose resume was not enqueued yet.
+func (a *Approver) track(e jetstream.KeyValueEntry) {
+	var ap mesh.Approval
+	if json.Unmarshal(e.Value(), &ap) != nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if ap.Status != mesh.ApprovalPending && !ap.ResumeEnqueued {
+		if _, seen := a.orphan[ap.UUID]; !seen {
+			a.orphan[ap.UUID] = time.Now()
+		}
+		return
+	}
+	delete(a.orphan, ap.UUID)
+}
+
+// sweep enqueues the resumes that their decider did not.
+func (a *Approver) sweep(ctx context.Context) {
+	a.mu.Lock()
+	var due []string
+	for id, since := range a.orphan {
+		if time.Since(since) >= a.cfg.Grace {
+			due = append(due, id)
+		}
+	}
+	a.mu.Unlock()
+	for _, id := range due {
+		ap, err := a.store.Get(ctx, id)
+		if err != nil {
+			a.log.Warn().Err(err).Str("approval", id).Msg("sweep: read approval")
+			continue
+		}
+		if ap.ResumeEnqueued || ap.Status == mesh.ApprovalPending {
+			continue
+		}
+		a.log.Warn().Str("approval", id).Str("session", ap.ConversationID).Msg("enqueueing a resume its decider did not")
+		// The decider's token is gone with it: tokens are never stored.
+		if err := a.enqueueResume(ctx, ap, nats.Header{}); err != nil {
+			a.log.Error().Err(err).Str("approval", id).Msg("sweep: enqueue resume")
+		}
+	}
+}
+
+func (a *Approver) handleDecide(ctx context.Context, req micro.Request) {
+	id := approvalIDFromSubject(req.Subject())
+	log := a.log.With().Str("approval", id).Logger()
+	if err := mesh.CheckToken(id); err != nil {
+		_ = mesh.RespondError(req, mesh.ErrApprovalNotFound.With(fmt.Sprintf("approval %q not found", id)))
+		return
+	}
+	d, err := mesh.ParseDecision(req.Data())
+	if err != nil {
+		_ = mesh.RespondError(req, err)
+		return
+	}
+	hdr := nats.Header(req.Headers())
+	if d.By == "" {
+		d.By = "nats"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ap, err := a.Decide(ctx, id, d, hdr)
+	if err != nil {
+		if errors.Is(err, mesh.ErrApprovalDecided) {
+			// Say what the first decision was: the caller may be retrying.
+			if cur, gerr := a.store.Get(ctx, id); gerr == nil {
+				data, _ := json.Marshal(cur)
+				h := mesh.ErrorHeaders(err)
+				_ = req.Error(h.Get(mesh.HeaderServiceErrorCode), h.Get(mesh.HeaderServiceError), data, micro.WithHeaders(micro.Headers(h)))
+				return
+			}
+		}
+		if mesh.HTTPStatus(err) >= 500 {
+			log.Error().Err(err).Msg("decide")
+		}
+		_ = mesh.RespondError(req, err)
+		return
+	}
+	log.Info().Str("session", ap.ConversationID).Str("sid", ap.SessionID).Bool("approved", d.Approved).Str("by", d.By).Msg("approval decided")
+	_ = req.RespondJSON(ap)
+}
+
+// Decide records d on the approval, publishes approval_decided and enqueues
+// the resume. hdr carries the decider's credentials to the resumed run.
+func (a *Approver) Decide(ctx context.Context, id string, d mesh.Decision, hdr nats.Header) (*mesh.Approval, error) {
+	ap, err := a.store.Decide(ctx, id, d)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := a.publisher.Publish(ctx, ap.ConversationID, "", "approval_decided:"+ap.UUID, mesh.Custom(mesh.CustomApprovalDecided, ap)); err != nil {
+		// The event is informative; the resume is what matters. It belongs to
+		// no run: it falls between the paused run and its resume.
+		a.log.Warn().Err(err).Str("approval", id).Msg("publish approval_decided")
+	}
+	if err := a.enqueueResume(ctx, ap, hdr); err != nil {
+		// The decision stands; a sweep enqueues the resume later.
+		a.log.Error().Err(err).Str("approval", id).Msg("enqueue resume")
+		return ap, nil
+	}
+	ap.ResumeEnqueued = true
+	return ap, nil
+}
+
+func (a *Approver) enqueueResume(ctx context.Context, ap *mesh.Approval, hdr nats.Header) error {
+	item := mesh.WorkItem{Kind: mesh.WorkResume, Session: ap.ConversationID, TurnID: ap.UUID, ApprovalID: ap.UUID}
+	h := mesh.CopyCallerHeaders(hdr)
+	if h.Get(mesh.HeaderSessionID) == "" && ap.SessionID != "" {
+		h.Set(mesh.HeaderSessionID, ap.SessionID)
+	}
+	if err := mesh.PublishWork(ctx, a.cfg.JS, a.cfg.NS, mesh.RoleAgent, ap.Agent, item, h); err != nil {
+		return err
+	}
+	_, err := a.store.Update(ctx, ap.UUID, func(cur *mesh.Approval) error {
+		if cur.ResumeEnqueued {
+			return mesh.ErrNoChange
+		}
+		cur.ResumeEnqueued = true
+		return nil
+	})
+	return err
+}
+
+// approvalIDFromSubject takes <uuid> out of <prefix>.approval.<uuid>.decide.
+func approvalIDFromSubject(subj string) string {
+	parts := strings.Split(subj, ".")
+	if len(parts) < 4 {
+		return ""
+	}
+	return parts[len(parts)-2]
+}
