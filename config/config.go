@@ -223,6 +223,9 @@ type Mesh struct {
 	MaxDeliver int `yaml:"max_deliver"`
 	// EventsMaxAge is how long events are kept. Zero means 7 days.
 	EventsMaxAge Duration `yaml:"events_max_age"`
+	// RestartBackoff is the first pause before `mesh up` restarts a role that
+	// died; it doubles while the role keeps dying quickly. Zero means 200ms.
+	RestartBackoff Duration `yaml:"restart_backoff"`
 }
 
 // HTTP tunes the bridge.

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"regexp"
+	"sort"
 	"strings"
 )
 
@@ -39,6 +40,17 @@ var (
 // KeyEnv is the environment variable holding provider's API key, or "" when
 // the provider needs none.
 func KeyEnv(provider string) string { return keyEnv[provider] }
+
+// SecretEnv lists the environment variables that hold API keys, so that
+// processes the mesh starts (MCP servers) do not inherit them.
+func SecretEnv() []string {
+	out := make([]string, 0, len(keyEnv))
+	for _, v := range keyEnv {
+		out = append(out, v)
+	}
+	sort.Strings(out)
+	return out
+}
 
 // BaseURLEnv is the environment variable overriding provider's base URL.
 func BaseURLEnv(provider string) string { return baseURLEnv[provider] }

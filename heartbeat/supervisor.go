@@ -73,6 +73,7 @@ func NewSupervisor(cfg SupervisorConfig) (*Supervisor, error) {
 	if cfg.MaxBackoff == 0 {
 		cfg.MaxBackoff = 10 * time.Second
 	}
+	cfg.MaxBackoff = max(cfg.MaxBackoff, cfg.MinBackoff)
 	if cfg.StableAfter == 0 {
 		cfg.StableAfter = 10 * time.Second
 	}

@@ -11,6 +11,11 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
+// MetaCallID is the key of the call id in the _meta of every MCP tools/call
+// the mesh sends; servers that deduplicate by it make a call that is sent
+// again after a crash run once (config dedupe_call_ids).
+const MetaCallID = "agentmesh/call_id"
+
 // ToolRequest is the body of a request on mesh.tool.<server>.<tool>.
 type ToolRequest struct {
 	// CallID identifies the call. A toolhost records calls to tools that are

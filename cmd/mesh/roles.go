@@ -109,7 +109,8 @@ func runToolhost(ctx context.Context, cfg *config.Config, _ []string) error {
 	defer n.close()
 	h, err := toolhost.New(toolhost.Config{
 		NC: n.nc, JS: n.js, NS: n.res.NS, Tools: n.res.Tools, Calls: n.res.Calls,
-		Servers: cfg.MCPServers, NodeID: n.id, Version: version, SearchDirs: []string{ownDir()}, Logger: n.log,
+		Servers: cfg.MCPServers, NodeID: n.id, Version: version, SearchDirs: []string{ownDir()},
+		MinBackoff: cfg.Mesh.RestartBackoff.Std(), Logger: n.log,
 	})
 	if err != nil {
 		return err
@@ -149,6 +150,7 @@ func newLogger(cfg *config.Config) zerolog.Logger {
 		level = zerolog.InfoLevel
 	}
 	zerolog.DurationFieldUnit = time.Millisecond
+	zerolog.ErrorFieldName = "err"
 	format := cfg.Log.Format
 	if format == "" {
 		format = "json"

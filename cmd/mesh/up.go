@@ -42,7 +42,7 @@ func runUp(ctx context.Context, cfg *config.Config, _ []string) error {
 	for _, role := range upRoles {
 		procs = append(procs, heartbeat.Process{Name: role, Args: []string{role}, Env: []string{config.EnvNATSURL + "=" + url}})
 	}
-	sup, err := heartbeat.NewSupervisor(heartbeat.SupervisorConfig{Processes: procs, Logger: log})
+	sup, err := heartbeat.NewSupervisor(heartbeat.SupervisorConfig{Processes: procs, MinBackoff: cfg.Mesh.RestartBackoff.Std(), Logger: log})
 	if err != nil {
 		return err
 	}

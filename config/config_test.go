@@ -1,0 +1,230 @@
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(kv ...string) func(string) string {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return func(k string) string { return m[k] }
+}
+
+const minimal = "name: agent-a\nllm:\n  model: offline\n"
+
+func TestParseDefaults(t *testing.T) {
+	c, err := Parse("agent.yaml", []byte(minimal), env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"data dir", c.DataDir, DefaultDataDir},
+		{"http addr", c.HTTPAddr, DefaultHTTPAddr},
+		{"nats listen", c.NATS.Listen, DefaultNATSAddr},
+		{"embedded", c.EmbeddedNATS(), true},
+		{"prompt", c.Prompt, DefaultPrompt},
+		{"max iterations", c.Mesh.MaxToolIterations, 10},
+		{"wait timeout", c.HTTP.WaitTimeout.Std(), 30 * time.Second},
+		{"body limit", c.HTTP.MaxBodyBytes, int64(1 << 20)},
+		{"llm timeout", c.LLM.Timeout.Std(), 60 * time.Second},
+		{"tree", c.Tree().Type, NodeLLM},
+	}
+	for _, ch := range checks {
+		if ch.got != ch.want {
+			t.Errorf("%s = %v, want %v", ch.name, ch.got, ch.want)
+		}
+	}
+}
+
+func TestEnvironmentOverrides(t *testing.T) {
+	yaml := minimal + "host: 0.0.0.0\nport: 9000\ndata_dir: ./x\nmcp_servers:\n  - name: r\n    command: srv\n    args: [\"--db\", \"${MESH_DATA_DIR}/r.db\"]\n"
+	c, err := Parse("a.yaml", []byte(yaml), env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTPAddr != "0.0.0.0:9000" || c.MCPServers[0].Args[1] != "./x/r.db" {
+		t.Errorf("from the file: addr %s args %v", c.HTTPAddr, c.MCPServers[0].Args)
+	}
+	c, err = Parse("a.yaml", []byte(yaml), env(EnvHTTPAddr, "127.0.0.1:1", EnvDataDir, "/d", EnvNATSAddr, "127.0.0.1:2", EnvNATSURL, "nats://n:4222"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTPAddr != "127.0.0.1:1" || c.DataDir != "/d" || c.NATS.Listen != "127.0.0.1:2" || c.NATS.URL != "nats://n:4222" || c.EmbeddedNATS() {
+		t.Errorf("environment did not win: %+v", c)
+	}
+	if c.MCPServers[0].Args[1] != "/d/r.db" {
+		t.Errorf("args = %v, want ${MESH_DATA_DIR} expanded to /d", c.MCPServers[0].Args)
+	}
+}
+
+func TestLegacyMCPSection(t *testing.T) {
+	c, err := Parse("a.yaml", []byte(minimal+"mcp:\n  command: srv\n  args: [a]\n"), env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.MCPServers) != 1 || c.MCPServers[0].Name != "default" || c.MCPServers[0].Command != "srv" {
+		t.Errorf("servers = %+v", c.MCPServers)
+	}
+}
+
+func TestParseErrorsNameFileFieldAndExpectation(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want []string
+	}{
+		{"missing model", "name: a\n", []string{"llm.model", "is required", "offline"}},
+		{"missing name", "llm:\n  model: offline\n", []string{"name", "is required"}},
+		{"bad name", "name: a.b\nllm:\n  model: offline\n", []string{"name", `"a.b"`}},
+		{"unknown model", "name: a\nllm:\n  model: llama3\n", []string{"llm.model", "llama3", "provider:model"}},
+		{"unknown provider", "name: a\nllm:\n  model: acme:x\n", []string{"llm.model", "acme"}},
+		{"bad port", minimal + "port: 70000\n", []string{"port", "70000"}},
+		{"bad duration", minimal + "http:\n  wait_timeout: soon\n", []string{"soon", "duration"}},
+		{"wrong type", minimal + "port: eighty\n", []string{"eighty"}},
+		{"unknown field", minimal + "colour: blue\n", []string{"colour"}},
+		{"server without name", minimal + "mcp_servers:\n  - command: x\n", []string{"mcp_servers[0].name"}},
+		{"server twice", minimal + "mcp_servers:\n  - {name: x, command: a}\n  - {name: x, command: b}\n", []string{"mcp_servers[1].name", "twice"}},
+		{"server both", minimal + "mcp_servers:\n  - {name: x, command: a, url: \"http://h\"}\n", []string{"mcp_servers[0]", "both"}},
+		{"bad url", minimal + "mcp_servers:\n  - {name: x, url: \"ftp://h\"}\n", []string{"mcp_servers[0].url"}},
+		{"a2a without url", minimal + "a2a:\n  - {name: b}\n", []string{"a2a[0].url"}},
+		{"node unknown type", minimal + "agent:\n  name: root\n  type: tree\n", []string{"agent.type", "tree"}},
+		{"composite without children", minimal + "agent:\n  name: root\n  type: sequential\n", []string{"agent.agents", "root"}},
+		{"duplicate node", minimal + "agent:\n  name: root\n  type: sequential\n  agents:\n    - {name: root, type: llm}\n", []string{"agent.agents[0].name", "unique"}},
+		{"bad log level", minimal + "log:\n  level: loud\n", []string{"log.level", "loud"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse("conf/agent.yaml", []byte(tt.yaml), env())
+			if err == nil {
+				t.Fatal("no error")
+			}
+			var ce *Error
+			if !errors.As(err, &ce) {
+				t.Errorf("err %T is not a *config.Error", err)
+			}
+			msg := err.Error()
+			for _, w := range append(tt.want, "conf/agent.yaml") {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q does not contain %q", msg, w)
+				}
+			}
+		})
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, err := Load(filepath.Join(t.TempDir(), "none.yaml"), env())
+	if err == nil || !strings.Contains(err.Error(), "none.yaml") || !strings.Contains(err.Error(), EnvConfig) {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestDefaultConfigFileLoads(t *testing.T) {
+	c, err := Load("agent.yaml", env(EnvDataDir, "/data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.LLM.Model != "offline" || len(c.MCPServers) != 1 || c.MCPServers[0].Args[1] != "/data/resources.db" {
+		t.Errorf("config/agent.yaml = %+v", c)
+	}
+	if err := c.CheckKeys(); err != nil {
+		t.Errorf("the default config needs a key: %v", err)
+	}
+}
+
+func TestParseModel(t *testing.T) {
+	tests := []struct {
+		in       string
+		provider string
+		name     string
+		wantErr  bool
+	}{
+		{"offline", ProviderOffline, "offline", false},
+		{"claude-sonnet-4-5", ProviderAnthropic, "claude-sonnet-4-5", false},
+		{"gemini-2.5-flash", ProviderGoogle, "gemini-2.5-flash", false},
+		{"gpt-4o-mini", ProviderOpenAI, "gpt-4o-mini", false},
+		{"o3-mini", ProviderOpenAI, "o3-mini", false},
+		{"google:gemini-2.5-pro", ProviderGoogle, "gemini-2.5-pro", false},
+		{"anthropic:claude-opus-4", ProviderAnthropic, "claude-opus-4", false},
+		{"openai:my-finetune", ProviderOpenAI, "my-finetune", false},
+		{"ollama:llama3.2", ProviderOllama, "llama3.2", false},
+		{"llama3", "", "", true},
+		{"openai:", "", "", true},
+		{"", "", "", true},
+	}
+	for _, tt := range tests {
+		m, err := ParseModel(tt.in)
+		if (err != nil) != tt.wantErr || m.Provider != tt.provider || m.Name != tt.name {
+			t.Errorf("ParseModel(%q) = %+v, %v; want %s %s err %v", tt.in, m, err, tt.provider, tt.name, tt.wantErr)
+		}
+	}
+}
+
+func TestCheckKeys(t *testing.T) {
+	tests := []struct {
+		name    string
+		yaml    string
+		env     []string
+		wantErr string
+	}{
+		{"offline", minimal, nil, ""},
+		{"claude without key", "name: a\nllm:\n  model: claude-sonnet-4-5\n", nil, "ANTHROPIC_API_KEY"},
+		{"claude with key", "name: a\nllm:\n  model: claude-sonnet-4-5\n", []string{"ANTHROPIC_API_KEY", "k"}, ""},
+		{"node model without key", minimal + "agent:\n  name: r\n  type: sequential\n  agents:\n    - {name: x, type: llm, model: gpt-4o}\n", nil, "OPENAI_API_KEY"},
+		{"openai at a custom URL needs none", "name: a\nllm:\n  model: openai:qwen\n  base_url: http://localhost:8000/v1\n", nil, ""},
+		{"ollama needs none", "name: a\nllm:\n  model: ollama:llama3.2\n", nil, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse("a.yaml", []byte(tt.yaml), env(tt.env...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = c.CheckKeys()
+			if tt.wantErr == "" && err != nil {
+				t.Fatalf("err = %v", err)
+			}
+			if tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("err = %v, want one naming %s", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestSecretNeverPrints(t *testing.T) {
+	const key = "sk-very-secret"
+	c, err := Parse("a.yaml", []byte(minimal), env("OPENAI_API_KEY", key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, _ := json.Marshal(c)
+	for _, s := range []string{fmt.Sprint(c.Keys), fmt.Sprintf("%+v", c), fmt.Sprintf("%#v", c.Keys), string(j)} {
+		if strings.Contains(s, key) {
+			t.Errorf("the key leaks in %q", s)
+		}
+	}
+	if c.Keys.For(ProviderOpenAI).Reveal() != key {
+		t.Error("Reveal does not give the key")
+	}
+}
+
+func TestMain(m *testing.M) {
+	// Tests read agent.yaml relative to this directory.
+	if _, err := os.Stat("agent.yaml"); err != nil {
+		fmt.Fprintln(os.Stderr, "run from config/:", err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}

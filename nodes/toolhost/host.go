@@ -1,0 +1,289 @@
+// Package toolhost hosts MCP tool servers on the mesh: it runs each configured
+// server (a command spoken to over stdio, or a URL spoken to over streamable
+// HTTP), publishes its tools to the catalog and serves every tool as a NATS
+// request endpoint, so that any agent replica can call any tool.
+//
+//	agent ── mesh.tool.<server>.<tool> ──▶ toolhost ── tools/call ──▶ MCP server
+//	      ◀──────── mesh.ToolResult ─────           ◀─── result ───    (stdio child or HTTP)
+//	                                        │    │
+//	          mesh_tools <server>.<tool> ◀──┘    └──▶ mesh_calls <call id>
+//
+// [Example] shows the wiring.
+//
+// # What it reads and writes
+//
+//   - Subjects: one endpoint per tool on mesh.tool.<server>.<tool token>
+//     ([mesh.Namespace.Tool]), grouped in one NATS micro service named
+//     [mesh.ToolServiceName] per connected server, in queue group "mesh-tools",
+//     so replicas share the load and `nats micro ls` lists them. A request is
+//     a [mesh.ToolRequest]; the reply is a [mesh.ToolResult], or an error
+//     reply whose headers [mesh.ErrorFromMsg] maps back to a mesh sentinel.
+//   - Bucket mesh_tools: one [mesh.ToolEntry] per tool under
+//     <server>.<tool token>, written only when it changed (apart from its
+//     host and time), and deleted when the server no longer lists the tool.
+//     Entries stay while a server is down: a call then finds no responder
+//     and fails with [mesh.ErrToolUnavailable].
+//   - Bucket mesh_calls: one [mesh.CallRecord] per call of a tool that is not
+//     read-only, so that a repeated call id gets the first result instead of
+//     running the tool again. A record still "started" with a finished_at time
+//     is an attempt that ended without a result (the server died, the call
+//     timed out): its outcome is unknown, so it is not run again unless the
+//     server deduplicates call ids itself (config.MCPServer.DedupeCallIDs).
+//
+// Every tools/call carries the call id in _meta as "agentmesh/call_id". The
+// caller's Authorization header (a NATS header of the request) is sent to
+// HTTP servers as the Authorization header of that call; tokens are never
+// logged or stored.
+//
+// # Goroutines and shutdown
+//
+// [Host.Run] owns every goroutine: one supervisor per server, and one
+// goroutine per tool call in flight. A supervisor starts its server,
+// restarts it with exponential backoff and jitter when it dies (stopping its
+// micro service at once, so requests go to healthy replicas or fail with
+// [mesh.ErrToolUnavailable]), and refreshes the tools on
+// notifications/tools/list_changed. When the context of Run ends, every
+// supervisor stops its service, lets calls in flight finish for a few
+// seconds, closes its MCP session (which closes a child's stdin, then sends
+// SIGTERM and SIGKILL if it does not exit), and Run returns nil. On Linux a
+// child also gets SIGKILL when the toolhost itself dies.
+package toolhost
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/agentmesh/agentmesh/config"
+	"github.com/agentmesh/agentmesh/mesh"
+)
+
+// Defaults of [Config] and of config.MCPServer.
+const (
+	DefaultMinBackoff   = 250 * time.Millisecond
+	DefaultMaxBackoff   = 30 * time.Second
+	DefaultCallTimeout  = 30 * time.Second
+	DefaultDrainTimeout = 5 * time.Second
+	DefaultVersion      = "0.0.0-dev"
+)
+
+// QueueGroup is the queue group of every tool endpoint.
+const QueueGroup = "mesh-tools"
+
+// ClientName is the name the toolhost gives itself in the MCP handshake.
+const ClientName = "agentmesh-toolhost"
+
+// Config configures a [Host].
+type Config struct {
+	// NC is the connection the endpoints are served on. Required.
+	NC *nats.Conn
+	// JS opens the buckets that Tools and Calls do not give. Required when
+	// either is nil.
+	JS jetstream.JetStream
+	// NS names subjects and buckets. The zero value means mesh.DefaultNamespace.
+	NS mesh.Namespace
+	// Tools is the mesh_tools bucket (mesh.Resources.Tools). Nil means open
+	// it through JS.
+	Tools jetstream.KeyValue
+	// Calls is the mesh_calls bucket (mesh.Resources.Calls). Nil means open
+	// it through JS.
+	Calls jetstream.KeyValue
+	// Servers are the MCP servers to host. Names must be subject tokens and
+	// unique; each has a Command or a URL. None is allowed: Run then only
+	// waits for its context to end.
+	Servers []config.MCPServer
+	// NodeID is this process's node id: the Host of catalog entries and call
+	// records, the "node" of service metadata and logs. Required.
+	NodeID string
+	// Version is the micro service version. Zero means "0.0.0-dev"; a
+	// leading "v" is dropped, and a version that is not semver is kept in
+	// the service metadata under "version" while the service says
+	// "0.0.0-dev".
+	Version string
+	// SearchDirs are where a Command that is not on PATH is looked for
+	// (cmd passes the directory of the mesh binary).
+	SearchDirs []string
+	// MinBackoff and MaxBackoff bound the delay before a server that died
+	// or failed to start is started again. The delay doubles after each
+	// failure, with jitter, and starts over once a server stayed up for
+	// StableAfter. Zero means 250ms and 30s.
+	MinBackoff, MaxBackoff time.Duration
+	// StableAfter is how long a server must stay up for the backoff to
+	// start over. Zero means 30s.
+	StableAfter time.Duration
+	// DrainTimeout is how long calls in flight may still run when Run's
+	// context ends, before they are cancelled. Zero means 5s.
+	DrainTimeout time.Duration
+	// Logger receives the host's logs. The zero value discards them.
+	Logger zerolog.Logger
+}
+
+// Host runs the configured MCP servers and serves their tools.
+type Host struct {
+	cfg     Config
+	version string
+	meta    map[string]string
+	log     zerolog.Logger
+	now     func() time.Time
+
+	mu      sync.Mutex
+	running bool
+}
+
+var semverRE = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$`)
+
+// New checks cfg and returns a host ready to [Host.Run].
+func New(cfg Config) (*Host, error) {
+	cfg.Servers = append([]config.MCPServer(nil), cfg.Servers...)
+	cfg.SearchDirs = append([]string(nil), cfg.SearchDirs...)
+	if cfg.NC == nil {
+		return nil, fmt.Errorf("%w: NC is required", ErrInvalidConfig)
+	}
+	if (cfg.Tools == nil || cfg.Calls == nil) && cfg.JS == nil {
+		return nil, fmt.Errorf("%w: JS is required when Tools or Calls is nil", ErrInvalidConfig)
+	}
+	if cfg.NodeID == "" {
+		return nil, fmt.Errorf("%w: NodeID is required", ErrInvalidConfig)
+	}
+	if cfg.NS.Prefix() == "" {
+		cfg.NS = mesh.DefaultNamespace
+	}
+	if cfg.MinBackoff < 0 || cfg.MaxBackoff < 0 || cfg.StableAfter < 0 || cfg.DrainTimeout < 0 {
+		return nil, fmt.Errorf("%w: durations must not be negative", ErrInvalidConfig)
+	}
+	if cfg.MinBackoff == 0 {
+		cfg.MinBackoff = DefaultMinBackoff
+	}
+	if cfg.MaxBackoff == 0 {
+		cfg.MaxBackoff = max(DefaultMaxBackoff, cfg.MinBackoff)
+	}
+	if cfg.MinBackoff > cfg.MaxBackoff {
+		return nil, fmt.Errorf("%w: MinBackoff %v is above MaxBackoff %v", ErrInvalidConfig, cfg.MinBackoff, cfg.MaxBackoff)
+	}
+	if cfg.StableAfter == 0 {
+		cfg.StableAfter = 30 * time.Second
+	}
+	if cfg.DrainTimeout == 0 {
+		cfg.DrainTimeout = DefaultDrainTimeout
+	}
+	seen := map[string]bool{}
+	for i := range cfg.Servers {
+		s := &cfg.Servers[i]
+		if err := checkServer(*s); err != nil {
+			return nil, err
+		}
+		if seen[s.Name] {
+			return nil, fmt.Errorf("%w: server %q is configured twice", ErrInvalidConfig, s.Name)
+		}
+		seen[s.Name] = true
+		s.Args = append([]string(nil), s.Args...)
+		s.Env = cloneMap(s.Env)
+		s.Headers = cloneMap(s.Headers)
+	}
+	h := &Host{
+		cfg:     cfg,
+		version: DefaultVersion,
+		meta:    map[string]string{"node": cfg.NodeID},
+		log:     cfg.Logger.With().Str("node", cfg.NodeID).Logger(),
+		now:     time.Now,
+	}
+	if v := strings.TrimPrefix(cfg.Version, "v"); semverRE.MatchString(v) {
+		h.version = v
+	} else if cfg.Version != "" {
+		h.meta["version"] = cfg.Version
+	}
+	return h, nil
+}
+
+func checkServer(s config.MCPServer) error {
+	if err := mesh.CheckToken(s.Name); err != nil {
+		return fmt.Errorf("%w: server name %q: %v", ErrInvalidConfig, s.Name, err)
+	}
+	switch {
+	case s.Command == "" && s.URL == "":
+		return fmt.Errorf("%w: server %q needs a command or a url", ErrInvalidConfig, s.Name)
+	case s.Command != "" && s.URL != "":
+		return fmt.Errorf("%w: server %q has both a command and a url", ErrInvalidConfig, s.Name)
+	case s.Timeout < 0:
+		return fmt.Errorf("%w: server %q: timeout must not be negative", ErrInvalidConfig, s.Name)
+	}
+	if s.URL != "" {
+		u, err := url.Parse(s.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("%w: server %q: url %q is not an http(s) URL", ErrInvalidConfig, s.Name, s.URL)
+		}
+	}
+	return nil
+}
+
+func cloneMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// Run hosts the servers until ctx ends, then drains and returns nil. It
+// returns an error at once when the buckets cannot be opened or Run is
+// already running; a server that fails to start is logged and retried, not
+// fatal.
+func (h *Host) Run(ctx context.Context) error {
+	h.mu.Lock()
+	if h.running {
+		h.mu.Unlock()
+		return ErrRunning
+	}
+	h.running = true
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		h.running = false
+		h.mu.Unlock()
+	}()
+
+	tools, calls := h.cfg.Tools, h.cfg.Calls
+	var err error
+	if tools == nil {
+		if tools, err = h.cfg.JS.KeyValue(ctx, h.cfg.NS.Bucket(mesh.BucketTools)); err != nil {
+			return h.openErr(ctx, mesh.BucketTools, err)
+		}
+	}
+	if calls == nil {
+		if calls, err = h.cfg.JS.KeyValue(ctx, h.cfg.NS.Bucket(mesh.BucketCalls)); err != nil {
+			return h.openErr(ctx, mesh.BucketCalls, err)
+		}
+	}
+
+	if len(h.cfg.Servers) == 0 {
+		h.log.Warn().Msg("toolhost has no MCP servers to host")
+	}
+	var wg sync.WaitGroup
+	for _, sc := range h.cfg.Servers {
+		s := newServer(h, sc, tools, calls)
+		wg.Go(func() { s.supervise(ctx) })
+	}
+	<-ctx.Done()
+	wg.Wait()
+	h.log.Info().Msg("toolhost stopped")
+	return nil
+}
+
+func (h *Host) openErr(ctx context.Context, base string, err error) error {
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return nil // asked to stop before anything started
+	}
+	return fmt.Errorf("open bucket %s: %w", h.cfg.NS.Bucket(base), err)
+}
