@@ -60,6 +60,7 @@ const (
 	DefaultMaxDeliver        = 5
 	DefaultWorkers           = 32
 	DefaultMaxIterations     = 10
+	DefaultToolWait          = 2 * time.Second
 )
 
 // Config is the whole configuration of a mesh.
@@ -223,6 +224,9 @@ type Mesh struct {
 	MaxDeliver int `yaml:"max_deliver"`
 	// EventsMaxAge is how long events are kept. Zero means 7 days.
 	EventsMaxAge Duration `yaml:"events_max_age"`
+	// ToolWait is how long a tool call waits for a toolhost when none serves
+	// the tool (one is restarting) before it fails. Zero means 2s.
+	ToolWait Duration `yaml:"tool_wait"`
 	// RestartBackoff is the first pause before `mesh up` restarts a role that
 	// died; it doubles while the role keeps dying quickly. Zero means 200ms.
 	RestartBackoff Duration `yaml:"restart_backoff"`

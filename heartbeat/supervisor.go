@@ -44,6 +44,11 @@ type SupervisorConfig struct {
 	Logger         zerolog.Logger
 }
 
+// ExitConfigError is the exit code of a process that cannot run as
+// configured. The supervisor does not restart such a process: it stops every
+// child and returns an error, since restarting would fail the same way.
+const ExitConfigError = 2
+
 // Supervisor runs child processes and restarts any that dies, with backoff,
 // until its context is cancelled. Children get SIGKILL when the supervisor
 // dies, even by kill -9 (Linux), so no role outlives `mesh up`.
@@ -101,22 +106,30 @@ func (s *Supervisor) PIDs() map[string]int {
 }
 
 // Run starts the children and keeps them running until ctx is cancelled;
-// then it stops them (SIGTERM, then SIGKILL after StopTimeout) and returns nil.
+// then it stops them (SIGTERM, then SIGKILL after StopTimeout) and returns
+// nil. A child exiting with [ExitConfigError] stops them all and is an error.
 func (s *Supervisor) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	var wg sync.WaitGroup
 	for _, p := range s.cfg.Processes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.keep(ctx, p)
+			if err := s.keep(ctx, p); err != nil {
+				cancel(err)
+			}
 		}()
 	}
 	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
 	return nil
 }
 
-// keep runs p again and again until ctx ends.
-func (s *Supervisor) keep(ctx context.Context, p Process) {
+// keep runs p again and again until ctx ends, or p fails for good.
+func (s *Supervisor) keep(ctx context.Context, p Process) error {
 	backoff := s.cfg.MinBackoff
 	log := s.log.With().Str("process", p.Name).Logger()
 	for ctx.Err() == nil {
@@ -136,13 +149,17 @@ func (s *Supervisor) keep(ctx context.Context, p Process) {
 			case err := <-exited:
 				s.setPID(p.Name, 0)
 				if ctx.Err() != nil {
-					return
+					return nil
+				}
+				if cmd.ProcessState.ExitCode() == ExitConfigError {
+					log.Error().Msg("exited with a configuration error; not restarting")
+					return fmt.Errorf("%s cannot run as configured (exit code %d)", p.Name, ExitConfigError)
 				}
 				log.Warn().Err(err).Dur("uptime", time.Since(started)).Msg("exited; restarting")
 			case <-ctx.Done():
 				s.stop(cmd, exited, log)
 				s.setPID(p.Name, 0)
-				return
+				return nil
 			}
 		}
 		if time.Since(started) >= s.cfg.StableAfter {
@@ -151,11 +168,12 @@ func (s *Supervisor) keep(ctx context.Context, p Process) {
 		pause := backoff/2 + time.Duration(rand.Int64N(int64(backoff/2)+1))
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-time.After(pause):
 		}
 		backoff = min(backoff*2, s.cfg.MaxBackoff)
 	}
+	return nil
 }
 
 func (s *Supervisor) stop(cmd *exec.Cmd, exited <-chan error, log zerolog.Logger) {

@@ -61,7 +61,8 @@ type CallRecord struct {
 
 // CallTool calls a tool through the mesh and waits for its result. A tool's
 // own failure is a result with IsError; errors are for the mesh's failures,
-// and match [ErrToolUnavailable] when no toolhost serves the tool.
+// and match [ErrToolUnavailable] when no toolhost serves the tool (and
+// nats.ErrNoResponders when the request reached no toolhost at all).
 func CallTool(ctx context.Context, nc *nats.Conn, ns Namespace, server, tool string, req ToolRequest, hdr nats.Header) (*ToolResult, error) {
 	subj, err := ns.Tool(server, tool)
 	if err != nil {
@@ -81,7 +82,9 @@ func CallTool(ctx context.Context, nc *nats.Conn, ns Namespace, server, tool str
 	}
 	reply, err := nc.RequestMsgWithContext(ctx, m)
 	if errors.Is(err, nats.ErrNoResponders) {
-		return nil, ErrToolUnavailable.With(fmt.Sprintf("tool server %q is unavailable: no toolhost serves %s", server, tool))
+		// Both match: callers may wait for a toolhost to come back, since
+		// this request reached none.
+		return nil, fmt.Errorf("%w (%w)", ErrToolUnavailable.With(fmt.Sprintf("tool server %q is unavailable: no toolhost serves %s", server, tool)), nats.ErrNoResponders)
 	}
 	if err != nil {
 		if ctx.Err() != nil {

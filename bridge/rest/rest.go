@@ -1,6 +1,7 @@
 // Package rest is the bridge's REST surface, the routes of seed 002 §6.4.1:
 //
 //	GET  /health                      liveness of the bridge and its NATS connection
+//	GET  /ready                       200 when a turn can run (NATS, buckets, toolhost, approver, agent), else 503
 //	GET  /tools                       the tool catalog, with destructiveHint
 //	POST /conversations               create, optionally with a first message
 //	GET  /conversations               summaries, newest first, with counts by status
@@ -59,6 +60,7 @@ func Register(mux *http.ServeMux, cfg Config) {
 	}
 	a := &api{cfg: cfg, core: cfg.Core, started: time.Now()}
 	mux.HandleFunc("GET /health", a.health)
+	mux.HandleFunc("GET /ready", a.ready)
 	mux.HandleFunc("GET /tools", a.tools)
 	mux.HandleFunc("POST /conversations", a.createConversation)
 	mux.HandleFunc("GET /conversations", a.listConversations)
@@ -77,6 +79,16 @@ func (a *api) health(w http.ResponseWriter, r *http.Request) {
 		"uptime_seconds": int(time.Since(a.started).Seconds()),
 		"timestamp":      time.Now().UTC(),
 	})
+}
+
+func (a *api) ready(w http.ResponseWriter, r *http.Request) {
+	ok, checks := a.core.Readiness(r.Context())
+	status := http.StatusOK
+	if !ok {
+		status = http.StatusServiceUnavailable
+		w.Header().Set("Retry-After", "1")
+	}
+	WriteJSON(w, status, map[string]any{"ready": ok, "checks": checks})
 }
 
 func (a *api) tools(w http.ResponseWriter, r *http.Request) {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -150,8 +151,14 @@ func runMeshOnce(t *testing.T, config string, env ...string) (exitCode int, outp
 		"MESH_HTTP_ADDR="+freeAddr(t), "MESH_NATS_ADDR="+freeAddr(t), "NATS_URL=",
 		"GEMINI_API_KEY=", "ANTHROPIC_API_KEY=", "OPENAI_API_KEY=")
 	cmd.Env = append(cmd.Env, env...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	outPath := filepath.Join(dir, "output")
+	out, err := os.Create(outPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -160,10 +167,13 @@ func runMeshOnce(t *testing.T, config string, env ...string) (exitCode int, outp
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatalf("mesh up did not exit; output:\n%s", out.String())
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+		data, _ := os.ReadFile(outPath)
+		t.Fatalf("mesh up did not exit; output:\n%s", data)
 	}
-	return cmd.ProcessState.ExitCode(), out.String(), filepath.Join(dir, "data")
+	data, _ := os.ReadFile(outPath)
+	return cmd.ProcessState.ExitCode(), string(data), filepath.Join(dir, "data")
 }
 
 func TestStartupRefusesBadConfig(t *testing.T) {

@@ -201,12 +201,8 @@ func (m *meshProc) restart() {
 func (m *meshProc) waitReady() {
 	m.t.Helper()
 	meshtest.Eventually(m.t, 60*time.Second, func() bool {
-		status, body := m.try("GET", "/tools", nil)
-		if status != http.StatusOK {
-			return false
-		}
-		tools, _ := body["tools"].([]any)
-		return len(tools) > 0
+		status, _ := m.try("GET", "/ready", nil)
+		return status == http.StatusOK
 	}, "mesh at %s did not become ready; log:\n%s", m.httpAddr, tail(m.logs(), 60))
 }
 

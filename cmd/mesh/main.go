@@ -22,7 +22,12 @@ import (
 	"syscall"
 
 	"github.com/agentmesh/agentmesh/config"
+	"github.com/agentmesh/agentmesh/heartbeat"
 )
+
+// errConfig marks errors that restarting cannot fix: `mesh up` does not
+// restart a role that exits with them.
+var errConfig = errors.New("configuration")
 
 // version is set at build time with -ldflags "-X main.version=…".
 var version = "0.1.0-dev"
@@ -68,17 +73,16 @@ func run(args []string) int {
 	cfg, err := config.FromEnvironment()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "mesh %s: %v\n", cmd, err)
-		return 2
+		return heartbeat.ExitConfigError
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := runner(ctx, cfg, args[1:]); err != nil {
-		var ce *config.Error
-		if errors.As(err, &ce) {
-			fmt.Fprintf(os.Stderr, "mesh %s: %v\n", cmd, err)
-			return 2
-		}
 		fmt.Fprintf(os.Stderr, "mesh %s: %v\n", cmd, err)
+		var ce *config.Error
+		if errors.As(err, &ce) || errors.Is(err, errConfig) {
+			return heartbeat.ExitConfigError
+		}
 		return 1
 	}
 	return 0

@@ -87,7 +87,7 @@ func runAgent(ctx context.Context, cfg *config.Config, _ []string) error {
 	}
 	provider, err := llm.FromConfig(cfg, cfg.LLM.Model)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: llm.model: %w", errConfig, err)
 	}
 	n, err := startNode(ctx, cfg, mesh.RoleAgent)
 	if err != nil {

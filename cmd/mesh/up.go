@@ -10,6 +10,7 @@ import (
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/heartbeat"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/nodes/agent/llm"
 )
 
 // upRoles are the roles `mesh up` supervises, in start order.
@@ -20,6 +21,12 @@ var upRoles = []string{mesh.RoleToolhost, mesh.RoleApprover, mesh.RoleAgent, mes
 func runUp(ctx context.Context, cfg *config.Config, _ []string) error {
 	if err := cfg.CheckKeys(); err != nil {
 		return err
+	}
+	// Fail here, not in a restart loop, when a model cannot be served.
+	for field, model := range cfg.Models() {
+		if _, err := llm.FromConfig(cfg, model); err != nil {
+			return fmt.Errorf("%w: %s: %w", errConfig, field, err)
+		}
 	}
 	log := newLogger(cfg).With().Str("role", "up").Logger()
 	url := cfg.NATS.URL

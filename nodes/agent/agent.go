@@ -75,6 +75,7 @@ type Agent struct {
 	log       zerolog.Logger
 
 	maxIter    int
+	toolWait   time.Duration
 	workers    int
 	ackWait    time.Duration
 	maxDeliver int
@@ -116,6 +117,7 @@ func New(cfg Config) (*Agent, error) {
 		approvals:  mesh.NewApprovalStore(cfg.Resources.Approvals),
 		events:     mesh.NewEventPublisher(cfg.JS, cfg.Resources.NS),
 		maxIter:    cfg.Agent.Mesh.MaxToolIterations,
+		toolWait:   cfg.Agent.Mesh.ToolWait.Or(config.DefaultToolWait),
 		workers:    cfg.Agent.Mesh.Workers,
 		ackWait:    cfg.Agent.Mesh.AckWait.Std(),
 		maxDeliver: cfg.Agent.Mesh.MaxDeliver,

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -48,10 +49,15 @@ func newToolSet(entries []mesh.ToolEntry) *toolSet {
 // enforces each server's own timeout below that.
 const toolCallTimeout = 2 * time.Minute
 
-// callTool runs a call through the mesh. Failures of the mesh (no toolhost,
-// a crashed server) come back as an error result the model and the user can
-// read, not as a Go error: the turn goes on (NFR-011).
-func (t *turn) callTool(ctx context.Context, call mesh.ToolCall, callID string) (content string, isError bool) {
+// approvedToolWait is how long an approved call waits for a toolhost to come
+// back: a human decided it, so a restart in progress should not lose it.
+const approvedToolWait = 30 * time.Second
+
+// callTool runs a call through the mesh. When no toolhost serves the tool it
+// waits up to wait for one (a restart in progress). Failures of the mesh come
+// back as an error result the model and the user can read, not as a Go
+// error: the turn goes on (NFR-011).
+func (t *turn) callTool(ctx context.Context, call mesh.ToolCall, callID string, wait time.Duration) (content string, isError bool) {
 	ctx, cancel := context.WithTimeout(ctx, toolCallTimeout)
 	defer cancel()
 	hdr := nats.Header{}
@@ -60,9 +66,23 @@ func (t *turn) callTool(ctx context.Context, call mesh.ToolCall, callID string) 
 			hdr.Set(k, v)
 		}
 	}
-	res, err := mesh.CallTool(ctx, t.a.cfg.NC, t.a.ns, call.Server, call.Tool, mesh.ToolRequest{
-		CallID: callID, Arguments: call.Arguments, Session: t.item.Session,
-	}, hdr)
+	deadline := time.Now().Add(wait)
+	pause := 50 * time.Millisecond
+	var res *mesh.ToolResult
+	var err error
+	for {
+		res, err = mesh.CallTool(ctx, t.a.cfg.NC, t.a.ns, call.Server, call.Tool, mesh.ToolRequest{
+			CallID: callID, Arguments: call.Arguments, Session: t.item.Session,
+		}, hdr)
+		if !errors.Is(err, nats.ErrNoResponders) || time.Now().Add(pause).After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(pause):
+		}
+		pause = min(pause*2, time.Second)
+	}
 	if err != nil {
 		t.log.Warn().Err(err).Str("server", call.Server).Str("tool", call.Tool).Msg("tool call failed")
 		return fmt.Sprintf("error: tool %s could not run: %v", call.Name, err), true

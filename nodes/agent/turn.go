@@ -349,7 +349,7 @@ func (t *turn) resolvePending(ctx context.Context) (paused bool) {
 			}
 			return true
 		default:
-			content, isErr := t.callTool(ctx, call, call.ID)
+			content, isErr := t.callTool(ctx, call, call.ID, t.a.toolWait)
 			t.result(call, content, isErr)
 		}
 	}
@@ -370,7 +370,7 @@ func (t *turn) resolveDecided(ctx context.Context, call mesh.ToolCall) {
 		return
 	}
 	call.Arguments = ap.ToolArgs // the arguments that were approved, not re-generated
-	content, isErr := t.callTool(ctx, call, ap.UUID)
+	content, isErr := t.callTool(ctx, call, ap.UUID, approvedToolWait)
 	t.result(call, content, isErr)
 }
 

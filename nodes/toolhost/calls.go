@@ -19,7 +19,6 @@ import (
 	"github.com/agentmesh/agentmesh/mesh"
 )
 
-
 const (
 	// recordGrace is added to the call timeout before a started record of
 	// another attempt is taken for interrupted: room for clock skew and for

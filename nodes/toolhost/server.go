@@ -115,21 +115,24 @@ func (s *server) runOnce(ctx context.Context) (up bool, err error) {
 	c := newConn(s, session, flush)
 
 	tools, err := c.list(ctx)
-	if err == nil {
-		err = c.register(tools)
-	}
 	if err != nil {
 		c.shutdown(false)
 		return false, err
 	}
-	s.log.Info().Int("tools", len(tools)).Msg("mcp server ready")
 	retry := time.NewTimer(time.Hour) // armed when publishing or refreshing fails
 	retry.Stop()
 	defer retry.Stop()
+	// The catalog is complete before the tools are served, so whoever sees a
+	// toolhost answer also sees all its tools.
 	if err := c.publish(ctx, tools); err != nil {
 		s.log.Warn().Err(err).Msg("publish tool catalog; retrying")
 		retry.Reset(time.Second)
 	}
+	if err := c.register(tools); err != nil {
+		c.shutdown(false)
+		return false, err
+	}
+	s.log.Info().Int("tools", len(tools)).Msg("mcp server ready")
 	for {
 		select {
 		case <-ctx.Done():

@@ -1,0 +1,64 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/agentmesh/agentmesh/mesh"
+)
+
+// Check results of [Core.Readiness].
+const (
+	CheckOK      = "ok"
+	CheckFailed  = "failed"
+	CheckMissing = "none running"
+)
+
+// approverService mirrors approver.ServiceName: the bridge does not import
+// roles, it finds them by their NATS service names.
+const approverService = "mesh-approvals"
+
+// Readiness checks what a turn needs: the NATS connection (event_bus), the
+// buckets (storage), a toolhost and an approver answering their service
+// pings, and an agent pulling from its work queue.
+func (c *Core) Readiness(ctx context.Context) (ready bool, checks map[string]string) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	checks = map[string]string{"event_bus": CheckOK, "storage": CheckOK, "toolhosts": CheckOK, "approvers": CheckOK, "agents": CheckOK}
+	if !c.cfg.NC.IsConnected() {
+		checks["event_bus"] = CheckFailed
+	}
+	if _, err := c.cfg.Resources.Sessions.Status(ctx); err != nil {
+		checks["storage"] = CheckFailed
+	}
+	ping := func(service string) string {
+		_, err := c.cfg.NC.RequestWithContext(ctx, "$SRV.PING."+service, nil)
+		switch {
+		case err == nil:
+			return CheckOK
+		case errors.Is(err, nats.ErrNoResponders):
+			return CheckMissing
+		}
+		return CheckFailed
+	}
+	checks["toolhosts"] = ping(mesh.ToolServiceName)
+	checks["approvers"] = ping(approverService)
+	cons, err := c.cfg.JS.Consumer(ctx, c.ns.Stream(mesh.StreamWork), "agent_"+c.cfg.Agent)
+	if err != nil {
+		checks["agents"] = CheckMissing
+	} else if info, err := cons.Info(ctx); err != nil {
+		checks["agents"] = CheckFailed
+	} else if info.NumWaiting == 0 {
+		checks["agents"] = CheckMissing
+	}
+	ready = true
+	for _, v := range checks {
+		if v != CheckOK {
+			ready = false
+		}
+	}
+	return ready, checks
+}
