@@ -15,6 +15,7 @@
 //	MESH_PREFIX      subject prefix (default mesh)
 //	MESH_LOG_LEVEL   debug, info (default), warn or error
 //	MESH_LOG_FORMAT  json, or console (the default on a terminal)
+//	MESH_CPU_PROFILE a directory: every role writes a CPU profile there as it runs
 //
 // API keys come only from the environment (GEMINI_API_KEY, ANTHROPIC_API_KEY,
 // OPENAI_API_KEY) and are held as [Secret] values that never print.
@@ -44,6 +45,7 @@ const (
 	EnvPrefix   = "MESH_PREFIX"
 	EnvLogLevel = "MESH_LOG_LEVEL"
 	EnvLogFmt   = "MESH_LOG_FORMAT"
+	EnvProfile  = "MESH_CPU_PROFILE"
 )
 
 // Defaults.
@@ -95,6 +97,8 @@ type Config struct {
 	HTTPAddr string `yaml:"-"`
 	// Keys are the API keys found in the environment.
 	Keys Keys `yaml:"-"`
+	// ProfileDir, when set, is where each role writes a CPU profile of its run.
+	ProfileDir string `yaml:"-"`
 	// BaseURLs are provider base URLs given by the environment, by provider.
 	BaseURLs map[string]string `yaml:"-"`
 }
@@ -378,6 +382,7 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	if v := getenv(EnvLogFmt); v != "" {
 		c.Log.Format = v
 	}
+	c.ProfileDir = getenv(EnvProfile)
 	switch v := getenv(EnvHTTPAddr); {
 	case v != "":
 		c.HTTPAddr = v

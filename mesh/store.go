@@ -103,6 +103,27 @@ func (s *SessionStore) Get(ctx context.Context, id string) (*Conversation, error
 	return c, nil
 }
 
+// SessionHead is the part of a conversation that says whether it can take a
+// message: decoding only this skips the messages, the bulk of a session.
+type SessionHead struct {
+	ID              string           `json:"id"`
+	SessionID       string           `json:"session_id"`
+	Agent           string           `json:"agent"`
+	Status          Status           `json:"status"`
+	PendingApproval *PendingApproval `json:"pending_approval,omitempty"`
+	Turn            *Turn            `json:"turn,omitempty"`
+}
+
+// Head returns the head of the conversation, or an error matching
+// [ErrSessionNotFound].
+func (s *SessionStore) Head(ctx context.Context, id string) (*SessionHead, error) {
+	if CheckToken(id) != nil {
+		return nil, ErrSessionNotFound.With(fmt.Sprintf("conversation %q not found", id))
+	}
+	h, _, err := getJSON[SessionHead](ctx, s.kv, id, ErrSessionNotFound)
+	return h, err
+}
+
 // Create stores a new conversation; it fails if the id exists.
 func (s *SessionStore) Create(ctx context.Context, c *Conversation) error {
 	if err := CheckToken(c.ID); err != nil {

@@ -179,7 +179,7 @@ func (c *Core) Send(ctx context.Context, id, text string, caller Caller) (*Run, 
 	if strings.TrimSpace(text) == "" {
 		return nil, mesh.ErrBadRequest.With(`"message" must not be empty`)
 	}
-	conv, err := c.Sessions.Get(ctx, id)
+	conv, err := c.Sessions.Head(ctx, id)
 	if err != nil {
 		return nil, err
 	}

@@ -62,7 +62,7 @@ func TestMain(m *testing.M) {
 }
 
 // defaultConfig is config/agent.yaml, the configuration `make run` uses.
-func defaultConfig(t *testing.T) string {
+func defaultConfig(t testing.TB) string {
 	t.Helper()
 	data, err := os.ReadFile("../../config/agent.yaml")
 	if err != nil {
@@ -74,7 +74,7 @@ func defaultConfig(t *testing.T) string {
 // meshProc is a `mesh up` started by a test, on free ports and a temporary
 // data dir.
 type meshProc struct {
-	t        *testing.T
+	t        testing.TB
 	dir      string
 	dataDir  string
 	config   string
@@ -91,11 +91,13 @@ type meshProc struct {
 type meshOpts struct {
 	config string
 	env    []string
+	// logLevel is the roles' log level; empty means debug.
+	logLevel string
 	// noWait skips waiting for the mesh to be ready.
 	noWait bool
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -107,14 +109,17 @@ func freeAddr(t *testing.T) string {
 
 // startMesh runs `mesh up` and waits until the bridge answers and the tool
 // catalog is published.
-func startMesh(t *testing.T, o meshOpts) *meshProc {
+func startMesh(t testing.TB, o meshOpts) *meshProc {
 	t.Helper()
 	if o.config == "" {
 		o.config = defaultConfig(t)
 	}
+	if o.logLevel == "" {
+		o.logLevel = "debug"
+	}
 	dir := t.TempDir()
 	m := &meshProc{t: t, dir: dir, dataDir: filepath.Join(dir, "data"), config: filepath.Join(dir, "agent.yaml"),
-		httpAddr: freeAddr(t), natsAddr: freeAddr(t), env: o.env, logPath: filepath.Join(dir, "mesh.log")}
+		httpAddr: freeAddr(t), natsAddr: freeAddr(t), env: append([]string{"MESH_LOG_LEVEL=" + o.logLevel}, o.env...), logPath: filepath.Join(dir, "mesh.log")}
 	if err := os.WriteFile(m.config, []byte(o.config), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +146,7 @@ func (m *meshProc) start() {
 	cmd.Env = append(os.Environ(),
 		"MESH_CONFIG="+m.config, "MESH_DATA_DIR="+m.dataDir,
 		"MESH_HTTP_ADDR="+m.httpAddr, "MESH_NATS_ADDR="+m.natsAddr,
-		"MESH_LOG_FORMAT=json", "MESH_LOG_LEVEL=debug", "NATS_URL=",
+		"MESH_LOG_FORMAT=json", "NATS_URL=",
 		"PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"),
 		testMCPEnv+"=",
 	)

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/agentmesh/agentmesh/config"
@@ -77,6 +78,12 @@ func run(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if cfg.ProfileDir != "" {
+		f, err := os.Create(filepath.Join(cfg.ProfileDir, fmt.Sprintf("%s-%d.pprof", cmd, os.Getpid())))
+		if err == nil && pprof.StartCPUProfile(f) == nil {
+			defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
+		}
+	}
 	if err := runner(ctx, cfg, args[1:]); err != nil {
 		fmt.Fprintf(os.Stderr, "mesh %s: %v\n", cmd, err)
 		var ce *config.Error

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // This file holds the offline planner's tool choice: classifying tools,
@@ -32,9 +33,38 @@ type toolProfile struct {
 func profileTools(tools []Tool) []*toolProfile {
 	out := make([]*toolProfile, 0, len(tools))
 	for i, t := range tools {
-		out = append(out, profileTool(t, i))
+		out = append(out, cachedProfile(t, i))
 	}
 	return out
+}
+
+// profiles caches tool profiles: the same catalog is offered on every call,
+// and parsing schemas dominated the planner's time. Profiles are never
+// changed once built, so they are shared.
+var profiles struct {
+	sync.Mutex
+	m map[string]*toolProfile
+}
+
+// maxCachedProfiles bounds the cache; a full cache starts over.
+const maxCachedProfiles = 4096
+
+func cachedProfile(t Tool, index int) *toolProfile {
+	key := fmt.Sprintf("%d\x00%s\x00%s\x00%t%t\x00%s", index, t.Name, t.Description, t.ReadOnly, t.Destructive, t.Parameters)
+	profiles.Lock()
+	p := profiles.m[key]
+	profiles.Unlock()
+	if p != nil {
+		return p
+	}
+	p = profileTool(t, index)
+	profiles.Lock()
+	if profiles.m == nil || len(profiles.m) >= maxCachedProfiles {
+		profiles.m = map[string]*toolProfile{}
+	}
+	profiles.m[key] = p
+	profiles.Unlock()
+	return p
 }
 
 func profileTool(t Tool, index int) *toolProfile {
