@@ -250,9 +250,9 @@ func (a *Approver) Decide(ctx context.Context, id string, d mesh.Decision, hdr n
 	if err != nil {
 		return nil, err
 	}
+	// The event belongs to no run: it falls between the paused run and its
+	// resume. It is informative; the resume is what matters.
 	if _, err := a.publisher.Publish(ctx, ap.ConversationID, "", "approval_decided:"+ap.UUID, mesh.Custom(mesh.CustomApprovalDecided, ap)); err != nil {
-		// The event is informative; the resume is what matters. It belongs to
-		// no run: it falls between the paused run and its resume.
 		a.log.Warn().Err(err).Str("approval", id).Msg("publish approval_decided")
 	}
 	if err := a.enqueueResume(ctx, ap, hdr); err != nil {

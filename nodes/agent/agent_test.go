@@ -1,0 +1,408 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/agentmesh/agentmesh/config"
+	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/nodes/agent/llm"
+)
+
+// script is a provider whose answers a test writes.
+type script func(ctx context.Context, req llm.Request) (*llm.Response, error)
+
+func (s script) Model() string { return "script" }
+func (s script) Generate(ctx context.Context, req llm.Request) (*llm.Response, error) {
+	return s(ctx, req)
+}
+
+// toolResults counts the tool results after the last user message.
+func toolResults(req llm.Request) []llm.Message {
+	var out []llm.Message
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		m := req.Messages[i]
+		if m.Role == llm.RoleUser {
+			break
+		}
+		if m.Role == llm.RoleTool {
+			out = append([]llm.Message{m}, out...)
+		}
+	}
+	return out
+}
+
+func call(name, args string) llm.ToolCall {
+	return llm.ToolCall{ID: "x", Name: name, Arguments: json.RawMessage(args)}
+}
+
+// fixture is an agent on an embedded mesh, with a fake toolhost serving
+// srv.safe (read-only) and srv.danger (destructive).
+type fixture struct {
+	t     *testing.T
+	m     *meshtest.Mesh
+	agent *Agent
+	store *mesh.SessionStore
+	aps   *mesh.ApprovalStore
+
+	mu    sync.Mutex
+	calls map[string]int // by call id
+	args  map[string]string
+}
+
+func newFixture(t *testing.T, p llm.Provider, tweak func(*config.Config)) *fixture {
+	t.Helper()
+	m := meshtest.New(t)
+	f := &fixture{t: t, m: m, store: mesh.NewSessionStore(m.Sessions), aps: mesh.NewApprovalStore(m.Approvals), calls: map[string]int{}, args: map[string]string{}}
+	for _, e := range []mesh.ToolEntry{
+		{Server: "srv", Name: "safe", Description: "a safe tool", InputSchema: json.RawMessage(`{"type":"object"}`), ReadOnlyHint: true},
+		{Server: "srv", Name: "danger", Description: "a destructive tool", InputSchema: json.RawMessage(`{"type":"object"}`), DestructiveHint: true},
+	} {
+		data, _ := json.Marshal(e)
+		key, _ := mesh.ToolKey(e.Server, e.Name)
+		if _, err := m.Tools.Put(t.Context(), key, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sub, err := m.NC.Subscribe("mesh.tool.srv.*", func(msg *nats.Msg) {
+		var req mesh.ToolRequest
+		_ = json.Unmarshal(msg.Data, &req)
+		args, _ := json.Marshal(req.Arguments)
+		f.mu.Lock()
+		f.calls[req.CallID]++
+		f.args[req.CallID] = string(args)
+		f.mu.Unlock()
+		tool := msg.Subject[strings.LastIndexByte(msg.Subject, '.')+1:]
+		res, _ := json.Marshal(mesh.ToolResult{Text: "ran " + tool + " " + string(args)})
+		_ = msg.Respond(res)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+
+	cfg, err := config.Parse("test.yaml", []byte("name: tester\nllm:\n  model: offline\nmesh:\n  ack_wait: 2s\n"), func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tweak != nil {
+		tweak(cfg)
+	}
+	a, err := New(Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: cfg, Provider: p, NodeID: "test-node", Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.agent = a
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	// The catalog watch has delivered the tools.
+	meshtest.Eventually(t, 5*time.Second, func() bool { return len(a.tools.Load().llm) == 2 }, "tools not loaded")
+	return f
+}
+
+func (f *fixture) conversation() string {
+	c := &mesh.Conversation{ID: mesh.NewID(), SessionID: mesh.NewTraceID(), Agent: "tester", Status: mesh.StatusActive}
+	if err := f.store.Create(f.t.Context(), c); err != nil {
+		f.t.Fatal(err)
+	}
+	return c.ID
+}
+
+// turn publishes a turn and waits until the conversation has applied it.
+func (f *fixture) turn(conv, text string) (string, *mesh.Conversation) {
+	f.t.Helper()
+	id := mesh.NewID()
+	f.enqueue(mesh.WorkItem{Kind: mesh.WorkTurn, Session: conv, TurnID: id, Message: text})
+	return id, f.waitApplied(conv, id)
+}
+
+func (f *fixture) enqueue(item mesh.WorkItem) {
+	f.t.Helper()
+	if err := mesh.PublishWork(f.t.Context(), f.m.JS, f.m.NS, mesh.RoleAgent, "tester", item, nil); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) waitApplied(conv, turn string) *mesh.Conversation {
+	f.t.Helper()
+	var c *mesh.Conversation
+	meshtest.Eventually(f.t, 10*time.Second, func() bool {
+		var err error
+		c, err = f.store.Get(f.t.Context(), conv)
+		return err == nil && c.HasTurn(turn)
+	}, "turn %s not applied", turn)
+	return c
+}
+
+// decide decides an approval and enqueues its resume, as the approver does.
+func (f *fixture) decide(conv, approval string, ok bool) *mesh.Conversation {
+	f.t.Helper()
+	if _, err := f.aps.Decide(f.t.Context(), approval, mesh.Decision{Approved: ok}); err != nil {
+		f.t.Fatal(err)
+	}
+	f.enqueue(mesh.WorkItem{Kind: mesh.WorkResume, Session: conv, TurnID: approval, ApprovalID: approval})
+	return f.waitApplied(conv, approval)
+}
+
+func (f *fixture) callCount(id string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[id]
+}
+
+func roles(c *mesh.Conversation) string {
+	var r []string
+	for _, m := range c.Messages {
+		s := string(m.Role)
+		if m.Notice {
+			s += "(notice)"
+		}
+		r = append(r, s)
+	}
+	return strings.Join(r, ",")
+}
+
+func TestTextTurn(t *testing.T) {
+	f := newFixture(t, script(func(_ context.Context, req llm.Request) (*llm.Response, error) {
+		if req.System == "" || len(req.Tools) != 2 {
+			return nil, fmt.Errorf("request without system prompt or tools: %+v", req)
+		}
+		req.OnText("hello ")
+		req.OnText("there")
+		return &llm.Response{Text: "hello there", Usage: llm.Usage{InputTokens: 3, OutputTokens: 2}}, nil
+	}), nil)
+	conv := f.conversation()
+	_, c := f.turn(conv, "hi")
+	if got := roles(c); got != "user,assistant" {
+		t.Fatalf("roles = %s", got)
+	}
+	if c.Status != mesh.StatusActive || c.Turn != nil || c.LastRun.Outcome != mesh.OutcomeSuccess || c.LastRun.Response != "hello there" {
+		t.Errorf("conversation = %+v, last run %+v", c, c.LastRun)
+	}
+	if c.LastRun.Usage == nil || c.LastRun.Usage.InputTokens != 3 {
+		t.Errorf("usage = %+v", c.LastRun.Usage)
+	}
+}
+
+func TestSafeAndDestructiveCallsInOneAnswer(t *testing.T) {
+	f := newFixture(t, script(func(_ context.Context, req llm.Request) (*llm.Response, error) {
+		if results := toolResults(req); len(results) > 0 {
+			var texts []string
+			for _, r := range results {
+				texts = append(texts, r.Content)
+			}
+			return &llm.Response{Text: "done: " + strings.Join(texts, " | ")}, nil
+		}
+		return &llm.Response{ToolCalls: []llm.ToolCall{call("safe", `{"a":1}`), call("danger", `{"b":2}`), call("danger", `{"c":3}`)}}, nil
+	}), nil)
+	conv := f.conversation()
+	_, c := f.turn(conv, "do it all")
+	if c.Status != mesh.StatusWaitingApproval || c.PendingApproval == nil {
+		t.Fatalf("status %s, pending %+v; want waiting for the first destructive call", c.Status, c.PendingApproval)
+	}
+	first := c.PendingApproval
+	if first.ToolName != "danger" || first.ToolArgs["b"] != 2.0 {
+		t.Errorf("first approval = %+v", first)
+	}
+	var calls []mesh.ToolCall
+	for _, m := range c.Messages {
+		calls = append(calls, m.ToolCalls...)
+	}
+	if f.callCount(calls[0].ID) != 1 || f.callCount(calls[1].ID) != 0 {
+		t.Errorf("safe call ran %d times, destructive %d; want 1 and 0", f.callCount(calls[0].ID), f.callCount(calls[1].ID))
+	}
+
+	// Approving the first runs it with call id = approval id, then pauses on the second.
+	c = f.decide(conv, first.UUID, true)
+	f.mu.Lock()
+	args := f.args[first.UUID]
+	f.mu.Unlock()
+	if f.callCount(first.UUID) != 1 || args != `{"b":2}` {
+		t.Errorf("approved call: ran %d times with %s", f.callCount(first.UUID), args)
+	}
+	if c.Status != mesh.StatusWaitingApproval || c.PendingApproval == nil || c.PendingApproval.UUID == first.UUID || c.PendingApproval.ToolArgs["c"] != 3.0 {
+		t.Fatalf("after the first approval: status %s, pending %+v; want the second destructive call", c.Status, c.PendingApproval)
+	}
+	second := c.PendingApproval
+
+	// Rejecting the second: it never runs, the model reads the rejection.
+	c = f.decide(conv, second.UUID, false)
+	if f.callCount(second.UUID) != 0 {
+		t.Errorf("rejected call ran")
+	}
+	if c.Status != mesh.StatusActive || c.PendingApproval != nil {
+		t.Fatalf("status %s pending %+v; want active", c.Status, c.PendingApproval)
+	}
+	final := c.LastAssistantText()
+	if !strings.Contains(final, "ran safe") || !strings.Contains(final, "ran danger") || !strings.Contains(final, "rejected") {
+		t.Errorf("final answer %q should hold the three results", final)
+	}
+	// A redelivered resume changes nothing.
+	f.enqueue(mesh.WorkItem{Kind: mesh.WorkResume, Session: conv, TurnID: first.UUID + "-again", ApprovalID: first.UUID})
+	meshtest.Eventually(t, 5*time.Second, func() bool {
+		info, err := f.m.Work.Info(t.Context())
+		return err == nil && info.State.Msgs == 0
+	}, "work queue not drained")
+	if f.callCount(first.UUID) != 1 {
+		t.Errorf("approved call ran %d times after a stale resume", f.callCount(first.UUID))
+	}
+}
+
+func TestIterationCap(t *testing.T) {
+	f := newFixture(t, script(func(context.Context, llm.Request) (*llm.Response, error) {
+		return &llm.Response{ToolCalls: []llm.ToolCall{call("safe", `{}`)}}, nil
+	}), func(c *config.Config) { c.Mesh.MaxToolIterations = 3 })
+	conv := f.conversation()
+	_, c := f.turn(conv, "loop forever")
+	if got := strings.Count(roles(c), "tool"); got != 3 {
+		t.Errorf("tool results = %d, want 3 (the cap); roles %s", got, roles(c))
+	}
+	if last := c.Messages[len(c.Messages)-1]; !last.Notice || !strings.Contains(last.Content, "3 tool iterations") {
+		t.Errorf("last message = %+v, want the cap notice", last)
+	}
+}
+
+type codedErr struct{ code string }
+
+func (e codedErr) Error() string        { return "provider says no" }
+func (e codedErr) RunErrorCode() string { return e.code }
+
+func TestLLMErrorIsReportedAndConversationStaysUsable(t *testing.T) {
+	fail := true
+	var mu sync.Mutex
+	f := newFixture(t, script(func(context.Context, llm.Request) (*llm.Response, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if fail {
+			fail = false
+			return nil, codedErr{mesh.CodeRateLimit}
+		}
+		return &llm.Response{Text: "better now"}, nil
+	}), nil)
+	conv := f.conversation()
+	_, c := f.turn(conv, "hi")
+	if c.LastRun.Outcome != mesh.OutcomeError || c.LastRun.ErrorCode != mesh.CodeRateLimit || c.Status != mesh.StatusActive {
+		t.Fatalf("last run %+v status %s", c.LastRun, c.Status)
+	}
+	if last := c.Messages[len(c.Messages)-1]; !last.Notice || !strings.Contains(last.Content, "provider says no") {
+		t.Errorf("notice = %+v", last)
+	}
+	_, c = f.turn(conv, "again")
+	if c.LastRun.Response != "better now" {
+		t.Errorf("second turn = %+v", c.LastRun)
+	}
+}
+
+func TestCancelStopsTheModelCall(t *testing.T) {
+	started := make(chan struct{})
+	f := newFixture(t, script(func(ctx context.Context, _ llm.Request) (*llm.Response, error) {
+		close(started)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}), nil)
+	conv := f.conversation()
+	id := mesh.NewID()
+	f.enqueue(mesh.WorkItem{Kind: mesh.WorkTurn, Session: conv, TurnID: id, Message: "take your time"})
+	<-started
+	subj, _ := f.m.NS.SessionCancel(conv)
+	if err := f.m.NC.Publish(subj, nil); err != nil {
+		t.Fatal(err)
+	}
+	c := f.waitApplied(conv, id)
+	if c.LastRun.Outcome != mesh.OutcomeCancelled || c.Status != mesh.StatusActive {
+		t.Errorf("last run %+v status %s", c.LastRun, c.Status)
+	}
+}
+
+func TestTurnsOfOneConversationRunOneAtATime(t *testing.T) {
+	var mu sync.Mutex
+	running, maxRunning := 0, 0
+	f := newFixture(t, script(func(context.Context, llm.Request) (*llm.Response, error) {
+		mu.Lock()
+		running++
+		maxRunning = max(maxRunning, running)
+		mu.Unlock()
+		time.Sleep(30 * time.Millisecond) // a model that takes a while
+		mu.Lock()
+		running--
+		mu.Unlock()
+		return &llm.Response{Text: "ok"}, nil
+	}), nil)
+	conv := f.conversation()
+	var ids []string
+	for i := range 4 {
+		id := mesh.NewID()
+		ids = append(ids, id)
+		f.enqueue(mesh.WorkItem{Kind: mesh.WorkTurn, Session: conv, TurnID: id, Message: fmt.Sprint("message ", i)})
+	}
+	var c *mesh.Conversation
+	for _, id := range ids {
+		c = f.waitApplied(conv, id)
+	}
+	if maxRunning != 1 {
+		t.Errorf("%d turns of one conversation ran at once", maxRunning)
+	}
+	if got := roles(c); got != "user,assistant,user,assistant,user,assistant,user,assistant" {
+		t.Errorf("roles = %s: each turn's messages must stay together", got)
+	}
+}
+
+func TestRedeliveredTurnIsAppliedOnce(t *testing.T) {
+	f := newFixture(t, script(func(_ context.Context, req llm.Request) (*llm.Response, error) {
+		if len(toolResults(req)) > 0 {
+			return &llm.Response{Text: "listed"}, nil
+		}
+		return &llm.Response{ToolCalls: []llm.ToolCall{call("safe", `{}`)}}, nil
+	}), nil)
+	conv := f.conversation()
+	id := mesh.NewID()
+	// A replica claimed the turn and died: the conversation holds its claim
+	// and its user message.
+	if _, err := f.store.Update(t.Context(), conv, func(c *mesh.Conversation) error {
+		c.Turn = &mesh.Turn{ID: id, Kind: mesh.WorkTurn, Node: "dead", Attempt: 1, StartedAt: time.Now()}
+		c.Status = mesh.StatusRunning
+		c.Messages = append(c.Messages, mesh.Message{ID: id, Role: mesh.RoleUser, Content: "list", TurnID: id})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f.enqueue(mesh.WorkItem{Kind: mesh.WorkTurn, Session: conv, TurnID: id, Message: "list"})
+	c := f.waitApplied(conv, id)
+	if got := roles(c); got != "user,assistant,tool,assistant" {
+		t.Errorf("roles = %s: the user message must not be added twice", got)
+	}
+	// The same turn delivered again (another publish of it) is dropped.
+	if err := mesh.PublishWork(t.Context(), f.m.JS, f.m.NS, mesh.RoleAgent, "tester", mesh.WorkItem{Kind: mesh.WorkTurn, Session: conv, TurnID: id, Message: "list", EnqueuedAt: time.Now().Add(time.Hour)}, nats.Header{"Nats-Msg-Id": []string{"other"}}); err != nil {
+		t.Fatal(err)
+	}
+	meshtest.Eventually(t, 5*time.Second, func() bool {
+		info, err := f.m.Work.Info(t.Context())
+		return err == nil && info.State.Msgs == 0
+	}, "work queue not drained")
+	c, _ = f.store.Get(t.Context(), conv)
+	if got := roles(c); got != "user,assistant,tool,assistant" {
+		t.Errorf("after a second delivery roles = %s", got)
+	}
+}
+
+func TestNewRequiresItsParts(t *testing.T) {
+	if _, err := New(Config{}); err == nil {
+		t.Error("New with nothing succeeded")
+	}
+}
