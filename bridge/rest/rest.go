@@ -128,7 +128,7 @@ func (a *api) createConversation(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, err)
 		return
 	}
-	a.answerRun(w, r, run, http.StatusCreated)
+	a.answerRun(w, r, run, http.StatusCreated, nil)
 }
 
 func (a *api) listConversations(w http.ResponseWriter, r *http.Request) {
@@ -179,7 +179,7 @@ func (a *api) sendMessage(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, err)
 		return
 	}
-	a.answerRun(w, r, run, http.StatusOK)
+	a.answerRun(w, r, run, http.StatusOK, nil)
 }
 
 func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
@@ -210,21 +210,7 @@ func (a *api) decide(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, err)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.WaitTimeout)
-	defer cancel()
-	out, err := run.Wait(ctx)
-	if err != nil {
-		WriteError(w, err)
-		return
-	}
-	if r.Context().Err() != nil {
-		return // the client left
-	}
-	if !out.Finished {
-		WriteJSON(w, http.StatusAccepted, map[string]any{"approval": ap, "conversation_id": ap.ConversationID, "run_id": run.ID, "status": mesh.StatusRunning, "conversation": out.Conversation})
-		return
-	}
-	WriteJSON(w, http.StatusOK, map[string]any{"approval": ap, "conversation": out.Conversation, "result": core.ResultOf(out.Conversation, run.ID, out.Event)})
+	a.answerRun(w, r, run, http.StatusOK, map[string]any{"approval": ap})
 }
 
 func (a *api) listApprovals(w http.ResponseWriter, r *http.Request) {
@@ -256,8 +242,8 @@ func (a *api) getApproval(w http.ResponseWriter, r *http.Request) {
 }
 
 // answerRun waits for run and writes the conversation with the run's result,
-// or 202 when the wait limit passes first.
-func (a *api) answerRun(w http.ResponseWriter, r *http.Request, run *core.Run, status int) {
+// or 202 when the wait limit passes first; extra fields go in both answers.
+func (a *api) answerRun(w http.ResponseWriter, r *http.Request, run *core.Run, status int, extra map[string]any) {
 	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.WaitTimeout)
 	defer cancel()
 	out, err := run.Wait(ctx)
@@ -268,11 +254,17 @@ func (a *api) answerRun(w http.ResponseWriter, r *http.Request, run *core.Run, s
 	if r.Context().Err() != nil {
 		return // the client left; the turn goes on
 	}
+	body := map[string]any{"conversation": out.Conversation}
+	for k, v := range extra {
+		body[k] = v
+	}
 	if !out.Finished {
-		WriteJSON(w, http.StatusAccepted, map[string]any{"conversation_id": run.Session(), "run_id": run.ID, "status": mesh.StatusRunning, "conversation": out.Conversation})
+		body["conversation_id"], body["run_id"], body["status"] = run.Session(), run.ID, mesh.StatusRunning
+		WriteJSON(w, http.StatusAccepted, body)
 		return
 	}
-	WriteJSON(w, status, map[string]any{"conversation": out.Conversation, "result": core.ResultOf(out.Conversation, run.ID, out.Event)})
+	body["result"] = core.ResultOf(out.Conversation, run.ID, out.Event)
+	WriteJSON(w, status, body)
 }
 
 // CallerOf reads the credentials and trace id of a request.

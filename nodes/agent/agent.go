@@ -242,6 +242,22 @@ func (a *Agent) onCancel(m *nats.Msg) {
 	}
 }
 
+// register makes a claimed turn the one a cancel request for its session
+// stops; a turn still waiting for the conversation is not it.
+func (a *Agent) register(session, turnID string, cancel context.CancelCauseFunc) {
+	a.mu.Lock()
+	a.running[session] = &runningTurn{turnID: turnID, cancel: cancel}
+	a.mu.Unlock()
+}
+
+func (a *Agent) unregister(session, turnID string) {
+	a.mu.Lock()
+	if rt := a.running[session]; rt != nil && rt.turnID == turnID {
+		delete(a.running, session)
+	}
+	a.mu.Unlock()
+}
+
 // handle runs one work item and settles it with the work queue.
 func (a *Agent) handle(ctx context.Context, msg jetstream.Msg) {
 	attempt := 1
@@ -261,16 +277,7 @@ func (a *Agent) handle(ctx context.Context, msg jetstream.Msg) {
 
 	turnCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	a.mu.Lock()
-	a.running[item.Session] = &runningTurn{turnID: item.TurnID, cancel: cancel}
-	a.mu.Unlock()
-	defer func() {
-		a.mu.Lock()
-		if rt := a.running[item.Session]; rt != nil && rt.turnID == item.TurnID {
-			delete(a.running, item.Session)
-		}
-		a.mu.Unlock()
-	}()
+	defer a.unregister(item.Session, item.TurnID)
 
 	// Keep the work item ours while the turn runs.
 	progressDone := make(chan struct{})
@@ -288,7 +295,7 @@ func (a *Agent) handle(ctx context.Context, msg jetstream.Msg) {
 		}
 	}()
 
-	t := &turn{a: a, item: item, hdr: msg.Headers(), attempt: attempt, log: log}
+	t := &turn{a: a, item: item, hdr: msg.Headers(), attempt: attempt, log: log, cancel: cancel}
 	err := t.run(turnCtx)
 	switch {
 	case err == nil:

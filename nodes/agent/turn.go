@@ -36,6 +36,7 @@ type turn struct {
 	hdr     nats.Header
 	attempt int
 	log     zerolog.Logger
+	cancel  context.CancelCauseFunc
 
 	conv *mesh.Conversation // as claimed
 	ev   *mesh.RunEvents
@@ -71,6 +72,7 @@ func (t *turn) run(ctx context.Context) error {
 		return err
 	}
 	t.conv = c
+	t.a.register(c.ID, t.runID(), t.cancel)
 	t.ev = t.a.events.Run(t.item.Session, t.runID(), t.attempt)
 	if t.attempt > 1 {
 		t.ev.Emit(mesh.Custom(mesh.CustomRunRetried, map[string]any{"attempt": t.attempt, "runId": t.runID()}))
