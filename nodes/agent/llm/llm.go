@@ -5,6 +5,54 @@
 // tool results as native tool messages, tool schemas) and answers with text,
 // tool calls, or both. Text is streamed through [Request.OnText] as it is
 // produced when the caller sets it.
+//
+// # Providers
+//
+// [New] (or [FromConfig]) returns the provider of a model name:
+//
+//   - offline: the built-in planner, no network (offline.go).
+//   - gemini-… or google:…: the Gemini API, POST
+//     {base}/v1beta/models/{model}:generateContent, or
+//     :streamGenerateContent?alt=sse to stream (gemini.go). Key
+//     GEMINI_API_KEY, sent as x-goog-api-key; base
+//     https://generativelanguage.googleapis.com or GEMINI_BASE_URL.
+//   - claude-… or anthropic:…: the Messages API, POST {base}/v1/messages
+//     (anthropic.go). Key ANTHROPIC_API_KEY, sent as x-api-key with
+//     anthropic-version 2023-06-01; base https://api.anthropic.com or
+//     ANTHROPIC_BASE_URL.
+//   - gpt-…, the o series or openai:…: Chat Completions, POST
+//     {base}/chat/completions (openai.go). Key OPENAI_API_KEY, sent as
+//     Authorization: Bearer; base https://api.openai.com/v1 or
+//     OPENAI_BASE_URL.
+//   - ollama:…: Chat Completions at http://localhost:11434/v1 or
+//     OLLAMA_BASE_URL, no key.
+//
+// Any OpenAI-compatible server works as openai:<model> with its base URL and
+// no key: vLLM (http://host:8000/v1), llama.cpp's llama-server
+// (http://host:8080/v1), LM Studio (http://localhost:1234/v1), gateways. For
+// Ollama, `ollama pull llama3.2` then use llm.model: ollama:llama3.2 (a model
+// trained for tool use, such as llama3.1+, qwen2.5+ or mistral-nemo, is
+// needed for tools). The API keys come from the environment only and are sent
+// to their provider and nowhere else.
+//
+// # Robustness
+//
+// Every call of a cloud provider is bounded by [Options].Timeout (60s),
+// covering retries and the whole stream. It is retried ([Options].MaxRetries,
+// 3) on 408, 429, 500, 502, 503, 504, 529 and connection failures, waiting
+// what the provider asks (Retry-After in seconds or as a date,
+// retry-after-ms, Gemini's RetryInfo) or else an exponential backoff with
+// full jitter; it is never retried once text has reached OnText. A circuit
+// breaker per endpoint (provider and base URL, shared by the process) opens
+// after [Options].BreakerFailures consecutive failed attempts and fails calls
+// fast for [Options].BreakerCooldown. Failures are [*Error] values whose
+// RunErrorCode is LLM_TIMEOUT, RATE_LIMIT or LLM_ERROR; their messages never
+// hold an API key.
+//
+// Providers start no goroutines: Generate runs on the caller's goroutine,
+// calls OnText from it, and returns when ctx ends, with ctx's error
+// (errors.Is(err, context.Canceled) after a cancellation). Providers are
+// safe for concurrent use.
 package llm
 
 import (

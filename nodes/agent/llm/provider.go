@@ -2,32 +2,97 @@ package llm
 
 import (
 	"fmt"
+	"net/http"
+	"net/url"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/agentmesh/agentmesh/config"
 )
 
 // Options configure a cloud provider.
 type Options struct {
-	// BaseURL overrides the provider's API URL.
+	// BaseURL overrides the provider's API URL: Gemini
+	// https://generativelanguage.googleapis.com, Anthropic
+	// https://api.anthropic.com, OpenAI https://api.openai.com/v1, Ollama
+	// http://localhost:11434/v1. An OpenAI base names the version path
+	// (…/v1), as OpenAI-compatible servers document it.
 	BaseURL string
 	// APIKey authenticates; it is sent to the provider and nowhere else.
 	APIKey config.Secret
-	// Timeout bounds one call. Zero means 60s.
+	// Timeout bounds one call (every attempt, every wait between attempts,
+	// and the whole stream). Zero means 60s.
 	Timeout time.Duration
 	// MaxRetries bounds retries of a failed call. Zero means 3; -1 none.
 	MaxRetries int
 	// MaxTokens caps replies. Zero means 4096.
 	MaxTokens int
+	// RetryBaseDelay is the backoff ceiling before the first retry; it
+	// doubles each retry up to RetryMaxDelay, and the wait is random below
+	// it (full jitter). A provider's Retry-After replaces the backoff. Zero
+	// means 500ms.
+	RetryBaseDelay time.Duration
+	// RetryMaxDelay caps the backoff. Zero means 20s.
+	RetryMaxDelay time.Duration
+	// BreakerFailures is the number of consecutive failed attempts (5xx,
+	// connection failures, timeouts, malformed or cut answers) that opens
+	// the endpoint's circuit breaker. Zero means 5; -1 disables the breaker.
+	BreakerFailures int
+	// BreakerCooldown is how long an open breaker fails calls fast before it
+	// lets one probe call through; a successful probe closes it. Zero means
+	// 30s.
+	BreakerCooldown time.Duration
+	// HTTPClient sends the requests. Nil means a client on
+	// http.DefaultTransport, which honours HTTPS_PROXY and NO_PROXY.
+	HTTPClient *http.Client
+	// Log receives retries. The zero value logs nothing.
+	Log zerolog.Logger
 }
 
-// New returns the provider of model.
+// New returns the provider of model: offline, google (Gemini), anthropic,
+// openai (and any OpenAI-compatible server through BaseURL), or ollama.
+// Google and Anthropic need an API key, and so does OpenAI at its default
+// base URL; the error names the environment variable to set.
 func New(model config.Model, opts Options) (Provider, error) {
-	switch model.Provider {
-	case config.ProviderOffline:
+	if model.Provider == config.ProviderOffline {
 		return NewOffline(), nil
 	}
-	return nil, fmt.Errorf("llm: provider %q (model %s) is not available in this build yet; use llm.model: offline", model.Provider, model)
+	if opts.BaseURL != "" {
+		u, err := url.Parse(opts.BaseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("llm: model %s: base URL %q is not an http(s) URL", model, redactor{key: opts.APIKey.Reveal()}.scrub(opts.BaseURL))
+		}
+	}
+	needKey := func() error {
+		if opts.APIKey != "" {
+			return nil
+		}
+		return fmt.Errorf("%w: model %s needs the environment variable %s; set it, or use llm.model: offline", ErrNoAPIKey, model, config.KeyEnv(model.Provider))
+	}
+	switch model.Provider {
+	case config.ProviderGoogle:
+		if err := needKey(); err != nil {
+			return nil, err
+		}
+		return newGemini(model, opts), nil
+	case config.ProviderAnthropic:
+		if err := needKey(); err != nil {
+			return nil, err
+		}
+		return newAnthropic(model, opts), nil
+	case config.ProviderOpenAI:
+		// A compatible server at its own URL usually needs no key.
+		if opts.BaseURL == "" {
+			if err := needKey(); err != nil {
+				return nil, err
+			}
+		}
+		return newOpenAI(model, opts, openAIDefaultBase), nil
+	case config.ProviderOllama:
+		return newOpenAI(model, opts, ollamaDefaultBase), nil
+	}
+	return nil, fmt.Errorf("llm: unknown provider %q (model %s); use google, anthropic, openai, ollama or offline", model.Provider, model)
 }
 
 // FromConfig returns the provider of a model name of cfg, with its key and

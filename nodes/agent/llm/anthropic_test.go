@@ -1,0 +1,114 @@
+package llm
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// anthropicStream writes events, each "event: data" pairs.
+func anthropicStream(events ...string) behavior {
+	return func(w http.ResponseWriter, r *http.Request, s seen) {
+		writeEvents(w, events)
+	}
+}
+
+const (
+	anthropicStart = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"claude-sonnet-4-5\",\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":25,\"output_tokens\":1}}}\n\n"
+	anthropicText  = "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n"
+	anthropicOverloaded = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"
+)
+
+func TestAnthropicErrorEvent(t *testing.T) {
+	t.Run("before text: retried", func(t *testing.T) {
+		f := newFake(t, anthropicWire{}, nil)
+		f.set(anthropicStream(anthropicStart, anthropicOverloaded), f.answer(okReply))
+		resp, _, err := generateWith(t.Context(), f.provider(testOptions(nil)), ask(), true)
+		if err != nil || resp.Text != "All good." || f.count() != 2 {
+			t.Fatalf("text %v, err %v after %d requests; want a retry after the overloaded event", resp, err, f.count())
+		}
+	})
+	t.Run("after text: reported", func(t *testing.T) {
+		f := newFake(t, anthropicWire{}, nil)
+		f.set(anthropicStream(anthropicStart, anthropicText, anthropicOverloaded), f.answer(okReply))
+		_, deltas, err := generateWith(t.Context(), f.provider(testOptions(nil)), ask(), true)
+		e := wantCode(t, err, CodeError)
+		if e.Status != 529 || !strings.Contains(e.Message, "overloaded_error") || f.count() != 1 || strings.Join(deltas, "") != "Hi" {
+			t.Errorf("error %q (status %d) after %d requests, deltas %q", e.Message, e.Status, f.count(), deltas)
+		}
+	})
+	t.Run("rate limit in stream", func(t *testing.T) {
+		f := newFake(t, anthropicWire{}, nil)
+		f.set(anthropicStream(anthropicStart, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":\"Number of request tokens has exceeded your per-minute rate limit\"}}\n\n"))
+		_, _, err := generateWith(t.Context(), f.provider(testOptions(func(o *Options) { o.MaxRetries = -1 })), ask(), true)
+		wantCode(t, err, CodeRateLimit)
+	})
+}
+
+func TestAnthropicThinkingIgnored(t *testing.T) {
+	thinking := "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\"}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"Let me think.\"}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"signature_delta\",\"signature\":\"EqQBCgIYAhIM\"}}\n\n" +
+		"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"text_delta\",\"text\":\"42\"}}\n\n" +
+		"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}\n\n" +
+		"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":30}}\n\n" +
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	f := newFake(t, anthropicWire{}, anthropicStream(anthropicStart, thinking))
+	resp, deltas, err := generateWith(t.Context(), f.provider(testOptions(nil)), ask(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Text != "42" || strings.Join(deltas, "") != "42" || resp.Usage != (Usage{InputTokens: 25, OutputTokens: 30}) || resp.StopReason != "end_turn" {
+		t.Errorf("response %+v, deltas %q: want only the text block, usage 25/30", resp, deltas)
+	}
+}
+
+func TestAnthropicToolArgsCutAtMaxTokens(t *testing.T) {
+	body := anthropicStart +
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"create_item\",\"input\":{}}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"name\\\": \\\"la\"}}\n\n" +
+		"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
+		"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"max_tokens\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":4096}}\n\n" +
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	f := newFake(t, anthropicWire{}, anthropicStream(body))
+	_, _, err := generateWith(t.Context(), f.provider(testOptions(nil)), ask(), true)
+	e := wantCode(t, err, CodeError)
+	if !errors.Is(e, ErrMalformedResponse) || !strings.Contains(e.Message, "max_tokens") {
+		t.Errorf("error %q: want it to say the call was cut at max_tokens", e.Message)
+	}
+}
+
+func TestAnthropicVersionedBase(t *testing.T) {
+	f := newFake(t, anthropicWire{}, nil)
+	f.set(f.answer(okReply))
+	p := newProvider(t, "claude-sonnet-4-5", testOptions(func(o *Options) { o.BaseURL = f.srv.URL + "/v1" }))
+	if _, err := p.Generate(t.Context(), ask()); err != nil {
+		t.Fatalf("base URL ending in /v1: %v", err)
+	}
+}
+
+func TestMaxTokens(t *testing.T) {
+	forEachWire(t, func(t *testing.T, w wire) {
+		f := newFake(t, w, nil)
+		f.set(f.answer(okReply))
+		p := f.provider(testOptions(func(o *Options) { o.MaxTokens = 500 }))
+		if _, err := p.Generate(t.Context(), ask()); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.last().MaxTokens; got != 500 {
+			t.Errorf("Options.MaxTokens 500 sent as %d", got)
+		}
+		req := ask()
+		req.MaxTokens = 77
+		if _, err := p.Generate(t.Context(), req); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.last().MaxTokens; got != 77 {
+			t.Errorf("Request.MaxTokens 77 sent as %d", got)
+		}
+	})
+}

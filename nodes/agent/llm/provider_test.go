@@ -1,0 +1,92 @@
+package llm
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/agentmesh/agentmesh/config"
+	"github.com/agentmesh/agentmesh/mesh"
+)
+
+func TestNew(t *testing.T) {
+	tests := []struct {
+		name, model string
+		opts        Options
+		wantModel   string
+		wantBase    string
+		wantErr     string // in the error; "" for success
+	}{
+		{name: "offline", model: "offline", wantModel: "offline"},
+		{name: "gemini", model: "gemini-2.5-flash", opts: Options{APIKey: "k"}, wantModel: "google:gemini-2.5-flash", wantBase: "https://generativelanguage.googleapis.com"},
+		{name: "gemini without key", model: "google:gemini-2.5-pro", wantErr: "GEMINI_API_KEY"},
+		{name: "claude", model: "claude-sonnet-4-5", opts: Options{APIKey: "k"}, wantModel: "anthropic:claude-sonnet-4-5", wantBase: "https://api.anthropic.com"},
+		{name: "claude without key", model: "anthropic:claude-opus-4-1", wantErr: "ANTHROPIC_API_KEY"},
+		{name: "gateway", model: "claude-sonnet-4-5", opts: Options{APIKey: "k", BaseURL: "https://gw.example.com/anthropic/"}, wantModel: "anthropic:claude-sonnet-4-5", wantBase: "https://gw.example.com/anthropic"},
+		{name: "openai", model: "gpt-4o-mini", opts: Options{APIKey: "k"}, wantModel: "openai:gpt-4o-mini", wantBase: "https://api.openai.com/v1"},
+		{name: "openai without key", model: "gpt-4o-mini", wantErr: "OPENAI_API_KEY"},
+		{name: "compatible server without key", model: "openai:qwen2.5-7b-instruct", opts: Options{BaseURL: "http://localhost:8000/v1"}, wantModel: "openai:qwen2.5-7b-instruct", wantBase: "http://localhost:8000/v1"},
+		{name: "ollama", model: "ollama:llama3.2", wantModel: "ollama:llama3.2", wantBase: "http://localhost:11434/v1"},
+		{name: "ollama elsewhere", model: "ollama:qwen3", opts: Options{BaseURL: "http://gpu-box:11434/v1"}, wantModel: "ollama:qwen3", wantBase: "http://gpu-box:11434/v1"},
+		{name: "bad base URL", model: "ollama:qwen3", opts: Options{BaseURL: "localhost:11434"}, wantErr: "not an http(s) URL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := New(model(t, tt.model), tt.opts)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("New(%s) error = %v, want one naming %s", tt.model, err, tt.wantErr)
+				}
+				if strings.Contains(tt.wantErr, "_API_KEY") && !errors.Is(err, ErrNoAPIKey) {
+					t.Errorf("error %v does not wrap ErrNoAPIKey", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("New(%s): %v", tt.model, err)
+			}
+			if p.Model() != tt.wantModel {
+				t.Errorf("Model() = %q, want %q", p.Model(), tt.wantModel)
+			}
+			if tt.wantBase != "" {
+				if got := endpointOf(t, p).base; got != tt.wantBase {
+					t.Errorf("base URL = %q, want %q", got, tt.wantBase)
+				}
+			}
+		})
+	}
+}
+
+func TestOptionDefaults(t *testing.T) {
+	p := newProvider(t, "claude-sonnet-4-5", Options{APIKey: "k"})
+	e := endpointOf(t, p)
+	if e.timeout != defaultTimeout || e.retries != 3 || e.failures != 5 || e.cooldown != defaultBreakerCooldown ||
+		e.backoff != (backoff{base: defaultRetryBaseDelay, max: defaultRetryMaxDelay}) {
+		t.Errorf("defaults: timeout %v retries %d breaker %d/%v backoff %+v", e.timeout, e.retries, e.failures, e.cooldown, e.backoff)
+	}
+	if e := endpointOf(t, newProvider(t, "claude-sonnet-4-5", Options{APIKey: "k", MaxRetries: -1, BreakerFailures: -1})); e.retries != 0 {
+		t.Errorf("MaxRetries -1: %d retries, want none", e.retries)
+	} else if _, ok := e.gate.(noGate); !ok {
+		t.Errorf("BreakerFailures -1: gate %T, want none", e.gate)
+	}
+}
+
+func TestCodesMatchMesh(t *testing.T) {
+	for _, c := range [][2]string{{CodeTimeout, mesh.CodeLLMTimeout}, {CodeRateLimit, mesh.CodeRateLimit}, {CodeError, mesh.CodeLLMError}} {
+		if c[0] != c[1] {
+			t.Errorf("llm code %q != mesh code %q", c[0], c[1])
+		}
+	}
+}
+
+func TestFromConfigKeys(t *testing.T) {
+	cfg := &config.Config{}
+	cfg.LLM.Model = "gpt-4o-mini"
+	if _, err := FromConfig(cfg, "gpt-4o-mini"); err == nil || !strings.Contains(err.Error(), "OPENAI_API_KEY") {
+		t.Errorf("FromConfig without a key: %v, want an error naming OPENAI_API_KEY", err)
+	}
+	cfg.Keys.OpenAI = "k"
+	if p, err := FromConfig(cfg, "gpt-4o-mini"); err != nil || p.Model() != "openai:gpt-4o-mini" {
+		t.Errorf("FromConfig: %v, %v", p, err)
+	}
+}
