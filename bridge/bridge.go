@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/agentmesh/agentmesh/bridge/agui"
 	"github.com/agentmesh/agentmesh/bridge/core"
 	"github.com/agentmesh/agentmesh/bridge/docs"
 	"github.com/agentmesh/agentmesh/bridge/rest"
@@ -68,7 +69,10 @@ func New(cfg Config) (*Bridge, error) {
 		cfg.ShutdownTimeout = 30 * time.Second
 	}
 	log := cfg.Logger.With().Str("role", mesh.RoleBridge).Str("node", cfg.NodeID).Logger()
-	c, err := core.New(core.Config{NC: cfg.NC, JS: cfg.JS, Resources: cfg.Resources, Agent: cfg.Agent.Name, Prompt: cfg.Agent.Prompt, Logger: log})
+	c, err := core.New(core.Config{
+		NC: cfg.NC, JS: cfg.JS, Resources: cfg.Resources, Agent: cfg.Agent.Name, Prompt: cfg.Agent.Prompt,
+		FollowerBuffer: cfg.Agent.HTTP.StreamBuffer, Logger: log,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("bridge: %w", err)
 	}
@@ -76,6 +80,10 @@ func New(cfg Config) (*Bridge, error) {
 	rest.Register(mux, rest.Config{
 		Core: c, MaxBodyBytes: cfg.Agent.HTTP.MaxBodyBytes, WaitTimeout: cfg.Agent.HTTP.WaitTimeout.Std(),
 		Version: cfg.Version, Logger: log,
+	})
+	agui.Register(mux, agui.Config{
+		Core: c, MaxStreams: cfg.Agent.HTTP.MaxStreams, MaxBodyBytes: cfg.Agent.HTTP.MaxBodyBytes,
+		PingAfter: cfg.Agent.HTTP.PingAfter.Std(), PingEvery: cfg.Agent.HTTP.PingEvery.Std(), Logger: log,
 	})
 	docs.Register(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -91,7 +99,7 @@ func (b *Bridge) Handler() http.Handler { return b.handler }
 
 // Run serves HTTP until ctx is cancelled.
 func (b *Bridge) Run(ctx context.Context) error {
-	if err := b.core.Start(); err != nil {
+	if err := b.core.Start(ctx); err != nil {
 		return fmt.Errorf("bridge: %w", err)
 	}
 	defer b.core.Stop()

@@ -243,6 +243,15 @@ type HTTP struct {
 	// WaitTimeout is how long a POST waits for its turn before answering 202.
 	// Zero means 30s.
 	WaitTimeout Duration `yaml:"wait_timeout"`
+	// MaxStreams bounds concurrent SSE streams (503 past it). Zero means 10000.
+	MaxStreams int `yaml:"max_streams"`
+	// StreamBuffer bounds the bytes held for one slow SSE client before it
+	// is cut off (it can resume with Last-Event-ID). Zero means 768 KiB.
+	StreamBuffer int `yaml:"stream_buffer"`
+	// PingAfter and PingEvery: /api/chat sends {"type":"ping"} every
+	// PingEvery once a turn has run for PingAfter. Zero means 10s and 5s.
+	PingAfter Duration `yaml:"ping_after"`
+	PingEvery Duration `yaml:"ping_every"`
 }
 
 // NATS says where the server is.

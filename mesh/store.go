@@ -112,6 +112,7 @@ type SessionHead struct {
 	Status          Status           `json:"status"`
 	PendingApproval *PendingApproval `json:"pending_approval,omitempty"`
 	Turn            *Turn            `json:"turn,omitempty"`
+	RecentTurns     []string         `json:"recent_turns,omitempty"`
 }
 
 // Head returns the head of the conversation, or an error matching

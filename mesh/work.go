@@ -77,3 +77,10 @@ func CopyCallerHeaders(src nats.Header) nats.Header {
 	}
 	return h
 }
+
+// CancelRequest is the optional body of a message on
+// mesh.session.<session>.cancel. Without a run id it stops whatever turn the
+// session runs; with one it stops that run, even if it has not started yet.
+type CancelRequest struct {
+	RunID string `json:"run_id,omitempty"`
+}

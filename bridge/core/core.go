@@ -9,8 +9,12 @@
 // subscribes to once, and falls back to reading the conversation every
 // second, so a lost event costs a second, not the answer.
 //
-// [Core.Start] subscribes; [Core.Stop] unsubscribes. The core starts no other
-// goroutines.
+// [Core.Follow] streams a session's events to one client: the stored ones,
+// then live ones, through one ordered consumer per bridge that fans the
+// events stream out to bounded per-client queues.
+//
+// [Core.Start] subscribes; [Core.Stop] unsubscribes and ends the followers.
+// The core's only goroutines are those of its NATS subscriptions.
 package core
 
 import (
@@ -18,6 +22,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -38,6 +44,9 @@ type Config struct {
 	Agent string
 	// Prompt is the system prompt, the first message of every conversation.
 	Prompt string
+	// FollowerBuffer bounds the bytes buffered for one streaming client
+	// before it is cut off as too slow. Zero means 768 KiB.
+	FollowerBuffer int
 	// PollInterval is how often a waiting run reads its conversation in case
 	// its end event was missed. Zero means 1s.
 	PollInterval time.Duration
@@ -53,6 +62,8 @@ type Core struct {
 	Approvals *mesh.ApprovalStore
 	Catalog   *mesh.Catalog
 	log       zerolog.Logger
+
+	hub *hub
 
 	mu      sync.Mutex
 	waiters map[string]*Run // by run id
@@ -75,14 +86,18 @@ func New(cfg Config) (*Core, error) {
 		Catalog:   mesh.NewCatalog(cfg.Resources.Tools),
 		log:       cfg.Logger,
 		waiters:   map[string]*Run{},
+		hub:       newHub(cfg.JS, cfg.Resources.NS, cfg.FollowerBuffer),
 	}, nil
 }
 
 // Namespace is the mesh's namespace.
 func (c *Core) Namespace() mesh.Namespace { return c.ns }
 
-// Start subscribes to the end events of runs.
-func (c *Core) Start() error {
+// Start subscribes to the end events of runs and follows the events stream.
+func (c *Core) Start(ctx context.Context) error {
+	if err := c.hub.start(ctx); err != nil {
+		return err
+	}
 	for _, typ := range []mesh.EventType{mesh.EventRunFinished, mesh.EventRunError} {
 		subj, err := c.ns.EventsOfType(typ)
 		if err != nil {
@@ -98,8 +113,9 @@ func (c *Core) Start() error {
 	return nil
 }
 
-// Stop unsubscribes. It is idempotent.
+// Stop unsubscribes and ends every follower. It is idempotent.
 func (c *Core) Stop() {
+	c.hub.stop()
 	c.mu.Lock()
 	subs := c.subs
 	c.subs = nil
@@ -148,11 +164,19 @@ func (c Caller) headers(sessionID string) nats.Header {
 // NewConversation creates a conversation whose first message is the system
 // prompt; its trace id is the caller's X-Session-ID or a new one (FR-030).
 func (c *Core) NewConversation(ctx context.Context, caller Caller) (*mesh.Conversation, error) {
+	return c.CreateConversation(ctx, mesh.NewID(), caller)
+}
+
+// CreateConversation is [Core.NewConversation] with the id chosen by the
+// client (an AG-UI thread id); it fails if the id is taken.
+func (c *Core) CreateConversation(ctx context.Context, id string, caller Caller) (*mesh.Conversation, error) {
+	if err := mesh.CheckToken(id); err != nil {
+		return nil, mesh.ErrBadRequest.With(fmt.Sprintf("conversation id %q: use letters, digits, '-' and '_'", id))
+	}
 	sid := caller.SessionID
 	if !mesh.ValidTraceID(sid) {
 		sid = mesh.NewTraceID()
 	}
-	id := mesh.NewID()
 	now := time.Now().UTC()
 	conv := &mesh.Conversation{
 		ID: id, SessionID: sid, Agent: c.cfg.Agent, Status: mesh.StatusActive,
@@ -163,6 +187,9 @@ func (c *Core) NewConversation(ctx context.Context, caller Caller) (*mesh.Conver
 	}
 	return conv, nil
 }
+
+// ErrRunIDUsed refuses a run id that names an earlier run.
+var ErrRunIDUsed = &mesh.Error{Kind: "run_id_used", Status: http.StatusConflict, Message: "run id already used"}
 
 // PendingError is a refusal because the conversation waits for an approval;
 // it carries that approval (FR-004).
@@ -176,6 +203,17 @@ func (e *PendingError) Unwrap() error { return e.Err }
 
 // Send submits a user message as a turn of conversation id.
 func (c *Core) Send(ctx context.Context, id, text string, caller Caller) (*Run, error) {
+	return c.SendTurn(ctx, id, "", text, caller)
+}
+
+// SendTurn is [Core.Send] with the turn id chosen by the caller (an AG-UI
+// run id); empty means a new one.
+func (c *Core) SendTurn(ctx context.Context, id, turnID, text string, caller Caller) (*Run, error) {
+	if turnID == "" {
+		turnID = mesh.NewID()
+	} else if mesh.CheckToken(turnID) != nil {
+		return nil, mesh.ErrBadRequest.With(fmt.Sprintf("run id %q: use letters, digits, '-' and '_'", turnID))
+	}
 	if strings.TrimSpace(text) == "" {
 		return nil, mesh.ErrBadRequest.With(`"message" must not be empty`)
 	}
@@ -191,12 +229,14 @@ func (c *Core) Send(ctx context.Context, id, text string, caller Caller) (*Run, 
 		}
 	case conv.Turn != nil:
 		return nil, mesh.ErrTurnInProgress.With(fmt.Sprintf("conversation %s is running turn %s; send the next message when it ends", id, conv.Turn.ID))
+	case slices.Contains(conv.RecentTurns, turnID):
+		return nil, ErrRunIDUsed.With(fmt.Sprintf("run id %s was already used in conversation %s", turnID, id))
 	}
 	agent := conv.Agent
 	if agent == "" {
 		agent = c.cfg.Agent
 	}
-	r := c.register(mesh.NewID(), id)
+	r := c.register(turnID, id)
 	item := mesh.WorkItem{Kind: mesh.WorkTurn, Session: id, TurnID: r.ID, Message: text}
 	if err := mesh.PublishWork(ctx, c.cfg.JS, c.ns, mesh.RoleAgent, agent, item, caller.headers(conv.SessionID)); err != nil {
 		r.Close()
@@ -248,13 +288,18 @@ func (c *Core) Decide(ctx context.Context, approvalID string, body []byte, calle
 	return &ap, r, nil
 }
 
-// Cancel asks the agent running a turn of conversation id to stop it.
-func (c *Core) Cancel(id string) error {
+// Cancel asks the agents to stop run runID of conversation id, or, with an
+// empty runID, whatever turn it runs.
+func (c *Core) Cancel(id, runID string) error {
 	subj, err := c.ns.SessionCancel(id)
 	if err != nil {
 		return mesh.ErrSessionNotFound.With(fmt.Sprintf("conversation %q not found", id))
 	}
-	return c.cfg.NC.Publish(subj, nil)
+	var body []byte
+	if runID != "" {
+		body, _ = json.Marshal(mesh.CancelRequest{RunID: runID})
+	}
+	return c.cfg.NC.Publish(subj, body)
 }
 
 func (c *Core) register(runID, session string) *Run {

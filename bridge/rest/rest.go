@@ -188,7 +188,7 @@ func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, err)
 		return
 	}
-	if err := a.core.Cancel(id); err != nil {
+	if err := a.core.Cancel(id, ""); err != nil {
 		WriteError(w, err)
 		return
 	}

@@ -82,8 +82,9 @@ type Agent struct {
 
 	tools atomic.Pointer[toolSet]
 
-	mu      sync.Mutex
-	running map[string]*runningTurn // by session
+	mu        sync.Mutex
+	running   map[string]*runningTurn // by session
+	cancelled map[string]time.Time    // runs cancelled before they started here
 }
 
 type runningTurn struct {
@@ -122,6 +123,7 @@ func New(cfg Config) (*Agent, error) {
 		ackWait:    cfg.Agent.Mesh.AckWait.Std(),
 		maxDeliver: cfg.Agent.Mesh.MaxDeliver,
 		running:    map[string]*runningTurn{},
+		cancelled:  map[string]time.Time{},
 	}
 	if a.maxIter <= 0 {
 		a.maxIter = config.DefaultMaxToolIterations
@@ -229,17 +231,39 @@ func (a *Agent) onCancel(m *nats.Msg) {
 		return
 	}
 	session := parts[len(parts)-2]
+	var req mesh.CancelRequest
+	_ = json.Unmarshal(m.Data, &req)
 	a.mu.Lock()
 	rt := a.running[session]
+	if rt == nil || (req.RunID != "" && rt.turnID != req.RunID) {
+		// Not running here (yet): remember it, in case this replica claims
+		// the run later.
+		if req.RunID != "" {
+			a.cancelled[req.RunID] = time.Now()
+		}
+		rt = nil
+	}
 	a.mu.Unlock()
 	if rt == nil {
 		return
 	}
 	a.log.Info().Str("session", session).Str("turn", rt.turnID).Msg("cancelling turn")
 	rt.cancel(errUserCancel)
-	if m.Reply != "" {
-		_ = m.Respond([]byte(`{"cancelled":true}`))
+}
+
+// cancelledEarly reports whether a run was cancelled before it started here;
+// it also forgets cancellations older than a minute.
+func (a *Agent) cancelledEarly(runID string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for id, at := range a.cancelled {
+		if time.Since(at) > time.Minute {
+			delete(a.cancelled, id)
+		}
 	}
+	_, ok := a.cancelled[runID]
+	delete(a.cancelled, runID)
+	return ok
 }
 
 // register makes a claimed turn the one a cancel request for its session
@@ -248,6 +272,9 @@ func (a *Agent) register(session, turnID string, cancel context.CancelCauseFunc)
 	a.mu.Lock()
 	a.running[session] = &runningTurn{turnID: turnID, cancel: cancel}
 	a.mu.Unlock()
+	if a.cancelledEarly(turnID) {
+		cancel(errUserCancel)
+	}
 }
 
 func (a *Agent) unregister(session, turnID string) {

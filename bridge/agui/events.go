@@ -1,0 +1,80 @@
+package agui
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/agentmesh/agentmesh/bridge/core"
+	"github.com/agentmesh/agentmesh/bridge/rest"
+	"github.com/agentmesh/agentmesh/mesh"
+)
+
+// CodeSlowConsumer ends a stream whose client fell too far behind.
+const CodeSlowConsumer = "SLOW_CONSUMER"
+
+// events serves GET /conversations/{id}/events: the conversation's AG-UI
+// events as stored, each with "id: <stream sequence>", from the start or
+// after Last-Event-ID (or ?after=), then live ones until the client leaves.
+func (h *handler) events(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	after, err := lastEventID(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if _, err := h.core.Sessions.Head(r.Context(), id); err != nil {
+		writeError(w, err)
+		return
+	}
+	if !h.acquire(w) {
+		return
+	}
+	defer h.release()
+	f, err := h.core.Follow(r.Context(), id, after)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer f.Close()
+	out := newSSE(w, true)
+	if err := out.start(nil); err != nil {
+		return
+	}
+	for {
+		ev, err := h.next(r.Context(), f, out)
+		if errors.Is(err, core.ErrSlowConsumer) {
+			// No id: the client resumes after the last event it did get.
+			data, _ := json.Marshal(mesh.RunError(CodeSlowConsumer, "the client did not keep up; reconnect with Last-Event-ID to resume"))
+			_ = out.event(0, data)
+			return
+		}
+		if err != nil {
+			return
+		}
+		if err := out.event(ev.Seq, ev.Data); err != nil {
+			return
+		}
+	}
+}
+
+// lastEventID reads where a client resumes: the Last-Event-ID header of an
+// SSE reconnection, or ?after=.
+func lastEventID(r *http.Request) (uint64, error) {
+	v := r.Header.Get("Last-Event-ID")
+	if v == "" {
+		v = r.URL.Query().Get("after")
+	}
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, mesh.ErrBadRequest.With(fmt.Sprintf("Last-Event-ID %q is not an event id (a stream sequence number)", v))
+	}
+	return n, nil
+}
+
+func writeError(w http.ResponseWriter, err error) { rest.WriteError(w, err) }

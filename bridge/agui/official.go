@@ -1,0 +1,298 @@
+package agui
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentmesh/agentmesh/bridge/core"
+	"github.com/agentmesh/agentmesh/bridge/rest"
+	"github.com/agentmesh/agentmesh/mesh"
+)
+
+// runAgentInput is AG-UI's RunAgentInput as the official client sends it.
+// Client-side tools, context and state are accepted and not used: the
+// mesh's tools are its toolhosts'.
+type runAgentInput struct {
+	ThreadID       *string         `json:"threadId"`
+	RunID          *string         `json:"runId"`
+	ParentRunID    *string         `json:"parentRunId"`
+	State          any             `json:"state"`
+	Messages       []inputMessage  `json:"messages"`
+	Tools          []any           `json:"tools"`
+	Context        []any           `json:"context"`
+	ForwardedProps json.RawMessage `json:"forwardedProps"`
+	Resume         []resumeEntry   `json:"resume"`
+}
+
+type inputMessage struct {
+	ID      string          `json:"id"`
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// text is the message's text: a string, or the text parts of an array of
+// input content parts.
+func (m inputMessage) text() (string, error) {
+	if len(m.Content) == 0 || string(m.Content) == "null" {
+		return "", nil
+	}
+	var s string
+	if json.Unmarshal(m.Content, &s) == nil {
+		return s, nil
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(m.Content, &parts); err != nil {
+		return "", fmt.Errorf("message %q: content must be a string or an array of content parts", m.ID)
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Type == "text" {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String(), nil
+}
+
+// resumeEntry answers an interrupt: for a tool approval, interruptId is the
+// approval id and payload {"approved": bool} the decision.
+type resumeEntry struct {
+	InterruptID string `json:"interruptId"`
+	Status      string `json:"status"`
+	Payload     *struct {
+		Approved *bool `json:"approved"`
+	} `json:"payload"`
+}
+
+// decision is the body sent to the approvers for a resume entry.
+func (e resumeEntry) decision() ([]byte, error) {
+	switch e.Status {
+	case "cancelled":
+		return []byte(`{"approved": false, "by": "ag-ui", "reason": "interrupt cancelled"}`), nil
+	case "resolved", "":
+		if e.Payload == nil || e.Payload.Approved == nil {
+			return nil, mesh.ErrBadRequest.With(fmt.Sprintf(`resume of %s: payload must be {"approved": true|false}`, e.InterruptID))
+		}
+		return json.Marshal(map[string]any{"approved": *e.Payload.Approved, "by": "ag-ui"})
+	}
+	return nil, mesh.ErrBadRequest.With(fmt.Sprintf("resume of %s: status %q is not resolved or cancelled", e.InterruptID, e.Status))
+}
+
+func (in *runAgentInput) validate() error {
+	switch {
+	case in.ThreadID == nil || *in.ThreadID == "":
+		return mesh.ErrBadRequest.With(`RunAgentInput: "threadId" is required`)
+	case mesh.CheckToken(*in.ThreadID) != nil:
+		return mesh.ErrBadRequest.With(fmt.Sprintf(`RunAgentInput: "threadId" %q: use letters, digits, '-' and '_'`, *in.ThreadID))
+	case in.RunID == nil || *in.RunID == "":
+		return mesh.ErrBadRequest.With(`RunAgentInput: "runId" is required`)
+	case in.Messages == nil && len(in.Resume) == 0:
+		return mesh.ErrBadRequest.With(`RunAgentInput: "messages" is required`)
+	}
+	for _, e := range in.Resume {
+		if e.InterruptID == "" {
+			return mesh.ErrBadRequest.With(`RunAgentInput: every "resume" entry needs an "interruptId"`)
+		}
+	}
+	return nil
+}
+
+// agui serves POST /agui: the official AG-UI endpoint.
+func (h *handler) agui(w http.ResponseWriter, r *http.Request) {
+	var in runAgentInput
+	if err := rest.DecodeBody(w, r, h.cfg.MaxBodyBytes, &in, false); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := in.validate(); err != nil {
+		writeError(w, err)
+		return
+	}
+	thread, runID := *in.ThreadID, *in.RunID
+	caller := rest.CallerOf(r)
+	if !h.acquire(w) {
+		return
+	}
+	defer h.release()
+	if _, err := h.core.Sessions.Head(r.Context(), thread); errors.Is(err, mesh.ErrSessionNotFound) {
+		if _, err := h.core.CreateConversation(r.Context(), thread, caller); err != nil && !isExists(err) {
+			writeError(w, err)
+			return
+		}
+	} else if err != nil {
+		writeError(w, err)
+		return
+	}
+
+	var start func() (*core.Run, error)
+	if len(in.Resume) > 0 {
+		start = func() (*core.Run, error) { return h.resume(r, in.Resume, caller) }
+	} else {
+		text, err := lastUserText(in.Messages)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		turnID := runID
+		if mesh.CheckToken(turnID) != nil {
+			turnID = ""
+		}
+		start = func() (*core.Run, error) { return h.core.SendTurn(r.Context(), thread, turnID, text, caller) }
+	}
+	rs, err := h.startRun(r.Context(), thread, start)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer rs.close()
+
+	out := newSSE(w, true)
+	if err := out.start(http.Header{"X-Conversation-Id": {thread}}); err != nil {
+		rs.cancelRun()
+		return
+	}
+	tr := newOfficialTranslator(thread, runID)
+	emit := func(id uint64, ev mesh.Event) error {
+		data, err := json.Marshal(ev)
+		if err != nil {
+			return err
+		}
+		return out.event(id, data)
+	}
+	if err := emit(0, mesh.RunStarted(thread, runID)); err != nil {
+		rs.cancelRun()
+		return
+	}
+	err = rs.each(r.Context(), h.cfg.KeepAlive, func() error { return out.comment("keep-alive") }, func(sev core.StreamEvent, ev *mesh.Event) error {
+		for _, e := range tr.translate(ev) {
+			if err := emit(sev.Seq, e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, core.ErrSlowConsumer) {
+		_ = emit(0, mesh.RunError(CodeSlowConsumer, "the client did not keep up; the run goes on: follow GET /conversations/"+thread+"/events"))
+	}
+}
+
+// resume decides the interrupts the client answers and returns the run of
+// the first decision (the resume of its approval).
+func (h *handler) resume(r *http.Request, entries []resumeEntry, caller core.Caller) (*core.Run, error) {
+	var first *core.Run
+	for _, e := range entries {
+		body, err := e.decision()
+		if err != nil {
+			return nil, err
+		}
+		_, run, err := h.core.Decide(r.Context(), e.InterruptID, body, caller)
+		if err != nil {
+			if first != nil {
+				first.Close()
+			}
+			return nil, err
+		}
+		if first == nil {
+			first = run
+		} else {
+			run.Close()
+		}
+	}
+	return first, nil
+}
+
+// lastUserText is the text of the last message, which must be the user's.
+func lastUserText(msgs []inputMessage) (string, error) {
+	if len(msgs) == 0 || msgs[len(msgs)-1].Role != "user" {
+		return "", mesh.ErrBadRequest.With(`RunAgentInput: the last message must be the user's (role "user"), or "resume" must answer the interrupts`)
+	}
+	text, err := msgs[len(msgs)-1].text()
+	if err != nil {
+		return "", mesh.ErrBadRequest.With("RunAgentInput: " + err.Error())
+	}
+	if strings.TrimSpace(text) == "" {
+		return "", mesh.ErrBadRequest.With("RunAgentInput: the last user message is empty")
+	}
+	return text, nil
+}
+
+// isExists reports a conversation created meanwhile by another request.
+func isExists(err error) bool { return errors.Is(err, jetstream.ErrKeyExists) }
+
+// officialTranslator adapts the mesh's events of one run to what the
+// client that started it expects: its own thread and run ids, one
+// RUN_STARTED (sent by the handler), and after a redelivered attempt
+// (run_retried) no message or tool call opened twice.
+type officialTranslator struct {
+	thread, run string
+	open        map[string]mesh.EventType // message or tool call id → its END type
+	done        map[string]bool
+	results     map[string]bool
+}
+
+func newOfficialTranslator(thread, run string) *officialTranslator {
+	return &officialTranslator{thread: thread, run: run, open: map[string]mesh.EventType{}, done: map[string]bool{}, results: map[string]bool{}}
+}
+
+func (t *officialTranslator) translate(ev *mesh.Event) []mesh.Event {
+	id := ev.MessageID
+	if ev.ToolCallID != "" && ev.Type != mesh.EventToolCallResult {
+		id = ev.ToolCallID
+	}
+	switch ev.Type {
+	case mesh.EventRunStarted:
+		return nil
+	case mesh.EventRunFinished:
+		ev.ThreadID, ev.RunID = t.thread, t.run
+	case mesh.EventTextMessageStart, mesh.EventToolCallStart:
+		if t.done[id] || t.open[id] != "" {
+			return nil
+		}
+		end := mesh.EventTextMessageEnd
+		if ev.Type == mesh.EventToolCallStart {
+			end = mesh.EventToolCallEnd
+		}
+		t.open[id] = end
+	case mesh.EventTextMessageContent, mesh.EventToolCallArgs:
+		if t.done[id] || t.open[id] == "" {
+			return nil
+		}
+	case mesh.EventTextMessageEnd, mesh.EventToolCallEnd:
+		if t.done[id] || t.open[id] == "" {
+			return nil
+		}
+		delete(t.open, id)
+		t.done[id] = true
+	case mesh.EventToolCallResult:
+		if t.results[ev.ToolCallID] {
+			return nil
+		}
+		t.results[ev.ToolCallID] = true
+	case mesh.EventCustom:
+		if ev.Name == mesh.CustomRunRetried {
+			// Close what the interrupted attempt left open; the new attempt
+			// re-sends it under the same ids, which are dropped.
+			out := []mesh.Event{*ev}
+			for oid, end := range t.open {
+				e := mesh.Event{Type: end}
+				if end == mesh.EventTextMessageEnd {
+					e.MessageID = oid
+				} else {
+					e.ToolCallID = oid
+				}
+				out = append(out, e)
+				t.done[oid] = true
+			}
+			clear(t.open)
+			return out
+		}
+	}
+	return []mesh.Event{*ev}
+}
