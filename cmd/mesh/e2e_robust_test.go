@@ -132,7 +132,7 @@ func TestPlainNATSClientSeesTurnEventsInOrder(t *testing.T) {
 			t.Fatalf("no RUN_FINISHED; saw %v", types)
 		}
 	}
-	want := "RUN_STARTED TOOL_CALL_START TOOL_CALL_ARGS TOOL_CALL_END TOOL_CALL_RESULT TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END RUN_FINISHED"
+	want := "RUN_STARTED STATE_SNAPSHOT TOOL_CALL_START TOOL_CALL_ARGS TOOL_CALL_END TOOL_CALL_RESULT TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END RUN_FINISHED"
 	if got := strings.Join(types, " "); got != want {
 		t.Errorf("events:\n got %s\nwant %s", got, want)
 	}

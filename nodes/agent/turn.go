@@ -78,6 +78,9 @@ func (t *turn) run(ctx context.Context) error {
 		t.ev.Emit(mesh.Custom(mesh.CustomRunRetried, map[string]any{"attempt": t.attempt, "runId": t.runID()}))
 	}
 	t.ev.Emit(mesh.RunStarted(c.ID, t.runID()))
+	// Clients start every run from the whole session state; later changes
+	// come as STATE_DELTA.
+	t.ev.Emit(mesh.Event{Type: mesh.EventStateSnapshot, Snapshot: stateOf(c)})
 
 	if t.item.Kind == mesh.WorkResume {
 		if err := t.loadResume(ctx); err != nil {
@@ -557,4 +560,12 @@ func llmErrorCode(err error) string {
 		return mesh.CodeLLMTimeout
 	}
 	return mesh.CodeLLMError
+}
+
+// stateOf is the session state clients see: the output_key values.
+func stateOf(c *mesh.Conversation) map[string]any {
+	if c.State == nil {
+		return map[string]any{}
+	}
+	return c.State
 }
