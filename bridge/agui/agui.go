@@ -12,6 +12,75 @@
 // cut off with a final error event and can resume. A client that disconnects
 // from a run it started cancels that run; one that only follows /events just
 // stops following.
+//
+// The two seed dialects, POST /api/conversation and POST /api/chat, follow
+// one run each like POST /agui does, and translate its AG-UI events.
+//
+// # The dotted dialect (seed 000): POST /api/conversation
+//
+// Body {"message": "…", "sessionId": "…"}; sessionId is the conversation id:
+// continued when it exists, created with that id when it does not, new when
+// absent. The answer carries X-Conversation-Id. Events are
+// "data: <json>\n\n", no "id:" lines, each with "type" and "timestamp" (ms);
+// ": keep-alive" comments fill the silences:
+//
+//	(stream start)           activity.start {activityId, name:"thinking", description}
+//	TEXT_MESSAGE_START       message.start {messageId}
+//	TEXT_MESSAGE_CONTENT     message.content {messageId, content}
+//	TEXT_MESSAGE_END         message.end {messageId, metadata?}; the last one is held
+//	                         back to the run's end, where metadata gets totalTokens
+//	                         (and intent when the run names one)
+//	TOOL_CALL_START/ARGS/END tool_call.start {toolCallId, name, input} at TOOL_CALL_END
+//	TOOL_CALL_RESULT         tool_call.end {toolCallId, output} or
+//	                         tool_call.end {toolCallId, error:{code:"TOOL_ERROR"|"REJECTED", message}}
+//	STATE_SNAPSHOT           state.snapshot {state}
+//	STATE_DELTA              state.delta {patch}
+//	STEP_STARTED/FINISHED    activity.start {activityId, name: stepName} / activity.end
+//	CUSTOM approval_decided  approval.decided {approval:{uuid, status}}  (extension)
+//	RUN_FINISHED             activity.end, the held message.end, then
+//	                         interrupt: approval.requested {approval:{uuid, toolName,
+//	                         toolArgs, description, toolCallId}}  (extension);
+//	                         cancelled: error {error:{code:"CANCELLED", message}}
+//	RUN_ERROR                activity.end, the held message.end, error {error:{code, message}}
+//
+// Seed 000 has no event for a run that pauses for a human: approval.requested
+// and approval.decided are this bridge's extensions. A client decides with
+// POST /approvals/{uuid}; the next message continues the conversation.
+//
+// # The simple dialect (seed 001): POST /api/chat
+//
+// Body {"message": "…"} or Vercel useChat's {"messages": [{role, content}]}
+// (the last user message is the input; content may be a string or text
+// parts), with an optional "conversationId" (same rules as sessionId above;
+// useChat's chat "id" is used when conversationId is absent). The answer
+// carries X-Conversation-Id. Events are "data: <json>\n\n" only:
+//
+//	(stream start)        log {content:"Understanding your query...", timestamp}
+//	TEXT_MESSAGE_*        text {delta}, re-cut into chunks of 20–50 characters (at a
+//	                      space when there is one, never inside a rune); a message's
+//	                      last chunk may be shorter; messages after the first start
+//	                      with "\n\n"
+//	TOOL_CALL_END         log "Calling <tool>..."
+//	TOOL_CALL_RESULT      log "<tool> done" or "<tool> failed: …", then
+//	                      data {structuredData:{type:"tool_result", tool, result, isError?}}
+//	STEP_STARTED          log <stepName>
+//	CUSTOM approval_decided  log "Approval <uuid> approved|rejected"
+//	CUSTOM run_retried    log "Retrying after an interruption..."
+//	RUN_FINISHED success  done {stats:{executionTime, agentInvocations, intent?, totalTokens?}}
+//	RUN_FINISHED interrupt   log "Waiting for approval <uuid>: <description>",
+//	                      data {structuredData:{type:"approval_required", approval}}, then
+//	                      done: the turn is over; decide with POST /approvals/{uuid}
+//	RUN_FINISHED cancelled, RUN_ERROR   error {error:{code, message, details?}}
+//	(every PingEvery once the turn ran PingAfter)   {"type":"ping"}
+//
+// Error codes are seed 001's: LLM_TIMEOUT, RATE_LIMIT, LLM_ERROR,
+// VALIDATION_ERROR (a message the conversation cannot take now), TIMEOUT (a
+// turn given up after its redeliveries) and UNKNOWN (cancelled, and the
+// rest); details.meshCode keeps the mesh's code when it differs.
+//
+// In both dialects a body that cannot be read is a 400 JSON error and a
+// conversation that waits for an approval or runs a turn a 409, before any
+// stream starts; a client that leaves mid-run cancels the run.
 package agui
 
 import (
@@ -69,6 +138,7 @@ func Register(mux *http.ServeMux, cfg Config) {
 	h := &handler{cfg: cfg, core: cfg.Core, slots: make(chan struct{}, cfg.MaxStreams), log: cfg.Logger}
 	mux.HandleFunc("GET /conversations/{id}/events", h.events)
 	mux.HandleFunc("POST /agui", h.agui)
+	h.registerDialects(mux)
 }
 
 // ErrTooManyStreams refuses a stream past MaxStreams.

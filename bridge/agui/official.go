@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -117,22 +118,15 @@ func (h *handler) agui(w http.ResponseWriter, r *http.Request) {
 	}
 	thread, runID := *in.ThreadID, *in.RunID
 	caller := rest.CallerOf(r)
-	if !h.acquire(w) {
-		return
-	}
-	defer h.release()
-	if _, err := h.core.Sessions.Head(r.Context(), thread); errors.Is(err, mesh.ErrSessionNotFound) {
-		if _, err := h.core.CreateConversation(r.Context(), thread, caller); err != nil && !isExists(err) {
-			writeError(w, err)
-			return
-		}
-	} else if err != nil {
-		writeError(w, err)
-		return
-	}
-
+	// Everything the request says is checked before anything is created.
 	var start func() (*core.Run, error)
 	if len(in.Resume) > 0 {
+		for _, e := range in.Resume {
+			if _, err := e.decision(); err != nil {
+				writeError(w, err)
+				return
+			}
+		}
 		start = func() (*core.Run, error) { return h.resume(r, in.Resume, caller) }
 	} else {
 		text, err := lastUserText(in.Messages)
@@ -145,6 +139,19 @@ func (h *handler) agui(w http.ResponseWriter, r *http.Request) {
 			turnID = ""
 		}
 		start = func() (*core.Run, error) { return h.core.SendTurn(r.Context(), thread, turnID, text, caller) }
+	}
+	if !h.acquire(w) {
+		return
+	}
+	defer h.release()
+	if _, err := h.core.Sessions.Head(r.Context(), thread); errors.Is(err, mesh.ErrSessionNotFound) {
+		if _, err := h.core.CreateConversation(r.Context(), thread, caller); err != nil && !isExists(err) {
+			writeError(w, err)
+			return
+		}
+	} else if err != nil {
+		writeError(w, err)
+		return
 	}
 	rs, err := h.startRun(r.Context(), thread, start)
 	if err != nil {
@@ -228,20 +235,42 @@ func isExists(err error) bool { return errors.Is(err, jetstream.ErrKeyExists) }
 
 // officialTranslator adapts the mesh's events of one run to what the
 // client that started it expects: its own thread and run ids, one
-// RUN_STARTED (sent by the handler), and after a redelivered attempt
-// (run_retried) no message or tool call opened twice.
+// RUN_STARTED (sent by the handler), and, after a redelivered attempt
+// (run_retried), nothing opened twice. A message or tool call the
+// interrupted attempt left open is closed, and the new attempt's copy of it
+// comes under a new id ("<id>~<attempt>"), whole; what the interrupted
+// attempt completed is not repeated.
 type officialTranslator struct {
 	thread, run string
+	attempt     int
 	open        map[string]mesh.EventType // message or tool call id → its END type
 	done        map[string]bool
+	partial     map[string]bool // closed by a retry: re-sent under a new id
 	results     map[string]bool
 }
 
 func newOfficialTranslator(thread, run string) *officialTranslator {
-	return &officialTranslator{thread: thread, run: run, open: map[string]mesh.EventType{}, done: map[string]bool{}, results: map[string]bool{}}
+	return &officialTranslator{thread: thread, run: run, attempt: 1, open: map[string]mesh.EventType{}, done: map[string]bool{}, partial: map[string]bool{}, results: map[string]bool{}}
 }
 
 func (t *officialTranslator) translate(ev *mesh.Event) []mesh.Event {
+	if ev.Type == mesh.EventCustom && ev.Name == mesh.CustomRunRetried {
+		t.attempt++
+		out := []mesh.Event{*ev}
+		for oid, end := range t.open {
+			e := mesh.Event{Type: end}
+			if end == mesh.EventTextMessageEnd {
+				e.MessageID = oid
+			} else {
+				e.ToolCallID = oid
+			}
+			out = append(out, e)
+			t.partial[oid] = true
+		}
+		clear(t.open)
+		return out
+	}
+	t.renameRetried(ev)
 	id := ev.MessageID
 	if ev.ToolCallID != "" && ev.Type != mesh.EventToolCallResult {
 		id = ev.ToolCallID
@@ -261,11 +290,11 @@ func (t *officialTranslator) translate(ev *mesh.Event) []mesh.Event {
 		}
 		t.open[id] = end
 	case mesh.EventTextMessageContent, mesh.EventToolCallArgs:
-		if t.done[id] || t.open[id] == "" {
+		if t.open[id] == "" {
 			return nil
 		}
 	case mesh.EventTextMessageEnd, mesh.EventToolCallEnd:
-		if t.done[id] || t.open[id] == "" {
+		if t.open[id] == "" {
 			return nil
 		}
 		delete(t.open, id)
@@ -275,24 +304,21 @@ func (t *officialTranslator) translate(ev *mesh.Event) []mesh.Event {
 			return nil
 		}
 		t.results[ev.ToolCallID] = true
-	case mesh.EventCustom:
-		if ev.Name == mesh.CustomRunRetried {
-			// Close what the interrupted attempt left open; the new attempt
-			// re-sends it under the same ids, which are dropped.
-			out := []mesh.Event{*ev}
-			for oid, end := range t.open {
-				e := mesh.Event{Type: end}
-				if end == mesh.EventTextMessageEnd {
-					e.MessageID = oid
-				} else {
-					e.ToolCallID = oid
-				}
-				out = append(out, e)
-				t.done[oid] = true
-			}
-			clear(t.open)
-			return out
-		}
 	}
 	return []mesh.Event{*ev}
+}
+
+// renameRetried gives the new attempt's copy of an item the interrupted
+// attempt left open its own id.
+func (t *officialTranslator) renameRetried(ev *mesh.Event) {
+	suffix := "~" + strconv.Itoa(t.attempt)
+	if ev.MessageID != "" && t.partial[ev.MessageID] && ev.Type != mesh.EventToolCallResult {
+		ev.MessageID += suffix
+	}
+	if ev.ToolCallID != "" && t.partial[ev.ToolCallID] {
+		ev.ToolCallID += suffix
+	}
+	if ev.ParentMessageID != "" && t.partial[ev.ParentMessageID] {
+		ev.ParentMessageID += suffix
+	}
 }

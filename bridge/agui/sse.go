@@ -32,7 +32,9 @@ func (s *sse) start(extra http.Header) error {
 	h.Set("Connection", "keep-alive")
 	h.Set("X-Accel-Buffering", "no")
 	for k, v := range extra {
-		h[k] = v
+		for _, x := range v {
+			h.Add(k, x)
+		}
 	}
 	s.w.WriteHeader(http.StatusOK)
 	return s.flush()

@@ -64,6 +64,8 @@ func BenchmarkRESTTurn(b *testing.B) {
 	}
 }
 
+func slicesSort(lat []time.Duration) { slices.Sort(lat) }
+
 func reportLatencies(b *testing.B, lat []time.Duration) {
 	if len(lat) == 0 {
 		return

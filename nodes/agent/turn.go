@@ -399,7 +399,12 @@ func (t *turn) result(call mesh.ToolCall, content string, isError bool) {
 		ID: id, Role: mesh.RoleTool, Content: content, ToolCallID: call.ID, ToolName: call.Name,
 		IsError: isError, TurnID: t.runID(), CreatedAt: time.Now().UTC(),
 	})
-	t.ev.Emit(mesh.Event{Type: mesh.EventToolCallResult, MessageID: id, ToolCallID: call.ID, Content: content, Role: string(mesh.RoleTool)})
+	ev := mesh.Event{Type: mesh.EventToolCallResult, MessageID: id, ToolCallID: call.ID, Content: content, Role: string(mesh.RoleTool)}
+	if isError {
+		// AG-UI's result has no error flag; streams that show failures read this.
+		ev.Metadata = map[string]any{"isError": true}
+	}
+	t.ev.Emit(ev)
 }
 
 // pause creates the approval a destructive call waits for.
@@ -497,7 +502,7 @@ func (t *turn) finish(ctx context.Context) error {
 	case mesh.OutcomeInterrupt:
 		t.ev.Emit(mesh.RunFinished(t.conv.ID, t.runID(), mesh.Outcome{Type: mesh.OutcomeInterrupt, Interrupts: []mesh.Interrupt{{
 			ID: t.paused.UUID, Reason: mesh.InterruptReasonToolApproval, ToolCallID: t.paused.ToolCallID, Message: t.paused.Description,
-		}}}, nil))
+		}}}, runResult(t.response, summary.Usage)))
 	default:
 		t.ev.Emit(mesh.RunFinished(t.conv.ID, t.runID(), mesh.Outcome{Type: t.outcome}, runResult(t.response, summary.Usage)))
 	}

@@ -1,0 +1,314 @@
+package agui
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/nodes/agent/llm"
+)
+
+// checkChunks checks chunks of one message against the rules of seed 001.
+func checkChunks(t *testing.T, chunks []string, want string) {
+	t.Helper()
+	if got := strings.Join(chunks, ""); got != want {
+		t.Fatalf("chunks join to\n%q\nwant\n%q", got, want)
+	}
+	for i, c := range chunks {
+		n := utf8.RuneCountInString(c)
+		last := i == len(chunks)-1
+		switch {
+		case !utf8.ValidString(c):
+			t.Errorf("chunk %d %q splits a rune", i, c)
+		case n > maxChunk, n < minChunk && !last, n == 0:
+			t.Errorf("chunk %d has %d characters: %q", i, n, c)
+		}
+		if r, _ := utf8.DecodeLastRuneInString(c); !last && !unicode.IsSpace(r) {
+			// A hard cut: only when no space lay between 20 and 50.
+			runes := []rune(c)
+			if n != maxChunk || strings.IndexFunc(string(runes[minChunk-1:]), unicode.IsSpace) >= 0 {
+				t.Errorf("chunk %d %q is cut at %d characters though it has a space from %d on", i, c, n, minChunk)
+			}
+		}
+	}
+}
+
+func TestChunker(t *testing.T) {
+	tests := []struct {
+		name   string
+		deltas []string
+	}{
+		{name: "short", deltas: []string{"Hi", " there"}},
+		{name: "words", deltas: []string{"Based on your criteria, I recommend ", "**Zustand** for its simplicity and ", "its tiny API; it also works with React 18 and 19 without trouble."}},
+		{name: "no spaces", deltas: []string{strings.Repeat("x", 137)}},
+		{name: "runes", deltas: []string{strings.Repeat("日本語", 30), " ", strings.Repeat("🚀é", 40)}},
+		{name: "one rune at a time", deltas: strings.Split("Grüße aus Köln — 東京 🚀 and a longer tail of words to cut.", "")},
+		{name: "newlines", deltas: []string{"line one\nline two\nline three\n\n- item\n- item\n- a last item that is long"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var c chunker
+			var chunks []string
+			for _, d := range tt.deltas {
+				chunks = append(chunks, c.add(d)...)
+			}
+			if rest := c.flush(); rest != "" {
+				chunks = append(chunks, rest)
+			}
+			checkChunks(t, chunks, strings.Join(tt.deltas, ""))
+		})
+	}
+}
+
+func TestChunkerRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabet := []rune("abc de fghij k l mnop 日本 é 🚀\n")
+	for range 500 {
+		text := make([]rune, rng.IntN(300))
+		for i := range text {
+			text[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		var c chunker
+		var chunks []string
+		for rest := text; len(rest) > 0; {
+			n := min(len(rest), 1+rng.IntN(60))
+			chunks = append(chunks, c.add(string(rest[:n]))...)
+			rest = rest[n:]
+		}
+		if rest := c.flush(); rest != "" {
+			chunks = append(chunks, rest)
+		}
+		checkChunks(t, chunks, string(text))
+	}
+}
+
+// reply is a model's answer with runes of every width, a word longer than
+// a chunk and runs of short words.
+const reply = "Voilà: a résumé of 日本語のテキスト, with emoji 🚀🚀 and a very long word " +
+	"Supercalifragilisticexpialidocious-and-then-some-more-characters-to-exceed-fifty, " +
+	"then short words a b c d e f g h i j k l m n o p. Ende."
+
+// streaming answers with reply, streamed in deltas of 1 to 7 runes.
+func streaming(_ context.Context, req llm.Request) (*llm.Response, error) {
+	runes := []rune(reply)
+	for i, n := 0, 1; i < len(runes); n = n%7 + 1 {
+		j := min(len(runes), i+n)
+		req.OnText(string(runes[i:j]))
+		i = j
+	}
+	return &llm.Response{Text: reply, Usage: llm.Usage{InputTokens: 10, OutputTokens: 20}}, nil
+}
+
+func TestSimpleTextChunks(t *testing.T) {
+	f := newFixture(t, script(streaming), nil)
+	// AI SDK 5's useChat: parts, and the chat id as the conversation.
+	resp, stream := f.stream("/api/chat", `{"id":"chat-abc","messages":[{"id":"u1","role":"user","parts":[{"type":"text","text":"tell me"}]}]}`)
+	if got := resp.Header.Get(headerConversationID); got != "chat-abc" {
+		t.Errorf("X-Conversation-Id = %q, want the useChat id chat-abc", got)
+	}
+	var chunks []string
+	var last map[string]any
+	for _, data := range sseEvents(t, stream) {
+		ev := decode(t, data)
+		if ev["type"] == "text" {
+			chunks = append(chunks, ev["delta"].(string))
+		}
+		last = ev
+	}
+	checkChunks(t, chunks, reply)
+	if last["type"] != "done" {
+		t.Fatalf("last event %v, want done", last)
+	}
+	stats := last["stats"].(map[string]any)
+	if stats["totalTokens"] != 30.0 || stats["agentInvocations"] != 0.0 {
+		t.Errorf("stats = %v, want totalTokens 30 and no invocations", stats)
+	}
+	if c := f.conversation("chat-abc"); c.LastRun == nil || c.LastRun.Response != reply {
+		t.Errorf("conversation's last run = %+v", c.LastRun)
+	}
+}
+
+// blocking is a model that answers only when its turn is cancelled; it
+// says on entered that it was called.
+func blocking(entered chan<- struct{}) script {
+	return func(ctx context.Context, _ llm.Request) (*llm.Response, error) {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+}
+
+// waitFor waits for ch with a deadline.
+func waitFor(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// wantError checks a JSON error answer.
+func wantError(t *testing.T, resp *http.Response, status int, code string) map[string]any {
+	t.Helper()
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != status || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		t.Fatalf("status %d (%s): %s; want %d JSON", resp.StatusCode, resp.Header.Get("Content-Type"), data, status)
+	}
+	var body map[string]any
+	if err := json.Unmarshal(data, &body); err != nil {
+		t.Fatalf("body %s: %v", data, err)
+	}
+	if body["code"] != code || body["error"] == "" {
+		t.Errorf("body %s, want code %s and an error text", data, code)
+	}
+	return body
+}
+
+func TestDisconnectCancelsTurn(t *testing.T) {
+	entered := make(chan struct{}, 1)
+	f := newFixture(t, blocking(entered), nil)
+	for _, tt := range []struct {
+		name, path, body, conv string
+	}{
+		{name: "simple", path: "/api/chat", body: `{"message":"take your time","conversationId":"leave-chat"}`, conv: "leave-chat"},
+		{name: "dotted", path: "/api/conversation", body: `{"message":"take your time","sessionId":"leave-dotted"}`, conv: "leave-dotted"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			resp := f.post(ctx, tt.path, tt.body)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+			if _, ok := newLineReader(resp.Body).next(); !ok {
+				t.Fatal("stream ended before its first event")
+			}
+			waitFor(t, entered, "the model call")
+
+			// The turn holds the conversation: another message is refused.
+			wantError(t, f.post(t.Context(), "/api/conversation", `{"message":"me too","sessionId":"`+tt.conv+`"}`), http.StatusConflict, mesh.ErrTurnInProgress.Kind)
+
+			_ = resp.Body.Close()
+			cancel()
+			meshtest.Eventually(t, time.Second, func() bool {
+				c, err := f.store.Get(t.Context(), tt.conv)
+				return err == nil && c.LastRun != nil && c.LastRun.Outcome == mesh.OutcomeCancelled
+			}, "the turn of %s was not cancelled within a second of the client leaving", tt.conv)
+		})
+	}
+}
+
+func TestSimplePings(t *testing.T) {
+	const pingAfter, pingEvery = 200 * time.Millisecond, 50 * time.Millisecond
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	f := newFixture(t, script(func(ctx context.Context, req llm.Request) (*llm.Response, error) {
+		entered <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		req.OnText("finally done")
+		return &llm.Response{Text: "finally done"}, nil
+	}), func(c *Config) { c.PingAfter, c.PingEvery = pingAfter, pingEvery })
+
+	begun := time.Now()
+	resp := f.post(t.Context(), "/api/chat", `{"message":"slow please"}`)
+	defer resp.Body.Close()
+	lr := newLineReader(resp.Body)
+	var pings []time.Duration
+	var events []string
+	for {
+		data, ok := lr.next()
+		if !ok {
+			break
+		}
+		events = append(events, data)
+		if strings.Contains(data, `"ping"`) {
+			if data != `{"type":"ping"}` {
+				t.Errorf("ping %s, want {\"type\":\"ping\"}", data)
+			}
+			pings = append(pings, time.Since(begun))
+			if len(pings) == 3 {
+				waitFor(t, entered, "the model call")
+				close(release)
+			}
+		}
+	}
+	if len(pings) < 3 {
+		t.Fatalf("%d pings; events %v", len(pings), events)
+	}
+	if pings[0] < pingAfter*3/4 {
+		t.Errorf("first ping after %v, want none before PingAfter %v", pings[0], pingAfter)
+	}
+	for i := 1; i < len(pings); i++ {
+		if d := pings[i] - pings[i-1]; d < pingEvery*3/4 {
+			t.Errorf("pings %d and %d %v apart, want about PingEvery %v", i-1, i, d, pingEvery)
+		}
+	}
+	if last := decode(t, events[len(events)-1]); last["type"] != "done" {
+		t.Errorf("last event %v, want done", last)
+	}
+}
+
+func TestDialectsRefuseBadInput(t *testing.T) {
+	f := newFixture(t, llm.NewOffline(), nil)
+	tests := []struct {
+		name, path, body string
+	}{
+		{name: "dotted malformed", path: "/api/conversation", body: `{"message":`},
+		{name: "dotted empty body", path: "/api/conversation", body: ``},
+		{name: "dotted not an object", path: "/api/conversation", body: `["hi"]`},
+		{name: "dotted missing message", path: "/api/conversation", body: `{"sessionId":"abc"}`},
+		{name: "dotted empty message", path: "/api/conversation", body: `{"message":"   "}`},
+		{name: "dotted message not a string", path: "/api/conversation", body: `{"message":5}`},
+		{name: "dotted sessionId not a string", path: "/api/conversation", body: `{"message":"hi","sessionId":7}`},
+		{name: "dotted bad sessionId", path: "/api/conversation", body: `{"message":"hi","sessionId":"a.b"}`},
+		{name: "simple malformed", path: "/api/chat", body: `{"messages":[`},
+		{name: "simple missing message", path: "/api/chat", body: `{}`},
+		{name: "simple message not a string", path: "/api/chat", body: `{"message":{"text":"hi"}}`},
+		{name: "simple messages not a list", path: "/api/chat", body: `{"messages":"hi"}`},
+		{name: "simple no user message", path: "/api/chat", body: `{"messages":[{"role":"assistant","content":"hello"}]}`},
+		{name: "simple content not text", path: "/api/chat", body: `{"messages":[{"role":"user","content":42}]}`},
+		{name: "simple empty user message", path: "/api/chat", body: `{"messages":[{"role":"user","content":""}]}`},
+		{name: "simple conversationId not a string", path: "/api/chat", body: `{"message":"hi","conversationId":true}`},
+		{name: "simple bad conversationId", path: "/api/chat", body: `{"message":"hi","conversationId":"has space"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wantError(t, f.post(t.Context(), tt.path, tt.body), http.StatusBadRequest, mesh.ErrBadRequest.Kind)
+		})
+	}
+	if convs, err := f.store.List(t.Context()); err != nil || len(convs) != 0 {
+		t.Errorf("refused requests created conversations: %d (%v)", len(convs), err)
+	}
+
+	t.Run("waiting for approval", func(t *testing.T) {
+		f.waitForTools()
+		f.stream("/api/conversation", `{"message":"add resource web-1 with value 7","sessionId":"waits"}`)
+		uuid := f.pendingApproval("waits")
+		for _, req := range []struct{ path, body string }{
+			{"/api/conversation", `{"message":"list all resources","sessionId":"waits"}`},
+			{"/api/chat", `{"message":"list all resources","conversationId":"waits"}`},
+		} {
+			body := wantError(t, f.post(t.Context(), req.path, req.body), http.StatusConflict, mesh.ErrWaitingApproval.Kind)
+			if ap, _ := body["approval"].(map[string]any); ap["uuid"] != uuid {
+				t.Errorf("%s: approval %v, want %s", req.path, body["approval"], uuid)
+			}
+		}
+	})
+}

@@ -1,0 +1,333 @@
+package agui
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/agentmesh/agentmesh/bridge/core"
+	"github.com/agentmesh/agentmesh/bridge/rest"
+	"github.com/agentmesh/agentmesh/config"
+	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/nodes/agent"
+	"github.com/agentmesh/agentmesh/nodes/agent/llm"
+	"github.com/agentmesh/agentmesh/nodes/approver"
+)
+
+// traceID is the X-Session-ID every request of the tests sends, so that the
+// trace ids stored with conversations and approvals are the same each run.
+const traceID = "trace-golden"
+
+// script is an llm.Provider whose answers a test writes.
+type script func(ctx context.Context, req llm.Request) (*llm.Response, error)
+
+func (s script) Model() string { return "script" }
+func (s script) Generate(ctx context.Context, req llm.Request) (*llm.Response, error) {
+	return s(ctx, req)
+}
+
+// fixture is a whole mesh in one process: an embedded JetStream server, an
+// agent with the given model, an approver, a fake toolhost serving the
+// resources tools, and a bridge core with the REST routes and this
+// package's routes on an httptest server.
+type fixture struct {
+	t     *testing.T
+	m     *meshtest.Mesh
+	core  *core.Core
+	srv   *httptest.Server
+	store *mesh.SessionStore
+	tools *fakeResources
+}
+
+// newFixture starts the fixture; tweak adjusts the streaming config.
+func newFixture(t *testing.T, p llm.Provider, tweak func(*Config)) *fixture {
+	t.Helper()
+	m := meshtest.New(t)
+	f := &fixture{t: t, m: m, store: mesh.NewSessionStore(m.Sessions)}
+	f.tools = startFakeResources(t, m)
+
+	cfg, err := config.Parse("test.yaml", []byte("name: tester\nllm:\n  model: offline\nmesh:\n  ack_wait: 2s\n"), func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := agent.New(agent.Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: cfg, Provider: p, NodeID: "test-agent", Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runRole(t, "agent", a.Run)
+	ap, err := approver.New(approver.Config{NC: m.NC, JS: m.JS, NS: m.NS, Approvals: m.Approvals, NodeID: "test-approver", Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runRole(t, "approver", ap.Run)
+
+	c, err := core.New(core.Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: cfg.Name, Prompt: cfg.Prompt, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	f.core = c
+
+	mux := http.NewServeMux()
+	rest.Register(mux, rest.Config{Core: c})
+	acfg := Config{Core: c}
+	if tweak != nil {
+		tweak(&acfg)
+	}
+	Register(mux, acfg)
+	f.srv = httptest.NewServer(mux)
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+// runRole runs a role until the test ends, and checks it stops cleanly.
+func runRole(t *testing.T, name string, run func(context.Context) error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("%s Run: %v", name, err)
+		}
+	})
+}
+
+// waitForTools waits until the agent plans with the catalog: its catalog
+// watch delivers the tools shortly after it starts.
+func (f *fixture) waitForTools() {
+	f.t.Helper()
+	meshtest.Eventually(f.t, 10*time.Second, func() bool {
+		conv, err := f.core.NewConversation(f.t.Context(), core.Caller{})
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		run, err := f.core.Send(f.t.Context(), conv.ID, "list all resources", core.Caller{})
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(f.t.Context(), 5*time.Second)
+		defer cancel()
+		out, err := run.Wait(ctx)
+		if err != nil || !out.Finished {
+			return false
+		}
+		for _, msg := range out.Conversation.Messages {
+			if msg.Role == mesh.RoleTool {
+				return true
+			}
+		}
+		return false
+	}, "the agent never called a tool")
+}
+
+// post sends a JSON body and returns the response, whose body the caller
+// closes.
+func (f *fixture) post(ctx context.Context, path, body string) *http.Response {
+	f.t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set(mesh.HeaderSessionID, traceID)
+	resp, err := f.srv.Client().Do(req)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return resp
+}
+
+// stream posts and reads the whole answer, which must be a 200 SSE stream.
+func (f *fixture) stream(path, body string) (*http.Response, string) {
+	f.t.Helper()
+	resp := f.post(f.t.Context(), path, body)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		f.t.Fatalf("POST %s %s: status %d: %s", path, body, resp.StatusCode, data)
+	}
+	return resp, string(data)
+}
+
+// decide decides an approval through REST and returns the run's result.
+func (f *fixture) decide(uuid string, approved bool) core.Result {
+	f.t.Helper()
+	resp := f.post(f.t.Context(), "/approvals/"+uuid, fmt.Sprintf(`{"approved": %t}`, approved))
+	defer resp.Body.Close()
+	var body struct {
+		Result core.Result `json:"result"`
+	}
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		f.t.Fatalf("POST /approvals/%s: status %d: %s", uuid, resp.StatusCode, data)
+	}
+	if err := json.Unmarshal(data, &body); err != nil {
+		f.t.Fatalf("decision answer %s: %v", data, err)
+	}
+	return body.Result
+}
+
+// conversation reads a conversation.
+func (f *fixture) conversation(id string) *mesh.Conversation {
+	f.t.Helper()
+	c, err := f.store.Get(f.t.Context(), id)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return c
+}
+
+// sseEvents splits a stream into the data of its events.
+func sseEvents(t *testing.T, stream string) []string {
+	t.Helper()
+	var out []string
+	for _, block := range strings.Split(stream, "\n\n") {
+		if block == "" {
+			continue
+		}
+		for _, line := range strings.Split(block, "\n") {
+			if data, ok := strings.CutPrefix(line, "data: "); ok {
+				out = append(out, data)
+			}
+		}
+	}
+	return out
+}
+
+// decode decodes one event's JSON.
+func decode(t *testing.T, data string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(data), &m); err != nil {
+		t.Fatalf("event %s: %v", data, err)
+	}
+	return m
+}
+
+// lineReader reads a stream line by line as it comes.
+type lineReader struct{ br *bufio.Reader }
+
+func newLineReader(r io.Reader) *lineReader { return &lineReader{br: bufio.NewReader(r)} }
+
+// next returns the next "data:" line's payload; ok is false at the end.
+func (l *lineReader) next() (string, bool) {
+	for {
+		line, err := l.br.ReadString('\n')
+		if data, ok := strings.CutPrefix(strings.TrimRight(line, "\n"), "data: "); ok {
+			return data, true
+		}
+		if err != nil {
+			return "", false
+		}
+	}
+}
+
+// fakeResources is a toolhost serving mesh.tool.resources.* from memory,
+// with catalog entries shaped like those of cmd/mcp-resources:
+// resources_list is read-only, resources_add destructive. Its answers are
+// JSON text with stable ids, so that streams are the same each run.
+type fakeResources struct {
+	mu    sync.Mutex
+	items []fakeResource
+	seen  map[string]string // call id → first answer
+}
+
+type fakeResource struct {
+	ID    string `json:"id"`
+	Name  string `json:"name"`
+	Value int64  `json:"value"`
+}
+
+func startFakeResources(t *testing.T, m *meshtest.Mesh) *fakeResources {
+	t.Helper()
+	fr := &fakeResources{items: []fakeResource{{ID: "res-1", Name: "db-1", Value: 3}}, seen: map[string]string{}}
+	for _, e := range []mesh.ToolEntry{
+		{
+			Server: "resources", Name: "resources_list", Title: "List resources",
+			Description:  "List resources, optionally filtered by a name pattern (regular expression)",
+			InputSchema:  json.RawMessage(`{"type":"object","properties":{"pattern":{"type":"string","description":"regular expression (RE2 syntax) matched anywhere in the resource name; use ^name$ for an exact name; omit to list all resources"}}}`),
+			ReadOnlyHint: true,
+		},
+		{
+			Server: "resources", Name: "resources_add", Title: "Add resource",
+			Description:     "Add (create) a new resource with a name and an integer value",
+			InputSchema:     json.RawMessage(`{"type":"object","required":["name","value"],"properties":{"name":{"type":"string","description":"name of the new resource"},"value":{"type":"integer","description":"integer value of the new resource"}}}`),
+			DestructiveHint: true,
+		},
+	} {
+		data, _ := json.Marshal(e)
+		key, err := mesh.ToolKey(e.Server, e.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Tools.Put(t.Context(), key, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sub, err := m.NC.Subscribe("mesh.tool.resources.*", func(msg *nats.Msg) {
+		var req mesh.ToolRequest
+		if err := json.Unmarshal(msg.Data, &req); err != nil {
+			_ = msg.Respond(mustJSON(mesh.ToolResult{Text: "bad request", IsError: true}))
+			return
+		}
+		tool := msg.Subject[strings.LastIndexByte(msg.Subject, '.')+1:]
+		_ = msg.Respond(mustJSON(mesh.ToolResult{Text: fr.call(tool, req)}))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	return fr
+}
+
+func (fr *fakeResources) call(tool string, req mesh.ToolRequest) string {
+	fr.mu.Lock()
+	defer fr.mu.Unlock()
+	switch tool {
+	case "resources_list":
+		return string(mustJSON(map[string]any{"resources": fr.items, "count": len(fr.items)}))
+	case "resources_add":
+		if prev, ok := fr.seen[req.CallID]; ok {
+			return prev
+		}
+		name, _ := req.Arguments["name"].(string)
+		value, _ := req.Arguments["value"].(float64)
+		r := fakeResource{ID: fmt.Sprintf("res-%d", len(fr.items)+1), Name: name, Value: int64(value)}
+		fr.items = append(fr.items, r)
+		out := string(mustJSON(r))
+		fr.seen[req.CallID] = out
+		return out
+	}
+	return "error: no tool " + tool
+}
+
+func mustJSON(v any) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		panic(err)
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+}

@@ -1,0 +1,304 @@
+package agui
+
+import (
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/nodes/agent/llm"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden streams in testdata/*.sse")
+
+// transcript is what a golden file holds: requests, the headers and events
+// of their answers, normalized so that it is the same each run.
+type transcript struct {
+	t *testing.T
+	b strings.Builder
+}
+
+func (tr *transcript) request(method, path, body string) {
+	fmt.Fprintf(&tr.b, "### %s %s\n### %s\n", method, path, body)
+}
+
+// stream records a streamed answer: its status, headers and body.
+func (tr *transcript) stream(resp *http.Response, body string) {
+	fmt.Fprintf(&tr.b, "### %d", resp.StatusCode)
+	for _, k := range []string{"Content-Type", "Cache-Control", "X-Accel-Buffering", headerConversationID} {
+		if v := resp.Header.Get(k); v != "" {
+			fmt.Fprintf(&tr.b, " %s: %s;", k, v)
+		}
+	}
+	tr.b.WriteString("\n")
+	tr.b.WriteString(body)
+}
+
+func (tr *transcript) note(format string, args ...any) {
+	fmt.Fprintf(&tr.b, "### "+format+"\n", args...)
+}
+
+var (
+	uuidRE      = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+	timestampRE = regexp.MustCompile(`"(timestamp|executionTime)":\d+`)
+	timeRE      = regexp.MustCompile(`"\d{4}-\d\d-\d\dT[0-9:.]+Z"`)
+	seqRE       = regexp.MustCompile(`(?m)^id: \d+$`)
+)
+
+// normalize replaces what differs from run to run: UUIDs (numbered in the
+// order they first appear, so that the same id keeps its name), times,
+// timestamps, execution times and stream sequences.
+func normalize(s string) string {
+	ids := map[string]string{}
+	s = uuidRE.ReplaceAllStringFunc(s, func(id string) string {
+		if _, ok := ids[id]; !ok {
+			ids[id] = "<uuid-" + strconv.Itoa(len(ids)+1) + ">"
+		}
+		return ids[id]
+	})
+	s = timestampRE.ReplaceAllString(s, `"$1":0`)
+	s = timeRE.ReplaceAllString(s, `"<time>"`)
+	return seqRE.ReplaceAllString(s, "id: <seq>")
+}
+
+// golden compares the normalized transcript with testdata/name, or writes
+// it with -update.
+func (tr *transcript) golden(name string) {
+	tr.t.Helper()
+	got := normalize(tr.b.String())
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			tr.t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			tr.t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		tr.t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		tr.t.Errorf("%s differs (-want +got; go test -update rewrites it):\n%s", path, lineDiff(string(want), got))
+	}
+}
+
+// lineDiff shows the lines that differ, with their numbers.
+func lineDiff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	var b strings.Builder
+	for i := range max(len(w), len(g)) {
+		var wl, gl string
+		if i < len(w) {
+			wl = w[i]
+		}
+		if i < len(g) {
+			gl = g[i]
+		}
+		if wl != gl {
+			fmt.Fprintf(&b, "%d:\n-%s\n+%s\n", i+1, wl, gl)
+		}
+	}
+	return b.String()
+}
+
+// checkFraming checks what every dialect stream shares: events framed by
+// "\n\n", and for the dialects no "id:" or "event:" lines.
+func checkFraming(t *testing.T, body string, ids bool) {
+	t.Helper()
+	if !strings.HasSuffix(body, "\n\n") {
+		t.Errorf("stream does not end with a blank line: %q", body[max(0, len(body)-40):])
+	}
+	for _, block := range strings.Split(strings.TrimSuffix(body, "\n\n"), "\n\n") {
+		for _, line := range strings.Split(block, "\n") {
+			switch {
+			case strings.HasPrefix(line, "data: "):
+			case ids && strings.HasPrefix(line, "id: "):
+			case strings.HasPrefix(line, ": "):
+			default:
+				t.Errorf("unexpected line %q", line)
+			}
+		}
+	}
+}
+
+// pendingApproval is the approval a conversation waits for.
+func (f *fixture) pendingApproval(conv string) string {
+	f.t.Helper()
+	c := f.conversation(conv)
+	if c.Status != mesh.StatusWaitingApproval || c.PendingApproval == nil {
+		f.t.Fatalf("conversation %s: status %s, want waiting_approval", conv, c.Status)
+	}
+	return c.PendingApproval.UUID
+}
+
+func TestGoldenDotted(t *testing.T) {
+	f := newFixture(t, llm.NewOffline(), nil)
+	f.waitForTools()
+
+	t.Run("tools", func(t *testing.T) {
+		tr := &transcript{t: t}
+		body := `{"message":"list all resources"}`
+		tr.request("POST", "/api/conversation", body)
+		resp, stream := f.stream("/api/conversation", body)
+		tr.stream(resp, stream)
+		checkFraming(t, stream, false)
+		checkDotted(t, stream)
+		if id := resp.Header.Get(headerConversationID); !uuidRE.MatchString(id) {
+			t.Errorf("X-Conversation-Id %q: want a new conversation id", id)
+		}
+		tr.golden("dotted_tools.sse")
+	})
+
+	t.Run("approval", func(t *testing.T) {
+		tr := &transcript{t: t}
+		const conv = "golden-dotted-approval"
+		body := `{"message":"add resource web-1 with value 7","sessionId":"` + conv + `"}`
+		tr.request("POST", "/api/conversation", body)
+		resp, stream := f.stream("/api/conversation", body)
+		tr.stream(resp, stream)
+		checkFraming(t, stream, false)
+		checkDotted(t, stream)
+
+		uuid := f.pendingApproval(conv)
+		if !strings.Contains(stream, `"type":"approval.requested"`) || !strings.Contains(stream, uuid) {
+			t.Errorf("stream has no approval.requested for %s", uuid)
+		}
+		tr.request("POST", "/approvals/"+uuid, `{"approved": true}`)
+		res := f.decide(uuid, true)
+		tr.note("result: outcome %s, response %q", res.Outcome, res.Response)
+
+		body = `{"message":"list all resources","sessionId":"` + conv + `"}`
+		tr.request("POST", "/api/conversation", body)
+		resp, stream = f.stream("/api/conversation", body)
+		tr.stream(resp, stream)
+		if !strings.Contains(stream, `"name":"web-1"`) {
+			t.Errorf("the approved resource is not listed:\n%s", stream)
+		}
+		tr.golden("dotted_approval.sse")
+	})
+}
+
+// checkDotted checks what seed 000 asks of every event: a type and a
+// millisecond timestamp.
+func checkDotted(t *testing.T, stream string) {
+	t.Helper()
+	for _, data := range sseEvents(t, stream) {
+		ev := decode(t, data)
+		ts, _ := ev["timestamp"].(float64)
+		if ev["type"] == "" || ts < 1e12 {
+			t.Errorf("event without type or millisecond timestamp: %s", data)
+		}
+	}
+}
+
+func TestGoldenSimple(t *testing.T) {
+	f := newFixture(t, llm.NewOffline(), nil)
+	f.waitForTools()
+
+	t.Run("tools", func(t *testing.T) {
+		tr := &transcript{t: t}
+		body := `{"message":"list all resources"}`
+		tr.request("POST", "/api/chat", body)
+		resp, stream := f.stream("/api/chat", body)
+		tr.stream(resp, stream)
+		checkFraming(t, stream, false)
+		checkSimpleText(t, stream)
+		tr.golden("simple_tools.sse")
+	})
+
+	t.Run("approval", func(t *testing.T) {
+		tr := &transcript{t: t}
+		const conv = "golden-simple-approval"
+		body := `{"messages":[{"role":"user","content":"add resource web-1 with value 7"}],"conversationId":"` + conv + `"}`
+		tr.request("POST", "/api/chat", body)
+		resp, stream := f.stream("/api/chat", body)
+		tr.stream(resp, stream)
+		checkFraming(t, stream, false)
+		checkSimpleText(t, stream)
+
+		uuid := f.pendingApproval(conv)
+		tr.request("POST", "/approvals/"+uuid, `{"approved": true}`)
+		res := f.decide(uuid, true)
+		tr.note("result: outcome %s, response %q", res.Outcome, res.Response)
+
+		body = `{"message":"list all resources","conversationId":"` + conv + `"}`
+		tr.request("POST", "/api/chat", body)
+		resp, stream = f.stream("/api/chat", body)
+		tr.stream(resp, stream)
+		checkSimpleText(t, stream)
+		tr.golden("simple_approval.sse")
+	})
+}
+
+// checkSimpleText checks the text chunks of a simple stream: 20 to 50
+// characters, but for the last of each message.
+func checkSimpleText(t *testing.T, stream string) {
+	t.Helper()
+	var chunks []string
+	check := func() {
+		for i, c := range chunks {
+			n := len([]rune(c))
+			if n > maxChunk || (n < minChunk && i < len(chunks)-1) {
+				t.Errorf("chunk %d of %d has %d characters: %q", i+1, len(chunks), n, c)
+			}
+		}
+		chunks = nil
+	}
+	for _, data := range sseEvents(t, stream) {
+		ev := decode(t, data)
+		if ev["type"] == "text" {
+			chunks = append(chunks, ev["delta"].(string))
+			continue
+		}
+		check()
+	}
+	check()
+}
+
+func TestGoldenOfficial(t *testing.T) {
+	f := newFixture(t, llm.NewOffline(), nil)
+	f.waitForTools()
+
+	t.Run("tools", func(t *testing.T) {
+		tr := &transcript{t: t}
+		body := `{"threadId":"golden-agui-tools","runId":"run-tools-1","messages":[{"id":"m1","role":"user","content":"list all resources"}],"tools":[],"context":[],"forwardedProps":{}}`
+		tr.request("POST", "/agui", body)
+		resp, stream := f.stream("/agui", body)
+		tr.stream(resp, stream)
+		checkFraming(t, stream, true)
+		tr.golden("agui_tools.sse")
+	})
+
+	t.Run("approval", func(t *testing.T) {
+		tr := &transcript{t: t}
+		const thread = "golden-agui-approval"
+		body := `{"threadId":"` + thread + `","runId":"run-approval-1","messages":[{"id":"m1","role":"user","content":"add resource web-1 with value 7"}],"tools":[],"context":[],"forwardedProps":{}}`
+		tr.request("POST", "/agui", body)
+		resp, stream := f.stream("/agui", body)
+		tr.stream(resp, stream)
+		checkFraming(t, stream, true)
+
+		uuid := f.pendingApproval(thread)
+		if !strings.Contains(stream, `"interrupts":[{"id":"`+uuid+`"`) {
+			t.Errorf("stream has no interrupt for %s", uuid)
+		}
+		body = `{"threadId":"` + thread + `","runId":"run-approval-2","messages":[],"tools":[],"context":[],"forwardedProps":{},"resume":[{"interruptId":"` + uuid + `","status":"resolved","payload":{"approved":true}}]}`
+		tr.request("POST", "/agui", body)
+		resp, stream = f.stream("/agui", body)
+		tr.stream(resp, stream)
+		checkFraming(t, stream, true)
+		if c := f.conversation(thread); c.Status != mesh.StatusActive || c.LastRun == nil || c.LastRun.Outcome != mesh.OutcomeSuccess {
+			t.Errorf("after the resume: status %s, last run %+v", c.Status, c.LastRun)
+		}
+		tr.golden("agui_approval.sse")
+	})
+}

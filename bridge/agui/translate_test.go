@@ -1,0 +1,139 @@
+package agui
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/agentmesh/mesh"
+)
+
+// runEvents is a run that uses every event the translators know, as an
+// agent would publish it (timestamps 1, 2, 3 …).
+func runEvents(end mesh.Event) []mesh.Event {
+	evs := []mesh.Event{
+		{Type: mesh.EventRunStarted, ThreadID: "conv", RunID: "run"},
+		{Type: mesh.EventStateSnapshot, Snapshot: map[string]any{"n": 1}},
+		{Type: mesh.EventStepStarted, StepName: "plan"},
+		{Type: mesh.EventTextMessageStart, MessageID: "m1", Role: "assistant"},
+		{Type: mesh.EventTextMessageContent, MessageID: "m1", Delta: "Let me look."},
+		{Type: mesh.EventTextMessageEnd, MessageID: "m1"},
+		{Type: mesh.EventStateDelta, Delta: []mesh.PatchOp{{Op: "replace", Path: "/n", Value: 2}}},
+		{Type: mesh.EventToolCallStart, ToolCallID: "c1", ToolCallName: "resources_add"},
+		{Type: mesh.EventToolCallArgs, ToolCallID: "c1", Delta: `{"name":`},
+		{Type: mesh.EventToolCallArgs, ToolCallID: "c1", Delta: `"x"}`},
+		{Type: mesh.EventToolCallEnd, ToolCallID: "c1"},
+		{Type: mesh.EventToolCallResult, MessageID: "c1-result", ToolCallID: "c1", Content: "rejected: the approver rejected this call; it was not run"},
+		{Type: mesh.EventToolCallStart, ToolCallID: "c2", ToolCallName: "fetch"},
+		{Type: mesh.EventToolCallArgs, ToolCallID: "c2", Delta: "not json"},
+		{Type: mesh.EventToolCallEnd, ToolCallID: "c2"},
+		{Type: mesh.EventToolCallResult, MessageID: "c2-result", ToolCallID: "c2", Content: "error: tool fetch could not run: timeout"},
+		{Type: mesh.EventToolCallResult, MessageID: "c3-result", ToolCallID: "c3", Content: "quota exceeded", Metadata: map[string]any{"isError": true}},
+		// The resume of an approval: the call was started by an earlier run.
+		mesh.Custom(mesh.CustomApprovalDecided, map[string]any{"uuid": "ap-1", "status": "approved", "tool_call_id": "c4", "tool_name": "resources_list"}),
+		{Type: mesh.EventToolCallResult, MessageID: "c4-result", ToolCallID: "c4", Content: "42"},
+		mesh.Custom(mesh.CustomApprovalRequested, map[string]any{"uuid": "ap-2", "status": "pending", "tool_call_id": "c2", "tool_name": "fetch", "tool_args": map[string]any{"url": "https://example.com"}, "description": "fetch url=\"https://example.com\""}),
+		{Type: mesh.EventStepFinished, StepName: "plan"},
+		{Type: mesh.EventTextMessageStart, MessageID: "m2", Role: "assistant"},
+		{Type: mesh.EventTextMessageContent, MessageID: "m2", Delta: "Done."},
+		{Type: mesh.EventTextMessageEnd, MessageID: "m2"},
+		end,
+	}
+	for i := range evs {
+		evs[i].Timestamp = int64(i + 1)
+	}
+	return evs
+}
+
+func dottedLines(t *testing.T, evs []mesh.Event) string {
+	t.Helper()
+	tr := newDottedTranslator("run")
+	var b strings.Builder
+	for _, d := range tr.begin(0) {
+		data, _ := json.Marshal(d)
+		b.Write(data)
+		b.WriteByte('\n')
+	}
+	for i := range evs {
+		// Events reach the translator as decoded from the stream.
+		data, _ := json.Marshal(evs[i])
+		var ev mesh.Event
+		if err := json.Unmarshal(data, &ev); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range tr.translate(&ev) {
+			data, _ := json.Marshal(d)
+			b.Write(data)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
+
+func simpleLines(t *testing.T, evs []mesh.Event) string {
+	t.Helper()
+	tr := newSimpleTranslator("run", time.Now())
+	var b strings.Builder
+	for i := range evs {
+		data, _ := json.Marshal(evs[i])
+		var ev mesh.Event
+		if err := json.Unmarshal(data, &ev); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range tr.translate(&ev) {
+			if d.Stats != nil {
+				d.Stats.ExecutionTime = 0
+			}
+			data, _ := json.Marshal(d)
+			b.Write(data)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
+
+// TestTranslators records what both dialects make of a run that uses every
+// event, for each way a run ends, in testdata/translate.txt.
+func TestTranslators(t *testing.T) {
+	result := map[string]any{"response": "Done.", "usage": map[string]any{"input_tokens": 3, "output_tokens": 4}, "intent": "create"}
+	tr := &transcript{t: t}
+	for _, end := range []struct {
+		name string
+		ev   mesh.Event
+	}{
+		{"success", mesh.RunFinished("conv", "run", mesh.Outcome{Type: mesh.OutcomeSuccess}, result)},
+		{"interrupt", mesh.RunFinished("conv", "run", mesh.Outcome{Type: mesh.OutcomeInterrupt, Interrupts: []mesh.Interrupt{{ID: "ap-2", Reason: mesh.InterruptReasonToolApproval, ToolCallID: "c2", Message: "fetch it"}}}, nil)},
+		{"cancelled", mesh.RunFinished("conv", "run", mesh.Outcome{Type: mesh.OutcomeCancelled}, result)},
+		{"error", mesh.RunError(mesh.CodeLLMTimeout, "the model did not answer in time")},
+	} {
+		tr.note("%s: dotted", end.name)
+		tr.b.WriteString(dottedLines(t, runEvents(end.ev)))
+		tr.note("%s: simple", end.name)
+		tr.b.WriteString(simpleLines(t, runEvents(end.ev)))
+	}
+	tr.golden("translate.txt")
+}
+
+func TestSimpleErrorCodes(t *testing.T) {
+	tests := []struct {
+		mesh, want string
+		details    bool
+	}{
+		{mesh.CodeLLMTimeout, "LLM_TIMEOUT", false},
+		{mesh.CodeRateLimit, "RATE_LIMIT", false},
+		{mesh.CodeLLMError, "LLM_ERROR", false},
+		{mesh.CodeWaitingApprove, "VALIDATION_ERROR", true},
+		{mesh.CodeConflict, "VALIDATION_ERROR", true},
+		{mesh.CodeMaxDeliveries, "TIMEOUT", true},
+		{mesh.CodeCancelled, "UNKNOWN", true},
+		{mesh.CodeInternal, "UNKNOWN", true},
+		{"", "UNKNOWN", false},
+	}
+	for _, tt := range tests {
+		got := simpleError(tt.mesh, "text")
+		if got.Code != tt.want || (got.Details != nil) != tt.details || got.Message != "text" {
+			t.Errorf("simpleError(%q) = %+v, want code %s, details %t", tt.mesh, got, tt.want, tt.details)
+		}
+	}
+}
