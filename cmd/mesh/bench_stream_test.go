@@ -161,7 +161,7 @@ func BenchmarkSSEFanOut(b *testing.B) {
 				}()
 			}
 			b.ResetTimer()
-			run := s.pub.Run(s.conv, "fanout", 1)
+			run := s.pub.Run(s.conv, mesh.NewID(), 1) // new ids: a repeated run would be deduplicated
 			for range events {
 				run.Emit(stamp())
 			}
