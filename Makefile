@@ -8,7 +8,14 @@ LDFLAGS     := -X main.version=$(VERSION)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 TEST_FLAGS  ?=
 
-.PHONY: all build run test lint bench clean
+# The npm peers the end-to-end tests drive (@ag-ui/client, playwright-core),
+# pinned by package-lock.json. `make test` installs them first when node and
+# npm are on PATH; without them those tests skip (and fail under CI=true).
+PEERS       := cmd/mesh/testdata/peers
+NPM         ?= npm
+HAVE_NODE   := $(shell command -v node >/dev/null 2>&1 && command -v $(NPM) >/dev/null 2>&1 && echo yes)
+
+.PHONY: all build run test lint bench clean peers
 
 all: build
 
@@ -22,8 +29,14 @@ run: build
 	PATH="$(BIN):$$PATH" $(BIN)/mesh up
 
 ## test: the whole suite, with the race detector
-test:
+test: $(if $(HAVE_NODE),peers)
 	$(GO) test -race -timeout 20m $(TEST_FLAGS) ./...
+
+## peers: install the tests' npm peers in cmd/mesh/testdata/peers (npm ci)
+peers: $(PEERS)/node_modules/.package-lock.json
+
+$(PEERS)/node_modules/.package-lock.json: $(PEERS)/package.json $(PEERS)/package-lock.json
+	$(NPM) ci --prefix $(PEERS) --no-audit --no-fund
 
 ## lint: gofmt, go vet, staticcheck
 lint:

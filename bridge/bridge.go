@@ -25,6 +25,7 @@ import (
 	"github.com/agentmesh/agentmesh/bridge/core"
 	"github.com/agentmesh/agentmesh/bridge/docs"
 	"github.com/agentmesh/agentmesh/bridge/rest"
+	"github.com/agentmesh/agentmesh/bridge/web"
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
 )
@@ -86,6 +87,7 @@ func New(cfg Config) (*Bridge, error) {
 		PingAfter: cfg.Agent.HTTP.PingAfter.Std(), PingEvery: cfg.Agent.HTTP.PingEvery.Std(), Logger: log,
 	})
 	docs.Register(mux)
+	web.Register(mux) // GET / and /web/…; the catch-all below answers every other path
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		rest.WriteError(w, &mesh.Error{Kind: "route_not_found", Status: http.StatusNotFound, Message: fmt.Sprintf("no route %s %s; see GET /docs", r.Method, r.URL.Path)})
 	})

@@ -62,6 +62,14 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	}
 	if port == 0 {
 		port = server.RANDOM_PORT
+	} else {
+		// The server only logs a failed listen and then never gets ready:
+		// find out now, with a clear error, rather than after a timeout.
+		l, err := net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("mesh: embedded server cannot listen on %s: %w", cfg.Listen, err)
+		}
+		_ = l.Close()
 	}
 	opts := &server.Options{
 		ServerName: cfg.Name,

@@ -43,6 +43,9 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 	if err := out.start(nil); err != nil {
 		return
 	}
+	if err := out.retry(1000); err != nil {
+		return
+	}
 	for {
 		ev, err := h.next(r.Context(), f, out)
 		if errors.Is(err, core.ErrSlowConsumer) {

@@ -40,6 +40,15 @@ func (s *sse) start(extra http.Header) error {
 	return s.flush()
 }
 
+// retry tells an EventSource how long to wait before it reconnects (its
+// default is about 3 s).
+func (s *sse) retry(ms int) error {
+	if _, err := s.w.Write([]byte("retry: " + strconv.Itoa(ms) + "\n\n")); err != nil {
+		return err
+	}
+	return s.flush()
+}
+
 // event writes one event; id 0 writes none.
 func (s *sse) event(id uint64, data []byte) error {
 	s.buf = s.buf[:0]

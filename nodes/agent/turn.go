@@ -443,7 +443,7 @@ func (t *turn) notice(text string) {
 	t.notices++
 	id := t.runID() + "-n" + strconv.Itoa(t.notices)
 	t.added = append(t.added, mesh.Message{ID: id, Role: mesh.RoleAssistant, Content: text, Notice: true, TurnID: t.runID(), CreatedAt: time.Now().UTC()})
-	t.ev.Emit(mesh.Event{Type: mesh.EventTextMessageStart, MessageID: id, Role: string(mesh.RoleAssistant)})
+	t.ev.Emit(mesh.Event{Type: mesh.EventTextMessageStart, MessageID: id, Role: string(mesh.RoleAssistant), Metadata: map[string]any{"notice": true}})
 	t.ev.Emit(mesh.Event{Type: mesh.EventTextMessageContent, MessageID: id, Delta: text})
 	t.ev.Emit(mesh.Event{Type: mesh.EventTextMessageEnd, MessageID: id})
 	t.response = text

@@ -1,0 +1,916 @@
+// Agent Mesh web chat.
+//
+// A client of the bridge's own routes: REST for conversations, messages and
+// approvals, and GET /conversations/{id}/events (AG-UI events over SSE) to
+// see a conversation live. Opening a conversation renders its history from
+// GET /conversations/{id}, then follows its event stream from the start:
+// events of messages and tool calls the history already holds are skipped by
+// id, so nothing shows twice, and whatever the history missed (a turn still
+// running, or one that ended in between) comes from the stream. The
+// EventSource reconnects by itself with Last-Event-ID, so a dropped
+// connection resumes after the last event it got.
+//
+// Untrusted text is only ever set with textContent or as text nodes.
+
+import { api, describeError } from './api.js';
+import { applyPatch } from './patch.js';
+
+const $ = (sel) => document.querySelector(sel);
+
+const ui = {
+  app: $('#app'),
+  sidebar: $('#sidebar'),
+  scrim: $('#scrim'),
+  menu: $('#menu-toggle'),
+  sidebarClose: $('#sidebar-close'),
+  brand: $('#brand'),
+  newConv: $('#new-conversation'),
+  convList: $('#conversations'),
+  convEmpty: $('#conversations-empty'),
+  title: $('#conversation-title'),
+  meta: $('#conversation-meta'),
+  connection: $('#connection'),
+  runStatus: $('#run-status'),
+  cancel: $('#cancel'),
+  statePanel: $('#state-panel'),
+  state: $('#state'),
+  stateSummary: $('#state-summary'),
+  error: $('#error'),
+  errorText: $('#error-text'),
+  errorClose: $('#error-close'),
+  chat: $('#chat'),
+  welcome: $('#welcome'),
+  suggestions: $('#suggestions'),
+  messages: $('#messages'),
+  approval: $('#approval'),
+  approvalDesc: $('#approval-description'),
+  approvalArgs: $('#approval-args'),
+  approve: $('#approval .approve'),
+  reject: $('#approval .reject'),
+  composer: $('#composer'),
+  input: $('#message-input'),
+  send: $('#send'),
+  hint: $('#composer-hint'),
+};
+
+// h builds an element. Strings among children become text nodes; the "text"
+// property sets textContent. Nothing is ever parsed as HTML.
+function h(tag, props = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(props)) {
+    if (v == null || v === false) continue;
+    if (k === 'class') e.className = v;
+    else if (k === 'text') e.textContent = v;
+    else if (k === 'dataset') Object.assign(e.dataset, v);
+    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v === true ? '' : String(v));
+  }
+  for (const c of children) if (c != null && c !== false) e.append(c);
+  return e;
+}
+
+// ---------------------------------------------------------------- view state
+
+// view is the open conversation; null when none is open.
+let view = null;
+let openSeq = 0; // invalidates the async work of a conversation closed meanwhile
+
+function newView(id) {
+  return {
+    id,
+    seq: ++openSeq,
+    es: null,
+    lastEventId: '',
+    retryTimer: 0,
+    history: new Set(), // message ids rendered from the REST history
+    historyCalls: new Set(), // tool call ids rendered from the REST history
+    texts: new Map(), // message id → {el, body, chunks}
+    tools: new Map(), // tool call id → card
+    users: new Set(), // ids of user messages shown (= their turn ids)
+    approvals: new Set(), // approval ids seen (a resume run has the approval's id)
+    localUsers: [], // user bubbles sent from this page, waiting for their run
+    approval: null, // the pending approval shown in the box
+    status: 'idle',
+    state: {},
+    sending: false,
+    deciding: false,
+    reconcileTimer: 0,
+  };
+}
+
+const still = (seq) => view && view.seq === seq;
+
+// ---------------------------------------------------------------- errors
+
+function showError(text) {
+  ui.errorText.textContent = text;
+  ui.error.hidden = false;
+}
+
+function clearError() {
+  ui.error.hidden = true;
+  ui.errorText.textContent = '';
+}
+
+// ---------------------------------------------------------------- conversation list
+
+async function loadList() {
+  let data;
+  try {
+    data = await api('GET', '/conversations');
+  } catch (err) {
+    showError(`Could not load the conversations: ${describeError(err)}`);
+    return;
+  }
+  const convs = (data && data.conversations) || [];
+  ui.convList.replaceChildren(...convs.map(convItem));
+  ui.convEmpty.hidden = convs.length > 0;
+  markActive();
+}
+
+function convItem(c) {
+  const status = c.pending_approval ? 'waiting_approval' : c.status;
+  const btn = h('button', {
+    type: 'button',
+    class: 'conv-item',
+    dataset: { id: c.id, status },
+    onclick: () => {
+      closeSidebar();
+      go(c.id);
+    },
+  },
+  h('span', { class: 'conv-title', text: c.title || 'New conversation' }),
+  h('span', { class: 'conv-meta' },
+    h('span', { class: `pill ${status}`, text: statusLabel(status) }),
+    h('span', { text: ago(c.updated_at) })));
+  return h('li', {}, btn);
+}
+
+function markActive() {
+  for (const b of ui.convList.querySelectorAll('.conv-item')) {
+    const active = view && b.dataset.id === view.id;
+    b.classList.toggle('active', !!active);
+    if (active) b.setAttribute('aria-current', 'page');
+    else b.removeAttribute('aria-current');
+  }
+}
+
+let listTimer = 0;
+function refreshListSoon() {
+  clearTimeout(listTimer);
+  listTimer = setTimeout(loadList, 250);
+}
+
+function ago(ts) {
+  const t = Date.parse(ts);
+  if (!t) return '';
+  const s = Math.max(0, (Date.now() - t) / 1000);
+  if (s < 45) return 'just now';
+  if (s < 3600) return `${Math.round(s / 60)} min ago`;
+  if (s < 86400) return `${Math.round(s / 3600)} h ago`;
+  return new Date(t).toLocaleDateString();
+}
+
+function statusLabel(s) {
+  return { running: 'running', waiting_approval: 'waiting approval', completed: 'completed', error: 'error' }[s] || 'idle';
+}
+
+// ---------------------------------------------------------------- opening
+
+function go(id) {
+  if (location.hash.slice(1) === id) open(id);
+  else location.hash = id; // hashchange opens it
+}
+
+async function open(id) {
+  if (view && view.id === id) return;
+  close();
+  clearError();
+  if (!id) {
+    showWelcome(true);
+    ui.title.textContent = 'Agent Mesh';
+    ui.meta.textContent = 'Start a conversation with the agent.';
+    markActive();
+    return;
+  }
+  view = newView(id);
+  const seq = view.seq;
+  markActive();
+  ui.title.textContent = 'Loading…';
+  ui.meta.textContent = '';
+  let conv;
+  try {
+    conv = (await api('GET', `/conversations/${encodeURIComponent(id)}`)).conversation;
+  } catch (err) {
+    if (!still(seq)) return;
+    view = null;
+    showWelcome(true);
+    ui.title.textContent = 'Agent Mesh';
+    showError(err.status === 404 ? 'That conversation does not exist (any more).' : `Could not open the conversation: ${describeError(err)}`);
+    history.replaceState(null, '', location.pathname);
+    return;
+  }
+  if (!still(seq)) return;
+  renderHistory(conv);
+  follow();
+  // No focus on touch screens: it would open the keyboard over the conversation.
+  if (matchMedia('(pointer: fine)').matches) ui.input.focus();
+}
+
+function close() {
+  if (!view) return;
+  if (view.es) view.es.close();
+  clearTimeout(view.retryTimer);
+  clearTimeout(view.reconcileTimer);
+  view = null;
+  ui.messages.replaceChildren();
+  hideApproval();
+  setConnection('');
+  setState({}, true);
+  setStatus('idle');
+}
+
+function showWelcome(show) {
+  ui.welcome.hidden = !show;
+}
+
+// setTitle names the open conversation after its first message.
+function setTitle(text) {
+  ui.title.textContent = text;
+  const item = view && ui.convList.querySelector(`.conv-item[data-id="${CSS.escape(view.id)}"] .conv-title`);
+  if (item) item.textContent = text;
+}
+
+function setHeader(conv) {
+  const first = (conv.messages || []).find((m) => m.role === 'user');
+  ui.title.textContent = first ? first.content : 'New conversation';
+  ui.meta.textContent = `${conv.agent || 'agent'} · ${conv.id.slice(0, 8)}`;
+}
+
+function renderHistory(conv) {
+  setHeader(conv);
+  for (const m of conv.messages || []) {
+    view.history.add(m.id);
+    if (m.role === 'user') {
+      addUser(m.content, m.id);
+    } else if (m.role === 'assistant') {
+      if (m.content) addText(m.id, m.content, { notice: m.notice, source: 'history', name: m.name });
+      for (const c of m.tool_calls || []) {
+        view.historyCalls.add(c.id);
+        if (c.approval_id) view.approvals.add(c.approval_id);
+        const card = addToolCall(c.id, c.name, JSON.stringify(c.arguments || {}), 'history');
+        if (c.approval_id) card.dataset.approvalId = c.approval_id;
+      }
+    } else if (m.role === 'tool') {
+      setToolResult(m.tool_call_id, m.content, m.is_error, m.tool_name);
+    }
+  }
+  setState(conv.state || {}, true);
+  if (conv.pending_approval) showApproval(conv.pending_approval);
+  const status = conv.status === 'running' ? 'running'
+    : conv.status === 'waiting_approval' || conv.pending_approval ? 'waiting_approval' : 'idle';
+  setStatus(status);
+  if (status === 'idle' && conv.last_run && conv.last_run.outcome === 'error') {
+    setStatus('error', conv.last_run.error || conv.last_run.error_code);
+  }
+  updateWelcome();
+  scrollToEnd(true);
+}
+
+function updateWelcome() {
+  showWelcome(!ui.messages.querySelector('li'));
+}
+
+// ---------------------------------------------------------------- following events
+
+function follow() {
+  const v = view;
+  const url = `/conversations/${encodeURIComponent(v.id)}/events${v.lastEventId ? `?after=${encodeURIComponent(v.lastEventId)}` : ''}`;
+  const es = new EventSource(url);
+  v.es = es;
+  es.onopen = () => {
+    if (v === view) setConnection('');
+  };
+  es.onmessage = (e) => {
+    if (v !== view) return;
+    if (e.lastEventId) v.lastEventId = e.lastEventId;
+    let ev;
+    try {
+      ev = JSON.parse(e.data);
+    } catch {
+      return;
+    }
+    try {
+      onEvent(ev);
+    } catch (err) {
+      console.error('event', ev, err);
+    }
+  };
+  es.onerror = () => {
+    if (v !== view) return;
+    if (es.readyState === EventSource.CLOSED) {
+      // Refused (e.g. 503 too many streams): retry by hand after the last event.
+      setConnection('reconnecting…');
+      clearTimeout(v.retryTimer);
+      v.retryTimer = setTimeout(() => {
+        if (v === view) follow();
+      }, 3000);
+    } else {
+      setConnection('reconnecting…');
+    }
+  };
+}
+
+function setConnection(text) {
+  ui.connection.textContent = text;
+  ui.connection.hidden = !text;
+}
+
+function onEvent(ev) {
+  switch (ev.type) {
+    case 'RUN_STARTED': return onRunStarted(ev);
+    case 'RUN_FINISHED': return onRunFinished(ev);
+    case 'RUN_ERROR': return onRunError(ev);
+    case 'STATE_SNAPSHOT': return setState(ev.snapshot || {});
+    case 'STATE_DELTA':
+      try {
+        setState(applyPatch(view.state, ev.delta));
+      } catch (err) {
+        console.warn('STATE_DELTA not applied:', err);
+      }
+      return;
+    case 'STEP_STARTED':
+      if (view.status === 'running') setStatus('running', ev.stepName);
+      return;
+    case 'TEXT_MESSAGE_START':
+      if (view.history.has(ev.messageId)) return;
+      startText(ev.messageId, ev.role, ev.name);
+      return;
+    case 'TEXT_MESSAGE_CONTENT': {
+      const t = view.texts.get(ev.messageId);
+      if (!t || view.history.has(ev.messageId)) return;
+      t.body.append(ev.delta || '');
+      t.chunks++;
+      t.el.dataset.chunks = String(t.chunks);
+      scrollToEnd();
+      return;
+    }
+    case 'TEXT_MESSAGE_END': {
+      const t = view.texts.get(ev.messageId);
+      if (t && !view.history.has(ev.messageId)) t.el.dataset.streaming = 'false';
+      return;
+    }
+    case 'TOOL_CALL_START':
+      if (view.historyCalls.has(ev.toolCallId)) return;
+      addToolCall(ev.toolCallId, ev.toolCallName, '', 'stream');
+      return;
+    case 'TOOL_CALL_ARGS': {
+      const card = view.tools.get(ev.toolCallId);
+      if (!card || view.historyCalls.has(ev.toolCallId)) return;
+      card._args += ev.delta || '';
+      renderArgs(card);
+      return;
+    }
+    case 'TOOL_CALL_END':
+      return;
+    case 'TOOL_CALL_RESULT':
+      if (view.history.has(ev.messageId)) return;
+      setToolResult(ev.toolCallId, ev.content);
+      return;
+    case 'CUSTOM': return onCustom(ev);
+    default:
+  }
+}
+
+function onRunStarted(ev) {
+  setStatus('running');
+  clearError();
+  const run = ev.runId;
+  if (!run || view.users.has(run) || view.approvals.has(run)) return;
+  // A new turn: the user message that started it has the run's id.
+  const local = view.localUsers.shift();
+  if (local) {
+    bindUser(local, run);
+    return;
+  }
+  // Sent by another client: read its text from the conversation. The anchor
+  // keeps its place; should the read fail, the next reconcile fills it.
+  const anchor = h('li', { class: 'anchor', hidden: true, dataset: { run } });
+  ui.messages.append(anchor);
+  const seq = view.seq;
+  api('GET', `/conversations/${encodeURIComponent(view.id)}`).then((data) => {
+    if (still(seq)) fillAnchors(data.conversation);
+  }, () => {});
+}
+
+// fillAnchors puts the user messages of turns started elsewhere in place.
+function fillAnchors(conv) {
+  for (const m of (conv && conv.messages) || []) {
+    if (m.role !== 'user' || view.users.has(m.id)) continue;
+    const anchor = ui.messages.querySelector(`li.anchor[data-run="${CSS.escape(m.id)}"]`);
+    if (anchor) anchor.replaceWith(userItem(m.content, m.id));
+  }
+}
+
+function onRunFinished(ev) {
+  const outcome = ev.outcome && ev.outcome.type;
+  if (outcome === 'interrupt') setStatus('waiting_approval');
+  else if (outcome === 'cancelled') setStatus('idle', 'cancelled');
+  else setStatus('idle');
+  finishOpenTexts();
+  reconcileSoon();
+  refreshListSoon();
+}
+
+function onRunError(ev) {
+  if (ev.code === 'SLOW_CONSUMER') return; // the stream resumes by itself
+  finishOpenTexts();
+  if (ev.code === 'WAITING_APPROVAL') setStatus('waiting_approval');
+  else setStatus('error', ev.message || ev.code);
+  reconcileSoon();
+  refreshListSoon();
+}
+
+function onCustom(ev) {
+  const v = ev.value || {};
+  switch (ev.name) {
+    case 'approval_requested':
+      if (v.uuid) view.approvals.add(v.uuid);
+      showApproval(v);
+      return;
+    case 'approval_decided': {
+      if (view.approval && view.approval.uuid === v.uuid) hideApproval();
+      const card = view.tools.get(v.tool_call_id);
+      if (card && card.dataset.status === 'pending') {
+        const ok = v.status === 'approved' || (v.decision && v.decision.approved);
+        card.dataset.approval = ok ? 'approved' : 'rejected';
+        renderToolStatus(card);
+      }
+      return;
+    }
+    case 'run_retried':
+      // The next attempt sends its messages again under the same ids:
+      // startText and addToolCall start them over.
+      return;
+    default:
+  }
+}
+
+function finishOpenTexts() {
+  for (const t of view.texts.values()) if (t.el.dataset.streaming === 'true') t.el.dataset.streaming = 'false';
+}
+
+// reconcileSoon re-reads the conversation after a run: it marks notices
+// (messages meant for people, which the event stream does not flag) and
+// corrects the text of user messages this page guessed.
+function reconcileSoon() {
+  const seq = view.seq;
+  clearTimeout(view.reconcileTimer);
+  view.reconcileTimer = setTimeout(async () => {
+    if (!still(seq)) return;
+    let conv;
+    try {
+      conv = (await api('GET', `/conversations/${encodeURIComponent(view.id)}`)).conversation;
+    } catch {
+      return;
+    }
+    if (!still(seq)) return;
+    setHeader(conv);
+    fillAnchors(conv);
+    for (const m of conv.messages || []) {
+      if (m.role === 'assistant' && m.notice) {
+        const t = view.texts.get(m.id);
+        if (t) t.el.classList.add('notice');
+      } else if (m.role === 'user') {
+        const el = ui.messages.querySelector(`li.msg.user[data-id="${CSS.escape(m.id)}"] .bubble`);
+        if (el && el.textContent !== m.content) el.textContent = m.content;
+      } else if (m.role === 'tool' && m.is_error) {
+        const card = view.tools.get(m.tool_call_id);
+        if (card) {
+          card.dataset.status = 'failed';
+          renderToolStatus(card);
+        }
+      }
+    }
+    // The approval box and the run status follow the events only: a read
+    // that raced a newer run must not hide what that run asked for.
+  }, 150);
+}
+
+// ---------------------------------------------------------------- rendering messages
+
+function userItem(text, id) {
+  const li = h('li', { class: 'msg user', dataset: id ? { id } : { pending: 'true' } },
+    h('div', { class: 'bubble', text }));
+  if (id) view.users.add(id);
+  return li;
+}
+
+function addUser(text, id) {
+  const li = userItem(text, id);
+  ui.messages.append(li);
+  updateWelcome();
+  scrollToEnd(true);
+  return li;
+}
+
+function bindUser(li, id) {
+  li.dataset.id = id;
+  delete li.dataset.pending;
+  view.users.add(id);
+}
+
+function avatar() {
+  return h('div', { class: 'avatar', 'aria-hidden': 'true' }, h('img', { src: '/web/icon.svg', alt: '', width: 28, height: 28 }));
+}
+
+function addText(id, text, { notice = false, source = 'stream', name = '', role = 'assistant' } = {}) {
+  const body = h('div', { class: 'body' });
+  body.append(text || '');
+  const bubble = h('div', { class: 'bubble' }, name ? h('div', { class: 'author', text: name }) : null, body);
+  const li = h('li', {
+    class: `msg ${role === 'user' ? 'user' : 'assistant'}${notice ? ' notice' : ''}`,
+    dataset: { id, source, streaming: source === 'stream' ? 'true' : 'false', chunks: '0' },
+  }, avatar(), bubble);
+  ui.messages.append(li);
+  const t = { el: li, body, chunks: 0 };
+  view.texts.set(id, t);
+  updateWelcome();
+  scrollToEnd(source === 'history');
+  return t;
+}
+
+function startText(id, role, name) {
+  const t = view.texts.get(id);
+  if (t) {
+    // A retried attempt sends the message again: start it over.
+    t.body.textContent = '';
+    t.chunks = 0;
+    t.el.dataset.streaming = 'true';
+    return;
+  }
+  addText(id, '', { source: 'stream', role: role || 'assistant', name });
+}
+
+function addToolCall(id, name, args, source) {
+  let card = view.tools.get(id);
+  if (card) {
+    // A retried attempt: start the arguments over.
+    card._args = args;
+    renderArgs(card);
+    return card;
+  }
+  const summaryArgs = h('span', { class: 'tool-summary-args' });
+  const status = h('span', { class: 'tool-status' });
+  const argsPre = h('pre', { class: 'tool-args' });
+  const resultPre = h('pre', { class: 'tool-result' });
+  const resultBlock = h('div', { class: 'tool-section result-section', hidden: true },
+    h('div', { class: 'tool-label', text: 'Result' }), resultPre);
+  card = h('li', { class: 'tool-call', dataset: { toolCallId: id, name: name || 'tool', status: 'pending', source } },
+    h('details', {},
+      h('summary', {},
+        h('span', { class: 'tool-icon', 'aria-hidden': 'true' }),
+        h('span', { class: 'tool-name', text: name || 'tool' }),
+        summaryArgs,
+        status),
+      h('div', { class: 'tool-body' },
+        h('div', { class: 'tool-section' }, h('div', { class: 'tool-label', text: 'Arguments' }), argsPre),
+        resultBlock)));
+  card._args = args || '';
+  card._parts = { summaryArgs, status, argsPre, resultPre, resultBlock };
+  view.tools.set(id, card);
+  ui.messages.append(card);
+  renderArgs(card);
+  renderToolStatus(card);
+  updateWelcome();
+  scrollToEnd(source === 'history');
+  return card;
+}
+
+function renderArgs(card) {
+  const { summaryArgs, argsPre } = card._parts;
+  let parsed;
+  try {
+    parsed = card._args ? JSON.parse(card._args) : {};
+  } catch {
+    parsed = undefined;
+  }
+  if (parsed === undefined) {
+    argsPre.textContent = card._args;
+    summaryArgs.textContent = '';
+    return;
+  }
+  argsPre.textContent = JSON.stringify(parsed, null, 2);
+  summaryArgs.textContent = compactArgs(parsed);
+}
+
+function compactArgs(args) {
+  if (!args || typeof args !== 'object') return '';
+  const parts = Object.entries(args).map(([k, v]) => `${k}=${typeof v === 'string' ? JSON.stringify(v) : JSON.stringify(v)}`);
+  const s = parts.join(', ');
+  return s.length > 60 ? `${s.slice(0, 57)}…` : s;
+}
+
+function setToolResult(toolCallId, content, isError, toolName) {
+  let card = view.tools.get(toolCallId);
+  if (!card) card = addToolCall(toolCallId, toolName || 'tool', '', 'history');
+  const text = content || '';
+  const failed = !!isError || /^(error|rejected):/i.test(text.trimStart());
+  card.dataset.status = failed ? 'failed' : 'success';
+  const { resultPre, resultBlock } = card._parts;
+  resultPre.textContent = prettyJSON(text);
+  resultBlock.hidden = false;
+  renderToolStatus(card);
+  scrollToEnd();
+}
+
+function prettyJSON(text) {
+  try {
+    const v = JSON.parse(text);
+    if (v && typeof v === 'object') return JSON.stringify(v, null, 2);
+  } catch {
+    // not JSON: shown as it is
+  }
+  return text;
+}
+
+function renderToolStatus(card) {
+  const s = card.dataset.status;
+  let label = { pending: 'running…', success: 'done', failed: 'failed' }[s] || s;
+  if (s === 'pending' && card.dataset.approval === 'pending') label = 'awaiting approval';
+  if (s === 'pending' && card.dataset.approval === 'approved') label = 'approved · running…';
+  if (s === 'pending' && card.dataset.approval === 'rejected') label = 'rejected';
+  if (s === 'failed' && card.dataset.approval === 'rejected') label = 'rejected';
+  card._parts.status.textContent = label;
+}
+
+function scrollToEnd(force = false) {
+  const c = ui.chat;
+  const near = c.scrollHeight - c.scrollTop - c.clientHeight < 160;
+  if (force || near) requestAnimationFrame(() => { c.scrollTop = c.scrollHeight; });
+}
+
+// ---------------------------------------------------------------- state and status
+
+function setState(state, quiet = false) {
+  if (view) view.state = state;
+  const keys = state && typeof state === 'object' ? Object.keys(state).length : 0;
+  ui.state.textContent = JSON.stringify(state, null, 2);
+  ui.stateSummary.textContent = keys === 1 ? '1 key' : `${keys} keys`;
+  ui.statePanel.hidden = !view;
+  if (!quiet && keys > 0) ui.statePanel.classList.add('has-state');
+  else if (keys === 0) ui.statePanel.classList.remove('has-state');
+}
+
+function setStatus(status, detail) {
+  if (view) view.status = status;
+  const labels = { running: 'running', waiting_approval: 'waiting approval', idle: 'idle', error: 'error' };
+  ui.runStatus.dataset.status = status;
+  ui.runStatus.textContent = labels[status] || status;
+  ui.runStatus.title = detail || '';
+  if (detail && status !== 'idle') ui.runStatus.textContent += ` · ${detail}`;
+  ui.cancel.hidden = !(view && status === 'running');
+  updateComposer();
+  // The list shows the open conversation's status as it changes.
+  const item = view && ui.convList.querySelector(`.conv-item[data-id="${CSS.escape(view.id)}"]`);
+  if (item) {
+    const s = status === 'error' ? 'active' : status === 'idle' ? 'active' : status;
+    const pill = item.querySelector('.pill');
+    item.dataset.status = s;
+    pill.className = `pill ${s}`;
+    pill.textContent = statusLabel(s);
+  }
+}
+
+function updateComposer() {
+  const busy = !!(view && (view.sending || view.status === 'running'));
+  const waiting = !!(view && view.status === 'waiting_approval');
+  ui.send.disabled = busy || waiting;
+  ui.input.setAttribute('aria-busy', busy ? 'true' : 'false');
+  ui.hint.textContent = waiting ? 'Approve or reject the pending action to go on.'
+    : busy ? 'The agent is working…' : 'Enter to send · Shift+Enter for a new line';
+  ui.hint.classList.toggle('default', !waiting && !busy);
+}
+
+// ---------------------------------------------------------------- approval
+
+function showApproval(ap) {
+  if (!view || !ap || !ap.uuid) return;
+  view.approval = ap;
+  ui.approval.dataset.uuid = ap.uuid;
+  ui.approvalDesc.replaceChildren(
+    'The agent wants to run ',
+    h('strong', { text: ap.tool_name || 'a tool' }),
+    ap.server ? ` on ${ap.server}` : '',
+    '.');
+  ui.approvalArgs.textContent = JSON.stringify(ap.tool_args || {}, null, 2);
+  ui.approve.disabled = false;
+  ui.reject.disabled = false;
+  ui.approval.hidden = false;
+  const card = view.tools.get(ap.tool_call_id);
+  if (card && card.dataset.status === 'pending') {
+    card.dataset.approval = 'pending';
+    renderToolStatus(card);
+  }
+  scrollToEnd();
+}
+
+function hideApproval() {
+  if (view) view.approval = null;
+  ui.approval.hidden = true;
+  delete ui.approval.dataset.uuid;
+}
+
+async function decide(approved) {
+  if (!view || !view.approval || view.deciding) return;
+  const ap = view.approval;
+  const seq = view.seq;
+  view.deciding = true;
+  ui.approve.disabled = true;
+  ui.reject.disabled = true;
+  clearError();
+  try {
+    // Answers once the resumed turn ends; the events show its progress.
+    await api('POST', `/approvals/${encodeURIComponent(ap.uuid)}`, { approved, by: 'web' });
+    if (still(seq) && view.approval && view.approval.uuid === ap.uuid) hideApproval();
+  } catch (err) {
+    if (!still(seq)) return;
+    if (err.code === 'approval_decided' || err.status === 404) {
+      if (view.approval && view.approval.uuid === ap.uuid) hideApproval();
+    } else {
+      ui.approve.disabled = false;
+      ui.reject.disabled = false;
+    }
+    showError(describeError(err));
+  } finally {
+    if (still(seq)) view.deciding = false;
+  }
+}
+
+// ---------------------------------------------------------------- sending
+
+async function newConversation() {
+  const conv = (await api('POST', '/conversations')).conversation;
+  // Listed at once; the next refresh of the list confirms it.
+  if (!ui.convList.querySelector(`.conv-item[data-id="${CSS.escape(conv.id)}"]`)) {
+    ui.convList.prepend(convItem({ ...conv, title: '' }));
+    ui.convEmpty.hidden = true;
+  }
+  return conv.id;
+}
+
+async function send(text) {
+  text = text.trim();
+  if (!text) return;
+  clearError();
+  if (!view) {
+    let id;
+    ui.send.disabled = true;
+    try {
+      id = await newConversation();
+    } catch (err) {
+      ui.send.disabled = false;
+      showError(`Could not start a conversation: ${describeError(err)}`);
+      return;
+    }
+    go(id);
+    await waitOpen(id);
+    if (!view || view.id !== id) return;
+    refreshListSoon();
+  }
+  const v = view;
+  // The button is disabled while a turn runs or waits; the bridge has the
+  // last word (409) should this page be behind.
+  if (v.sending) return;
+  const li = addUser(text, null);
+  v.localUsers.push(li);
+  if (v.users.size === 0 && v.localUsers.length === 1) setTitle(text);
+  v.sending = true;
+  ui.input.value = '';
+  autosize();
+  updateComposer();
+  try {
+    await api('POST', `/conversations/${encodeURIComponent(v.id)}/messages`, { message: text });
+  } catch (err) {
+    if (v !== view) return;
+    const i = v.localUsers.indexOf(li);
+    if (i >= 0) {
+      v.localUsers.splice(i, 1);
+      li.remove();
+      updateWelcome();
+      if (!ui.input.value) {
+        ui.input.value = text;
+        autosize();
+      }
+    }
+    if (err.body && err.body.approval) showApproval(err.body.approval);
+    if (err.code === 'waiting_approval') setStatus('waiting_approval');
+    showError(describeError(err));
+  } finally {
+    v.sending = false;
+    if (v === view) {
+      updateComposer();
+      refreshListSoon();
+    }
+  }
+}
+
+// waitOpen resolves once the conversation id is open (its history loaded).
+function waitOpen(id) {
+  return new Promise((resolve) => {
+    const t0 = Date.now();
+    const check = () => {
+      if ((view && view.id === id && view.es) || Date.now() - t0 > 10000) resolve();
+      else setTimeout(check, 20);
+    };
+    check();
+  });
+}
+
+function autosize() {
+  ui.input.style.height = 'auto';
+  ui.input.style.height = `${Math.min(ui.input.scrollHeight, 200)}px`;
+}
+
+// ---------------------------------------------------------------- sidebar (narrow screens)
+
+function openSidebar() {
+  ui.app.classList.add('sidebar-open');
+  ui.scrim.hidden = false;
+  ui.menu.setAttribute('aria-expanded', 'true');
+  ui.newConv.focus();
+}
+
+function closeSidebar() {
+  if (!ui.app.classList.contains('sidebar-open')) return;
+  ui.app.classList.remove('sidebar-open');
+  ui.scrim.hidden = true;
+  ui.menu.setAttribute('aria-expanded', 'false');
+}
+
+// ---------------------------------------------------------------- wiring
+
+ui.composer.addEventListener('submit', (e) => {
+  e.preventDefault();
+  if (!ui.send.disabled) send(ui.input.value);
+});
+ui.input.addEventListener('keydown', (e) => {
+  if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
+    e.preventDefault();
+    if (!ui.send.disabled) send(ui.input.value);
+  }
+});
+ui.input.addEventListener('input', autosize);
+ui.newConv.addEventListener('click', async () => {
+  ui.newConv.disabled = true;
+  clearError();
+  try {
+    const id = await newConversation();
+    closeSidebar();
+    go(id);
+    refreshListSoon();
+  } catch (err) {
+    showError(`Could not start a conversation: ${describeError(err)}`);
+  } finally {
+    ui.newConv.disabled = false;
+  }
+});
+ui.suggestions.addEventListener('click', (e) => {
+  const chip = e.target.closest('.chip');
+  if (!chip) return;
+  ui.input.value = chip.textContent;
+  autosize();
+  ui.input.focus();
+});
+ui.approve.addEventListener('click', () => decide(true));
+ui.reject.addEventListener('click', () => decide(false));
+ui.cancel.addEventListener('click', async () => {
+  if (!view) return;
+  try {
+    await api('POST', `/conversations/${encodeURIComponent(view.id)}/cancel`);
+  } catch (err) {
+    showError(describeError(err));
+  }
+});
+ui.errorClose.addEventListener('click', clearError);
+ui.menu.addEventListener('click', openSidebar);
+ui.sidebarClose.addEventListener('click', closeSidebar);
+ui.scrim.addEventListener('click', closeSidebar);
+ui.brand.addEventListener('click', (e) => {
+  e.preventDefault();
+  closeSidebar();
+  history.pushState(null, '', location.pathname);
+  open('');
+});
+document.addEventListener('keydown', (e) => {
+  if (e.key === 'Escape') closeSidebar();
+});
+window.addEventListener('hashchange', () => open(location.hash.slice(1)));
+
+loadList();
+open(location.hash.slice(1));
+updateComposer();
+// Keep the "… ago" times fresh.
+setInterval(() => {
+  if (!document.hidden) loadList();
+}, 60000);
