@@ -19,9 +19,20 @@ import (
 )
 
 // slowRestarts makes `mesh up` and the toolhost wait before restarting what
-// died, so that a test can act during the outage.
+// died (at least 5 s, past the 2 s a call waits for a toolhost), so that a
+// test can act during the outage.
 func slowRestarts(t *testing.T) string {
-	return defaultConfig(t) + "\nmesh:\n  restart_backoff: 3s\n"
+	return defaultConfig(t) + "\nmesh:\n  restart_backoff: 10s\n"
+}
+
+// waitToolsGone waits until the mesh has noticed that no toolhost serves
+// tools: the outage has begun.
+func (m *meshProc) waitToolsGone() {
+	m.t.Helper()
+	meshtest.Eventually(m.t, 10*time.Second, func() bool {
+		_, body := m.try("GET", "/ready", nil)
+		return str(body, "checks", "toolhosts") == "none running"
+	}, "the mesh still sees a toolhost")
 }
 
 // lastToolResult is the newest tool message of an answer's conversation.
@@ -42,6 +53,7 @@ func TestToolhostKilledGivesClearErrorThenRecovers(t *testing.T) {
 	if err := killPID(m.childPID("toolhost")); err != nil {
 		t.Fatal(err)
 	}
+	m.waitToolsGone()
 	out := m.send(conv, "list all resources")
 	res := lastToolResult(t, out)
 	if res["is_error"] != true || !strings.Contains(str(res, "content"), "unavailable") {
@@ -74,6 +86,7 @@ func TestMCPServerKilledGivesClearErrorThenRecovers(t *testing.T) {
 	if err := killPID(server); err != nil {
 		t.Fatal(err)
 	}
+	m.waitToolsGone()
 	out := m.send(conv, "list all resources")
 	res := lastToolResult(t, out)
 	if res["is_error"] != true || !strings.Contains(str(res, "content"), "resources") {
@@ -217,9 +230,18 @@ func TestAPIKeysNeverLogged(t *testing.T) {
 	m.stop()
 	assertNoSecret(t, secret, m.logs(), m.dataDir)
 
-	// A key of the configured provider.
-	_, out, data := runMeshOnce(t, "name: a\nllm:\n  model: gemini-2.5-flash\n", "GEMINI_API_KEY="+secret)
-	assertNoSecret(t, secret, out, data)
+	// The key of the model in use, through a failing call to its API.
+	down := freeAddr(t) // nothing listens there
+	m = startMesh(t, meshOpts{
+		config: "name: a\nllm:\n  model: gemini-2.5-flash\n  max_retries: -1\n  timeout: 2s\n",
+		env:    []string{"GEMINI_API_KEY=" + secret, "GEMINI_BASE_URL=http://" + down},
+	})
+	out := m.send(m.newConversation(), "hello")
+	if code := str(out, "result", "error_code"); code != "LLM_ERROR" {
+		t.Errorf("error code = %q, want LLM_ERROR (%v)", code, obj(out, "result"))
+	}
+	m.stop()
+	assertNoSecret(t, secret, m.logs(), m.dataDir)
 }
 
 func assertNoSecret(t *testing.T, secret, logs, dataDir string) {

@@ -85,13 +85,14 @@ func runAgent(ctx context.Context, cfg *config.Config, _ []string) error {
 	if err := cfg.CheckKeys(); err != nil {
 		return err
 	}
-	provider, err := llm.FromConfig(cfg, cfg.LLM.Model)
-	if err != nil {
-		return fmt.Errorf("%w: llm.model: %w", errConfig, err)
-	}
 	n, err := startNode(ctx, cfg, mesh.RoleAgent)
 	if err != nil {
 		return err
+	}
+	provider, err := llm.FromConfigWith(cfg, cfg.LLM.Model, llm.Options{Log: n.log.With().Str("component", "llm").Logger()})
+	if err != nil {
+		n.close()
+		return fmt.Errorf("%w: llm.model: %w", errConfig, err)
 	}
 	defer n.close()
 	a, err := agent.New(agent.Config{NC: n.nc, JS: n.js, Resources: n.res, Agent: cfg, Provider: provider, NodeID: n.id, Logger: n.log})

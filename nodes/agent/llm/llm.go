@@ -8,7 +8,8 @@
 //
 // # Providers
 //
-// [New] (or [FromConfig]) returns the provider of a model name:
+// [New] (or [FromConfig], [FromConfigWith] with a logger for retries)
+// returns the provider of a model name:
 //
 //   - offline: the built-in planner, no network (offline.go).
 //   - gemini-… or google:…: the Gemini API, POST

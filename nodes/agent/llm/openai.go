@@ -25,6 +25,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 
 	"github.com/agentmesh/agentmesh/config"
@@ -35,13 +36,18 @@ const (
 	ollamaDefaultBase = "http://localhost:11434/v1"
 )
 
+// reasoningModel matches OpenAI's reasoning models (o1, o3, o4-mini, gpt-5 …),
+// which take max_completion_tokens even behind a gateway.
+var reasoningModel = regexp.MustCompile(`^(o[0-9]|gpt-5)`)
+
 type openAIProvider struct {
 	model     config.Model
 	ep        *endpoint
 	maxTokens int
 	// completionTokens sends max_completion_tokens (OpenAI itself, where
-	// max_tokens is deprecated and refused by reasoning models) instead of
-	// max_tokens (what compatible servers read).
+	// max_tokens is deprecated, and OpenAI's reasoning models wherever they
+	// are served, which refuse max_tokens) instead of max_tokens (what
+	// compatible servers read).
 	completionTokens bool
 }
 
@@ -52,6 +58,9 @@ func newOpenAI(model config.Model, opts Options, defaultBase string) *openAIProv
 	}
 	p := &openAIProvider{model: model, ep: newEndpoint(model.Provider, base, opts), maxTokens: opts.MaxTokens}
 	if u, err := url.Parse(base); err == nil && u.Host == "api.openai.com" {
+		p.completionTokens = true
+	}
+	if reasoningModel.MatchString(model.Name) {
 		p.completionTokens = true
 	}
 	return p

@@ -114,3 +114,31 @@ func TestOpenAIStreamAnsweredWhole(t *testing.T) {
 		t.Errorf("text %v, deltas %q, err %v: want the whole text, passed to OnText once", resp, deltas, err)
 	}
 }
+
+// A reasoning model behind a gateway still gets max_completion_tokens; other
+// models behind a compatible server get max_tokens.
+func TestOpenAITokenFieldByModelBehindGateway(t *testing.T) {
+	for _, tt := range []struct {
+		model      string
+		completion bool
+	}{{"o3-mini", true}, {"gpt-5-mini", true}, {"gpt-4o-mini", false}} {
+		t.Run(tt.model, func(t *testing.T) {
+			var body []byte
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ = io.ReadAll(r.Body)
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write(openAIWire{}.Whole(seen{Model: tt.model}, okReply))
+			}))
+			defer srv.Close()
+			p := newProvider(t, "openai:"+tt.model, testOptions(func(o *Options) { o.BaseURL = srv.URL + "/v1"; o.APIKey = "k" }))
+			if _, err := p.Generate(t.Context(), ask()); err != nil {
+				t.Fatal(err)
+			}
+			var sent map[string]any
+			_ = json.Unmarshal(body, &sent)
+			if got := sent["max_completion_tokens"] != nil; got != tt.completion || (sent["max_tokens"] != nil) == tt.completion {
+				t.Errorf("sent max_completion_tokens %v, max_tokens %v", sent["max_completion_tokens"], sent["max_tokens"])
+			}
+		})
+	}
+}

@@ -96,14 +96,34 @@ func New(model config.Model, opts Options) (Provider, error) {
 }
 
 // FromConfig returns the provider of a model name of cfg, with its key and
-// base URL.
+// base URL. It logs nothing; use [FromConfigWith] to log retries.
 func FromConfig(cfg *config.Config, name string) (Provider, error) {
+	return FromConfigWith(cfg, name, Options{})
+}
+
+// FromConfigWith is [FromConfig] over base options: the configuration sets
+// BaseURL and APIKey, and Timeout, MaxRetries and MaxTokens when llm.timeout,
+// llm.max_retries and llm.max_tokens are set; base gives the rest (Log,
+// HTTPClient, backoff and circuit breaker settings). A process that runs
+// turns passes its logger, so that retries are logged:
+//
+//	p, err := llm.FromConfigWith(cfg, cfg.LLM.Model, llm.Options{Log: log})
+func FromConfigWith(cfg *config.Config, name string, base Options) (Provider, error) {
 	m, err := config.ParseModel(name)
 	if err != nil {
 		return nil, err
 	}
-	return New(m, Options{
-		BaseURL: cfg.BaseURL(m.Provider), APIKey: cfg.Keys.For(m.Provider),
-		Timeout: cfg.LLM.Timeout.Std(), MaxRetries: cfg.LLM.MaxRetries, MaxTokens: cfg.LLM.MaxTokens,
-	})
+	opts := base
+	opts.BaseURL = cfg.BaseURL(m.Provider)
+	opts.APIKey = cfg.Keys.For(m.Provider)
+	if t := cfg.LLM.Timeout.Std(); t != 0 {
+		opts.Timeout = t
+	}
+	if cfg.LLM.MaxRetries != 0 {
+		opts.MaxRetries = cfg.LLM.MaxRetries
+	}
+	if cfg.LLM.MaxTokens != 0 {
+		opts.MaxTokens = cfg.LLM.MaxTokens
+	}
+	return New(m, opts)
 }

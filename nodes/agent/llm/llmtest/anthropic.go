@@ -1,0 +1,565 @@
+package llmtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/agentmesh/agentmesh/nodes/agent/llm"
+)
+
+// The Anthropic Messages API, as its reference describes it: POST
+// /v1/messages with x-api-key and anthropic-version; the system prompt is
+// the top-level system (a string or text blocks); tool calls are tool_use
+// blocks of assistant messages, and their results tool_result blocks at
+// the start of the next user message; tools carry input_schema, an object
+// schema; max_tokens is required. Streams are message_start,
+// content_block_start / _delta / _stop per block, message_delta and
+// message_stop events, with ping in between.
+
+type anthropicWire struct{}
+
+const anthropicPath = "/v1/messages"
+
+// anthropicVersions are the anthropic-version values the API knows.
+var anthropicVersions = map[string]bool{"2023-06-01": true, "2023-01-01": true}
+
+var anthropicIDRE = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
+
+var anthropicFields = fieldSet("model", "messages", "max_tokens", "system", "tools", "tool_choice",
+	"stream", "temperature", "top_p", "top_k", "stop_sequences", "metadata", "thinking", "service_tier",
+	"container", "mcp_servers", "context_management")
+
+func (anthropicWire) route(r *http.Request, c *call) *apiError {
+	if r.Method != http.MethodPost || r.URL.Path != anthropicPath {
+		return &apiError{status: http.StatusNotFound, message: "Not Found"}
+	}
+	return nil
+}
+
+func (anthropicWire) auth(r *http.Request, key string) *apiError {
+	if key != "" {
+		switch got := r.Header.Get("x-api-key"); {
+		case got == "":
+			return &apiError{status: http.StatusUnauthorized, message: "x-api-key header is required"}
+		case got != key:
+			return &apiError{status: http.StatusUnauthorized, message: "invalid x-api-key"}
+		}
+	}
+	switch v := r.Header.Get("anthropic-version"); {
+	case v == "":
+		return &apiError{status: http.StatusBadRequest, message: "anthropic-version: header is required"}
+	case !anthropicVersions[v]:
+		return &apiError{status: http.StatusBadRequest, message: fmt.Sprintf("anthropic-version: invalid version %q", v)}
+	}
+	return nil
+}
+
+func (anthropicWire) unknownModel(model string) *apiError {
+	return &apiError{status: http.StatusNotFound, message: "model: " + model}
+}
+
+type anthropicRequest struct {
+	Model     string             `json:"model"`
+	Messages  []anthropicMessage `json:"messages"`
+	MaxTokens *int               `json:"max_tokens"`
+	System    json.RawMessage    `json:"system"`
+	Tools     []json.RawMessage  `json:"tools"`
+	Stream    bool               `json:"stream"`
+	// Accepted and not used.
+	ToolChoice        json.RawMessage `json:"tool_choice"`
+	Temperature       json.RawMessage `json:"temperature"`
+	TopP              json.RawMessage `json:"top_p"`
+	TopK              json.RawMessage `json:"top_k"`
+	StopSequences     json.RawMessage `json:"stop_sequences"`
+	Metadata          json.RawMessage `json:"metadata"`
+	Thinking          json.RawMessage `json:"thinking"`
+	ServiceTier       json.RawMessage `json:"service_tier"`
+	Container         json.RawMessage `json:"container"`
+	MCPServers        json.RawMessage `json:"mcp_servers"`
+	ContextManagement json.RawMessage `json:"context_management"`
+}
+
+type anthropicMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// Content blocks a request may hold.
+type (
+	anthropicText struct {
+		Type         string          `json:"type"`
+		Text         string          `json:"text"`
+		CacheControl json.RawMessage `json:"cache_control"`
+		Citations    json.RawMessage `json:"citations"`
+	}
+	anthropicToolUse struct {
+		Type         string          `json:"type"`
+		ID           string          `json:"id"`
+		Name         string          `json:"name"`
+		Input        json.RawMessage `json:"input"`
+		CacheControl json.RawMessage `json:"cache_control"`
+	}
+	anthropicToolResult struct {
+		Type         string          `json:"type"`
+		ToolUseID    string          `json:"tool_use_id"`
+		Content      json.RawMessage `json:"content"`
+		IsError      bool            `json:"is_error"`
+		CacheControl json.RawMessage `json:"cache_control"`
+	}
+	anthropicMedia struct {
+		Type         string          `json:"type"`
+		Source       json.RawMessage `json:"source"`
+		Title        json.RawMessage `json:"title"`
+		Context      json.RawMessage `json:"context"`
+		Citations    json.RawMessage `json:"citations"`
+		CacheControl json.RawMessage `json:"cache_control"`
+	}
+	anthropicThinking struct {
+		Type      string `json:"type"`
+		Thinking  string `json:"thinking"`
+		Signature string `json:"signature"`
+		Data      string `json:"data"`
+	}
+	anthropicTool struct {
+		Type         string          `json:"type"`
+		Name         string          `json:"name"`
+		Description  string          `json:"description"`
+		InputSchema  json.RawMessage `json:"input_schema"`
+		CacheControl json.RawMessage `json:"cache_control"`
+	}
+)
+
+func anthropicBad(format string, args ...any) *apiError {
+	return &apiError{status: http.StatusBadRequest, message: fmt.Sprintf(format, args...)}
+}
+
+// anthropicStrict decodes one object refusing unknown fields, in the API's
+// words.
+func anthropicStrict(at string, raw []byte, v any) *apiError {
+	if err := strict(raw, v); err != nil {
+		p := err.(*jsonProblem)
+		switch {
+		case p.unknown != "":
+			return anthropicBad("%s.%s: Extra inputs are not permitted", at, p.unknown)
+		case p.field != "":
+			return anthropicBad("%s.%s: Input should be a valid %s", at, p.field, p.want)
+		}
+		return anthropicBad("%s: %s", at, p.text)
+	}
+	return nil
+}
+
+func (anthropicWire) decode(_ *Server, r *http.Request, body []byte, c *call) *apiError {
+	if mediaType(r.Header.Get("Content-Type")) != "application/json" {
+		return anthropicBad("Content-Type: expected application/json, got %q", r.Header.Get("Content-Type"))
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil {
+		return anthropicBad("There was an error parsing the body of your request: invalid JSON")
+	}
+	for k := range top {
+		if !anthropicFields[k] {
+			return anthropicBad("%s: Extra inputs are not permitted", k)
+		}
+	}
+	var req anthropicRequest
+	if e := anthropicStrict("body", body, &req); e != nil {
+		return e
+	}
+	switch {
+	case req.Model == "":
+		return anthropicBad("model: Field required")
+	case req.MaxTokens == nil:
+		return anthropicBad("max_tokens: Field required")
+	case *req.MaxTokens < 1:
+		return anthropicBad("max_tokens: Input should be greater than or equal to 1")
+	case req.Messages == nil:
+		return anthropicBad("messages: Field required")
+	case len(req.Messages) == 0:
+		return anthropicBad("messages: at least one message is required")
+	}
+	c.model, c.stream, c.req.MaxTokens = req.Model, req.Stream, *req.MaxTokens
+	system, e := anthropicSystem(req.System)
+	if e != nil {
+		return e
+	}
+	c.req.System = system
+	names := map[string]bool{}
+	for i, raw := range req.Tools {
+		tool, e := anthropicDecodeTool(i, raw)
+		if e != nil {
+			return e
+		}
+		if tool == nil {
+			continue
+		}
+		if names[tool.Name] {
+			return anthropicBad("tools: Tool names must be unique.")
+		}
+		names[tool.Name] = true
+		c.req.Tools = append(c.req.Tools, *tool)
+	}
+	return anthropicDecodeMessages(req.Messages, &c.req)
+}
+
+func anthropicSystem(raw json.RawMessage) (string, *apiError) {
+	switch jsonKind(raw) {
+	case "", "null":
+		return "", nil
+	case "string":
+		var s string
+		_ = json.Unmarshal(raw, &s)
+		return s, nil
+	case "array":
+		var blocks []json.RawMessage
+		_ = json.Unmarshal(raw, &blocks)
+		var texts []string
+		for i, b := range blocks {
+			var t anthropicText
+			if e := anthropicStrict(fmt.Sprintf("system.%d", i), b, &t); e != nil {
+				return "", e
+			}
+			if t.Type != "text" {
+				return "", anthropicBad("system.%d.type: Input should be 'text'", i)
+			}
+			texts = append(texts, t.Text)
+		}
+		return strings.Join(texts, "\n"), nil
+	}
+	return "", anthropicBad("system: Input should be a valid string or a list of text blocks")
+}
+
+func anthropicDecodeTool(i int, raw json.RawMessage) (*llm.Tool, *apiError) {
+	var kind struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(raw, &kind)
+	if kind.Type != "" && kind.Type != "custom" {
+		// A server tool (web_search_…, bash_…): not the backend's business.
+		return nil, nil
+	}
+	at := fmt.Sprintf("tools.%d.custom", i)
+	var t anthropicTool
+	if e := anthropicStrict(at, raw, &t); e != nil {
+		return nil, e
+	}
+	if !toolNameRE.MatchString(t.Name) {
+		return nil, anthropicBad("%s.name: String should match pattern '^[a-zA-Z0-9_-]{1,64}$'", at)
+	}
+	if len(t.InputSchema) == 0 {
+		return nil, anthropicBad("%s.input_schema: Field required", at)
+	}
+	var schema map[string]any
+	if json.Unmarshal(t.InputSchema, &schema) != nil || schema == nil {
+		return nil, anthropicBad("%s.input_schema: Input should be a valid dictionary", at)
+	}
+	if schema["type"] != "object" {
+		return nil, anthropicBad("%s.input_schema.type: Input should be 'object'", at)
+	}
+	return &llm.Tool{Name: t.Name, Description: t.Description, Parameters: t.InputSchema}, nil
+}
+
+// anthropicResultText reads a tool_result's content: a string or text
+// (and image) blocks.
+func anthropicResultText(at string, raw json.RawMessage) (string, *apiError) {
+	switch jsonKind(raw) {
+	case "", "null":
+		return "", nil
+	case "string":
+		var s string
+		_ = json.Unmarshal(raw, &s)
+		return s, nil
+	case "array":
+		var blocks []json.RawMessage
+		_ = json.Unmarshal(raw, &blocks)
+		var texts []string
+		for j, b := range blocks {
+			var kind struct {
+				Type string `json:"type"`
+			}
+			_ = json.Unmarshal(b, &kind)
+			switch kind.Type {
+			case "text":
+				var t anthropicText
+				if e := anthropicStrict(fmt.Sprintf("%s.content.%d", at, j), b, &t); e != nil {
+					return "", e
+				}
+				texts = append(texts, t.Text)
+			case "image", "document", "search_result":
+			default:
+				return "", anthropicBad("%s.content.%d: Input tag '%s' found using 'type' does not match any of the expected tags: 'text', 'image', 'document', 'search_result'", at, j, kind.Type)
+			}
+		}
+		return strings.Join(texts, "\n"), nil
+	}
+	return "", anthropicBad("%s.content: Input should be a valid string or list", at)
+}
+
+func anthropicDecodeMessages(msgs []anthropicMessage, req *llm.Request) *apiError {
+	var open map[string]string // tool_use ids of the previous assistant message → name
+	var openOrder []string
+	for i, m := range msgs {
+		at := fmt.Sprintf("messages.%d", i)
+		if m.Role != "user" && m.Role != "assistant" {
+			return anthropicBad("%s.role: Input should be 'user' or 'assistant'", at)
+		}
+		var blocks []json.RawMessage
+		switch jsonKind(m.Content) {
+		case "string":
+			var s string
+			_ = json.Unmarshal(m.Content, &s)
+			if s != "" {
+				b, _ := json.Marshal(map[string]string{"type": "text", "text": s})
+				blocks = []json.RawMessage{b}
+			}
+		case "array":
+			_ = json.Unmarshal(m.Content, &blocks)
+		default:
+			return anthropicBad("%s.content: Input should be a valid string or list", at)
+		}
+		if len(blocks) == 0 && !(m.Role == "assistant" && i == len(msgs)-1) {
+			return anthropicBad("%s: all messages must have non-empty content except for the optional final assistant message", at)
+		}
+		answered := map[string]bool{}
+		var texts []string
+		var calls []llm.ToolCall
+		next := map[string]string{}
+		var nextOrder []string
+		for j, raw := range blocks {
+			bat := fmt.Sprintf("%s.content.%d", at, j)
+			var kind struct {
+				Type string `json:"type"`
+			}
+			_ = json.Unmarshal(raw, &kind)
+			switch kind.Type {
+			case "text":
+				var t anthropicText
+				if e := anthropicStrict(bat+".text", raw, &t); e != nil {
+					return e
+				}
+				if strings.TrimSpace(t.Text) == "" {
+					if t.Text == "" {
+						return anthropicBad("messages: text content blocks must be non-empty")
+					}
+					return anthropicBad("messages: text content blocks must contain non-whitespace text")
+				}
+				texts = append(texts, t.Text)
+			case "tool_use":
+				if m.Role != "assistant" {
+					return anthropicBad("%s: tool_use blocks are only allowed in assistant messages", bat)
+				}
+				var t anthropicToolUse
+				if e := anthropicStrict(bat+".tool_use", raw, &t); e != nil {
+					return e
+				}
+				switch {
+				case !anthropicIDRE.MatchString(t.ID):
+					return anthropicBad("%s.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'", bat)
+				case t.Name == "":
+					return anthropicBad("%s.tool_use.name: Field required", bat)
+				case jsonKind(t.Input) != "object":
+					return anthropicBad("%s.tool_use.input: Input should be a valid dictionary", bat)
+				}
+				next[t.ID] = t.Name
+				nextOrder = append(nextOrder, t.ID)
+				calls = append(calls, llm.ToolCall{ID: t.ID, Name: t.Name, Arguments: objectArgs(t.Input)})
+			case "tool_result":
+				if m.Role != "user" {
+					return anthropicBad("%s: tool_result blocks are only allowed in user messages", bat)
+				}
+				var t anthropicToolResult
+				if e := anthropicStrict(bat+".tool_result", raw, &t); e != nil {
+					return e
+				}
+				if len(texts) > 0 {
+					return anthropicBad("%s: tool_result blocks must come before any other content in the message", at)
+				}
+				name, ok := open[t.ToolUseID]
+				if !ok {
+					if len(open) == 0 && len(answered) == 0 {
+						return anthropicBad("%s: `tool_result` block(s) provided when previous message does not contain any `tool_use` blocks", at)
+					}
+					return anthropicBad("%s: unexpected `tool_use_id` found in `tool_result` blocks: %s. Each `tool_result` block must have a corresponding `tool_use` block in the previous message.", bat, t.ToolUseID)
+				}
+				content, e := anthropicResultText(bat+".tool_result", t.Content)
+				if e != nil {
+					return e
+				}
+				delete(open, t.ToolUseID)
+				answered[t.ToolUseID] = true
+				req.Messages = append(req.Messages, llm.Message{Role: llm.RoleTool, Content: content, ToolCallID: t.ToolUseID, ToolName: name, IsError: t.IsError})
+			case "image", "document":
+				var t anthropicMedia
+				if e := anthropicStrict(bat+"."+kind.Type, raw, &t); e != nil {
+					return e
+				}
+			case "thinking", "redacted_thinking":
+				if m.Role != "assistant" {
+					return anthropicBad("%s: %s blocks are only allowed in assistant messages", bat, kind.Type)
+				}
+				var t anthropicThinking
+				if e := anthropicStrict(bat+"."+kind.Type, raw, &t); e != nil {
+					return e
+				}
+			default:
+				return anthropicBad("%s: Input tag '%s' found using 'type' does not match any of the expected tags: 'text', 'image', 'document', 'tool_use', 'tool_result', 'thinking', 'redacted_thinking'", bat, kind.Type)
+			}
+		}
+		if len(open) > 0 {
+			var ids []string
+			for _, id := range openOrder {
+				if _, ok := open[id]; ok {
+					ids = append(ids, id)
+				}
+			}
+			return anthropicBad("messages.%d: `tool_use` ids were found without `tool_result` blocks immediately after: %s. Each `tool_use` block must have a corresponding `tool_result` block in the next message.", i-1, strings.Join(ids, ", "))
+		}
+		if m.Role == "assistant" {
+			req.Messages = append(req.Messages, llm.Message{Role: llm.RoleAssistant, Content: strings.Join(texts, "\n"), ToolCalls: calls})
+			open, openOrder = next, nextOrder
+			continue
+		}
+		if len(texts) > 0 {
+			req.Messages = append(req.Messages, llm.Message{Role: llm.RoleUser, Content: strings.Join(texts, "\n")})
+		}
+		open, openOrder = nil, nil
+	}
+	if len(open) > 0 {
+		return anthropicBad("messages.%d: `tool_use` ids were found without `tool_result` blocks immediately after: %s. Each `tool_use` block must have a corresponding `tool_result` block in the next message.", len(msgs)-1, strings.Join(openOrder, ", "))
+	}
+	return nil
+}
+
+func anthropicErrorType(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return "invalid_request_error"
+	case http.StatusUnauthorized:
+		return "authentication_error"
+	case http.StatusForbidden:
+		return "permission_error"
+	case http.StatusNotFound:
+		return "not_found_error"
+	case http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case http.StatusGatewayTimeout:
+		return "timeout_error"
+	case 529:
+		return "overloaded_error"
+	}
+	if status >= 500 {
+		return "api_error"
+	}
+	return "invalid_request_error"
+}
+
+func (anthropicWire) errorBody(e *apiError) []byte {
+	kind := e.kind
+	if kind == "" {
+		kind = anthropicErrorType(e.status)
+	}
+	return mustJSON(map[string]any{"type": "error", "error": map[string]any{"type": kind, "message": e.message}, "request_id": randomID("req_011", 21)})
+}
+
+func (anthropicWire) retryHeaders(h http.Header, e *apiError) {
+	h.Set("request-id", randomID("req_011", 21))
+	if e.retryAfter > 0 {
+		h.Set("retry-after", strconv.Itoa(int(math.Ceil(e.retryAfter.Seconds()))))
+	}
+}
+
+func anthropicStop(resp *llm.Response) string {
+	switch {
+	case len(resp.ToolCalls) > 0:
+		return "tool_use"
+	case stoppedAtLimit(resp.StopReason):
+		return "max_tokens"
+	}
+	return "end_turn"
+}
+
+func anthropicUsage(input, output int) map[string]any {
+	return map[string]any{"input_tokens": input, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": output, "service_tier": "standard"}
+}
+
+func anthropicToolID() string { return randomID("toolu_01", 22) }
+
+func (anthropicWire) whole(_ *Server, c *call, resp *llm.Response) []byte {
+	content := []any{}
+	if resp.Text != "" {
+		content = append(content, map[string]any{"type": "text", "text": resp.Text})
+	}
+	for _, tc := range resp.ToolCalls {
+		content = append(content, map[string]any{"type": "tool_use", "id": anthropicToolID(), "name": tc.Name, "input": objectArgs(tc.Arguments)})
+	}
+	return mustJSON(map[string]any{
+		"id": randomID("msg_01", 22), "type": "message", "role": "assistant", "model": c.model, "content": content,
+		"stop_reason": anthropicStop(resp), "stop_sequence": nil, "usage": anthropicUsage(resp.Usage.InputTokens, resp.Usage.OutputTokens),
+	})
+}
+
+type anthropicStream struct {
+	c        *call
+	out      *eventOut
+	started  bool
+	textOpen bool
+	index    int
+}
+
+func (anthropicWire) stream(_ *Server, c *call, out *eventOut) streamer {
+	return &anthropicStream{c: c, out: out}
+}
+
+func (s *anthropicStream) start() {
+	if s.started {
+		return
+	}
+	s.started = true
+	s.out.send("message_start", map[string]any{"type": "message_start", "message": map[string]any{
+		"id": randomID("msg_01", 22), "type": "message", "role": "assistant", "model": s.c.model, "content": []any{},
+		"stop_reason": nil, "stop_sequence": nil, "usage": anthropicUsage(estimateTokens(s.c.req), 1),
+	}})
+}
+
+func (s *anthropicStream) text(delta string) {
+	s.start()
+	if !s.textOpen {
+		s.textOpen = true
+		s.out.send("content_block_start", map[string]any{"type": "content_block_start", "index": s.index, "content_block": map[string]any{"type": "text", "text": ""}})
+		s.out.send("ping", map[string]any{"type": "ping"})
+	}
+	s.out.send("content_block_delta", map[string]any{"type": "content_block_delta", "index": s.index, "delta": map[string]any{"type": "text_delta", "text": delta}})
+}
+
+func (s *anthropicStream) finish(resp *llm.Response) {
+	s.start()
+	if s.textOpen {
+		s.out.send("content_block_stop", map[string]any{"type": "content_block_stop", "index": s.index})
+		s.textOpen = false
+		s.index++
+	}
+	for _, tc := range resp.ToolCalls {
+		s.out.send("content_block_start", map[string]any{"type": "content_block_start", "index": s.index,
+			"content_block": map[string]any{"type": "tool_use", "id": anthropicToolID(), "name": tc.Name, "input": map[string]any{}}})
+		s.out.send("content_block_delta", map[string]any{"type": "content_block_delta", "index": s.index, "delta": map[string]any{"type": "input_json_delta", "partial_json": ""}})
+		for _, p := range pieces(string(objectArgs(tc.Arguments)), 8) {
+			s.out.send("content_block_delta", map[string]any{"type": "content_block_delta", "index": s.index, "delta": map[string]any{"type": "input_json_delta", "partial_json": p}})
+		}
+		s.out.send("content_block_stop", map[string]any{"type": "content_block_stop", "index": s.index})
+		s.index++
+	}
+	s.out.send("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": anthropicStop(resp), "stop_sequence": nil},
+		"usage": anthropicUsage(resp.Usage.InputTokens, resp.Usage.OutputTokens)})
+	s.out.send("message_stop", map[string]any{"type": "message_stop"})
+}
+
+func (s *anthropicStream) fail(e *apiError) {
+	s.out.send("error", map[string]any{"type": "error", "error": map[string]any{"type": anthropicErrorType(e.status), "message": e.message}})
+}

@@ -1,0 +1,269 @@
+package llmtest_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/agentmesh/agentmesh/config"
+	"github.com/agentmesh/agentmesh/nodes/agent/llm"
+	"github.com/agentmesh/agentmesh/nodes/agent/llm/llmtest"
+)
+
+// Scripted faults, as the real providers of package llm see them.
+
+func hello(stream bool) llm.Request {
+	req := llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "hello"}}}
+	if stream {
+		req.OnText = func(string) {}
+	}
+	return req
+}
+
+func llmError(t *testing.T, err error) *llm.Error {
+	t.Helper()
+	var e *llm.Error
+	if !errors.As(err, &e) {
+		t.Fatalf("error %v (%T) is not an *llm.Error", err, err)
+	}
+	return e
+}
+
+func TestFaults(t *testing.T) {
+	tests := []struct {
+		name     string
+		fault    llmtest.Fault
+		opts     func(*llm.Options)
+		wantCode string
+		wantIs   error
+		// wantRequests the provider makes (1 + its retries);
+		// streamRequests when it streams, if different.
+		wantRequests, streamRequests int
+	}{
+		{name: "500 repeated", fault: llmtest.Fault{Status: 500, Times: -1}, wantCode: llm.CodeError, wantRequests: 3},
+		{name: "503 repeated", fault: llmtest.Fault{Status: 503, Times: -1}, wantCode: llm.CodeError, wantRequests: 3},
+		{name: "429 beyond retries", fault: llmtest.Fault{Status: 429, Times: -1}, wantCode: llm.CodeRateLimit, wantRequests: 3},
+		{name: "400 not retried", fault: llmtest.Fault{Status: 400, Message: "bad", Times: -1}, wantCode: llm.CodeError, wantRequests: 1},
+		{name: "reset", fault: llmtest.Fault{Reset: true, Times: -1}, wantCode: llm.CodeError, wantRequests: 3},
+		{name: "malformed", fault: llmtest.Fault{Malformed: true, Times: -1}, wantCode: llm.CodeError, wantIs: llm.ErrMalformedResponse, wantRequests: 1},
+		// A stream cut after some text is not retried: the text reached the
+		// caller.
+		{name: "cut", fault: llmtest.Fault{Cut: true, Times: -1}, wantCode: llm.CodeError, wantIs: llm.ErrStreamInterrupted, wantRequests: 3, streamRequests: 1},
+		{name: "hang", fault: llmtest.Fault{Hang: true, Times: -1}, opts: func(o *llm.Options) { o.Timeout = 300 * time.Millisecond },
+			wantCode: llm.CodeTimeout, wantIs: context.DeadlineExceeded, wantRequests: 1},
+	}
+	for _, tg := range targets()[:3] {
+		for _, stream := range []bool{false, true} {
+			for _, tt := range tests {
+				name := tg.name + "/" + map[bool]string{false: "whole", true: "stream"}[stream] + "/" + tt.name
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					srv := llmtest.Start(t, llmtest.Config{API: tg.api, APIKey: testKey, Backend: llmtest.Replies(llm.Response{Text: "a long enough answer to cut in half", Usage: llm.Usage{InputTokens: 3, OutputTokens: 4}})})
+					p := client(t, srv, tg.model, tt.opts)
+					srv.Fail(tt.fault)
+					_, err := p.Generate(t.Context(), hello(stream))
+					e := llmError(t, err)
+					if e.Code != tt.wantCode || (tt.wantIs != nil && !errors.Is(err, tt.wantIs)) {
+						t.Errorf("error %s %v, want code %s wrapping %v", e.Code, err, tt.wantCode, tt.wantIs)
+					}
+					if strings.Contains(err.Error(), testKey) {
+						t.Errorf("error %q shows the key", err)
+					}
+					want := tt.wantRequests
+					if stream && tt.streamRequests != 0 {
+						want = tt.streamRequests
+					}
+					if n := srv.Count(); n != want {
+						t.Errorf("%d requests, want %d", n, want)
+					}
+					// The server recovers; so does the client.
+					srv.Recover()
+					resp, err := p.Generate(t.Context(), hello(stream))
+					if err != nil || resp.Text != "a long enough answer to cut in half" {
+						t.Errorf("after Recover: %v %v", resp, err)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestRetryAfter: each API's way of saying when to retry reaches the
+// client: a 429 then an answer succeeds, and without retries the error
+// carries the wait.
+func TestRetryAfter(t *testing.T) {
+	for _, tg := range targets()[:3] {
+		t.Run(tg.name, func(t *testing.T) {
+			t.Parallel()
+			srv := llmtest.Start(t, llmtest.Config{API: tg.api, APIKey: testKey, Backend: llmtest.Replies(llm.Response{Text: "ok"})})
+			srv.Fail(llmtest.Fault{Status: 429, RetryAfter: 10 * time.Millisecond})
+			if _, err := client(t, srv, tg.model, nil).Generate(t.Context(), hello(true)); err != nil {
+				t.Fatalf("a 429 then an answer: %v", err)
+			}
+			if n := srv.Count(); n != 2 {
+				t.Errorf("%d requests, want 2", n)
+			}
+			srv.Fail(llmtest.Fault{Status: 429, RetryAfter: 7 * time.Second})
+			_, err := client(t, srv, tg.model, func(o *llm.Options) { o.MaxRetries = -1 }).Generate(t.Context(), hello(false))
+			e := llmError(t, err)
+			if e.Code != llm.CodeRateLimit || e.RetryAfter != 7*time.Second {
+				t.Errorf("error %s, retry after %v, want RATE_LIMIT and 7s", e.Code, e.RetryAfter)
+			}
+		})
+	}
+}
+
+// TestFaultsInOrder: queued faults are served in order, Times counted.
+func TestFaultsInOrder(t *testing.T) {
+	srv := llmtest.Start(t, llmtest.Config{API: llmtest.OpenAI, Backend: llmtest.Replies()})
+	srv.Fail(llmtest.Fault{Status: 500, Times: 2}, llmtest.Fault{Status: 429}, llmtest.Fault{})
+	var got []int
+	for range 5 {
+		status, _, _ := send(t, srv, llmtest.OpenAI, validCase(llmtest.OpenAI))
+		got = append(got, status)
+	}
+	if want := []int{500, 500, 429, 500, 200}; !equalInts(got, want) {
+		t.Errorf("statuses %v, want %v", got, want)
+	}
+	recs := srv.Requests()
+	if recs[2].Fault == nil || recs[2].Fault.Status != 429 || recs[4].Fault != nil {
+		t.Errorf("records do not name the faults served: %+v %+v", recs[2].Fault, recs[4].Fault)
+	}
+	if n := len(srv.Answered()); n != 1 {
+		t.Errorf("%d answered, want 1", n)
+	}
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestBackendErrors: a failing backend becomes the API's error answer,
+// before or during a stream.
+func TestBackendErrors(t *testing.T) {
+	limited := llmtest.Func(func(ctx context.Context, req llm.Request) (*llm.Response, error) {
+		return nil, &llm.Error{Code: llm.CodeRateLimit, Status: 429, Message: "slow down", RetryAfter: 3 * time.Second}
+	})
+	midway := llmtest.Func(func(ctx context.Context, req llm.Request) (*llm.Response, error) {
+		if req.OnText != nil {
+			req.OnText("partial ")
+		}
+		return nil, errors.New("backend broke")
+	})
+	for _, tg := range targets()[:3] {
+		t.Run(tg.name, func(t *testing.T) {
+			srv := llmtest.Start(t, llmtest.Config{API: tg.api, APIKey: testKey, Backend: limited})
+			_, err := client(t, srv, tg.model, func(o *llm.Options) { o.MaxRetries = -1 }).Generate(t.Context(), hello(true))
+			if e := llmError(t, err); e.Code != llm.CodeRateLimit || e.Status != 429 || e.RetryAfter != 3*time.Second {
+				t.Errorf("rate-limited backend: %s %d %v (%v), want RATE_LIMIT 429 3s", e.Code, e.Status, e.RetryAfter, err)
+			}
+
+			srv = llmtest.Start(t, llmtest.Config{API: tg.api, APIKey: testKey, Backend: midway})
+			var got string
+			req := hello(true)
+			req.OnText = func(d string) { got += d }
+			_, err = client(t, srv, tg.model, nil).Generate(t.Context(), req)
+			if e := llmError(t, err); e.Code != llm.CodeError || got != "partial " || !strings.Contains(err.Error(), "backend broke") {
+				t.Errorf("backend failing mid-stream: %v after %q, want LLM_ERROR with its message after the partial text", err, got)
+			}
+			if n := srv.Count(); n != 1 {
+				t.Errorf("%d requests: a stream that sent text must not be retried", n)
+			}
+		})
+	}
+}
+
+// TestCloseEndsHeldRequests: Close returns while a request is held.
+func TestCloseEndsHeldRequests(t *testing.T) {
+	srv, err := llmtest.New(llmtest.Config{API: llmtest.Gemini})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Fail(llmtest.Fault{Hang: true})
+	done := make(chan int)
+	go func() {
+		status, _, _ := sendNoFail(srv, validCase(llmtest.Gemini))
+		done <- status
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for srv.Count() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	closed := make(chan struct{})
+	go func() { srv.Close(); srv.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return while a request was held")
+	}
+	<-done
+}
+
+func sendNoFail(srv *llmtest.Server, c rawCase) (int, http.Header, error) {
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+c.path, strings.NewReader(c.body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode, resp.Header, nil
+}
+
+// TestFromConfigWithLogsRetries: FromConfigWith takes the key, base URL,
+// timeout and retries from the configuration and logs retries to the
+// logger it is given, without the key.
+func TestFromConfigWithLogsRetries(t *testing.T) {
+	srv := llmtest.Start(t, llmtest.Config{API: llmtest.Anthropic, APIKey: testKey, Backend: llmtest.Replies(llm.Response{Text: "ok"})})
+	cfg := &config.Config{Keys: config.Keys{Anthropic: testKey}, BaseURLs: map[string]string{config.ProviderAnthropic: srv.BaseURL()}}
+	cfg.LLM.Model = "claude-sonnet-4-5"
+	cfg.LLM.MaxRetries = 1
+	var logs bytes.Buffer
+	p, err := llm.FromConfigWith(cfg, cfg.LLM.Model, llm.Options{Log: zerolog.New(&logs), RetryBaseDelay: time.Millisecond, BreakerFailures: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Fail(llmtest.Fault{Status: 529})
+	if _, err := p.Generate(t.Context(), hello(true)); err != nil {
+		t.Fatalf("a 529 then an answer: %v", err)
+	}
+	if !strings.Contains(logs.String(), "retrying") || !strings.Contains(logs.String(), "overloaded") {
+		t.Errorf("logs %q do not show the retry", logs.String())
+	}
+	if strings.Contains(logs.String(), testKey) {
+		t.Error("the logs show the key")
+	}
+	// llm.max_retries: 1 is one retry, so two failures fail the call.
+	srv.Fail(llmtest.Fault{Status: 500, Times: 2})
+	if _, err := p.Generate(t.Context(), hello(false)); err == nil {
+		t.Error("two 500s with llm.max_retries 1: no error")
+	}
+	if n := srv.Count(); n != 4 {
+		t.Errorf("%d requests, want 4", n)
+	}
+	// FromConfig still works, logging nothing; llm.base_url wins over the
+	// environment's base URL.
+	cfg.BaseURLs[config.ProviderAnthropic] = "http://127.0.0.1:1"
+	cfg.LLM.BaseURL = srv.BaseURL()
+	p, err = llm.FromConfig(cfg, cfg.LLM.Model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Generate(t.Context(), hello(false)); err != nil {
+		t.Errorf("llm.base_url over ANTHROPIC_BASE_URL: %v", err)
+	}
+}
