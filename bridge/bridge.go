@@ -72,7 +72,7 @@ func New(cfg Config) (*Bridge, error) {
 	log := cfg.Logger.With().Str("role", mesh.RoleBridge).Str("node", cfg.NodeID).Logger()
 	c, err := core.New(core.Config{
 		NC: cfg.NC, JS: cfg.JS, Resources: cfg.Resources, Agent: cfg.Agent.Name, Prompt: cfg.Agent.Prompt,
-		FollowerBuffer: cfg.Agent.HTTP.StreamBuffer, Logger: log,
+		FollowerBuffer: cfg.Agent.HTTP.StreamBuffer, NoToolServers: len(cfg.Agent.MCPServers) == 0, Logger: log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bridge: %w", err)
@@ -152,7 +152,10 @@ func (b *Bridge) middleware(next http.Handler) http.Handler {
 				}
 			}
 			ev := b.log.Info()
-			if sw.status >= 500 {
+			switch {
+			case sw.status == http.StatusServiceUnavailable:
+				ev = b.log.Warn() // not ready yet, or shedding load
+			case sw.status >= 500:
 				ev = b.log.Error()
 			}
 			if sid := r.Header.Get(mesh.HeaderSessionID); sid != "" {

@@ -44,6 +44,9 @@ type Config struct {
 	Agent string
 	// Prompt is the system prompt, the first message of every conversation.
 	Prompt string
+	// NoToolServers says the mesh has no MCP servers: readiness then needs
+	// no toolhost.
+	NoToolServers bool
 	// FollowerBuffer bounds the bytes buffered for one streaming client
 	// before it is cut off as too slow. Zero means 768 KiB.
 	FollowerBuffer int

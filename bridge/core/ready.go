@@ -15,6 +15,8 @@ const (
 	CheckOK      = "ok"
 	CheckFailed  = "failed"
 	CheckMissing = "none running"
+	// CheckNotConfigured: the mesh has no MCP servers, so no toolhost is needed.
+	CheckNotConfigured = "not configured"
 )
 
 // approverService mirrors approver.ServiceName: the bridge does not import
@@ -44,7 +46,11 @@ func (c *Core) Readiness(ctx context.Context) (ready bool, checks map[string]str
 		}
 		return CheckFailed
 	}
-	checks["toolhosts"] = ping(mesh.ToolServiceName)
+	if c.cfg.NoToolServers {
+		checks["toolhosts"] = CheckNotConfigured
+	} else {
+		checks["toolhosts"] = ping(mesh.ToolServiceName)
+	}
 	checks["approvers"] = ping(approverService)
 	cons, err := c.cfg.JS.Consumer(ctx, c.ns.Stream(mesh.StreamWork), "agent_"+c.cfg.Agent)
 	if err != nil {
@@ -56,7 +62,7 @@ func (c *Core) Readiness(ctx context.Context) (ready bool, checks map[string]str
 	}
 	ready = true
 	for _, v := range checks {
-		if v != CheckOK {
+		if v != CheckOK && v != CheckNotConfigured {
 			ready = false
 		}
 	}
