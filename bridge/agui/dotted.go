@@ -68,18 +68,7 @@ func (h *handler) dotted(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tr := newDottedTranslator(rs.runID)
-	emit := func(evs []dottedEvent) error {
-		for _, e := range evs {
-			data, err := json.Marshal(e)
-			if err != nil {
-				return err
-			}
-			if err := out.event(0, data); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
+	emit := func(evs []dottedEvent) error { return writeJSON(out, evs) }
 	if err := emit(tr.begin(nowMillis())); err != nil {
 		rs.cancelRun()
 		return

@@ -109,18 +109,7 @@ func (h *handler) simple(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tr := newSimpleTranslator(rs.runID, begun)
-	emit := func(evs []simpleEvent) error {
-		for _, e := range evs {
-			data, err := json.Marshal(e)
-			if err != nil {
-				return err
-			}
-			if err := out.event(0, data); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
+	emit := func(evs []simpleEvent) error { return writeJSON(out, evs) }
 	if err := emit([]simpleEvent{logEvent("Understanding your query...", nowMillis())}); err != nil {
 		rs.cancelRun()
 		return

@@ -1,6 +1,7 @@
 package agui
 
 import (
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"time"
@@ -65,6 +66,20 @@ func (s *sse) event(id uint64, data []byte) error {
 		return err
 	}
 	return s.flush()
+}
+
+// writeJSON writes each value as one event without an id.
+func writeJSON[T any](s *sse, evs []T) error {
+	for _, e := range evs {
+		data, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		if err := s.event(0, data); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // comment writes an SSE comment, which clients ignore: a keep-alive.
