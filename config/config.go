@@ -46,6 +46,7 @@ const (
 	EnvLogLevel = "MESH_LOG_LEVEL"
 	EnvLogFmt   = "MESH_LOG_FORMAT"
 	EnvProfile  = "MESH_CPU_PROFILE"
+	EnvNodeID   = "MESH_NODE_ID"
 )
 
 // Defaults.
@@ -90,6 +91,7 @@ type Config struct {
 	NATS     NATS     `yaml:"nats"`
 	Sessions Sessions `yaml:"sessions"`
 	Log      Log      `yaml:"log"`
+	Monitor  Monitor  `yaml:"monitor"`
 
 	// Path is the file the configuration was read from.
 	Path string `yaml:"-"`
@@ -97,6 +99,9 @@ type Config struct {
 	HTTPAddr string `yaml:"-"`
 	// Keys are the API keys found in the environment.
 	Keys Keys `yaml:"-"`
+	// NodeID names this process in heartbeats and logs (MESH_NODE_ID; `mesh
+	// up` gives each child a stable one). Empty means <role>-<host>-<pid>.
+	NodeID string `yaml:"-"`
 	// ProfileDir, when set, is where each role writes a CPU profile of its run.
 	ProfileDir string `yaml:"-"`
 	// BaseURLs are provider base URLs given by the environment, by provider.
@@ -231,6 +236,9 @@ type Mesh struct {
 	// ToolWait is how long a tool call waits for a toolhost when none serves
 	// the tool (one is restarting) before it fails. Zero means 2s.
 	ToolWait Duration `yaml:"tool_wait"`
+	// Replicas is how many processes of each role `mesh up` runs. A role
+	// not named runs one.
+	Replicas map[string]int `yaml:"replicas"`
 	// RestartBackoff is the first pause before `mesh up` restarts a role that
 	// died; it doubles while the role keeps dying quickly. Zero means 200ms.
 	RestartBackoff Duration `yaml:"restart_backoff"`
@@ -270,6 +278,31 @@ type Sessions struct {
 	History uint8 `yaml:"history"`
 	// TTL expires conversations untouched for that long. Zero means never.
 	TTL Duration `yaml:"ttl"`
+}
+
+// Monitor configures heartbeats, failure detection and recovery.
+type Monitor struct {
+	// Interval between heartbeats of every node. Zero means 1s.
+	Interval Duration `yaml:"interval"`
+	// Missed heartbeats make a node down. Zero means 2.
+	Missed int `yaml:"missed"`
+	// ProbeEvery, ProbeTimeout, ProbeFailures: liveness probes that catch a
+	// node which beats but no longer works. Zero means 2s, 3s, 2.
+	ProbeEvery    Duration `yaml:"probe_every"`
+	ProbeTimeout  Duration `yaml:"probe_timeout"`
+	ProbeFailures int      `yaml:"probe_failures"`
+	// Strategies by role: restart (default), replace or alert (FR-008).
+	Strategies map[string]string `yaml:"strategies"`
+	// DegradeAfter nodes down within DegradeWindow enter degradation mode;
+	// it ends when fewer than RecoverBelow are down for RecoverAfter. Zero
+	// means 3, 30s, 2, 2m.
+	DegradeAfter  int      `yaml:"degrade_after"`
+	DegradeWindow Duration `yaml:"degrade_window"`
+	RecoverBelow  int      `yaml:"recover_below"`
+	RecoverAfter  Duration `yaml:"recover_after"`
+	// StuckAfter: an agent whose workers are all busy and none made progress
+	// for that long fails its liveness probes. Zero means 5m.
+	StuckAfter Duration `yaml:"stuck_after"`
 }
 
 // Log configures logging.
@@ -392,6 +425,7 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 		c.Log.Format = v
 	}
 	c.ProfileDir = getenv(EnvProfile)
+	c.NodeID = getenv(EnvNodeID)
 	switch v := getenv(EnvHTTPAddr); {
 	case v != "":
 		c.HTTPAddr = v

@@ -66,6 +66,24 @@ func (c *Config) validate() error {
 	if c.HTTP.MaxBodyBytes < 0 {
 		return bad("http.max_body_bytes", "must not be negative")
 	}
+	for role, n := range c.Mesh.Replicas {
+		switch role {
+		case "agent", "toolhost", "approver", "bridge", "group", "monitor":
+		default:
+			return bad("mesh.replicas", fmt.Sprintf("%q is not a role that can have replicas (agent, toolhost, approver, bridge, group, monitor)", role))
+		}
+		if n < 0 || n > 64 {
+			return bad("mesh.replicas."+role, fmt.Sprintf("%d: use 0 to 64", n))
+		}
+	}
+	for role, s := range c.Monitor.Strategies {
+		if s != "restart" && s != "replace" && s != "alert" {
+			return bad("monitor.strategies."+role, fmt.Sprintf("%q is not restart, replace or alert", s))
+		}
+	}
+	if c.NodeID != "" && !nameRE.MatchString(c.NodeID) {
+		return bad(EnvNodeID, fmt.Sprintf("%q is not %s", c.NodeID, nameWant))
+	}
 	seen := map[string]bool{}
 	for i, s := range c.MCPServers {
 		field := fmt.Sprintf("mcp_servers[%d]", i)

@@ -252,3 +252,20 @@ func known(mon *Monitor) int {
 	defer mon.mu.Unlock()
 	return len(mon.nodes)
 }
+
+func TestQuickRestartIsStillReportedDown(t *testing.T) {
+	m := meshtest.New(t)
+	const interval = 100 * time.Millisecond
+	_, rec := startMonitor(t, m, MonitorConfig{Interval: 500 * time.Millisecond})
+	n := startNode(t, m, mesh.RoleAgent, "agent-q", interval, nil)
+	meshtest.Eventually(t, 2*time.Second, func() bool { return rec.count(mesh.CustomNodeDown) == 0 && n.beat.State() == mesh.NodeReady }, "node not ready")
+	time.Sleep(3 * interval) // the monitor has seen it
+	n.crash()
+	// Its supervisor starts it again at once, under the same node id, well
+	// within the monitor's deadline (1.25 s here).
+	time.Sleep(time.Millisecond) // a new start time
+	startNode(t, m, mesh.RoleAgent, "agent-q", interval, nil)
+	meshtest.Eventually(t, 2*time.Second, func() bool {
+		return rec.count(mesh.CustomNodeDown) == 1 && rec.count(mesh.CustomNodeUp) == 1
+	}, "the restart was not reported as a death and a return")
+}

@@ -221,9 +221,24 @@ func (m *Monitor) seen(ctx context.Context, info mesh.NodeInfo) {
 		t = &tracked{}
 		m.nodes[key] = t
 	}
+	// A new incarnation (another pid or start time) of a node that did not
+	// say goodbye: its supervisor restarted it faster than the deadline, but
+	// the previous process died all the same.
+	var died *mesh.NodeInfo
+	if !t.down && t.info.Node != "" && !t.info.StartedAt.Equal(info.StartedAt) && t.info.State != mesh.NodeDraining {
+		prev := t.info
+		died = &prev
+		t.down = true
+	}
 	wasDown := t.down
+	m.mu.Unlock()
+	if died != nil {
+		m.markDown(ctx, *died, "its process died and was restarted", false)
+	}
+	m.mu.Lock()
 	t.info, t.seen, t.down = info, m.cfg.Now(), false
 	if wasDown {
+		t.probeFails = 0
 		m.stats.NodesUp++
 	}
 	m.mu.Unlock()

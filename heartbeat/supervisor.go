@@ -94,6 +94,25 @@ func NewSupervisor(cfg SupervisorConfig) (*Supervisor, error) {
 	return &Supervisor{cfg: cfg, log: cfg.Logger, pids: map[string]int{}}, nil
 }
 
+// Kill kills the child with process id pid, if it is one of this
+// supervisor's; the supervisor then starts it again. It reports whether it
+// did.
+func (s *Supervisor) Kill(pid int, reason string) bool {
+	s.mu.Lock()
+	name := ""
+	for n, p := range s.pids {
+		if p == pid {
+			name = n
+		}
+	}
+	s.mu.Unlock()
+	if name == "" {
+		return false
+	}
+	s.log.Warn().Str("process", name).Int("pid", pid).Str("reason", reason).Msg("killing for a restart")
+	return syscall.Kill(pid, syscall.SIGKILL) == nil
+}
+
 // PIDs returns the process id of every running child, by name.
 func (s *Supervisor) PIDs() map[string]int {
 	s.mu.Lock()

@@ -5,7 +5,9 @@
 //	mesh agent      take turns from the work queue and run them
 //	mesh toolhost   host the MCP servers and serve their tools
 //	mesh approver   take decisions on approvals
-//	mesh bridge     HTTP: REST conversations and approvals
+//	mesh bridge     HTTP: REST, AG-UI streams, A2A, the web chat page
+//	mesh monitor    heartbeats, failure detection and recovery (also inside mesh up)
+//	mesh status     the nodes of the mesh and their state
 //	mesh version    print the version
 //
 // Every role reads config/agent.yaml (or $MESH_CONFIG) and connects to
@@ -41,8 +43,12 @@ commands:
   agent      run the agent role (turns, model, tools)
   toolhost   run the tool host role (MCP servers)
   approver   run the approver role (approval decisions)
-  bridge     run the HTTP bridge (REST, docs)
+  bridge     run the HTTP bridge (REST, AG-UI, web page, docs)
+  monitor    watch heartbeats, find dead and stuck nodes, apply recovery
+  status     print the nodes of the mesh, their roles, state and last heartbeat
   version    print the version
+
+mesh up --replicas agent=2,toolhost=2 runs several processes of a role.
 
 environment: MESH_CONFIG (config/agent.yaml), MESH_DATA_DIR (./data),
 MESH_HTTP_ADDR (127.0.0.1:8080), MESH_NATS_ADDR (127.0.0.1:4222), NATS_URL,
@@ -102,6 +108,8 @@ var commands = map[string]func(context.Context, *config.Config, []string) error{
 	"toolhost": runToolhost,
 	"approver": runApprover,
 	"bridge":   runBridge,
+	"monitor":  runMonitor,
+	"status":   runStatus,
 }
 
 // ownDir is the directory of the mesh binary: commands of MCP servers that

@@ -4,11 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/agentmesh/agentmesh/bridge"
@@ -19,67 +16,6 @@ import (
 	"github.com/agentmesh/agentmesh/nodes/approver"
 	"github.com/agentmesh/agentmesh/nodes/toolhost"
 )
-
-// node is what every role starts with: an id, a logger, a connection and the
-// provisioned streams and buckets.
-type node struct {
-	id  string
-	log zerolog.Logger
-	nc  *nats.Conn
-	js  jetstream.JetStream
-	res *mesh.Resources
-}
-
-func natsURL(cfg *config.Config) string {
-	if cfg.NATS.URL != "" {
-		return cfg.NATS.URL
-	}
-	return "nats://" + cfg.NATS.Listen
-}
-
-func provisionConfig(cfg *config.Config) mesh.ProvisionConfig {
-	return mesh.ProvisionConfig{
-		EventsMaxAge:   cfg.Mesh.EventsMaxAge.Std(),
-		SessionHistory: cfg.Sessions.History,
-		SessionTTL:     cfg.Sessions.TTL.Std(),
-	}
-}
-
-func startNode(ctx context.Context, cfg *config.Config, role string) (*node, error) {
-	id := newNodeID(role)
-	log := newLogger(cfg).With().Str("role", role).Str("node", id).Logger()
-	ns, err := mesh.NewNamespace(cfg.Mesh.Prefix)
-	if err != nil {
-		return nil, err
-	}
-	nc, err := mesh.Connect(natsURL(cfg), "mesh-"+id, log)
-	if err != nil {
-		return nil, err
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("jetstream: %w", err)
-	}
-	res, err := mesh.ProvisionRetry(ctx, js, ns, provisionConfig(cfg), func(err error) {
-		log.Warn().Err(err).Str("url", natsURL(cfg)).Msg("waiting for NATS")
-	})
-	if err != nil {
-		nc.Close()
-		return nil, err
-	}
-	return &node{id: id, log: log, nc: nc, js: js, res: res}, nil
-}
-
-// close drains the connection so the last acks and publishes go out.
-func (n *node) close() {
-	if err := n.nc.Drain(); err != nil {
-		n.nc.Close()
-	}
-	for i := 0; i < 100 && !n.nc.IsClosed(); i++ {
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 func runAgent(ctx context.Context, cfg *config.Config, _ []string) error {
 	if err := cfg.CheckKeys(); err != nil {
@@ -166,23 +102,4 @@ func newLogger(cfg *config.Config) zerolog.Logger {
 		l = zerolog.New(os.Stderr)
 	}
 	return l.Level(level).With().Timestamp().Logger()
-}
-
-// newNodeID names a process: <host>-<pid>, unique enough on one mesh and
-// readable in `nats kv ls mesh_nodes`.
-func newNodeID(role string) string {
-	host, _ := os.Hostname()
-	host = strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' {
-			return r
-		}
-		return '-'
-	}, host)
-	if len(host) > 24 {
-		host = host[:24]
-	}
-	if host == "" {
-		host = "node"
-	}
-	return fmt.Sprintf("%s-%s-%d", role, host, os.Getpid())
 }

@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/rs/zerolog"
 
@@ -16,9 +20,14 @@ import (
 // upRoles are the roles `mesh up` supervises, in start order.
 var upRoles = []string{mesh.RoleToolhost, mesh.RoleApprover, mesh.RoleAgent, mesh.RoleBridge}
 
-// runUp starts the embedded server (unless NATS_URL names one) and supervises
-// one process of every role.
-func runUp(ctx context.Context, cfg *config.Config, _ []string) error {
+// runUp starts the embedded server (unless NATS_URL names one), supervises
+// the processes of every role (one each, or mesh.replicas / --replicas), and
+// runs the monitor, which restarts what it finds dead or stuck.
+func runUp(ctx context.Context, cfg *config.Config, args []string) error {
+	replicas, err := parseReplicas(cfg.Mesh.Replicas, args)
+	if err != nil {
+		return err
+	}
 	if err := cfg.CheckKeys(); err != nil {
 		return err
 	}
@@ -38,23 +47,118 @@ func runUp(ctx context.Context, cfg *config.Config, _ []string) error {
 		defer srv.Shutdown()
 		url = srv.ClientURL()
 	}
-	// Provision once here so the roles find everything in place.
-	n, err := startNode(ctx, withURL(cfg, url), "up")
+	// The monitor lives in this process: it provisions the mesh before the
+	// roles start, and can kill a stuck child by its pid.
+	monCfg := withURL(cfg, url)
+	monCfg.NodeID = hostToken() + "-monitor"
+	n, err := startNode(ctx, monCfg, mesh.RoleMonitor)
 	if err != nil {
 		return err
 	}
-	n.close()
+	defer n.close()
 
+	sup, err := heartbeat.NewSupervisor(heartbeat.SupervisorConfig{
+		Processes: upProcesses(url, replicas), MinBackoff: cfg.Mesh.RestartBackoff.Std(), Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	host, _ := os.Hostname()
+	mon, err := heartbeat.NewMonitor(monitorConfig(cfg, n, func(info mesh.NodeInfo, reason string) {
+		if info.Host == host {
+			sup.Kill(info.PID, reason)
+		}
+	}))
+	if err != nil {
+		return fmt.Errorf("%w: monitor: %w", errConfig, err)
+	}
+	log.Info().Str("nats", url).Str("http", cfg.HTTPAddr).Str("data_dir", cfg.DataDir).Interface("replicas", replicas).Msg("mesh up")
+	monDone := make(chan error, 1)
+	go func() { monDone <- mon.Run(ctx) }()
+	err = sup.Run(ctx)
+	<-monDone
+	return err
+}
+
+// upProcesses are the children of `mesh up`: replicas of every role, each
+// with a stable node id (<host>-<role>-<n>), so that a restarted process
+// comes back as the same node.
+func upProcesses(url string, replicas map[string]int) []heartbeat.Process {
 	var procs []heartbeat.Process
 	for _, role := range upRoles {
-		procs = append(procs, heartbeat.Process{Name: role, Args: []string{role}, Env: []string{config.EnvNATSURL + "=" + url}})
+		for i := 1; i <= replicas[role]; i++ {
+			name := role
+			if replicas[role] > 1 {
+				name = fmt.Sprintf("%s-%d", role, i)
+			}
+			procs = append(procs, heartbeat.Process{Name: name, Args: []string{role}, Env: []string{
+				config.EnvNATSURL + "=" + url,
+				config.EnvNodeID + "=" + fmt.Sprintf("%s-%s-%d", hostToken(), role, i),
+			}})
+		}
 	}
-	sup, err := heartbeat.NewSupervisor(heartbeat.SupervisorConfig{Processes: procs, MinBackoff: cfg.Mesh.RestartBackoff.Std(), Logger: log})
+	return procs
+}
+
+// parseReplicas merges mesh.replicas with a --replicas agent=2,toolhost=2
+// flag; every role runs at least one process unless set to 0.
+func parseReplicas(fromConfig map[string]int, args []string) (map[string]int, error) {
+	out := map[string]int{}
+	for _, role := range upRoles {
+		out[role] = 1
+	}
+	for role, n := range fromConfig {
+		out[role] = n
+	}
+	fs := flag.NewFlagSet("up", flag.ContinueOnError)
+	spec := fs.String("replicas", "", "processes per role, e.g. agent=2,toolhost=2")
+	if err := fs.Parse(args); err != nil {
+		return nil, fmt.Errorf("%w: %w", errConfig, err)
+	}
+	if *spec == "" {
+		return out, nil
+	}
+	for _, item := range strings.Split(*spec, ",") {
+		role, count, ok := strings.Cut(strings.TrimSpace(item), "=")
+		n, err := strconv.Atoi(count)
+		if !ok || err != nil || n < 0 || n > 64 || !slices.Contains(upRoles, role) {
+			return nil, fmt.Errorf("%w: --replicas %q: use role=count with roles %s and counts 0-64", errConfig, item, strings.Join(upRoles, ", "))
+		}
+		out[role] = n
+	}
+	return out, nil
+}
+
+// monitorConfig builds the monitor's configuration from cfg.
+func monitorConfig(cfg *config.Config, n *node, restart func(mesh.NodeInfo, string)) heartbeat.MonitorConfig {
+	strategies := map[string]heartbeat.Strategy{}
+	for role, s := range cfg.Monitor.Strategies {
+		strategies[role] = heartbeat.Strategy(s)
+	}
+	return heartbeat.MonitorConfig{
+		NC: n.nc, JS: n.js, NS: n.res.NS, Nodes: n.res.Nodes,
+		Interval: cfg.Monitor.Interval.Std(), Missed: cfg.Monitor.Missed,
+		ProbeEvery: cfg.Monitor.ProbeEvery.Std(), ProbeTimeout: cfg.Monitor.ProbeTimeout.Std(), ProbeFailures: cfg.Monitor.ProbeFailures,
+		Strategies: strategies, Restart: restart,
+		DegradeAfter: cfg.Monitor.DegradeAfter, DegradeWindow: cfg.Monitor.DegradeWindow.Std(),
+		RecoverBelow: cfg.Monitor.RecoverBelow, RecoverAfter: cfg.Monitor.RecoverAfter.Std(),
+		Logger: n.log,
+	}
+}
+
+// runMonitor runs the monitor alone. Without a supervisor at hand it asks a
+// stuck node to exit, and relies on whatever runs the node to start it again.
+func runMonitor(ctx context.Context, cfg *config.Config, _ []string) error {
+	n, err := startNode(ctx, cfg, mesh.RoleMonitor)
 	if err != nil {
 		return err
 	}
-	log.Info().Str("nats", url).Str("http", cfg.HTTPAddr).Str("data_dir", cfg.DataDir).Msg("mesh up")
-	return sup.Run(ctx)
+	defer n.close()
+	mon, err := heartbeat.NewMonitor(monitorConfig(cfg, n, nil))
+	if err != nil {
+		return fmt.Errorf("%w: monitor: %w", errConfig, err)
+	}
+	return mon.Run(ctx)
 }
 
 func withURL(cfg *config.Config, url string) *config.Config {

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/agentmesh/agentmesh/config"
+	"github.com/agentmesh/agentmesh/heartbeat"
+	"github.com/agentmesh/agentmesh/mesh"
+)
+
+// node is what every role starts with: an id, a logger, a connection, the
+// provisioned streams and buckets, and a heartbeat.
+type node struct {
+	id   string
+	role string
+	log  zerolog.Logger
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	res  *mesh.Resources
+	beat *heartbeat.Beat
+
+	stopBeat context.CancelFunc
+	beatDone chan struct{}
+
+	mu     sync.Mutex
+	health func(context.Context) error
+}
+
+func natsURL(cfg *config.Config) string {
+	if cfg.NATS.URL != "" {
+		return cfg.NATS.URL
+	}
+	return "nats://" + cfg.NATS.Listen
+}
+
+func provisionConfig(cfg *config.Config) mesh.ProvisionConfig {
+	return mesh.ProvisionConfig{
+		EventsMaxAge:   cfg.Mesh.EventsMaxAge.Std(),
+		SessionHistory: cfg.Sessions.History,
+		SessionTTL:     cfg.Sessions.TTL.Std(),
+	}
+}
+
+// startNode connects, provisions and starts the heartbeat of a role. The
+// heartbeat reports "starting" until the role's health check first passes.
+func startNode(ctx context.Context, cfg *config.Config, role string) (*node, error) {
+	id := cfg.NodeID
+	if id == "" {
+		id = newNodeID(role)
+	}
+	log := newLogger(cfg).With().Str("role", role).Str("node", id).Logger()
+	ns, err := mesh.NewNamespace(cfg.Mesh.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := mesh.Connect(natsURL(cfg), "mesh-"+id, log)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	res, err := mesh.ProvisionRetry(ctx, js, ns, provisionConfig(cfg), func(err error) {
+		log.Warn().Err(err).Str("url", natsURL(cfg)).Msg("waiting for NATS")
+	})
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	n := &node{id: id, role: role, log: log, nc: nc, js: js, res: res}
+	beat, err := heartbeat.NewBeat(heartbeat.BeatConfig{
+		NC: nc, JS: js, NS: ns, Nodes: res.Nodes, Role: role, NodeID: id, Version: version,
+		Interval: cfg.Monitor.Interval.Std(), Health: n.check, Logger: log,
+		OnRestart: func(reason string) {
+			// A monitor found this process a zombie: exit, so that its
+			// supervisor starts a fresh one; its work is redelivered.
+			log.Error().Str("reason", reason).Msg("exiting for a restart")
+			os.Exit(1)
+		},
+	})
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	n.beat = beat
+	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	n.stopBeat, n.beatDone = cancel, make(chan struct{})
+	go func() {
+		defer close(n.beatDone)
+		_ = beat.Run(bctx)
+	}()
+	go n.markReady(bctx)
+	return n, nil
+}
+
+// check is the node's liveness: connected, and the role's own check.
+func (n *node) check(ctx context.Context) error {
+	if !n.nc.IsConnected() {
+		return fmt.Errorf("not connected to NATS")
+	}
+	n.mu.Lock()
+	h := n.health
+	n.mu.Unlock()
+	if h != nil {
+		return h(ctx)
+	}
+	return nil
+}
+
+// setHealth gives the node its role's liveness check.
+func (n *node) setHealth(h func(context.Context) error) {
+	n.mu.Lock()
+	n.health = h
+	n.mu.Unlock()
+}
+
+// markReady reports "ready" once the node's check passes.
+func (n *node) markReady(ctx context.Context) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		err := n.check(cctx)
+		cancel()
+		if err == nil {
+			n.beat.SetState(mesh.NodeReady, "")
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// close says goodbye (a last "draining" beat, the key removed) and drains the
+// connection so the last acks and publishes go out.
+func (n *node) close() {
+	n.stopBeat()
+	<-n.beatDone
+	if err := n.nc.Drain(); err != nil {
+		n.nc.Close()
+	}
+	for i := 0; i < 100 && !n.nc.IsClosed(); i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// newNodeID names a process: <role>-<host>-<pid>, unique enough on one mesh
+// and readable in `nats kv ls mesh_nodes`.
+func newNodeID(role string) string {
+	return fmt.Sprintf("%s-%s-%d", role, hostToken(), os.Getpid())
+}
+
+// hostToken is the host name as a subject token.
+func hostToken() string {
+	host, _ := os.Hostname()
+	host = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' {
+			return r
+		}
+		return '-'
+	}, host)
+	if len(host) > 24 {
+		host = host[:24]
+	}
+	if host == "" {
+		host = "node"
+	}
+	return host
+}

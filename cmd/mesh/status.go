@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentmesh/agentmesh/config"
+	"github.com/agentmesh/agentmesh/mesh"
+)
+
+// runStatus prints the nodes of the mesh: role, node id, state, last
+// heartbeat, pid and host, and the degradation mode when it is on.
+func runStatus(ctx context.Context, cfg *config.Config, _ []string) error {
+	ns, err := mesh.NewNamespace(cfg.Mesh.Prefix)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg)
+	nc, err := mesh.Connect(natsURL(cfg), "mesh-status", log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, ns.Bucket(mesh.BucketNodes))
+	if err != nil {
+		return fmt.Errorf("no mesh at %s (%w)", natsURL(cfg), err)
+	}
+	nodes := mesh.NewNodes(kv)
+	list, err := nodes.List(ctx)
+	if err != nil {
+		return err
+	}
+	sort.Slice(list, func(i, j int) bool {
+		if list[i].Role != list[j].Role {
+			return list[i].Role < list[j].Role
+		}
+		return list[i].Node < list[j].Node
+	})
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ROLE\tNODE\tSTATE\tLAST HEARTBEAT\tPID\tHOST\tDETAIL")
+	now := time.Now()
+	for _, n := range list {
+		last := "-"
+		if !n.BeatAt.IsZero() {
+			last = now.Sub(n.BeatAt).Round(100*time.Millisecond).String() + " ago"
+		}
+		detail := n.Detail
+		for name, state := range n.Breakers {
+			if state != "closed" {
+				detail += fmt.Sprintf(" breaker %s %s", name, state)
+			}
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", n.Role, n.Node, n.State, last, n.PID, n.Host, detail)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if d, err := nodes.Degraded(ctx); err == nil && d != nil {
+		fmt.Printf("\nDEGRADED since %s: %s\n", d.Since.Format(time.RFC3339), d.Reason)
+	}
+	if len(list) == 0 {
+		fmt.Println("no nodes: is the mesh running?")
+	}
+	return nil
+}
