@@ -126,6 +126,8 @@ func (b *Bridge) Run(ctx context.Context) error {
 		return fmt.Errorf("bridge: serve: %w", err)
 	case <-ctx.Done():
 	}
+	// Readiness fails first, so balancers stop sending before the server stops.
+	b.core.SetDraining()
 	shutCtx, cancel := context.WithTimeout(context.Background(), b.cfg.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(shutCtx); err != nil {

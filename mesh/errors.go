@@ -23,6 +23,9 @@ type Error struct {
 	Status int
 	// Message is for people.
 	Message string
+	// RetryAfter, when not zero, is how many seconds a client should wait
+	// before trying again (HTTP Retry-After).
+	RetryAfter int
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -35,7 +38,7 @@ func (e *Error) Is(target error) bool {
 
 // With returns an error of the same kind and status with a specific message.
 func (e *Error) With(message string) *Error {
-	return &Error{Kind: e.Kind, Status: e.Status, Message: message}
+	return &Error{Kind: e.Kind, Status: e.Status, Message: message, RetryAfter: e.RetryAfter}
 }
 
 // Sentinels. Compare with errors.Is; the messages are defaults that
@@ -52,6 +55,9 @@ var (
 	ErrCallInterrupted  = &Error{Kind: "call_interrupted", Status: http.StatusConflict, Message: "mesh: an earlier attempt of this call was interrupted"}
 	ErrUnavailable      = &Error{Kind: "unavailable", Status: http.StatusServiceUnavailable, Message: "mesh: service unavailable"}
 	ErrInternal         = &Error{Kind: "internal", Status: http.StatusInternalServerError, Message: "mesh: internal error"}
+	// ErrDegraded refuses new conversations while the mesh is in
+	// degradation mode (FR-010a); existing ones go on.
+	ErrDegraded = &Error{Kind: "degraded", Status: http.StatusServiceUnavailable, Message: "mesh: degraded: new conversations are paused while failed nodes recover", RetryAfter: 30}
 )
 
 // Headers of a micro service error reply. The first two are the standard
@@ -104,6 +110,15 @@ func HTTPStatus(err error) int {
 		return e.Status
 	}
 	return http.StatusInternalServerError
+}
+
+// RetryAfter is the Retry-After of err in seconds, or 0.
+func RetryAfter(err error) int {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.RetryAfter
+	}
+	return 0
 }
 
 // ErrorKind is the kind of err, "internal" when it has none.

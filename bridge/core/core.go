@@ -26,6 +26,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -68,6 +69,11 @@ type Core struct {
 
 	hub *hub
 
+	degraded     atomic.Pointer[mesh.Degradation]
+	draining     atomic.Bool
+	sessionCount atomic.Pointer[counted]
+	stopWatch    context.CancelFunc
+
 	mu      sync.Mutex
 	waiters map[string]*Run // by run id
 	subs    []*nats.Subscription
@@ -101,6 +107,11 @@ func (c *Core) Start(ctx context.Context) error {
 	if err := c.hub.start(ctx); err != nil {
 		return err
 	}
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c.stopWatch = cancel
+	if err := c.watchDegradation(wctx); err != nil {
+		return fmt.Errorf("core: watch degradation: %w", err)
+	}
 	for _, typ := range []mesh.EventType{mesh.EventRunFinished, mesh.EventRunError} {
 		subj, err := c.ns.EventsOfType(typ)
 		if err != nil {
@@ -119,6 +130,9 @@ func (c *Core) Start(ctx context.Context) error {
 // Stop unsubscribes and ends every follower. It is idempotent.
 func (c *Core) Stop() {
 	c.hub.stop()
+	if c.stopWatch != nil {
+		c.stopWatch()
+	}
 	c.mu.Lock()
 	subs := c.subs
 	c.subs = nil
@@ -175,6 +189,9 @@ func (c *Core) NewConversation(ctx context.Context, caller Caller) (*mesh.Conver
 func (c *Core) CreateConversation(ctx context.Context, id string, caller Caller) (*mesh.Conversation, error) {
 	if err := mesh.CheckToken(id); err != nil {
 		return nil, mesh.ErrBadRequest.With(fmt.Sprintf("conversation id %q: use letters, digits, '-' and '_'", id))
+	}
+	if d := c.Degradation(); d != nil {
+		return nil, mesh.ErrDegraded.With(fmt.Sprintf("the mesh is degraded since %s (%s): new conversations are paused, existing ones go on", d.Since.Format(time.RFC3339), d.Reason))
 	}
 	sid := caller.SessionID
 	if !mesh.ValidTraceID(sid) {

@@ -60,6 +60,12 @@ func (c *Core) Readiness(ctx context.Context) (ready bool, checks map[string]str
 	} else if info.NumWaiting == 0 {
 		checks["agents"] = CheckMissing
 	}
+	if c.draining.Load() {
+		checks["bridge"] = "draining"
+	}
+	if c.Degradation() != nil {
+		checks["mesh"] = "degraded"
+	}
 	ready = true
 	for _, v := range checks {
 		if v != CheckOK && v != CheckNotConfigured {

@@ -1,6 +1,6 @@
 // Package rest is the bridge's REST surface, the routes of seed 002 §6.4.1:
 //
-//	GET  /health                      liveness of the bridge and its NATS connection
+//	GET  /health                      the mesh's health (FR-052): healthy, degraded or unhealthy
 //	GET  /ready                       200 when a turn can run (NATS, buckets, toolhost, approver, agent), else 503
 //	GET  /tools                       the tool catalog, with destructiveHint
 //	POST /conversations               create, optionally with a first message
@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -73,12 +74,7 @@ func Register(mux *http.ServeMux, cfg Config) {
 }
 
 func (a *api) health(w http.ResponseWriter, r *http.Request) {
-	WriteJSON(w, http.StatusOK, map[string]any{
-		"status":         "ok",
-		"version":        a.cfg.Version,
-		"uptime_seconds": int(time.Since(a.started).Seconds()),
-		"timestamp":      time.Now().UTC(),
-	})
+	WriteJSON(w, http.StatusOK, a.core.Health(r.Context(), a.cfg.Version, time.Since(a.started)))
 }
 
 func (a *api) ready(w http.ResponseWriter, r *http.Request) {
@@ -326,7 +322,10 @@ func WriteError(w http.ResponseWriter, err error) {
 		body["approval"] = pending.Approval
 	}
 	status := mesh.HTTPStatus(err)
-	if status >= 500 && !errors.Is(err, mesh.ErrUnavailable) {
+	if ra := mesh.RetryAfter(err); ra > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(ra))
+	}
+	if status >= 500 && !errors.Is(err, mesh.ErrUnavailable) && !errors.Is(err, mesh.ErrDegraded) {
 		body["error"] = "internal error: " + err.Error()
 	}
 	WriteJSON(w, status, body)

@@ -56,9 +56,11 @@ func messagesOf(conv map[string]any, role string) []map[string]any {
 
 func TestTS001StartupHealthAndTools(t *testing.T) {
 	m := startMesh(t, meshOpts{})
+	// Seed 002 answered {"status": "ok"}; seed 003's FR-052, which the
+	// robustness issue adopts, says healthy.
 	health := m.do(http.StatusOK, "GET", "/health", nil)
-	if str(health, "status") != "ok" {
-		t.Errorf("health = %v, want status ok", health)
+	if str(health, "status") != "healthy" || obj(health, "nodes")["agent"] != 1.0 || health["failed_nodes"] != 0.0 {
+		t.Errorf("health = %v, want healthy with one agent and no failed node", health)
 	}
 	tools := m.do(http.StatusOK, "GET", "/tools", nil)
 	want := map[string]bool{"resources_list": false, "resources_add": true, "resources_remove": true}

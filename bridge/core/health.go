@@ -1,0 +1,140 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentmesh/agentmesh/mesh"
+)
+
+// Health statuses of FR-052.
+const (
+	Healthy   = "healthy"
+	Degraded  = "degraded"
+	Unhealthy = "unhealthy"
+)
+
+// Health is the mesh's health as /health reports it (FR-052).
+type Health struct {
+	Status         string `json:"status"`
+	UptimeSeconds  int    `json:"uptime_seconds"`
+	ActiveSessions int    `json:"active_sessions"`
+	// FailedNodes are the nodes a monitor marked down in the last minutes
+	// (seed 003's failed_agents, for every role).
+	FailedNodes int               `json:"failed_nodes"`
+	Failed      []mesh.NodeInfo   `json:"failed,omitempty"`
+	Nodes       map[string]int    `json:"nodes"`
+	Breakers    map[string]string `json:"breakers,omitempty"`
+	// Degradation is set while the mesh is in degradation mode.
+	Degradation *mesh.Degradation `json:"degradation,omitempty"`
+	Version     string            `json:"version"`
+	Timestamp   time.Time         `json:"timestamp"`
+}
+
+// failedWithin is how recent a down record must be to count as failed.
+const failedWithin = 2 * time.Minute
+
+// Health reports the mesh's health: healthy with no failed node, degraded
+// with 1 to 3, unhealthy with more or in degradation mode.
+func (c *Core) Health(ctx context.Context, version string, uptime time.Duration) Health {
+	h := Health{Status: Healthy, UptimeSeconds: int(uptime.Seconds()), Nodes: map[string]int{}, Version: version, Timestamp: time.Now().UTC()}
+	nodes, err := mesh.NewNodes(c.cfg.Resources.Nodes).List(ctx)
+	if err != nil || !c.cfg.NC.IsConnected() {
+		h.Status = Unhealthy
+		return h
+	}
+	for _, n := range nodes {
+		if n.State == mesh.NodeDown {
+			if time.Since(n.DownAt) <= failedWithin {
+				h.Failed = append(h.Failed, n)
+			}
+			continue
+		}
+		h.Nodes[n.Role]++
+		for name, state := range n.Breakers {
+			if h.Breakers == nil {
+				h.Breakers = map[string]string{}
+			}
+			h.Breakers[n.Node+"/"+name] = state
+		}
+	}
+	h.FailedNodes = len(h.Failed)
+	h.ActiveSessions = c.activeSessions(ctx)
+	h.Degradation = c.Degradation()
+	switch {
+	case h.Degradation != nil || h.FailedNodes > 3:
+		h.Status = Unhealthy
+	case h.FailedNodes > 0:
+		h.Status = Degraded
+	}
+	for _, state := range h.Breakers {
+		if state != "closed" && h.Status == Healthy {
+			h.Status = Degraded
+		}
+	}
+	return h
+}
+
+// activeSessions counts conversations, cached for a few seconds.
+func (c *Core) activeSessions(ctx context.Context) int {
+	if v := c.sessionCount.Load(); v != nil && time.Since(v.at) < 5*time.Second {
+		return v.n
+	}
+	keys, err := c.cfg.Resources.Sessions.ListKeys(ctx)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for range keys.Keys() {
+		n++
+	}
+	c.sessionCount.Store(&counted{n: n, at: time.Now()})
+	return n
+}
+
+type counted struct {
+	n  int
+	at time.Time
+}
+
+// Degradation is the degradation mode in force, or nil.
+func (c *Core) Degradation() *mesh.Degradation { return c.degraded.Load() }
+
+// SetDraining makes readiness fail: the bridge is stopping.
+func (c *Core) SetDraining() { c.draining.Store(true) }
+
+// watchDegradation follows the degradation key of the nodes bucket.
+func (c *Core) watchDegradation(ctx context.Context) error {
+	w, err := c.cfg.Resources.Nodes.Watch(ctx, mesh.DegradedKey)
+	if err != nil {
+		return err
+	}
+	go func() {
+		defer func() { _ = w.Stop() }()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e == nil {
+					continue
+				}
+				if e.Operation() != jetstream.KeyValuePut {
+					c.degraded.Store(nil)
+					continue
+				}
+				var d mesh.Degradation
+				if json.Unmarshal(e.Value(), &d) == nil {
+					c.degraded.Store(&d)
+				}
+			}
+		}
+	}()
+	return nil
+}
