@@ -81,6 +81,7 @@ type meshProc struct {
 	httpAddr string
 	natsAddr string
 	env      []string
+	args     []string
 	logPath  string
 
 	mu  sync.Mutex
@@ -95,6 +96,8 @@ type meshOpts struct {
 	logLevel string
 	// noWait skips waiting for the mesh to be ready.
 	noWait bool
+	// args are given to `mesh up`.
+	args []string
 }
 
 func freeAddr(t testing.TB) string {
@@ -119,7 +122,7 @@ func startMesh(t testing.TB, o meshOpts) *meshProc {
 	}
 	dir := t.TempDir()
 	m := &meshProc{t: t, dir: dir, dataDir: filepath.Join(dir, "data"), config: filepath.Join(dir, "agent.yaml"),
-		httpAddr: freeAddr(t), natsAddr: freeAddr(t), env: append([]string{"MESH_LOG_LEVEL=" + o.logLevel}, o.env...), logPath: filepath.Join(dir, "mesh.log")}
+		httpAddr: freeAddr(t), natsAddr: freeAddr(t), env: append([]string{"MESH_LOG_LEVEL=" + o.logLevel}, o.env...), args: o.args, logPath: filepath.Join(dir, "mesh.log")}
 	if err := os.WriteFile(m.config, []byte(o.config), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +145,7 @@ func (m *meshProc) start() {
 	if err != nil {
 		m.t.Fatal(err)
 	}
-	cmd := exec.Command(filepath.Join(binDir, "mesh"), "up")
+	cmd := exec.Command(filepath.Join(binDir, "mesh"), append([]string{"up"}, m.args...)...)
 	cmd.Env = append(os.Environ(),
 		"MESH_CONFIG="+m.config, "MESH_DATA_DIR="+m.dataDir,
 		"MESH_HTTP_ADDR="+m.httpAddr, "MESH_NATS_ADDR="+m.natsAddr,
