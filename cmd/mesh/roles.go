@@ -45,7 +45,7 @@ func runToolhost(ctx context.Context, cfg *config.Config, _ []string) error {
 	}
 	defer n.close()
 	h, err := toolhost.New(toolhost.Config{
-		NC: n.nc, JS: n.js, NS: n.res.NS, Tools: n.res.Tools, Calls: n.res.Calls,
+		NC: n.nc, JS: n.js, NS: n.res.NS, Tools: n.res.Tools, Calls: n.res.Calls, Nodes: n.res.Nodes,
 		Servers: cfg.MCPServers, NodeID: n.id, Version: version, SearchDirs: []string{ownDir()},
 		MinBackoff: cfg.Mesh.RestartBackoff.Std(), Logger: n.log,
 	})

@@ -308,10 +308,32 @@ func (c *conn) startedRecord(t *tool, id string) mesh.CallRecord {
 }
 
 // interrupted reports whether a started record belongs to an attempt that
-// is over: it ended without a result, or it is older than a call may take.
+// is over: it ended without a result, it is older than a call may take, or
+// the toolhost that made it is dead.
 func (c *conn) interrupted(r mesh.CallRecord) bool {
 	return r.State == mesh.CallStarted &&
-		(!r.FinishedAt.IsZero() || c.s.h.now().Sub(r.StartedAt) >= c.s.timeout+recordGrace)
+		(!r.FinishedAt.IsZero() || c.s.h.now().Sub(r.StartedAt) >= c.s.timeout+recordGrace || c.hostGone(r.Host))
+}
+
+// hostGone reports whether the toolhost that started a call is known to be
+// dead: its key in the nodes bucket expired (it stopped beating) or a
+// monitor marked it down. Without the nodes bucket nothing is known.
+func (c *conn) hostGone(host string) bool {
+	nodes := c.s.h.cfg.Nodes
+	if nodes == nil || host == "" || host == c.s.h.cfg.NodeID {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	e, err := nodes.Get(ctx, mesh.RoleToolhost+"."+host)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return true
+	}
+	if err != nil {
+		return false
+	}
+	var info mesh.NodeInfo
+	return json.Unmarshal(e.Value(), &info) == nil && info.State == mesh.NodeDown
 }
 
 // record reads the record of a call id; errAgain when it is gone.
@@ -380,8 +402,15 @@ func (c *conn) waitDone(ctx context.Context, id string, prev mesh.CallRecord) (*
 		return nil, c.storeErr(ctx, "watch call "+id, err)
 	}
 	defer func() { _ = w.Stop() }()
+	// A dead host never updates its record: look at it now and then.
+	alive := time.NewTicker(time.Second)
+	defer alive.Stop()
 	for {
 		select {
+		case <-alive.C:
+			if c.hostGone(prev.Host) {
+				return nil, errAgain
+			}
 		case <-wctx.Done():
 			if ctx.Err() != nil {
 				return nil, timedOut()

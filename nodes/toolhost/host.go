@@ -97,6 +97,10 @@ type Config struct {
 	// Calls is the mesh_calls bucket (mesh.Resources.Calls). Nil means open
 	// it through JS.
 	Calls jetstream.KeyValue
+	// Nodes is the mesh_nodes bucket. When set, a call record started by a
+	// toolhost that is no longer alive (its key gone, or marked down) is
+	// taken for interrupted at once, instead of after the call timeout.
+	Nodes jetstream.KeyValue
 	// Servers are the MCP servers to host. Names must be subject tokens and
 	// unique; each has a Command or a URL. None is allowed: Run then only
 	// waits for its context to end.

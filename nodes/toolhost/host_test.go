@@ -19,6 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/agentmesh/agentmesh/config"
@@ -697,4 +698,44 @@ func TestResultTooLarge(t *testing.T) {
 	if !got.IsError || !strings.Contains(got.Text, "more than the mesh carries") || len(got.Content) > 1000 {
 		t.Errorf("fit(big) = IsError %v, text %.80q, %d content bytes; want a short tool error", got.IsError, got.Text, len(got.Content))
 	}
+}
+
+// A call started by a toolhost that died moments ago is interrupted at once,
+// not after the call timeout: the dead host's key is gone from the nodes
+// bucket. A live host's recent call is still waited for.
+func TestCallOfADeadHostIsInterruptedAtOnce(t *testing.T) {
+	srv, counter := stdioServer(t, "local")
+	srv.DedupeCallIDs = true
+	var nodes jetstream.KeyValue
+	r := startHost(t, func(c *Config) {
+		kv, err := c.JS.KeyValue(t.Context(), c.NS.Bucket(mesh.BucketNodes))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Nodes, nodes = kv, kv
+	}, srv)
+	r.waitServing(t, "local")
+
+	// "dead" has no key in the nodes bucket; "alive" has one.
+	if _, err := nodes.Put(t.Context(), "toolhost.alive", []byte(`{"node":"alive","role":"toolhost","state":"ready"}`)); err != nil {
+		t.Fatal(err)
+	}
+	putRecord(t, r, mesh.CallRecord{CallID: "d-1", Server: "local", Tool: "count", State: mesh.CallStarted, Host: "dead", StartedAt: time.Now()})
+	start := time.Now()
+	res, err := r.call(t, "local", "count", mesh.ToolRequest{CallID: "d-1"}, nil)
+	if err != nil || res.Text != "count 1 call_id d-1" {
+		t.Fatalf("call = %+v, %v; want it run again with its call id (the server deduplicates)", res, err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("took %v: a dead host's call must not wait out the call timeout", took)
+	}
+	if n := readCount(counter); n != 1 {
+		t.Errorf("count ran %d times, want 1", n)
+	}
+
+	putRecord(t, r, mesh.CallRecord{CallID: "a-1", Server: "local", Tool: "count", State: mesh.CallStarted, Host: "alive", StartedAt: time.Now()})
+	go func() { _, _ = mesh.CallTool(t.Context(), r.NC, r.NS, "local", "count", mesh.ToolRequest{CallID: "a-1"}, nil) }()
+	meshtest.Eventually(t, 10*time.Second, func() bool {
+		return strings.Contains(r.logs.String(), "waiting for its outcome")
+	}, "a live host's call is not waited for")
 }
