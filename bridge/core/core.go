@@ -29,6 +29,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -263,6 +264,40 @@ func (c *Core) SendTurn(ctx context.Context, id, turnID, text string, caller Cal
 		return nil, mesh.ErrUnavailable.With("the mesh did not take the turn: " + err.Error())
 	}
 	return r, nil
+}
+
+// idempotencyNamespace derives turn ids from clients' idempotency keys.
+var idempotencyNamespace = uuid.MustParse("5c1d3a2e-0b7f-4f6e-8a41-9d2c6b7e3f10")
+
+// SendOnce is [Core.Send] made idempotent by a client's key (HTTP
+// Idempotency-Key): the key names the turn, so sending again with the same
+// key, after a lost answer, waits for or reports the first turn instead of
+// starting a second one.
+func (c *Core) SendOnce(ctx context.Context, id, key, text string, caller Caller) (*Run, error) {
+	if key == "" || len(key) > 255 {
+		return nil, mesh.ErrBadRequest.With("Idempotency-Key must be 1 to 255 characters")
+	}
+	turnID := uuid.NewSHA1(idempotencyNamespace, []byte(id+"\x00"+key)).String()
+	conv, err := c.Sessions.Head(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case conv.Turn != nil && conv.Turn.ID == turnID:
+		return c.register(turnID, id), nil // running: wait for it
+	case slices.Contains(conv.RecentTurns, turnID),
+		conv.PendingApproval != nil && conv.Status == mesh.StatusWaitingApproval && c.pausedBy(ctx, conv.PendingApproval.UUID, turnID):
+		r := c.register(turnID, id) // done, or paused: report it
+		r.end(nil)
+		return r, nil
+	}
+	return c.SendTurn(ctx, id, turnID, text, caller)
+}
+
+// pausedBy reports whether approval was requested by run runID.
+func (c *Core) pausedBy(ctx context.Context, approval, runID string) bool {
+	ap, err := c.Approvals.Get(ctx, approval)
+	return err == nil && ap.RunID == runID
 }
 
 // Decide sends a decision (any format of FR-011, as sent by the client) to

@@ -6,7 +6,7 @@
 //	POST /conversations               create, optionally with a first message
 //	GET  /conversations               summaries, newest first, with counts by status
 //	GET  /conversations/{id}          one conversation, all messages
-//	POST /conversations/{id}/messages send a message
+//	POST /conversations/{id}/messages send a message (Idempotency-Key: a retry after a lost answer does not run it twice)
 //	POST /conversations/{id}/cancel   stop the running turn
 //	POST /approvals/{uuid}            decide: {"approved":true}, {"action":"approve"}, {"answer":"yes"}
 //	GET  /approvals                   approvals, ?status=pending|approved|rejected
@@ -170,7 +170,13 @@ func (a *api) sendMessage(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, mesh.ErrBadRequest.With(`field "message" is required: {"message": "…"}`))
 		return
 	}
-	run, err := a.core.Send(r.Context(), r.PathValue("id"), *body.Message, CallerOf(r))
+	var run *core.Run
+	var err error
+	if key := r.Header.Get("Idempotency-Key"); key != "" {
+		run, err = a.core.SendOnce(r.Context(), r.PathValue("id"), key, *body.Message, CallerOf(r))
+	} else {
+		run, err = a.core.Send(r.Context(), r.PathValue("id"), *body.Message, CallerOf(r))
+	}
 	if err != nil {
 		WriteError(w, err)
 		return

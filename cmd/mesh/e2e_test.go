@@ -451,3 +451,25 @@ func killPID(pid int) error {
 	}
 	return p.Kill()
 }
+
+func TestIdempotencyKeyRunsAMessageOnce(t *testing.T) {
+	m := startMesh(t, meshOpts{})
+	conv := m.newConversation()
+	first := m.send(conv, "list all resources", "Idempotency-Key", "k-1")
+	again := m.send(conv, "list all resources", "Idempotency-Key", "k-1")
+	if str(again, "result", "run_id") != str(first, "result", "run_id") || str(again, "result", "response") != str(first, "result", "response") {
+		t.Errorf("a retry with the same key answered %v, want the first answer %v", obj(again, "result"), obj(first, "result"))
+	}
+	if n := len(messagesOf(obj(again, "conversation"), "user")); n != 1 {
+		t.Errorf("user messages = %d, want 1", n)
+	}
+	// A destructive turn retried while it waits for its approval reports the
+	// same approval instead of a conflict.
+	ap := obj(m.send(conv, "add resource idem with value 1", "Idempotency-Key", "k-2"), "result", "approval")
+	retry := m.send(conv, "add resource idem with value 1", "Idempotency-Key", "k-2")
+	if str(retry, "result", "approval", "uuid") != str(ap, "uuid") {
+		t.Errorf("retry of a paused turn = %v, want approval %s", obj(retry, "result"), str(ap, "uuid"))
+	}
+	// Another key is another message.
+	m.do(http.StatusConflict, "POST", "/conversations/"+conv+"/messages", map[string]any{"message": "list"}, "Idempotency-Key", "k-3")
+}
