@@ -18,6 +18,16 @@
 // messages, calls and approvals are derived from the turn id, so a turn that
 // is run again after a crash is applied once.
 //
+// Sub-agents reached over A2A (the a2a list of agent.yaml) are tools too,
+// named a2a_<name> (remote.go, delegate.go): a call is a JSON-RPC
+// message/send carrying the caller's Authorization and the conversation's
+// X-Session-ID, guarded per sub-agent by a circuit breaker; a sub-agent
+// marked destructive needs an approval first, and one that answers
+// input-required pauses the run on a proxy approval whose decision is
+// forwarded to it. Calls to sub-agents are recorded in the calls bucket so
+// that a run executed again does not repeat them. Agent cards are fetched
+// by a goroutine of Run and cached.
+//
 // [Agent.Run] owns every goroutine it starts. When its context is cancelled it
 // stops taking work, lets running turns finish within DrainTimeout, hands the
 // others back for redelivery, and returns nil.
@@ -60,6 +70,12 @@ type Config struct {
 	// StaleTurn is how old a claimed turn must be before another turn may take
 	// the conversation over. Zero means 10 minutes.
 	StaleTurn time.Duration
+	// A2A are the sub-agents offered to the model as tools beside the MCP
+	// tools (FR-013). Nil means the a2a list of Agent's tree root when it is
+	// an llm node (the top-level a2a list of agent.yaml).
+	A2A []config.A2AAgent
+	// Remote tunes the calls to sub-agents; its zero value is the defaults.
+	Remote RemoteConfig
 	// Logger receives the role's logs. The zero value discards them.
 	Logger zerolog.Logger
 }
@@ -80,7 +96,9 @@ type Agent struct {
 	ackWait    time.Duration
 	maxDeliver int
 
-	tools atomic.Pointer[toolSet]
+	tools   atomic.Pointer[toolSet]
+	pool    *remotePool
+	remotes *remoteSet // the sub-agents of the agent's llm node
 
 	mu        sync.Mutex
 	running   map[string]*runningTurn // by session
@@ -139,6 +157,13 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a.log = cfg.Logger.With().Str("role", mesh.RoleAgent).Str("node", cfg.NodeID).Str("agent", a.name).Logger()
 	a.tools.Store(newToolSet(nil))
+	if cfg.A2A == nil {
+		if root := cfg.Agent.Tree(); root != nil && root.Type == config.NodeLLM {
+			cfg.A2A = root.A2A
+		}
+	}
+	a.pool = newRemotePool(cfg.Remote, a.log)
+	a.remotes = a.pool.set(cfg.A2A)
 	return a, nil
 }
 
@@ -172,6 +197,14 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("agent: %w", err)
 	}
 
+	var cardsDone sync.WaitGroup
+	defer func() { stopWatch(); cardsDone.Wait() }()
+	cardsDone.Add(1)
+	go func() {
+		defer cardsDone.Done()
+		a.pool.refresh(watchCtx)
+	}()
+
 	cancelSub, err := a.cfg.NC.Subscribe(a.ns.SessionCancelAll(), a.onCancel)
 	if err != nil {
 		return fmt.Errorf("agent: subscribe %s: %w", a.ns.SessionCancelAll(), err)
@@ -184,14 +217,28 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer hardStop(errShutdown)
 	sem := make(chan struct{}, a.workers)
 	var wg sync.WaitGroup
-	var stopping atomic.Bool
+	// mu orders wg.Add before the drain's wg.Wait: a message dispatched as
+	// the role stops is either counted or handed back.
+	var mu sync.Mutex
+	stopping := make(chan struct{})
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
-		if stopping.Load() {
+		select {
+		case sem <- struct{}{}:
+		case <-stopping:
 			_ = msg.Nak()
 			return
 		}
-		sem <- struct{}{}
+		mu.Lock()
+		select {
+		case <-stopping:
+			mu.Unlock()
+			<-sem
+			_ = msg.Nak()
+			return
+		default:
+		}
 		wg.Add(1)
+		mu.Unlock()
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
@@ -205,10 +252,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("agent: consume %s: %w", subject, err)
 	}
-	a.log.Info().Str("subject", subject).Int("workers", a.workers).Str("model", a.cfg.Provider.Model()).Msg("agent ready")
+	a.log.Info().Str("subject", subject).Int("workers", a.workers).Int("sub_agents", len(a.remotes.list)).Str("model", a.cfg.Provider.Model()).Msg("agent ready")
 
 	<-ctx.Done()
-	stopping.Store(true)
+	mu.Lock()
+	close(stopping)
+	mu.Unlock()
 	cc.Stop()
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
@@ -297,7 +346,8 @@ func (a *Agent) handle(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.Term()
 		return
 	}
-	log := a.log.With().Str("session", item.Session).Str("turn", item.TurnID).Str("kind", string(item.Kind)).Int("attempt", attempt).Logger()
+	base := a.log.With().Str("session", item.Session).Str("turn", item.TurnID).Str("kind", string(item.Kind)).Int("attempt", attempt).Logger()
+	log := base
 	if sid := msg.Headers().Get(mesh.HeaderSessionID); sid != "" {
 		log = log.With().Str("sid", sid).Logger()
 	}
@@ -322,8 +372,9 @@ func (a *Agent) handle(ctx context.Context, msg jetstream.Msg) {
 		}
 	}()
 
-	t := &turn{a: a, item: item, hdr: msg.Headers(), attempt: attempt, log: log, cancel: cancel}
+	t := &turn{a: a, item: item, hdr: msg.Headers(), attempt: attempt, log: log, baseLog: base, cancel: cancel}
 	err := t.run(turnCtx)
+	log = t.log // with the conversation's sid once claimed
 	switch {
 	case err == nil:
 		_ = msg.Ack()

@@ -57,9 +57,19 @@ type fixture struct {
 	mu    sync.Mutex
 	calls map[string]int // by call id
 	args  map[string]string
+
+	// stop stops the agent and waits for Run to return; it is idempotent.
+	stop func()
+	cfg  *config.Config
 }
 
 func newFixture(t *testing.T, p llm.Provider, tweak func(*config.Config)) *fixture {
+	t.Helper()
+	return newFixtureWith(t, p, tweak, nil)
+}
+
+// newFixtureWith is newFixture with the agent's Config changed by tweakAgent.
+func newFixtureWith(t *testing.T, p llm.Provider, tweak func(*config.Config), tweakAgent func(*Config)) *fixture {
 	t.Helper()
 	m := meshtest.New(t)
 	f := &fixture{t: t, m: m, store: mesh.NewSessionStore(m.Sessions), aps: mesh.NewApprovalStore(m.Approvals), calls: map[string]int{}, args: map[string]string{}}
@@ -97,23 +107,38 @@ func newFixture(t *testing.T, p llm.Provider, tweak func(*config.Config)) *fixtu
 	if tweak != nil {
 		tweak(cfg)
 	}
-	a, err := New(Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: cfg, Provider: p, NodeID: "test-node", Logger: zerolog.Nop()})
+	acfg := Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: cfg, Provider: p, NodeID: "test-node", Logger: zerolog.Nop()}
+	if tweakAgent != nil {
+		tweakAgent(&acfg)
+	}
+	a, err := New(acfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.agent = a
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	f.agent, f.cfg = a, cfg
+	f.stop = runAgent(t, a)
 	// The catalog watch has delivered the tools.
 	meshtest.Eventually(t, 5*time.Second, func() bool { return len(a.tools.Load().llm) == 2 }, "tools not loaded")
 	return f
+}
+
+// runAgent runs a until the test ends, or until the returned stop is
+// called.
+func runAgent(t *testing.T, a *Agent) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 func (f *fixture) conversation() string {
@@ -132,9 +157,13 @@ func (f *fixture) turn(conv, text string) (string, *mesh.Conversation) {
 	return id, f.waitApplied(conv, id)
 }
 
-func (f *fixture) enqueue(item mesh.WorkItem) {
+func (f *fixture) enqueue(item mesh.WorkItem) { f.t.Helper(); f.enqueueWith(item, nil) }
+
+// enqueueWith publishes a work item with headers (Authorization,
+// X-Session-ID), as the bridge and the approver do.
+func (f *fixture) enqueueWith(item mesh.WorkItem, hdr nats.Header) {
 	f.t.Helper()
-	if err := mesh.PublishWork(f.t.Context(), f.m.JS, f.m.NS, mesh.RoleAgent, "tester", item, nil); err != nil {
+	if err := mesh.PublishWork(f.t.Context(), f.m.JS, f.m.NS, mesh.RoleAgent, "tester", item, hdr); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -153,10 +182,16 @@ func (f *fixture) waitApplied(conv, turn string) *mesh.Conversation {
 // decide decides an approval and enqueues its resume, as the approver does.
 func (f *fixture) decide(conv, approval string, ok bool) *mesh.Conversation {
 	f.t.Helper()
+	return f.decideWith(conv, approval, ok, nil)
+}
+
+// decideWith is decide with the decider's headers on the resume.
+func (f *fixture) decideWith(conv, approval string, ok bool, hdr nats.Header) *mesh.Conversation {
+	f.t.Helper()
 	if _, err := f.aps.Decide(f.t.Context(), approval, mesh.Decision{Approved: ok}); err != nil {
 		f.t.Fatal(err)
 	}
-	f.enqueue(mesh.WorkItem{Kind: mesh.WorkResume, Session: conv, TurnID: approval, ApprovalID: approval})
+	f.enqueueWith(mesh.WorkItem{Kind: mesh.WorkResume, Session: conv, TurnID: approval, ApprovalID: approval}, hdr)
 	return f.waitApplied(conv, approval)
 }
 

@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -43,6 +45,58 @@ func newToolSet(entries []mesh.ToolEntry) *toolSet {
 		ts.llm = append(ts.llm, llm.Tool{Name: n, Description: desc, Parameters: schema, ReadOnly: e.ReadOnlyHint, Destructive: e.DestructiveHint})
 	}
 	return ts
+}
+
+// offer is the tools of one model call: the catalog's and the sub-agents'.
+type offer struct {
+	tools  []llm.Tool
+	mcp    map[string]mesh.ToolEntry
+	remote map[string]*remoteAgent
+}
+
+// offer joins the catalog and the sub-agents of rs. A sub-agent keeps its
+// a2a_<name>; an MCP tool whose name is the same is offered as
+// <server>__<name> instead, or left out when that is taken too.
+func (a *Agent) offer(rs *remoteSet) *offer {
+	ts := a.tools.Load()
+	o := &offer{mcp: make(map[string]mesh.ToolEntry, len(ts.byFunc)), remote: make(map[string]*remoteAgent, len(rs.list))}
+	for _, r := range rs.list {
+		o.remote[r.fn] = r
+	}
+	for _, t := range ts.llm {
+		e := ts.byFunc[t.Name]
+		if _, taken := o.remote[t.Name]; taken {
+			t.Name = functionName(e.Server + "__" + e.Name)
+			if _, taken := o.remote[t.Name]; taken || ts.byFunc[t.Name].Server != "" {
+				continue
+			}
+		}
+		o.tools = append(o.tools, t)
+		o.mcp[t.Name] = e
+	}
+	for _, r := range rs.list {
+		o.tools = append(o.tools, r.tool())
+	}
+	return o
+}
+
+// functionName keeps s within the characters and length every model API
+// takes for a function name.
+func functionName(s string) string {
+	out := []byte(s)
+	for i, c := range out {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			out[i] = '_'
+		}
+	}
+	if len(out) == 0 || out[0] >= '0' && out[0] <= '9' || out[0] == '-' {
+		out = append([]byte{'_'}, out...)
+	}
+	if len(out) > mesh.MaxFunctionName {
+		sum := sha256.Sum256([]byte(s))
+		out = append(out[:55:55], "_"+hex.EncodeToString(sum[:4])...)
+	}
+	return string(out)
 }
 
 // toolCallTimeout bounds one call as the agent waits for it; the toolhost
@@ -92,6 +146,10 @@ func (t *turn) callTool(ctx context.Context, call mesh.ToolCall, callID string, 
 
 // describeCall is the human-readable text of an approval.
 func describeCall(call mesh.ToolCall) string {
+	if name, ok := remoteName(call); ok {
+		msg, _ := json.Marshal(call.Arguments["message"])
+		return fmt.Sprintf("delegate to sub-agent %s (%s) the message %s", name, call.Name, msg)
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s", call.Name)
 	if call.Server != "" {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -36,10 +37,14 @@ type turn struct {
 	hdr     nats.Header
 	attempt int
 	log     zerolog.Logger
+	// baseLog is log without sid: sid is added once the conversation's
+	// session id is known.
+	baseLog zerolog.Logger
 	cancel  context.CancelCauseFunc
 
-	conv *mesh.Conversation // as claimed
-	ev   *mesh.RunEvents
+	conv  *mesh.Conversation // as claimed
+	ev    *mesh.RunEvents
+	offer *offer // the tools of the last model call
 
 	added      []mesh.Message // messages this run adds
 	iterations int
@@ -55,6 +60,24 @@ type turn struct {
 }
 
 func (t *turn) runID() string { return t.item.TurnID }
+
+// sid is the conversation's session id (FR-030): the one stored on the
+// conversation, else the work item's X-Session-ID.
+func (t *turn) sid() string {
+	if t.conv != nil && t.conv.SessionID != "" {
+		return t.conv.SessionID
+	}
+	return t.hdr.Get(mesh.HeaderSessionID)
+}
+
+// setSID makes every later log line of the turn carry the conversation's
+// session id as sid, even when the work item did not carry it (NFR-015).
+func (t *turn) setSID(sid string) {
+	if sid == "" || sid == t.hdr.Get(mesh.HeaderSessionID) {
+		return
+	}
+	t.log = t.baseLog.With().Str("sid", sid).Logger()
+}
 
 // run executes the turn; nil means it is settled (applied, or nothing to do).
 func (t *turn) run(ctx context.Context) error {
@@ -72,6 +95,7 @@ func (t *turn) run(ctx context.Context) error {
 		return err
 	}
 	t.conv = c
+	t.setSID(c.SessionID)
 	t.a.register(c.ID, t.runID(), t.cancel)
 	t.ev = t.a.events.Run(t.item.Session, t.runID(), t.attempt)
 	if t.attempt > 1 {
@@ -252,10 +276,11 @@ func (t *turn) generate(ctx context.Context) (*llm.Response, string, error) {
 		}
 	}
 	streamed := false
+	t.offer = t.a.offer(t.remoteSet())
 	req := llm.Request{
 		System:   t.a.cfg.Agent.Prompt,
 		Messages: t.history(),
-		Tools:    t.a.tools.Load().llm,
+		Tools:    t.offer.tools,
 		OnText: func(delta string) {
 			if delta == "" {
 				return
@@ -265,7 +290,7 @@ func (t *turn) generate(ctx context.Context) (*llm.Response, string, error) {
 			t.ev.Emit(mesh.Event{Type: mesh.EventTextMessageContent, MessageID: msgID, Delta: delta})
 		},
 	}
-	resp, err := t.a.cfg.Provider.Generate(ctx, req)
+	resp, err := t.a.cfg.Provider.Generate(t.log.WithContext(ctx), req)
 	if err == nil {
 		t.usage = t.usage.Add(resp.Usage)
 		if !streamed && resp.Text != "" {
@@ -292,7 +317,13 @@ func (t *turn) toToolCall(c llm.ToolCall, index int) mesh.ToolCall {
 	if call.Arguments == nil {
 		call.Arguments = map[string]any{}
 	}
-	if e, ok := t.a.tools.Load().byFunc[c.Name]; ok {
+	o := t.offer
+	if o == nil {
+		o = t.a.offer(t.remoteSet())
+	}
+	if r, ok := o.remote[c.Name]; ok {
+		call.Server, call.Tool, call.Destructive = remoteServerPrefix+r.cfg.Name, r.cfg.Name, r.cfg.IsDestructive()
+	} else if e, ok := o.mcp[c.Name]; ok {
 		call.Server, call.Tool, call.Destructive = e.Server, e.Name, e.DestructiveHint
 	}
 	return call
@@ -330,7 +361,8 @@ func (t *turn) hasResult(callID string) bool {
 
 // resolvePending answers every call of the last assistant message that has
 // no result yet: safe calls run, the decided call of a resume runs or is
-// rejected, and the first other destructive call pauses the run.
+// rejected, and the first other destructive call pauses the run, as does a
+// sub-agent that waits for an approval of its own.
 func (t *turn) resolvePending(ctx context.Context) (paused bool) {
 	for _, call := range t.lastCalls() {
 		if t.hasResult(call.ID) {
@@ -340,11 +372,18 @@ func (t *turn) resolvePending(ctx context.Context) (paused bool) {
 			return false
 		}
 		if t.resumed != nil && t.resumed.ToolCallID == call.ID {
-			t.resolveDecided(ctx, call)
+			if t.resolveDecided(ctx, call) {
+				return true
+			}
 			continue
 		}
 		t.emitCall(call)
+		_, remote := remoteName(call)
 		switch {
+		case remote && !call.Destructive:
+			if t.callRemote(ctx, call, call.ID, false) {
+				return true
+			}
 		case call.Server == "":
 			t.result(call, fmt.Sprintf("error: unknown tool %q", call.Name), true)
 		case call.Destructive:
@@ -363,20 +402,29 @@ func (t *turn) resolvePending(ctx context.Context) (paused bool) {
 
 // resolveDecided executes or rejects the call a resume was decided for. The
 // call id sent to the tool host is the approval id, so an approved call runs
-// once however often the resume is delivered.
-func (t *turn) resolveDecided(ctx context.Context, call mesh.ToolCall) {
+// once however often the resume is delivered. A proxy approval's decision
+// goes to the sub-agent that asked for it. It reports whether the run paused
+// again (a sub-agent asking for another approval).
+func (t *turn) resolveDecided(ctx context.Context, call mesh.ToolCall) (paused bool) {
 	ap := t.resumed
+	if ap.RemoteTaskID != "" {
+		return t.forwardDecision(ctx, call, ap)
+	}
 	if ap.Status != mesh.ApprovalApproved {
 		by := ""
 		if ap.Decision != nil && ap.Decision.By != "" {
 			by = " (" + ap.Decision.By + ")"
 		}
 		t.result(call, "rejected: the approver"+by+" rejected this call; it was not run", true)
-		return
+		return false
 	}
 	call.Arguments = ap.ToolArgs // the arguments that were approved, not re-generated
+	if _, remote := remoteName(call); remote {
+		return t.callRemote(ctx, call, ap.UUID, true)
+	}
 	content, isErr := t.callTool(ctx, call, ap.UUID, approvedToolWait)
 	t.result(call, content, isErr)
+	return false
 }
 
 func (t *turn) emitCall(call mesh.ToolCall) {
@@ -409,7 +457,13 @@ func (t *turn) result(call mesh.ToolCall, content string, isError bool) {
 
 // pause creates the approval a destructive call waits for.
 func (t *turn) pause(ctx context.Context, call mesh.ToolCall) error {
-	ap := &mesh.Approval{
+	return t.await(ctx, call, t.newApproval(call))
+}
+
+// newApproval is the approval of a call, its id derived from run and call
+// ids so that a run executed again creates the same one.
+func (t *turn) newApproval(call mesh.ToolCall) *mesh.Approval {
+	return &mesh.Approval{
 		UUID:           uuid.NewSHA1(approvalNamespace, []byte(t.runID()+"/"+call.ID)).String(),
 		ConversationID: t.conv.ID,
 		SessionID:      t.conv.SessionID,
@@ -421,6 +475,10 @@ func (t *turn) pause(ctx context.Context, call mesh.ToolCall) error {
 		ToolArgs:       call.Arguments,
 		Description:    describeCall(call),
 	}
+}
+
+// await stores ap and pauses the run on it.
+func (t *turn) await(ctx context.Context, call mesh.ToolCall, ap *mesh.Approval) error {
 	if err := t.a.approvals.Create(ctx, ap); err != nil {
 		return err
 	}
@@ -433,7 +491,8 @@ func (t *turn) pause(ctx context.Context, call mesh.ToolCall) error {
 	}
 	t.paused = ap
 	t.ev.Emit(mesh.Custom(mesh.CustomApprovalRequested, ap))
-	t.notice(fmt.Sprintf("This action requires approval: %s. Approve or reject it with the approval UUID %s.", ap.Description, ap.UUID))
+	t.notice(fmt.Sprintf("This action requires approval: %s. Approve or reject it with the approval UUID %s.", strings.TrimRight(ap.Description, ". "), ap.UUID))
+	t.log.Info().Str("approval", ap.UUID).Str("tool", call.Name).Str("remote_task", ap.RemoteTaskID).Msg("waiting for approval")
 	return nil
 }
 
@@ -479,6 +538,15 @@ func (t *turn) finish(ctx context.Context) error {
 		c.MarkTurn(t.runID())
 		c.LastRun = summary
 		if t.outcome == mesh.OutcomeInterrupt {
+			// The paused call may belong to an earlier run's message (a
+			// resume that paused again): mark it there too.
+			for i := range c.Messages {
+				for j := range c.Messages[i].ToolCalls {
+					if c.Messages[i].ToolCalls[j].ID == t.paused.ToolCallID {
+						c.Messages[i].ToolCalls[j].ApprovalID = t.paused.UUID
+					}
+				}
+			}
 			c.Status = mesh.StatusWaitingApproval
 			c.PendingApproval = t.paused.Pending()
 			c.PipelineState = &mesh.PipelineState{PausedNodePath: []int{}, RunID: t.runID(), Iterations: t.iterations, UserMessage: t.userMessage(c)}

@@ -734,7 +734,9 @@ func TestCallOfADeadHostIsInterruptedAtOnce(t *testing.T) {
 	}
 
 	putRecord(t, r, mesh.CallRecord{CallID: "a-1", Server: "local", Tool: "count", State: mesh.CallStarted, Host: "alive", StartedAt: time.Now()})
-	go func() { _, _ = mesh.CallTool(t.Context(), r.NC, r.NS, "local", "count", mesh.ToolRequest{CallID: "a-1"}, nil) }()
+	go func() {
+		_, _ = mesh.CallTool(t.Context(), r.NC, r.NS, "local", "count", mesh.ToolRequest{CallID: "a-1"}, nil)
+	}()
 	meshtest.Eventually(t, 10*time.Second, func() bool {
 		return strings.Contains(r.logs.String(), "waiting for its outcome")
 	}, "a live host's call is not waited for")
