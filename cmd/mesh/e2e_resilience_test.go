@@ -230,3 +230,42 @@ func TestNATSRestartLosesNothing(t *testing.T) {
 	}
 	m.send(pending, "list all resources")
 }
+
+func TestZombieAgentIsCaughtByTheProbeAndRestarted(t *testing.T) {
+	dir := t.TempDir()
+	// One worker, stuck in a tool call that never answers: the agent beats
+	// but no longer works.
+	config := strings.Replace(gateConfig(dir), "mesh:\n", "mesh:\n  workers: 1\n", 1) +
+		"monitor:\n  stuck_after: 2s\n  probe_every: 1s\n  probe_timeout: 1s\n  probe_failures: 2\n"
+	m := startMesh(t, meshOpts{config: config})
+	w := watchMeshEvents(t, "nats://"+m.natsAddr)
+	old := m.childPID("agent")
+	conv := m.newConversation()
+	answer := make(chan map[string]any, 1)
+	go func() {
+		_, body := m.try("POST", "/conversations/"+conv+"/messages", map[string]any{"message": "list items"})
+		answer <- body
+	}()
+	var value map[string]any
+	meshtest.Eventually(t, 30*time.Second, func() bool {
+		var ok bool
+		_, value, ok = w.first("node_down", "agent")
+		return ok
+	}, "the stuck agent was not found")
+	if value["zombie"] != true {
+		t.Errorf("node_down = %v, want a zombie (it kept beating)", value)
+	}
+	meshtest.Eventually(t, 30*time.Second, func() bool { return m.childPID("agent") != old }, "the zombie was not restarted")
+	// The turn it held is redelivered to the new process and completes.
+	if err := os.WriteFile(filepath.Join(dir, "gate"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case body := <-answer:
+		if !strings.Contains(str(body, "result", "response"), "alpha") {
+			t.Errorf("answer = %v, want the completed turn", body)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the turn did not complete")
+	}
+}

@@ -31,8 +31,9 @@ type node struct {
 	stopBeat context.CancelFunc
 	beatDone chan struct{}
 
-	mu     sync.Mutex
-	health func(context.Context) error
+	mu       sync.Mutex
+	health   func(context.Context) error
+	breakers func() map[string]string
 }
 
 func natsURL(cfg *config.Config) string {
@@ -81,7 +82,7 @@ func startNode(ctx context.Context, cfg *config.Config, role string) (*node, err
 	n := &node{id: id, role: role, log: log, nc: nc, js: js, res: res}
 	beat, err := heartbeat.NewBeat(heartbeat.BeatConfig{
 		NC: nc, JS: js, NS: ns, Nodes: res.Nodes, Role: role, NodeID: id, Version: version,
-		Interval: cfg.Monitor.Interval.Std(), Health: n.check, Logger: log,
+		Interval: cfg.Monitor.Interval.Std(), Health: n.check, Breakers: n.breakerStates, Logger: log,
 		OnRestart: func(reason string) {
 			// A monitor found this process a zombie: exit, so that its
 			// supervisor starts a fresh one; its work is redelivered.
@@ -118,11 +119,21 @@ func (n *node) check(ctx context.Context) error {
 	return nil
 }
 
-// setHealth gives the node its role's liveness check.
-func (n *node) setHealth(h func(context.Context) error) {
+// setHealth gives the node its role's liveness check and circuit breakers.
+func (n *node) setHealth(h func(context.Context) error, breakers func() map[string]string) {
 	n.mu.Lock()
-	n.health = h
+	n.health, n.breakers = h, breakers
 	n.mu.Unlock()
+}
+
+func (n *node) breakerStates() map[string]string {
+	n.mu.Lock()
+	b := n.breakers
+	n.mu.Unlock()
+	if b == nil {
+		return nil
+	}
+	return b()
 }
 
 // markReady reports "ready" once the node's check passes.

@@ -31,10 +31,14 @@ func runAgent(ctx context.Context, cfg *config.Config, _ []string) error {
 		return fmt.Errorf("%w: llm.model: %w", errConfig, err)
 	}
 	defer n.close()
-	a, err := agent.New(agent.Config{NC: n.nc, JS: n.js, Resources: n.res, Agent: cfg, Provider: provider, NodeID: n.id, Logger: n.log})
+	a, err := agent.New(agent.Config{
+		NC: n.nc, JS: n.js, Resources: n.res, Agent: cfg, Provider: provider, NodeID: n.id,
+		StuckAfter: cfg.Monitor.StuckAfter.Std(), Logger: n.log,
+	})
 	if err != nil {
 		return err
 	}
+	n.setHealth(a.Health, a.Breakers)
 	return a.Run(ctx)
 }
 

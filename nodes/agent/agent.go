@@ -76,6 +76,11 @@ type Config struct {
 	A2A []config.A2AAgent
 	// Remote tunes the calls to sub-agents; its zero value is the defaults.
 	Remote RemoteConfig
+	// StuckAfter: when every worker is busy and no turn made progress (an
+	// event, a model answer, a tool result) for that long, [Agent.Health]
+	// fails, so liveness probes catch a process that beats but no longer
+	// works. Zero means 5 minutes.
+	StuckAfter time.Duration
 	// Logger receives the role's logs. The zero value discards them.
 	Logger zerolog.Logger
 }
@@ -95,6 +100,11 @@ type Agent struct {
 	workers    int
 	ackWait    time.Duration
 	maxDeliver int
+
+	busy         atomic.Int32 // workers running a turn
+	lastProgress atomic.Int64 // unix nanoseconds of the last sign of progress
+	consuming    atomic.Bool  // the work queue's consume loop is alive
+	servers      breakers     // of the MCP servers, as this agent calls them
 
 	tools   atomic.Pointer[toolSet]
 	pool    *remotePool
@@ -127,6 +137,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.StaleTurn == 0 {
 		cfg.StaleTurn = 10 * time.Minute
+	}
+	if cfg.StuckAfter == 0 {
+		cfg.StuckAfter = 5 * time.Minute
 	}
 	a := &Agent{
 		cfg:        cfg,
@@ -242,6 +255,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
+			a.busy.Add(1)
+			defer a.busy.Add(-1)
+			a.touch()
 			a.handle(turnsCtx, msg)
 		}()
 	}, jetstream.PullMaxMessages(a.workers), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
@@ -252,6 +268,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("agent: consume %s: %w", subject, err)
 	}
+	a.consuming.Store(true)
+	go func() {
+		<-cc.Closed()
+		a.consuming.Store(false)
+	}()
+	a.touch()
 	a.log.Info().Str("subject", subject).Int("workers", a.workers).Int("sub_agents", len(a.remotes.list)).Str("model", a.cfg.Provider.Model()).Msg("agent ready")
 
 	<-ctx.Done()

@@ -124,10 +124,24 @@ func (t *turn) callTool(ctx context.Context, call mesh.ToolCall, callID string, 
 	pause := 50 * time.Millisecond
 	var res *mesh.ToolResult
 	var err error
+	cb := t.a.servers.get(call.Server)
 	for {
+		done, berr := cb.Allow()
+		if berr != nil {
+			err = errServerOpen(call.Server)
+			break
+		}
 		res, err = mesh.CallTool(ctx, t.a.cfg.NC, t.a.ns, call.Server, call.Tool, mesh.ToolRequest{
 			CallID: callID, Arguments: call.Arguments, Session: t.item.Session,
 		}, hdr)
+		// The server's failures (it crashed, timed out) count against it; a
+		// tool's own failure (isError), a request refused as bad and no
+		// toolhost at all (waited for below) do not.
+		if !errors.Is(err, nats.ErrNoResponders) && (errors.Is(err, mesh.ErrToolUnavailable) || errors.Is(err, mesh.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)) {
+			done(err)
+		} else {
+			done(nil)
+		}
 		if !errors.Is(err, nats.ErrNoResponders) || time.Now().Add(pause).After(deadline) {
 			break
 		}
@@ -137,6 +151,7 @@ func (t *turn) callTool(ctx context.Context, call mesh.ToolCall, callID string, 
 		}
 		pause = min(pause*2, time.Second)
 	}
+	t.a.touch()
 	if err != nil {
 		t.log.Warn().Err(err).Str("server", call.Server).Str("tool", call.Tool).Msg("tool call failed")
 		return fmt.Sprintf("error: tool %s could not run: %v", call.Name, err), true

@@ -89,7 +89,7 @@ func (t *turn) run(ctx context.Context) error {
 	case errors.Is(err, errWaiting):
 		// The bridge refuses such messages; this one raced an approval.
 		t.ev = t.a.events.Run(t.item.Session, t.runID(), t.attempt)
-		t.ev.Emit(mesh.RunError(mesh.CodeWaitingApprove, "the conversation is waiting for an approval; decide it before sending a message"))
+		t.emit(mesh.RunError(mesh.CodeWaitingApprove, "the conversation is waiting for an approval; decide it before sending a message"))
 		return t.ev.Flush(ctx)
 	case err != nil:
 		return err
@@ -99,12 +99,12 @@ func (t *turn) run(ctx context.Context) error {
 	t.a.register(c.ID, t.runID(), t.cancel)
 	t.ev = t.a.events.Run(t.item.Session, t.runID(), t.attempt)
 	if t.attempt > 1 {
-		t.ev.Emit(mesh.Custom(mesh.CustomRunRetried, map[string]any{"attempt": t.attempt, "runId": t.runID()}))
+		t.emit(mesh.Custom(mesh.CustomRunRetried, map[string]any{"attempt": t.attempt, "runId": t.runID()}))
 	}
-	t.ev.Emit(mesh.RunStarted(c.ID, t.runID()))
+	t.emit(mesh.RunStarted(c.ID, t.runID()))
 	// Clients start every run from the whole session state; later changes
 	// come as STATE_DELTA.
-	t.ev.Emit(mesh.Event{Type: mesh.EventStateSnapshot, Snapshot: stateOf(c)})
+	t.emit(mesh.Event{Type: mesh.EventStateSnapshot, Snapshot: stateOf(c)})
 
 	if t.item.Kind == mesh.WorkResume {
 		if err := t.loadResume(ctx); err != nil {
@@ -272,7 +272,7 @@ func (t *turn) generate(ctx context.Context) (*llm.Response, string, error) {
 	start := func() {
 		if !started {
 			started = true
-			t.ev.Emit(mesh.Event{Type: mesh.EventTextMessageStart, MessageID: msgID, Role: string(mesh.RoleAssistant)})
+			t.emit(mesh.Event{Type: mesh.EventTextMessageStart, MessageID: msgID, Role: string(mesh.RoleAssistant)})
 		}
 	}
 	streamed := false
@@ -287,7 +287,7 @@ func (t *turn) generate(ctx context.Context) (*llm.Response, string, error) {
 			}
 			streamed = true
 			start()
-			t.ev.Emit(mesh.Event{Type: mesh.EventTextMessageContent, MessageID: msgID, Delta: delta})
+			t.emit(mesh.Event{Type: mesh.EventTextMessageContent, MessageID: msgID, Delta: delta})
 		},
 	}
 	resp, err := t.a.cfg.Provider.Generate(t.log.WithContext(ctx), req)
@@ -295,11 +295,11 @@ func (t *turn) generate(ctx context.Context) (*llm.Response, string, error) {
 		t.usage = t.usage.Add(resp.Usage)
 		if !streamed && resp.Text != "" {
 			start()
-			t.ev.Emit(mesh.Event{Type: mesh.EventTextMessageContent, MessageID: msgID, Delta: resp.Text})
+			t.emit(mesh.Event{Type: mesh.EventTextMessageContent, MessageID: msgID, Delta: resp.Text})
 		}
 	}
 	if started {
-		t.ev.Emit(mesh.Event{Type: mesh.EventTextMessageEnd, MessageID: msgID})
+		t.emit(mesh.Event{Type: mesh.EventTextMessageEnd, MessageID: msgID})
 	}
 	return resp, msgID, err
 }
@@ -435,9 +435,9 @@ func (t *turn) emitCall(call mesh.ToolCall) {
 			break
 		}
 	}
-	t.ev.Emit(mesh.Event{Type: mesh.EventToolCallStart, ToolCallID: call.ID, ToolCallName: call.Name, ParentMessageID: parent})
-	t.ev.Emit(mesh.Event{Type: mesh.EventToolCallArgs, ToolCallID: call.ID, Delta: call.ArgumentsJSON()})
-	t.ev.Emit(mesh.Event{Type: mesh.EventToolCallEnd, ToolCallID: call.ID})
+	t.emit(mesh.Event{Type: mesh.EventToolCallStart, ToolCallID: call.ID, ToolCallName: call.Name, ParentMessageID: parent})
+	t.emit(mesh.Event{Type: mesh.EventToolCallArgs, ToolCallID: call.ID, Delta: call.ArgumentsJSON()})
+	t.emit(mesh.Event{Type: mesh.EventToolCallEnd, ToolCallID: call.ID})
 }
 
 // result records a tool's answer as a tool message and a TOOL_CALL_RESULT.
@@ -452,7 +452,7 @@ func (t *turn) result(call mesh.ToolCall, content string, isError bool) {
 		// AG-UI's result has no error flag; streams that show failures read this.
 		ev.Metadata = map[string]any{"isError": true}
 	}
-	t.ev.Emit(ev)
+	t.emit(ev)
 }
 
 // pause creates the approval a destructive call waits for.
@@ -490,7 +490,7 @@ func (t *turn) await(ctx context.Context, call mesh.ToolCall, ap *mesh.Approval)
 		}
 	}
 	t.paused = ap
-	t.ev.Emit(mesh.Custom(mesh.CustomApprovalRequested, ap))
+	t.emit(mesh.Custom(mesh.CustomApprovalRequested, ap))
 	t.notice(fmt.Sprintf("This action requires approval: %s. Approve or reject it with the approval UUID %s.", strings.TrimRight(ap.Description, ". "), ap.UUID))
 	t.log.Info().Str("approval", ap.UUID).Str("tool", call.Name).Str("remote_task", ap.RemoteTaskID).Msg("waiting for approval")
 	return nil
@@ -502,9 +502,9 @@ func (t *turn) notice(text string) {
 	t.notices++
 	id := t.runID() + "-n" + strconv.Itoa(t.notices)
 	t.added = append(t.added, mesh.Message{ID: id, Role: mesh.RoleAssistant, Content: text, Notice: true, TurnID: t.runID(), CreatedAt: time.Now().UTC()})
-	t.ev.Emit(mesh.Event{Type: mesh.EventTextMessageStart, MessageID: id, Role: string(mesh.RoleAssistant), Metadata: map[string]any{"notice": true}})
-	t.ev.Emit(mesh.Event{Type: mesh.EventTextMessageContent, MessageID: id, Delta: text})
-	t.ev.Emit(mesh.Event{Type: mesh.EventTextMessageEnd, MessageID: id})
+	t.emit(mesh.Event{Type: mesh.EventTextMessageStart, MessageID: id, Role: string(mesh.RoleAssistant), Metadata: map[string]any{"notice": true}})
+	t.emit(mesh.Event{Type: mesh.EventTextMessageContent, MessageID: id, Delta: text})
+	t.emit(mesh.Event{Type: mesh.EventTextMessageEnd, MessageID: id})
 	t.response = text
 }
 
@@ -566,13 +566,13 @@ func (t *turn) finish(ctx context.Context) error {
 	}
 	switch t.outcome {
 	case mesh.OutcomeError:
-		t.ev.Emit(mesh.RunError(t.errCode, t.errText))
+		t.emit(mesh.RunError(t.errCode, t.errText))
 	case mesh.OutcomeInterrupt:
-		t.ev.Emit(mesh.RunFinished(t.conv.ID, t.runID(), mesh.Outcome{Type: mesh.OutcomeInterrupt, Interrupts: []mesh.Interrupt{{
+		t.emit(mesh.RunFinished(t.conv.ID, t.runID(), mesh.Outcome{Type: mesh.OutcomeInterrupt, Interrupts: []mesh.Interrupt{{
 			ID: t.paused.UUID, Reason: mesh.InterruptReasonToolApproval, ToolCallID: t.paused.ToolCallID, Message: t.paused.Description,
 		}}}, runResult(t.response, summary.Usage)))
 	default:
-		t.ev.Emit(mesh.RunFinished(t.conv.ID, t.runID(), mesh.Outcome{Type: t.outcome}, runResult(t.response, summary.Usage)))
+		t.emit(mesh.RunFinished(t.conv.ID, t.runID(), mesh.Outcome{Type: t.outcome}, runResult(t.response, summary.Usage)))
 	}
 	if err := t.ev.Flush(ctx); err != nil {
 		return err
@@ -641,4 +641,11 @@ func stateOf(c *mesh.Conversation) map[string]any {
 		return map[string]any{}
 	}
 	return c.State
+}
+
+// emit publishes an event of the run; every event is a sign of progress
+// for the liveness probe.
+func (t *turn) emit(ev mesh.Event) {
+	t.a.touch()
+	t.ev.Emit(ev)
 }

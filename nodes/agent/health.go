@@ -1,0 +1,99 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/agentmesh/agentmesh/mesh"
+)
+
+// touch records a sign of progress.
+func (a *Agent) touch() { a.lastProgress.Store(time.Now().UnixNano()) }
+
+// Health reports whether the agent's work loop works, for liveness probes: it
+// consumes its work queue, and it is not stuck — every worker busy with no
+// turn making progress for StuckAfter. A process that beats but fails this
+// is a zombie that its monitor restarts.
+func (a *Agent) Health(context.Context) error {
+	if !a.consuming.Load() {
+		return errors.New("agent: not consuming its work queue")
+	}
+	if int(a.busy.Load()) < a.workers {
+		return nil
+	}
+	idle := time.Since(time.Unix(0, a.lastProgress.Load()))
+	if idle > a.cfg.StuckAfter {
+		return fmt.Errorf("agent: all %d workers busy and no progress for %s", a.workers, idle.Round(time.Second))
+	}
+	return nil
+}
+
+// Breakers reports the states of the agent's circuit breakers: one per MCP
+// server it calls ("mcp:<server>") and one per sub-agent ("a2a:<name>").
+func (a *Agent) Breakers() map[string]string {
+	out := a.servers.states()
+	maps.Copy(out, a.pool.states())
+	return out
+}
+
+// Breaker settings of the MCP servers, as the agent calls them: a server
+// that fails this many calls in a row is not called for the cooldown.
+const (
+	serverBreakerFailures = 5
+	serverBreakerCooldown = 15 * time.Second
+)
+
+// breakers are circuit breakers by MCP server.
+type breakers struct {
+	mu sync.Mutex
+	m  map[string]*gobreaker.TwoStepCircuitBreaker[struct{}]
+}
+
+func (b *breakers) get(server string) *gobreaker.TwoStepCircuitBreaker[struct{}] {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.m == nil {
+		b.m = map[string]*gobreaker.TwoStepCircuitBreaker[struct{}]{}
+	}
+	cb := b.m[server]
+	if cb == nil {
+		cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
+			Name:        "mcp:" + server,
+			MaxRequests: 1,
+			Timeout:     serverBreakerCooldown,
+			ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= serverBreakerFailures },
+		})
+		b.m[server] = cb
+	}
+	return cb
+}
+
+func (b *breakers) states() map[string]string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make(map[string]string, len(b.m))
+	for name, cb := range b.m {
+		out["mcp:"+name] = cb.State().String()
+	}
+	return out
+}
+
+// errServerOpen is the failure of a call refused by an open breaker.
+func errServerOpen(server string) error {
+	return mesh.ErrToolUnavailable.With(fmt.Sprintf("tool server %q is unavailable: its circuit breaker is open after %d failed calls; retrying in %s", server, serverBreakerFailures, serverBreakerCooldown))
+}
+
+// states reports the breaker of every sub-agent.
+func (p *remotePool) states() map[string]string {
+	out := map[string]string{}
+	for _, r := range p.all() {
+		out["a2a:"+r.cfg.Name] = r.gate.State().String()
+	}
+	return out
+}
