@@ -9,12 +9,21 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // MetaCallID is the key of the call id in the _meta of every MCP tools/call
 // the mesh sends; servers that deduplicate by it make a call that is sent
 // again after a crash run once (config dedupe_call_ids).
 const MetaCallID = "agentmesh/call_id"
+
+// Headers of the acknowledgement of a tool call: a request carrying
+// HeaderCallAck gets, as soon as a toolhost takes it, an empty message with
+// HeaderCallHost naming that toolhost, before the result.
+const (
+	HeaderCallAck  = "Mesh-Call-Ack"
+	HeaderCallHost = "Mesh-Call-Host"
+)
 
 // ToolRequest is the body of a request on mesh.tool.<server>.<tool>.
 type ToolRequest struct {
@@ -64,42 +73,7 @@ type CallRecord struct {
 // and match [ErrToolUnavailable] when no toolhost serves the tool (and
 // nats.ErrNoResponders when the request reached no toolhost at all).
 func CallTool(ctx context.Context, nc *nats.Conn, ns Namespace, server, tool string, req ToolRequest, hdr nats.Header) (*ToolResult, error) {
-	subj, err := ns.Tool(server, tool)
-	if err != nil {
-		return nil, err
-	}
-	if req.Arguments == nil {
-		req.Arguments = map[string]any{}
-	}
-	data, err := json.Marshal(req)
-	if err != nil {
-		return nil, fmt.Errorf("encode tool request: %w", err)
-	}
-	m := nats.NewMsg(subj)
-	m.Data = data
-	for k, v := range hdr {
-		m.Header[k] = v
-	}
-	reply, err := nc.RequestMsgWithContext(ctx, m)
-	if errors.Is(err, nats.ErrNoResponders) {
-		// Both match: callers may wait for a toolhost to come back, since
-		// this request reached none.
-		return nil, fmt.Errorf("%w (%w)", ErrToolUnavailable.With(fmt.Sprintf("tool server %q is unavailable: no toolhost serves %s", server, tool)), nats.ErrNoResponders)
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("call %s: %w", subj, ctx.Err())
-		}
-		return nil, fmt.Errorf("call %s: %w", subj, err)
-	}
-	if err := ErrorFromMsg(reply); err != nil {
-		return nil, err
-	}
-	var res ToolResult
-	if err := json.Unmarshal(reply.Data, &res); err != nil {
-		return nil, fmt.Errorf("decode reply of %s: %w", subj, err)
-	}
-	return &res, nil
+	return CallToolWatched(ctx, nc, ns, nil, server, tool, req, hdr)
 }
 
 // ContentText joins the text blocks of an MCP content array; blocks of other
@@ -122,4 +96,101 @@ func ContentText(content json.RawMessage) string {
 		parts = append(parts, fmt.Sprintf("[%s %s]", b.Type, b.MimeType))
 	}
 	return strings.Join(parts, "\n")
+}
+
+// CallToolWatched is [CallTool] for callers that must not wait for a
+// toolhost that died: the toolhost that takes the call says so at once
+// (HeaderCallHost), and while the result is awaited its key in the nodes
+// bucket is checked every second; once it is gone or marked down, the call
+// is sent again with the same call id, for a live toolhost to take over
+// (which replies the recorded result, or runs the call again only where that
+// is safe). With nodes nil it only waits, as [CallTool] does.
+func CallToolWatched(ctx context.Context, nc *nats.Conn, ns Namespace, nodes jetstream.KeyValue, server, tool string, req ToolRequest, hdr nats.Header) (*ToolResult, error) {
+	subj, err := ns.Tool(server, tool)
+	if err != nil {
+		return nil, err
+	}
+	if req.Arguments == nil {
+		req.Arguments = map[string]any{}
+	}
+	data, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("encode tool request: %w", err)
+	}
+	inbox := nc.NewRespInbox()
+	replies := make(chan *nats.Msg, 8)
+	sub, err := nc.ChanSubscribe(inbox, replies)
+	if err != nil {
+		return nil, fmt.Errorf("call %s: %w", subj, err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	send := func() error {
+		m := nats.NewMsg(subj)
+		m.Data, m.Reply = data, inbox
+		for k, v := range hdr {
+			m.Header[k] = v
+		}
+		m.Header.Set(HeaderCallAck, "1")
+		return nc.PublishMsg(m)
+	}
+	if err := send(); err != nil {
+		return nil, fmt.Errorf("call %s: %w", subj, err)
+	}
+	// A ticker even without nodes keeps the select simple; it does nothing then.
+	check := time.NewTicker(time.Second)
+	defer check.Stop()
+	host := ""
+	taken := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("call %s: %w", subj, ctx.Err())
+		case m := <-replies:
+			if h := m.Header.Get(HeaderCallHost); h != "" && len(m.Data) == 0 && m.Header.Get(HeaderServiceError) == "" {
+				host, taken = h, time.Now()
+				continue
+			}
+			if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
+				return nil, fmt.Errorf("%w (%w)", ErrToolUnavailable.With(fmt.Sprintf("tool server %q is unavailable: no toolhost serves %s", server, tool)), nats.ErrNoResponders)
+			}
+			if err := ErrorFromMsg(m); err != nil {
+				return nil, err
+			}
+			var res ToolResult
+			if err := json.Unmarshal(m.Data, &res); err != nil {
+				return nil, fmt.Errorf("decode reply of %s: %w", subj, err)
+			}
+			return &res, nil
+		case <-check.C:
+			switch {
+			case nodes == nil:
+				continue
+			case host == "" && time.Since(taken) > 5*time.Second:
+				// Nobody said it took the call (lost on the way): send it again.
+			case host != "" && nodeGone(ctx, nodes, RoleToolhost+"."+host):
+			default:
+				continue
+			}
+			host, taken = "", time.Now()
+			if err := send(); err != nil {
+				return nil, fmt.Errorf("call %s: %w", subj, err)
+			}
+		}
+	}
+}
+
+// nodeGone reports whether a node's key expired (it stopped beating) or a
+// monitor marked it down.
+func nodeGone(ctx context.Context, nodes jetstream.KeyValue, key string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	e, err := nodes.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return true
+	}
+	if err != nil {
+		return false
+	}
+	var info NodeInfo
+	return json.Unmarshal(e.Value(), &info) == nil && info.State == NodeDown
 }

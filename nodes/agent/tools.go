@@ -131,7 +131,7 @@ func (t *turn) callTool(ctx context.Context, call mesh.ToolCall, callID string, 
 			err = errServerOpen(call.Server)
 			break
 		}
-		res, err = mesh.CallTool(ctx, t.a.cfg.NC, t.a.ns, call.Server, call.Tool, mesh.ToolRequest{
+		res, err = mesh.CallToolWatched(ctx, t.a.cfg.NC, t.a.ns, t.a.cfg.Resources.Nodes, call.Server, call.Tool, mesh.ToolRequest{
 			CallID: callID, Arguments: call.Arguments, Session: t.item.Session,
 		}, hdr)
 		// The server's failures (it crashed, timed out) count against it; a

@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/rs/zerolog"
 
@@ -347,6 +348,14 @@ func (c *conn) dispatch(mr micro.Request, name string) {
 	c.active++
 	c.wg.Add(1)
 	c.mu.Unlock()
+	// Tell a caller that asks which toolhost took the call: should this
+	// process die before it answers, the caller sees it gone and sends the
+	// call again. Plain requests (nats req) get the result only.
+	if req.reply != "" && req.header.Get(mesh.HeaderCallAck) != "" {
+		ack := nats.NewMsg(req.reply)
+		ack.Header.Set(mesh.HeaderCallHost, c.s.h.cfg.NodeID)
+		_ = c.s.h.cfg.NC.PublishMsg(ack)
+	}
 	go func() {
 		defer c.wg.Done()
 		defer c.done()
