@@ -15,7 +15,7 @@ PEERS       := cmd/mesh/testdata/peers
 NPM         ?= npm
 HAVE_NODE   := $(shell command -v node >/dev/null 2>&1 && command -v $(NPM) >/dev/null 2>&1 && echo yes)
 
-.PHONY: all build run test lint bench clean peers
+.PHONY: all build run test lint bench chaos clean peers
 
 all: build
 
@@ -37,6 +37,10 @@ peers: $(PEERS)/node_modules/.package-lock.json
 
 $(PEERS)/node_modules/.package-lock.json: $(PEERS)/package.json $(PEERS)/package-lock.json
 	$(NPM) ci --prefix $(PEERS) --no-audit --no-fund
+
+## chaos: the chaos test at full scale: 50 conversations, 60 s of random kills
+chaos:
+	MESH_CHAOS_SECONDS=60 MESH_CHAOS_CONVERSATIONS=50 $(GO) test -race -count=1 -timeout 30m -run '^TestChaos$$' -v ./cmd/mesh/
 
 ## lint: gofmt, go vet, staticcheck
 lint:
