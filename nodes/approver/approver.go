@@ -132,28 +132,41 @@ func (a *Approver) Run(ctx context.Context) error {
 
 	ticker := time.NewTicker(a.cfg.SweepInterval)
 	defer ticker.Stop()
+	updates := watcher.Updates()
+	var rewatch <-chan time.Time // armed while the watch is to be opened again
 	for {
 		select {
 		case <-ctx.Done():
 			err := svc.Stop()
-			_ = watcher.Stop()
+			if watcher != nil {
+				_ = watcher.Stop()
+			}
 			wg.Wait()
 			if err != nil {
 				return fmt.Errorf("approver: stop service: %w", err)
 			}
 			a.log.Info().Msg("approver stopped")
 			return nil
-		case e, ok := <-watcher.Updates():
+		case e, ok := <-updates:
 			if !ok {
-				watcher, err = a.cfg.Approvals.WatchAll(ctx, jetstream.IgnoreDeletes())
-				if err != nil && ctx.Err() == nil {
-					return fmt.Errorf("approver: watch approvals: %w", err)
-				}
+				// The watch ended (a reconnect): open it again, in a moment.
+				updates, watcher = nil, nil
+				rewatch = time.After(250 * time.Millisecond)
 				continue
 			}
 			if e != nil {
 				a.track(e)
 			}
+		case <-rewatch:
+			w, err := a.cfg.Approvals.WatchAll(ctx, jetstream.IgnoreDeletes())
+			if err != nil {
+				if ctx.Err() == nil {
+					a.log.Warn().Err(err).Msg("watch approvals; retrying")
+					rewatch = time.After(time.Second)
+				}
+				continue
+			}
+			watcher, updates, rewatch = w, w.Updates(), nil
 		case <-ticker.C:
 			a.sweep(work)
 		}
