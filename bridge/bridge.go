@@ -1,8 +1,9 @@
 // Package bridge is the HTTP face of the mesh: REST conversations (package
-// rest), interactive documentation (package docs) and, as they are added,
-// AG-UI streams, A2A JSON-RPC and the web chat page. It holds nothing the
-// mesh needs: every request becomes work, decisions or reads on NATS, so any
-// number of bridges can serve one mesh.
+// rest), interactive documentation (package docs), AG-UI streams (package
+// agui), A2A JSON-RPC and the agent card (package a2a) and the web chat
+// page (package web). It holds nothing the mesh needs: every request becomes
+// work, decisions or reads on NATS, so any number of bridges can serve one
+// mesh.
 //
 // [Bridge.Run] listens until its context is cancelled, then stops taking
 // requests, lets those in flight finish (up to ShutdownTimeout) and returns.
@@ -21,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/agentmesh/agentmesh/bridge/a2a"
 	"github.com/agentmesh/agentmesh/bridge/agui"
 	"github.com/agentmesh/agentmesh/bridge/core"
 	"github.com/agentmesh/agentmesh/bridge/docs"
@@ -85,6 +87,12 @@ func New(cfg Config) (*Bridge, error) {
 	agui.Register(mux, agui.Config{
 		Core: c, MaxStreams: cfg.Agent.HTTP.MaxStreams, MaxBodyBytes: cfg.Agent.HTTP.MaxBodyBytes,
 		PingAfter: cfg.Agent.HTTP.PingAfter.Std(), PingEvery: cfg.Agent.HTTP.PingEvery.Std(), Logger: log,
+	})
+	a2a.Register(mux, a2a.Config{
+		Core: c, Name: cfg.Agent.Name, Description: cfg.Agent.Description, Version: cfg.Version,
+		PublicURL: cfg.Agent.HTTP.PublicURL, SubAgents: a2a.SubAgents(cfg.Agent),
+		MaxBodyBytes: cfg.Agent.HTTP.MaxBodyBytes, WaitTimeout: cfg.Agent.HTTP.WaitTimeout.Std(),
+		MaxStreams: cfg.Agent.HTTP.MaxStreams, Logger: log,
 	})
 	docs.Register(mux)
 	web.Register(mux) // GET / and /web/…; the catch-all below answers every other path

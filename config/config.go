@@ -251,6 +251,11 @@ type HTTP struct {
 	// WaitTimeout is how long a POST waits for its turn before answering 202.
 	// Zero means 30s.
 	WaitTimeout Duration `yaml:"wait_timeout"`
+	// PublicURL is the base URL clients reach the bridge at, advertised by
+	// the A2A agent card (PublicURL + "/a2a"). Empty means the scheme and
+	// host each card request came to (http://<MESH_HTTP_ADDR> for a local
+	// client).
+	PublicURL string `yaml:"public_url"`
 	// MaxStreams bounds concurrent SSE streams (503 past it). Zero means 10000.
 	MaxStreams int `yaml:"max_streams"`
 	// StreamBuffer bounds the bytes held for one slow SSE client before it

@@ -66,6 +66,9 @@ func (c *Config) validate() error {
 	if c.HTTP.MaxBodyBytes < 0 {
 		return bad("http.max_body_bytes", "must not be negative")
 	}
+	if u, err := url.Parse(c.HTTP.PublicURL); c.HTTP.PublicURL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "") {
+		return bad("http.public_url", fmt.Sprintf("%q is not an http(s) URL without query, such as https://agents.example.com", c.HTTP.PublicURL))
+	}
 	for role, n := range c.Mesh.Replicas {
 		switch role {
 		case "agent", "toolhost", "approver", "bridge", "group", "monitor":

@@ -1,0 +1,153 @@
+// Package a2a serves the mesh's agent to other agents over the Agent2Agent
+// protocol, versions 0.3 and 1.0, on the bridge:
+//
+//	GET  /.well-known/agent-card.json   the agent card (also /.well-known/agent.json)
+//	POST /a2a                           JSON-RPC 2.0; the A2A-Version header picks the
+//	                                    version (absent: 0.3; unknown: -32009)
+//
+// A task is a conversation: its id and its contextId are the conversation
+// id. A message without taskId starts a conversation (with the caller's
+// X-Session-ID as trace id) unless its contextId names one, which it then
+// continues or creates with that id. Every request's Authorization and
+// X-Session-ID travel with the turns and decisions it starts, in NATS
+// headers only ([core.Caller]).
+//
+//	                 0.3                   1.0
+//	send             message/send          SendMessage           → Task  /  {"task": Task}
+//	stream           message/stream        SendStreamingMessage  → SSE of JSON-RPC responses
+//	get              tasks/get             GetTask               → Task
+//	cancel           tasks/cancel          CancelTask            → Task
+//	subscribe        tasks/resubscribe     SubscribeToTask       → SSE
+//	list             —                     ListTasks             → {tasks, nextPageToken, pageSize, totalSize}
+//
+// # Task states
+//
+//	conversation                             task state       status message
+//	a turn runs (status running)             working
+//	waiting_approval                         input-required   text + data {"approval": {uuid, tool_name, tool_args, description}}
+//	active, no run yet                       submitted
+//	active, last run succeeded               completed        (the reply is the artifact)
+//	active, last run failed                  failed           the error
+//	active, last run cancelled               canceled
+//
+// A completed task has one artifact, the last run's reply (artifactId: the
+// id of the message holding it); the history is the conversation's user
+// and assistant messages with text (historyLength: how many of the last).
+//
+// # Continuing a task (FR-028)
+//
+// message/send with the taskId of a task waiting for approval decides that
+// approval: "approved", "yes" … approve, "rejected", "no" … reject
+// ([mesh.ParseApprovalWord]; a data part {"approved": bool} works too); the
+// answer is the task after the resume ran. Any other text leaves the task
+// input-required and says what is expected. A task that is working refuses
+// a message with -32004; a completed (or failed, canceled) one takes it as
+// its next turn, since a conversation goes on.
+//
+// # Versions
+//
+//	                     0.3                                  1.0
+//	objects              "kind" on tasks, messages, parts     no kind; parts {text} {data} {url} {raw}
+//	roles, states        user / agent, completed …            ROLE_USER / ROLE_AGENT, TASK_STATE_COMPLETED …
+//	send result          the Task                             {"task": Task}
+//	stream items         Task, status-update, artifact-update {"task"}, {"statusUpdate"}, {"artifactUpdate"}
+//	end of a stream      status-update with "final": true     the stream ends after the last statusUpdate
+//	non-blocking send    configuration.blocking: false        configuration.returnImmediately: true
+//	error data           none                                 [ErrorInfo] (A2A errors), [BadRequest] (invalid params)
+//	subscribe, terminal  the task, then a final update        -32004 unsupported operation
+//	stream errors        one SSE event (a2a-go reads SSE)     a JSON answer (as the reference server)
+//
+// # Errors
+//
+// Every JSON-RPC error is answered with HTTP 200, except a body over
+// MaxBodyBytes (-32600 with HTTP 413): -32700 invalid JSON, -32600 not a
+// single request object (batches are refused), -32601 unknown method (or a
+// method of the other version), -32602 invalid params (no message, no text
+// part, wrong types), -32001 unknown task, -32002 task not cancelable,
+// -32003 push notifications, -32004 a task that is working, -32009 an
+// A2A-Version other than 0.3 and 1.0, -32603 the mesh failed.
+//
+// # Goroutines
+//
+// None of its own: each request runs on its server goroutine; a stream
+// follows the events stream through the core's hub ([core.Core.Follow]) and
+// ends when its run ends, its client leaves (the task goes on) or the core
+// stops.
+package a2a
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/agentmesh/agentmesh/bridge/core"
+	"github.com/agentmesh/agentmesh/config"
+	wire "github.com/agentmesh/agentmesh/mesh/a2a"
+)
+
+// Config configures the A2A server.
+type Config struct {
+	Core *core.Core
+	// Name and Description present the agent in its card.
+	Name, Description string
+	// Version is the card's version (the agent's, not the protocol's).
+	// Empty means "dev".
+	Version string
+	// PublicURL is the base URL clients reach the bridge at; the card
+	// advertises PublicURL + "/a2a". Empty means the scheme and Host of the
+	// card request.
+	PublicURL string
+	// SubAgents are the A2A agents the mesh delegates to; each is a skill
+	// of the card (see [SubAgents]).
+	SubAgents []config.A2AAgent
+	// MaxBodyBytes bounds request bodies. Zero means 1 MiB.
+	MaxBodyBytes int64
+	// WaitTimeout is how long a blocking send waits for its run before it
+	// answers the task as working. Zero means 30s.
+	WaitTimeout time.Duration
+	// MaxStreams bounds concurrent streams. Zero means 10000.
+	MaxStreams int
+	// KeepAlive is the interval of SSE comments on idle streams. Zero means 15s.
+	KeepAlive time.Duration
+	Logger    zerolog.Logger
+}
+
+type handler struct {
+	cfg   Config
+	core  *core.Core
+	slots chan struct{}
+	log   zerolog.Logger
+}
+
+// Register mounts the agent card and the JSON-RPC endpoint on mux.
+func Register(mux *http.ServeMux, cfg Config) {
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = 1 << 20
+	}
+	if cfg.WaitTimeout == 0 {
+		cfg.WaitTimeout = 30 * time.Second
+	}
+	if cfg.MaxStreams == 0 {
+		cfg.MaxStreams = 10000
+	}
+	if cfg.KeepAlive == 0 {
+		cfg.KeepAlive = 15 * time.Second
+	}
+	h := &handler{cfg: cfg, core: cfg.Core, slots: make(chan struct{}, cfg.MaxStreams), log: cfg.Logger}
+	mux.HandleFunc("GET "+wire.CardPath, h.card)
+	mux.HandleFunc("GET "+wire.LegacyCardPath, h.card)
+	mux.HandleFunc("POST "+Path, h.rpc)
+}
+
+// acquire takes a stream slot; false when MaxStreams are running.
+func (h *handler) acquire() bool {
+	select {
+	case h.slots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (h *handler) release() { <-h.slots }

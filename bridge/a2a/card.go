@@ -1,0 +1,158 @@
+package a2a
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/agentmesh/agentmesh/bridge/rest"
+	"github.com/agentmesh/agentmesh/config"
+	"github.com/agentmesh/agentmesh/mesh"
+	wire "github.com/agentmesh/agentmesh/mesh/a2a"
+)
+
+// Path is where the JSON-RPC endpoint is mounted.
+const Path = "/a2a"
+
+// card serves the agent card on both well-known paths. One card serves
+// both versions: the 0.3 fields (url, protocolVersion 0.3.0,
+// preferredTransport) that a2a-go 0.3 reads, and 1.0's
+// supportedInterfaces, 1.0 first, which @a2a-js/sdk 1.x reads (a card with
+// supportedInterfaces is a 1.0 card to it, and it picks the 1.0 entry).
+func (h *handler) card(w http.ResponseWriter, r *http.Request) {
+	skills, err := h.skills(r.Context())
+	if err != nil {
+		w.Header().Set("Retry-After", "1")
+		rest.WriteError(w, mesh.ErrUnavailable.With("the tool catalog cannot be read: "+err.Error()))
+		return
+	}
+	url := h.publicURL(r) + Path
+	desc := h.cfg.Description
+	if strings.TrimSpace(desc) == "" {
+		desc = "Agent " + h.cfg.Name + " of an Agent Mesh: its tools are MCP servers, its destructive calls wait for a human's approval."
+	}
+	version := h.cfg.Version
+	if version == "" {
+		version = "dev"
+	}
+	card := wire.AgentCard{
+		Name: h.cfg.Name, Description: desc, URL: url, Version: version,
+		ProtocolVersion:    wire.ProtocolVersion03,
+		PreferredTransport: wire.BindingJSONRPC,
+		Capabilities:       wire.Capabilities{Streaming: true, PushNotifications: false},
+		DefaultInputModes:  []string{"text/plain"},
+		DefaultOutputModes: []string{"text/plain", "application/json"},
+		Skills:             skills,
+		SupportedInterfaces: []wire.Interface{
+			{URL: url, ProtocolBinding: wire.BindingJSONRPC, ProtocolVersion: wire.Version10},
+			{URL: url, ProtocolBinding: wire.BindingJSONRPC, ProtocolVersion: wire.Version03},
+		},
+	}
+	w.Header().Set("Access-Control-Allow-Origin", "*")
+	writeJSON(w, http.StatusOK, card)
+}
+
+// publicURL is the base URL clients reach the bridge at: Config.PublicURL,
+// else the scheme and Host of the request.
+func (h *handler) publicURL(r *http.Request) string {
+	if h.cfg.PublicURL != "" {
+		return strings.TrimRight(h.cfg.PublicURL, "/")
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+// skills are one skill per tool of the catalog (id = tool name; tags: the
+// server, "mcp", and "destructive" or "read-only") and one per A2A
+// sub-agent (id = its name; tags "a2a", "sub-agent", "destructive" when it
+// needs approval). An id already taken is prefixed with the server name
+// ("<server>.<tool>") or "a2a.".
+func (h *handler) skills(ctx context.Context) ([]wire.Skill, error) {
+	tools, err := h.core.Catalog.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	skills := []wire.Skill{}
+	seen := map[string]bool{}
+	for _, t := range tools {
+		id := t.Name
+		if seen[id] {
+			id = t.Server + "." + t.Name
+		}
+		seen[id] = true
+		name := t.Title
+		if name == "" && t.Annotations != nil {
+			name = t.Annotations.Title
+		}
+		if name == "" {
+			name = t.Name
+		}
+		desc := t.Description
+		if desc == "" {
+			desc = "Tool " + t.Name + " of the MCP server " + t.Server
+		}
+		tags := []string{t.Server, "mcp"}
+		switch {
+		case t.DestructiveHint:
+			tags = append(tags, "destructive")
+		case t.ReadOnlyHint:
+			tags = append(tags, "read-only")
+		}
+		skills = append(skills, wire.Skill{ID: id, Name: name, Description: desc, Tags: tags})
+	}
+	for _, a := range h.cfg.SubAgents {
+		id := a.Name
+		if seen[id] {
+			id = "a2a." + a.Name
+		}
+		seen[id] = true
+		desc := a.Description
+		if desc == "" {
+			desc = "Delegates to the A2A agent " + a.Name
+		}
+		tags := []string{"a2a", "sub-agent"}
+		if a.IsDestructive() {
+			tags = append(tags, "destructive")
+		}
+		skills = append(skills, wire.Skill{ID: id, Name: a.Name, Description: desc, Tags: tags})
+	}
+	return skills, nil
+}
+
+// SubAgents lists the A2A agents a configuration delegates to: the
+// top-level a2a list, the a2a lists of the agent tree's llm nodes and its
+// a2a nodes, each name once.
+func SubAgents(c *config.Config) []config.A2AAgent {
+	var out []config.A2AAgent
+	seen := map[string]bool{}
+	add := func(a config.A2AAgent) {
+		if a.Name == "" || seen[a.Name] {
+			return
+		}
+		seen[a.Name] = true
+		out = append(out, a)
+	}
+	for _, a := range c.A2A {
+		add(a)
+	}
+	var walk func(n *config.Node)
+	walk = func(n *config.Node) {
+		if n == nil {
+			return
+		}
+		for _, a := range n.A2A {
+			add(a)
+		}
+		if n.Type == config.NodeA2A {
+			add(config.A2AAgent{Name: n.Name, URL: n.URL, Description: n.Description, Destructive: n.Destructive || n.DestructiveHint})
+		}
+		for i := range n.Agents {
+			walk(&n.Agents[i])
+		}
+	}
+	walk(c.Agent)
+	return out
+}

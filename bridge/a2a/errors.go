@@ -1,0 +1,118 @@
+package a2a
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/agentmesh/agentmesh/bridge/core"
+	"github.com/agentmesh/agentmesh/mesh"
+	wire "github.com/agentmesh/agentmesh/mesh/a2a"
+)
+
+// rpcError is a JSON-RPC error before it is written in a version's shape.
+type rpcError struct {
+	Code    int
+	Message string
+	// Field is the parameter at fault of an invalid-params error.
+	Field string
+	// Meta goes in the ErrorInfo of 1.0 errors (taskId …).
+	Meta map[string]string
+	// Status is the HTTP status of the answer; zero means 200, the status
+	// of every JSON-RPC error but a body over the size limit.
+	Status int
+	// RetryAfter, when not zero, goes in a Retry-After header (seconds).
+	RetryAfter int
+}
+
+func (e *rpcError) Error() string { return fmt.Sprintf("a2a error %d: %s", e.Code, e.Message) }
+
+func errParse(msg string) *rpcError { return &rpcError{Code: wire.CodeParseError, Message: msg} }
+func errInvalidRequest(msg string) *rpcError {
+	return &rpcError{Code: wire.CodeInvalidRequest, Message: msg}
+}
+func errMethod(msg string) *rpcError { return &rpcError{Code: wire.CodeMethodNotFound, Message: msg} }
+
+func errParams(field, msg string) *rpcError {
+	return &rpcError{Code: wire.CodeInvalidParams, Message: msg, Field: field}
+}
+
+func errTaskNotFound(id string) *rpcError {
+	return &rpcError{Code: wire.CodeTaskNotFound, Message: fmt.Sprintf("task %q not found", clip(id)), Meta: map[string]string{"taskId": clip(id)}}
+}
+
+func errNotCancelable(id, why string) *rpcError {
+	return &rpcError{Code: wire.CodeTaskNotCancelable, Message: fmt.Sprintf("task %s cannot be canceled: %s", id, why), Meta: map[string]string{"taskId": id}}
+}
+
+func errUnsupported(msg string) *rpcError {
+	return &rpcError{Code: wire.CodeUnsupportedOperation, Message: msg}
+}
+
+func errInternal(msg string) *rpcError { return &rpcError{Code: wire.CodeInternalError, Message: msg} }
+
+// toRPC maps an error of the core or the mesh to a JSON-RPC error:
+//
+//	conversation not found                    -32001 task not found
+//	a turn runs, or it waits for an approval  -32004 unsupported operation (busy)
+//	bad request                               -32602 invalid params
+//	unavailable, degraded                     -32603 internal error, Retry-After
+//	anything else                             -32603 internal error
+func toRPC(err error, taskID string) *rpcError {
+	var re *rpcError
+	var pending *core.PendingError
+	switch {
+	case errors.As(err, &re):
+		return re
+	case errors.Is(err, mesh.ErrSessionNotFound):
+		return errTaskNotFound(taskID)
+	case errors.As(err, &pending), errors.Is(err, mesh.ErrWaitingApproval), errors.Is(err, mesh.ErrTurnInProgress):
+		e := errUnsupported(err.Error())
+		e.Meta = map[string]string{"taskId": taskID}
+		return e
+	case errors.Is(err, mesh.ErrBadRequest):
+		return errParams("", err.Error())
+	case errors.Is(err, mesh.ErrUnavailable), errors.Is(err, mesh.ErrDegraded):
+		e := errInternal("the mesh is unavailable: " + err.Error())
+		e.RetryAfter = mesh.RetryAfter(err)
+		return e
+	}
+	return errInternal("internal error: " + err.Error())
+}
+
+// object writes the error in the shape of a version: 0.3 clients (a2a-go
+// 0.3) decode "data" as an object, so it is left out; 1.0 carries details,
+// ErrorInfo for A2A errors and BadRequest for invalid params.
+func (e *rpcError) object(version string) *wire.Error {
+	out := &wire.Error{Code: e.Code, Message: e.Message}
+	if version != wire.Version10 {
+		return out
+	}
+	var details []any
+	if reason := wire.ErrorReason(e.Code); reason != "" {
+		details = append(details, wire.ErrorInfo{Type: wire.ErrorInfoType, Reason: reason, Domain: wire.ErrorDomain, Metadata: e.Meta})
+	}
+	if e.Code == wire.CodeInvalidParams && e.Field != "" {
+		details = append(details, wire.BadRequest{Type: wire.BadRequestType, FieldViolations: []wire.FieldViolation{{Field: e.Field, Description: e.Message}}})
+	}
+	if len(details) > 0 {
+		out.Data = details
+	}
+	return out
+}
+
+func (e *rpcError) status() int {
+	if e.Status == 0 {
+		return http.StatusOK
+	}
+	return e.Status
+}
+
+// clip shortens what a client sent before it is echoed in an error.
+func clip(s string) string {
+	const max = 80
+	if r := []rune(s); len(r) > max {
+		return string(r[:max]) + "…"
+	}
+	return s
+}

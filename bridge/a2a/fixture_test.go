@@ -1,0 +1,436 @@
+package a2a
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/agentmesh/agentmesh/bridge/core"
+	"github.com/agentmesh/agentmesh/bridge/rest"
+	"github.com/agentmesh/agentmesh/config"
+	"github.com/agentmesh/agentmesh/mesh"
+	wire "github.com/agentmesh/agentmesh/mesh/a2a"
+	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/nodes/agent"
+	"github.com/agentmesh/agentmesh/nodes/agent/llm"
+	"github.com/agentmesh/agentmesh/nodes/approver"
+)
+
+// traceID is the X-Session-ID every request of the tests sends.
+const traceID = "trace-a2a"
+
+// gated is the offline planner, except that a request containing "slow"
+// waits until the gate opens (or its turn is cancelled) before it answers
+// (entered says that such a request reached the model), and one containing
+// "explode" fails.
+type gated struct {
+	llm.Provider
+	gate    chan struct{}
+	entered chan struct{}
+}
+
+func newGated() *gated {
+	return &gated{Provider: llm.NewOffline(), gate: make(chan struct{}), entered: make(chan struct{}, 16)}
+}
+
+func (g *gated) Generate(ctx context.Context, req llm.Request) (*llm.Response, error) {
+	last := ""
+	for _, m := range req.Messages {
+		if m.Role == llm.RoleUser {
+			last = m.Content
+		}
+	}
+	if strings.Contains(last, "explode") {
+		return nil, errors.New("the model exploded")
+	}
+	if strings.Contains(last, "slow") && len(req.Messages) > 0 && req.Messages[len(req.Messages)-1].Role == llm.RoleUser {
+		select {
+		case g.entered <- struct{}{}:
+		default:
+		}
+		select {
+		case <-g.gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return g.Provider.Generate(ctx, req)
+}
+
+// fixture is a whole mesh in one process: an embedded JetStream server, an
+// agent with the gated offline planner, an approver, a fake toolhost
+// serving the resources tools, and a bridge core with the REST routes and
+// this package's routes on an httptest server.
+type fixture struct {
+	t     *testing.T
+	m     *meshtest.Mesh
+	core  *core.Core
+	srv   *httptest.Server
+	model *gated
+	tools *fakeResources
+}
+
+func newFixture(t *testing.T, tweak func(*Config)) *fixture {
+	t.Helper()
+	m := meshtest.New(t)
+	f := &fixture{t: t, m: m, model: newGated()}
+	f.tools = startFakeResources(t, m)
+
+	cfg, err := config.Parse("test.yaml", []byte("name: tester\ndescription: Manages resources.\nllm:\n  model: offline\nmesh:\n  ack_wait: 2s\n"), func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := agent.New(agent.Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: cfg, Provider: f.model, NodeID: "test-agent", Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runRole(t, "agent", a.Run)
+	ap, err := approver.New(approver.Config{NC: m.NC, JS: m.JS, NS: m.NS, Approvals: m.Approvals, NodeID: "test-approver", Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runRole(t, "approver", tolerateShutdown(ap.Run))
+
+	c, err := core.New(core.Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: cfg.Name, Prompt: cfg.Prompt, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	f.core = c
+
+	mux := http.NewServeMux()
+	rest.Register(mux, rest.Config{Core: c})
+	acfg := Config{Core: c, Name: cfg.Name, Description: cfg.Description, Version: "1.2.3", MaxBodyBytes: 64 << 10, KeepAlive: time.Minute}
+	if tweak != nil {
+		tweak(&acfg)
+	}
+	Register(mux, acfg)
+	f.srv = httptest.NewServer(mux)
+	t.Cleanup(f.srv.Close)
+	f.waitForTools()
+	return f
+}
+
+// runRole runs a role until the test ends, and checks it stops cleanly.
+func runRole(t *testing.T, name string, run func(context.Context) error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("%s Run: %v", name, err)
+		}
+	})
+}
+
+// tolerateShutdown runs a role whose stop may race with its KV watcher:
+// approver.Run can return "watch approvals: context canceled", or panic on a
+// nil watcher, when its watcher closes as its context is cancelled. Neither
+// concerns these tests, which only need the role while they run.
+func tolerateShutdown(run func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) (err error) {
+		defer func() {
+			if p := recover(); p != nil && ctx.Err() != nil {
+				err = nil
+			} else if p != nil {
+				panic(p)
+			}
+		}()
+		if err := run(ctx); err != nil && ctx.Err() == nil {
+			return err
+		}
+		return nil
+	}
+}
+
+// waitForTools waits until the agent plans with the catalog.
+func (f *fixture) waitForTools() {
+	f.t.Helper()
+	meshtest.Eventually(f.t, 10*time.Second, func() bool {
+		conv, err := f.core.NewConversation(f.t.Context(), core.Caller{})
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		run, err := f.core.Send(f.t.Context(), conv.ID, "list all resources", core.Caller{})
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(f.t.Context(), 5*time.Second)
+		defer cancel()
+		out, err := run.Wait(ctx)
+		if err != nil || !out.Finished {
+			return false
+		}
+		for _, msg := range out.Conversation.Messages {
+			if msg.Role == mesh.RoleTool {
+				return true
+			}
+		}
+		return false
+	}, "the agent never called a tool")
+}
+
+// rpcAnswer is a JSON-RPC answer as the tests read it.
+type rpcAnswer struct {
+	Status  int
+	Header  http.Header
+	Raw     string
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  json.RawMessage `json:"result"`
+	Error   *struct {
+		Code    int             `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data"`
+	} `json:"error"`
+}
+
+// do posts body to /a2a with the version header (empty: none) and extra
+// headers, and returns the raw response.
+func (f *fixture) do(ctx context.Context, version, body string, headers ...string) *http.Response {
+	f.t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.srv.URL+Path, strings.NewReader(body))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(mesh.HeaderSessionID, traceID)
+	if version != "" {
+		req.Header.Set(wire.HeaderVersion, version)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := f.srv.Client().Do(req)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return resp
+}
+
+// call makes one JSON-RPC call and decodes the answer.
+func (f *fixture) call(version, body string, headers ...string) *rpcAnswer {
+	f.t.Helper()
+	resp := f.do(f.t.Context(), version, body, headers...)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	a := &rpcAnswer{Status: resp.StatusCode, Header: resp.Header, Raw: string(data)}
+	if err := json.Unmarshal(data, a); err != nil {
+		f.t.Fatalf("answer to %s: %v: %s", clipBody(body), err, data)
+	}
+	if a.JSONRPC != "2.0" {
+		f.t.Fatalf("answer to %s has no jsonrpc 2.0: %s", clipBody(body), data)
+	}
+	return a
+}
+
+// result makes a call that must succeed and decodes its result into v.
+func (f *fixture) result(version, body string, v any) *rpcAnswer {
+	f.t.Helper()
+	a := f.call(version, body)
+	if a.Status != http.StatusOK || a.Error != nil {
+		f.t.Fatalf("%s: status %d: %s", clipBody(body), a.Status, a.Raw)
+	}
+	if err := json.Unmarshal(a.Result, v); err != nil {
+		f.t.Fatalf("result of %s: %v: %s", clipBody(body), err, a.Result)
+	}
+	return a
+}
+
+// stream posts a streaming call and reads every "data:" line until the
+// stream ends.
+func (f *fixture) stream(version, body string) (*http.Response, []string) {
+	f.t.Helper()
+	resp := f.do(f.t.Context(), version, body)
+	defer resp.Body.Close()
+	var events []string
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 8<<20)
+	for sc.Scan() {
+		if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			events = append(events, d)
+		}
+	}
+	return resp, events
+}
+
+// sendText is the params of a 0.3 message/send with one text part.
+func send03(id int, method, text, taskID string, extra ...string) string {
+	msg := map[string]any{"kind": "message", "messageId": fmt.Sprintf("m-%d", id), "role": "user", "parts": []any{map[string]any{"kind": "text", "text": text}}}
+	if taskID != "" {
+		msg["taskId"] = taskID
+	}
+	params := map[string]any{"message": msg}
+	for i := 0; i+1 < len(extra); i += 2 {
+		var v any
+		_ = json.Unmarshal([]byte(extra[i+1]), &v)
+		params[extra[i]] = v
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	return string(b)
+}
+
+// send10 is the params of a 1.0 SendMessage with one text part.
+func send10(id int, method, text, taskID string, extra ...string) string {
+	msg := map[string]any{"messageId": fmt.Sprintf("m-%d", id), "role": "ROLE_USER", "parts": []any{map[string]any{"text": text}}}
+	if taskID != "" {
+		msg["taskId"] = taskID
+	}
+	params := map[string]any{"message": msg}
+	for i := 0; i+1 < len(extra); i += 2 {
+		var v any
+		_ = json.Unmarshal([]byte(extra[i+1]), &v)
+		params[extra[i]] = v
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	return string(b)
+}
+
+// rpc is a JSON-RPC request with params given as JSON.
+func rpc(id any, method, params string) string {
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": json.RawMessage(params)})
+	return string(b)
+}
+
+func clipBody(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "…"
+	}
+	return s
+}
+
+// decide decides an approval through REST.
+func (f *fixture) decide(uuid string, approved bool) {
+	f.t.Helper()
+	req, _ := http.NewRequestWithContext(f.t.Context(), http.MethodPost, f.srv.URL+"/approvals/"+uuid, strings.NewReader(fmt.Sprintf(`{"approved": %t}`, approved)))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := f.srv.Client().Do(req)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		f.t.Fatalf("POST /approvals/%s: status %d: %s", uuid, resp.StatusCode, data)
+	}
+}
+
+// fakeResources is a toolhost serving mesh.tool.resources.* from memory,
+// with catalog entries shaped like those of cmd/mcp-resources:
+// resources_list is read-only, resources_add destructive.
+type fakeResources struct {
+	mu    sync.Mutex
+	items []fakeResource
+	seen  map[string]string // call id → first answer
+}
+
+type fakeResource struct {
+	ID    string `json:"id"`
+	Name  string `json:"name"`
+	Value int64  `json:"value"`
+}
+
+func startFakeResources(t *testing.T, m *meshtest.Mesh) *fakeResources {
+	t.Helper()
+	fr := &fakeResources{items: []fakeResource{{ID: "res-1", Name: "db-1", Value: 3}}, seen: map[string]string{}}
+	for _, e := range []mesh.ToolEntry{
+		{
+			Server: "resources", Name: "resources_list", Title: "List resources",
+			Description:  "List resources, optionally filtered by a name pattern (regular expression)",
+			InputSchema:  json.RawMessage(`{"type":"object","properties":{"pattern":{"type":"string","description":"regular expression (RE2 syntax) matched anywhere in the resource name; use ^name$ for an exact name; omit to list all resources"}}}`),
+			ReadOnlyHint: true,
+		},
+		{
+			Server: "resources", Name: "resources_add", Title: "Add resource",
+			Description:     "Add (create) a new resource with a name and an integer value",
+			InputSchema:     json.RawMessage(`{"type":"object","required":["name","value"],"properties":{"name":{"type":"string","description":"name of the new resource"},"value":{"type":"integer","description":"integer value of the new resource"}}}`),
+			DestructiveHint: true,
+		},
+	} {
+		data, _ := json.Marshal(e)
+		key, err := mesh.ToolKey(e.Server, e.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Tools.Put(t.Context(), key, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sub, err := m.NC.Subscribe("mesh.tool.resources.*", func(msg *nats.Msg) {
+		var req mesh.ToolRequest
+		if err := json.Unmarshal(msg.Data, &req); err != nil {
+			_ = msg.Respond(mustJSON(mesh.ToolResult{Text: "bad request", IsError: true}))
+			return
+		}
+		tool := msg.Subject[strings.LastIndexByte(msg.Subject, '.')+1:]
+		_ = msg.Respond(mustJSON(mesh.ToolResult{Text: fr.call(tool, req)}))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	return fr
+}
+
+func (fr *fakeResources) call(tool string, req mesh.ToolRequest) string {
+	fr.mu.Lock()
+	defer fr.mu.Unlock()
+	switch tool {
+	case "resources_list":
+		return string(mustJSON(map[string]any{"resources": fr.items, "count": len(fr.items)}))
+	case "resources_add":
+		if prev, ok := fr.seen[req.CallID]; ok {
+			return prev
+		}
+		name, _ := req.Arguments["name"].(string)
+		value, _ := req.Arguments["value"].(float64)
+		r := fakeResource{ID: fmt.Sprintf("res-%d", len(fr.items)+1), Name: name, Value: int64(value)}
+		fr.items = append(fr.items, r)
+		out := string(mustJSON(r))
+		fr.seen[req.CallID] = out
+		return out
+	}
+	return "error: no tool " + tool
+}
+
+// has reports whether a resource of that name exists.
+func (fr *fakeResources) has(name string) bool {
+	fr.mu.Lock()
+	defer fr.mu.Unlock()
+	for _, r := range fr.items {
+		if r.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func mustJSON(v any) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		panic(err)
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+}

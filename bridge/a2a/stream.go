@@ -1,0 +1,335 @@
+package a2a
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/agentmesh/agentmesh/bridge/core"
+	"github.com/agentmesh/agentmesh/mesh"
+	wire "github.com/agentmesh/agentmesh/mesh/a2a"
+)
+
+// writeTimeout bounds one write to a client, so that a client that stops
+// reading cannot hold a stream's goroutine.
+const writeTimeout = 15 * time.Second
+
+// sse writes Server-Sent Events: "data: <json>\n\n", flushed one by one.
+type sse struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func newSSE(w http.ResponseWriter) *sse { return &sse{w: w, rc: http.NewResponseController(w)} }
+
+func (s *sse) start() error {
+	h := s.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	h.Set("X-Accel-Buffering", "no")
+	s.w.WriteHeader(http.StatusOK)
+	return s.rc.Flush()
+}
+
+func (s *sse) data(v any) error {
+	var buf bytes.Buffer
+	buf.WriteString("data: ")
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil { // one line, ended by "\n"
+		return err
+	}
+	buf.WriteByte('\n')
+	_ = s.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if _, err := s.w.Write(buf.Bytes()); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+func (s *sse) comment() error {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if _, err := s.w.Write([]byte(": keep-alive\n\n")); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+// streamer writes the events of one run of one task as JSON-RPC responses
+// of a stream.
+type streamer struct {
+	c    *call
+	out  *sse
+	f    *core.Follower
+	task string
+	run  string
+	// started are the artifacts (text messages) already streamed: later
+	// chunks append to them.
+	started map[string]bool
+	// notices are messages meant for people (approval requests, errors):
+	// they end up in status messages, not artifacts.
+	notices map[string]bool
+}
+
+func (s *streamer) send(ev any) error { return s.out.data(s.c.envelope(s.c.d.item(ev), nil)) }
+
+func (s *streamer) status(st wire.TaskStatus, final bool) error {
+	return s.send(&wire.StatusUpdate{Kind: wire.KindStatusUpdate, TaskID: s.task, ContextID: s.task, Status: st, Final: final})
+}
+
+// stream serves message/stream and SendStreamingMessage. The stream starts
+// with the task (submitted when the message created it, else working),
+// then follows the run's events from MESH_EVENTS:
+//
+//	RUN_STARTED                 status-update working
+//	TOOL_CALL_START             status-update working, message "Calling <tool>"
+//	TEXT_MESSAGE_CONTENT        artifact-update: a chunk of the artifact named by the
+//	                            message id (append after the first chunk); notices are left out
+//	CUSTOM run_retried          the retried attempt's chunks replace what was streamed
+//	RUN_FINISHED / RUN_ERROR    artifact-update with the whole reply (lastChunk) when the
+//	                            task completed, then the final status-update: completed,
+//	                            input-required (with the approval), failed or canceled
+//
+// In 0.3 the last status-update has "final": true; in 1.0 the stream just
+// ends after it. A message that answers a pending approval streams the
+// resume the same way. A client that disconnects does not cancel the task
+// (A2A semantics): the run goes on and tasks/resubscribe (SubscribeToTask)
+// or tasks/get find it.
+func stream(ctx context.Context, c *call) {
+	req, rerr := c.d.send(c)
+	if rerr != nil {
+		c.failStream(rerr)
+		return
+	}
+	if !c.h.acquire() {
+		c.failStream(errBusy())
+		return
+	}
+	defer c.h.release()
+	p, err := c.plan(ctx, req)
+	if err != nil {
+		c.failStream(err)
+		return
+	}
+	if p.act == actHint {
+		conv, err := c.h.core.Sessions.Get(ctx, p.id)
+		if err != nil {
+			c.failStream(toRPC(err, p.id))
+			return
+		}
+		t := taskOf(conv, view{history: req.history, hint: hint(req.text)})
+		s := &streamer{c: c, out: newSSE(c.w), task: p.id}
+		if s.out.start() != nil || s.send(t) != nil {
+			return
+		}
+		_ = s.status(t.Status, true)
+		return
+	}
+	f, err := c.h.core.Follow(ctx, p.id, core.FromNow)
+	if err != nil {
+		c.failStream(toRPC(err, p.id))
+		return
+	}
+	defer f.Close()
+	run, err := c.start(ctx, p, req)
+	if err != nil {
+		c.failStream(toRPC(err, p.id))
+		return
+	}
+	s := &streamer{c: c, out: newSSE(c.w), f: f, task: p.id, started: map[string]bool{}, notices: map[string]bool{}}
+	if run == nil { // decided meanwhile by someone else: the task as it is
+		conv, err := c.h.core.Sessions.Get(ctx, p.id)
+		if err != nil {
+			c.failStream(toRPC(err, p.id))
+			return
+		}
+		t := taskOf(conv, view{history: req.history})
+		if s.out.start() != nil || s.send(t) != nil {
+			return
+		}
+		_ = s.status(t.Status, true)
+		return
+	}
+	run.Close() // the stream, not the waiter, says when the run ends
+	s.run = run.ID
+	if s.out.start() != nil {
+		return
+	}
+	state := wire.StateWorking
+	if p.created {
+		state = wire.StateSubmitted
+	}
+	msg := *req.msg
+	msg.Kind, msg.TaskID, msg.ContextID = wire.KindMessage, p.id, p.id
+	first := &wire.Task{Kind: wire.KindTask, ID: p.id, ContextID: p.id, Status: wire.TaskStatus{State: state, Timestamp: stamp(time.Now())}, History: []wire.Message{msg}}
+	if s.send(first) != nil {
+		return
+	}
+	s.follow(ctx)
+}
+
+// resubscribe serves tasks/resubscribe and SubscribeToTask: the task as it
+// is, then, while a run works on it, that run's events as [stream] sends
+// them, until the task completes or pauses. A task that is not working
+// gets its state and the end of the stream: in 0.3 a final status-update
+// follows the task; 1.0 refuses a terminal task (-32004, as the spec says)
+// and ends the stream after the task otherwise.
+func resubscribe(ctx context.Context, c *call) {
+	id, rerr := c.d.taskID(c)
+	if rerr != nil {
+		c.failStream(rerr)
+		return
+	}
+	if !c.h.acquire() {
+		c.failStream(errBusy())
+		return
+	}
+	defer c.h.release()
+	// Follow before reading, so that nothing published in between is lost.
+	f, err := c.h.core.Follow(ctx, id, core.FromNow)
+	if err != nil {
+		c.failStream(toRPC(err, id))
+		return
+	}
+	defer f.Close()
+	conv, err := c.h.core.Sessions.Get(ctx, id)
+	if err != nil {
+		c.failStream(toRPC(err, id))
+		return
+	}
+	t := taskOf(conv, view{history: new(int)})
+	state := t.Status.State
+	if state.Terminal() && c.d.version() == wire.Version10 {
+		c.failStream(&rpcError{Code: wire.CodeUnsupportedOperation, Message: "task " + id + " is " + string(state) + ": there is nothing to subscribe to; read it with GetTask", Meta: map[string]string{"taskId": id}})
+		return
+	}
+	s := &streamer{c: c, out: newSSE(c.w), f: f, task: id, started: map[string]bool{}, notices: map[string]bool{}}
+	if s.out.start() != nil || s.send(t) != nil {
+		return
+	}
+	if state != wire.StateWorking {
+		if c.d.version() == wire.Version03 {
+			_ = s.status(t.Status, true)
+		}
+		return
+	}
+	if conv.Turn != nil {
+		s.run = conv.Turn.ID
+	}
+	s.follow(ctx)
+}
+
+// follow streams the run's events until it ends, then the final state.
+func (s *streamer) follow(ctx context.Context) {
+	for {
+		wait, cancel := context.WithTimeout(ctx, s.c.h.cfg.KeepAlive)
+		sev, err := s.f.Next(wait)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return // the client left; the task goes on
+		case errors.Is(err, context.DeadlineExceeded):
+			if s.out.comment() != nil {
+				return
+			}
+			if s.ended(ctx) {
+				s.finish(ctx, nil)
+				return
+			}
+			continue
+		case errors.Is(err, core.ErrSlowConsumer):
+			_ = s.out.data(s.c.envelope(nil, errInternal("the client did not keep up with the stream; the task goes on: resubscribe to it or get it")))
+			return
+		case err != nil:
+			return // the bridge is stopping
+		}
+		if s.run != "" && sev.Run != s.run {
+			continue
+		}
+		var ev mesh.Event
+		if json.Unmarshal(sev.Data, &ev) != nil {
+			continue
+		}
+		if ev.Type == mesh.EventRunFinished || ev.Type == mesh.EventRunError {
+			if s.run == "" {
+				s.run = sev.Run
+			}
+			s.finish(ctx, &ev)
+			return
+		}
+		if s.translate(&ev) != nil {
+			return
+		}
+	}
+}
+
+// ended reports whether the run is over although its end event was not
+// seen (a safety net, checked on every keep-alive).
+func (s *streamer) ended(ctx context.Context) bool {
+	head, err := s.c.h.core.Sessions.Head(ctx, s.task)
+	if err != nil {
+		return false
+	}
+	if s.run == "" {
+		return head.Turn == nil && head.Status != mesh.StatusRunning
+	}
+	return (head.Turn == nil || head.Turn.ID != s.run) && slices.Contains(head.RecentTurns, s.run)
+}
+
+// translate turns one event of the run into stream events.
+func (s *streamer) translate(ev *mesh.Event) error {
+	switch ev.Type {
+	case mesh.EventRunStarted:
+		return s.status(wire.TaskStatus{State: wire.StateWorking, Timestamp: stamp(time.Now())}, false)
+	case mesh.EventToolCallStart:
+		msg := agentMessage(s.task, ev.ToolCallID+"-status", "Calling "+ev.ToolCallName)
+		return s.status(wire.TaskStatus{State: wire.StateWorking, Message: msg, Timestamp: stamp(time.Now())}, false)
+	case mesh.EventTextMessageStart:
+		if notice, _ := ev.Metadata["notice"].(bool); notice {
+			s.notices[ev.MessageID] = true
+		}
+	case mesh.EventTextMessageContent:
+		delta := ev.DeltaText()
+		if delta == "" || s.notices[ev.MessageID] {
+			return nil
+		}
+		appendChunk := s.started[ev.MessageID]
+		s.started[ev.MessageID] = true
+		return s.send(&wire.ArtifactUpdate{
+			Kind: wire.KindArtifactUpdate, TaskID: s.task, ContextID: s.task, Append: appendChunk,
+			Artifact: wire.Artifact{ArtifactID: ev.MessageID, Name: "response", Parts: []wire.Part{wire.TextPart(delta)}},
+		})
+	case mesh.EventCustom:
+		if ev.Name == mesh.CustomRunRetried {
+			clear(s.started) // the new attempt's chunks replace the old ones
+		}
+	}
+	return nil
+}
+
+// finish sends the final state of the task after its run: the whole reply
+// as the artifact's last chunk when it completed, then the final status.
+func (s *streamer) finish(ctx context.Context, end *mesh.Event) {
+	conv, err := s.c.h.core.Sessions.Get(context.WithoutCancel(ctx), s.task)
+	if err != nil {
+		_ = s.out.data(s.c.envelope(nil, toRPC(err, s.task)))
+		return
+	}
+	t := taskAfterRun(conv, s.run, end, view{history: new(int)})
+	for _, a := range t.Artifacts {
+		if err := s.send(&wire.ArtifactUpdate{Kind: wire.KindArtifactUpdate, TaskID: s.task, ContextID: s.task, Artifact: a, LastChunk: true}); err != nil {
+			return
+		}
+	}
+	_ = s.status(t.Status, true)
+}
+
+// errBusy refuses a stream past MaxStreams.
+func errBusy() *rpcError {
+	return errInternal("too many concurrent streams; retry shortly")
+}
