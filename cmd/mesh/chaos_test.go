@@ -232,4 +232,3 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
-
