@@ -37,6 +37,7 @@ peers: $(PEERS)/node_modules/.package-lock.json
 
 $(PEERS)/node_modules/.package-lock.json: $(PEERS)/package.json $(PEERS)/package-lock.json
 	$(NPM) ci --prefix $(PEERS) --no-audit --no-fund
+	cd $(PEERS)/a2a-go && $(GO) mod download
 
 ## chaos: the chaos test at full scale: 50 conversations, 60 s of random kills
 chaos:
