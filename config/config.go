@@ -179,6 +179,12 @@ type Node struct {
 	MaxIterations int `yaml:"max_iterations"`
 	// AllowDestructive runs destructive tools without asking for approval.
 	AllowDestructive bool `yaml:"allow_destructive"`
+	// Tools limits the tools an llm node is offered to these names: absent
+	// means every tool, an empty list none (a node that only writes).
+	Tools *[]string `yaml:"tools"`
+	// Ref makes this child the node of that name defined elsewhere in the
+	// tree (its whole subtree), instead of defining one here.
+	Ref string `yaml:"ref"`
 	// Agents are the children of sequential, parallel and loop nodes.
 	Agents []Node `yaml:"agents"`
 	// URL, Destructive: an a2a node's remote agent.

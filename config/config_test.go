@@ -103,6 +103,10 @@ func TestParseErrorsNameFileFieldAndExpectation(t *testing.T) {
 		{"composite without children", minimal + "agent:\n  name: root\n  type: sequential\n", []string{"agent.agents", "root"}},
 		{"duplicate node", minimal + "agent:\n  name: root\n  type: sequential\n  agents:\n    - {name: root, type: llm}\n", []string{"agent.agents[0].name", "unique"}},
 		{"bad log level", minimal + "log:\n  level: loud\n", []string{"log.level", "loud"}},
+		{"placeholder without producer", minimal + "agent:\n  name: p\n  type: sequential\n  agents:\n    - {name: a, type: llm, output_key: analysis}\n    - {name: b, type: llm, prompt: \"Execute {plan}\"}\n", []string{"agent.agents[1].prompt", `"b"`, "{plan}"}},
+		{"cycle by ref", minimal + "agent:\n  name: p\n  type: sequential\n  agents:\n    - name: l\n      type: loop\n      agents:\n        - {ref: p}\n", []string{"agent.agents[0].agents[0].ref", `"l"`, `"p"`, "cycle"}},
+		{"ref to nothing", minimal + "agent:\n  name: p\n  type: sequential\n  agents:\n    - {ref: ghost}\n", []string{"agent.agents[0].ref", "ghost"}},
+		{"loop without children", minimal + "agent:\n  name: p\n  type: loop\n", []string{"agent.agents", `"p"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -121,6 +125,28 @@ func TestParseErrorsNameFileFieldAndExpectation(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestTreeRefsAreExpanded(t *testing.T) {
+	yaml := minimal + `agent:
+  name: p
+  type: sequential
+  agents:
+    - {name: check, type: llm, output_key: status, tools: []}
+    - {name: act, type: llm, prompt: "Do {status}"}
+    - {ref: check}
+`
+	c, err := Parse("a.yaml", []byte(yaml), env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kids := c.Tree().Agents
+	if len(kids) != 3 || kids[2].Name != "check" || kids[2].OutputKey != "status" || kids[2].Tools == nil || len(*kids[2].Tools) != 0 {
+		t.Errorf("children = %+v, want the third a copy of check", kids)
+	}
+	if c.Tree().Agents[1].Tools != nil {
+		t.Errorf("a node without tools: gets %v, want nil (every tool)", c.Tree().Agents[1].Tools)
 	}
 }
 

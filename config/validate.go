@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/url"
 	"regexp"
+	"strings"
 	"strconv"
 )
 
@@ -116,8 +117,20 @@ func (c *Config) validate() error {
 		}
 	}
 	if c.Agent != nil {
-		names := map[string]string{}
-		if err := checkNode("agent", c.Agent, names); err != nil {
+		if err := checkNames("agent", c.Agent, map[string]string{}); err != nil {
+			return bad(err.field, err.want)
+		}
+		defs := map[string]*Node{}
+		collectDefs(c.Agent, defs)
+		expanded, ferr := expandRefs("agent", c.Agent, defs, nil)
+		if ferr != nil {
+			return bad(ferr.field, ferr.want)
+		}
+		c.Agent = expanded
+		if err := checkNode("agent", c.Agent); err != nil {
+			return bad(err.field, err.want)
+		}
+		if err := checkPlaceholders("agent", c.Agent, producers(c.Agent)); err != nil {
 			return bad(err.field, err.want)
 		}
 	}
@@ -165,14 +178,128 @@ func checkA2A(field string, a A2AAgent, seen map[string]bool) *fieldErr {
 	return nil
 }
 
-func checkNode(field string, n *Node, names map[string]string) *fieldErr {
+// collectDefs indexes the nodes defined (not referenced) in the tree.
+func collectDefs(n *Node, defs map[string]*Node) {
+	if n.Ref == "" && n.Name != "" {
+		if _, dup := defs[n.Name]; !dup {
+			defs[n.Name] = n
+		}
+	}
+	for i := range n.Agents {
+		collectDefs(&n.Agents[i], defs)
+	}
+}
+
+// expandRefs replaces every ref by a copy of the node it names, and fails
+// on a reference that leads back to a node being expanded (a cycle).
+func expandRefs(field string, n *Node, defs map[string]*Node, stack []string) (*Node, *fieldErr) {
+	if n.Ref != "" {
+		if n.Name != "" || n.Type != "" || len(n.Agents) > 0 {
+			return nil, &fieldErr{field + ".ref", fmt.Sprintf("a child with ref %q has no other fields", n.Ref)}
+		}
+		def, ok := defs[n.Ref]
+		if !ok {
+			return nil, &fieldErr{field + ".ref", fmt.Sprintf("no node is named %q", n.Ref)}
+		}
+		for _, name := range stack {
+			if name == def.Name {
+				return nil, &fieldErr{field + ".ref", fmt.Sprintf("node %q refers to %q, which contains it: a cycle (%s → %s)", stack[len(stack)-1], def.Name, strings.Join(stack, " → "), def.Name)}
+			}
+		}
+		if len(stack) == 0 {
+			return nil, &fieldErr{field + ".ref", "the root of the tree cannot be a ref"}
+		}
+		n = def
+	}
+	if n.Ref == "" {
+		for _, name := range stack {
+			if name == n.Name {
+				return nil, &fieldErr{field, fmt.Sprintf("node %q contains itself through ref (cycle %s → %s)", n.Name, strings.Join(stack, " → "), n.Name)}
+			}
+		}
+	}
+	out := *n
+	out.Agents = make([]Node, len(n.Agents))
+	for i := range n.Agents {
+		child, err := expandRefs(fmt.Sprintf("%s.agents[%d]", field, i), &n.Agents[i], defs, append(stack, n.Name))
+		if err != nil {
+			return nil, err
+		}
+		out.Agents[i] = *child
+	}
+	if len(n.Agents) == 0 {
+		out.Agents = nil
+	}
+	return &out, nil
+}
+
+// placeholderRE matches a {key} placeholder of a prompt.
+var placeholderRE = regexp.MustCompile(`\{([A-Za-z0-9_-]+)\}`)
+
+// Placeholders lists the {key} placeholders of a prompt.
+func Placeholders(prompt string) []string {
+	var out []string
+	for _, m := range placeholderRE.FindAllStringSubmatch(prompt, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+// producers are the output keys of a tree.
+func producers(n *Node) map[string]bool {
+	out := map[string]bool{}
+	var walk func(*Node)
+	walk = func(n *Node) {
+		if n.OutputKey != "" {
+			out[n.OutputKey] = true
+		}
+		for i := range n.Agents {
+			walk(&n.Agents[i])
+		}
+	}
+	walk(n)
+	return out
+}
+
+// checkPlaceholders fails on a placeholder no node produces.
+func checkPlaceholders(field string, n *Node, produced map[string]bool) *fieldErr {
+	for _, key := range Placeholders(n.Prompt) {
+		if !produced[key] {
+			return &fieldErr{field + ".prompt", fmt.Sprintf("node %q uses {%s}, but no node of the tree has output_key %s", n.Name, key, key)}
+		}
+	}
+	for i := range n.Agents {
+		if err := checkPlaceholders(fmt.Sprintf("%s.agents[%d]", field, i), &n.Agents[i], produced); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkNames makes sure the nodes the tree defines have unique names (a
+// ref is not a definition).
+func checkNames(field string, n *Node, names map[string]string) *fieldErr {
+	if n.Ref == "" {
+		if n.Name == "" || !nameRE.MatchString(n.Name) {
+			return &fieldErr{field + ".name", "is required: " + nameWant}
+		}
+		if other, dup := names[n.Name]; dup {
+			return &fieldErr{field + ".name", fmt.Sprintf("%q is also the name of %s; node names must be unique", n.Name, other)}
+		}
+		names[n.Name] = field
+	}
+	for i := range n.Agents {
+		if err := checkNames(fmt.Sprintf("%s.agents[%d]", field, i), &n.Agents[i], names); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkNode(field string, n *Node) *fieldErr {
 	if n.Name == "" || !nameRE.MatchString(n.Name) {
 		return &fieldErr{field + ".name", "is required: " + nameWant}
 	}
-	if other, dup := names[n.Name]; dup {
-		return &fieldErr{field + ".name", fmt.Sprintf("%q is also the name of %s; node names must be unique", n.Name, other)}
-	}
-	names[n.Name] = field
 	switch n.Type {
 	case NodeLLM:
 		if len(n.Agents) > 0 {
@@ -207,7 +334,7 @@ func checkNode(field string, n *Node, names map[string]string) *fieldErr {
 		}
 	}
 	for i := range n.Agents {
-		if err := checkNode(fmt.Sprintf("%s.agents[%d]", field, i), &n.Agents[i], names); err != nil {
+		if err := checkNode(fmt.Sprintf("%s.agents[%d]", field, i), &n.Agents[i]); err != nil {
 			return err
 		}
 	}

@@ -41,7 +41,13 @@ type Conversation struct {
 	Status          Status           `json:"status"`
 	Messages        []Message        `json:"messages"`
 	PendingApproval *PendingApproval `json:"pending_approval,omitempty"`
-	PipelineState   *PipelineState   `json:"pipeline_state,omitempty"`
+	// PendingApprovals lists every approval the conversation waits for: more
+	// than one when parallel branches of an agent tree each paused.
+	PendingApprovals []PendingApproval `json:"pending_approvals,omitempty"`
+	PipelineState    *PipelineState    `json:"pipeline_state,omitempty"`
+	// Tree is the position of the run through the agent tree, while the
+	// run goes on or waits (FR-026).
+	Tree *TreeRun `json:"tree,omitempty"`
 	// State holds the output_key values of agent tree nodes.
 	State map[string]any `json:"state,omitempty"`
 	// Turn is the turn being executed, if any.
@@ -70,6 +76,8 @@ type Message struct {
 	Content string `json:"content"`
 	// Name is the tree node or group member that wrote the message.
 	Name string `json:"name,omitempty"`
+	// Node is the key of the tree node whose run wrote the message.
+	Node string `json:"node,omitempty"`
 	// ToolCalls are the calls an assistant message asks for.
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 	// ToolCallID links a tool message to the call it answers.
@@ -155,6 +163,9 @@ type Turn struct {
 // RunSummary is the outcome of a run, kept on the conversation.
 type RunSummary struct {
 	ID string `json:"id"`
+	// Runs are the AG-UI runs the outcome ends: the turn, and the resumes
+	// that carried it on.
+	Runs []string `json:"runs,omitempty"`
 	// Outcome is success, interrupt, cancelled or error.
 	Outcome    string    `json:"outcome"`
 	Response   string    `json:"response,omitempty"`
@@ -168,6 +179,74 @@ type RunSummary struct {
 type Usage struct {
 	InputTokens  int `json:"input_tokens"`
 	OutputTokens int `json:"output_tokens"`
+}
+
+// Covers reports whether the summary is the outcome of run id.
+func (s *RunSummary) Covers(id string) bool {
+	if s == nil {
+		return false
+	}
+	if s.ID == id {
+		return true
+	}
+	for _, r := range s.Runs {
+		if r == id {
+			return true
+		}
+	}
+	return false
+}
+
+// Node run states.
+const (
+	NodePending   = "pending"
+	NodeRunning   = "running"
+	NodeWaiting   = "waiting"
+	NodeDone      = "done"
+	NodeFailed    = "failed"
+	NodeCancelled = "cancelled"
+)
+
+// TreeRun is where a run stands in the agent tree: every node it started,
+// by key. It lives in the conversation, so any replica can carry it on.
+type TreeRun struct {
+	// ID is the turn that started the run.
+	ID          string `json:"id"`
+	UserMessage string `json:"user_message"`
+	// Nodes by key: "r" is the root, "r.0" its first child, and so on.
+	Nodes map[string]*NodeRun `json:"nodes"`
+	// Runs are the AG-UI runs under way: the turn, and the resumes of
+	// approvals decided since; they end together when the tree completes or
+	// waits.
+	Runs      []string  `json:"runs,omitempty"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+// NodeRun is the run of one node of the tree.
+type NodeRun struct {
+	Key    string `json:"key"`
+	Path   []int  `json:"path"`
+	Name   string `json:"name"`
+	Type   string `json:"type"`
+	Status string `json:"status"`
+	// Gen counts the times the node was scheduled (a loop's iterations); it
+	// keeps the ids of each run of the node apart.
+	Gen int `json:"gen"`
+	// RunID is the AG-UI run whose events the node publishes.
+	RunID string `json:"run_id,omitempty"`
+	// Next is the child a sequential node or loop runs next; Iteration the
+	// loop's current iteration.
+	Next      int    `json:"next,omitempty"`
+	Iteration int    `json:"iteration,omitempty"`
+	Output    string `json:"output,omitempty"`
+	// Approvals are the approvals a waiting node waits for.
+	Approvals []string `json:"approvals,omitempty"`
+	// ExitLoop: the node called exit_loop; its loop ends.
+	ExitLoop   bool      `json:"exit_loop,omitempty"`
+	Worker     string    `json:"worker,omitempty"`
+	Error      string    `json:"error,omitempty"`
+	StartedAt  time.Time `json:"started_at,omitzero"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
 }
 
 // Run outcomes recorded in RunSummary besides the AG-UI ones.

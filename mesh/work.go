@@ -19,6 +19,8 @@ const (
 	WorkTurn WorkKind = "turn"
 	// WorkResume resumes a run paused for an approval, once it is decided.
 	WorkResume WorkKind = "resume"
+	// WorkNode runs one node of the agent tree.
+	WorkNode WorkKind = "node"
 )
 
 // WorkItem is a message of the work stream, on mesh.work.<role>.<name>.
@@ -32,13 +34,23 @@ type WorkItem struct {
 	// Message is the user's message of a turn.
 	Message string `json:"message,omitempty"`
 	// ApprovalID is the decided approval a resume carries on from.
-	ApprovalID string    `json:"approval_id,omitempty"`
+	ApprovalID string `json:"approval_id,omitempty"`
+	// Node, Gen and RunID: the tree node a node item runs, which run of it,
+	// and the AG-UI run its events belong to.
+	Node       string    `json:"node,omitempty"`
+	Gen        int       `json:"gen,omitempty"`
+	RunID      string    `json:"run_id,omitempty"`
 	EnqueuedAt time.Time `json:"enqueued_at"`
 }
 
 // WorkMsgID is the deduplication id of a work item: the same turn enqueued
 // twice within the stream's duplicate window is stored once.
-func WorkMsgID(item WorkItem) string { return string(item.Kind) + ":" + item.TurnID }
+func WorkMsgID(item WorkItem) string {
+	if item.Kind == WorkNode {
+		return fmt.Sprintf("node:%s:%s:%d", item.TurnID, item.Node, item.Gen)
+	}
+	return string(item.Kind) + ":" + item.TurnID
+}
 
 // PublishWork enqueues item for the consumers of role and name, with the
 // headers given (authorization, trace id).

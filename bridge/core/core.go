@@ -460,7 +460,7 @@ func ResultOf(conv *mesh.Conversation, runID string, last *mesh.Event) Result {
 	if res.WaitingApproval {
 		res.Approval = conv.PendingApproval
 	}
-	if lr := conv.LastRun; lr != nil && lr.ID == runID {
+	if lr := conv.LastRun; lr.Covers(runID) {
 		res.Outcome, res.Response, res.ErrorCode, res.Error, res.Usage = lr.Outcome, lr.Response, lr.ErrorCode, lr.Error, lr.Usage
 	} else if last != nil && last.Type == mesh.EventRunError {
 		res.Outcome, res.ErrorCode, res.Error = mesh.OutcomeError, last.Code, last.Message
