@@ -5,8 +5,8 @@ import (
 	"net"
 	"net/url"
 	"regexp"
-	"strings"
 	"strconv"
+	"strings"
 )
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
@@ -243,6 +243,20 @@ func Placeholders(prompt string) []string {
 		out = append(out, m[1])
 	}
 	return out
+}
+
+// ResolvePlaceholders replaces each {key} placeholder of prompt by its value
+// from lookup; a placeholder lookup does not know stays as written.
+func ResolvePlaceholders(prompt string, lookup func(key string) (string, bool)) string {
+	if !strings.Contains(prompt, "{") {
+		return prompt
+	}
+	return placeholderRE.ReplaceAllStringFunc(prompt, func(m string) string {
+		if v, ok := lookup(m[1 : len(m)-1]); ok {
+			return v
+		}
+		return m
+	})
 }
 
 // producers are the output keys of a tree.

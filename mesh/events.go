@@ -36,8 +36,10 @@ const (
 	// CustomApprovalDecided: value is the decided [Approval].
 	CustomApprovalDecided = "approval_decided"
 	// CustomRunRetried: a run is being executed again after the process that
-	// ran it stopped; value is {"attempt": n}. Events of the earlier attempt
-	// that precede it are superseded.
+	// ran it stopped; value is {"attempt": n, "runId": id}, and for one node
+	// of an agent tree also "node" and "prefixes", the id prefixes of the
+	// messages and calls that node's run reissues. Events of the earlier
+	// attempt that precede it (of that node) are superseded.
 	CustomRunRetried = "run_retried"
 )
 
@@ -58,6 +60,7 @@ const (
 	CodeLLMTimeout     = "LLM_TIMEOUT"
 	CodeRateLimit      = "RATE_LIMIT"
 	CodeToolError      = "TOOL_ERROR"
+	CodeSubAgentError  = "SUB_AGENT_ERROR"
 	CodeInternal       = "INTERNAL_ERROR"
 	CodeCancelled      = "CANCELLED"
 	CodeConflict       = "CONFLICT"

@@ -82,6 +82,13 @@ func (p *EventPublisher) Run(session, runID string, attempt int) *RunEvents {
 	return &RunEvents{p: p, session: session, run: runID, prefix: runID + ":" + strconv.Itoa(attempt) + ":"}
 }
 
+// RunPart is [EventPublisher.Run] for one part of a run that several work
+// items publish to (the nodes of an agent tree): part keeps their message
+// ids apart.
+func (p *EventPublisher) RunPart(session, runID, part string, attempt int) *RunEvents {
+	return &RunEvents{p: p, session: session, run: runID, prefix: runID + ":" + part + ":" + strconv.Itoa(attempt) + ":"}
+}
+
 // RunEvents publishes the events of one run attempt. It is safe for
 // concurrent use, though events published concurrently have no set order.
 type RunEvents struct {

@@ -218,7 +218,9 @@ type TreeRun struct {
 	// Runs are the AG-UI runs under way: the turn, and the resumes of
 	// approvals decided since; they end together when the tree completes or
 	// waits.
-	Runs      []string  `json:"runs,omitempty"`
+	Runs []string `json:"runs,omitempty"`
+	// Usage adds up the tokens of every node's model calls.
+	Usage     *Usage    `json:"usage,omitempty"`
 	StartedAt time.Time `json:"started_at"`
 }
 
@@ -239,8 +241,13 @@ type NodeRun struct {
 	Next      int    `json:"next,omitempty"`
 	Iteration int    `json:"iteration,omitempty"`
 	Output    string `json:"output,omitempty"`
-	// Approvals are the approvals a waiting node waits for.
+	// Approvals are the approvals a waiting node waits for; Resumed is the
+	// approval whose decision its current run carries on from.
 	Approvals []string `json:"approvals,omitempty"`
+	Resumed   string   `json:"resumed,omitempty"`
+	// Steps counts the model calls of the node's run so far, so that a
+	// resumed run numbers its messages on from there.
+	Steps int `json:"steps,omitempty"`
 	// ExitLoop: the node called exit_loop; its loop ends.
 	ExitLoop   bool      `json:"exit_loop,omitempty"`
 	Worker     string    `json:"worker,omitempty"`

@@ -43,7 +43,7 @@ func stateOf(conv *mesh.Conversation, v view) wire.TaskState {
 	if v.pending {
 		return wire.StateWorking
 	}
-	if lr := conv.LastRun; v.run != "" && lr != nil && lr.ID == v.run {
+	if lr := conv.LastRun; v.run != "" && lr.Covers(v.run) {
 		return outcomeState(lr.Outcome)
 	}
 	switch {
@@ -116,7 +116,7 @@ func taskOf(conv *mesh.Conversation, v view) *wire.Task {
 func taskAfterRun(conv *mesh.Conversation, run string, end *mesh.Event, v view) *wire.Task {
 	v.run = run
 	t := taskOf(conv, v)
-	if lr := conv.LastRun; end != nil && end.Type == mesh.EventRunError && (lr == nil || lr.ID != run) {
+	if lr := conv.LastRun; end != nil && end.Type == mesh.EventRunError && !lr.Covers(run) {
 		t.Status = wire.TaskStatus{State: wire.StateFailed, Timestamp: stamp(time.Now()), Message: agentMessage(conv.ID, run+"-status", "The task failed: "+end.Message)}
 		t.Artifacts = nil
 	}
@@ -138,7 +138,7 @@ func replyID(conv *mesh.Conversation) string {
 	lr := conv.LastRun
 	for i := len(conv.Messages) - 1; i >= 0; i-- {
 		m := conv.Messages[i]
-		if m.Role == mesh.RoleAssistant && m.TurnID == lr.ID && m.Content == lr.Response {
+		if m.Role == mesh.RoleAssistant && lr.Covers(m.TurnID) && m.Content == lr.Response {
 			return m.ID
 		}
 	}

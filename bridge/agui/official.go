@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -240,6 +241,12 @@ func isExists(err error) bool { return errors.Is(err, jetstream.ErrKeyExists) }
 // interrupted attempt left open is closed, and the new attempt's copy of it
 // comes under a new id ("<id>~<attempt>"), whole; what the interrupted
 // attempt completed is not repeated.
+//
+// Steps pair up within the run, as clients check: a step started again (a
+// node's retried run) is not started twice, a step finished that this run
+// did not start (a tree node resumed in a later run) is dropped, and the
+// steps still open when the run ends (a tree that pauses for an approval)
+// are finished before its end.
 type officialTranslator struct {
 	thread, run string
 	attempt     int
@@ -247,17 +254,51 @@ type officialTranslator struct {
 	done        map[string]bool
 	partial     map[string]bool // closed by a retry: re-sent under a new id
 	results     map[string]bool
+	steps       []string // open, in the order they started
 }
 
 func newOfficialTranslator(thread, run string) *officialTranslator {
 	return &officialTranslator{thread: thread, run: run, attempt: 1, open: map[string]mesh.EventType{}, done: map[string]bool{}, partial: map[string]bool{}, results: map[string]bool{}}
 }
 
+// retriedPrefixes are the id prefixes a run_retried event names: the items
+// of one tree node's run; none means every item of the run.
+func retriedPrefixes(ev *mesh.Event) []string {
+	v, _ := ev.Value.(map[string]any)
+	list, _ := v["prefixes"].([]any)
+	var out []string
+	for _, p := range list {
+		if s, ok := p.(string); ok && s != "" {
+			out = append(out, s)
+		}
+	}
+	if typed, ok := v["prefixes"].([]string); ok {
+		out = append(out, typed...)
+	}
+	return out
+}
+
+func hasAnyPrefix(id string, prefixes []string) bool {
+	if len(prefixes) == 0 {
+		return true
+	}
+	for _, p := range prefixes {
+		if strings.HasPrefix(id, p) {
+			return true
+		}
+	}
+	return false
+}
+
 func (t *officialTranslator) translate(ev *mesh.Event) []mesh.Event {
 	if ev.Type == mesh.EventCustom && ev.Name == mesh.CustomRunRetried {
 		t.attempt++
 		out := []mesh.Event{*ev}
+		prefixes := retriedPrefixes(ev)
 		for oid, end := range t.open {
+			if !hasAnyPrefix(oid, prefixes) {
+				continue // another branch's, still streaming
+			}
 			e := mesh.Event{Type: end}
 			if end == mesh.EventTextMessageEnd {
 				e.MessageID = oid
@@ -266,8 +307,8 @@ func (t *officialTranslator) translate(ev *mesh.Event) []mesh.Event {
 			}
 			out = append(out, e)
 			t.partial[oid] = true
+			delete(t.open, oid)
 		}
-		clear(t.open)
 		return out
 	}
 	t.renameRetried(ev)
@@ -278,8 +319,27 @@ func (t *officialTranslator) translate(ev *mesh.Event) []mesh.Event {
 	switch ev.Type {
 	case mesh.EventRunStarted:
 		return nil
-	case mesh.EventRunFinished:
-		ev.ThreadID, ev.RunID = t.thread, t.run
+	case mesh.EventRunFinished, mesh.EventRunError:
+		if ev.Type == mesh.EventRunFinished {
+			ev.ThreadID, ev.RunID = t.thread, t.run
+		}
+		var out []mesh.Event
+		for i := len(t.steps) - 1; i >= 0; i-- {
+			out = append(out, mesh.Event{Type: mesh.EventStepFinished, StepName: t.steps[i]})
+		}
+		t.steps = nil
+		return append(out, *ev)
+	case mesh.EventStepStarted:
+		if slices.Contains(t.steps, ev.StepName) {
+			return nil
+		}
+		t.steps = append(t.steps, ev.StepName)
+	case mesh.EventStepFinished:
+		i := slices.Index(t.steps, ev.StepName)
+		if i < 0 {
+			return nil
+		}
+		t.steps = slices.Delete(t.steps, i, i+1)
 	case mesh.EventTextMessageStart, mesh.EventToolCallStart:
 		if t.done[id] || t.open[id] != "" {
 			return nil

@@ -137,3 +137,84 @@ func TestSimpleErrorCodes(t *testing.T) {
 		}
 	}
 }
+
+// officialTypes runs evs through the official translator, as decoded from
+// the stream, and lists what comes out: type, and step name or item id.
+func officialTypes(t *testing.T, evs []mesh.Event) []string {
+	t.Helper()
+	tr := newOfficialTranslator("thread", "run")
+	var out []string
+	for i := range evs {
+		data, _ := json.Marshal(evs[i])
+		var ev mesh.Event
+		if err := json.Unmarshal(data, &ev); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range tr.translate(&ev) {
+			s := string(e.Type)
+			switch {
+			case e.StepName != "":
+				s += " " + e.StepName
+			case e.MessageID != "":
+				s += " " + e.MessageID
+			case e.ToolCallID != "":
+				s += " " + e.ToolCallID
+			}
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// TestOfficialStepsPairUp: a tree's run that pauses ends with its steps
+// open, its resume finishes steps it never started, and a retried node
+// starts its step again; clients (the @ag-ui/client verifier) refuse all
+// three, so the translator pairs the steps up.
+func TestOfficialStepsPairUp(t *testing.T) {
+	paused := officialTypes(t, []mesh.Event{
+		{Type: mesh.EventRunStarted},
+		{Type: mesh.EventStepStarted, StepName: "pipeline"},
+		{Type: mesh.EventStepStarted, StepName: "executor"},
+		{Type: mesh.EventStepStarted, StepName: "executor"}, // retried
+		mesh.RunFinished("conv", "run", mesh.Outcome{Type: mesh.OutcomeInterrupt}, nil),
+	})
+	want := []string{"STEP_STARTED pipeline", "STEP_STARTED executor", "STEP_FINISHED executor", "STEP_FINISHED pipeline", "RUN_FINISHED"}
+	if strings.Join(paused, ",") != strings.Join(want, ",") {
+		t.Errorf("paused run:\n got %v\nwant %v", paused, want)
+	}
+	resumed := officialTypes(t, []mesh.Event{
+		{Type: mesh.EventRunStarted},
+		{Type: mesh.EventStepStarted, StepName: "executor"},
+		{Type: mesh.EventStepFinished, StepName: "executor"},
+		{Type: mesh.EventStepFinished, StepName: "pipeline"},
+		mesh.RunFinished("conv", "run", mesh.Outcome{Type: mesh.OutcomeSuccess}, nil),
+	})
+	want = []string{"STEP_STARTED executor", "STEP_FINISHED executor", "RUN_FINISHED"}
+	if strings.Join(resumed, ",") != strings.Join(want, ",") {
+		t.Errorf("resumed run:\n got %v\nwant %v", resumed, want)
+	}
+}
+
+// TestOfficialRetryOfOneBranch: a retried tree node closes and renames
+// only its own open items; a parallel branch streaming beside it goes on.
+func TestOfficialRetryOfOneBranch(t *testing.T) {
+	got := officialTypes(t, []mesh.Event{
+		{Type: mesh.EventTextMessageStart, MessageID: "t-r.0g1-a1", Role: "assistant"},
+		{Type: mesh.EventTextMessageStart, MessageID: "t-r.1g1-a1", Role: "assistant"},
+		mesh.Custom(mesh.CustomRunRetried, map[string]any{"attempt": 2, "prefixes": []string{"t-r.0g1-"}}),
+		{Type: mesh.EventTextMessageContent, MessageID: "t-r.1g1-a1", Delta: "b"},
+		{Type: mesh.EventTextMessageStart, MessageID: "t-r.0g1-a1", Role: "assistant"},
+		{Type: mesh.EventTextMessageEnd, MessageID: "t-r.0g1-a1"},
+		{Type: mesh.EventTextMessageEnd, MessageID: "t-r.1g1-a1"},
+	})
+	want := []string{
+		"TEXT_MESSAGE_START t-r.0g1-a1", "TEXT_MESSAGE_START t-r.1g1-a1",
+		"CUSTOM", "TEXT_MESSAGE_END t-r.0g1-a1",
+		"TEXT_MESSAGE_CONTENT t-r.1g1-a1",
+		"TEXT_MESSAGE_START t-r.0g1-a1~2", "TEXT_MESSAGE_END t-r.0g1-a1~2",
+		"TEXT_MESSAGE_END t-r.1g1-a1",
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("got  %v\nwant %v", got, want)
+	}
+}

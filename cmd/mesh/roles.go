@@ -25,7 +25,8 @@ func runAgent(ctx context.Context, cfg *config.Config, _ []string) error {
 	if err != nil {
 		return err
 	}
-	provider, err := llm.FromConfigWith(cfg, cfg.LLM.Model, llm.Options{Log: n.log.With().Str("component", "llm").Logger()})
+	llmOpts := llm.Options{Log: n.log.With().Str("component", "llm").Logger()}
+	provider, err := llm.FromConfigWith(cfg, cfg.LLM.Model, llmOpts)
 	if err != nil {
 		n.close()
 		return fmt.Errorf("%w: llm.model: %w", errConfig, err)
@@ -33,10 +34,12 @@ func runAgent(ctx context.Context, cfg *config.Config, _ []string) error {
 	defer n.close()
 	a, err := agent.New(agent.Config{
 		NC: n.nc, JS: n.js, Resources: n.res, Agent: cfg, Provider: provider, NodeID: n.id,
+		Providers:  func(model string) (llm.Provider, error) { return llm.FromConfigWith(cfg, model, llmOpts) },
 		StuckAfter: cfg.Monitor.StuckAfter.Std(), Logger: n.log,
 	})
 	if err != nil {
-		return err
+		// Given a validated configuration, only the tree's models can fail.
+		return fmt.Errorf("%w: %w", errConfig, err)
 	}
 	n.setHealth(a.Health, a.Breakers)
 	return a.Run(ctx)

@@ -62,6 +62,9 @@ type Config struct {
 	Agent *config.Config
 	// Provider answers for the agent's model.
 	Provider llm.Provider
+	// Providers makes the provider of a tree node whose model differs from
+	// the agent's. Nil means such trees are refused.
+	Providers func(model string) (llm.Provider, error)
 	// NodeID names this process in logs and in claimed turns.
 	NodeID string
 	// DrainTimeout is how long running turns may take to finish when the role
@@ -108,16 +111,43 @@ type Agent struct {
 
 	tools   atomic.Pointer[toolSet]
 	pool    *remotePool
-	remotes *remoteSet // the sub-agents of the agent's llm node
+	remotes *remoteSet // the sub-agents of the tree's root
 
-	mu        sync.Mutex
-	running   map[string]*runningTurn // by session
-	cancelled map[string]time.Time    // runs cancelled before they started here
+	// The agent tree, by node key; simple says it is a single llm node
+	// (no agent: tree), whose runs publish no steps.
+	nodes  map[string]*treeNode
+	root   *treeNode
+	simple bool
+
+	mu sync.Mutex
+	// running are the work items running here; several may belong to one
+	// session (the branches of a parallel node).
+	running   map[*runningTurn]struct{}
+	cancelled map[string]time.Time // runs cancelled before they started here
 }
 
+// runningTurn is a work item running here, as a cancel request finds it.
 type runningTurn struct {
-	turnID string
+	session string
+	// runs are the AG-UI runs a cancel request may name to stop it: its
+	// own, its tree's, and the other runs of the tree under way.
+	runs   []string
 	cancel context.CancelCauseFunc
+}
+
+func (rt *runningTurn) matches(session, runID string) bool {
+	if rt.session != session {
+		return false
+	}
+	if runID == "" {
+		return true
+	}
+	for _, r := range rt.runs {
+		if r == runID {
+			return true
+		}
+	}
+	return false
 }
 
 // errUserCancel is the cause of a turn cancelled by a request on
@@ -153,7 +183,7 @@ func New(cfg Config) (*Agent, error) {
 		workers:    cfg.Agent.Mesh.Workers,
 		ackWait:    cfg.Agent.Mesh.AckWait.Std(),
 		maxDeliver: cfg.Agent.Mesh.MaxDeliver,
-		running:    map[string]*runningTurn{},
+		running:    map[*runningTurn]struct{}{},
 		cancelled:  map[string]time.Time{},
 	}
 	if a.maxIter <= 0 {
@@ -170,13 +200,10 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a.log = cfg.Logger.With().Str("role", mesh.RoleAgent).Str("node", cfg.NodeID).Str("agent", a.name).Logger()
 	a.tools.Store(newToolSet(nil))
-	if cfg.A2A == nil {
-		if root := cfg.Agent.Tree(); root != nil && root.Type == config.NodeLLM {
-			cfg.A2A = root.A2A
-		}
-	}
 	a.pool = newRemotePool(cfg.Remote, a.log)
-	a.remotes = a.pool.set(cfg.A2A)
+	if err := a.buildTree(cfg.Agent.Tree(), cfg.Providers); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 
@@ -295,7 +322,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	return nil
 }
 
-// onCancel aborts the running turn of a session.
+// onCancel aborts the running work of a session: every work item of the
+// run named (or of the tree it belongs to), or all of them without a name.
 func (a *Agent) onCancel(m *nats.Msg) {
 	parts := strings.Split(m.Subject, ".")
 	if len(parts) < 3 {
@@ -304,27 +332,28 @@ func (a *Agent) onCancel(m *nats.Msg) {
 	session := parts[len(parts)-2]
 	var req mesh.CancelRequest
 	_ = json.Unmarshal(m.Data, &req)
+	var hit []*runningTurn
 	a.mu.Lock()
-	rt := a.running[session]
-	if rt == nil || (req.RunID != "" && rt.turnID != req.RunID) {
+	for rt := range a.running {
+		if rt.matches(session, req.RunID) {
+			hit = append(hit, rt)
+		}
+	}
+	if len(hit) == 0 && req.RunID != "" {
 		// Not running here (yet): remember it, in case this replica claims
 		// the run later.
-		if req.RunID != "" {
-			a.cancelled[req.RunID] = time.Now()
-		}
-		rt = nil
+		a.cancelled[req.RunID] = time.Now()
 	}
 	a.mu.Unlock()
-	if rt == nil {
-		return
+	for _, rt := range hit {
+		a.log.Info().Str("session", session).Strs("runs", rt.runs).Msg("cancelling turn")
+		rt.cancel(errUserCancel)
 	}
-	a.log.Info().Str("session", session).Str("turn", rt.turnID).Msg("cancelling turn")
-	rt.cancel(errUserCancel)
 }
 
-// cancelledEarly reports whether a run was cancelled before it started here;
-// it also forgets cancellations older than a minute.
-func (a *Agent) cancelledEarly(runID string) bool {
+// cancelledEarly reports whether one of runs was cancelled before it
+// started here; it also forgets cancellations older than a minute.
+func (a *Agent) cancelledEarly(runs []string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for id, at := range a.cancelled {
@@ -332,28 +361,30 @@ func (a *Agent) cancelledEarly(runID string) bool {
 			delete(a.cancelled, id)
 		}
 	}
-	_, ok := a.cancelled[runID]
-	delete(a.cancelled, runID)
-	return ok
+	for _, id := range runs {
+		if _, ok := a.cancelled[id]; ok {
+			return true
+		}
+	}
+	return false
 }
 
-// register makes a claimed turn the one a cancel request for its session
-// stops; a turn still waiting for the conversation is not it.
-func (a *Agent) register(session, turnID string, cancel context.CancelCauseFunc) {
+// register makes a claimed work item one that cancel requests for its
+// session stop; a turn still waiting for the conversation is not one yet.
+// The returned func unregisters it.
+func (a *Agent) register(session string, runs []string, cancel context.CancelCauseFunc) func() {
+	rt := &runningTurn{session: session, runs: runs, cancel: cancel}
 	a.mu.Lock()
-	a.running[session] = &runningTurn{turnID: turnID, cancel: cancel}
+	a.running[rt] = struct{}{}
 	a.mu.Unlock()
-	if a.cancelledEarly(turnID) {
+	if a.cancelledEarly(runs) {
 		cancel(errUserCancel)
 	}
-}
-
-func (a *Agent) unregister(session, turnID string) {
-	a.mu.Lock()
-	if rt := a.running[session]; rt != nil && rt.turnID == turnID {
-		delete(a.running, session)
+	return func() {
+		a.mu.Lock()
+		delete(a.running, rt)
+		a.mu.Unlock()
 	}
-	a.mu.Unlock()
 }
 
 // handle runs one work item and settles it with the work queue.
@@ -376,7 +407,6 @@ func (a *Agent) handle(ctx context.Context, msg jetstream.Msg) {
 
 	turnCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	defer a.unregister(item.Session, item.TurnID)
 
 	// Keep the work item ours while the turn runs.
 	progressDone := make(chan struct{})

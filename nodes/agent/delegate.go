@@ -46,8 +46,8 @@ type remoteRecord struct {
 	A2A *remoteOutcome `json:"a2a,omitempty"`
 }
 
-// remoteSet is the sub-agents offered in this turn.
-func (t *turn) remoteSet() *remoteSet { return t.a.remotes }
+// remoteSet is the sub-agents of the node this turn runs.
+func (t *turn) remoteSet() *remoteSet { return t.node.remotes }
 
 // remote finds a sub-agent of this turn by its configured name.
 func (t *turn) remote(name string) *remoteAgent { return t.remoteSet().byName[name] }

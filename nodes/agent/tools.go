@@ -52,6 +52,8 @@ type offer struct {
 	tools  []llm.Tool
 	mcp    map[string]mesh.ToolEntry
 	remote map[string]*remoteAgent
+	// exitLoop: exit_loop is offered (a node that may end its loop).
+	exitLoop bool
 }
 
 // offer joins the catalog and the sub-agents of rs. A sub-agent keeps its

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/nodes/agent/llm"
 )
@@ -23,14 +25,14 @@ var (
 	errBusy           = errors.New("agent: another turn runs in this conversation")
 	errWaiting        = errors.New("agent: conversation waits for an approval")
 	errStaleResume    = errors.New("agent: resume of an approval the conversation no longer waits for")
-	errLostClaim      = errors.New("agent: the conversation was taken over by another turn")
 )
 
 // approvalNamespace derives approval ids from run and call ids, so that a
 // run executed again after a crash creates the same approval, not a second.
 var approvalNamespace = uuid.MustParse("8f3c1a52-6f0e-4f0a-9a39-3f7f1c2b9e11")
 
-// turn is one execution of one work item.
+// turn is one execution of one work item: a turn, a resume, or the run of
+// one node of the agent tree.
 type turn struct {
 	a       *Agent
 	item    mesh.WorkItem
@@ -46,11 +48,16 @@ type turn struct {
 	ev    *mesh.RunEvents
 	offer *offer // the tools of the last model call
 
+	// node is the tree node this work item runs, gen which run of it.
+	node *treeNode
+	gen  int
+
 	added      []mesh.Message // messages this run adds
 	iterations int
 	usage      llm.Usage
 	resumed    *mesh.Approval // the decided approval a resume carries on from
 	paused     *mesh.Approval // the approval this run waits for
+	exitLoop   bool           // the node called exit_loop
 	notices    int
 
 	outcome  string // mesh.OutcomeSuccess, OutcomeInterrupt, OutcomeCancelled, OutcomeError
@@ -59,7 +66,86 @@ type turn struct {
 	response string
 }
 
-func (t *turn) runID() string { return t.item.TurnID }
+// runID is the AG-UI run the work item's events belong to: the turn, the
+// approval a resume carries on from, or the run that scheduled a node.
+func (t *turn) runID() string {
+	if t.item.Kind == mesh.WorkNode && t.item.RunID != "" {
+		return t.item.RunID
+	}
+	return t.item.TurnID
+}
+
+// treeID is the turn whose tree run this work item belongs to.
+func (t *turn) treeID() string {
+	if t.conv != nil && t.conv.Tree != nil {
+		return t.conv.Tree.ID
+	}
+	return t.item.TurnID
+}
+
+// nodeRunID names this run of the tree node: the same when the run is
+// executed again or resumed, another for each parallel branch and loop
+// iteration.
+func (t *turn) nodeRunID() string {
+	return t.treeID() + "-" + t.node.key + "g" + strconv.Itoa(t.gen)
+}
+
+// idPrefix starts the ids of the model messages and calls of this run, so
+// that a run executed again produces the same ids. A tree node's ids stay
+// the same across its resumes (they tell its own messages apart); the
+// single node of an agent without a tree keeps the run's ids.
+func (t *turn) idPrefix() string {
+	if t.a.simple {
+		return t.runID()
+	}
+	return t.nodeRunID()
+}
+
+// noticePrefix starts the ids of the notices of this run: unlike the model
+// messages, a resume numbers them afresh.
+func (t *turn) noticePrefix() string {
+	if t.a.simple {
+		return t.runID()
+	}
+	return t.runID() + "-" + t.node.key + "g" + strconv.Itoa(t.gen)
+}
+
+// own says whether a message was written by this run of the node.
+func (t *turn) own(m mesh.Message) bool {
+	return strings.HasPrefix(m.ID, t.idPrefix()+"-")
+}
+
+// nodeKey is the key that the messages this run writes carry; empty for
+// the single node of an agent without a tree.
+func (t *turn) nodeKey() string {
+	if t.a.simple {
+		return ""
+	}
+	return t.node.key
+}
+
+// nodeName is the author of the messages this run writes.
+func (t *turn) nodeName() string {
+	if t.a.simple {
+		return ""
+	}
+	return t.node.cfg.Name
+}
+
+// message is a message this run writes, with its author.
+func (t *turn) message(id string, role mesh.Role, content string) mesh.Message {
+	return mesh.Message{ID: id, Role: role, Content: content, Node: t.nodeKey(), Name: t.nodeName(), TurnID: t.runID(), CreatedAt: time.Now().UTC()}
+}
+
+// workHeaders are the headers of the work this turn enqueues: the caller's
+// credentials and the trace id follow the tree's nodes.
+func (t *turn) workHeaders() nats.Header {
+	h := mesh.CopyCallerHeaders(t.hdr)
+	if h.Get(mesh.HeaderSessionID) == "" && t.sid() != "" {
+		h.Set(mesh.HeaderSessionID, t.sid())
+	}
+	return h
+}
 
 // sid is the conversation's session id (FR-030): the one stored on the
 // conversation, else the work item's X-Session-ID.
@@ -79,11 +165,21 @@ func (t *turn) setSID(sid string) {
 	t.log = t.baseLog.With().Str("sid", sid).Logger()
 }
 
-// run executes the turn; nil means it is settled (applied, or nothing to do).
+// run executes the work item; nil means it is settled (applied, or nothing
+// to do).
 func (t *turn) run(ctx context.Context) error {
-	c, err := t.claim(ctx)
+	var c *mesh.Conversation
+	var err error
+	switch t.item.Kind {
+	case mesh.WorkNode:
+		c, err = t.claimNode(ctx)
+	case mesh.WorkResume:
+		c, err = t.claimResume(ctx)
+	default:
+		c, err = t.claim(ctx)
+	}
 	switch {
-	case errors.Is(err, errAlreadyApplied), errors.Is(err, errStaleResume):
+	case errors.Is(err, errAlreadyApplied), errors.Is(err, errStaleResume), errors.Is(err, errNodeGone):
 		t.log.Info().Err(err).Msg("nothing to do")
 		return nil
 	case errors.Is(err, errWaiting):
@@ -96,26 +192,138 @@ func (t *turn) run(ctx context.Context) error {
 	}
 	t.conv = c
 	t.setSID(c.SessionID)
-	t.a.register(c.ID, t.runID(), t.cancel)
-	t.ev = t.a.events.Run(t.item.Session, t.runID(), t.attempt)
-	if t.attempt > 1 {
-		t.emit(mesh.Custom(mesh.CustomRunRetried, map[string]any{"attempt": t.attempt, "runId": t.runID()}))
+	if t.node.key != rootKey || !t.node.leaf() {
+		t.log = t.log.With().Str("tree_node", t.node.key).Str("node_name", t.node.cfg.Name).Logger()
 	}
-	t.emit(mesh.RunStarted(c.ID, t.runID()))
-	// Clients start every run from the whole session state; later changes
-	// come as STATE_DELTA.
-	t.emit(mesh.Event{Type: mesh.EventStateSnapshot, Snapshot: stateOf(c)})
-
+	defer t.a.register(c.ID, t.cancelNames(), t.cancel)()
+	t.ev = t.a.events.Run(t.item.Session, t.runID(), t.attempt)
+	if t.item.Kind == mesh.WorkNode {
+		t.ev = t.a.events.RunPart(t.item.Session, t.runID(), t.item.Node+"g"+strconv.Itoa(t.gen), t.attempt)
+	}
+	if t.attempt > 1 {
+		retried := map[string]any{"attempt": t.attempt, "runId": t.runID()}
+		if !t.a.simple {
+			retried["node"] = t.node.cfg.Name
+			retried["prefixes"] = []string{t.idPrefix() + "-", t.noticePrefix() + "-"}
+		}
+		t.emit(mesh.Custom(mesh.CustomRunRetried, retried))
+	}
+	if t.item.Kind != mesh.WorkNode {
+		t.emit(mesh.RunStarted(c.ID, t.runID()))
+		// Clients start every run from the whole session state; later
+		// changes come as STATE_DELTA.
+		t.emit(mesh.Event{Type: mesh.EventStateSnapshot, Snapshot: stateOf(c)})
+	}
+	if !t.node.leaf() {
+		if c.Tree.Nodes[t.node.key].Status != mesh.NodeRunning || len(c.Tree.Nodes) > 1 {
+			// A redelivered turn whose tree already started: what it
+			// scheduled may not have been enqueued.
+			if err := t.ev.Flush(ctx); err != nil {
+				return err
+			}
+			return t.enqueue(ctx, pendingWork(c))
+		}
+		t.emit(mesh.Event{Type: mesh.EventStepStarted, StepName: t.node.cfg.Name})
+		return t.settle(context.WithoutCancel(ctx), outcome{status: started})
+	}
+	if !t.a.simple {
+		t.emit(mesh.Event{Type: mesh.EventStepStarted, StepName: t.node.cfg.Name})
+	}
 	if t.item.Kind == mesh.WorkResume {
 		if err := t.loadResume(ctx); err != nil {
 			return err
 		}
 	}
-	t.loop(ctx)
+	if t.node.cfg.Type == config.NodeA2A {
+		t.runA2A(ctx)
+	} else {
+		t.loop(ctx)
+	}
 	if errors.Is(context.Cause(ctx), errShutdown) {
 		return context.Cause(ctx)
 	}
-	return t.finish(context.WithoutCancel(ctx))
+	return t.settle(context.WithoutCancel(ctx), t.nodeOutcome())
+}
+
+// cancelNames are the run ids a cancel request may name to stop this work
+// item: its run, its tree's, and the tree's other runs under way.
+func (t *turn) cancelNames() []string {
+	names := []string{t.runID()}
+	if tr := t.conv.Tree; tr != nil {
+		names = append(names, tr.ID)
+		names = append(names, tr.Runs...)
+	}
+	return names
+}
+
+// nodeOutcome is how the node's run ended, from what the loop left.
+func (t *turn) nodeOutcome() outcome {
+	switch t.outcome {
+	case mesh.OutcomeInterrupt:
+		return outcome{status: mesh.NodeWaiting, paused: []*mesh.Approval{t.paused}, steps: t.iterations}
+	case mesh.OutcomeError:
+		return outcome{status: mesh.NodeFailed, errCode: t.errCode, errText: t.errText}
+	case mesh.OutcomeCancelled:
+		return outcome{status: mesh.NodeCancelled, errCode: mesh.CodeCancelled, errText: "the turn was cancelled"}
+	}
+	return outcome{status: mesh.NodeDone, output: t.response, exitLoop: t.exitLoop}
+}
+
+// settle applies the node's outcome to the tree by compare-and-set, then
+// publishes what it decided: steps, state changes, the end of runs, and the
+// work to do next.
+func (t *turn) settle(ctx context.Context, o outcome) error {
+	var p plan
+	_, err := t.a.sessions.UpdateLoaded(ctx, t.conv, func(c *mesh.Conversation) error {
+		return t.apply(c, t.node.key, t.gen, o, &p)
+	})
+	if err != nil && !errors.Is(err, mesh.ErrNoChange) {
+		return err
+	}
+	if p.dropped {
+		t.log.Info().Msg("the tree moved on without this node's outcome")
+		return t.ev.Flush(ctx)
+	}
+	for _, name := range p.stepsBegun {
+		t.emit(mesh.Event{Type: mesh.EventStepStarted, StepName: name})
+	}
+	if len(p.delta) > 0 {
+		t.emit(mesh.Event{Type: mesh.EventStateDelta, Delta: p.delta})
+	}
+	for _, n := range p.notices {
+		t.streamNotice(n.ID, n.Content)
+	}
+	if !t.a.simple {
+		for _, name := range p.stepsEnded {
+			t.emit(mesh.Event{Type: mesh.EventStepFinished, StepName: name})
+		}
+	}
+	if err := t.ev.Flush(ctx); err != nil {
+		return err
+	}
+	if err := t.enqueue(ctx, p.schedule); err != nil {
+		return err
+	}
+	for _, id := range p.endRuns {
+		ev := mesh.RunFinished(t.conv.ID, id, mesh.Outcome{Type: p.runOutcome}, runResult(p.response, p.usage))
+		switch p.runOutcome {
+		case mesh.OutcomeError:
+			ev = mesh.RunError(p.errCode, p.errText)
+		case mesh.OutcomeInterrupt:
+			ev.Outcome.Interrupts = p.interrupts
+		}
+		if _, err := t.a.events.Publish(ctx, t.conv.ID, id, "end:"+id, ev); err != nil {
+			return err
+		}
+	}
+	if p.runOutcome == mesh.OutcomeError || p.runOutcome == mesh.OutcomeCancelled {
+		// Branches still running elsewhere have nothing left to do.
+		t.a.cancelRuns(t.conv.ID, p.treeRunID)
+	}
+	if len(p.endRuns) > 0 {
+		t.log.Info().Str("outcome", p.runOutcome).Strs("runs", p.endRuns).Int("iterations", t.iterations).Msg("turn done")
+	}
+	return nil
 }
 
 // claim marks the conversation as running this turn, waiting while another
@@ -151,6 +359,8 @@ func (t *turn) claim(ctx context.Context) (*mesh.Conversation, error) {
 	}
 }
 
+// claimChange adds the turn's message and starts its run of the tree at the
+// root.
 func (t *turn) claimChange(c *mesh.Conversation) error {
 	id := t.item.TurnID
 	if c.HasTurn(id) {
@@ -159,25 +369,127 @@ func (t *turn) claimChange(c *mesh.Conversation) error {
 	if c.Turn != nil && c.Turn.ID != id && time.Since(c.Turn.StartedAt) < t.a.cfg.StaleTurn {
 		return errBusy
 	}
-	switch t.item.Kind {
-	case mesh.WorkResume:
-		if c.PendingApproval == nil || c.PendingApproval.UUID != t.item.ApprovalID {
-			return errStaleResume
-		}
-	default:
-		if c.Status == mesh.StatusWaitingApproval && (c.Turn == nil || c.Turn.ID != id) {
-			return errWaiting
-		}
-		if !c.HasMessage(id) {
-			c.Messages = append(c.Messages, mesh.Message{
-				ID: id, Role: mesh.RoleUser, Content: t.item.Message, TurnID: id, CreatedAt: time.Now().UTC(),
-			})
-		}
+	if c.Status == mesh.StatusWaitingApproval && (c.Turn == nil || c.Turn.ID != id) {
+		return errWaiting
+	}
+	now := time.Now().UTC()
+	if !c.HasMessage(id) {
+		c.Messages = append(c.Messages, mesh.Message{ID: id, Role: mesh.RoleUser, Content: t.item.Message, TurnID: id, CreatedAt: now})
 	}
 	if c.Agent == "" {
 		c.Agent = t.a.name
 	}
-	c.Turn = &mesh.Turn{ID: id, Kind: t.item.Kind, Node: t.a.cfg.NodeID, Attempt: t.attempt, StartedAt: time.Now().UTC()}
+	if c.Tree == nil || c.Tree.ID != id {
+		// A new run of the tree; one left by a turn taken over as stale is
+		// dropped with its pending approvals.
+		root := newNodeRun(t.a.root, 1, mesh.NodeRunning, id)
+		root.Worker, root.StartedAt = t.a.cfg.NodeID, now
+		c.Tree = &mesh.TreeRun{ID: id, UserMessage: t.item.Message, Nodes: map[string]*mesh.NodeRun{rootKey: root}, Runs: []string{id}, StartedAt: now}
+		c.PendingApproval, c.PendingApprovals, c.PipelineState = nil, nil, nil
+	}
+	t.node, t.gen = t.a.root, c.Tree.Nodes[rootKey].Gen
+	c.Turn = &mesh.Turn{ID: id, Kind: t.item.Kind, Node: t.a.cfg.NodeID, Attempt: t.attempt, StartedAt: now}
+	c.Status = mesh.StatusRunning
+	return nil
+}
+
+// claimNode marks the node a node work item runs as running here. A node
+// already settled, or running elsewhere on a first delivery, is not this
+// item's to run: what its tree has pending is enqueued again instead, in
+// case the replica that scheduled it died before it enqueued it.
+func (t *turn) claimNode(ctx context.Context) (*mesh.Conversation, error) {
+	t.node, t.gen = t.a.nodes[t.item.Node], t.item.Gen
+	if t.node == nil || !t.node.leaf() {
+		return nil, fmt.Errorf("agent: node %q is not a leaf of this agent's tree (was the tree changed?)", t.item.Node)
+	}
+	c, err := t.a.sessions.Get(ctx, t.item.Session)
+	if errors.Is(err, mesh.ErrSessionNotFound) {
+		return nil, errNodeGone
+	}
+	if err != nil {
+		return nil, err
+	}
+	var requeue []mesh.WorkItem
+	c, err = t.a.sessions.UpdateLoaded(ctx, c, func(c *mesh.Conversation) error {
+		requeue = nil
+		tr := c.Tree
+		if tr == nil || tr.ID != t.item.TurnID {
+			return errNodeGone
+		}
+		nr := tr.Nodes[t.item.Node]
+		takeover := nr != nil && nr.Status == mesh.NodeRunning && t.attempt > 1
+		if nr == nil || nr.Gen != t.item.Gen || (nr.Status != mesh.NodePending && !takeover) {
+			requeue = pendingWork(c)
+			return errNodeGone
+		}
+		if takeover {
+			t.log.Warn().Str("worker", nr.Worker).Msg("taking over a node whose run was cut off")
+		}
+		nr.Status, nr.Worker, nr.StartedAt = mesh.NodeRunning, t.a.cfg.NodeID, time.Now().UTC()
+		t.iterations = nr.Steps
+		return nil
+	})
+	if errors.Is(err, errNodeGone) && len(requeue) > 0 {
+		if err := t.enqueue(ctx, requeue); err != nil {
+			return nil, err
+		}
+	}
+	return c, err
+}
+
+// claimResume marks the node that waits for the decided approval as
+// running again here.
+func (t *turn) claimResume(ctx context.Context) (*mesh.Conversation, error) {
+	c, err := t.a.sessions.Get(ctx, t.item.Session)
+	if errors.Is(err, mesh.ErrSessionNotFound) {
+		return nil, errStaleResume
+	}
+	if err != nil {
+		return nil, err
+	}
+	return t.a.sessions.UpdateLoaded(ctx, c, t.claimResumeChange)
+}
+
+func (t *turn) claimResumeChange(c *mesh.Conversation) error {
+	id := t.item.ApprovalID
+	if c.HasTurn(t.item.TurnID) {
+		return errAlreadyApplied
+	}
+	tr := c.Tree
+	if tr == nil {
+		return errStaleResume
+	}
+	var nr *mesh.NodeRun
+	for _, n := range tr.Nodes {
+		if n.Status == mesh.NodeWaiting && slices.Contains(n.Approvals, id) {
+			nr = n
+		} else if n.Status == mesh.NodeRunning && n.Resumed == id && t.attempt > 1 {
+			// This resume was cut off after it claimed the node.
+			nr = n
+		}
+	}
+	if nr == nil {
+		return errStaleResume
+	}
+	t.node, t.gen = t.a.nodes[nr.Key], nr.Gen
+	if t.node == nil {
+		return fmt.Errorf("agent: node %q waits for approval %s but is not in this agent's tree (was the tree changed?)", nr.Key, id)
+	}
+	now := time.Now().UTC()
+	nr.Status, nr.Worker, nr.StartedAt, nr.Resumed = mesh.NodeRunning, t.a.cfg.NodeID, now, id
+	nr.Approvals = slices.DeleteFunc(nr.Approvals, func(a string) bool { return a == id })
+	t.iterations = nr.Steps
+	c.PendingApprovals = slices.DeleteFunc(c.PendingApprovals, func(p mesh.PendingApproval) bool { return p.UUID == id })
+	c.PendingApproval = nil
+	if len(c.PendingApprovals) > 0 {
+		first := c.PendingApprovals[0]
+		c.PendingApproval = &first
+	}
+	if !slices.Contains(tr.Runs, t.item.TurnID) {
+		tr.Runs = append(tr.Runs, t.item.TurnID)
+	}
+	c.PipelineState = nil
+	c.Turn = &mesh.Turn{ID: tr.ID, Kind: mesh.WorkResume, Node: t.a.cfg.NodeID, Attempt: t.attempt, StartedAt: now}
 	c.Status = mesh.StatusRunning
 	return nil
 }
@@ -192,18 +504,21 @@ func (t *turn) loadResume(ctx context.Context) error {
 		return fmt.Errorf("approval %s is still pending", ap.UUID)
 	}
 	t.resumed = ap
-	if p := t.conv.PipelineState; p != nil {
-		t.iterations = p.Iterations
-	}
 	return nil
 }
 
 // history is the conversation as the model sees it: every message but the
-// system prompt and the notices meant for people.
+// system prompt and the notices meant for people. Of the messages of tree
+// nodes, a node sees its own run's whole exchange but only the answers of
+// the others: their tool traffic is theirs (and parallel branches'
+// exchanges interleave, which no model API would take).
 func (t *turn) history() []llm.Message {
 	all := append(append([]mesh.Message(nil), t.conv.Messages...), t.added...)
 	out := make([]llm.Message, 0, len(all))
 	for _, m := range all {
+		if m.Node != "" && !t.own(m) && (m.Role != mesh.RoleAssistant || len(m.ToolCalls) > 0 || m.Content == "") {
+			continue
+		}
 		switch m.Role {
 		case mesh.RoleUser:
 			out = append(out, llm.Message{Role: llm.RoleUser, Content: m.Content})
@@ -252,7 +567,7 @@ func (t *turn) loop(ctx context.Context) {
 			t.outcome = mesh.OutcomeError
 			return
 		}
-		msg := mesh.Message{ID: msgID, Role: mesh.RoleAssistant, Content: resp.Text, TurnID: t.runID(), CreatedAt: time.Now().UTC()}
+		msg := t.message(msgID, mesh.RoleAssistant, resp.Text)
 		for i, c := range resp.ToolCalls {
 			msg.ToolCalls = append(msg.ToolCalls, t.toToolCall(c, i))
 		}
@@ -267,7 +582,7 @@ func (t *turn) loop(ctx context.Context) {
 
 // generate calls the model, streaming its text as TEXT_MESSAGE events.
 func (t *turn) generate(ctx context.Context) (*llm.Response, string, error) {
-	msgID := t.runID() + "-a" + strconv.Itoa(t.iterations)
+	msgID := t.idPrefix() + "-a" + strconv.Itoa(t.iterations)
 	started := false
 	start := func() {
 		if !started {
@@ -276,9 +591,9 @@ func (t *turn) generate(ctx context.Context) (*llm.Response, string, error) {
 		}
 	}
 	streamed := false
-	t.offer = t.a.offer(t.remoteSet())
+	t.offer = t.nodeOffer()
 	req := llm.Request{
-		System:   t.a.cfg.Agent.Prompt,
+		System:   t.systemPrompt(),
 		Messages: t.history(),
 		Tools:    t.offer.tools,
 		OnText: func(delta string) {
@@ -290,7 +605,7 @@ func (t *turn) generate(ctx context.Context) (*llm.Response, string, error) {
 			t.emit(mesh.Event{Type: mesh.EventTextMessageContent, MessageID: msgID, Delta: delta})
 		},
 	}
-	resp, err := t.a.cfg.Provider.Generate(t.log.WithContext(ctx), req)
+	resp, err := t.node.provider.Generate(t.log.WithContext(ctx), req)
 	if err == nil {
 		t.usage = t.usage.Add(resp.Usage)
 		if !streamed && resp.Text != "" {
@@ -308,7 +623,7 @@ func (t *turn) generate(ctx context.Context) (*llm.Response, string, error) {
 // derived from the run, so a run executed again produces the same ids.
 func (t *turn) toToolCall(c llm.ToolCall, index int) mesh.ToolCall {
 	call := mesh.ToolCall{
-		ID:   fmt.Sprintf("%s-c%d-%d", t.runID(), t.iterations, index),
+		ID:   fmt.Sprintf("%s-c%d-%d", t.idPrefix(), t.iterations, index),
 		Name: c.Name,
 	}
 	if len(c.Arguments) > 0 {
@@ -319,9 +634,11 @@ func (t *turn) toToolCall(c llm.ToolCall, index int) mesh.ToolCall {
 	}
 	o := t.offer
 	if o == nil {
-		o = t.a.offer(t.remoteSet())
+		o = t.nodeOffer()
 	}
-	if r, ok := o.remote[c.Name]; ok {
+	if c.Name == exitLoopTool && o.exitLoop {
+		call.Tool = exitLoopTool
+	} else if r, ok := o.remote[c.Name]; ok {
 		call.Server, call.Tool, call.Destructive = remoteServerPrefix+r.cfg.Name, r.cfg.Name, r.cfg.IsDestructive()
 	} else if e, ok := o.mcp[c.Name]; ok {
 		call.Server, call.Tool, call.Destructive = e.Server, e.Name, e.DestructiveHint
@@ -329,7 +646,8 @@ func (t *turn) toToolCall(c llm.ToolCall, index int) mesh.ToolCall {
 	return call
 }
 
-// lastCalls finds the most recent assistant message with tool calls.
+// lastCalls finds the most recent assistant message of this run with tool
+// calls.
 func (t *turn) lastCalls() []mesh.ToolCall {
 	for i := len(t.added) - 1; i >= 0; i-- {
 		if m := t.added[i]; m.Role == mesh.RoleAssistant && len(m.ToolCalls) > 0 {
@@ -338,6 +656,12 @@ func (t *turn) lastCalls() []mesh.ToolCall {
 	}
 	for i := len(t.conv.Messages) - 1; i >= 0; i-- {
 		m := t.conv.Messages[i]
+		if !t.a.simple {
+			if t.own(m) && m.Role == mesh.RoleAssistant && len(m.ToolCalls) > 0 {
+				return m.ToolCalls
+			}
+			continue
+		}
 		if m.Role == mesh.RoleUser {
 			return nil // a new request: earlier calls belong to earlier turns
 		}
@@ -379,14 +703,20 @@ func (t *turn) resolvePending(ctx context.Context) (paused bool) {
 		}
 		t.emitCall(call)
 		_, remote := remoteName(call)
+		allowed := t.node.cfg.AllowDestructive
 		switch {
-		case remote && !call.Destructive:
-			if t.callRemote(ctx, call, call.ID, false) {
+		case call.Tool == exitLoopTool && call.Server == "":
+			t.exitLoop = true
+			t.result(call, "The loop ends after this step. Now give your final answer.", false)
+		case remote && (!call.Destructive || allowed):
+			// An allowed destructive call is treated as an approved one:
+			// cut off mid-flight, it is not sent again.
+			if t.callRemote(ctx, call, call.ID, call.Destructive) {
 				return true
 			}
 		case call.Server == "":
 			t.result(call, fmt.Sprintf("error: unknown tool %q", call.Name), true)
-		case call.Destructive:
+		case call.Destructive && !allowed:
 			if err := t.pause(ctx, call); err != nil {
 				t.result(call, "error: could not request an approval: "+err.Error(), true)
 				continue
@@ -443,10 +773,9 @@ func (t *turn) emitCall(call mesh.ToolCall) {
 // result records a tool's answer as a tool message and a TOOL_CALL_RESULT.
 func (t *turn) result(call mesh.ToolCall, content string, isError bool) {
 	id := call.ID + "-result"
-	t.added = append(t.added, mesh.Message{
-		ID: id, Role: mesh.RoleTool, Content: content, ToolCallID: call.ID, ToolName: call.Name,
-		IsError: isError, TurnID: t.runID(), CreatedAt: time.Now().UTC(),
-	})
+	m := t.message(id, mesh.RoleTool, content)
+	m.ToolCallID, m.ToolName, m.IsError = call.ID, call.Name, isError
+	t.added = append(t.added, m)
 	ev := mesh.Event{Type: mesh.EventToolCallResult, MessageID: id, ToolCallID: call.ID, Content: content, Role: string(mesh.RoleTool)}
 	if isError {
 		// AG-UI's result has no error flag; streams that show failures read this.
@@ -474,6 +803,7 @@ func (t *turn) newApproval(call mesh.ToolCall) *mesh.Approval {
 		Server:         call.Server,
 		ToolArgs:       call.Arguments,
 		Description:    describeCall(call),
+		NodePath:       t.node.path,
 	}
 }
 
@@ -500,12 +830,18 @@ func (t *turn) await(ctx context.Context, call mesh.ToolCall, ap *mesh.Approval)
 // and streams it.
 func (t *turn) notice(text string) {
 	t.notices++
-	id := t.runID() + "-n" + strconv.Itoa(t.notices)
-	t.added = append(t.added, mesh.Message{ID: id, Role: mesh.RoleAssistant, Content: text, Notice: true, TurnID: t.runID(), CreatedAt: time.Now().UTC()})
+	m := t.message(t.noticePrefix()+"-n"+strconv.Itoa(t.notices), mesh.RoleAssistant, text)
+	m.Notice = true
+	t.added = append(t.added, m)
+	t.streamNotice(m.ID, text)
+	t.response = text
+}
+
+// streamNotice streams a notice as a text message marked as one.
+func (t *turn) streamNotice(id, text string) {
 	t.emit(mesh.Event{Type: mesh.EventTextMessageStart, MessageID: id, Role: string(mesh.RoleAssistant), Metadata: map[string]any{"notice": true}})
 	t.emit(mesh.Event{Type: mesh.EventTextMessageContent, MessageID: id, Delta: text})
 	t.emit(mesh.Event{Type: mesh.EventTextMessageEnd, MessageID: id})
-	t.response = text
 }
 
 func (t *turn) cancelled(ctx context.Context) {
@@ -516,71 +852,6 @@ func (t *turn) cancelled(ctx context.Context) {
 	t.notice("The turn was cancelled.")
 }
 
-// finish saves the conversation and publishes the end of the run.
-func (t *turn) finish(ctx context.Context) error {
-	summary := &mesh.RunSummary{ID: t.runID(), Outcome: t.outcome, Response: t.response, ErrorCode: t.errCode, Error: t.errText, FinishedAt: time.Now().UTC()}
-	if t.usage != (llm.Usage{}) {
-		summary.Usage = &mesh.Usage{InputTokens: t.usage.InputTokens, OutputTokens: t.usage.OutputTokens}
-	}
-	_, err := t.a.sessions.UpdateLoaded(ctx, t.conv, func(c *mesh.Conversation) error {
-		if c.Turn == nil || c.Turn.ID != t.runID() {
-			if c.HasTurn(t.runID()) {
-				return mesh.ErrNoChange
-			}
-			return errLostClaim
-		}
-		for _, m := range t.added {
-			if !c.HasMessage(m.ID) {
-				c.Messages = append(c.Messages, m)
-			}
-		}
-		c.Turn = nil
-		c.MarkTurn(t.runID())
-		c.LastRun = summary
-		if t.outcome == mesh.OutcomeInterrupt {
-			// The paused call may belong to an earlier run's message (a
-			// resume that paused again): mark it there too.
-			for i := range c.Messages {
-				for j := range c.Messages[i].ToolCalls {
-					if c.Messages[i].ToolCalls[j].ID == t.paused.ToolCallID {
-						c.Messages[i].ToolCalls[j].ApprovalID = t.paused.UUID
-					}
-				}
-			}
-			c.Status = mesh.StatusWaitingApproval
-			c.PendingApproval = t.paused.Pending()
-			c.PipelineState = &mesh.PipelineState{PausedNodePath: []int{}, RunID: t.runID(), Iterations: t.iterations, UserMessage: t.userMessage(c)}
-			return nil
-		}
-		c.Status = mesh.StatusActive
-		c.PendingApproval = nil
-		c.PipelineState = nil
-		return nil
-	})
-	if errors.Is(err, errLostClaim) {
-		t.log.Warn().Msg("conversation was taken over; this run's result is dropped")
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	switch t.outcome {
-	case mesh.OutcomeError:
-		t.emit(mesh.RunError(t.errCode, t.errText))
-	case mesh.OutcomeInterrupt:
-		t.emit(mesh.RunFinished(t.conv.ID, t.runID(), mesh.Outcome{Type: mesh.OutcomeInterrupt, Interrupts: []mesh.Interrupt{{
-			ID: t.paused.UUID, Reason: mesh.InterruptReasonToolApproval, ToolCallID: t.paused.ToolCallID, Message: t.paused.Description,
-		}}}, runResult(t.response, summary.Usage)))
-	default:
-		t.emit(mesh.RunFinished(t.conv.ID, t.runID(), mesh.Outcome{Type: t.outcome}, runResult(t.response, summary.Usage)))
-	}
-	if err := t.ev.Flush(ctx); err != nil {
-		return err
-	}
-	t.log.Info().Str("outcome", t.outcome).Int("iterations", t.iterations).Msg("turn done")
-	return nil
-}
-
 func runResult(response string, usage *mesh.Usage) map[string]any {
 	r := map[string]any{"response": response}
 	if usage != nil {
@@ -589,38 +860,47 @@ func runResult(response string, usage *mesh.Usage) map[string]any {
 	return r
 }
 
-// userMessage is the request the run answers: the last user message.
-func (t *turn) userMessage(c *mesh.Conversation) string {
-	for i := len(c.Messages) - 1; i >= 0; i-- {
-		if c.Messages[i].Role == mesh.RoleUser {
-			return c.Messages[i].Content
-		}
-	}
-	return ""
-}
-
-// fail records a turn given up after its last delivery, so the conversation
-// does not stay running forever.
+// fail records a work item given up after its last delivery, so the
+// conversation does not stay running forever: the runs of its tree end
+// with an error.
 func (t *turn) fail(ctx context.Context, code, text string) {
+	runs := []string{t.runID()}
 	_, err := t.a.sessions.Update(ctx, t.item.Session, func(c *mesh.Conversation) error {
-		if c.HasTurn(t.runID()) {
-			return mesh.ErrNoChange
+		runs = []string{t.runID()}
+		tr := c.Tree
+		ours := tr != nil && (tr.ID == t.item.TurnID || slices.Contains(tr.Runs, t.item.TurnID) || slices.Contains(tr.Runs, t.runID()))
+		if !ours {
+			if c.HasTurn(t.runID()) {
+				return mesh.ErrNoChange
+			}
+			if c.Turn != nil && c.Turn.ID == t.runID() {
+				c.Turn = nil
+				c.Status = mesh.StatusActive
+			}
+		} else {
+			for _, id := range tr.Runs {
+				if !slices.Contains(runs, id) {
+					runs = append(runs, id)
+				}
+			}
+			c.Tree, c.Turn, c.Status = nil, nil, mesh.StatusActive
+			c.PendingApproval, c.PendingApprovals, c.PipelineState = nil, nil, nil
 		}
-		if c.Turn != nil && c.Turn.ID == t.runID() {
-			c.Turn = nil
-			c.Status = mesh.StatusActive
+		for _, id := range runs {
+			c.MarkTurn(id)
 		}
-		c.MarkTurn(t.runID())
 		c.Messages = append(c.Messages, mesh.Message{ID: t.runID() + "-failed", Role: mesh.RoleAssistant, Content: text, Notice: true, TurnID: t.runID(), CreatedAt: time.Now().UTC()})
-		c.LastRun = &mesh.RunSummary{ID: t.runID(), Outcome: mesh.OutcomeError, ErrorCode: code, Error: text, FinishedAt: time.Now().UTC()}
+		c.LastRun = &mesh.RunSummary{ID: t.runID(), Runs: runs, Outcome: mesh.OutcomeError, ErrorCode: code, Error: text, FinishedAt: time.Now().UTC()}
 		return nil
 	})
-	if err != nil && !errors.Is(err, mesh.ErrSessionNotFound) {
+	if err != nil && !errors.Is(err, mesh.ErrSessionNotFound) && !errors.Is(err, mesh.ErrNoChange) {
 		t.log.Error().Err(err).Msg("record failed turn")
 	}
-	ev := t.a.events.Run(t.item.Session, t.runID(), t.attempt)
-	ev.Emit(mesh.RunError(code, text))
-	_ = ev.Flush(ctx)
+	for _, id := range runs {
+		if _, err := t.a.events.Publish(ctx, t.item.Session, id, "end:"+id, mesh.RunError(code, text)); err != nil {
+			t.log.Error().Err(err).Str("run", id).Msg("publish the end of a failed run")
+		}
+	}
 }
 
 // llmErrorCode maps a provider error to a RUN_ERROR code.
