@@ -254,3 +254,25 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(m.Run())
 }
+
+// TestExamplesLoad parses every sample configuration of config/examples.
+func TestExamplesLoad(t *testing.T) {
+	paths, err := filepath.Glob("examples/*.yaml")
+	if err != nil || len(paths) < 3 {
+		t.Fatalf("examples: %v, %v", paths, err)
+	}
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := Parse(p, data, env())
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		if c.Agent == nil || len(c.Agent.Agents) == 0 {
+			t.Errorf("%s has no agent tree", p)
+		}
+	}
+}

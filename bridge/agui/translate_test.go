@@ -199,20 +199,20 @@ func TestOfficialStepsPairUp(t *testing.T) {
 // only its own open items; a parallel branch streaming beside it goes on.
 func TestOfficialRetryOfOneBranch(t *testing.T) {
 	got := officialTypes(t, []mesh.Event{
-		{Type: mesh.EventTextMessageStart, MessageID: "t-r.0g1-a1", Role: "assistant"},
-		{Type: mesh.EventTextMessageStart, MessageID: "t-r.1g1-a1", Role: "assistant"},
-		mesh.Custom(mesh.CustomRunRetried, map[string]any{"attempt": 2, "prefixes": []string{"t-r.0g1-"}}),
-		{Type: mesh.EventTextMessageContent, MessageID: "t-r.1g1-a1", Delta: "b"},
-		{Type: mesh.EventTextMessageStart, MessageID: "t-r.0g1-a1", Role: "assistant"},
-		{Type: mesh.EventTextMessageEnd, MessageID: "t-r.0g1-a1"},
-		{Type: mesh.EventTextMessageEnd, MessageID: "t-r.1g1-a1"},
+		{Type: mesh.EventTextMessageStart, MessageID: "t-r_0g1-a1", Role: "assistant"},
+		{Type: mesh.EventTextMessageStart, MessageID: "t-r_1g1-a1", Role: "assistant"},
+		mesh.Custom(mesh.CustomRunRetried, map[string]any{"attempt": 2, "prefixes": []string{"t-r_0g1-"}}),
+		{Type: mesh.EventTextMessageContent, MessageID: "t-r_1g1-a1", Delta: "b"},
+		{Type: mesh.EventTextMessageStart, MessageID: "t-r_0g1-a1", Role: "assistant"},
+		{Type: mesh.EventTextMessageEnd, MessageID: "t-r_0g1-a1"},
+		{Type: mesh.EventTextMessageEnd, MessageID: "t-r_1g1-a1"},
 	})
 	want := []string{
-		"TEXT_MESSAGE_START t-r.0g1-a1", "TEXT_MESSAGE_START t-r.1g1-a1",
-		"CUSTOM", "TEXT_MESSAGE_END t-r.0g1-a1",
-		"TEXT_MESSAGE_CONTENT t-r.1g1-a1",
-		"TEXT_MESSAGE_START t-r.0g1-a1~2", "TEXT_MESSAGE_END t-r.0g1-a1~2",
-		"TEXT_MESSAGE_END t-r.1g1-a1",
+		"TEXT_MESSAGE_START t-r_0g1-a1", "TEXT_MESSAGE_START t-r_1g1-a1",
+		"CUSTOM", "TEXT_MESSAGE_END t-r_0g1-a1",
+		"TEXT_MESSAGE_CONTENT t-r_1g1-a1",
+		"TEXT_MESSAGE_START t-r_0g1-a1~2", "TEXT_MESSAGE_END t-r_0g1-a1~2",
+		"TEXT_MESSAGE_END t-r_1g1-a1",
 	}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("got  %v\nwant %v", got, want)

@@ -449,9 +449,12 @@ type Result struct {
 	Response        string                `json:"response"`
 	WaitingApproval bool                  `json:"waiting_approval"`
 	Approval        *mesh.PendingApproval `json:"approval,omitempty"`
-	ErrorCode       string                `json:"error_code,omitempty"`
-	Error           string                `json:"error,omitempty"`
-	Usage           *mesh.Usage           `json:"usage,omitempty"`
+	// Approvals lists every approval the conversation waits for: more than
+	// one when parallel branches of an agent tree each paused.
+	Approvals []mesh.PendingApproval `json:"approvals,omitempty"`
+	ErrorCode string                 `json:"error_code,omitempty"`
+	Error     string                 `json:"error,omitempty"`
+	Usage     *mesh.Usage            `json:"usage,omitempty"`
 }
 
 // ResultOf is the result of run runID in conv.
@@ -459,6 +462,7 @@ func ResultOf(conv *mesh.Conversation, runID string, last *mesh.Event) Result {
 	res := Result{RunID: runID, WaitingApproval: conv.Status == mesh.StatusWaitingApproval}
 	if res.WaitingApproval {
 		res.Approval = conv.PendingApproval
+		res.Approvals = conv.PendingApprovals
 	}
 	if lr := conv.LastRun; lr.Covers(runID) {
 		res.Outcome, res.Response, res.ErrorCode, res.Error, res.Usage = lr.Outcome, lr.Response, lr.ErrorCode, lr.Error, lr.Usage

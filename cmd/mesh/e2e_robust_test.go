@@ -200,6 +200,12 @@ func TestStartupRefusesBadConfig(t *testing.T) {
 		{"gemini model without key", "name: a\nllm:\n  model: gemini-2.5-flash\n", []string{"GEMINI_API_KEY"}},
 		{"unknown field", "name: a\nllm:\n  model: offline\n  modle: x\n", []string{"modle"}},
 		{"bad MCP server", "name: a\nllm:\n  model: offline\nmcp_servers:\n  - name: x\n", []string{"mcp_servers[0]", "command", "url"}},
+		// Bad agent trees (issue 6): each error names the node.
+		{"tree: unknown node type", tree("    - {name: scout, type: swarm}\n"), []string{"agent.agents[0].type", `"scout"`, "swarm"}},
+		{"tree: composite without children", tree("    - {name: fan, type: parallel}\n"), []string{"agent.agents[0].agents", `"fan"`, "children"}},
+		{"tree: placeholder without producer", tree("    - {name: exec, type: llm, prompt: \"Do {plan}\"}\n"), []string{"agent.agents[0].prompt", `"exec"`, "{plan}"}},
+		{"tree: cycle by name", tree("    - name: again\n      type: loop\n      agents:\n        - {ref: root}\n"), []string{"agent.agents[0].agents[0].ref", `"again"`, `"root"`, "cycle"}},
+		{"tree: node model without key", tree("    - {name: smart, type: llm, model: gpt-4o}\n"), []string{"agent.agents[0].model", "OPENAI_API_KEY"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -217,6 +223,12 @@ func TestStartupRefusesBadConfig(t *testing.T) {
 			}
 		})
 	}
+}
+
+// tree is an agent.yaml whose tree is a sequential node "root" with the
+// children given.
+func tree(children string) string {
+	return "name: a\nllm:\n  model: offline\nagent:\n  name: root\n  type: sequential\n  agents:\n" + children
 }
 
 func TestAPIKeysNeverLogged(t *testing.T) {

@@ -309,7 +309,7 @@ func (t *turn) done(c *mesh.Conversation, def *treeNode, nr *mesh.NodeRun, outpu
 			pr.Iteration++
 			if pr.Iteration >= maxIterations(parent.cfg) {
 				text := fmt.Sprintf("The loop %s stopped after %d iterations: no step called exit_loop.", parent.cfg.Name, pr.Iteration)
-				id := fmt.Sprintf("%s-%sg%d-stopped", c.Tree.ID, parent.key, pr.Gen)
+				id := fmt.Sprintf("%s-%sg%d-stopped", c.Tree.ID, idKey(parent.key), pr.Gen)
 				p.notices = append(p.notices, mesh.Message{ID: id, Role: mesh.RoleAssistant, Content: text, Notice: true, Name: parent.cfg.Name, Node: parent.key, TurnID: t.runID(), CreatedAt: time.Now().UTC()})
 				t.done(c, parent, pr, output, false, p)
 				return
@@ -361,7 +361,18 @@ func (t *turn) settleTree(c *mesh.Conversation, o outcome, p *plan) {
 		}
 	case !active && waiting:
 		p.runOutcome = mesh.OutcomeInterrupt
-		p.response = t.response
+		p.response = t.response // the notice of the approval this run asked for
+		if o.status != mesh.NodeWaiting {
+			// This node finished; others of the tree wait.
+			var b strings.Builder
+			for i, pa := range c.PendingApprovals {
+				if i > 0 {
+					b.WriteString("\n")
+				}
+				fmt.Fprintf(&b, "Waiting for approval: %s. Approve or reject it with the approval UUID %s.", strings.TrimRight(pa.Description, ". "), pa.UUID)
+			}
+			p.response = b.String()
+		}
 	default:
 		// Nodes still run or wait to: the runs go on.
 		c.Status = mesh.StatusRunning

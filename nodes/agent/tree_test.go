@@ -121,6 +121,12 @@ func TestTreeSequentialPassesStateThroughPrompts(t *testing.T) {
 	var authors []string
 	for _, m := range c.Messages {
 		authors = append(authors, string(m.Role)+":"+m.Name)
+		for _, tc := range m.ToolCalls {
+			// Toolhosts take call ids as tokens (they key the calls bucket).
+			if err := mesh.CheckToken(tc.ID); err != nil {
+				t.Errorf("call id %q: %v", tc.ID, err)
+			}
+		}
 	}
 	if want := "user:,assistant:analyzer,assistant:executor,tool:executor,assistant:executor"; strings.Join(authors, ",") != want {
 		t.Errorf("messages by %v, want %s", authors, want)

@@ -87,8 +87,11 @@ func (t *turn) treeID() string {
 // executed again or resumed, another for each parallel branch and loop
 // iteration.
 func (t *turn) nodeRunID() string {
-	return t.treeID() + "-" + t.node.key + "g" + strconv.Itoa(t.gen)
+	return t.treeID() + "-" + idKey(t.node.key) + "g" + strconv.Itoa(t.gen)
 }
+
+// idKey is a node key as ids carry it: call ids are tokens, without dots.
+func idKey(key string) string { return strings.ReplaceAll(key, ".", "_") }
 
 // idPrefix starts the ids of the model messages and calls of this run, so
 // that a run executed again produces the same ids. A tree node's ids stay
@@ -107,7 +110,7 @@ func (t *turn) noticePrefix() string {
 	if t.a.simple {
 		return t.runID()
 	}
-	return t.runID() + "-" + t.node.key + "g" + strconv.Itoa(t.gen)
+	return t.runID() + "-" + idKey(t.node.key) + "g" + strconv.Itoa(t.gen)
 }
 
 // own says whether a message was written by this run of the node.
@@ -510,13 +513,21 @@ func (t *turn) loadResume(ctx context.Context) error {
 // history is the conversation as the model sees it: every message but the
 // system prompt and the notices meant for people. Of the messages of tree
 // nodes, a node sees its own run's whole exchange but only the answers of
-// the others: their tool traffic is theirs (and parallel branches'
-// exchanges interleave, which no model API would take).
+// the others, and only those written before its run began: their tool
+// traffic is theirs, and a sibling's answer between a call and its result
+// would break the exchange no model API takes apart.
 func (t *turn) history() []llm.Message {
 	all := append(append([]mesh.Message(nil), t.conv.Messages...), t.added...)
+	firstOwn := len(all)
+	if !t.a.simple {
+		firstOwn = slices.IndexFunc(all, t.own)
+		if firstOwn < 0 {
+			firstOwn = len(all)
+		}
+	}
 	out := make([]llm.Message, 0, len(all))
-	for _, m := range all {
-		if m.Node != "" && !t.own(m) && (m.Role != mesh.RoleAssistant || len(m.ToolCalls) > 0 || m.Content == "") {
+	for i, m := range all {
+		if m.Node != "" && !t.own(m) && (i > firstOwn || m.Role != mesh.RoleAssistant || len(m.ToolCalls) > 0 || m.Content == "") {
 			continue
 		}
 		switch m.Role {
