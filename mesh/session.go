@@ -167,12 +167,26 @@ type RunSummary struct {
 	// that carried it on.
 	Runs []string `json:"runs,omitempty"`
 	// Outcome is success, interrupt, cancelled or error.
-	Outcome    string    `json:"outcome"`
-	Response   string    `json:"response,omitempty"`
-	ErrorCode  string    `json:"error_code,omitempty"`
-	Error      string    `json:"error,omitempty"`
-	Usage      *Usage    `json:"usage,omitempty"`
-	FinishedAt time.Time `json:"finished_at"`
+	Outcome   string `json:"outcome"`
+	Response  string `json:"response,omitempty"`
+	ErrorCode string `json:"error_code,omitempty"`
+	Error     string `json:"error,omitempty"`
+	Usage     *Usage `json:"usage,omitempty"`
+	// Nodes are the runs of the agent tree's leaf nodes (their last run,
+	// for a loop's): which replica ran each, and how it ended. Empty for an
+	// agent without a tree.
+	Nodes      []NodeSummary `json:"nodes,omitempty"`
+	FinishedAt time.Time     `json:"finished_at"`
+}
+
+// NodeSummary is how one node of the tree ran.
+type NodeSummary struct {
+	Key        string    `json:"key"`
+	Name       string    `json:"name"`
+	Status     string    `json:"status"`
+	Worker     string    `json:"worker,omitempty"`
+	StartedAt  time.Time `json:"started_at,omitzero"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
 }
 
 // Usage counts the tokens a run used.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -389,6 +390,9 @@ func (t *turn) settleTree(c *mesh.Conversation, o outcome, p *plan) {
 	tr.Runs = nil
 	p.usage = tr.Usage
 	summary := &mesh.RunSummary{ID: tr.ID, Runs: p.endRuns, Outcome: p.runOutcome, Response: p.response, ErrorCode: p.errCode, Error: p.errText, Usage: p.usage, FinishedAt: time.Now().UTC()}
+	if !t.a.simple {
+		summary.Nodes = nodeSummaries(tr)
+	}
 	c.LastRun = summary
 	if p.runOutcome == mesh.OutcomeInterrupt {
 		c.Status = mesh.StatusWaitingApproval
@@ -597,4 +601,17 @@ func (t *turn) runA2A(ctx context.Context) {
 	t.emit(mesh.Event{Type: mesh.EventTextMessageEnd, MessageID: id})
 	t.response = res.Content
 	t.outcome = mesh.OutcomeSuccess
+}
+
+// nodeSummaries are the leaf node runs of tr, by key.
+func nodeSummaries(tr *mesh.TreeRun) []mesh.NodeSummary {
+	var out []mesh.NodeSummary
+	for _, nr := range tr.Nodes {
+		if nr.Type != config.NodeLLM && nr.Type != config.NodeA2A {
+			continue
+		}
+		out = append(out, mesh.NodeSummary{Key: nr.Key, Name: nr.Name, Status: nr.Status, Worker: nr.Worker, StartedAt: nr.StartedAt, FinishedAt: nr.FinishedAt})
+	}
+	slices.SortFunc(out, func(a, b mesh.NodeSummary) int { return strings.Compare(a.Key, b.Key) })
+	return out
 }

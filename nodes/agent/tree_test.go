@@ -207,6 +207,9 @@ func TestTreeParallelApprovalsDecidedInReverseOrder(t *testing.T) {
 		!strings.Contains(r, "left: left did: ran danger") || !strings.Contains(r, "right: right did: ran danger") {
 		t.Errorf("last run = %+v, want both branches joined", c.LastRun)
 	}
+	if n := c.LastRun.Nodes; len(n) != 2 || n[0].Name != "left" || n[0].Status != mesh.NodeDone || n[1].Worker != "test-node" {
+		t.Errorf("node summaries = %+v", n)
+	}
 	for s, id := range side {
 		if n := f.callCount(id); n != 1 {
 			t.Errorf("%s's approved call ran %d times", s, n)
