@@ -297,3 +297,35 @@ func names(runs []aguiRun) []string {
 	}
 	return out
 }
+
+// TestAGUIOfficialClientOnAPipeline runs the same scenario against the
+// sequential pipeline of config/examples: every run, including those that
+// pause inside the executor and those that resume it, passes the client's
+// own checks of steps (started once, finished before the run ends), and
+// the steps show both nodes.
+func TestAGUIOfficialClientOnAPipeline(t *testing.T) {
+	node := nodeWith(t, "@ag-ui/client")
+	m := startMesh(t, meshOpts{config: exampleConfig(t, "sequential"), logLevel: "info"})
+	thread := uuid.NewString()
+	var res aguiResult
+	runPeer(t, node, "agui-run.mjs", 2*time.Minute, []string{"AGUI_URL=" + m.url("/agui"), "THREAD_ID=" + thread}, &res, nil)
+	if len(res.Runs) != 5 {
+		t.Fatalf("runs = %d (%v), want tool, interrupt, resume, interrupt-remove, cancel", len(res.Runs), names(res.Runs))
+	}
+	want := map[string]string{"tool": "success", "interrupt": "interrupt", "resume": "success", "interrupt-remove": "interrupt", "cancel": "success"}
+	for _, r := range res.Runs {
+		if r.Error != "" || r.RunFailed != "" {
+			t.Errorf("the official AG-UI client rejected the %q run:\n%s\nonRunFailed: %s\nevents: %v", r.Name, r.Error, r.RunFailed, r.Events)
+		}
+		if r.Outcome != want[r.Name] {
+			t.Errorf("%s: outcome %q, want %q", r.Name, r.Outcome, want[r.Name])
+		}
+	}
+	tool := strings.Join(res.Runs[0].Events, " ")
+	if strings.Count(tool, "STEP_STARTED") != 3 || strings.Count(tool, "STEP_FINISHED") != 3 || !strings.Contains(tool, "STATE_DELTA") {
+		t.Errorf("tool run events %s, want three steps (pipeline, analyzer, executor) and state deltas", tool)
+	}
+	if n := m.resourceRows("ag-1"); n != 1 {
+		t.Errorf("rows named ag-1 = %d, want 1 (created once, removal rejected)", n)
+	}
+}
