@@ -449,3 +449,48 @@ func TestTreeNodeWorkForASettledNodeDoesNothing(t *testing.T) {
 		t.Errorf("conversation changed: status %s, tree %+v, %d messages", c.Status, c.Tree, len(c.Messages))
 	}
 }
+
+// TestTreeLoopPausesEachIteration: a destructive call inside a loop pauses
+// its iteration; each decision carries the loop on, and every iteration's
+// call has ids (and an approval) of its own.
+func TestTreeLoopPausesEachIteration(t *testing.T) {
+	var iteration atomic.Int32
+	p := byPrompt{"step": func(_ context.Context, req llm.Request) (*llm.Response, error) {
+		if r := toolResults(req); len(r) > 0 {
+			return &llm.Response{Text: "did " + r[0].Content}, nil
+		}
+		return &llm.Response{ToolCalls: []llm.ToolCall{call("danger", fmt.Sprintf(`{"n":%d}`, iteration.Add(1)))}}, nil
+	}}
+	f := newTreeFixture(t, p, treeYAML(`  name: twice
+  type: loop
+  max_iterations: 2
+  agents:
+    - {name: stepper, type: llm, prompt: step}
+`), nil)
+	conv := f.conversation()
+	_, c := f.turn(conv, "go")
+	var approvals []string
+	for i := range 2 {
+		if c.Status != mesh.StatusWaitingApproval || len(c.PendingApprovals) != 1 {
+			t.Fatalf("iteration %d: status %s, pending %+v", i+1, c.Status, c.PendingApprovals)
+		}
+		id := c.PendingApprovals[0].UUID
+		if slices.Contains(approvals, id) {
+			t.Fatalf("iteration %d reuses approval %s", i+1, id)
+		}
+		approvals = append(approvals, id)
+		c = f.decide(conv, id, true)
+	}
+	if c.Status != mesh.StatusActive || c.LastRun.Outcome != mesh.OutcomeSuccess {
+		t.Fatalf("status %s, last run %+v", c.Status, c.LastRun)
+	}
+	for _, id := range approvals {
+		if n := f.callCount(id); n != 1 {
+			t.Errorf("approved call %s ran %d times", id, n)
+		}
+	}
+	last := c.Messages[len(c.Messages)-1]
+	if !strings.Contains(last.Content, "twice stopped after 2 iterations") {
+		t.Errorf("last message %q, want the loop's stop notice", last.Content)
+	}
+}
