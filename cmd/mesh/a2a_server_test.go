@@ -109,8 +109,8 @@ func TestA2AServer(t *testing.T) {
 		}
 		// The toolhost publishes its tools one by one after the mesh is ready.
 		meshtest.Eventually(t, 30*time.Second, func() bool {
-			return len(skillsOf(m.do(http.StatusOK, "GET", "/.well-known/agent.json", nil))) == 4
-		}, "the card never listed the 4 tools")
+			return len(skillsOf(m.do(http.StatusOK, "GET", "/.well-known/agent.json", nil))) == 6
+		}, "the card never listed the 6 tools (3 resources, 3 items)")
 		for _, path := range []string{"/.well-known/agent.json", "/.well-known/agent-card.json"} {
 			card := m.do(http.StatusOK, "GET", path, nil)
 			skills := skillsOf(card)
