@@ -73,7 +73,7 @@ func New(cfg Config) (*Bridge, error) {
 	}
 	log := cfg.Logger.With().Str("role", mesh.RoleBridge).Str("node", cfg.NodeID).Logger()
 	c, err := core.New(core.Config{
-		NC: cfg.NC, JS: cfg.JS, Resources: cfg.Resources, Agent: cfg.Agent.Name, Prompt: cfg.Agent.Prompt,
+		NC: cfg.NC, JS: cfg.JS, Resources: cfg.Resources, Agent: cfg.Agent.Name, Prompt: cfg.Agent.Prompt, Groups: cfg.Agent.Groups,
 		FollowerBuffer: cfg.Agent.HTTP.StreamBuffer, NoToolServers: len(cfg.Agent.MCPServers) == 0, Logger: log,
 	})
 	if err != nil {

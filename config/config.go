@@ -195,34 +195,70 @@ type Node struct {
 	A2A []A2AAgent `yaml:"a2a"`
 }
 
-// Group is a group chat (seed 003 user story 4).
+// Group is a group chat (seed 003 user story 4): several agents in one
+// conversation, the next speaker chosen by a strategy after every turn.
 type Group struct {
 	Name         string        `yaml:"name"`
 	Description  string        `yaml:"description"`
 	Participants []Participant `yaml:"participants"`
-	// Strategy picks the next speaker: round_robin, priority, router or llm.
+	// Strategy picks the next speaker: round_robin (the default), priority,
+	// router or llm.
 	Strategy string `yaml:"strategy"`
-	// Model plays the selector of the llm strategy.
-	Model              string              `yaml:"model"`
-	SelectorPrompt     string              `yaml:"selector_prompt"`
-	MaxTurns           int                 `yaml:"max_turns"`
-	MaxConsecutive     int                 `yaml:"max_consecutive"`
-	MinInterval        Duration            `yaml:"min_interval"`
-	TerminationPhrase  string              `yaml:"termination_phrase"`
+	// Model plays the selector of the llm strategy; empty means llm.model.
+	Model string `yaml:"model"`
+	// SelectorPrompt replaces the llm strategy's instructions; the list of
+	// participants and the recent history follow it.
+	SelectorPrompt string `yaml:"selector_prompt"`
+	// MaxTurns bounds the member turns that answer one user message. Zero
+	// means 10.
+	MaxTurns int `yaml:"max_turns"`
+	// MaxConsecutive bounds the turns one member takes in a row. Zero means 1.
+	MaxConsecutive int `yaml:"max_consecutive"`
+	// MinInterval is the least time between two turns of one member.
+	MinInterval Duration `yaml:"min_interval"`
+	// TerminationPhrase in a member's answer ends the chat. Empty means
+	// TERMINATE.
+	TerminationPhrase string `yaml:"termination_phrase"`
+	// AllowedTransitions lists, by member, the members that may speak after
+	// it; a member not listed may be followed by anyone.
 	AllowedTransitions map[string][]string `yaml:"allowed_transitions"`
-	Default            string              `yaml:"default"`
+	// Default is the router strategy's member when no keyword or pattern
+	// matches.
+	Default string `yaml:"default"`
 }
 
-// Participant is a member of a group.
+// Group defaults.
+const (
+	StrategyRoundRobin = "round_robin"
+	StrategyPriority   = "priority"
+	StrategyRouter     = "router"
+	StrategyLLM        = "llm"
+
+	DefaultGroupMaxTurns       = 10
+	DefaultGroupMaxConsecutive = 1
+	DefaultTerminationPhrase   = "TERMINATE"
+)
+
+// Participant is a member of a group: an agent, by name. With a prompt or a
+// model it is defined here (an agent of this mesh with the top-level
+// tools); without, it is the top-level agent when it has its name, or an
+// agent that another process serves (its own agent.yaml).
 type Participant struct {
-	Agent       string   `yaml:"agent"`
-	Description string   `yaml:"description"`
-	Priority    int      `yaml:"priority"`
-	Keywords    []string `yaml:"keywords"`
-	Patterns    []string `yaml:"patterns"`
-	Prompt      string   `yaml:"prompt"`
-	Model       string   `yaml:"model"`
+	Agent       string `yaml:"agent"`
+	Description string `yaml:"description"`
+	// Priority orders members for the priority and router strategies:
+	// higher first.
+	Priority int `yaml:"priority"`
+	// Keywords (words, case-insensitive) and Patterns (regular
+	// expressions) route a message to the member.
+	Keywords []string `yaml:"keywords"`
+	Patterns []string `yaml:"patterns"`
+	Prompt   string   `yaml:"prompt"`
+	Model    string   `yaml:"model"`
 }
+
+// Defined reports whether the participant is an agent defined by the group.
+func (p Participant) Defined() bool { return p.Prompt != "" || p.Model != "" }
 
 // Mesh tunes the roles.
 type Mesh struct {
@@ -552,4 +588,51 @@ func (c *Config) Tree() *Node {
 		return c.Agent
 	}
 	return &Node{Name: c.Name, Type: NodeLLM, Description: c.Description, Prompt: c.Prompt, Model: c.LLM.Model, A2A: c.A2A}
+}
+
+// Group finds a group by name.
+func (c *Config) Group(name string) *Group {
+	for i := range c.Groups {
+		if c.Groups[i].Name == name {
+			return &c.Groups[i]
+		}
+	}
+	return nil
+}
+
+// Agents are the agents this configuration defines: the top-level one,
+// then every group participant defined with a prompt or a model, each as a
+// configuration of its own (a single llm node with the top-level tools and
+// settings, and the participant's prompt and model).
+func (c *Config) Agents() []*Config {
+	out := []*Config{c}
+	seen := map[string]bool{c.Name: true}
+	for _, g := range c.Groups {
+		for _, p := range g.Participants {
+			if !p.Defined() || seen[p.Agent] {
+				continue
+			}
+			seen[p.Agent] = true
+			a := *c
+			a.Name, a.Description, a.Agent, a.A2A, a.Groups = p.Agent, p.Description, nil, nil, nil
+			if p.Prompt != "" {
+				a.Prompt = p.Prompt
+			}
+			if p.Model != "" {
+				a.LLM.Model = p.Model
+			}
+			out = append(out, &a)
+		}
+	}
+	return out
+}
+
+// AgentNamed is the agent of Agents named name, or nil.
+func (c *Config) AgentNamed(name string) *Config {
+	for _, a := range c.Agents() {
+		if a.Name == name {
+			return a
+		}
+	}
+	return nil
 }

@@ -135,6 +135,7 @@ func (c *Config) validate() error {
 		}
 	}
 	groups := map[string]bool{}
+	defined := map[string]Participant{}
 	for i, g := range c.Groups {
 		field := fmt.Sprintf("groups[%d]", i)
 		switch {
@@ -150,12 +151,74 @@ func (c *Config) validate() error {
 		default:
 			return bad(field+".strategy", fmt.Sprintf("%q is not one of round_robin, priority, router, llm", g.Strategy))
 		}
-		for j, p := range g.Participants {
-			if p.Agent == "" || !nameRE.MatchString(p.Agent) {
-				return bad(fmt.Sprintf("%s.participants[%d].agent", field, j), "is required: "+nameWant)
-			}
+		if err := checkGroup(field, &c.Groups[i], c.Name, defined); err != nil {
+			return bad(err.field, err.want)
 		}
 		groups[g.Name] = true
+	}
+	return nil
+}
+
+// checkGroup validates a group and sets its defaults. defined records the
+// agents participants define, so that two definitions of one agent must
+// agree.
+func checkGroup(field string, g *Group, mainAgent string, defined map[string]Participant) *fieldErr {
+	if g.Strategy == "" {
+		g.Strategy = StrategyRoundRobin
+	}
+	switch {
+	case g.MaxTurns < 0:
+		return &fieldErr{field + ".max_turns", "must not be negative"}
+	case g.MaxConsecutive < 0:
+		return &fieldErr{field + ".max_consecutive", "must not be negative"}
+	case g.MinInterval < 0:
+		return &fieldErr{field + ".min_interval", "must not be negative"}
+	}
+	if g.MaxTurns == 0 {
+		g.MaxTurns = DefaultGroupMaxTurns
+	}
+	if g.MaxConsecutive == 0 {
+		g.MaxConsecutive = DefaultGroupMaxConsecutive
+	}
+	if strings.TrimSpace(g.TerminationPhrase) == "" {
+		g.TerminationPhrase = DefaultTerminationPhrase
+	}
+	members := map[string]bool{}
+	for j, p := range g.Participants {
+		pf := fmt.Sprintf("%s.participants[%d]", field, j)
+		switch {
+		case p.Agent == "" || !nameRE.MatchString(p.Agent):
+			return &fieldErr{pf + ".agent", "is required: " + nameWant}
+		case members[p.Agent]:
+			return &fieldErr{pf + ".agent", fmt.Sprintf("%q is in the group twice", p.Agent)}
+		case p.Defined() && p.Agent == mainAgent:
+			return &fieldErr{pf + ".agent", fmt.Sprintf("%q is the top-level agent; leave out prompt and model to use it, or give the participant another name", p.Agent)}
+		}
+		members[p.Agent] = true
+		for k, pat := range p.Patterns {
+			if _, err := regexp.Compile(pat); err != nil {
+				return &fieldErr{fmt.Sprintf("%s.patterns[%d]", pf, k), fmt.Sprintf("%q is not a regular expression: %v", pat, err)}
+			}
+		}
+		if p.Defined() {
+			if prev, ok := defined[p.Agent]; ok && (prev.Prompt != p.Prompt || prev.Model != p.Model) {
+				return &fieldErr{pf, fmt.Sprintf("agent %q is defined twice with different prompts or models; define it once and name it alone elsewhere", p.Agent)}
+			}
+			defined[p.Agent] = p
+		}
+	}
+	if g.Default != "" && !members[g.Default] {
+		return &fieldErr{field + ".default", fmt.Sprintf("%q is not a participant of the group", g.Default)}
+	}
+	for from, tos := range g.AllowedTransitions {
+		if !members[from] {
+			return &fieldErr{field + ".allowed_transitions", fmt.Sprintf("%q is not a participant of the group", from)}
+		}
+		for _, to := range tos {
+			if !members[to] {
+				return &fieldErr{field + ".allowed_transitions." + from, fmt.Sprintf("%q is not a participant of the group", to)}
+			}
+		}
 	}
 	return nil
 }

@@ -96,6 +96,15 @@ func (b *Beat) SetState(state, detail string) {
 	}
 }
 
+// SetServes names what the node does work for (its agents, its groups);
+// the change goes out at once.
+func (b *Beat) SetServes(names []string) {
+	b.mu.Lock()
+	b.info.Serves = append([]string(nil), names...)
+	b.mu.Unlock()
+	b.beat(context.Background())
+}
+
 // State is the state the node reports.
 func (b *Beat) State() string {
 	b.mu.Lock()

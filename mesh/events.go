@@ -66,6 +66,8 @@ const (
 	CodeConflict       = "CONFLICT"
 	CodeMaxDeliveries  = "MAX_DELIVERIES"
 	CodeWaitingApprove = "WAITING_APPROVAL"
+	// CodeNoSpeaker: a group chat found no member that may speak.
+	CodeNoSpeaker = "GROUP_NO_SPEAKER"
 )
 
 // Outcome is the outcome of a finished run.

@@ -35,10 +35,13 @@ type NodeInfo struct {
 	// Breakers are the states of the circuit breakers the node holds, by
 	// name (an MCP server, a sub-agent, a model endpoint): closed, open or
 	// half-open.
-	Breakers  map[string]string `json:"breakers,omitempty"`
-	Seq       uint64            `json:"seq"`
-	StartedAt time.Time         `json:"started_at"`
-	BeatAt    time.Time         `json:"beat_at"`
+	Breakers map[string]string `json:"breakers,omitempty"`
+	// Serves names what the node does work for: an agent process's agents,
+	// a group process's groups.
+	Serves    []string  `json:"serves,omitempty"`
+	Seq       uint64    `json:"seq"`
+	StartedAt time.Time `json:"started_at"`
+	BeatAt    time.Time `json:"beat_at"`
 	// DownAt is when a monitor marked the node down.
 	DownAt time.Time `json:"down_at,omitzero"`
 }

@@ -48,6 +48,8 @@ type Conversation struct {
 	// Tree is the position of the run through the agent tree, while the
 	// run goes on or waits (FR-026).
 	Tree *TreeRun `json:"tree,omitempty"`
+	// Group is set on a group chat: several agents answer in turn.
+	Group *GroupRun `json:"group,omitempty"`
 	// State holds the output_key values of agent tree nodes.
 	State map[string]any `json:"state,omitempty"`
 	// Turn is the turn being executed, if any.

@@ -113,6 +113,10 @@ type SessionHead struct {
 	PendingApproval *PendingApproval `json:"pending_approval,omitempty"`
 	Turn            *Turn            `json:"turn,omitempty"`
 	RecentTurns     []string         `json:"recent_turns,omitempty"`
+	// Group is set on a group conversation: messages go to its group.
+	Group *struct {
+		Name string `json:"name"`
+	} `json:"group,omitempty"`
 }
 
 // Head returns the head of the conversation, or an error matching

@@ -37,17 +37,23 @@ type WorkItem struct {
 	ApprovalID string `json:"approval_id,omitempty"`
 	// Node, Gen and RunID: the tree node a node item runs, which run of it,
 	// and the AG-UI run its events belong to.
-	Node       string    `json:"node,omitempty"`
-	Gen        int       `json:"gen,omitempty"`
-	RunID      string    `json:"run_id,omitempty"`
+	Node  string `json:"node,omitempty"`
+	Gen   int    `json:"gen,omitempty"`
+	RunID string `json:"run_id,omitempty"`
+	// Group is set on a member's turn of a group chat (TurnID names the
+	// member turn; it adds no user message) and on the group role's items.
+	Group      string    `json:"group,omitempty"`
 	EnqueuedAt time.Time `json:"enqueued_at"`
 }
 
 // WorkMsgID is the deduplication id of a work item: the same turn enqueued
 // twice within the stream's duplicate window is stored once.
 func WorkMsgID(item WorkItem) string {
-	if item.Kind == WorkNode {
+	switch item.Kind {
+	case WorkNode:
 		return fmt.Sprintf("node:%s:%s:%d", item.TurnID, item.Node, item.Gen)
+	case WorkGroupNext:
+		return fmt.Sprintf("group_next:%s:%s", item.TurnID, item.RunID)
 	}
 	return string(item.Kind) + ":" + item.TurnID
 }

@@ -106,6 +106,27 @@ func (in *runAgentInput) validate() error {
 	return nil
 }
 
+// group is the group chat named by forwardedProps.group: a new thread is a
+// chat of that group (an existing one keeps what it is).
+func (in *runAgentInput) group() (string, error) {
+	if len(in.ForwardedProps) == 0 || string(in.ForwardedProps) == "null" {
+		return "", nil
+	}
+	var props struct {
+		Group any `json:"group"`
+	}
+	if err := json.Unmarshal(in.ForwardedProps, &props); err != nil {
+		return "", nil // forwardedProps is the client's business; only group is read
+	}
+	switch g := props.Group.(type) {
+	case nil:
+		return "", nil
+	case string:
+		return g, nil
+	}
+	return "", mesh.ErrBadRequest.With(`RunAgentInput: forwardedProps.group must be the name of a group`)
+}
+
 // agui serves POST /agui: the official AG-UI endpoint.
 func (h *handler) agui(w http.ResponseWriter, r *http.Request) {
 	var in runAgentInput
@@ -119,6 +140,14 @@ func (h *handler) agui(w http.ResponseWriter, r *http.Request) {
 	}
 	thread, runID := *in.ThreadID, *in.RunID
 	caller := rest.CallerOf(r)
+	group, err := in.group()
+	if err == nil && group != "" {
+		_, err = h.core.Group(group)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
 	// Everything the request says is checked before anything is created.
 	var start func() (*core.Run, error)
 	if len(in.Resume) > 0 {
@@ -146,7 +175,7 @@ func (h *handler) agui(w http.ResponseWriter, r *http.Request) {
 	}
 	defer h.release()
 	if _, err := h.core.Sessions.Head(r.Context(), thread); errors.Is(err, mesh.ErrSessionNotFound) {
-		if _, err := h.core.CreateConversation(r.Context(), thread, caller); err != nil && !isExists(err) {
+		if _, err := h.core.CreateChat(r.Context(), thread, group, caller); err != nil && !isExists(err) {
 			writeError(w, err)
 			return
 		}

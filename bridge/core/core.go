@@ -34,6 +34,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
 )
 
@@ -46,6 +47,8 @@ type Config struct {
 	Agent string
 	// Prompt is the system prompt, the first message of every conversation.
 	Prompt string
+	// Groups are the group chats conversations may be created for.
+	Groups []config.Group
 	// NoToolServers says the mesh has no MCP servers: readiness then needs
 	// no toolhost.
 	NoToolServers bool
@@ -188,6 +191,25 @@ func (c *Core) NewConversation(ctx context.Context, caller Caller) (*mesh.Conver
 // CreateConversation is [Core.NewConversation] with the id chosen by the
 // client (an AG-UI thread id); it fails if the id is taken.
 func (c *Core) CreateConversation(ctx context.Context, id string, caller Caller) (*mesh.Conversation, error) {
+	return c.CreateChat(ctx, id, "", caller)
+}
+
+// Group finds a group chat by name.
+func (c *Core) Group(name string) (*config.Group, error) {
+	for i := range c.cfg.Groups {
+		if c.cfg.Groups[i].Name == name {
+			return &c.cfg.Groups[i], nil
+		}
+	}
+	return nil, mesh.ErrGroupNotFound.With(fmt.Sprintf("group %q not found; GET /groups lists them", name))
+}
+
+// Groups are the group chats of the mesh.
+func (c *Core) Groups() []config.Group { return c.cfg.Groups }
+
+// CreateChat is [Core.CreateConversation] for a chat of group (several
+// agents answer in turn); an empty group means the agent's conversation.
+func (c *Core) CreateChat(ctx context.Context, id, group string, caller Caller) (*mesh.Conversation, error) {
 	if err := mesh.CheckToken(id); err != nil {
 		return nil, mesh.ErrBadRequest.With(fmt.Sprintf("conversation id %q: use letters, digits, '-' and '_'", id))
 	}
@@ -202,6 +224,14 @@ func (c *Core) CreateConversation(ctx context.Context, id string, caller Caller)
 	conv := &mesh.Conversation{
 		ID: id, SessionID: sid, Agent: c.cfg.Agent, Status: mesh.StatusActive,
 		Messages: []mesh.Message{{ID: id + "-system", Role: mesh.RoleSystem, Content: c.cfg.Prompt, CreatedAt: now}},
+	}
+	if group != "" {
+		g, err := c.Group(group)
+		if err != nil {
+			return nil, err
+		}
+		// Each member has its own system prompt: the chat has none.
+		conv.Agent, conv.Messages, conv.Group = "", nil, &mesh.GroupRun{Name: g.Name}
 	}
 	if err := c.Sessions.Create(ctx, conv); err != nil {
 		return nil, err
@@ -253,13 +283,16 @@ func (c *Core) SendTurn(ctx context.Context, id, turnID, text string, caller Cal
 	case slices.Contains(conv.RecentTurns, turnID):
 		return nil, ErrRunIDUsed.With(fmt.Sprintf("run id %s was already used in conversation %s", turnID, id))
 	}
-	agent := conv.Agent
-	if agent == "" {
-		agent = c.cfg.Agent
+	role, name := mesh.RoleAgent, conv.Agent
+	if name == "" {
+		name = c.cfg.Agent
+	}
+	if conv.Group != nil {
+		role, name = mesh.RoleGroup, conv.Group.Name
 	}
 	r := c.register(turnID, id)
 	item := mesh.WorkItem{Kind: mesh.WorkTurn, Session: id, TurnID: r.ID, Message: text}
-	if err := mesh.PublishWork(ctx, c.cfg.JS, c.ns, mesh.RoleAgent, agent, item, caller.headers(conv.SessionID)); err != nil {
+	if err := mesh.PublishWork(ctx, c.cfg.JS, c.ns, role, name, item, caller.headers(conv.SessionID)); err != nil {
 		r.Close()
 		return nil, mesh.ErrUnavailable.With("the mesh did not take the turn: " + err.Error())
 	}

@@ -3,7 +3,8 @@
 //	GET  /health                      the mesh's health (FR-052): healthy, degraded or unhealthy
 //	GET  /ready                       200 when a turn can run (NATS, buckets, toolhost, approver, agent), else 503
 //	GET  /tools                       the tool catalog, with destructiveHint
-//	POST /conversations               create, optionally with a first message
+//	POST /conversations               create, optionally with a first message; {"group": name} for a group chat
+//	GET  /groups                      the group chats: participants, strategy, limits
 //	GET  /conversations               summaries, newest first, with counts by status
 //	GET  /conversations/{id}          one conversation, all messages
 //	POST /conversations/{id}/messages send a message (Idempotency-Key: a retry after a lost answer does not run it twice)
@@ -63,6 +64,7 @@ func Register(mux *http.ServeMux, cfg Config) {
 	mux.HandleFunc("GET /health", a.health)
 	mux.HandleFunc("GET /ready", a.ready)
 	mux.HandleFunc("GET /tools", a.tools)
+	mux.HandleFunc("GET /groups", a.groups)
 	mux.HandleFunc("POST /conversations", a.createConversation)
 	mux.HandleFunc("GET /conversations", a.listConversations)
 	mux.HandleFunc("GET /conversations/{id}", a.getConversation)
@@ -101,6 +103,44 @@ func (a *api) tools(w http.ResponseWriter, r *http.Request) {
 
 type messageBody struct {
 	Message *string `json:"message"`
+	// Group makes the new conversation a chat of that group.
+	Group string `json:"group"`
+}
+
+// groups lists the group chats.
+func (a *api) groups(w http.ResponseWriter, _ *http.Request) {
+	type participant struct {
+		Agent       string   `json:"agent"`
+		Description string   `json:"description,omitempty"`
+		Priority    int      `json:"priority,omitempty"`
+		Keywords    []string `json:"keywords,omitempty"`
+		Patterns    []string `json:"patterns,omitempty"`
+	}
+	type group struct {
+		Name               string              `json:"name"`
+		Description        string              `json:"description,omitempty"`
+		Strategy           string              `json:"strategy"`
+		Participants       []participant       `json:"participants"`
+		MaxTurns           int                 `json:"max_turns"`
+		MaxConsecutive     int                 `json:"max_consecutive"`
+		MinInterval        string              `json:"min_interval,omitempty"`
+		TerminationPhrase  string              `json:"termination_phrase"`
+		AllowedTransitions map[string][]string `json:"allowed_transitions,omitempty"`
+		Default            string              `json:"default,omitempty"`
+	}
+	out := []group{}
+	for _, g := range a.core.Groups() {
+		v := group{Name: g.Name, Description: g.Description, Strategy: g.Strategy, MaxTurns: g.MaxTurns, MaxConsecutive: g.MaxConsecutive,
+			TerminationPhrase: g.TerminationPhrase, AllowedTransitions: g.AllowedTransitions, Default: g.Default}
+		if d := g.MinInterval.Std(); d > 0 {
+			v.MinInterval = d.String()
+		}
+		for _, p := range g.Participants {
+			v.Participants = append(v.Participants, participant{Agent: p.Agent, Description: p.Description, Priority: p.Priority, Keywords: p.Keywords, Patterns: p.Patterns})
+		}
+		out = append(out, v)
+	}
+	WriteJSON(w, http.StatusOK, map[string]any{"groups": out})
 }
 
 func (a *api) createConversation(w http.ResponseWriter, r *http.Request) {
@@ -110,7 +150,7 @@ func (a *api) createConversation(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	caller := CallerOf(r)
-	conv, err := a.core.NewConversation(r.Context(), caller)
+	conv, err := a.core.CreateChat(r.Context(), mesh.NewID(), body.Group, caller)
 	if err != nil {
 		WriteError(w, err)
 		return

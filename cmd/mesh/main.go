@@ -40,7 +40,8 @@ const usage = `usage: mesh <command>
 commands:
   up         run the embedded NATS server and every role, restarting any that dies
   nats       run the embedded NATS server alone
-  agent      run the agent role (turns, model, tools)
+  agent      run the agent role (turns, model, tools); --agents a,b serves only those
+  group      run the group role (group chats: speaker selection, termination)
   toolhost   run the tool host role (MCP servers)
   approver   run the approver role (approval decisions)
   bridge     run the HTTP bridge (REST, AG-UI, web page, docs)
@@ -105,6 +106,7 @@ var commands = map[string]func(context.Context, *config.Config, []string) error{
 	"up":       runUp,
 	"nats":     runNATS,
 	"agent":    runAgent,
+	"group":    runGroup,
 	"toolhost": runToolhost,
 	"approver": runApprover,
 	"bridge":   runBridge,

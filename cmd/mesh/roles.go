@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"maps"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -14,10 +17,30 @@ import (
 	"github.com/agentmesh/agentmesh/nodes/agent"
 	"github.com/agentmesh/agentmesh/nodes/agent/llm"
 	"github.com/agentmesh/agentmesh/nodes/approver"
+	"github.com/agentmesh/agentmesh/nodes/group"
 	"github.com/agentmesh/agentmesh/nodes/toolhost"
 )
 
-func runAgent(ctx context.Context, cfg *config.Config, _ []string) error {
+// runAgent runs the agents of the configuration (the top-level agent and
+// the group members it defines), or those named by --agents, each with its
+// own work queue, in this process.
+func runAgent(ctx context.Context, cfg *config.Config, args []string) error {
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	only := fs.String("agents", "", "serve only these agents of the configuration, e.g. writer,critic")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %w", errConfig, err)
+	}
+	agents := cfg.Agents()
+	if *only != "" {
+		agents = nil
+		for _, name := range strings.Split(*only, ",") {
+			a := cfg.AgentNamed(strings.TrimSpace(name))
+			if a == nil {
+				return fmt.Errorf("%w: --agents: %q is not an agent of %s", errConfig, name, cfg.Path)
+			}
+			agents = append(agents, a)
+		}
+	}
 	if err := cfg.CheckKeys(); err != nil {
 		return err
 	}
@@ -25,24 +48,90 @@ func runAgent(ctx context.Context, cfg *config.Config, _ []string) error {
 	if err != nil {
 		return err
 	}
+	defer n.close()
 	llmOpts := llm.Options{Log: n.log.With().Str("component", "llm").Logger()}
-	provider, err := llm.FromConfigWith(cfg, cfg.LLM.Model, llmOpts)
+	var roles []*agent.Agent
+	var names []string
+	for _, acfg := range agents {
+		provider, err := llm.FromConfigWith(acfg, acfg.LLM.Model, llmOpts)
+		if err != nil {
+			return fmt.Errorf("%w: llm.model of agent %s: %w", errConfig, acfg.Name, err)
+		}
+		a, err := agent.New(agent.Config{
+			NC: n.nc, JS: n.js, Resources: n.res, Agent: acfg, Provider: provider, NodeID: n.id,
+			Providers:  func(model string) (llm.Provider, error) { return llm.FromConfigWith(acfg, model, llmOpts) },
+			StuckAfter: cfg.Monitor.StuckAfter.Std(), Logger: n.log,
+		})
+		if err != nil {
+			// Given a validated configuration, only the tree's models can fail.
+			return fmt.Errorf("%w: %w", errConfig, err)
+		}
+		roles, names = append(roles, a), append(names, acfg.Name)
+	}
+	n.setHealth(func(ctx context.Context) error {
+		for _, a := range roles {
+			if err := a.Health(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, func() map[string]string {
+		out := map[string]string{}
+		for _, a := range roles {
+			maps.Copy(out, a.Breakers())
+		}
+		return out
+	})
+	n.beat.SetServes(names)
+	return runAll(ctx, roles)
+}
+
+// runAll runs every agent until ctx ends; the first to fail stops them all.
+func runAll(ctx context.Context, roles []*agent.Agent) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, len(roles))
+	for _, a := range roles {
+		go func() {
+			err := a.Run(ctx)
+			if err != nil {
+				cancel()
+			}
+			errs <- err
+		}()
+	}
+	var first error
+	for range roles {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// runGroup runs the group role: the chats of the configuration's groups.
+func runGroup(ctx context.Context, cfg *config.Config, _ []string) error {
+	if err := cfg.CheckKeys(); err != nil {
+		return err
+	}
+	n, err := startNode(ctx, cfg, mesh.RoleGroup)
 	if err != nil {
-		n.close()
-		return fmt.Errorf("%w: llm.model: %w", errConfig, err)
+		return err
 	}
 	defer n.close()
-	a, err := agent.New(agent.Config{
-		NC: n.nc, JS: n.js, Resources: n.res, Agent: cfg, Provider: provider, NodeID: n.id,
-		Providers:  func(model string) (llm.Provider, error) { return llm.FromConfigWith(cfg, model, llmOpts) },
-		StuckAfter: cfg.Monitor.StuckAfter.Std(), Logger: n.log,
+	llmOpts := llm.Options{Log: n.log.With().Str("component", "llm").Logger()}
+	g, err := group.New(group.Config{
+		NC: n.nc, JS: n.js, Resources: n.res, Groups: cfg.Groups, NodeID: n.id,
+		Providers:    func(model string) (llm.Provider, error) { return llm.FromConfigWith(cfg, model, llmOpts) },
+		DefaultModel: cfg.LLM.Model, Workers: cfg.Mesh.Workers, AckWait: cfg.Mesh.AckWait.Std(), MaxDeliver: cfg.Mesh.MaxDeliver,
+		CheckInterval: cfg.Monitor.Interval.Std(), Logger: n.log,
 	})
 	if err != nil {
-		// Given a validated configuration, only the tree's models can fail.
 		return fmt.Errorf("%w: %w", errConfig, err)
 	}
-	n.setHealth(a.Health, a.Breakers)
-	return a.Run(ctx)
+	n.setHealth(g.Health, nil)
+	n.beat.SetServes(g.Names())
+	return g.Run(ctx)
 }
 
 func runToolhost(ctx context.Context, cfg *config.Config, _ []string) error {

@@ -18,7 +18,7 @@ import (
 )
 
 // upRoles are the roles `mesh up` supervises, in start order.
-var upRoles = []string{mesh.RoleToolhost, mesh.RoleApprover, mesh.RoleAgent, mesh.RoleBridge}
+var upRoles = []string{mesh.RoleToolhost, mesh.RoleApprover, mesh.RoleAgent, mesh.RoleGroup, mesh.RoleBridge}
 
 // runUp starts the embedded server (unless NATS_URL names one), supervises
 // the processes of every role (one each, or mesh.replicas / --replicas), and
@@ -27,6 +27,9 @@ func runUp(ctx context.Context, cfg *config.Config, args []string) error {
 	replicas, err := parseReplicas(cfg.Mesh.Replicas, args)
 	if err != nil {
 		return err
+	}
+	if len(cfg.Groups) == 0 {
+		replicas[mesh.RoleGroup] = 0 // no group chats to run
 	}
 	if err := cfg.CheckKeys(); err != nil {
 		return err

@@ -52,8 +52,9 @@ type offer struct {
 	tools  []llm.Tool
 	mcp    map[string]mesh.ToolEntry
 	remote map[string]*remoteAgent
-	// exitLoop: exit_loop is offered (a node that may end its loop).
-	exitLoop bool
+	// exitLoop: exit_loop is offered (a node that may end its loop);
+	// endChat: end_chat is (a member of a group chat).
+	exitLoop, endChat bool
 }
 
 // offer joins the catalog and the sub-agents of rs. A sub-agent keeps its

@@ -167,6 +167,13 @@ type plan struct {
 	treeEnded  bool
 	dropped    bool // the tree moved on without this node (cancelled, failed)
 	notices    []mesh.Message
+	// settled: the tree's run ended or paused (endRuns may still be empty:
+	// a member's turn of a group chat is no AG-UI run of its own).
+	settled bool
+	// group and groupNext: a member's turn ended; the group is told
+	// instead of the runs ending.
+	group     string
+	groupNext *mesh.WorkItem
 }
 
 // apply applies o, the outcome of node key's run gen, to c. It is the
@@ -383,17 +390,27 @@ func (t *turn) settleTree(c *mesh.Conversation, o outcome, p *plan) {
 		}
 		return
 	}
+	p.settled = true
 	p.endRuns = append([]string(nil), tr.Runs...)
 	for _, id := range tr.Runs {
 		c.MarkTurn(id)
 	}
+	c.MarkTurn(tr.ID)
 	tr.Runs = nil
 	p.usage = tr.Usage
 	summary := &mesh.RunSummary{ID: tr.ID, Runs: p.endRuns, Outcome: p.runOutcome, Response: p.response, ErrorCode: p.errCode, Error: p.errText, Usage: p.usage, FinishedAt: time.Now().UTC()}
 	if !t.a.simple {
 		summary.Nodes = nodeSummaries(tr)
 	}
-	c.LastRun = summary
+	if pt := memberTurn(c, tr.ID); pt != nil {
+		// A member's turn of a group chat: its outcome is the group's to
+		// act on, and the chat's round holds the conversation.
+		pt.Result, pt.EndChat = summary, t.endChat
+		p.group = c.Group.Name
+		p.groupNext = groupNextOf(c, pt)
+	} else {
+		c.LastRun = summary
+	}
 	if p.runOutcome == mesh.OutcomeInterrupt {
 		c.Status = mesh.StatusWaitingApproval
 		first := c.PendingApprovals[0]
@@ -416,13 +433,20 @@ func (t *turn) settleTree(c *mesh.Conversation, o outcome, p *plan) {
 		c.PipelineState = &mesh.PipelineState{PausedNodePath: waitingAt, PausedNodeOutputKey: outputKey, SessionState: stringState(c.State), UserMessage: tr.UserMessage, RunID: t.runID(), Iterations: steps}
 		tr.Usage = nil // counted in this summary; the resumes count afresh
 		c.Turn = nil
+		if p.group != "" {
+			c.Group.Round.Waiting = true
+		}
 		return
 	}
 	p.treeEnded = true
 	c.Tree = nil
+	c.PendingApproval, c.PendingApprovals, c.PipelineState = nil, nil, nil
+	if p.group != "" {
+		c.Status = mesh.StatusRunning // the group carries the chat on
+		return
+	}
 	c.Turn = nil
 	c.Status = mesh.StatusActive
-	c.PendingApproval, c.PendingApprovals, c.PipelineState = nil, nil, nil
 }
 
 func stringState(state map[string]any) map[string]string {
@@ -544,6 +568,10 @@ func (t *turn) nodeOffer() *offer {
 		o.tools = append(o.tools, exitLoopSpec)
 		o.exitLoop = true
 	}
+	if t.groupName != "" && t.node.cfg.Type == config.NodeLLM {
+		o.tools = append(o.tools, endChatSpec)
+		o.endChat = true
+	}
 	return o
 }
 
@@ -596,7 +624,7 @@ func (t *turn) runA2A(ctx context.Context) {
 	}
 	id := t.idPrefix() + "-a1"
 	t.added = append(t.added, t.message(id, mesh.RoleAssistant, res.Content))
-	t.emit(mesh.Event{Type: mesh.EventTextMessageStart, MessageID: id, Role: string(mesh.RoleAssistant)})
+	t.emit(mesh.Event{Type: mesh.EventTextMessageStart, MessageID: id, Role: string(mesh.RoleAssistant), Name: t.nodeName()})
 	t.emit(mesh.Event{Type: mesh.EventTextMessageContent, MessageID: id, Delta: res.Content})
 	t.emit(mesh.Event{Type: mesh.EventTextMessageEnd, MessageID: id})
 	t.response = res.Content

@@ -58,7 +58,14 @@ type turn struct {
 	resumed    *mesh.Approval // the decided approval a resume carries on from
 	paused     *mesh.Approval // the approval this run waits for
 	exitLoop   bool           // the node called exit_loop
+	endChat    bool           // the member called end_chat
 	notices    int
+
+	// groupName is the group chat of the conversation, if any; groupNext,
+	// set by a claim that found this member turn already applied, is the
+	// group_next to enqueue again (its first enqueue may have been lost).
+	groupName string
+	groupNext *mesh.WorkItem
 
 	outcome  string // mesh.OutcomeSuccess, OutcomeInterrupt, OutcomeCancelled, OutcomeError
 	errCode  string
@@ -67,13 +74,17 @@ type turn struct {
 }
 
 // runID is the AG-UI run the work item's events belong to: the turn, the
-// approval a resume carries on from, or the run that scheduled a node.
+// approval a resume carries on from, the run that scheduled a node, or the
+// group chat's run a member's turn answers in.
 func (t *turn) runID() string {
-	if t.item.Kind == mesh.WorkNode && t.item.RunID != "" {
+	if (t.item.Kind == mesh.WorkNode || t.member()) && t.item.RunID != "" {
 		return t.item.RunID
 	}
 	return t.item.TurnID
 }
+
+// member says the work item is a member's turn of a group chat.
+func (t *turn) member() bool { return t.item.Kind == mesh.WorkTurn && t.item.Group != "" }
 
 // treeID is the turn whose tree run this work item belongs to.
 func (t *turn) treeID() string {
@@ -99,7 +110,7 @@ func idKey(key string) string { return strings.ReplaceAll(key, ".", "_") }
 // single node of an agent without a tree keeps the run's ids.
 func (t *turn) idPrefix() string {
 	if t.a.simple {
-		return t.runID()
+		return t.item.TurnID
 	}
 	return t.nodeRunID()
 }
@@ -108,7 +119,7 @@ func (t *turn) idPrefix() string {
 // messages, a resume numbers them afresh.
 func (t *turn) noticePrefix() string {
 	if t.a.simple {
-		return t.runID()
+		return t.item.TurnID
 	}
 	return t.runID() + "-" + idKey(t.node.key) + "g" + strconv.Itoa(t.gen)
 }
@@ -127,12 +138,25 @@ func (t *turn) nodeKey() string {
 	return t.node.key
 }
 
-// nodeName is the author of the messages this run writes.
+// nodeName is the author of the messages this run writes: the tree node,
+// or in a group chat the agent.
 func (t *turn) nodeName() string {
 	if t.a.simple {
+		if t.groupName != "" {
+			return t.a.name
+		}
 		return ""
 	}
 	return t.node.cfg.Name
+}
+
+// foreign says a message was written by another group member or another
+// node of the tree: of those, a run sees only the answers.
+func (t *turn) foreign(m mesh.Message) bool {
+	if m.Node != "" {
+		return t.a.simple || !t.own(m)
+	}
+	return m.Name != "" && m.Name != t.nodeName()
 }
 
 // message is a message this run writes, with its author.
@@ -184,6 +208,9 @@ func (t *turn) run(ctx context.Context) error {
 	switch {
 	case errors.Is(err, errAlreadyApplied), errors.Is(err, errStaleResume), errors.Is(err, errNodeGone):
 		t.log.Info().Err(err).Msg("nothing to do")
+		if t.groupNext != nil {
+			return t.enqueueGroupNext(ctx, *t.groupNext)
+		}
 		return nil
 	case errors.Is(err, errWaiting):
 		// The bridge refuses such messages; this one raced an approval.
@@ -200,8 +227,11 @@ func (t *turn) run(ctx context.Context) error {
 	}
 	defer t.a.register(c.ID, t.cancelNames(), t.cancel)()
 	t.ev = t.a.events.Run(t.item.Session, t.runID(), t.attempt)
-	if t.item.Kind == mesh.WorkNode {
+	switch {
+	case t.item.Kind == mesh.WorkNode:
 		t.ev = t.a.events.RunPart(t.item.Session, t.runID(), t.item.Node+"g"+strconv.Itoa(t.gen), t.attempt)
+	case t.member():
+		t.ev = t.a.events.RunPart(t.item.Session, t.runID(), t.item.TurnID, t.attempt)
 	}
 	if t.attempt > 1 {
 		retried := map[string]any{"attempt": t.attempt, "runId": t.runID()}
@@ -211,7 +241,7 @@ func (t *turn) run(ctx context.Context) error {
 		}
 		t.emit(mesh.Custom(mesh.CustomRunRetried, retried))
 	}
-	if t.item.Kind != mesh.WorkNode {
+	if t.item.Kind != mesh.WorkNode && !t.member() {
 		t.emit(mesh.RunStarted(c.ID, t.runID()))
 		// Clients start every run from the whole session state; later
 		// changes come as STATE_DELTA.
@@ -307,6 +337,18 @@ func (t *turn) settle(ctx context.Context, o outcome) error {
 	if err := t.enqueue(ctx, p.schedule); err != nil {
 		return err
 	}
+	if p.groupNext != nil {
+		// A member's turn ended: the group role ends the runs when the
+		// chat's round ends.
+		if err := t.enqueueGroupNext(ctx, *p.groupNext); err != nil {
+			return err
+		}
+		if p.runOutcome == mesh.OutcomeError || p.runOutcome == mesh.OutcomeCancelled {
+			t.a.cancelRuns(t.conv.ID, p.treeRunID)
+		}
+		t.log.Info().Str("outcome", p.runOutcome).Str("group", p.group).Int("iterations", t.iterations).Msg("member turn done")
+		return nil
+	}
 	for _, id := range p.endRuns {
 		ev := mesh.RunFinished(t.conv.ID, id, mesh.Outcome{Type: p.runOutcome}, runResult(p.response, p.usage))
 		switch p.runOutcome {
@@ -366,6 +408,9 @@ func (t *turn) claim(ctx context.Context) (*mesh.Conversation, error) {
 // root.
 func (t *turn) claimChange(c *mesh.Conversation) error {
 	id := t.item.TurnID
+	if t.member() {
+		return t.claimMemberTurn(c)
+	}
 	if c.HasTurn(id) {
 		return errAlreadyApplied
 	}
@@ -382,18 +427,27 @@ func (t *turn) claimChange(c *mesh.Conversation) error {
 	if c.Agent == "" {
 		c.Agent = t.a.name
 	}
-	if c.Tree == nil || c.Tree.ID != id {
-		// A new run of the tree; one left by a turn taken over as stale is
-		// dropped with its pending approvals.
-		root := newNodeRun(t.a.root, 1, mesh.NodeRunning, id)
-		root.Worker, root.StartedAt = t.a.cfg.NodeID, now
-		c.Tree = &mesh.TreeRun{ID: id, UserMessage: t.item.Message, Nodes: map[string]*mesh.NodeRun{rootKey: root}, Runs: []string{id}, StartedAt: now}
-		c.PendingApproval, c.PendingApprovals, c.PipelineState = nil, nil, nil
-	}
-	t.node, t.gen = t.a.root, c.Tree.Nodes[rootKey].Gen
+	t.startTree(c, t.item.Message, []string{id})
 	c.Turn = &mesh.Turn{ID: id, Kind: t.item.Kind, Node: t.a.cfg.NodeID, Attempt: t.attempt, StartedAt: now}
 	c.Status = mesh.StatusRunning
 	return nil
+}
+
+// startTree starts the run of the tree this turn begins, at the root,
+// unless a delivery before this one started it. runs are the AG-UI runs it
+// ends.
+func (t *turn) startTree(c *mesh.Conversation, message string, runs []string) {
+	id := t.item.TurnID
+	if c.Tree == nil || c.Tree.ID != id {
+		// A new run of the tree; one left by a turn taken over as stale is
+		// dropped with its pending approvals.
+		now := time.Now().UTC()
+		root := newNodeRun(t.a.root, 1, mesh.NodeRunning, t.runID())
+		root.Worker, root.StartedAt = t.a.cfg.NodeID, now
+		c.Tree = &mesh.TreeRun{ID: id, UserMessage: message, Nodes: map[string]*mesh.NodeRun{rootKey: root}, Runs: runs, StartedAt: now}
+		c.PendingApproval, c.PendingApprovals, c.PipelineState = nil, nil, nil
+	}
+	t.node, t.gen = t.a.root, c.Tree.Nodes[rootKey].Gen
 }
 
 // claimNode marks the node a node work item runs as running here. A node
@@ -455,7 +509,12 @@ func (t *turn) claimResume(ctx context.Context) (*mesh.Conversation, error) {
 
 func (t *turn) claimResumeChange(c *mesh.Conversation) error {
 	id := t.item.ApprovalID
+	t.groupName, t.groupNext = "", nil
+	if c.Group != nil {
+		t.groupName = c.Group.Name
+	}
 	if c.HasTurn(t.item.TurnID) {
+		t.groupNext = pendingGroupNext(c, t.item.TurnID)
 		return errAlreadyApplied
 	}
 	tr := c.Tree
@@ -492,7 +551,12 @@ func (t *turn) claimResumeChange(c *mesh.Conversation) error {
 		tr.Runs = append(tr.Runs, t.item.TurnID)
 	}
 	c.PipelineState = nil
-	c.Turn = &mesh.Turn{ID: tr.ID, Kind: mesh.WorkResume, Node: t.a.cfg.NodeID, Attempt: t.attempt, StartedAt: now}
+	turnID := tr.ID
+	if g := c.Group; g != nil && g.Round != nil {
+		turnID = g.Round.ID // the chat's round holds the conversation
+		g.Round.Waiting = false
+	}
+	c.Turn = &mesh.Turn{ID: turnID, Kind: mesh.WorkResume, Node: t.a.cfg.NodeID, Attempt: t.attempt, StartedAt: now}
 	c.Status = mesh.StatusRunning
 	return nil
 }
@@ -527,8 +591,16 @@ func (t *turn) history() []llm.Message {
 	}
 	out := make([]llm.Message, 0, len(all))
 	for i, m := range all {
-		if m.Node != "" && !t.own(m) && (i > firstOwn || m.Role != mesh.RoleAssistant || len(m.ToolCalls) > 0 || m.Content == "") {
-			continue
+		if t.foreign(m) {
+			if i > firstOwn || m.Role != mesh.RoleAssistant || len(m.ToolCalls) > 0 || m.Content == "" || m.Notice {
+				continue
+			}
+			if m.Node == "" {
+				// Another member of a group chat: models take no author
+				// on an assistant message, so the text names it.
+				out = append(out, llm.Message{Role: llm.RoleAssistant, Content: m.Name + ": " + m.Content})
+				continue
+			}
 		}
 		switch m.Role {
 		case mesh.RoleUser:
@@ -598,7 +670,7 @@ func (t *turn) generate(ctx context.Context) (*llm.Response, string, error) {
 	start := func() {
 		if !started {
 			started = true
-			t.emit(mesh.Event{Type: mesh.EventTextMessageStart, MessageID: msgID, Role: string(mesh.RoleAssistant)})
+			t.emit(mesh.Event{Type: mesh.EventTextMessageStart, MessageID: msgID, Role: string(mesh.RoleAssistant), Name: t.nodeName()})
 		}
 	}
 	streamed := false
@@ -649,6 +721,8 @@ func (t *turn) toToolCall(c llm.ToolCall, index int) mesh.ToolCall {
 	}
 	if c.Name == exitLoopTool && o.exitLoop {
 		call.Tool = exitLoopTool
+	} else if c.Name == endChatTool && o.endChat {
+		call.Tool = endChatTool
 	} else if r, ok := o.remote[c.Name]; ok {
 		call.Server, call.Tool, call.Destructive = remoteServerPrefix+r.cfg.Name, r.cfg.Name, r.cfg.IsDestructive()
 	} else if e, ok := o.mcp[c.Name]; ok {
@@ -719,6 +793,9 @@ func (t *turn) resolvePending(ctx context.Context) (paused bool) {
 		case call.Tool == exitLoopTool && call.Server == "":
 			t.exitLoop = true
 			t.result(call, "The loop ends after this step. Now give your final answer.", false)
+		case call.Tool == endChatTool && call.Server == "":
+			t.endChat = true
+			t.result(call, "The group chat ends after your answer. Now give your final answer.", false)
 		case remote && (!call.Destructive || allowed):
 			// An allowed destructive call is treated as an approved one:
 			// cut off mid-flight, it is not sent again.
@@ -850,7 +927,7 @@ func (t *turn) notice(text string) {
 
 // streamNotice streams a notice as a text message marked as one.
 func (t *turn) streamNotice(id, text string) {
-	t.emit(mesh.Event{Type: mesh.EventTextMessageStart, MessageID: id, Role: string(mesh.RoleAssistant), Metadata: map[string]any{"notice": true}})
+	t.emit(mesh.Event{Type: mesh.EventTextMessageStart, MessageID: id, Role: string(mesh.RoleAssistant), Name: t.nodeName(), Metadata: map[string]any{"notice": true}})
 	t.emit(mesh.Event{Type: mesh.EventTextMessageContent, MessageID: id, Delta: text})
 	t.emit(mesh.Event{Type: mesh.EventTextMessageEnd, MessageID: id})
 }
@@ -876,9 +953,26 @@ func runResult(response string, usage *mesh.Usage) map[string]any {
 // with an error.
 func (t *turn) fail(ctx context.Context, code, text string) {
 	runs := []string{t.runID()}
+	var groupNext *mesh.WorkItem
 	_, err := t.a.sessions.Update(ctx, t.item.Session, func(c *mesh.Conversation) error {
-		runs = []string{t.runID()}
+		runs, groupNext = []string{t.runID()}, nil
 		tr := c.Tree
+		if tr != nil {
+			if pt := memberTurn(c, tr.ID); pt != nil && (tr.ID == t.item.TurnID || slices.Contains(tr.Runs, t.item.TurnID)) {
+				// A member's turn of a group chat: the group carries on.
+				now := time.Now().UTC()
+				c.Messages = append(c.Messages, mesh.Message{ID: t.item.TurnID + "-failed", Role: mesh.RoleAssistant, Content: text, Notice: true, Name: pt.Speaker, TurnID: pt.RunID, CreatedAt: now})
+				pt.Result = &mesh.RunSummary{ID: tr.ID, Runs: tr.Runs, Outcome: mesh.OutcomeError, ErrorCode: code, Error: text, FinishedAt: now}
+				c.MarkTurn(tr.ID)
+				for _, id := range tr.Runs {
+					c.MarkTurn(id)
+				}
+				c.Tree, c.PendingApproval, c.PendingApprovals, c.PipelineState = nil, nil, nil, nil
+				c.Status = mesh.StatusRunning
+				groupNext = groupNextOf(c, pt)
+				return nil
+			}
+		}
 		ours := tr != nil && (tr.ID == t.item.TurnID || slices.Contains(tr.Runs, t.item.TurnID) || slices.Contains(tr.Runs, t.runID()))
 		if !ours {
 			if c.HasTurn(t.runID()) {
@@ -906,6 +1000,12 @@ func (t *turn) fail(ctx context.Context, code, text string) {
 	})
 	if err != nil && !errors.Is(err, mesh.ErrSessionNotFound) && !errors.Is(err, mesh.ErrNoChange) {
 		t.log.Error().Err(err).Msg("record failed turn")
+	}
+	if groupNext != nil {
+		if err := t.enqueueGroupNext(ctx, *groupNext); err != nil {
+			t.log.Error().Err(err).Msg("tell the group a member's turn failed")
+		}
+		return
 	}
 	for _, id := range runs {
 		if _, err := t.a.events.Publish(ctx, t.item.Session, id, "end:"+id, mesh.RunError(code, text)); err != nil {

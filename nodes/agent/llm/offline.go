@@ -15,17 +15,19 @@ package llm
 // this turn (assistant tool calls and tool results), then does the first
 // of these that applies:
 //
-//  1. Loop goal (see below): a step towards "at least N <things>".
-//  2. Tool results since the last user message (or since the last
+//  1. Speaker selection (see below): the name of the group member who
+//     speaks next, alone.
+//  2. Loop goal (see below): a step towards "at least N <things>".
+//  3. Tool results since the last user message (or since the last
 //     assistant text, which ends a loop iteration): a text report of
 //     them, and no further call.
-//  3. A greeting, thanks, or a question about the planner ("help", "what
+//  4. A greeting, thanks, or a question about the planner ("help", "what
 //     can you do", "who are you"), or an empty message: a short text
 //     answer; help lists the tools (name and description).
-//  4. No tools at all: pass on in text what the earlier steps of a
+//  5. No tools at all: pass on in text what the earlier steps of a
 //     pipeline said (assistant texts after the user message), else the
 //     request itself, so that a pipeline of offline nodes still works.
-//  5. Otherwise: plan one tool call from the message, or ask for missing
+//  6. Otherwise: plan one tool call from the message, or ask for missing
 //     arguments, or say that no tool matches and list the tools.
 //
 // # Intents
@@ -131,6 +133,25 @@ package llm
 // the iteration with text, or calls exit_loop at once when that one was
 // the last needed. After exit_loop's result it answers in text.
 //
+// # Speaker selection
+//
+// A request whose system prompt has the line SelectorInstruction ("Reply
+// with the name of the next speaker only.") and lists participants as
+// lines "- <name>: <description>" (the run of such lines just before that
+// line, else just after it) asks who speaks next in a group chat: the llm
+// strategy of nodes/group sends it. The planner answers with one
+// participant's name and nothing else, and calls no tool. It routes the
+// last user or assistant message, not counting a user message that is
+// SelectorQuestion ("Who speaks next?"), without the "<name>: " that
+// starts a member's answer. Each word of that message that is not a
+// filler scores +2 for a participant whose name has it and +1 for one
+// whose description has it, singular and plural alike ("deploys" finds
+// "deploy"). The best score wins, ties by list order, but never the
+// author of the last assistant message while another participant scores.
+// When no word scores, the first listed participant that did not speak
+// last answers. A "- <name>: …" line whose name is not letters, digits,
+// '_' and '-' is not a participant.
+//
 // # Streaming and usage
 //
 // Text is delivered through Request.OnText in chunks of a few words whose
@@ -221,6 +242,9 @@ func (offline) Generate(ctx context.Context, req Request) (*Response, error) {
 
 // planReply decides the reply to req; see the comment at the top of the file.
 func planReply(req Request) offlineReply {
+	if rep, ok := planSelection(req); ok {
+		return rep
+	}
 	tools := profileTools(req.Tools)
 	t := readTurn(req.Messages)
 	r := readRequest(t.user)

@@ -1,0 +1,184 @@
+package llm
+
+import (
+	"strings"
+	"testing"
+)
+
+// selectorSystem is a selector request's system prompt as the llm
+// strategy of nodes/group writes it.
+func selectorSystem(participants ...string) string {
+	var b strings.Builder
+	b.WriteString("You choose who speaks next in a group chat.\n\n")
+	for _, p := range participants {
+		b.WriteString("- " + p + "\n")
+	}
+	b.WriteString("\n" + SelectorInstruction)
+	return b.String()
+}
+
+var selectTeam = []string{
+	"coder: writes and fixes Go code",
+	"reviewer: reviews code changes and pull requests",
+	"ops: deploys services to production and handles incidents",
+}
+
+func TestOfflineSelectSpeaker(t *testing.T) {
+	user := func(s string) Message { return Message{Role: RoleUser, Content: s} }
+	said := func(name, s string) Message {
+		return Message{Role: RoleAssistant, Name: name, Content: name + ": " + s}
+	}
+	ask := user(SelectorQuestion)
+	tests := []struct {
+		name         string
+		participants []string
+		msgs         []Message
+		want         string
+	}{
+		{
+			name: "description words",
+			msgs: []Message{user("please deploy the billing service to production")},
+			want: "ops",
+		},
+		{
+			name: "plural and singular alike",
+			msgs: []Message{user("any incident right now?")},
+			want: "ops",
+		},
+		{
+			name: "name word beats description word",
+			msgs: []Message{user("the reviewer should look at the code")},
+			want: "reviewer",
+		},
+		{
+			name: "routes the member's answer, not the question",
+			msgs: []Message{user("fix the parser"), said("coder", "Fixed; the pull request is ready for review."), ask},
+			want: "reviewer",
+		},
+		{
+			name: "the author's own name prefix does not count",
+			msgs: []Message{user("hello"), said("ops", "done"), ask},
+			want: "coder",
+		},
+		{
+			name: "never the last speaker when another scores",
+			msgs: []Message{user("x"), said("coder", "I changed the code; someone please review."), ask},
+			want: "reviewer",
+		},
+		{
+			name: "ties by list order, skipping the last speaker",
+			msgs: []Message{user("x"), said("coder", "code"), ask},
+			want: "reviewer",
+		},
+		{
+			name: "the last speaker when nobody else scores",
+			msgs: []Message{user("x"), said("ops", "production incident handled"), ask},
+			want: "ops",
+		},
+		{
+			name: "no match: first listed that did not speak last",
+			msgs: []Message{user("x"), said("coder", "lorem ipsum"), ask},
+			want: "reviewer",
+		},
+		{
+			name: "no match at the start: first listed",
+			msgs: []Message{user("lorem ipsum")},
+			want: "coder",
+		},
+		{
+			name: "author read from the prefix when Name is empty",
+			msgs: []Message{user("x"), {Role: RoleAssistant, Content: "coder: I changed the code"}, ask},
+			want: "reviewer",
+		},
+		{
+			name:         "hyphenated names",
+			participants: []string{"web-dev: builds pages", "db-admin: tunes queries"},
+			msgs:         []Message{user("ask the db admin")},
+			want:         "db-admin",
+		},
+		{
+			name:         "empty descriptions",
+			participants: []string{"alice:", "bob:"},
+			msgs:         []Message{user("bob, your turn")},
+			want:         "bob",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ps := tt.participants
+			if ps == nil {
+				ps = selectTeam
+			}
+			resp, err := NewOffline().Generate(t.Context(), Request{System: selectorSystem(ps...), Messages: tt.msgs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.Text != tt.want || len(resp.ToolCalls) != 0 {
+				t.Errorf("answer %q with %d tool calls, want the bare name %q and no call", resp.Text, len(resp.ToolCalls), tt.want)
+			}
+		})
+	}
+}
+
+func TestOfflineSelectIgnoresTools(t *testing.T) {
+	req := Request{
+		System:   selectorSystem(selectTeam...),
+		Messages: []Message{{Role: RoleUser, Content: "list the resources"}},
+		Tools:    resourceTools(),
+	}
+	resp, err := NewOffline().Generate(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.ToolCalls) != 0 || resp.Text != "coder" {
+		t.Errorf("got text %q, calls %v; want the name coder and no call", resp.Text, resp.ToolCalls)
+	}
+}
+
+func TestOfflineSelectNeedsParticipants(t *testing.T) {
+	tests := []struct {
+		name   string
+		system string
+		want   []string
+	}{
+		{name: "no instruction", system: "- ops: deploys\n- coder: codes"},
+		{name: "no participants", system: "Pick someone.\n" + SelectorInstruction},
+		{name: "bullets that are not names", system: "- prefer the coder: always\n\n" + SelectorInstruction},
+		{name: "participants after the instruction", system: SelectorInstruction + "\n\n- ops: deploys\n- coder: codes", want: []string{"ops", "coder"}},
+		{name: "the run nearest the instruction", system: "Rules:\n- Note: be brief\n\nParticipants:\n- ops: deploys\n- coder: codes\n" + SelectorInstruction, want: []string{"ops", "coder"}},
+		{name: "duplicates once", system: "- ops: deploys\n- OPS: again\n" + SelectorInstruction, want: []string{"ops"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for _, p := range readParticipants(tt.system) {
+				got = append(got, p.name)
+			}
+			if strings.Join(got, ",") != strings.Join(tt.want, ",") {
+				t.Errorf("participants %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestOfflineSelectDeterministic(t *testing.T) {
+	req := Request{
+		System: selectorSystem(selectTeam...),
+		Messages: []Message{
+			{Role: RoleUser, Content: "ship the fix to production after review"},
+		},
+	}
+	first, err := NewOffline().Generate(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		resp, err := NewOffline().Generate(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Text != first.Text {
+			t.Fatalf("answer %q, earlier %q", resp.Text, first.Text)
+		}
+	}
+}

@@ -1,0 +1,94 @@
+package group
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentmesh/agentmesh/mesh"
+)
+
+// liveness knows which agents a live process serves, from the agent nodes
+// of the nodes bucket: a node's key expires when it stops beating, and a
+// monitor marks a node it found dead down.
+type liveness struct {
+	kv jetstream.KeyValue
+
+	mu    sync.RWMutex
+	nodes map[string]mesh.NodeInfo // by key
+}
+
+func newLiveness(kv jetstream.KeyValue) *liveness {
+	return &liveness{kv: kv, nodes: map[string]mesh.NodeInfo{}}
+}
+
+// start watches the agent nodes until ctx ends; it returns once the
+// current ones are known.
+func (l *liveness) start(ctx context.Context) error {
+	w, err := l.kv.Watch(ctx, mesh.RoleAgent+".*")
+	if err != nil {
+		return err
+	}
+	ready := make(chan struct{})
+	go func() {
+		defer func() { _ = w.Stop() }()
+		initial := true
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e == nil {
+					if initial {
+						initial = false
+						close(ready)
+					}
+					continue
+				}
+				l.apply(e)
+			}
+		}
+	}()
+	select {
+	case <-ready:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(10 * time.Second):
+		return errors.New("the nodes bucket did not answer")
+	}
+}
+
+func (l *liveness) apply(e jetstream.KeyValueEntry) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e.Operation() != jetstream.KeyValuePut {
+		delete(l.nodes, e.Key())
+		return
+	}
+	var info mesh.NodeInfo
+	if json.Unmarshal(e.Value(), &info) != nil {
+		return
+	}
+	l.nodes[e.Key()] = info
+}
+
+// serves reports whether a live process serves agent.
+func (l *liveness) serves(agent string) bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	for _, n := range l.nodes {
+		if n.State != mesh.NodeDown && slices.Contains(n.Serves, agent) {
+			return true
+		}
+	}
+	return false
+}
