@@ -41,7 +41,7 @@ func NewEventPublisher(js jetstream.JetStream, ns Namespace) *EventPublisher {
 // Publish publishes one event synchronously. msgID, when not empty,
 // deduplicates it in the stream; runID, when not empty, goes in [HeaderRun].
 func (p *EventPublisher) Publish(ctx context.Context, session, runID, msgID string, ev Event) (uint64, error) {
-	m, err := p.msg(session, runID, msgID, ev)
+	m, err := p.Msg(session, runID, msgID, ev)
 	if err != nil {
 		return 0, err
 	}
@@ -52,7 +52,10 @@ func (p *EventPublisher) Publish(ctx context.Context, session, runID, msgID stri
 	return ack.Sequence, nil
 }
 
-func (p *EventPublisher) msg(session, runID, msgID string, ev Event) (*nats.Msg, error) {
+// Msg is the message that publishes ev for run runID of session, with the
+// deduplication id msgID (none when empty), for callers that batch their
+// publishes.
+func (p *EventPublisher) Msg(session, runID, msgID string, ev Event) (*nats.Msg, error) {
 	subj, err := p.ns.Event(session, ev.Type)
 	if err != nil {
 		return nil, err
@@ -112,7 +115,7 @@ func (r *RunEvents) Emit(ev Event) {
 		return
 	}
 	r.n++
-	m, err := r.p.msg(r.session, r.run, r.prefix+strconv.Itoa(r.n), ev)
+	m, err := r.p.Msg(r.session, r.run, r.prefix+strconv.Itoa(r.n), ev)
 	if err != nil {
 		r.err = err
 		return

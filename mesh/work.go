@@ -61,16 +61,29 @@ func WorkMsgID(item WorkItem) string {
 // PublishWork enqueues item for the consumers of role and name, with the
 // headers given (authorization, trace id).
 func PublishWork(ctx context.Context, js jetstream.JetStream, ns Namespace, role, name string, item WorkItem, hdr nats.Header) error {
-	subj, err := ns.Work(role, name)
+	m, err := WorkMsg(ns, role, name, item, hdr)
 	if err != nil {
 		return err
+	}
+	if _, err := js.PublishMsg(ctx, m); err != nil {
+		return fmt.Errorf("publish %s: %w", m.Subject, err)
+	}
+	return nil
+}
+
+// WorkMsg is the message that enqueues item (see [PublishWork]), for
+// callers that batch their publishes.
+func WorkMsg(ns Namespace, role, name string, item WorkItem, hdr nats.Header) (*nats.Msg, error) {
+	subj, err := ns.Work(role, name)
+	if err != nil {
+		return nil, err
 	}
 	if item.EnqueuedAt.IsZero() {
 		item.EnqueuedAt = time.Now().UTC()
 	}
 	data, err := json.Marshal(item)
 	if err != nil {
-		return fmt.Errorf("encode work item: %w", err)
+		return nil, fmt.Errorf("encode work item: %w", err)
 	}
 	m := nats.NewMsg(subj)
 	m.Data = data
@@ -78,10 +91,7 @@ func PublishWork(ctx context.Context, js jetstream.JetStream, ns Namespace, role
 		m.Header[k] = v
 	}
 	m.Header.Set(HeaderMsgID, WorkMsgID(item))
-	if _, err := js.PublishMsg(ctx, m); err != nil {
-		return fmt.Errorf("publish %s: %w", subj, err)
-	}
-	return nil
+	return m, nil
 }
 
 // CopyCallerHeaders copies the caller's credentials and trace id from src to

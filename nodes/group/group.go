@@ -394,10 +394,10 @@ func (x *exec) start(ctx context.Context) error {
 	if round == nil || round.ID != id {
 		return nil // done already
 	}
-	if err := x.publish(ctx, c.ID, id, "start:"+id, mesh.RunStarted(c.ID, id)); err != nil {
-		return err
-	}
-	if err := x.publish(ctx, c.ID, id, "snapshot:"+id, mesh.Event{Type: mesh.EventStateSnapshot, Snapshot: stateOf(c)}); err != nil {
+	if err := x.publishAll(ctx,
+		x.event(c.ID, id, "start:"+id, mesh.RunStarted(c.ID, id)),
+		x.event(c.ID, id, "snapshot:"+id, mesh.Event{Type: mesh.EventStateSnapshot, Snapshot: stateOf(c)}),
+	); err != nil {
 		return err
 	}
 	x.log.Info().Msg("round started")
@@ -487,11 +487,13 @@ func (x *exec) pick(ctx context.Context, c *mesh.Conversation) error {
 		}
 		return nil
 	}
+	var skips []outMsg
 	for i, s := range choice.Skipped {
 		ev := mesh.Custom(mesh.CustomSpeakerSkipped, map[string]any{"member": s.Member, "reason": s.Reason, "turn": pending.ID})
-		if err := x.publish(ctx, c.ID, pending.RunID, fmt.Sprintf("skip:%s:%d", pending.ID, i), ev); err != nil {
-			return err
-		}
+		skips = append(skips, x.event(c.ID, pending.RunID, fmt.Sprintf("skip:%s:%d", pending.ID, i), ev))
+	}
+	if err := x.publishAll(ctx, skips...); err != nil {
+		return err
 	}
 	x.log.Info().Str("speaker", pending.Speaker).Str("strategy", pending.Strategy).Str("reason", pending.Reason).Str("member_turn", pending.ID).Msg("speaker selected")
 	return x.handOut(ctx, c, pending)
@@ -502,18 +504,20 @@ func (x *exec) pick(ctx context.Context, c *mesh.Conversation) error {
 // redelivery hands it out again safely.
 func (x *exec) handOut(ctx context.Context, c *mesh.Conversation, p *mesh.GroupTurn) error {
 	sel := mesh.Custom(mesh.CustomSpeakerSelected, map[string]any{"speaker": p.Speaker, "strategy": p.Strategy, "reason": p.Reason, "turn": p.ID})
-	if err := x.publish(ctx, c.ID, p.RunID, "selected:"+p.ID, sel); err != nil {
-		return err
-	}
-	if err := x.publish(ctx, c.ID, p.RunID, "step:"+p.ID, mesh.Event{Type: mesh.EventStepStarted, StepName: p.Speaker}); err != nil {
+	// The events are stored before the member gets its turn, so that they
+	// come before the member's own in the stream.
+	if err := x.publishAll(ctx,
+		x.event(c.ID, p.RunID, "selected:"+p.ID, sel),
+		x.event(c.ID, p.RunID, "step:"+p.ID, mesh.Event{Type: mesh.EventStepStarted, StepName: p.Speaker}),
+	); err != nil {
 		return err
 	}
 	turn := mesh.WorkItem{Kind: mesh.WorkTurn, Session: c.ID, TurnID: p.ID, RunID: p.RunID, Group: x.g.cfg.Name}
-	if err := mesh.PublishWork(ctx, x.r.cfg.JS, x.r.ns, mesh.RoleAgent, p.Speaker, turn, x.headers(c)); err != nil {
-		return err
-	}
 	check := mesh.WorkItem{Kind: mesh.WorkGroupCheck, Session: c.ID, TurnID: p.ID, Group: x.g.cfg.Name}
-	return mesh.PublishWork(ctx, x.r.cfg.JS, x.r.ns, mesh.RoleGroup, x.g.cfg.Name, check, x.headers(c))
+	return x.publishAll(ctx,
+		x.work(mesh.RoleAgent, p.Speaker, turn, x.headers(c)),
+		x.work(mesh.RoleGroup, x.g.cfg.Name, check, x.headers(c)),
+	)
 }
 
 // headers are the caller's credentials and the conversation's trace id, for
@@ -553,8 +557,9 @@ func (x *exec) settle(ctx context.Context, c *mesh.Conversation, p *mesh.GroupTu
 	roundID := c.Group.Round.ID
 	var ending, detail string
 	var applied bool
+	var ended *mesh.GroupRound
 	c, err := x.r.sessions.UpdateLoaded(ctx, c, func(c *mesh.Conversation) error {
-		ending, detail, applied = "", "", false
+		ending, detail, applied, ended = "", "", false, nil
 		g := c.Group
 		if g == nil || g.Round == nil || g.Round.ID != roundID || g.Round.Pending == nil || g.Round.Pending.ID != p.ID || g.Round.Pending.Result == nil {
 			return mesh.ErrNoChange
@@ -586,6 +591,10 @@ func (x *exec) settle(ctx context.Context, c *mesh.Conversation, p *mesh.GroupTu
 		if ending == "" && round.Turns >= x.g.cfg.MaxTurns {
 			ending, detail = mesh.GroupEndMaxTurns, fmt.Sprintf("%d turns", round.Turns)
 		}
+		if ending != "" {
+			// The round ends in the same save.
+			ended = endRound(c, ending, detail)
+		}
 		applied = true
 		return nil
 	})
@@ -595,12 +604,13 @@ func (x *exec) settle(ctx context.Context, c *mesh.Conversation, p *mesh.GroupTu
 	if !applied {
 		return x.drive(ctx, c)
 	}
-	if err := x.publish(ctx, c.ID, p.RunID, "stepend:"+p.ID, mesh.Event{Type: mesh.EventStepFinished, StepName: p.Speaker}); err != nil {
-		return err
-	}
 	x.log.Info().Str("speaker", p.Speaker).Str("outcome", res.Outcome).Str("member_turn", p.ID).Msg("member turn done")
-	if ending != "" {
-		return x.end(ctx, c, ending, detail)
+	stepEnd := x.event(c.ID, p.RunID, "stepend:"+p.ID, mesh.Event{Type: mesh.EventStepFinished, StepName: p.Speaker})
+	if ended != nil {
+		return x.ended(ctx, c, ended, ending, detail, stepEnd)
+	}
+	if err := x.publishAll(ctx, stepEnd); err != nil {
+		return err
 	}
 	return x.pick(ctx, c)
 }
@@ -650,23 +660,10 @@ func (x *exec) end(ctx context.Context, c *mesh.Conversation, reason, detail str
 	var round *mesh.GroupRound
 	c, err := x.r.sessions.UpdateLoaded(ctx, c, func(c *mesh.Conversation) error {
 		round = nil
-		g := c.Group
-		if g == nil || g.Round == nil || g.Round.ID != roundID {
+		if g := c.Group; g == nil || g.Round == nil || g.Round.ID != roundID {
 			return mesh.ErrNoChange
 		}
-		round = g.Round
-		g.Round, g.Ended = nil, reason
-		for _, id := range append([]string{round.ID}, round.Runs...) {
-			c.MarkTurn(id)
-		}
-		// A stopped round may leave a member's paused turn: nobody will
-		// carry it on.
-		c.Tree, c.PendingApproval, c.PendingApprovals, c.PipelineState = nil, nil, nil, nil
-		c.Turn, c.Status = nil, mesh.StatusActive
-		c.LastRun = &mesh.RunSummary{ID: round.ID, Runs: round.Runs, Outcome: roundOutcome(reason, round), Response: round.Response, FinishedAt: time.Now().UTC()}
-		if c.LastRun.Outcome == mesh.OutcomeError {
-			c.LastRun.ErrorCode, c.LastRun.Error = mesh.CodeNoSpeaker, detail
-		}
+		round = endRound(c, reason, detail)
 		return nil
 	})
 	if err != nil && !errors.Is(err, mesh.ErrNoChange) {
@@ -675,20 +672,43 @@ func (x *exec) end(ctx context.Context, c *mesh.Conversation, reason, detail str
 	if round == nil {
 		return nil
 	}
-	outcome := roundOutcome(reason, round)
-	run := round.Run()
-	ended := mesh.Custom(mesh.CustomGroupEnded, map[string]any{"reason": reason, "detail": detail, "turns": round.Turns})
-	if err := x.publish(ctx, c.ID, run, "ended:"+round.ID, ended); err != nil {
-		return err
+	return x.ended(ctx, c, round, reason, detail)
+}
+
+// endRound ends c's round in a change of the conversation: it takes
+// messages again, and the round's runs are recorded as done.
+func endRound(c *mesh.Conversation, reason, detail string) *mesh.GroupRound {
+	g := c.Group
+	round := g.Round
+	g.Round, g.Ended = nil, reason
+	for _, id := range append([]string{round.ID}, round.Runs...) {
+		c.MarkTurn(id)
 	}
+	// A stopped round may leave a member's paused turn: nobody will carry
+	// it on.
+	c.Tree, c.PendingApproval, c.PendingApprovals, c.PipelineState = nil, nil, nil, nil
+	c.Turn, c.Status = nil, mesh.StatusActive
+	c.LastRun = &mesh.RunSummary{ID: round.ID, Runs: round.Runs, Outcome: roundOutcome(reason, round), Response: round.Response, FinishedAt: time.Now().UTC()}
+	if c.LastRun.Outcome == mesh.OutcomeError {
+		c.LastRun.ErrorCode, c.LastRun.Error = mesh.CodeNoSpeaker, detail
+	}
+	return round
+}
+
+// ended publishes the end of round, after more (events that come first).
+func (x *exec) ended(ctx context.Context, c *mesh.Conversation, round *mesh.GroupRound, reason, detail string, more ...outMsg) error {
+	outcome := roundOutcome(reason, round)
+	ev := mesh.Custom(mesh.CustomGroupEnded, map[string]any{"reason": reason, "detail": detail, "turns": round.Turns})
+	msgs := append(more, x.event(c.ID, round.Run(), "ended:"+round.ID, ev))
 	for _, id := range round.Runs {
 		ev := mesh.RunFinished(c.ID, id, mesh.Outcome{Type: outcome}, map[string]any{"response": round.Response, "ended": reason})
 		if outcome == mesh.OutcomeError {
 			ev = mesh.RunError(mesh.CodeNoSpeaker, "the group chat could not go on: "+detail)
 		}
-		if err := x.publish(ctx, c.ID, id, "end:"+id, ev); err != nil {
-			return err
-		}
+		msgs = append(msgs, x.event(c.ID, id, "end:"+id, ev))
+	}
+	if err := x.publishAll(ctx, msgs...); err != nil {
+		return err
 	}
 	x.log.Info().Str("reason", reason).Str("detail", detail).Int("turns", round.Turns).Msg("round ended")
 	return nil
@@ -803,6 +823,48 @@ func (r *Role) onCancel(ctx context.Context, m *nats.Msg) {
 func (x *exec) publish(ctx context.Context, session, runID, msgID string, ev mesh.Event) error {
 	_, err := x.r.events.Publish(ctx, session, runID, msgID, ev)
 	return err
+}
+
+// outMsg is a message to publish, or the error of building it.
+type outMsg struct {
+	m   *nats.Msg
+	err error
+}
+
+func (x *exec) event(session, runID, msgID string, ev mesh.Event) outMsg {
+	m, err := x.r.events.Msg(session, runID, msgID, ev)
+	return outMsg{m, err}
+}
+
+func (x *exec) work(role, name string, item mesh.WorkItem, hdr nats.Header) outMsg {
+	m, err := mesh.WorkMsg(x.r.ns, role, name, item, hdr)
+	return outMsg{m, err}
+}
+
+// publishAll publishes msgs at once, in order, and waits until the streams
+// have stored them all: one round trip instead of one each.
+func (x *exec) publishAll(ctx context.Context, msgs ...outMsg) error {
+	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
+	for _, o := range msgs {
+		if o.err != nil {
+			return o.err
+		}
+		f, err := x.r.cfg.JS.PublishMsgAsync(o.m)
+		if err != nil {
+			return fmt.Errorf("publish %s: %w", o.m.Subject, err)
+		}
+		futures = append(futures, f)
+	}
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return fmt.Errorf("publish %s: %w", f.Msg().Subject, err)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 // selection is what the selector reads of the chat.
