@@ -258,7 +258,7 @@ func TestMain(m *testing.M) {
 // TestExamplesLoad parses every sample configuration of config/examples.
 func TestExamplesLoad(t *testing.T) {
 	paths, err := filepath.Glob("examples/*.yaml")
-	if err != nil || len(paths) < 3 {
+	if err != nil || len(paths) < 4 {
 		t.Fatalf("examples: %v, %v", paths, err)
 	}
 	for _, p := range paths {
@@ -271,8 +271,8 @@ func TestExamplesLoad(t *testing.T) {
 			t.Errorf("%s: %v", p, err)
 			continue
 		}
-		if c.Agent == nil || len(c.Agent.Agents) == 0 {
-			t.Errorf("%s has no agent tree", p)
+		if (c.Agent == nil || len(c.Agent.Agents) == 0) && len(c.Groups) == 0 {
+			t.Errorf("%s has neither an agent tree nor a group", p)
 		}
 	}
 }

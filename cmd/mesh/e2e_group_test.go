@@ -484,3 +484,68 @@ func TestGroupOverAGUI(t *testing.T) {
 		t.Errorf("conversation %s: group %v, speakers %v", thread, obj(c, "group"), speakers(c))
 	}
 }
+
+// TestGroupMemberApprovals: a member's destructive call pauses the chat on
+// an approval like a single agent's; each decision carries the chat on,
+// and the next member speaks after it.
+func TestGroupMemberApprovals(t *testing.T) {
+	m := startMesh(t, meshOpts{config: groupConfig(t, `  - name: ops
+    max_turns: 2
+    participants:
+      - {agent: adder, prompt: "You manage resources."}
+      - {agent: checker, prompt: "You manage resources too."}
+`)})
+	conv := m.newGroupChat("ops")
+	first := m.addPending(conv, "add resource grp-1 with value 5")
+	if str(first, "tool_name") != "resources_add" {
+		t.Fatalf("approval = %v", first)
+	}
+	// Approved: adder's call runs, then checker speaks and asks for its own.
+	out := m.do(http.StatusOK, "POST", "/approvals/"+str(first, "uuid"), map[string]any{"answer": "yes"})
+	second := obj(out, "result", "approval")
+	if str(out, "conversation", "status") != "waiting_approval" || str(second, "uuid") == "" || str(second, "uuid") == str(first, "uuid") {
+		t.Fatalf("after the first approval: %v", obj(out, "result"))
+	}
+	if m.resourceRows("grp-1") != 1 {
+		t.Fatalf("rows of grp-1 = %d after the approval", m.resourceRows("grp-1"))
+	}
+	out = m.do(http.StatusOK, "POST", "/approvals/"+str(second, "uuid"), map[string]any{"answer": "no"})
+	c := obj(out, "conversation")
+	if str(c, "status") != "active" || str(out, "result", "outcome") != "success" || str(c, "group", "ended") != "max_turns" {
+		t.Fatalf("after the rejection: %v", out)
+	}
+	if got := strings.Join(speakers(c), ","); got != "adder,checker" {
+		t.Errorf("speakers %s, want adder,checker", got)
+	}
+	if m.resourceRows("grp-1") != 1 {
+		t.Errorf("rows of grp-1 = %d, want 1 (the second add was rejected)", m.resourceRows("grp-1"))
+	}
+	// Three runs: the message, then each decision's resume; the first two
+	// end as interrupted, the last when the chat ends.
+	var ends []string
+	for _, ev := range readEvents(t, m, conv) {
+		if str(ev, "type") == "RUN_FINISHED" {
+			ends = append(ends, str(ev, "outcome", "type"))
+		}
+	}
+	if strings.Join(ends, ",") != "interrupt,interrupt,success" {
+		t.Errorf("RUN_FINISHED outcomes %v", ends)
+	}
+}
+
+// TestGroupExample runs config/examples/group.yaml: the router gives the
+// first turn to the member whose pattern matches, round robin the rest.
+func TestGroupExample(t *testing.T) {
+	m := startMesh(t, meshOpts{config: exampleConfig(t, "group")})
+	groups := list(m.do(http.StatusOK, "GET", "/groups", nil), "groups")
+	if len(groups) != 1 || str(groups[0], "name") != "desk" || len(list(groups[0], "participants")) != 3 {
+		t.Fatalf("GET /groups = %v", groups)
+	}
+	conv := m.newGroupChat("desk")
+	out := m.send(conv, "list all resources")
+	got := speakers(obj(out, "conversation"))
+	if len(got) != 3 || got[0] != "auditor" {
+		t.Errorf("speakers %v, want the auditor first and three turns", got)
+	}
+	m.do(http.StatusNotFound, "POST", "/conversations", map[string]any{"group": "nope"})
+}
