@@ -1,9 +1,12 @@
-// Package a2a serves the mesh's agent to other agents over the Agent2Agent
-// protocol, versions 0.3 and 1.0, on the bridge:
+// Package a2a serves the mesh's agent, and each of its group chats as an
+// agent of its own, to other agents over the Agent2Agent protocol,
+// versions 0.3 and 1.0, on the bridge:
 //
-//	GET  /.well-known/agent-card.json   the agent card (also /.well-known/agent.json)
-//	POST /a2a                           JSON-RPC 2.0; the A2A-Version header picks the
-//	                                    version (absent: 0.3; unknown: -32009)
+//	GET  /.well-known/agent-card.json                the agent card (also /.well-known/agent.json)
+//	POST /a2a                                        JSON-RPC 2.0; the A2A-Version header picks the
+//	                                                 version (absent: 0.3; unknown: -32009)
+//	GET  /groups/{name}/.well-known/agent-card.json  the card of group {name} (also …/agent.json)
+//	POST /groups/{name}/a2a                          the same JSON-RPC methods, for the group's chats
 //
 // A task is a conversation: its id and its contextId are the conversation
 // id. A message without taskId starts a conversation (with the caller's
@@ -33,6 +36,26 @@
 // A completed task has one artifact, the last run's reply (artifactId: the
 // id of the message holding it); the history is the conversation's user
 // and assistant messages with text (historyLength: how many of the last).
+//
+// # Groups
+//
+// Each group of the configuration is an A2A agent of its own under
+// /groups/{name}: its card names the group, describes it (its
+// description, else its members), advertises /groups/{name}/a2a and has
+// one skill per member (id and name: the member's agent); capabilities and
+// versions are the agent's. Its tasks are chats of the group: a message
+// without taskId or with a new contextId starts one ([core.Core.CreateChat]),
+// and each message runs a round, the members answering in turn. The task
+// works until the round ends; its artifact is the last member's answer
+// (metadata {"name": member}); its history holds every member's answer,
+// each with metadata {"name": member}; a stream says who speaks
+// (status-update "<member> speaks") and streams each answer as its own
+// artifact. A member's destructive call pauses the round as input-required,
+// answered as for the agent. A task is served by one endpoint only: /a2a
+// knows the agent's conversations, /groups/{name}/a2a the chats of
+// {name}; any other id is an unknown task (-32001), and ListTasks lists the
+// endpoint's own. An unknown group is HTTP 404 group_not_found (the
+// bridge's JSON error), for its card and its endpoint alike.
 //
 // # Continuing a task (FR-028)
 //
@@ -120,7 +143,8 @@ type handler struct {
 	log   zerolog.Logger
 }
 
-// Register mounts the agent card and the JSON-RPC endpoint on mux.
+// Register mounts the agent card and the JSON-RPC endpoint on mux, and
+// those of every group chat under /groups/{name}.
 func Register(mux *http.ServeMux, cfg Config) {
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = 1 << 20
@@ -135,9 +159,12 @@ func Register(mux *http.ServeMux, cfg Config) {
 		cfg.KeepAlive = 15 * time.Second
 	}
 	h := &handler{cfg: cfg, core: cfg.Core, slots: make(chan struct{}, cfg.MaxStreams), log: cfg.Logger}
-	mux.HandleFunc("GET "+wire.CardPath, h.card)
-	mux.HandleFunc("GET "+wire.LegacyCardPath, h.card)
-	mux.HandleFunc("POST "+Path, h.rpc)
+	mux.HandleFunc("GET "+wire.CardPath, h.agent(h.card))
+	mux.HandleFunc("GET "+wire.LegacyCardPath, h.agent(h.card))
+	mux.HandleFunc("POST "+Path, h.agent(h.rpc))
+	mux.HandleFunc("GET "+groupPrefix+wire.CardPath, h.group(h.card))
+	mux.HandleFunc("GET "+groupPrefix+wire.LegacyCardPath, h.group(h.card))
+	mux.HandleFunc("POST "+groupPrefix+Path, h.group(h.rpc))
 }
 
 // acquire takes a stream slot; false when MaxStreams are running.

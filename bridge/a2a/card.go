@@ -14,29 +14,25 @@ import (
 // Path is where the JSON-RPC endpoint is mounted.
 const Path = "/a2a"
 
-// card serves the agent card on both well-known paths. One card serves
+// card serves the target's card on both well-known paths. One card serves
 // both versions: the 0.3 fields (url, protocolVersion 0.3.0,
 // preferredTransport) that a2a-go 0.3 reads, and 1.0's
 // supportedInterfaces, 1.0 first, which @a2a-js/sdk 1.x reads (a card with
 // supportedInterfaces is a 1.0 card to it, and it picks the 1.0 entry).
-func (h *handler) card(w http.ResponseWriter, r *http.Request) {
-	skills, err := h.skills(r.Context())
+func (h *handler) card(w http.ResponseWriter, r *http.Request, t target) {
+	skills, err := h.skillsOf(r.Context(), t)
 	if err != nil {
 		w.Header().Set("Retry-After", "1")
 		rest.WriteError(w, mesh.ErrUnavailable.With("the tool catalog cannot be read: "+err.Error()))
 		return
 	}
-	url := h.publicURL(r) + Path
-	desc := h.cfg.Description
-	if strings.TrimSpace(desc) == "" {
-		desc = "Agent " + h.cfg.Name + " of an Agent Mesh: its tools are MCP servers, its destructive calls wait for a human's approval."
-	}
+	url := h.publicURL(r) + t.path()
 	version := h.cfg.Version
 	if version == "" {
 		version = "dev"
 	}
 	card := wire.AgentCard{
-		Name: h.cfg.Name, Description: desc, URL: url, Version: version,
+		Name: t.name(h.cfg), Description: t.description(h.cfg), URL: url, Version: version,
 		ProtocolVersion:    wire.ProtocolVersion03,
 		PreferredTransport: wire.BindingJSONRPC,
 		Capabilities:       wire.Capabilities{Streaming: true, PushNotifications: false},

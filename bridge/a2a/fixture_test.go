@@ -27,6 +27,7 @@ import (
 	"github.com/agentmesh/agentmesh/nodes/agent"
 	"github.com/agentmesh/agentmesh/nodes/agent/llm"
 	"github.com/agentmesh/agentmesh/nodes/approver"
+	"github.com/agentmesh/agentmesh/nodes/group"
 )
 
 // traceID is the X-Session-ID every request of the tests sends.
@@ -75,7 +76,9 @@ func (g *gated) Generate(ctx context.Context, req llm.Request) (*llm.Response, e
 // serving the resources tools, and a bridge core with the REST routes and
 // this package's routes on an httptest server.
 type fixture struct {
-	t     *testing.T
+	t *testing.T
+	// endpoint is the JSON-RPC path the requests go to; empty means Path.
+	endpoint string
 	m     *meshtest.Mesh
 	core  *core.Core
 	srv   *httptest.Server
@@ -85,26 +88,73 @@ type fixture struct {
 
 func newFixture(t *testing.T, tweak func(*Config)) *fixture {
 	t.Helper()
+	return newFixtureWith(t, "", tweak)
+}
+
+// teamGroup is a group chat of three members the configuration defines,
+// who answer each message in turn.
+const teamGroup = `groups:
+  - name: team
+    description: Three resource clerks
+    strategy: round_robin
+    max_turns: 3
+    participants:
+      - {agent: alice, description: lists resources, prompt: "You are Alice, a resource clerk.", keywords: [list]}
+      - {agent: bob, prompt: "You are Bob, a resource clerk."}
+      - {agent: carol, description: reports resources, prompt: "You are Carol, a resource clerk."}
+  - name: pair
+    participants:
+      - {agent: tester}
+      - {agent: alice}
+`
+
+// newGroupFixture is a fixture whose configuration has the groups of
+// teamGroup, served by a group role, their members by agents of their own.
+func newGroupFixture(t *testing.T) *fixture {
+	t.Helper()
+	return newFixtureWith(t, teamGroup, nil)
+}
+
+// newFixtureWith is newFixture with more configuration (YAML after the
+// agent's); groups in it get the group role and an agent per member.
+func newFixtureWith(t *testing.T, extra string, tweak func(*Config)) *fixture {
+	t.Helper()
 	m := meshtest.New(t)
 	f := &fixture{t: t, m: m, model: newGated()}
 	f.tools = startFakeResources(t, m)
 
-	cfg, err := config.Parse("test.yaml", []byte("name: tester\ndescription: Manages resources.\nllm:\n  model: offline\nmesh:\n  ack_wait: 2s\n"), func(string) string { return "" })
+	cfg, err := config.Parse("test.yaml", []byte("name: tester\ndescription: Manages resources.\nllm:\n  model: offline\nmesh:\n  ack_wait: 2s\n"+extra), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := agent.New(agent.Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: cfg, Provider: f.model, NodeID: "test-agent", Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
+	var serves []string
+	for _, acfg := range cfg.Agents() {
+		a, err := agent.New(agent.Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: acfg, Provider: f.model, NodeID: "test-agent", Logger: zerolog.Nop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runRole(t, "agent "+acfg.Name, a.Run)
+		serves = append(serves, acfg.Name)
 	}
-	runRole(t, "agent", a.Run)
+	if len(cfg.Groups) > 0 {
+		// The group role hands turns only to members a live process serves.
+		info, _ := json.Marshal(mesh.NodeInfo{Node: "test-agent", Role: mesh.RoleAgent, State: mesh.NodeReady, Serves: serves, StartedAt: time.Now(), BeatAt: time.Now()})
+		if _, err := m.Nodes.Put(t.Context(), mesh.RoleAgent+".test-agent", info); err != nil {
+			t.Fatal(err)
+		}
+		g, err := group.New(group.Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Groups: cfg.Groups, NodeID: "test-group", AckWait: 2 * time.Second, Logger: zerolog.Nop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runRole(t, "group", g.Run)
+	}
 	ap, err := approver.New(approver.Config{NC: m.NC, JS: m.JS, NS: m.NS, Approvals: m.Approvals, NodeID: "test-approver", Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	runRole(t, "approver", tolerateShutdown(ap.Run))
 
-	c, err := core.New(core.Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: cfg.Name, Prompt: cfg.Prompt, Logger: zerolog.Nop()})
+	c, err := core.New(core.Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: cfg.Name, Prompt: cfg.Prompt, Groups: cfg.Groups, Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,11 +252,22 @@ type rpcAnswer struct {
 	} `json:"error"`
 }
 
-// do posts body to /a2a with the version header (empty: none) and extra
+// at is the fixture with its requests going to endpoint (a group's).
+func (f *fixture) at(endpoint string) *fixture {
+	g := *f
+	g.endpoint = endpoint
+	return &g
+}
+
+// do posts body to the endpoint (/a2a unless set) with the version header (empty: none) and extra
 // headers, and returns the raw response.
 func (f *fixture) do(ctx context.Context, version, body string, headers ...string) *http.Response {
 	f.t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.srv.URL+Path, strings.NewReader(body))
+	endpoint := f.endpoint
+	if endpoint == "" {
+		endpoint = Path
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.srv.URL+endpoint, strings.NewReader(body))
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -46,6 +46,10 @@ type plan struct {
 //	only contextId set   that conversation, created with that id if new
 //	neither              a new conversation
 //
+// A conversation is the target's (a chat of the endpoint's group, or the
+// agent's when the endpoint is /a2a), and created so; one of another
+// target is unknown (-32001).
+//
 // In it: a pending approval is decided by the text ("approved", "yes" …
 // or "rejected", "no" …, see [mesh.ParseApprovalWord]) or by a data part
 // {"approved": bool}; other text gets a hint. A turn in progress refuses
@@ -76,7 +80,7 @@ func (c *call) plan(ctx context.Context, req *sendRequest) (*plan, error) {
 			if req.text == "" {
 				return nil, errParams("message.parts", "the message has no text part")
 			}
-			_, err = c.h.core.CreateConversation(ctx, ctxID, c.caller)
+			_, err = c.h.core.CreateChat(ctx, ctxID, c.t.groupName(), c.caller)
 			if errors.Is(err, jetstream.ErrKeyExists) {
 				head, err = c.h.core.Sessions.Head(ctx, ctxID)
 			} else if err == nil {
@@ -88,7 +92,7 @@ func (c *call) plan(ctx context.Context, req *sendRequest) (*plan, error) {
 		if req.text == "" {
 			return nil, errParams("message.parts", "the message has no text part")
 		}
-		conv, err := c.h.core.NewConversation(ctx, c.caller)
+		conv, err := c.h.core.CreateChat(ctx, mesh.NewID(), c.t.groupName(), c.caller)
 		if err != nil {
 			return nil, err
 		}
@@ -97,6 +101,9 @@ func (c *call) plan(ctx context.Context, req *sendRequest) (*plan, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if !c.t.owns(headGroup(head)) {
+		return nil, errTaskNotFound(p.id)
 	}
 	switch {
 	case head.Status == mesh.StatusWaitingApproval && head.PendingApproval != nil:
@@ -199,9 +206,22 @@ func send(ctx context.Context, c *call) {
 	c.reply(c.d.sendResult(taskAfterRun(out.Conversation, run.ID, out.Event, view{history: req.history, pending: !out.Finished})))
 }
 
+// conversation reads the conversation of task id; one of another target
+// is unknown (-32001).
+func (c *call) conversation(ctx context.Context, id string) (*mesh.Conversation, error) {
+	conv, err := c.h.core.Sessions.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !c.t.owns(groupOf(conv)) {
+		return nil, errTaskNotFound(id)
+	}
+	return conv, nil
+}
+
 // answerTask reads the conversation and answers it as a task.
 func (c *call) answerTask(ctx context.Context, id string, v view, shape func(*wire.Task) any) {
-	conv, err := c.h.core.Sessions.Get(ctx, id)
+	conv, err := c.conversation(ctx, id)
 	if err != nil {
 		c.fail(toRPC(err, id))
 		return
@@ -234,7 +254,7 @@ func cancel(ctx context.Context, c *call) {
 		c.fail(rerr)
 		return
 	}
-	conv, err := c.h.core.Sessions.Get(ctx, id)
+	conv, err := c.conversation(ctx, id)
 	if err != nil {
 		c.fail(toRPC(err, id))
 		return
@@ -323,7 +343,8 @@ func (p pageToken) before(c *mesh.Conversation) bool {
 	return c.ID <= p.ID
 }
 
-// listTasks serves ListTasks (1.0): every conversation is a task, newest
+// listTasks serves ListTasks (1.0): every conversation of the target is a
+// task (the agent's, or the chats of the endpoint's group), newest
 // status first, filtered by contextId (a conversation id: at most one task),
 // status (TASK_STATE_…) and statusTimestampAfter, paged by an opaque cursor.
 // Tasks have no history unless historyLength says so, and no artifacts
@@ -399,6 +420,7 @@ func listTasks(ctx context.Context, c *call) {
 	var matched []*mesh.Conversation
 	for _, conv := range convs {
 		switch {
+		case !c.t.owns(groupOf(conv)):
 		case p.ContextID != "" && conv.ID != p.ContextID:
 		case want != "" && stateOf(conv, view{}) != want:
 		case !after.IsZero() && conv.UpdatedAt.Before(after):

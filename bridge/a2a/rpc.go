@@ -25,15 +25,17 @@ type call struct {
 	params json.RawMessage
 	d      dialect
 	caller core.Caller
+	// t is the agent the endpoint serves.
+	t target
 }
 
 // method serves one JSON-RPC method; it writes the answer itself (a result,
 // an error or a stream).
 type method func(ctx context.Context, c *call)
 
-// rpc serves POST /a2a.
-func (h *handler) rpc(w http.ResponseWriter, r *http.Request) {
-	c := &call{h: h, w: w, r: r, caller: rest.CallerOf(r), d: v03{}}
+// rpc serves POST /a2a and POST /groups/{name}/a2a.
+func (h *handler) rpc(w http.ResponseWriter, r *http.Request, t target) {
+	c := &call{h: h, w: w, r: r, caller: rest.CallerOf(r), d: v03{}, t: t}
 	body, err := rest.ReadBody(w, r, h.cfg.MaxBodyBytes)
 	if err != nil {
 		if errors.Is(err, rest.ErrBodyTooLarge) {
@@ -274,7 +276,7 @@ func pushUnsupported(_ context.Context, c *call) {
 
 // extendedCardUnsupported answers the authenticated extended card methods.
 func extendedCardUnsupported(_ context.Context, c *call) {
-	c.fail(errUnsupported("this agent has no authenticated extended agent card; read " + wire.CardPath))
+	c.fail(errUnsupported("this agent has no authenticated extended agent card; read " + c.t.cardPath()))
 }
 
 // checkHistory validates a historyLength.

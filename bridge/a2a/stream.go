@@ -74,6 +74,8 @@ type streamer struct {
 	// notices are messages meant for people (approval requests, errors):
 	// they end up in status messages, not artifacts.
 	notices map[string]bool
+	// authors are the members who write the messages of a group chat.
+	authors map[string]string
 }
 
 func (s *streamer) send(ev any) error { return s.out.data(s.c.envelope(s.c.d.item(ev), nil)) }
@@ -89,8 +91,10 @@ func (s *streamer) status(st wire.TaskStatus, final bool) error {
 //	RUN_STARTED                 status-update working
 //	TOOL_CALL_START             status-update working, message "Calling <tool>"
 //	TEXT_MESSAGE_CONTENT        artifact-update: a chunk of the artifact named by the
-//	                            message id (append after the first chunk); notices are left out
+//	                            message id (append after the first chunk); notices are left out;
+//	                            in a group chat, metadata {"name": member} names its author
 //	CUSTOM run_retried          the retried attempt's chunks replace what was streamed
+//	CUSTOM speaker_selected     status-update working, message "<member> speaks" (group chats)
 //	RUN_FINISHED / RUN_ERROR    artifact-update with the whole reply (lastChunk) when the
 //	                            task completed, then the final status-update: completed,
 //	                            input-required (with the approval), failed or canceled
@@ -141,7 +145,7 @@ func stream(ctx context.Context, c *call) {
 		c.failStream(toRPC(err, p.id))
 		return
 	}
-	s := &streamer{c: c, out: newSSE(c.w), f: f, task: p.id, started: map[string]bool{}, notices: map[string]bool{}}
+	s := &streamer{c: c, out: newSSE(c.w), f: f, task: p.id, started: map[string]bool{}, notices: map[string]bool{}, authors: map[string]string{}}
 	if run == nil { // decided meanwhile by someone else: the task as it is
 		conv, err := c.h.core.Sessions.Get(ctx, p.id)
 		if err != nil {
@@ -197,7 +201,7 @@ func resubscribe(ctx context.Context, c *call) {
 		return
 	}
 	defer f.Close()
-	conv, err := c.h.core.Sessions.Get(ctx, id)
+	conv, err := c.conversation(ctx, id)
 	if err != nil {
 		c.failStream(toRPC(err, id))
 		return
@@ -208,7 +212,7 @@ func resubscribe(ctx context.Context, c *call) {
 		c.failStream(&rpcError{Code: wire.CodeUnsupportedOperation, Message: "task " + id + " is " + string(state) + ": there is nothing to subscribe to; read it with GetTask", Meta: map[string]string{"taskId": id}})
 		return
 	}
-	s := &streamer{c: c, out: newSSE(c.w), f: f, task: id, started: map[string]bool{}, notices: map[string]bool{}}
+	s := &streamer{c: c, out: newSSE(c.w), f: f, task: id, started: map[string]bool{}, notices: map[string]bool{}, authors: map[string]string{}}
 	if s.out.start() != nil || s.send(t) != nil {
 		return
 	}
@@ -293,6 +297,9 @@ func (s *streamer) translate(ev *mesh.Event) error {
 		if notice, _ := ev.Metadata["notice"].(bool); notice {
 			s.notices[ev.MessageID] = true
 		}
+		if s.c.t.group != nil && ev.Name != "" {
+			s.authors[ev.MessageID] = ev.Name
+		}
 	case mesh.EventTextMessageContent:
 		delta := ev.DeltaText()
 		if delta == "" || s.notices[ev.MessageID] {
@@ -300,13 +307,25 @@ func (s *streamer) translate(ev *mesh.Event) error {
 		}
 		appendChunk := s.started[ev.MessageID]
 		s.started[ev.MessageID] = true
-		return s.send(&wire.ArtifactUpdate{
-			Kind: wire.KindArtifactUpdate, TaskID: s.task, ContextID: s.task, Append: appendChunk,
-			Artifact: wire.Artifact{ArtifactID: ev.MessageID, Name: "response", Parts: []wire.Part{wire.TextPart(delta)}},
-		})
+		a := wire.Artifact{ArtifactID: ev.MessageID, Name: "response", Parts: []wire.Part{wire.TextPart(delta)}}
+		if name := s.authors[ev.MessageID]; name != "" {
+			a.Metadata = map[string]any{"name": name}
+		}
+		return s.send(&wire.ArtifactUpdate{Kind: wire.KindArtifactUpdate, TaskID: s.task, ContextID: s.task, Append: appendChunk, Artifact: a})
 	case mesh.EventCustom:
-		if ev.Name == mesh.CustomRunRetried {
+		switch ev.Name {
+		case mesh.CustomRunRetried:
 			clear(s.started) // the new attempt's chunks replace the old ones
+		case mesh.CustomSpeakerSelected:
+			v, _ := ev.Value.(map[string]any)
+			speaker, _ := v["speaker"].(string)
+			turn, _ := v["turn"].(string)
+			if speaker == "" || turn == "" {
+				return nil
+			}
+			msg := agentMessage(s.task, turn+"-speaker", speaker+" speaks")
+			msg.Metadata = map[string]any{"name": speaker}
+			return s.status(wire.TaskStatus{State: wire.StateWorking, Message: msg, Timestamp: stamp(time.Now())}, false)
 		}
 	}
 	return nil

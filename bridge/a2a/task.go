@@ -125,24 +125,34 @@ func taskAfterRun(conv *mesh.Conversation, run string, end *mesh.Event, v view) 
 
 // replyArtifact is the last run's reply, under the id of the message that
 // holds it, so that a stream's artifact-update chunks and the task agree.
+// In a group chat it is the last member's answer, and its metadata names
+// that member ({"name": member}).
 func replyArtifact(conv *mesh.Conversation) *wire.Artifact {
 	lr := conv.LastRun
 	if lr == nil || lr.Response == "" {
 		return nil
 	}
-	return &wire.Artifact{ArtifactID: replyID(conv), Name: "response", Parts: []wire.Part{wire.TextPart(lr.Response)}}
-}
-
-// replyID is the id of the message holding the last run's reply.
-func replyID(conv *mesh.Conversation) string {
-	lr := conv.LastRun
-	for i := len(conv.Messages) - 1; i >= 0; i-- {
-		m := conv.Messages[i]
-		if m.Role == mesh.RoleAssistant && lr.Covers(m.TurnID) && m.Content == lr.Response {
-			return m.ID
+	a := &wire.Artifact{ArtifactID: lr.ID + "-reply", Name: "response", Parts: []wire.Part{wire.TextPart(lr.Response)}}
+	if m := replyMessage(conv); m != nil {
+		a.ArtifactID = m.ID
+		if conv.Group != nil && m.Name != "" {
+			a.Metadata = map[string]any{"name": m.Name}
 		}
 	}
-	return lr.ID + "-reply"
+	return a
+}
+
+// replyMessage is the assistant message of the last run that holds its
+// reply (in a group chat, the last member's answer), nil when none does.
+func replyMessage(conv *mesh.Conversation) *mesh.Message {
+	lr := conv.LastRun
+	for i := len(conv.Messages) - 1; i >= 0; i-- {
+		m := &conv.Messages[i]
+		if m.Role == mesh.RoleAssistant && lr.Covers(m.TurnID) && m.Content == lr.Response {
+			return m
+		}
+	}
+	return nil
 }
 
 func statusMessageID(conv *mesh.Conversation) string {
@@ -193,7 +203,8 @@ func agentMessage(taskID, id, text string) *wire.Message {
 }
 
 // historyOf is the conversation's user and assistant messages with text,
-// the last n of them when n is set.
+// the last n of them when n is set. In a group chat an answer's metadata
+// names the member who gave it ({"name": member}).
 func historyOf(conv *mesh.Conversation, n *int) []wire.Message {
 	if n != nil && *n == 0 {
 		return nil
@@ -212,10 +223,14 @@ func historyOf(conv *mesh.Conversation, n *int) []wire.Message {
 		if m.Content == "" {
 			continue
 		}
-		out = append(out, wire.Message{
+		msg := wire.Message{
 			Kind: wire.KindMessage, MessageID: m.ID, Role: role, Parts: []wire.Part{wire.TextPart(m.Content)},
 			TaskID: conv.ID, ContextID: conv.ID,
-		})
+		}
+		if conv.Group != nil && role == wire.RoleAgent && m.Name != "" {
+			msg.Metadata = map[string]any{"name": m.Name}
+		}
+		out = append(out, msg)
 	}
 	if n != nil && len(out) > *n {
 		out = out[len(out)-*n:]

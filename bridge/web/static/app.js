@@ -10,6 +10,17 @@
 // EventSource reconnects by itself with Last-Event-ID, so a dropped
 // connection resumes after the last event it got.
 //
+// Group chats: GET /groups lists the groups; when there are some, a select
+// next to "New conversation" (or ?group=<name> in the address) makes new
+// conversations group chats (POST /conversations {"group"}). In one, every
+// member's message and tool call carries its author (the message's name,
+// TEXT_MESSAGE_START's name, else the last speaker_selected), #speaking
+// says who speaks now and why (CUSTOM speaker_selected, STEP_STARTED), and
+// the log gets small notices for members skipped (speaker_skipped) and for
+// the end of each round (group_ended). The history holds neither notice:
+// while the stream replays from the start they are put back after the
+// element of the last event that named something already shown.
+//
 // Untrusted text is only ever set with textContent or as text nodes.
 
 import { api, describeError } from './api.js';
@@ -25,6 +36,9 @@ const ui = {
   sidebarClose: $('#sidebar-close'),
   brand: $('#brand'),
   newConv: $('#new-conversation'),
+  target: $('#target'),
+  targetSelect: $('#new-target'),
+  targetHint: $('#target-hint'),
   convList: $('#conversations'),
   convEmpty: $('#conversations-empty'),
   title: $('#conversation-title'),
@@ -40,8 +54,11 @@ const ui = {
   errorClose: $('#error-close'),
   chat: $('#chat'),
   welcome: $('#welcome'),
+  welcomeTitle: $('#welcome-title'),
+  welcomeText: $('#welcome-text'),
   suggestions: $('#suggestions'),
   messages: $('#messages'),
+  speaking: $('#speaking'),
   approval: $('#approval'),
   approvalDesc: $('#approval-description'),
   approvalArgs: $('#approval-args'),
@@ -61,7 +78,9 @@ function h(tag, props = {}, ...children) {
     if (v == null || v === false) continue;
     if (k === 'class') e.className = v;
     else if (k === 'text') e.textContent = v;
-    else if (k === 'dataset') Object.assign(e.dataset, v);
+    else if (k === 'dataset') {
+      for (const [dk, dv] of Object.entries(v)) if (dv != null) e.dataset[dk] = dv;
+    }
     else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
     else e.setAttribute(k, v === true ? '' : String(v));
   }
@@ -95,6 +114,12 @@ function newView(id) {
     sending: false,
     deciding: false,
     reconcileTimer: 0,
+    conv: null, // the conversation as last read
+    run: '', // the run the events are of
+    group: null, // the conversation's group (conv.group), null for the agent
+    speaker: null, // the member speaking: speaker_selected's value
+    cursor: null, // the element replayed notices go after; null: the end
+    ended: new Map(), // run id → its group_ended notice
   };
 }
 
@@ -175,6 +200,98 @@ function statusLabel(s) {
   return { running: 'running', waiting_approval: 'waiting approval', completed: 'completed', error: 'error' }[s] || 'idle';
 }
 
+// ---------------------------------------------------------------- groups
+
+// groups are GET /groups by name; empty when the mesh has none.
+const groups = new Map();
+// wantedGroup is ?group=<name>: the group new conversations go to.
+const wantedGroup = new URLSearchParams(location.search).get('group') || '';
+
+async function loadGroups() {
+  let data;
+  try {
+    data = await api('GET', '/groups');
+  } catch (err) {
+    if (wantedGroup) showError(`Could not load the groups: ${describeError(err)}`);
+    return;
+  }
+  groups.clear();
+  for (const g of (data && data.groups) || []) groups.set(g.name, g);
+  const options = [h('option', { value: '', text: 'the agent' })];
+  for (const g of groups.values()) {
+    const n = (g.participants || []).length;
+    options.push(h('option', { value: g.name, text: `group ${g.name} (${n} ${n === 1 ? 'agent' : 'agents'})` }));
+  }
+  ui.targetSelect.replaceChildren(...options);
+  ui.target.hidden = groups.size === 0;
+  if (wantedGroup) {
+    if (groups.has(wantedGroup)) ui.targetSelect.value = wantedGroup;
+    else showError(`There is no group ${wantedGroup}; new conversations go to the agent.`);
+  }
+  onTargetChange();
+  if (view && view.group && view.conv) {
+    setHeader(view.conv);
+    showIntro();
+  }
+}
+
+// target is the group new conversations go to; '' for the agent.
+function target() {
+  return ui.target.hidden ? '' : ui.targetSelect.value;
+}
+
+function onTargetChange() {
+  const g = groups.get(target());
+  ui.targetHint.textContent = g ? `Members: ${members(g).join(', ')} (${strategyLabel(g.strategy)}).` : 'One agent answers.';
+  if (!view) showIntro();
+}
+
+function members(g) {
+  return ((g && g.participants) || []).map((p) => p.agent);
+}
+
+function strategyLabel(s) {
+  return { round_robin: 'round robin', priority: 'by priority', router: 'by keyword', llm: 'by a model' }[s] || String(s || 'round robin').replace(/_/g, ' ');
+}
+
+// endLabel says in words why a round of a group chat ended (group_ended).
+function endLabel(reason) {
+  return {
+    max_turns: 'the turn limit was reached',
+    termination_phrase: 'a member said the termination phrase',
+    participant_done: 'a member ended the chat',
+    stopped: 'it was stopped',
+    no_speaker: 'no member could speak',
+    member_error: 'a member failed',
+  }[reason] || reason || 'it ended';
+}
+
+// tone picks one of the member colours: its place in the group.
+function tone(name) {
+  const g = view && view.group && groups.get(view.group.name);
+  let i = members(g).indexOf(name);
+  if (i < 0) i = [...name].reduce((a, c) => a + c.charCodeAt(0), 0);
+  return String(i % 6);
+}
+
+// showIntro fills the welcome screen and the header for no conversation (or
+// an empty one) after the agent or group it goes to.
+function showIntro() {
+  const g = view ? view.group && groups.get(view.group.name) : groups.get(target());
+  const name = view ? view.group && view.group.name : target();
+  if (name) {
+    ui.welcomeTitle.textContent = `What should the group ${name} do?`;
+    ui.welcomeText.textContent = g
+      ? `${g.description ? `${g.description}. ` : ''}Its members ${members(g).join(', ')} answer each message in up to ${g.max_turns} turns, the speakers chosen ${strategyLabel(g.strategy)}.`
+      : 'Its members answer each message in turn.';
+  } else {
+    ui.welcomeTitle.textContent = 'What should the agent do?';
+    ui.welcomeText.textContent = 'It manages named resources through MCP tools. Reading them runs at once; adding or removing one waits for your approval.';
+  }
+  ui.input.placeholder = name ? 'Message the group…' : 'Message the agent…';
+  if (!view) ui.meta.textContent = name ? `Start a chat with the group ${name}.` : 'Start a conversation with the agent.';
+}
+
 // ---------------------------------------------------------------- opening
 
 function go(id) {
@@ -189,7 +306,7 @@ async function open(id) {
   if (!id) {
     showWelcome(true);
     ui.title.textContent = 'Agent Mesh';
-    ui.meta.textContent = 'Start a conversation with the agent.';
+    showIntro();
     markActive();
     return;
   }
@@ -206,10 +323,12 @@ async function open(id) {
     view = null;
     showWelcome(true);
     ui.title.textContent = 'Agent Mesh';
+    showIntro();
     showError(err.status === 404 ? 'That conversation does not exist (any more).' : `Could not open the conversation: ${describeError(err)}`);
     history.replaceState(null, '', location.pathname);
     return;
   }
+  await groupsLoaded; // the members' colours follow their order in the group
   if (!still(seq)) return;
   renderHistory(conv);
   follow();
@@ -224,6 +343,7 @@ function close() {
   clearTimeout(view.reconcileTimer);
   view = null;
   ui.messages.replaceChildren();
+  hideSpeaking();
   hideApproval();
   setConnection('');
   setState({}, true);
@@ -242,13 +362,22 @@ function setTitle(text) {
 }
 
 function setHeader(conv) {
+  view.conv = conv;
   const first = (conv.messages || []).find((m) => m.role === 'user');
   ui.title.textContent = first ? first.content : 'New conversation';
-  ui.meta.textContent = `${conv.agent || 'agent'} · ${conv.id.slice(0, 8)}`;
+  if (conv.group) {
+    const g = groups.get(conv.group.name);
+    ui.meta.textContent = [`group ${conv.group.name}`, g && members(g).join(', '), g && strategyLabel(g.strategy), conv.id.slice(0, 8)]
+      .filter(Boolean).join(' · ');
+  } else {
+    ui.meta.textContent = `${conv.agent || 'agent'} · ${conv.id.slice(0, 8)}`;
+  }
 }
 
 function renderHistory(conv) {
+  view.group = conv.group || null;
   setHeader(conv);
+  showIntro();
   for (const m of conv.messages || []) {
     view.history.add(m.id);
     if (m.role === 'user') {
@@ -258,12 +387,20 @@ function renderHistory(conv) {
       for (const c of m.tool_calls || []) {
         view.historyCalls.add(c.id);
         if (c.approval_id) view.approvals.add(c.approval_id);
-        const card = addToolCall(c.id, c.name, JSON.stringify(c.arguments || {}), 'history');
+        const card = addToolCall(c.id, c.name, JSON.stringify(c.arguments || {}), 'history', m.name);
         if (c.approval_id) card.dataset.approvalId = c.approval_id;
       }
     } else if (m.role === 'tool') {
       setToolResult(m.tool_call_id, m.content, m.is_error, m.tool_name);
     }
+  }
+  const g = conv.group;
+  if (g && g.round && g.round.pending && conv.status === 'running') {
+    const p = g.round.pending;
+    showSpeaking({ speaker: p.speaker, strategy: p.strategy, reason: p.reason, turn: p.id });
+  } else if (g && !g.round && g.ended && conv.last_run) {
+    // How the last round ended; the replayed group_ended adds the detail.
+    addEnded({ reason: g.ended }, [conv.last_run.id, ...(conv.last_run.runs || [])]);
   }
   setState(conv.state || {}, true);
   if (conv.pending_approval) showApproval(conv.pending_approval);
@@ -341,10 +478,20 @@ function onEvent(ev) {
       return;
     case 'STEP_STARTED':
       if (view.status === 'running') setStatus('running', ev.stepName);
+      // A member's turn (also one resumed after an approval).
+      if (view.group && view.status === 'running' && ev.stepName && (!view.speaker || view.speaker.speaker !== ev.stepName)) {
+        showSpeaking({ speaker: ev.stepName });
+      }
+      return;
+    case 'STEP_FINISHED':
+      if (view.group && view.speaker && view.speaker.speaker === ev.stepName) showSpeaking(null);
       return;
     case 'TEXT_MESSAGE_START':
-      if (view.history.has(ev.messageId)) return;
-      startText(ev.messageId, ev.role, ev.name);
+      if (view.history.has(ev.messageId)) {
+        placeAfter(view.texts.get(ev.messageId));
+        return;
+      }
+      startText(ev.messageId, ev.role, ev.name || (view.group && view.speaker ? view.speaker.speaker : ''));
       return;
     case 'TEXT_MESSAGE_CONTENT': {
       const t = view.texts.get(ev.messageId);
@@ -361,8 +508,11 @@ function onEvent(ev) {
       return;
     }
     case 'TOOL_CALL_START':
-      if (view.historyCalls.has(ev.toolCallId)) return;
-      addToolCall(ev.toolCallId, ev.toolCallName, '', 'stream');
+      if (view.historyCalls.has(ev.toolCallId)) {
+        placeAfter(view.tools.get(ev.toolCallId));
+        return;
+      }
+      addToolCall(ev.toolCallId, ev.toolCallName, '', 'stream', view.group && view.speaker ? view.speaker.speaker : '');
       return;
     case 'TOOL_CALL_ARGS': {
       const card = view.tools.get(ev.toolCallId);
@@ -386,9 +536,12 @@ function onRunStarted(ev) {
   setStatus('running');
   clearError();
   const run = ev.runId;
+  view.run = run;
+  if (run && view.users.has(run)) placeAfter({ el: ui.messages.querySelector(`li.msg.user[data-id="${CSS.escape(run)}"]`) });
   if (!run || view.users.has(run) || view.approvals.has(run)) return;
   // A new turn: the user message that started it has the run's id.
   const local = view.localUsers.shift();
+  view.cursor = null;
   if (local) {
     bindUser(local, run);
     return;
@@ -417,6 +570,7 @@ function onRunFinished(ev) {
   if (outcome === 'interrupt') setStatus('waiting_approval');
   else if (outcome === 'cancelled') setStatus('idle', 'cancelled');
   else setStatus('idle');
+  hideSpeaking();
   finishOpenTexts();
   reconcileSoon();
   refreshListSoon();
@@ -424,6 +578,7 @@ function onRunFinished(ev) {
 
 function onRunError(ev) {
   if (ev.code === 'SLOW_CONSUMER') return; // the stream resumes by itself
+  hideSpeaking();
   finishOpenTexts();
   if (ev.code === 'WAITING_APPROVAL') setStatus('waiting_approval');
   else setStatus('error', ev.message || ev.code);
@@ -452,8 +607,93 @@ function onCustom(ev) {
       // The next attempt sends its messages again under the same ids:
       // startText and addToolCall start them over.
       return;
+    case 'speaker_selected':
+      if (!view.group) view.group = { name: '' };
+      if (view.status === 'running' && v.speaker) showSpeaking(v);
+      return;
+    case 'speaker_skipped':
+      placeNotice(h('li', { class: 'group-event skipped', dataset: { member: v.member || '', reason: v.reason || '' } },
+        h('span', { class: 'group-event-text' },
+          h('strong', { text: v.member || 'a member' }), ' was skipped', v.reason ? `: ${v.reason}` : '')));
+      return;
+    case 'group_ended':
+      hideSpeaking();
+      addEnded(v, [view.run]);
+      return;
     default:
   }
+}
+
+// ---------------------------------------------------------------- group chats
+
+// showSpeaking shows who speaks now and why (v: speaker_selected's value);
+// null says the group is choosing the next speaker.
+function showSpeaking(v) {
+  if (!view) return;
+  if (v && view.speaker && view.speaker.speaker === v.speaker && !v.reason) v = { ...view.speaker, ...v, reason: view.speaker.reason, strategy: view.speaker.strategy };
+  view.speaker = v;
+  const el = ui.speaking;
+  if (!v) {
+    el.dataset.speaker = '';
+    delete el.dataset.tone;
+    el.replaceChildren(h('span', { class: 'speaking-dots', 'aria-hidden': 'true' }), h('span', { class: 'speaking-text', text: 'choosing the next speaker…' }));
+  } else {
+    el.dataset.speaker = v.speaker;
+    el.dataset.tone = tone(v.speaker);
+    const why = [v.strategy && strategyLabel(v.strategy), v.reason].filter(Boolean).join(': ');
+    el.replaceChildren(
+      memberAvatar(v.speaker),
+      h('span', { class: 'speaking-text' },
+        h('strong', { text: v.speaker }), ' is speaking',
+        why ? h('span', { class: 'speaking-why', text: ` · ${why}` }) : null));
+  }
+  el.hidden = false;
+  scrollToEnd();
+}
+
+function hideSpeaking() {
+  if (view) view.speaker = null;
+  ui.speaking.hidden = true;
+  ui.speaking.dataset.speaker = '';
+  delete ui.speaking.dataset.tone;
+  ui.speaking.replaceChildren();
+}
+
+// addEnded shows why a round ended (v: group_ended's value), once per
+// round: keys are its runs, and a group_ended replayed for a round the
+// history already ended completes that notice instead.
+function addEnded(v, keys) {
+  let detail = v.detail || '';
+  if (!detail && v.turns) detail = `${v.turns} ${v.turns === 1 ? 'turn' : 'turns'}`;
+  const text = h('span', { class: 'group-event-text', title: v.reason || '' },
+    h('strong', { text: 'Group chat ended' }), `: ${endLabel(v.reason)}${detail ? ` (${detail})` : ''}.`);
+  const known = keys.map((k) => view.ended.get(k)).find(Boolean);
+  if (known) {
+    if (detail) {
+      known.replaceChildren(text);
+      known.dataset.detail = detail;
+    }
+    view.cursor = known;
+    return;
+  }
+  const li = h('li', { class: 'group-event ended', dataset: { reason: v.reason || '', detail } }, text);
+  for (const k of keys) if (k) view.ended.set(k, li);
+  placeNotice(li);
+}
+
+// placeAfter marks the element of a replayed event (t.el) as the place for
+// the notices that follow it.
+function placeAfter(t) {
+  if (t && t.el && t.el.isConnected) view.cursor = t.el;
+}
+
+// placeNotice adds li after the last replayed element, else at the end.
+function placeNotice(li) {
+  if (view.cursor && view.cursor.isConnected) view.cursor.after(li);
+  else ui.messages.append(li);
+  view.cursor = li;
+  updateWelcome();
+  scrollToEnd();
 }
 
 function finishOpenTexts() {
@@ -509,6 +749,7 @@ function userItem(text, id) {
 function addUser(text, id) {
   const li = userItem(text, id);
   ui.messages.append(li);
+  view.cursor = null;
   updateWelcome();
   scrollToEnd(true);
   return li;
@@ -524,15 +765,22 @@ function avatar() {
   return h('div', { class: 'avatar', 'aria-hidden': 'true' }, h('img', { src: '/web/icon.svg', alt: '', width: 28, height: 28 }));
 }
 
+// memberAvatar is a group member's initial in its colour.
+function memberAvatar(name) {
+  return h('div', { class: 'avatar member', 'aria-hidden': 'true', dataset: { tone: tone(name) }, text: (name[0] || '?').toUpperCase() });
+}
+
 function addText(id, text, { notice = false, source = 'stream', name = '', role = 'assistant' } = {}) {
   const body = h('div', { class: 'body' });
   body.append(text || '');
-  const bubble = h('div', { class: 'bubble' }, name ? h('div', { class: 'author', text: name }) : null, body);
+  const member = !!(name && view.group);
+  const bubble = h('div', { class: 'bubble' }, name ? h('div', { class: 'author', dataset: member ? { tone: tone(name) } : {}, text: name }) : null, body);
   const li = h('li', {
     class: `msg ${role === 'user' ? 'user' : 'assistant'}${notice ? ' notice' : ''}`,
-    dataset: { id, source, streaming: source === 'stream' ? 'true' : 'false', chunks: '0' },
-  }, avatar(), bubble);
+    dataset: { id, source, streaming: source === 'stream' ? 'true' : 'false', chunks: '0', author: name || null },
+  }, member ? memberAvatar(name) : avatar(), bubble);
   ui.messages.append(li);
+  if (source === 'stream') view.cursor = null;
   const t = { el: li, body, chunks: 0 };
   view.texts.set(id, t);
   updateWelcome();
@@ -552,7 +800,7 @@ function startText(id, role, name) {
   addText(id, '', { source: 'stream', role: role || 'assistant', name });
 }
 
-function addToolCall(id, name, args, source) {
+function addToolCall(id, name, args, source, author = '') {
   let card = view.tools.get(id);
   if (card) {
     // A retried attempt: start the arguments over.
@@ -566,10 +814,11 @@ function addToolCall(id, name, args, source) {
   const resultPre = h('pre', { class: 'tool-result' });
   const resultBlock = h('div', { class: 'tool-section result-section', hidden: true },
     h('div', { class: 'tool-label', text: 'Result' }), resultPre);
-  card = h('li', { class: 'tool-call', dataset: { toolCallId: id, name: name || 'tool', status: 'pending', source } },
+  card = h('li', { class: 'tool-call', dataset: { toolCallId: id, name: name || 'tool', status: 'pending', source, author: author || null } },
     h('details', {},
       h('summary', {},
         h('span', { class: 'tool-icon', 'aria-hidden': 'true' }),
+        author && view.group ? h('span', { class: 'tool-author', dataset: { tone: tone(author) }, text: author }) : null,
         h('span', { class: 'tool-name', text: name || 'tool' }),
         summaryArgs,
         status),
@@ -580,6 +829,7 @@ function addToolCall(id, name, args, source) {
   card._parts = { summaryArgs, status, argsPre, resultPre, resultBlock };
   view.tools.set(id, card);
   ui.messages.append(card);
+  if (source === 'stream') view.cursor = null;
   renderArgs(card);
   renderToolStatus(card);
   updateWelcome();
@@ -688,7 +938,7 @@ function updateComposer() {
   ui.send.disabled = busy || waiting;
   ui.input.setAttribute('aria-busy', busy ? 'true' : 'false');
   ui.hint.textContent = waiting ? 'Approve or reject the pending action to go on.'
-    : busy ? 'The agent is working…' : 'Enter to send · Shift+Enter for a new line';
+    : busy ? `The ${view.group ? 'group' : 'agent'} is working…` : 'Enter to send · Shift+Enter for a new line';
   ui.hint.classList.toggle('default', !waiting && !busy);
 }
 
@@ -698,8 +948,10 @@ function showApproval(ap) {
   if (!view || !ap || !ap.uuid) return;
   view.approval = ap;
   ui.approval.dataset.uuid = ap.uuid;
+  const who = view.group && (ap.agent || (view.speaker && view.speaker.speaker));
   ui.approvalDesc.replaceChildren(
-    'The agent wants to run ',
+    who ? h('strong', { text: who }) : 'The agent',
+    ' wants to run ',
     h('strong', { text: ap.tool_name || 'a tool' }),
     ap.server ? ` on ${ap.server}` : '',
     '.');
@@ -749,8 +1001,11 @@ async function decide(approved) {
 
 // ---------------------------------------------------------------- sending
 
+// newConversation creates a conversation with the agent, or a chat of the
+// group chosen next to "New conversation".
 async function newConversation() {
-  const conv = (await api('POST', '/conversations')).conversation;
+  const group = target();
+  const conv = (await api('POST', '/conversations', group ? { group } : undefined)).conversation;
   // Listed at once; the next refresh of the list confirms it.
   if (!ui.convList.querySelector(`.conv-item[data-id="${CSS.escape(conv.id)}"]`)) {
     ui.convList.prepend(convItem({ ...conv, title: '' }));
@@ -861,6 +1116,7 @@ ui.input.addEventListener('keydown', (e) => {
   }
 });
 ui.input.addEventListener('input', autosize);
+ui.targetSelect.addEventListener('change', onTargetChange);
 ui.newConv.addEventListener('click', async () => {
   ui.newConv.disabled = true;
   clearError();
@@ -908,6 +1164,7 @@ document.addEventListener('keydown', (e) => {
 window.addEventListener('hashchange', () => open(location.hash.slice(1)));
 
 loadList();
+const groupsLoaded = loadGroups();
 open(location.hash.slice(1));
 updateComposer();
 // Keep the "… ago" times fresh.
