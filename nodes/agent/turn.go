@@ -468,7 +468,10 @@ func (t *turn) claimNode(ctx context.Context) (*mesh.Conversation, error) {
 	}
 	var requeue []mesh.WorkItem
 	c, err = t.a.sessions.UpdateLoaded(ctx, c, func(c *mesh.Conversation) error {
-		requeue = nil
+		requeue, t.groupName = nil, ""
+		if c.Group != nil {
+			t.groupName = c.Group.Name
+		}
 		tr := c.Tree
 		if tr == nil || tr.ID != t.item.TurnID {
 			return errNodeGone
