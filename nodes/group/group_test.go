@@ -1,0 +1,315 @@
+package group
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/agentmesh/agentmesh/config"
+	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/meshtest"
+)
+
+// These tests run the group role on an embedded mesh with fake members:
+// each answers its turns the way an agent does by the protocol of
+// mesh/group.go (the result on the pending turn, then group_next), so the
+// role's handling of duplicates, dead members and ends can be driven
+// exactly. cmd/mesh's group tests run it with real agents.
+
+// fakeMember is a fake member of the group chat.
+type fakeMember struct {
+	name string
+	// answer says what the member answers; nil answers "<name> says hi".
+	answer func(turn string) string
+	// twice makes the member tell the group twice, as a redelivery would.
+	twice bool
+	// silent members take their turn and never answer (a process that dies).
+	silent bool
+
+	mu    sync.Mutex
+	turns []string
+}
+
+type harness struct {
+	t       *testing.T
+	m       *meshtest.Mesh
+	store   *mesh.SessionStore
+	members map[string]*fakeMember
+}
+
+// newHarness runs the group role for g with the given members, each
+// announced as served by a live node unless down.
+func newHarness(t *testing.T, g config.Group, members []*fakeMember, down ...string) *harness {
+	t.Helper()
+	m := meshtest.New(t)
+	h := &harness{t: t, m: m, store: mesh.NewSessionStore(m.Sessions), members: map[string]*fakeMember{}}
+	for _, mem := range members {
+		h.members[mem.name] = mem
+		if !contains(down, mem.name) {
+			h.announce(mem.name)
+		}
+		h.serve(mem)
+	}
+	r, err := New(Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Groups: []config.Group{g}, NodeID: "test-group",
+		AckWait: 2 * time.Second, CheckInterval: 50 * time.Millisecond, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	meshtest.Eventually(t, 5*time.Second, func() bool { return r.Health(ctx) == nil }, "group role not consuming")
+	return h
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// announce puts a live agent node serving name in the nodes bucket.
+func (h *harness) announce(name string) {
+	info := mesh.NodeInfo{Node: "node-" + name, Role: mesh.RoleAgent, State: mesh.NodeReady, Serves: []string{name}}
+	data, _ := json.Marshal(info)
+	if _, err := h.m.Nodes.Put(h.t.Context(), info.Key(), data); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// kill removes name's node, as when its key expires.
+func (h *harness) kill(name string) {
+	if err := h.m.Nodes.Delete(h.t.Context(), mesh.RoleAgent+".node-"+name); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// serve answers mem's turns like an agent.
+func (h *harness) serve(mem *fakeMember) {
+	subj, _ := h.m.NS.Work(mesh.RoleAgent, mem.name)
+	sub, err := h.m.NC.Subscribe(subj, func(msg *nats.Msg) {
+		var item mesh.WorkItem
+		if json.Unmarshal(msg.Data, &item) != nil || item.Group == "" {
+			return
+		}
+		mem.mu.Lock()
+		mem.turns = append(mem.turns, item.TurnID)
+		mem.mu.Unlock()
+		if mem.silent {
+			return
+		}
+		text := mem.name + " says hi"
+		if mem.answer != nil {
+			text = mem.answer(item.TurnID)
+		}
+		go h.answer(mem, item, text)
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { _ = sub.Unsubscribe() })
+}
+
+func (h *harness) answer(mem *fakeMember, item mesh.WorkItem, text string) {
+	ctx := context.Background()
+	var next *mesh.WorkItem
+	_, err := h.store.Update(ctx, item.Session, func(c *mesh.Conversation) error {
+		next = nil
+		g := c.Group
+		if g == nil || g.Round == nil || g.Round.Pending == nil || g.Round.Pending.ID != item.TurnID || g.Round.Pending.Result != nil {
+			return mesh.ErrNoChange
+		}
+		c.Messages = append(c.Messages, mesh.Message{ID: item.TurnID + "-a1", Role: mesh.RoleAssistant, Content: text, Name: mem.name, TurnID: item.RunID})
+		c.MarkTurn(item.TurnID)
+		g.Round.Pending.Result = &mesh.RunSummary{ID: item.TurnID, Outcome: mesh.OutcomeSuccess, Response: text}
+		next = &mesh.WorkItem{Kind: mesh.WorkGroupNext, Session: c.ID, TurnID: item.TurnID, RunID: item.RunID, Group: item.Group}
+		return nil
+	})
+	if err != nil || next == nil {
+		return
+	}
+	subj, _ := h.m.NS.Work(mesh.RoleGroup, item.Group)
+	data, _ := json.Marshal(next)
+	n := 1
+	if mem.twice {
+		n = 2
+	}
+	for range n {
+		// Published without a dedupe id: the role must cope with a second
+		// copy on its own.
+		if _, err := h.m.JS.Publish(ctx, subj, data); err != nil {
+			h.t.Error(err)
+		}
+	}
+}
+
+// chat creates a chat of the group and sends it text; it returns the
+// conversation once the round ended.
+func (h *harness) chat(group, text string) *mesh.Conversation {
+	h.t.Helper()
+	id, turn := mesh.NewID(), mesh.NewID()
+	c := &mesh.Conversation{ID: id, SessionID: mesh.NewTraceID(), Status: mesh.StatusActive, Group: &mesh.GroupRun{Name: group}}
+	if err := h.store.Create(h.t.Context(), c); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := mesh.PublishWork(h.t.Context(), h.m.JS, h.m.NS, mesh.RoleGroup, group, mesh.WorkItem{Kind: mesh.WorkTurn, Session: id, TurnID: turn, Message: text}, nil); err != nil {
+		h.t.Fatal(err)
+	}
+	meshtest.Eventually(h.t, 10*time.Second, func() bool {
+		var err error
+		c, err = h.store.Get(h.t.Context(), id)
+		return err == nil && c.HasTurn(turn) && c.Group.Round == nil
+	}, "the round of %q did not end", text)
+	return c
+}
+
+// events reads the events of a conversation.
+func (h *harness) events(conv string) []mesh.Event {
+	h.t.Helper()
+	subj, _ := h.m.NS.EventsOf(conv)
+	cons, err := h.m.JS.OrderedConsumer(h.t.Context(), h.m.NS.Stream(mesh.StreamEvents), jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(300*time.Millisecond))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var out []mesh.Event
+	for m := range batch.Messages() {
+		var ev mesh.Event
+		_ = json.Unmarshal(m.Data(), &ev)
+		out = append(out, ev)
+	}
+	return out
+}
+
+func speakersOf(c *mesh.Conversation) string {
+	var out []string
+	for _, m := range c.Messages {
+		if m.Role == mesh.RoleAssistant {
+			out = append(out, m.Name)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+func customsOf(evs []mesh.Event, name string) []map[string]any {
+	var out []map[string]any
+	for _, e := range evs {
+		if e.Type == mesh.EventCustom && e.Name == name {
+			v, _ := e.Value.(map[string]any)
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func trio(maxTurns int) config.Group {
+	return config.Group{Name: "team", Strategy: config.StrategyRoundRobin, MaxTurns: maxTurns, MaxConsecutive: 1, TerminationPhrase: config.DefaultTerminationPhrase,
+		Participants: []config.Participant{{Agent: "a"}, {Agent: "b"}, {Agent: "c"}}}
+}
+
+func TestRoundRobinRoundWithDuplicateEnds(t *testing.T) {
+	h := newHarness(t, trio(5), []*fakeMember{{name: "a", twice: true}, {name: "b", twice: true}, {name: "c"}})
+	c := h.chat("team", "hello")
+	if got := speakersOf(c); got != "a,b,c,a,b" {
+		t.Errorf("speakers %s, want a,b,c,a,b: each turn once despite the repeated group_next", got)
+	}
+	if c.Group.Ended != mesh.GroupEndMaxTurns || c.Status != mesh.StatusActive || c.Turn != nil || c.LastRun.Outcome != mesh.OutcomeSuccess || c.LastRun.Response != "b says hi" {
+		t.Errorf("group %+v, status %s, turn %+v, last run %+v", c.Group, c.Status, c.Turn, c.LastRun)
+	}
+	evs := h.events(c.ID)
+	if n := len(customsOf(evs, mesh.CustomSpeakerSelected)); n != 5 {
+		t.Errorf("%d speaker_selected, want 5", n)
+	}
+	var finished, started, steps int
+	for _, e := range evs {
+		switch e.Type {
+		case mesh.EventRunFinished:
+			finished++
+		case mesh.EventRunStarted:
+			started++
+		case mesh.EventStepStarted:
+			steps++
+		}
+	}
+	if started != 1 || finished != 1 || steps != 5 {
+		t.Errorf("RUN_STARTED %d, RUN_FINISHED %d, STEP_STARTED %d; want 1, 1, 5", started, finished, steps)
+	}
+}
+
+func TestTerminationPhraseEndsTheRound(t *testing.T) {
+	h := newHarness(t, trio(10), []*fakeMember{{name: "a"}, {name: "b", answer: func(string) string { return "we are done TERMINATE" }}, {name: "c"}})
+	c := h.chat("team", "hello")
+	if speakersOf(c) != "a,b" || c.Group.Ended != mesh.GroupEndPhrase {
+		t.Errorf("speakers %s, ended %q", speakersOf(c), c.Group.Ended)
+	}
+}
+
+func TestDownMembersAreSkipped(t *testing.T) {
+	// b has no live node from the start; c stops answering and its node
+	// goes away during its turn.
+	c := &fakeMember{name: "c", silent: true}
+	h := newHarness(t, trio(3), []*fakeMember{{name: "a"}, {name: "b"}, c}, "b")
+	go func() {
+		meshtest.Eventually(t, 10*time.Second, func() bool {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			return len(c.turns) > 0
+		}, "c never got a turn")
+		h.kill("c")
+	}()
+	conv := h.chat("team", "hello")
+	// a spoke, b was down, c died in its turn, and a may not speak twice
+	// in a row: nobody is left.
+	if got := speakersOf(conv); got != "a" || conv.Group.Ended != mesh.GroupEndNoSpeaker || conv.LastRun.Outcome != mesh.OutcomeSuccess {
+		t.Errorf("speakers %s, ended %q, outcome %s; want a alone, then no speaker", got, conv.Group.Ended, conv.LastRun.Outcome)
+	}
+	skipped := customsOf(h.events(conv.ID), mesh.CustomSpeakerSkipped)
+	var who []string
+	for _, s := range skipped {
+		who = append(who, fmt.Sprint(s["member"]))
+	}
+	if !contains(who, "b") || !contains(who, "c") {
+		t.Errorf("speaker_skipped for %v, want b and c", who)
+	}
+}
+
+func TestCancelStopsTheRound(t *testing.T) {
+	b := &fakeMember{name: "b", silent: true}
+	h := newHarness(t, trio(10), []*fakeMember{{name: "a"}, b, {name: "c"}})
+	go func() {
+		meshtest.Eventually(t, 10*time.Second, func() bool {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			return len(b.turns) > 0
+		}, "b never got a turn")
+		sessions, _ := h.m.Sessions.ListKeys(context.Background())
+		for k := range sessions.Keys() {
+			subj, _ := h.m.NS.SessionCancel(k)
+			_ = h.m.NC.Publish(subj, nil)
+		}
+	}()
+	c := h.chat("team", "hello")
+	if c.Group.Ended != mesh.GroupEndStopped || c.LastRun.Outcome != mesh.OutcomeCancelled || speakersOf(c) != "a" {
+		t.Errorf("ended %q, outcome %s, speakers %s", c.Group.Ended, c.LastRun.Outcome, speakersOf(c))
+	}
+}
