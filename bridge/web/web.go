@@ -5,11 +5,15 @@
 //	GET /web/...   its script, style sheet and icon
 //
 // The page is a client of the bridge's own routes and nothing else: it lists
-// and creates conversations and sends messages through the REST API, decides
-// approvals with POST /approvals/{uuid}, and follows a conversation's AG-UI
-// events with an EventSource on GET /conversations/{id}/events, which
-// reconnects by itself with Last-Event-ID and so resumes after the last event
-// it got. It renders every text with textContent, never as HTML.
+// and creates conversations (with the agent, or chats of a group GET /groups
+// lists; ?group=<name> picks one) and sends messages through the REST API,
+// decides approvals with POST /approvals/{uuid}, and follows a
+// conversation's AG-UI events with an EventSource on GET
+// /conversations/{id}/events, which reconnects by itself with Last-Event-ID
+// and so resumes after the last event it got. In a group chat it labels each
+// message with its member and shows who speaks now and why, members skipped
+// and why a round ended (the CUSTOM events speaker_selected, speaker_skipped
+// and group_ended). It renders every text with textContent, never as HTML.
 //
 // Files are served with a content-hash ETag and "Cache-Control: no-cache",
 // so a browser revalidates them cheaply and never runs a stale script after

@@ -119,3 +119,18 @@ func TestSelfContained(t *testing.T) {
 		}
 	}
 }
+
+// TestPageHasScriptElements checks that every element app.js looks up by id
+// is in index.html: a missing one breaks the page when it loads.
+func TestPageHasScriptElements(t *testing.T) {
+	page := string(files["index.html"].data)
+	ids := regexp.MustCompile(`\$\('#([A-Za-z0-9_-]+)`).FindAllStringSubmatch(string(files["app.js"].data), -1)
+	if len(ids) < 10 {
+		t.Fatalf("app.js looks up %d elements by id; the pattern no longer matches its code", len(ids))
+	}
+	for _, m := range ids {
+		if !strings.Contains(page, `id="`+m[1]+`"`) {
+			t.Errorf("app.js uses #%s, which index.html lacks", m[1])
+		}
+	}
+}

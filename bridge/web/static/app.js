@@ -630,7 +630,6 @@ function onCustom(ev) {
 // null says the group is choosing the next speaker.
 function showSpeaking(v) {
   if (!view) return;
-  if (v && view.speaker && view.speaker.speaker === v.speaker && !v.reason) v = { ...view.speaker, ...v, reason: view.speaker.reason, strategy: view.speaker.strategy };
   view.speaker = v;
   const el = ui.speaking;
   if (!v) {
