@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -49,7 +50,7 @@ func runStatus(ctx context.Context, cfg *config.Config, _ []string) error {
 		return list[i].Node < list[j].Node
 	})
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ROLE\tNODE\tSTATE\tLAST HEARTBEAT\tPID\tHOST\tDETAIL")
+	fmt.Fprintln(w, "ROLE\tNODE\tSTATE\tLAST HEARTBEAT\tPID\tHOST\tSERVES\tDETAIL")
 	now := time.Now()
 	for _, n := range list {
 		last := "-"
@@ -62,7 +63,11 @@ func runStatus(ctx context.Context, cfg *config.Config, _ []string) error {
 				detail += fmt.Sprintf(" breaker %s %s", name, state)
 			}
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", n.Role, n.Node, n.State, last, n.PID, n.Host, detail)
+		serves := strings.Join(n.Serves, ",")
+		if serves == "" {
+			serves = "-"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", n.Role, n.Node, n.State, last, n.PID, n.Host, serves, detail)
 	}
 	if err := w.Flush(); err != nil {
 		return err
