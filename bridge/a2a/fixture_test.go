@@ -79,11 +79,11 @@ type fixture struct {
 	t *testing.T
 	// endpoint is the JSON-RPC path the requests go to; empty means Path.
 	endpoint string
-	m     *meshtest.Mesh
-	core  *core.Core
-	srv   *httptest.Server
-	model *gated
-	tools *fakeResources
+	m        *meshtest.Mesh
+	core     *core.Core
+	srv      *httptest.Server
+	model    *gated
+	tools    *fakeResources
 }
 
 func newFixture(t *testing.T, tweak func(*Config)) *fixture {
