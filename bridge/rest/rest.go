@@ -5,6 +5,7 @@
 //	GET  /tools                       the tool catalog, with destructiveHint
 //	POST /conversations               create, optionally with a first message; {"group": name} for a group chat
 //	GET  /groups                      the group chats: participants, strategy, limits
+//	GET  /groups/{name}/.well-known/agent-card.json  a group's A2A card (also agent.json); POST /groups/{name}/a2a its A2A endpoint (bridge/a2a)
 //	GET  /conversations               summaries, newest first, with counts by status
 //	GET  /conversations/{id}          one conversation, all messages
 //	POST /conversations/{id}/messages send a message (Idempotency-Key: a retry after a lost answer does not run it twice)
