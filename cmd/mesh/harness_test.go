@@ -39,7 +39,9 @@ func TestMain(m *testing.M) {
 	code := func() int {
 		defer os.RemoveAll(dir)
 		for _, b := range []struct{ out, pkg string }{{"mesh", "."}, {"mcp-resources", "../mcp-resources"}} {
-			args := []string{"build", "-o", filepath.Join(dir, b.out)}
+			// The version a git checkout without tags gets from `make
+			// build` (a hash, not semver): services must start with it.
+			args := []string{"build", "-ldflags", "-X main.version=1a2b3c4-dirty", "-o", filepath.Join(dir, b.out)}
 			if raceEnabled {
 				args = append(args, "-race")
 			}

@@ -48,7 +48,8 @@ type Config struct {
 	Approvals jetstream.KeyValue
 	// NodeID names this process in logs and in the service metadata.
 	NodeID string
-	// Version is the service version. Empty means "dev".
+	// Version is the build's version; the service announces it when it is
+	// semver, else mesh.DevVersion with the version in its metadata.
 	Version string
 	// SweepInterval is how often decided approvals whose resume was never
 	// enqueued are looked for. Zero means 2s.
@@ -79,9 +80,6 @@ func New(cfg Config) (*Approver, error) {
 	if cfg.NS.Prefix() == "" {
 		cfg.NS = mesh.DefaultNamespace
 	}
-	if cfg.Version == "" {
-		cfg.Version = "0.0.0-dev"
-	}
 	if cfg.SweepInterval == 0 {
 		cfg.SweepInterval = 2 * time.Second
 	}
@@ -99,12 +97,17 @@ func New(cfg Config) (*Approver, error) {
 
 // Run serves decisions until ctx is cancelled.
 func (a *Approver) Run(ctx context.Context) error {
+	version, ok := mesh.ServiceVersion(a.cfg.Version)
+	meta := map[string]string{"node": a.cfg.NodeID}
+	if !ok && a.cfg.Version != "" {
+		meta["version"] = a.cfg.Version // a build that is not semver (a git hash)
+	}
 	svc, err := micro.AddService(a.cfg.NC, micro.Config{
 		Name:        ServiceName,
-		Version:     a.cfg.Version,
+		Version:     version,
 		Description: "Agent Mesh approvals: decide with {\"approved\":true}, {\"action\":\"approve\"} or {\"answer\":\"yes\"}",
 		QueueGroup:  ServiceName,
-		Metadata:    map[string]string{"node": a.cfg.NodeID},
+		Metadata:    meta,
 	})
 	if err != nil {
 		return fmt.Errorf("approver: add service: %w", err)

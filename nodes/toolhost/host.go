@@ -54,8 +54,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"regexp"
-	"strings"
 	"sync"
 	"time"
 
@@ -73,7 +71,7 @@ const (
 	DefaultMaxBackoff   = 30 * time.Second
 	DefaultCallTimeout  = 30 * time.Second
 	DefaultDrainTimeout = 5 * time.Second
-	DefaultVersion      = "0.0.0-dev"
+	DefaultVersion      = mesh.DevVersion
 )
 
 // QueueGroup is the queue group of every tool endpoint.
@@ -143,8 +141,6 @@ type Host struct {
 	running bool
 }
 
-var semverRE = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$`)
-
 // New checks cfg and returns a host ready to [Host.Run].
 func New(cfg Config) (*Host, error) {
 	cfg.Servers = append([]config.MCPServer(nil), cfg.Servers...)
@@ -200,7 +196,7 @@ func New(cfg Config) (*Host, error) {
 		log:     cfg.Logger.With().Str("node", cfg.NodeID).Logger(),
 		now:     time.Now,
 	}
-	if v := strings.TrimPrefix(cfg.Version, "v"); semverRE.MatchString(v) {
+	if v, ok := mesh.ServiceVersion(cfg.Version); ok {
 		h.version = v
 	} else if cfg.Version != "" {
 		h.meta["version"] = cfg.Version
