@@ -436,6 +436,46 @@ func TestRedeliveredTurnIsAppliedOnce(t *testing.T) {
 	}
 }
 
+// A turn whose holder vanished is taken over once it is StaleTurn old; a
+// tree whose nodes still start and finish is alive however old its turn.
+func TestStaleTurnIsTakenOverButAMovingTreeIsNot(t *testing.T) {
+	const stale = 2 * time.Second
+	f := newFixtureWith(t, script(func(context.Context, llm.Request) (*llm.Response, error) {
+		return &llm.Response{Text: "ok"}, nil
+	}), nil, func(c *Config) { c.StaleTurn = stale })
+	hold := func(conv string, tree *mesh.TreeRun) {
+		t.Helper()
+		if _, err := f.store.Update(t.Context(), conv, func(c *mesh.Conversation) error {
+			c.Turn = &mesh.Turn{ID: "old-turn", Kind: mesh.WorkTurn, Node: "gone", Attempt: 1, StartedAt: time.Now().Add(-time.Hour)}
+			c.Status, c.Tree = mesh.StatusRunning, tree
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	abandoned := f.conversation()
+	hold(abandoned, nil)
+	id, _ := f.turn(abandoned, "hello")
+	if c := f.waitApplied(abandoned, id); c.Turn != nil || c.Status != mesh.StatusActive {
+		t.Errorf("abandoned turn not taken over: turn %+v status %s", c.Turn, c.Status)
+	}
+
+	moving := f.conversation()
+	hold(moving, &mesh.TreeRun{ID: "old-turn", Nodes: map[string]*mesh.NodeRun{
+		"r":   {Key: "r", Status: mesh.NodeRunning, StartedAt: time.Now().Add(-time.Hour)},
+		"r.3": {Key: "r.3", Status: mesh.NodeRunning, StartedAt: time.Now()},
+	}})
+	next := mesh.NewID()
+	f.enqueue(mesh.WorkItem{Kind: mesh.WorkTurn, Session: moving, TurnID: next, Message: "hello"})
+	time.Sleep(stale / 4)
+	if c, _ := f.store.Get(t.Context(), moving); c.HasTurn(next) || c.Turn.ID != "old-turn" {
+		t.Fatalf("a tree that started a node just now was taken over (turn %+v)", c.Turn)
+	}
+	// Once its nodes stop moving for StaleTurn, the waiting turn runs.
+	f.waitApplied(moving, next)
+}
+
 func TestNewRequiresItsParts(t *testing.T) {
 	if _, err := New(Config{}); err == nil {
 		t.Error("New with nothing succeeded")

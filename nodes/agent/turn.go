@@ -414,7 +414,7 @@ func (t *turn) claimChange(c *mesh.Conversation) error {
 	if c.HasTurn(id) {
 		return errAlreadyApplied
 	}
-	if c.Turn != nil && c.Turn.ID != id && time.Since(c.Turn.StartedAt) < t.a.cfg.StaleTurn {
+	if c.Turn != nil && c.Turn.ID != id && time.Since(lastProgress(c)) < t.a.cfg.StaleTurn {
 		return errBusy
 	}
 	if c.Status == mesh.StatusWaitingApproval && (c.Turn == nil || c.Turn.ID != id) {
@@ -431,6 +431,28 @@ func (t *turn) claimChange(c *mesh.Conversation) error {
 	c.Turn = &mesh.Turn{ID: id, Kind: t.item.Kind, Node: t.a.cfg.NodeID, Attempt: t.attempt, StartedAt: now}
 	c.Status = mesh.StatusRunning
 	return nil
+}
+
+// lastProgress is when the turn holding c last showed life: its claim, or
+// the latest start or end of a node of its tree, so that a long tree which
+// keeps moving is not taken for an abandoned turn.
+func lastProgress(c *mesh.Conversation) time.Time {
+	last := c.Turn.StartedAt
+	if c.Tree != nil {
+		for _, n := range c.Tree.Nodes {
+			last = latest(last, n.StartedAt, n.FinishedAt)
+		}
+	}
+	return last
+}
+
+func latest(t time.Time, more ...time.Time) time.Time {
+	for _, u := range more {
+		if u.After(t) {
+			t = u
+		}
+	}
+	return t
 }
 
 // startTree starts the run of the tree this turn begins, at the root,
