@@ -155,6 +155,41 @@ type A2AAgent struct {
 // IsDestructive reports whether calls need approval.
 func (a A2AAgent) IsDestructive() bool { return a.Destructive || a.DestructiveHint }
 
+// SubAgents lists the A2A agents the configuration delegates to: the
+// top-level a2a list, the a2a lists of the agent tree's llm nodes and its
+// a2a nodes, each name once.
+func (c *Config) SubAgents() []A2AAgent {
+	var out []A2AAgent
+	seen := map[string]bool{}
+	add := func(a A2AAgent) {
+		if a.Name == "" || seen[a.Name] {
+			return
+		}
+		seen[a.Name] = true
+		out = append(out, a)
+	}
+	for _, a := range c.A2A {
+		add(a)
+	}
+	var walk func(n *Node)
+	walk = func(n *Node) {
+		if n == nil {
+			return
+		}
+		for _, a := range n.A2A {
+			add(a)
+		}
+		if n.Type == NodeA2A {
+			add(A2AAgent{Name: n.Name, URL: n.URL, Description: n.Description, Destructive: n.Destructive || n.DestructiveHint})
+		}
+		for i := range n.Agents {
+			walk(&n.Agents[i])
+		}
+	}
+	walk(c.Agent)
+	return out
+}
+
 // Node types of the agent tree.
 const (
 	NodeLLM        = "llm"

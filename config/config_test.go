@@ -276,3 +276,18 @@ func TestExamplesLoad(t *testing.T) {
 		}
 	}
 }
+
+func TestSubAgents(t *testing.T) {
+	t.Parallel()
+	c := &Config{
+		A2A: []A2AAgent{{Name: "a", URL: "http://a"}},
+		Agent: &Node{Type: NodeSequential, Agents: []Node{
+			{Type: NodeLLM, A2A: []A2AAgent{{Name: "a", URL: "http://a"}, {Name: "b", URL: "http://b"}}},
+			{Type: NodeA2A, Name: "c", URL: "http://c", DestructiveHint: true},
+		}},
+	}
+	got := c.SubAgents()
+	if len(got) != 3 || got[0].Name != "a" || got[1].Name != "b" || got[2].Name != "c" || !got[2].IsDestructive() {
+		t.Errorf("SubAgents = %+v", got)
+	}
+}

@@ -104,21 +104,6 @@ func TestPublicURL(t *testing.T) {
 	}
 }
 
-func TestSubAgents(t *testing.T) {
-	t.Parallel()
-	c := &config.Config{
-		A2A: []config.A2AAgent{{Name: "a", URL: "http://a"}},
-		Agent: &config.Node{Type: config.NodeSequential, Agents: []config.Node{
-			{Type: config.NodeLLM, A2A: []config.A2AAgent{{Name: "a", URL: "http://a"}, {Name: "b", URL: "http://b"}}},
-			{Type: config.NodeA2A, Name: "c", URL: "http://c", DestructiveHint: true},
-		}},
-	}
-	got := SubAgents(c)
-	if len(got) != 3 || got[0].Name != "a" || got[1].Name != "b" || got[2].Name != "c" || !got[2].IsDestructive() {
-		t.Errorf("SubAgents = %+v", got)
-	}
-}
-
 // TS-012: message/send with a list request returns a completed task with an
 // artifact.
 func TestSendCompleted(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/agentmesh/agentmesh/bridge/rest"
-	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
 	wire "github.com/agentmesh/agentmesh/mesh/a2a"
 )
@@ -116,39 +115,4 @@ func (h *handler) skills(ctx context.Context) ([]wire.Skill, error) {
 		skills = append(skills, wire.Skill{ID: id, Name: a.Name, Description: desc, Tags: tags})
 	}
 	return skills, nil
-}
-
-// SubAgents lists the A2A agents a configuration delegates to: the
-// top-level a2a list, the a2a lists of the agent tree's llm nodes and its
-// a2a nodes, each name once.
-func SubAgents(c *config.Config) []config.A2AAgent {
-	var out []config.A2AAgent
-	seen := map[string]bool{}
-	add := func(a config.A2AAgent) {
-		if a.Name == "" || seen[a.Name] {
-			return
-		}
-		seen[a.Name] = true
-		out = append(out, a)
-	}
-	for _, a := range c.A2A {
-		add(a)
-	}
-	var walk func(n *config.Node)
-	walk = func(n *config.Node) {
-		if n == nil {
-			return
-		}
-		for _, a := range n.A2A {
-			add(a)
-		}
-		if n.Type == config.NodeA2A {
-			add(config.A2AAgent{Name: n.Name, URL: n.URL, Description: n.Description, Destructive: n.Destructive || n.DestructiveHint})
-		}
-		for i := range n.Agents {
-			walk(&n.Agents[i])
-		}
-	}
-	walk(c.Agent)
-	return out
 }

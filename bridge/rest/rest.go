@@ -2,7 +2,7 @@
 //
 //	GET  /health                      the mesh's health (FR-052): healthy, degraded or unhealthy
 //	GET  /ready                       200 when a turn can run (NATS, buckets, toolhost, approver, agent), else 503
-//	GET  /tools                       the tool catalog, with destructiveHint
+//	GET  /tools                       the tool catalog, with destructiveHint, and the A2A sub-agents
 //	POST /conversations               create, optionally with a first message; {"group": name} for a group chat
 //	GET  /groups                      the group chats: participants, strategy, limits
 //	GET  /groups/{name}/.well-known/agent-card.json  a group's A2A card (also agent.json); POST /groups/{name}/a2a its A2A endpoint (bridge/a2a)
@@ -32,6 +32,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentmesh/agentmesh/bridge/core"
+	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
 )
 
@@ -44,7 +45,10 @@ type Config struct {
 	WaitTimeout time.Duration
 	// Version is reported by /health.
 	Version string
-	Logger  zerolog.Logger
+	// SubAgents are the A2A agents the agents delegate to, listed by /tools
+	// beside the MCP tools.
+	SubAgents []config.A2AAgent
+	Logger    zerolog.Logger
 }
 
 type api struct {
@@ -99,7 +103,17 @@ func (a *api) tools(w http.ResponseWriter, r *http.Request) {
 	if ts == nil {
 		ts = []mesh.ToolEntry{}
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"tools": ts})
+	type subAgent struct {
+		Name        string `json:"name"`
+		URL         string `json:"url"`
+		Description string `json:"description,omitempty"`
+		Destructive bool   `json:"destructive"`
+	}
+	subs := []subAgent{}
+	for _, a := range a.cfg.SubAgents {
+		subs = append(subs, subAgent{Name: a.Name, URL: a.URL, Description: a.Description, Destructive: a.IsDestructive()})
+	}
+	WriteJSON(w, http.StatusOK, map[string]any{"tools": ts, "sub_agents": subs})
 }
 
 type messageBody struct {

@@ -31,6 +31,10 @@ func sidLogged(m *meshProc, sid string) bool {
 
 func TestTS026ChainListsResourcesThroughA2A(t *testing.T) {
 	a, b := chain(t)
+	subs := list(a.do(http.StatusOK, "GET", "/tools", nil), "sub_agents")
+	if len(subs) != 1 || str(subs[0], "name") != "resource-agent" || str(subs[0], "url") != "http://"+b.httpAddr {
+		t.Errorf("A's /tools sub_agents = %v, want resource-agent at http://%s", subs, b.httpAddr)
+	}
 	created := b.send(b.newConversation(), "add resource seen-by-a with value 3")
 	b.do(http.StatusOK, "POST", "/approvals/"+str(created, "result", "approval", "uuid"), map[string]any{"approved": true})
 

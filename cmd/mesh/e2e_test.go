@@ -78,6 +78,9 @@ func TestTS001StartupHealthAndTools(t *testing.T) {
 	if seen != len(want) {
 		t.Errorf("tools = %v, want the three resources tools", tools)
 	}
+	if subs, ok := tools["sub_agents"].([]any); !ok || len(subs) != 0 {
+		t.Errorf("sub_agents = %v, want an empty list", tools["sub_agents"])
+	}
 	docs, err := http.Get(m.url("/docs"))
 	if err != nil || docs.StatusCode != http.StatusOK || !strings.HasPrefix(docs.Header.Get("Content-Type"), "text/html") {
 		t.Errorf("GET /docs: %v %v", err, docs)
