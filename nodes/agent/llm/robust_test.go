@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // Error paths, run against every provider: rate limits, server errors and
@@ -86,6 +89,23 @@ func TestRateLimitRetryAfter(t *testing.T) {
 			})
 		}
 	})
+}
+
+// The retry's log line is written by the caller's logger (the turn's, with
+// its sid), so an operator finds it by conversation.
+func TestRetryIsLoggedWithTheCallersFields(t *testing.T) {
+	f := newFake(t, openAIWire{}, nil)
+	f.set(f.fail(http.StatusServiceUnavailable, "overloaded", map[string]string{"retry-after": "0"}), f.answer(okReply))
+	p := f.provider(testOptions(nil))
+	var buf bytes.Buffer
+	log := zerolog.New(&buf).With().Str("sid", "0badcafe").Logger()
+	if _, err := p.Generate(log.WithContext(t.Context()), ask()); err != nil {
+		t.Fatalf("Generate: %v", err)
+	}
+	line := buf.String()
+	if !strings.Contains(line, `"sid":"0badcafe"`) || !strings.Contains(line, "retrying") {
+		t.Errorf("log = %q, want the retry logged with sid 0badcafe", line)
+	}
 }
 
 func TestRetryAfterHonoured(t *testing.T) {

@@ -206,12 +206,21 @@ func (e *endpoint) run(ctx context.Context, x *exchange, onText func(string)) (*
 			// provider asked for.
 			return nil, e.final(f, attempt)
 		}
-		e.log.Warn().Str("provider", e.provider).Int("attempt", attempt).Dur("wait", wait).
+		e.logger(parent).Warn().Str("provider", e.provider).Int("attempt", attempt).Dur("wait", wait).
 			Str("err", f.err.Message).Msg("llm call failed; retrying")
 		if err := e.sleep(ctx, wait); err != nil {
 			return nil, e.contextError(parent, ctx)
 		}
 	}
+}
+
+// logger is the caller's logger when ctx carries one (the turn's, with its
+// conversation and sid), else the endpoint's.
+func (e *endpoint) logger(ctx context.Context) *zerolog.Logger {
+	if l := zerolog.Ctx(ctx); l != zerolog.DefaultContextLogger && l.GetLevel() != zerolog.Disabled {
+		return l
+	}
+	return &e.log
 }
 
 // attempt sends x once and decodes the answer.
