@@ -319,9 +319,11 @@ func (c *Conversation) LastAssistantText() string {
 
 // ConversationSummary is the short form of a conversation that lists show.
 type ConversationSummary struct {
-	ID              string           `json:"id"`
-	SessionID       string           `json:"session_id"`
-	Agent           string           `json:"agent"`
+	ID        string `json:"id"`
+	SessionID string `json:"session_id"`
+	Agent     string `json:"agent"`
+	// Group names the group whose chat this is; empty for an agent's.
+	Group           string           `json:"group,omitempty"`
 	Status          Status           `json:"status"`
 	Title           string           `json:"title,omitempty"`
 	MessageCount    int              `json:"message_count"`
@@ -336,6 +338,9 @@ func (c *Conversation) Summary() ConversationSummary {
 		ID: c.ID, SessionID: c.SessionID, Agent: c.Agent, Status: c.Status,
 		MessageCount: len(c.Messages), PendingApproval: c.PendingApproval,
 		CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
+	}
+	if c.Group != nil {
+		s.Group = c.Group.Name
 	}
 	for _, m := range c.Messages {
 		if m.Role == RoleUser {

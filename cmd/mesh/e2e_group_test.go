@@ -547,5 +547,13 @@ func TestGroupExample(t *testing.T) {
 	if len(got) != 3 || got[0] != "auditor" {
 		t.Errorf("speakers %v, want the auditor first and three turns", got)
 	}
+	plain := m.newConversation()
+	listed := map[string]string{}
+	for _, c := range list(m.do(http.StatusOK, "GET", "/conversations", nil), "conversations") {
+		listed[str(c, "id")], _ = obj(c)["group"].(string)
+	}
+	if listed[conv] != "desk" || listed[plain] != "" {
+		t.Errorf("GET /conversations marks the group chat %q and the agent's %q; want desk and nothing", listed[conv], listed[plain])
+	}
 	m.do(http.StatusNotFound, "POST", "/conversations", map[string]any{"group": "nope"})
 }

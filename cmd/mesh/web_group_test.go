@@ -38,6 +38,8 @@ type webGroupResult struct {
 	Placeholder   string   `json:"placeholder"`
 
 	ConversationID string `json:"conversationId"`
+	// ListedAs is what the conversation list says of the new chat.
+	ListedAs string `json:"listedAs"`
 	// Live is the chat once the round ended, Reloaded the same after a
 	// reload (from the history and the replayed events).
 	Live     webGroupChat `json:"live"`
@@ -183,6 +185,9 @@ func TestWebGroupChatInChromium(t *testing.T) {
 		}
 	}
 
+	if res.ListedAs != "group team" {
+		t.Errorf("the conversation list shows the new chat as %q, want \"group team\"", res.ListedAs)
+	}
 	// The conversations are group chats of team.
 	for _, id := range []string{res.ConversationID, res.FromURL.ConversationID} {
 		conv := obj(m.do(http.StatusOK, "GET", "/conversations/"+id, nil), "conversation")

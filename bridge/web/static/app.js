@@ -167,6 +167,7 @@ function convItem(c) {
   h('span', { class: 'conv-title', text: c.title || 'New conversation' }),
   h('span', { class: 'conv-meta' },
     h('span', { class: `pill ${status}`, text: statusLabel(status) }),
+    c.group ? h('span', { class: 'conv-group', text: `group ${c.group}` }) : null,
     h('span', { text: ago(c.updated_at) })));
   return h('li', {}, btn);
 }
@@ -1005,9 +1006,9 @@ async function decide(approved) {
 async function newConversation() {
   const group = target();
   const conv = (await api('POST', '/conversations', group ? { group } : undefined)).conversation;
-  // Listed at once; the next refresh of the list confirms it.
+  // Listed at once, in the list's shape; the next refresh confirms it.
   if (!ui.convList.querySelector(`.conv-item[data-id="${CSS.escape(conv.id)}"]`)) {
-    ui.convList.prepend(convItem({ ...conv, title: '' }));
+    ui.convList.prepend(convItem({ ...conv, title: '', group: conv.group ? conv.group.name : '' }));
     ui.convEmpty.hidden = true;
   }
   return conv.id;

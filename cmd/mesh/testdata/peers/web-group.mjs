@@ -135,6 +135,7 @@ try {
   await page.waitForFunction((g) => location.hash.length > 1 && document.querySelector('#conversation-meta').textContent.startsWith(`group ${g}`), group);
   out.conversationId = await page.evaluate(() => location.hash.slice(1));
   await page.locator(`.conv-item.active[data-id="${out.conversationId}"]`).waitFor();
+  out.listedAs = await page.locator(`.conv-item[data-id="${out.conversationId}"] .conv-group`).textContent();
   // The stream is open: no event of the round can be missed.
   await page.waitForFunction(() => document.querySelector('#connection').hidden);
   out.placeholder = await page.locator('#message-input').getAttribute('placeholder');
