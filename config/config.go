@@ -92,6 +92,7 @@ type Config struct {
 	Sessions Sessions `yaml:"sessions"`
 	Log      Log      `yaml:"log"`
 	Monitor  Monitor  `yaml:"monitor"`
+	Breakers Breakers `yaml:"breakers"`
 
 	// Path is the file the configuration was read from.
 	Path string `yaml:"-"`
@@ -385,6 +386,24 @@ type Monitor struct {
 	// StuckAfter: an agent whose workers are all busy and none made progress
 	// for that long fails its liveness probes. Zero means 5m.
 	StuckAfter Duration `yaml:"stuck_after"`
+}
+
+// Breakers tunes the circuit breakers an agent keeps: one per model
+// endpoint, one per MCP server and one per A2A sub-agent (FR-027 to FR-029).
+type Breakers struct {
+	// LLM: zero means 5 failed attempts and 30s; failures -1 disables it.
+	LLM Breaker `yaml:"llm"`
+	// Tools: zero means 5 failed calls and 15s.
+	Tools Breaker `yaml:"tools"`
+	// A2A: zero means 5 failed attempts and 30s.
+	A2A Breaker `yaml:"a2a"`
+}
+
+// Breaker is one kind of circuit breaker: Failures failures in a row open
+// it; open, it refuses calls for Cooldown, then lets one through to probe.
+type Breaker struct {
+	Failures int      `yaml:"failures"`
+	Cooldown Duration `yaml:"cooldown"`
 }
 
 // Log configures logging.

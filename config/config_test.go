@@ -107,6 +107,8 @@ func TestParseErrorsNameFileFieldAndExpectation(t *testing.T) {
 		{"cycle by ref", minimal + "agent:\n  name: p\n  type: sequential\n  agents:\n    - name: l\n      type: loop\n      agents:\n        - {ref: p}\n", []string{"agent.agents[0].agents[0].ref", `"l"`, `"p"`, "cycle"}},
 		{"ref to nothing", minimal + "agent:\n  name: p\n  type: sequential\n  agents:\n    - {ref: ghost}\n", []string{"agent.agents[0].ref", "ghost"}},
 		{"loop without children", minimal + "agent:\n  name: p\n  type: loop\n", []string{"agent.agents", `"p"`}},
+		{"negative breaker", minimal + "breakers:\n  tools: {failures: -1}\n", []string{"breakers.tools.failures", "0 (default) or more"}},
+		{"negative cooldown", minimal + "breakers:\n  llm: {cooldown: -5s}\n", []string{"breakers.llm.cooldown", "negative"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

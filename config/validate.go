@@ -37,6 +37,22 @@ func (c *Config) validate() error {
 	if c.LLM.MaxRetries < -1 {
 		return bad("llm.max_retries", "must be -1 (no retries), 0 (default) or more")
 	}
+	for _, b := range []struct {
+		field   string
+		b       Breaker
+		minimum int
+	}{{"breakers.llm", c.Breakers.LLM, -1}, {"breakers.tools", c.Breakers.Tools, 0}, {"breakers.a2a", c.Breakers.A2A, 0}} {
+		if b.b.Failures < b.minimum {
+			what := "must be 0 (default) or more"
+			if b.minimum < 0 {
+				what = "must be -1 (no breaker), 0 (default) or more"
+			}
+			return bad(b.field+".failures", what)
+		}
+		if b.b.Cooldown < 0 {
+			return bad(b.field+".cooldown", "must not be negative")
+		}
+	}
 	switch c.Log.Level {
 	case "", "trace", "debug", "info", "warn", "error":
 	default:

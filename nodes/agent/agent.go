@@ -77,7 +77,8 @@ type Config struct {
 	// tools (FR-013). Nil means the a2a list of Agent's tree root when it is
 	// an llm node (the top-level a2a list of agent.yaml).
 	A2A []config.A2AAgent
-	// Remote tunes the calls to sub-agents; its zero value is the defaults.
+	// Remote tunes the calls to sub-agents; its zero value is the defaults,
+	// with the breaker of agent.yaml's breakers.a2a.
 	Remote RemoteConfig
 	// StuckAfter: when every worker is busy and no turn made progress (an
 	// event, a model answer, a tool result) for that long, [Agent.Health]
@@ -107,7 +108,7 @@ type Agent struct {
 	busy         atomic.Int32 // workers running a turn
 	lastProgress atomic.Int64 // unix nanoseconds of the last sign of progress
 	consuming    atomic.Bool  // the work queue's consume loop is alive
-	servers      breakers     // of the MCP servers, as this agent calls them
+	servers      *breakers    // of the MCP servers, as this agent calls them
 
 	tools   atomic.Pointer[toolSet]
 	pool    *remotePool
@@ -200,6 +201,13 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a.log = cfg.Logger.With().Str("role", mesh.RoleAgent).Str("node", cfg.NodeID).Str("agent", a.name).Logger()
 	a.tools.Store(newToolSet(nil))
+	a.servers = newBreakers(cfg.Agent.Breakers.Tools)
+	if cfg.Remote.BreakerFailures == 0 {
+		cfg.Remote.BreakerFailures = cfg.Agent.Breakers.A2A.Failures
+	}
+	if cfg.Remote.BreakerCooldown == 0 {
+		cfg.Remote.BreakerCooldown = cfg.Agent.Breakers.A2A.Cooldown.Std()
+	}
 	a.pool = newRemotePool(cfg.Remote, a.log)
 	if err := a.buildTree(cfg.Agent.Tree(), cfg.Providers); err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sony/gobreaker/v2"
 
+	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
 )
 
@@ -42,17 +43,32 @@ func (a *Agent) Breakers() map[string]string {
 	return out
 }
 
-// Breaker settings of the MCP servers, as the agent calls them: a server
-// that fails this many calls in a row is not called for the cooldown.
+// Default breaker settings of the MCP servers, as the agent calls them
+// (breakers.tools): a server that fails this many calls in a row is not
+// called for the cooldown.
 const (
-	serverBreakerFailures = 5
-	serverBreakerCooldown = 15 * time.Second
+	defaultServerBreakerFailures = 5
+	defaultServerBreakerCooldown = 15 * time.Second
 )
 
 // breakers are circuit breakers by MCP server.
 type breakers struct {
+	failures int
+	cooldown time.Duration
+
 	mu sync.Mutex
 	m  map[string]*gobreaker.TwoStepCircuitBreaker[struct{}]
+}
+
+func newBreakers(c config.Breaker) *breakers {
+	b := &breakers{failures: c.Failures, cooldown: c.Cooldown.Std()}
+	if b.failures <= 0 {
+		b.failures = defaultServerBreakerFailures
+	}
+	if b.cooldown <= 0 {
+		b.cooldown = defaultServerBreakerCooldown
+	}
+	return b
 }
 
 func (b *breakers) get(server string) *gobreaker.TwoStepCircuitBreaker[struct{}] {
@@ -66,8 +82,8 @@ func (b *breakers) get(server string) *gobreaker.TwoStepCircuitBreaker[struct{}]
 		cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
 			Name:        "mcp:" + server,
 			MaxRequests: 1,
-			Timeout:     serverBreakerCooldown,
-			ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= serverBreakerFailures },
+			Timeout:     b.cooldown,
+			ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= uint32(b.failures) },
 		})
 		b.m[server] = cb
 	}
@@ -84,9 +100,9 @@ func (b *breakers) states() map[string]string {
 	return out
 }
 
-// errServerOpen is the failure of a call refused by an open breaker.
-func errServerOpen(server string) error {
-	return mesh.ErrToolUnavailable.With(fmt.Sprintf("tool server %q is unavailable: its circuit breaker is open after %d failed calls; retrying in %s", server, serverBreakerFailures, serverBreakerCooldown))
+// errOpen is the failure of a call to server refused by its open breaker.
+func (b *breakers) errOpen(server string) error {
+	return mesh.ErrToolUnavailable.With(fmt.Sprintf("tool server %q is unavailable: its circuit breaker is open after %d failed calls; retrying in %s", server, b.failures, b.cooldown))
 }
 
 // states reports the breaker of every sub-agent.

@@ -131,7 +131,7 @@ func (t *turn) callTool(ctx context.Context, call mesh.ToolCall, callID string, 
 	for {
 		done, berr := cb.Allow()
 		if berr != nil {
-			err = errServerOpen(call.Server)
+			err = t.a.servers.errOpen(call.Server)
 			break
 		}
 		res, err = mesh.CallToolWatched(ctx, t.a.cfg.NC, t.a.ns, t.a.cfg.Resources.Nodes, call.Server, call.Tool, mesh.ToolRequest{

@@ -102,9 +102,9 @@ func FromConfig(cfg *config.Config, name string) (Provider, error) {
 }
 
 // FromConfigWith is [FromConfig] over base options: the configuration sets
-// BaseURL and APIKey, and Timeout, MaxRetries and MaxTokens when llm.timeout,
-// llm.max_retries and llm.max_tokens are set; base gives the rest (Log,
-// HTTPClient, backoff and circuit breaker settings). A process that runs
+// BaseURL and APIKey, and Timeout, MaxRetries, MaxTokens and the breaker when
+// llm.timeout, llm.max_retries, llm.max_tokens and breakers.llm are set; base
+// gives the rest (Log, HTTPClient, backoff settings). A process that runs
 // turns passes its logger, so that retries are logged:
 //
 //	p, err := llm.FromConfigWith(cfg, cfg.LLM.Model, llm.Options{Log: log})
@@ -124,6 +124,12 @@ func FromConfigWith(cfg *config.Config, name string, base Options) (Provider, er
 	}
 	if cfg.LLM.MaxTokens != 0 {
 		opts.MaxTokens = cfg.LLM.MaxTokens
+	}
+	if b := cfg.Breakers.LLM; b.Failures != 0 {
+		opts.BreakerFailures = b.Failures
+	}
+	if c := cfg.Breakers.LLM.Cooldown.Std(); c != 0 {
+		opts.BreakerCooldown = c
 	}
 	return New(m, opts)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
@@ -88,5 +89,25 @@ func TestFromConfigKeys(t *testing.T) {
 	cfg.Keys.OpenAI = "k"
 	if p, err := FromConfig(cfg, "gpt-4o-mini"); err != nil || p.Model() != "openai:gpt-4o-mini" {
 		t.Errorf("FromConfig: %v, %v", p, err)
+	}
+}
+
+func TestFromConfigBreaker(t *testing.T) {
+	cfg := &config.Config{}
+	cfg.Keys.OpenAI = "k"
+	cfg.Breakers.LLM = config.Breaker{Failures: 2, Cooldown: config.Duration(time.Minute)}
+	p, err := FromConfig(cfg, "gpt-4o-mini")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := endpointOf(t, p); e.failures != 2 || e.cooldown != time.Minute {
+		t.Errorf("breaker of %d failures and %s, want breakers.llm's 2 and 1m", e.failures, e.cooldown)
+	}
+	cfg.Breakers.LLM = config.Breaker{Failures: -1}
+	if p, err = FromConfig(cfg, "gpt-4o-mini"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := endpointOf(t, p).gate.(noGate); !ok {
+		t.Errorf("breakers.llm.failures -1: gate %T, want none", endpointOf(t, p).gate)
 	}
 }
