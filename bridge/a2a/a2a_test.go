@@ -321,6 +321,32 @@ func TestNonBlocking(t *testing.T) {
 	}
 }
 
+// A non-blocking send answers once an agent has the run: a tasks/get or
+// tasks/cancel right after it sees the run, not the task as it was before.
+func TestNonBlockingSendIsVisibleAtOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	var first wire.Task
+	f.result("", send03(1, wire.MethodSend, "list all resources", ""), &first)
+	if first.Status.State != wire.StateCompleted {
+		t.Fatalf("first send = %+v", first)
+	}
+	for i := range 5 {
+		var task wire.Task
+		f.result("", send03(10*i+2, wire.MethodSend, "slow: list again", first.ID, "configuration", `{"blocking":false}`), &task)
+		var got wire.Task
+		f.result("", rpc(10*i+3, wire.MethodGet, fmt.Sprintf(`{"id":%q}`, task.ID)), &got)
+		if got.Status.State != wire.StateWorking {
+			t.Fatalf("send %d: tasks/get right after a non-blocking send = %s, want working", i, got.Status.State)
+		}
+		var canceled wire.Task
+		f.result("", rpc(10*i+4, wire.MethodCancel, fmt.Sprintf(`{"id":%q}`, task.ID)), &canceled)
+		if canceled.Status.State != wire.StateCanceled {
+			t.Fatalf("send %d: tasks/cancel right after = %s, want canceled", i, canceled.Status.State)
+		}
+	}
+}
+
 // responses decodes a stream's events as JSON-RPC responses with id id.
 func responses(t *testing.T, events []string, id string) []json.RawMessage {
 	t.Helper()

@@ -160,10 +160,15 @@ func hint(text string) string {
 	return fmt.Sprintf("%q is neither an approval nor a rejection.", clip(text))
 }
 
+// startWait bounds how long a non-blocking send waits for an agent to take
+// its run up before it answers.
+const startWait = 2 * time.Second
+
 // send serves message/send and SendMessage: blocking by default, it
 // answers when the run finishes or pauses, or after WaitTimeout with the
 // task still working; configuration.blocking false (0.3) or
-// returnImmediately (1.0) answers at once with the task working.
+// returnImmediately (1.0) answers as soon as an agent has taken the run up,
+// with the task working.
 func send(ctx context.Context, c *call) {
 	req, rerr := c.d.send(c)
 	if rerr != nil {
@@ -189,6 +194,11 @@ func send(ctx context.Context, c *call) {
 		return
 	}
 	if !req.blocking {
+		// Answer once an agent has the run, so that a tasks/get right after
+		// sees it (a conversation busy elsewhere is answered after startWait).
+		sctx, cancel := context.WithTimeout(ctx, startWait)
+		run.Started(sctx)
+		cancel()
 		run.Close()
 		c.answerTask(ctx, p.id, view{history: req.history, pending: true}, c.d.sendResult)
 		return

@@ -428,6 +428,33 @@ func (r *Run) Close() {
 	r.core.mu.Unlock()
 }
 
+// Started waits until an agent has taken the run up (the conversation is
+// running) or the run is over, and reports whether it did before ctx ended.
+// A caller that answers before the run ends (an A2A non-blocking send)
+// waits for this first, so that a read right after its answer sees the run
+// and not the conversation as it was before the message. Call it before
+// [Run.Close].
+func (r *Run) Started(ctx context.Context) bool {
+	if r.session == "" {
+		return false
+	}
+	pause := 2 * time.Millisecond
+	for {
+		h, err := r.core.Sessions.Head(ctx, r.session)
+		if err == nil && (h.Status == mesh.StatusRunning || slices.Contains(h.RecentTurns, r.ID)) {
+			return true
+		}
+		select {
+		case <-r.done:
+			return true
+		case <-ctx.Done():
+			return false
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 100*time.Millisecond)
+	}
+}
+
 // Outcome is how a run ended, as its caller sees it.
 type Outcome struct {
 	Conversation *mesh.Conversation
