@@ -160,6 +160,8 @@ type Turn struct {
 	Node      string    `json:"node,omitempty"`
 	Attempt   int       `json:"attempt"`
 	StartedAt time.Time `json:"started_at"`
+	// AliveAt is when a long run last said it still holds the turn.
+	AliveAt time.Time `json:"alive_at,omitzero"`
 }
 
 // RunSummary is the outcome of a run, kept on the conversation.

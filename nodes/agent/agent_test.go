@@ -476,6 +476,35 @@ func TestStaleTurnIsTakenOverButAMovingTreeIsNot(t *testing.T) {
 	f.waitApplied(moving, next)
 }
 
+// A run that outlasts StaleTurn keeps its claim fresh: the message queued
+// behind it waits for it instead of taking the conversation over.
+func TestLongTurnKeepsItsClaim(t *testing.T) {
+	const stale = 400 * time.Millisecond
+	f := newFixtureWith(t, script(func(ctx context.Context, req llm.Request) (*llm.Response, error) {
+		if last := req.Messages[len(req.Messages)-1]; last.Role == llm.RoleUser && last.Content == "slow" {
+			select {
+			case <-time.After(4 * stale):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		return &llm.Response{Text: "done"}, nil
+	}), nil, func(c *Config) { c.StaleTurn = stale })
+	conv := f.conversation()
+	first, second := mesh.NewID(), mesh.NewID()
+	f.enqueue(mesh.WorkItem{Kind: mesh.WorkTurn, Session: conv, TurnID: first, Message: "slow"})
+	meshtest.Eventually(t, 5*time.Second, func() bool {
+		c, err := f.store.Get(t.Context(), conv)
+		return err == nil && c.Turn != nil && c.Turn.ID == first
+	}, "the first turn was not claimed")
+	f.enqueue(mesh.WorkItem{Kind: mesh.WorkTurn, Session: conv, TurnID: second, Message: "quick"})
+	f.waitApplied(conv, first)
+	c := f.waitApplied(conv, second)
+	if got := roles(c); got != "user,assistant,user,assistant" || c.Messages[0].Content != "slow" || c.Messages[1].Content != "done" {
+		t.Errorf("messages %s (%q first): the slow turn must finish before the next one runs", got, c.Messages[0].Content)
+	}
+}
+
 func TestNewRequiresItsParts(t *testing.T) {
 	if _, err := New(Config{}); err == nil {
 		t.Error("New with nothing succeeded")

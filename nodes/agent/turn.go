@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -222,6 +223,7 @@ func (t *turn) run(ctx context.Context) error {
 	}
 	t.conv = c
 	t.setSID(c.SessionID)
+	defer t.keepClaim(ctx, c)()
 	if t.node.key != rootKey || !t.node.leaf() {
 		t.log = t.log.With().Str("tree_node", t.node.key).Str("node_name", t.node.cfg.Name).Logger()
 	}
@@ -433,11 +435,11 @@ func (t *turn) claimChange(c *mesh.Conversation) error {
 	return nil
 }
 
-// lastProgress is when the turn holding c last showed life: its claim, or
-// the latest start or end of a node of its tree, so that a long tree which
-// keeps moving is not taken for an abandoned turn.
+// lastProgress is when the turn holding c last showed life: its claim, its
+// holder's last refresh (keepClaim), or the latest start or end of a node of
+// its tree, so that a long run is not taken for an abandoned turn.
 func lastProgress(c *mesh.Conversation) time.Time {
-	last := c.Turn.StartedAt
+	last := latest(c.Turn.StartedAt, c.Turn.AliveAt)
 	if c.Tree != nil {
 		for _, n := range c.Tree.Nodes {
 			last = latest(last, n.StartedAt, n.FinishedAt)
@@ -453,6 +455,48 @@ func latest(t time.Time, more ...time.Time) time.Time {
 		}
 	}
 	return t
+}
+
+// keepClaim refreshes the conversation's claim (Turn.AliveAt) every quarter
+// of StaleTurn while this run works, so that however long it runs no queued
+// turn takes it for abandoned; the returned func stops it. Most runs end
+// long before the first refresh.
+func (t *turn) keepClaim(ctx context.Context, c *mesh.Conversation) (stop func()) {
+	if c.Turn == nil {
+		return func() {}
+	}
+	holder := c.Turn.ID
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(t.a.cfg.StaleTurn / 4)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			_, err := t.a.sessions.Update(ctx, c.ID, func(c *mesh.Conversation) error {
+				if c.Turn == nil || c.Turn.ID != holder {
+					return mesh.ErrNoChange
+				}
+				c.Turn.AliveAt = time.Now().UTC()
+				return nil
+			})
+			if err != nil && !errors.Is(err, mesh.ErrNoChange) {
+				t.log.Debug().Err(err).Msg("could not refresh the turn's claim")
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
+	}
 }
 
 // startTree starts the run of the tree this turn begins, at the root,
