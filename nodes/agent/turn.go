@@ -465,13 +465,14 @@ func (t *turn) keepClaim(ctx context.Context, c *mesh.Conversation) (stop func()
 	if c.Turn == nil {
 		return func() {}
 	}
-	holder := c.Turn.ID
+	// The run goes on changing t and c: the goroutine keeps its own copies.
+	id, holder, log, every := c.ID, c.Turn.ID, t.log, t.a.cfg.StaleTurn/4
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		tick := time.NewTicker(t.a.cfg.StaleTurn / 4)
+		tick := time.NewTicker(every)
 		defer tick.Stop()
 		for {
 			select {
@@ -481,7 +482,7 @@ func (t *turn) keepClaim(ctx context.Context, c *mesh.Conversation) (stop func()
 				return
 			case <-tick.C:
 			}
-			_, err := t.a.sessions.Update(ctx, c.ID, func(c *mesh.Conversation) error {
+			_, err := t.a.sessions.Update(ctx, id, func(c *mesh.Conversation) error {
 				if c.Turn == nil || c.Turn.ID != holder {
 					return mesh.ErrNoChange
 				}
@@ -489,7 +490,7 @@ func (t *turn) keepClaim(ctx context.Context, c *mesh.Conversation) (stop func()
 				return nil
 			})
 			if err != nil && !errors.Is(err, mesh.ErrNoChange) {
-				t.log.Debug().Err(err).Msg("could not refresh the turn's claim")
+				log.Debug().Err(err).Msg("could not refresh the turn's claim")
 			}
 		}
 	}()
