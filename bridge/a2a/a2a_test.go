@@ -175,12 +175,12 @@ func TestApprovalAndGet(t *testing.T) {
 	if args, _ := ap["tool_args"].(map[string]any); args["name"] != "a2a-test-item" || args["value"] != 77.0 {
 		t.Errorf("tool_args = %v", ap["tool_args"])
 	}
-	strict03(t, mustJSON(task))
+	strict03(t, meshtest.JSON(task))
 	f.decide(ap["uuid"].(string), true)
 	var got wire.Task
 	f.result("", rpc(2, wire.MethodGet, fmt.Sprintf(`{"id":%q}`, task.ID)), &got)
-	if got.ID != task.ID || got.Status.State != wire.StateCompleted || len(got.Artifacts) != 1 || !f.tools.has("a2a-test-item") {
-		t.Errorf("after approval: %+v (resource created: %v)", got, f.tools.has("a2a-test-item"))
+	if got.ID != task.ID || got.Status.State != wire.StateCompleted || len(got.Artifacts) != 1 || !f.tools.Has("a2a-test-item") {
+		t.Errorf("after approval: %+v (resource created: %v)", got, f.tools.Has("a2a-test-item"))
 	}
 
 	// TS-014
@@ -214,21 +214,21 @@ func TestContinuation(t *testing.T) {
 	if !strings.HasPrefix(same.Status.Message.Parts[0].Text, `"maybe later" is neither an approval nor a rejection.`) {
 		t.Errorf("hint = %q", same.Status.Message.Parts[0].Text)
 	}
-	if f.tools.has("cont-yes") {
+	if f.tools.Has("cont-yes") {
 		t.Fatal("the call ran without approval")
 	}
 
 	var done wire.Task
 	f.result("", send03(3, wire.MethodSend, "approved", task.ID), &done)
-	if done.ID != task.ID || done.Status.State != wire.StateCompleted || len(done.Artifacts) != 1 || !f.tools.has("cont-yes") {
-		t.Fatalf("after \"approved\": %+v, resource created: %v", done, f.tools.has("cont-yes"))
+	if done.ID != task.ID || done.Status.State != wire.StateCompleted || len(done.Artifacts) != 1 || !f.tools.Has("cont-yes") {
+		t.Fatalf("after \"approved\": %+v, resource created: %v", done, f.tools.Has("cont-yes"))
 	}
 
 	f.result("", send03(4, wire.MethodSend, "add resource cont-no with value 2", ""), &task)
 	ap := approvalOf(t, &task)
 	f.result("", send03(5, wire.MethodSend, "Rejected.", task.ID), &done)
-	if done.Status.State != wire.StateCompleted || f.tools.has("cont-no") {
-		t.Fatalf("after \"rejected\": %+v, resource created: %v", done, f.tools.has("cont-no"))
+	if done.Status.State != wire.StateCompleted || f.tools.Has("cont-no") {
+		t.Fatalf("after \"rejected\": %+v, resource created: %v", done, f.tools.Has("cont-no"))
 	}
 	if reply := textOf(done.Artifacts[0].Parts); !strings.Contains(reply, "not approved") {
 		t.Errorf("reply after rejection = %q", reply)
@@ -243,7 +243,7 @@ func TestContinuation(t *testing.T) {
 	approvalOf(t, &task)
 	body := rpc(7, wire.MethodSend, fmt.Sprintf(`{"message":{"kind":"message","messageId":"m-7","role":"user","taskId":%q,"parts":[{"kind":"data","data":{"approved":true}}]}}`, task.ID))
 	f.result("", body, &done)
-	if done.Status.State != wire.StateCompleted || !f.tools.has("cont-data") {
+	if done.Status.State != wire.StateCompleted || !f.tools.Has("cont-data") {
 		t.Errorf("after a data part: %+v", done.Status)
 	}
 	var res10 wire.SendMessageResponseV1
@@ -252,7 +252,7 @@ func TestContinuation(t *testing.T) {
 		t.Fatalf("1.0 add = %+v", res10)
 	}
 	f.result("1.0", send10(9, wire.MethodSendMessage, "yes", res10.Task.ID), &res10)
-	if res10.Task.Status.State != "TASK_STATE_COMPLETED" || !f.tools.has("cont-10") {
+	if res10.Task.Status.State != "TASK_STATE_COMPLETED" || !f.tools.Has("cont-10") {
 		t.Errorf("1.0 after yes: %+v", res10.Task.Status)
 	}
 
@@ -286,7 +286,7 @@ func TestStates(t *testing.T) {
 	if task.Status.State != wire.StateFailed || task.Status.Message == nil || !strings.Contains(task.Status.Message.Text(), "the model exploded") || task.Artifacts != nil {
 		t.Errorf("failed run = %+v", task)
 	}
-	strict03(t, mustJSON(task))
+	strict03(t, meshtest.JSON(task))
 	f.result("1.0", rpc(4, wire.MethodGetTask, fmt.Sprintf(`{"id":%q}`, conv.ID)), &t10)
 	if t10.Status.State != "TASK_STATE_FAILED" || t10.Status.Message.Role != "ROLE_AGENT" {
 		t.Errorf("1.0 failed run = %+v", t10.Status)
@@ -423,7 +423,7 @@ func TestStream03(t *testing.T) {
 	var resumed wire.Task
 	_ = json.Unmarshal(results[0], &resumed)
 	_ = json.Unmarshal(results[len(results)-1], &end)
-	if resumed.Status.State != wire.StateWorking || end.Status.State != wire.StateCompleted || !end.Final || !f.tools.has("streamed") {
+	if resumed.Status.State != wire.StateWorking || end.Status.State != wire.StateCompleted || !end.Final || !f.tools.Has("streamed") {
 		t.Errorf("resume stream: first %s, last %s", results[0], results[len(results)-1])
 	}
 }
@@ -552,7 +552,7 @@ func TestCancel(t *testing.T) {
 	if canceled.Status.State != wire.StateCanceled || canceled.Status.Message == nil {
 		t.Fatalf("tasks/cancel = %+v", canceled)
 	}
-	strict03(t, mustJSON(canceled))
+	strict03(t, meshtest.JSON(canceled))
 	for _, tt := range []struct {
 		name, version, body string
 		code                int

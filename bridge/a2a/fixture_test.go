@@ -2,7 +2,6 @@ package a2a
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,11 +10,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
 	"github.com/agentmesh/agentmesh/bridge/core"
@@ -83,7 +80,7 @@ type fixture struct {
 	core     *core.Core
 	srv      *httptest.Server
 	model    *gated
-	tools    *fakeResources
+	tools    *meshtest.Resources
 }
 
 func newFixture(t *testing.T, tweak func(*Config)) *fixture {
@@ -121,7 +118,7 @@ func newFixtureWith(t *testing.T, extra string, tweak func(*Config)) *fixture {
 	t.Helper()
 	m := meshtest.New(t)
 	f := &fixture{t: t, m: m, model: newGated()}
-	f.tools = startFakeResources(t, m)
+	f.tools = meshtest.StartResources(t, m)
 
 	cfg, err := config.Parse("test.yaml", []byte("name: tester\ndescription: Manages resources.\nllm:\n  model: offline\nmesh:\n  ack_wait: 2s\n"+extra), func(string) string { return "" })
 	if err != nil {
@@ -133,7 +130,7 @@ func newFixtureWith(t *testing.T, extra string, tweak func(*Config)) *fixture {
 		if err != nil {
 			t.Fatal(err)
 		}
-		runRole(t, "agent "+acfg.Name, a.Run)
+		meshtest.Run(t, "agent "+acfg.Name, a.Run)
 		serves = append(serves, acfg.Name)
 	}
 	if len(cfg.Groups) > 0 {
@@ -146,13 +143,13 @@ func newFixtureWith(t *testing.T, extra string, tweak func(*Config)) *fixture {
 		if err != nil {
 			t.Fatal(err)
 		}
-		runRole(t, "group", g.Run)
+		meshtest.Run(t, "group", g.Run)
 	}
 	ap, err := approver.New(approver.Config{NC: m.NC, JS: m.JS, NS: m.NS, Approvals: m.Approvals, NodeID: "test-approver", Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	runRole(t, "approver", tolerateShutdown(ap.Run))
+	meshtest.Run(t, "approver", tolerateShutdown(ap.Run))
 
 	c, err := core.New(core.Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: cfg.Name, Prompt: cfg.Prompt, Groups: cfg.Groups, Logger: zerolog.Nop()})
 	if err != nil {
@@ -175,19 +172,6 @@ func newFixtureWith(t *testing.T, extra string, tweak func(*Config)) *fixture {
 	t.Cleanup(f.srv.Close)
 	f.waitForTools()
 	return f
-}
-
-// runRole runs a role until the test ends, and checks it stops cleanly.
-func runRole(t *testing.T, name string, run func(context.Context) error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("%s Run: %v", name, err)
-		}
-	})
 }
 
 // tolerateShutdown runs a role whose stop may race with its KV watcher:
@@ -394,104 +378,4 @@ func (f *fixture) decide(uuid string, approved bool) {
 	if resp.StatusCode != http.StatusOK {
 		f.t.Fatalf("POST /approvals/%s: status %d: %s", uuid, resp.StatusCode, data)
 	}
-}
-
-// fakeResources is a toolhost serving mesh.tool.resources.* from memory,
-// with catalog entries shaped like those of cmd/mcp-resources:
-// resources_list is read-only, resources_add destructive.
-type fakeResources struct {
-	mu    sync.Mutex
-	items []fakeResource
-	seen  map[string]string // call id → first answer
-}
-
-type fakeResource struct {
-	ID    string `json:"id"`
-	Name  string `json:"name"`
-	Value int64  `json:"value"`
-}
-
-func startFakeResources(t *testing.T, m *meshtest.Mesh) *fakeResources {
-	t.Helper()
-	fr := &fakeResources{items: []fakeResource{{ID: "res-1", Name: "db-1", Value: 3}}, seen: map[string]string{}}
-	for _, e := range []mesh.ToolEntry{
-		{
-			Server: "resources", Name: "resources_list", Title: "List resources",
-			Description:  "List resources, optionally filtered by a name pattern (regular expression)",
-			InputSchema:  json.RawMessage(`{"type":"object","properties":{"pattern":{"type":"string","description":"regular expression (RE2 syntax) matched anywhere in the resource name; use ^name$ for an exact name; omit to list all resources"}}}`),
-			ReadOnlyHint: true,
-		},
-		{
-			Server: "resources", Name: "resources_add", Title: "Add resource",
-			Description:     "Add (create) a new resource with a name and an integer value",
-			InputSchema:     json.RawMessage(`{"type":"object","required":["name","value"],"properties":{"name":{"type":"string","description":"name of the new resource"},"value":{"type":"integer","description":"integer value of the new resource"}}}`),
-			DestructiveHint: true,
-		},
-	} {
-		data, _ := json.Marshal(e)
-		key, err := mesh.ToolKey(e.Server, e.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := m.Tools.Put(t.Context(), key, data); err != nil {
-			t.Fatal(err)
-		}
-	}
-	sub, err := m.NC.Subscribe("mesh.tool.resources.*", func(msg *nats.Msg) {
-		var req mesh.ToolRequest
-		if err := json.Unmarshal(msg.Data, &req); err != nil {
-			_ = msg.Respond(mustJSON(mesh.ToolResult{Text: "bad request", IsError: true}))
-			return
-		}
-		tool := msg.Subject[strings.LastIndexByte(msg.Subject, '.')+1:]
-		_ = msg.Respond(mustJSON(mesh.ToolResult{Text: fr.call(tool, req)}))
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	return fr
-}
-
-func (fr *fakeResources) call(tool string, req mesh.ToolRequest) string {
-	fr.mu.Lock()
-	defer fr.mu.Unlock()
-	switch tool {
-	case "resources_list":
-		return string(mustJSON(map[string]any{"resources": fr.items, "count": len(fr.items)}))
-	case "resources_add":
-		if prev, ok := fr.seen[req.CallID]; ok {
-			return prev
-		}
-		name, _ := req.Arguments["name"].(string)
-		value, _ := req.Arguments["value"].(float64)
-		r := fakeResource{ID: fmt.Sprintf("res-%d", len(fr.items)+1), Name: name, Value: int64(value)}
-		fr.items = append(fr.items, r)
-		out := string(mustJSON(r))
-		fr.seen[req.CallID] = out
-		return out
-	}
-	return "error: no tool " + tool
-}
-
-// has reports whether a resource of that name exists.
-func (fr *fakeResources) has(name string) bool {
-	fr.mu.Lock()
-	defer fr.mu.Unlock()
-	for _, r := range fr.items {
-		if r.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
-func mustJSON(v any) []byte {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		panic(err)
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }

@@ -6,14 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 
 	wire "github.com/agentmesh/agentmesh/mesh/a2a"
+	"github.com/agentmesh/agentmesh/mesh/meshtest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden exchanges in testdata/*.txt")
@@ -67,59 +66,15 @@ func indent(data []byte) string {
 	return out.String() + "\n"
 }
 
-var (
-	uuidRE = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
-	timeRE = regexp.MustCompile(`"\d{4}-\d\d-\d\dT[0-9:.]+Z"`)
-)
+var timeRE = regexp.MustCompile(`"\d{4}-\d\d-\d\dT[0-9:.]+Z"`)
 
 // golden compares the normalized transcript with testdata/name, or writes
 // it with -update.
 func (tr *transcript) golden(name string) {
 	tr.t.Helper()
 	got := strings.ReplaceAll(tr.b.String(), tr.f.srv.URL, "http://<bridge>")
-	ids := map[string]string{}
-	got = uuidRE.ReplaceAllStringFunc(got, func(id string) string {
-		if _, ok := ids[id]; !ok {
-			ids[id] = "<uuid-" + strconv.Itoa(len(ids)+1) + ">"
-		}
-		return ids[id]
-	})
-	got = timeRE.ReplaceAllString(got, `"<time>"`)
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			tr.t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			tr.t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		tr.t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if got != string(want) {
-		tr.t.Errorf("%s differs from the exchange (run with -update to accept):\n%s", path, diff(string(want), got))
-	}
-}
-
-// diff shows the first lines that differ.
-func diff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	for i := 0; i < len(w) || i < len(g); i++ {
-		var wl, gl string
-		if i < len(w) {
-			wl = w[i]
-		}
-		if i < len(g) {
-			gl = g[i]
-		}
-		if wl != gl {
-			return fmt.Sprintf("line %d:\nwant: %s\ngot:  %s", i+1, wl, gl)
-		}
-	}
-	return ""
+	got = timeRE.ReplaceAllString(meshtest.NumberUUIDs(got), `"<time>"`)
+	meshtest.Golden(tr.t, filepath.Join("testdata", name), got, *update)
 }
 
 // taskIDIn finds the task id of an answer (JSON or the first SSE event).

@@ -320,7 +320,7 @@ func TestGroupApproval(t *testing.T) {
 		t.Errorf("cancel of a paused chat: %s", a.Raw)
 	}
 	g.result("", send03(3, wire.MethodSend, "approved", task.ID), &task)
-	if !f.tools.has("grp-item") {
+	if !f.tools.Has("grp-item") {
 		t.Fatal("alice's call did not run after approval")
 	}
 	// The next members ask for the same call: refuse them until the round

@@ -4,14 +4,13 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/meshtest"
 	"github.com/agentmesh/agentmesh/nodes/agent/llm"
 )
 
@@ -55,13 +54,7 @@ var (
 // order they first appear, so that the same id keeps its name), times,
 // timestamps, execution times and stream sequences.
 func normalize(s string) string {
-	ids := map[string]string{}
-	s = uuidRE.ReplaceAllStringFunc(s, func(id string) string {
-		if _, ok := ids[id]; !ok {
-			ids[id] = "<uuid-" + strconv.Itoa(len(ids)+1) + ">"
-		}
-		return ids[id]
-	})
+	s = meshtest.NumberUUIDs(s)
 	s = timestampRE.ReplaceAllString(s, `"$1":0`)
 	s = timeRE.ReplaceAllString(s, `"<time>"`)
 	return seqRE.ReplaceAllString(s, "id: <seq>")
@@ -71,43 +64,7 @@ func normalize(s string) string {
 // it with -update.
 func (tr *transcript) golden(name string) {
 	tr.t.Helper()
-	got := normalize(tr.b.String())
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			tr.t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			tr.t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		tr.t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if got != string(want) {
-		tr.t.Errorf("%s differs (-want +got; go test -update rewrites it):\n%s", path, lineDiff(string(want), got))
-	}
-}
-
-// lineDiff shows the lines that differ, with their numbers.
-func lineDiff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	var b strings.Builder
-	for i := range max(len(w), len(g)) {
-		var wl, gl string
-		if i < len(w) {
-			wl = w[i]
-		}
-		if i < len(g) {
-			gl = g[i]
-		}
-		if wl != gl {
-			fmt.Fprintf(&b, "%d:\n-%s\n+%s\n", i+1, wl, gl)
-		}
-	}
-	return b.String()
+	meshtest.Golden(tr.t, filepath.Join("testdata", name), normalize(tr.b.String()), *update)
 }
 
 // checkFraming checks what every dialect stream shares: events framed by

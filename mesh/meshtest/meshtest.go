@@ -1,6 +1,8 @@
 // Package meshtest starts what the mesh's tests need: an embedded JetStream
 // server on a random port with storage in t.TempDir(), connections to it, the
-// provisioned streams and buckets, and a polling helper that replaces sleeps.
+// provisioned streams and buckets, a polling helper that replaces sleeps, a
+// runner for roles, an in-memory toolhost of the resources tools, and golden
+// files.
 package meshtest
 
 import (
@@ -78,4 +80,18 @@ func Eventually(t testing.TB, timeout time.Duration, cond func() bool, what stri
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// Run runs a role's Run until the test ends, then stops it and checks it
+// returned no error.
+func Run(t testing.TB, name string, run func(context.Context) error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("%s Run: %v", name, err)
+		}
+	})
 }
