@@ -138,7 +138,13 @@ func (r *RunEvents) Flush(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, f := range pending {
+	return AwaitAcks(ctx, pending)
+}
+
+// AwaitAcks waits until the streams have acknowledged every asynchronous
+// publish of futures, and returns the first failure.
+func AwaitAcks(ctx context.Context, futures []jetstream.PubAckFuture) error {
+	for _, f := range futures {
 		select {
 		case <-f.Ok():
 		case err := <-f.Err():

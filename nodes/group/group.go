@@ -855,16 +855,7 @@ func (x *exec) publishAll(ctx context.Context, msgs ...outMsg) error {
 		}
 		futures = append(futures, f)
 	}
-	for _, f := range futures {
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			return fmt.Errorf("publish %s: %w", f.Msg().Subject, err)
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
+	return mesh.AwaitAcks(ctx, futures)
 }
 
 // selection is what the selector reads of the chat.
