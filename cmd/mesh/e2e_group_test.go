@@ -128,11 +128,7 @@ func TestGroupSurvivesKillOfTheGroupProcess(t *testing.T) {
       - {agent: second, prompt: "You list items too."}
 `)})
 	conv := m.newGroupChat("pair")
-	answer := make(chan map[string]any, 1)
-	go func() {
-		_, body := m.try("POST", "/conversations/"+conv+"/messages", map[string]any{"message": "list items"})
-		answer <- body
-	}()
+	wait := m.sendLater(conv, "list items")
 	// The first member is in its tool call, which waits for the gate.
 	meshtest.Eventually(t, 30*time.Second, func() bool { return lines(t, filepath.Join(dir, "calls")) > 0 }, "the first member never called its tool")
 	groupPID := m.childPID("group")
@@ -140,14 +136,8 @@ func TestGroupSurvivesKillOfTheGroupProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	meshtest.Eventually(t, 30*time.Second, func() bool { return m.childPID("group") != groupPID }, "group process not restarted")
-	if err := os.WriteFile(filepath.Join(dir, "gate"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-answer:
-	case <-time.After(90 * time.Second):
-		t.Fatal("the chat did not finish after the group process was killed")
-	}
+	openGate(t, dir)
+	wait(90*time.Second, "the chat did not finish after the group process was killed")
 	var c map[string]any
 	meshtest.Eventually(t, 60*time.Second, func() bool {
 		c = obj(m.do(http.StatusOK, "GET", "/conversations/"+conv, nil), "conversation")
@@ -198,11 +188,7 @@ func TestGroupSkipsAMemberWhoseProcessIsDown(t *testing.T) {
 	cmd, _ := runRole(t, m, "agent", "MESH_CONFIG="+outsiderConfig(t, m), "MESH_NODE_ID=outsider-1")
 	servedBy(t, m, "outsider")
 	conv := m.newGroupChat("crew")
-	answer := make(chan map[string]any, 1)
-	go func() {
-		_, body := m.try("POST", "/conversations/"+conv+"/messages", map[string]any{"message": "list items"})
-		answer <- body
-	}()
+	wait := m.sendLater(conv, "list items")
 	// The outsider speaks first, and its tool call hangs; its process is
 	// killed and stays down.
 	meshtest.Eventually(t, 30*time.Second, func() bool { return lines(t, filepath.Join(dir, "calls")) > 0 }, "the outsider never called its tool")
@@ -217,15 +203,8 @@ func TestGroupSkipsAMemberWhoseProcessIsDown(t *testing.T) {
 	if str(skipped[0], "member") != "outsider" || !strings.Contains(str(skipped[0], "reason"), "no live process") {
 		t.Errorf("speaker_skipped = %v", skipped[0])
 	}
-	if err := os.WriteFile(filepath.Join(dir, "gate"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var body map[string]any
-	select {
-	case body = <-answer:
-	case <-time.After(60 * time.Second):
-		t.Fatal("the chat did not go on without the outsider")
-	}
+	openGate(t, dir)
+	body := wait(60*time.Second, "the chat did not go on without the outsider")
 	c := obj(body, "conversation")
 	if str(c, "status") != "active" || strings.Join(speakers(c), ",") != "inside" {
 		t.Errorf("status %s, speakers %v; want the chat done by inside alone", str(c, "status"), speakers(c))
@@ -302,28 +281,17 @@ func TestGroupStopsOnCancel(t *testing.T) {
 `)})
 	t.Cleanup(func() { _ = os.WriteFile(filepath.Join(dir, "gate"), nil, 0o644) })
 	conv := m.newGroupChat("pair")
-	answer := make(chan map[string]any, 1)
-	go func() {
-		_, body := m.try("POST", "/conversations/"+conv+"/messages", map[string]any{"message": "list items"})
-		answer <- body
-	}()
+	wait := m.sendLater(conv, "list items")
 	meshtest.Eventually(t, 30*time.Second, func() bool { return lines(t, filepath.Join(dir, "calls")) > 0 }, "the first member never called its tool")
 	m.do(http.StatusAccepted, "POST", "/conversations/"+conv+"/cancel", nil)
-	var body map[string]any
-	select {
-	case body = <-answer:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the chat did not stop")
-	}
+	body := wait(30*time.Second, "the chat did not stop")
 	c := obj(body, "conversation")
 	if str(body, "result", "outcome") != "cancelled" || str(c, "status") != "active" || str(c, "group", "ended") != "stopped" {
 		t.Fatalf("answer = %v, want the round stopped", body)
 	}
 	// The chat takes messages again, and the stopped member's turn left
 	// nothing behind.
-	if err := os.WriteFile(filepath.Join(dir, "gate"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	openGate(t, dir)
 	out := m.send(conv, "list all resources")
 	if str(out, "result", "outcome") != "success" {
 		t.Errorf("next message: %v", obj(out, "result"))

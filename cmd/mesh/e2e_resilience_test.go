@@ -130,11 +130,7 @@ func TestSIGTERMLetsTheTurnInFlightFinish(t *testing.T) {
 	agentCmd, _ := runRole(t, m, "agent")
 	m.waitReady()
 	conv := m.newConversation()
-	answer := make(chan map[string]any, 1)
-	go func() {
-		_, body := m.try("POST", "/conversations/"+conv+"/messages", map[string]any{"message": "list items"})
-		answer <- body
-	}()
+	wait := m.sendLater(conv, "list items")
 	meshtest.Eventually(t, 30*time.Second, func() bool {
 		data, _ := os.ReadFile(filepath.Join(dir, "calls"))
 		return len(data) > 0
@@ -144,9 +140,7 @@ func TestSIGTERMLetsTheTurnInFlightFinish(t *testing.T) {
 	}
 	stopped := time.Now()
 	// The turn is still allowed to finish: the tool answers now.
-	if err := os.WriteFile(filepath.Join(dir, "gate"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	openGate(t, dir)
 	exited := make(chan error, 1)
 	go func() { exited <- agentCmd.Wait() }()
 	select {
@@ -160,7 +154,7 @@ func TestSIGTERMLetsTheTurnInFlightFinish(t *testing.T) {
 	case <-time.After(40 * time.Second):
 		t.Fatal("the agent did not exit within the drain limit")
 	}
-	body := <-answer
+	body := wait(60*time.Second, "the turn in flight never answered")
 	if str(body, "conversation", "status") != "active" || !strings.Contains(str(body, "result", "response"), "alpha") {
 		t.Errorf("the turn in flight did not complete: %v", body)
 	}
@@ -241,11 +235,7 @@ func TestZombieAgentIsCaughtByTheProbeAndRestarted(t *testing.T) {
 	w := watchMeshEvents(t, "nats://"+m.natsAddr)
 	old := m.childPID("agent")
 	conv := m.newConversation()
-	answer := make(chan map[string]any, 1)
-	go func() {
-		_, body := m.try("POST", "/conversations/"+conv+"/messages", map[string]any{"message": "list items"})
-		answer <- body
-	}()
+	wait := m.sendLater(conv, "list items")
 	var value map[string]any
 	meshtest.Eventually(t, 30*time.Second, func() bool {
 		var ok bool
@@ -257,15 +247,8 @@ func TestZombieAgentIsCaughtByTheProbeAndRestarted(t *testing.T) {
 	}
 	meshtest.Eventually(t, 30*time.Second, func() bool { return m.childPID("agent") != old }, "the zombie was not restarted")
 	// The turn it held is redelivered to the new process and completes.
-	if err := os.WriteFile(filepath.Join(dir, "gate"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case body := <-answer:
-		if !strings.Contains(str(body, "result", "response"), "alpha") {
-			t.Errorf("answer = %v, want the completed turn", body)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("the turn did not complete")
+	openGate(t, dir)
+	if body := wait(60*time.Second, "the turn did not complete"); !strings.Contains(str(body, "result", "response"), "alpha") {
+		t.Errorf("answer = %v, want the completed turn", body)
 	}
 }

@@ -109,9 +109,7 @@ func TestEventsResumeWithLastEventIDEqualsOneRead(t *testing.T) {
 	url := m.url("/conversations/" + conv + "/events")
 
 	// A first turn, so the replay has history before the live part.
-	if err := os.WriteFile(filepath.Join(dir, "gate"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	openGate(t, dir)
 	m.send(conv, "list items")
 	if err := os.Remove(filepath.Join(dir, "gate")); err != nil {
 		t.Fatal(err)
@@ -134,9 +132,7 @@ func TestEventsResumeWithLastEventIDEqualsOneRead(t *testing.T) {
 	last := first[len(first)-1].id
 	meshtest.Eventually(t, 10*time.Second, func() bool { return last != "" }, "events have no ids")
 
-	if err := os.WriteFile(filepath.Join(dir, "gate"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	openGate(t, dir)
 	<-answered
 	resumed := openSSE(t, ctx, url, last)
 	defer resumed.close()

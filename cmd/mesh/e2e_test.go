@@ -403,11 +403,7 @@ func TestAgentKilledMidTurnRedelivers(t *testing.T) {
 	m := startMesh(t, meshOpts{config: gateConfig(dir)})
 	conv := m.newConversation()
 
-	answer := make(chan map[string]any, 1)
-	go func() {
-		_, body := m.try("POST", "/conversations/"+conv+"/messages", map[string]any{"message": "list items"})
-		answer <- body
-	}()
+	wait := m.sendLater(conv, "list items")
 	// The tool is running, so the turn is in the middle of its tool call.
 	meshtest.Eventually(t, 30*time.Second, func() bool {
 		data, _ := os.ReadFile(filepath.Join(dir, "calls"))
@@ -417,17 +413,10 @@ func TestAgentKilledMidTurnRedelivers(t *testing.T) {
 	if err := killPID(agentPID); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "gate"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	openGate(t, dir)
 	// mesh up restarts the agent and the turn is redelivered to it.
 	meshtest.Eventually(t, 30*time.Second, func() bool { return m.childPID("agent") != agentPID }, "agent not restarted")
-	var body map[string]any
-	select {
-	case body = <-answer:
-	case <-time.After(60 * time.Second):
-		t.Fatal("the turn did not complete after the agent was killed")
-	}
+	body := wait(60*time.Second, "the turn did not complete after the agent was killed")
 	c := obj(body, "conversation")
 	if str(c, "status") != "active" || !strings.Contains(str(body, "result", "response"), "alpha") {
 		t.Fatalf("answer = %v, want the completed turn listing alpha", body)

@@ -382,11 +382,7 @@ func TestKillAgentMidPipelineRerunsNoFinishedNode(t *testing.T) {
 	dir := t.TempDir()
 	m := startMesh(t, meshOpts{config: pipelineKillConfig(dir)})
 	conv := m.newConversation()
-	answer := make(chan map[string]any, 1)
-	go func() {
-		_, body := m.try("POST", "/conversations/"+conv+"/messages", map[string]any{"message": "list items"})
-		answer <- body
-	}()
+	wait := m.sendLater(conv, "list items")
 	// The second node is in its tool call.
 	meshtest.Eventually(t, 30*time.Second, func() bool { return lines(t, filepath.Join(dir, "touch-calls")) > 0 }, "the second node never called its tool")
 	agentPID := m.childPID("agent")
@@ -394,15 +390,8 @@ func TestKillAgentMidPipelineRerunsNoFinishedNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	meshtest.Eventually(t, 30*time.Second, func() bool { return m.childPID("agent") != agentPID }, "agent not restarted")
-	if err := os.WriteFile(filepath.Join(dir, "gate"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var body map[string]any
-	select {
-	case body = <-answer:
-	case <-time.After(90 * time.Second):
-		t.Fatal("the pipeline did not finish after the agent was killed")
-	}
+	openGate(t, dir)
+	body := wait(90*time.Second, "the pipeline did not finish after the agent was killed")
 	c := obj(body, "conversation")
 	if str(c, "status") != "active" {
 		// The synchronous wait may have ended with the killed agent's

@@ -223,6 +223,36 @@ func (m *meshProc) logs() string {
 
 func (m *meshProc) url(path string) string { return "http://" + m.httpAddr + path }
 
+// sendLater posts a message to conversation conv in the background, for a
+// test that acts on the mesh while the turn runs; wait returns the answer,
+// failing the test with what when none comes within timeout.
+func (m *meshProc) sendLater(conv, text string) (wait func(timeout time.Duration, what string) map[string]any) {
+	answer := make(chan map[string]any, 1)
+	go func() {
+		_, body := m.try("POST", "/conversations/"+conv+"/messages", map[string]any{"message": text})
+		answer <- body
+	}()
+	return func(timeout time.Duration, what string) map[string]any {
+		m.t.Helper()
+		select {
+		case body := <-answer:
+			return body
+		case <-time.After(timeout):
+			m.t.Fatal(what)
+			return nil
+		}
+	}
+}
+
+// openGate lets the tool calls of the test MCP server that wait on the gate
+// file of dir go on.
+func openGate(t testing.TB, dir string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "gate"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // try makes a request and decodes a JSON answer; status 0 means no answer.
 func (m *meshProc) try(method, path string, body any, headers ...string) (int, map[string]any) {
 	var rd io.Reader
