@@ -7,6 +7,7 @@ package meshtest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -64,6 +65,33 @@ func New(t testing.TB) *Mesh {
 		t.Fatalf("provision: %v", err)
 	}
 	return &Mesh{Server: s, NC: nc, JS: js, NS: mesh.DefaultNamespace, Resources: r}
+}
+
+// Events reads the AG-UI events stored so far for conversation conv, in
+// order.
+func (m *Mesh) Events(t testing.TB, conv string) []mesh.Event {
+	t.Helper()
+	subj, err := m.NS.EventsOf(conv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := m.JS.OrderedConsumer(t.Context(), m.NS.Stream(mesh.StreamEvents), jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(10000, jetstream.FetchMaxWait(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []mesh.Event
+	for msg := range batch.Messages() {
+		var ev mesh.Event
+		if err := json.Unmarshal(msg.Data(), &ev); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ev)
+	}
+	return out
 }
 
 // Eventually polls cond every 10 ms until it is true, and fails the test with

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 	"github.com/sony/gobreaker/v2"
 
@@ -73,30 +72,10 @@ func toolMessages(c *mesh.Conversation) []mesh.Message {
 	return out
 }
 
-// events reads the AG-UI events stored for a conversation.
+// events reads the events stored for a conversation.
 func (f *fixture) events(conv string) []mesh.Event {
 	f.t.Helper()
-	subj, err := f.m.NS.EventsOf(conv)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	cons, err := f.m.JS.OrderedConsumer(f.t.Context(), f.m.NS.Stream(mesh.StreamEvents), jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	batch, err := cons.Fetch(10000, jetstream.FetchMaxWait(300*time.Millisecond))
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	var out []mesh.Event
-	for m := range batch.Messages() {
-		var ev mesh.Event
-		if err := json.Unmarshal(m.Data(), &ev); err != nil {
-			f.t.Fatal(err)
-		}
-		out = append(out, ev)
-	}
-	return out
+	return f.m.Events(f.t, conv)
 }
 
 // TestA2ADelegation covers TS-009, TS-010 and FR-030: the model sees the

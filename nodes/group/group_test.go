@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/agentmesh/agentmesh/config"
@@ -180,25 +179,10 @@ func (h *harness) chat(group, text string) *mesh.Conversation {
 	return c
 }
 
-// events reads the events of a conversation.
+// events reads the events stored for a conversation.
 func (h *harness) events(conv string) []mesh.Event {
 	h.t.Helper()
-	subj, _ := h.m.NS.EventsOf(conv)
-	cons, err := h.m.JS.OrderedConsumer(h.t.Context(), h.m.NS.Stream(mesh.StreamEvents), jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(300*time.Millisecond))
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	var out []mesh.Event
-	for m := range batch.Messages() {
-		var ev mesh.Event
-		_ = json.Unmarshal(m.Data(), &ev)
-		out = append(out, ev)
-	}
-	return out
+	return h.m.Events(h.t, conv)
 }
 
 func speakersOf(c *mesh.Conversation) string {
