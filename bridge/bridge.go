@@ -79,10 +79,11 @@ func New(cfg Config) (*Bridge, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bridge: %w", err)
 	}
+	subAgents := cfg.Agent.SubAgents()
 	mux := http.NewServeMux()
 	rest.Register(mux, rest.Config{
 		Core: c, MaxBodyBytes: cfg.Agent.HTTP.MaxBodyBytes, WaitTimeout: cfg.Agent.HTTP.WaitTimeout.Std(),
-		Version: cfg.Version, SubAgents: cfg.Agent.SubAgents(), Logger: log,
+		Version: cfg.Version, SubAgents: subAgents, Logger: log,
 	})
 	agui.Register(mux, agui.Config{
 		Core: c, MaxStreams: cfg.Agent.HTTP.MaxStreams, MaxBodyBytes: cfg.Agent.HTTP.MaxBodyBytes,
@@ -90,7 +91,7 @@ func New(cfg Config) (*Bridge, error) {
 	})
 	a2a.Register(mux, a2a.Config{
 		Core: c, Name: cfg.Agent.Name, Description: cfg.Agent.Description, Version: cfg.Version,
-		PublicURL: cfg.Agent.HTTP.PublicURL, SubAgents: cfg.Agent.SubAgents(),
+		PublicURL: cfg.Agent.HTTP.PublicURL, SubAgents: subAgents,
 		MaxBodyBytes: cfg.Agent.HTTP.MaxBodyBytes, WaitTimeout: cfg.Agent.HTTP.WaitTimeout.Std(),
 		MaxStreams: cfg.Agent.HTTP.MaxStreams, Logger: log,
 	})
