@@ -74,7 +74,7 @@ func New(cfg Config) (*Bridge, error) {
 	log := cfg.Logger.With().Str("role", mesh.RoleBridge).Str("node", cfg.NodeID).Logger()
 	c, err := core.New(core.Config{
 		NC: cfg.NC, JS: cfg.JS, Resources: cfg.Resources, Agent: cfg.Agent.Name, Prompt: cfg.Agent.Prompt, Groups: cfg.Agent.Groups,
-		FollowerBuffer: cfg.Agent.HTTP.StreamBuffer, NoToolServers: len(cfg.Agent.MCPServers) == 0, Logger: log,
+		FollowerBuffer: cfg.Agent.HTTP.StreamBuffer, MaxStreams: cfg.Agent.HTTP.MaxStreams, NoToolServers: len(cfg.Agent.MCPServers) == 0, Logger: log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bridge: %w", err)
@@ -86,14 +86,14 @@ func New(cfg Config) (*Bridge, error) {
 		Version: cfg.Version, SubAgents: subAgents, Logger: log,
 	})
 	agui.Register(mux, agui.Config{
-		Core: c, MaxStreams: cfg.Agent.HTTP.MaxStreams, MaxBodyBytes: cfg.Agent.HTTP.MaxBodyBytes,
+		Core: c, MaxBodyBytes: cfg.Agent.HTTP.MaxBodyBytes,
 		PingAfter: cfg.Agent.HTTP.PingAfter.Std(), PingEvery: cfg.Agent.HTTP.PingEvery.Std(), Logger: log,
 	})
 	a2a.Register(mux, a2a.Config{
 		Core: c, Name: cfg.Agent.Name, Description: cfg.Agent.Description, Version: cfg.Version,
 		PublicURL: cfg.Agent.HTTP.PublicURL, SubAgents: subAgents,
 		MaxBodyBytes: cfg.Agent.HTTP.MaxBodyBytes, WaitTimeout: cfg.Agent.HTTP.WaitTimeout.Std(),
-		MaxStreams: cfg.Agent.HTTP.MaxStreams, Logger: log,
+		Logger: log,
 	})
 	docs.Register(mux)
 	web.Register(mux) // GET / and /web/…; the catch-all below answers every other path

@@ -334,7 +334,8 @@ type HTTP struct {
 	// host each card request came to (http://<MESH_HTTP_ADDR> for a local
 	// client).
 	PublicURL string `yaml:"public_url"`
-	// MaxStreams bounds concurrent SSE streams (503 past it). Zero means 10000.
+	// MaxStreams bounds the bridge's concurrent SSE streams, every surface
+	// together (503 past it). Zero means 10000.
 	MaxStreams int `yaml:"max_streams"`
 	// StreamBuffer bounds the bytes held for one slow SSE client before it
 	// is cut off (it can resume with Last-Event-ID). Zero means 768 KiB.

@@ -129,18 +129,15 @@ type Config struct {
 	// WaitTimeout is how long a blocking send waits for its run before it
 	// answers the task as working. Zero means 30s.
 	WaitTimeout time.Duration
-	// MaxStreams bounds concurrent streams. Zero means 10000.
-	MaxStreams int
 	// KeepAlive is the interval of SSE comments on idle streams. Zero means 15s.
 	KeepAlive time.Duration
 	Logger    zerolog.Logger
 }
 
 type handler struct {
-	cfg   Config
-	core  *core.Core
-	slots chan struct{}
-	log   zerolog.Logger
+	cfg  Config
+	core *core.Core
+	log  zerolog.Logger
 }
 
 // Register mounts the agent card and the JSON-RPC endpoint on mux, and
@@ -152,13 +149,10 @@ func Register(mux *http.ServeMux, cfg Config) {
 	if cfg.WaitTimeout == 0 {
 		cfg.WaitTimeout = 30 * time.Second
 	}
-	if cfg.MaxStreams == 0 {
-		cfg.MaxStreams = 10000
-	}
 	if cfg.KeepAlive == 0 {
 		cfg.KeepAlive = 15 * time.Second
 	}
-	h := &handler{cfg: cfg, core: cfg.Core, slots: make(chan struct{}, cfg.MaxStreams), log: cfg.Logger}
+	h := &handler{cfg: cfg, core: cfg.Core, log: cfg.Logger}
 	mux.HandleFunc("GET "+wire.CardPath, h.agent(h.card))
 	mux.HandleFunc("GET "+wire.LegacyCardPath, h.agent(h.card))
 	mux.HandleFunc("POST "+Path, h.agent(h.rpc))
@@ -166,15 +160,3 @@ func Register(mux *http.ServeMux, cfg Config) {
 	mux.HandleFunc("GET "+groupPrefix+wire.LegacyCardPath, h.group(h.card))
 	mux.HandleFunc("POST "+groupPrefix+Path, h.group(h.rpc))
 }
-
-// acquire takes a stream slot; false when MaxStreams are running.
-func (h *handler) acquire() bool {
-	select {
-	case h.slots <- struct{}{}:
-		return true
-	default:
-		return false
-	}
-}
-
-func (h *handler) release() { <-h.slots }

@@ -820,3 +820,27 @@ func TestErrors(t *testing.T) {
 		t.Errorf("a2a-go's envelope cannot read %s: %v", a.Raw, err)
 	}
 }
+
+// A2A streams draw on the bridge's one pool of stream slots: once the other
+// surfaces have taken them all, a stream is refused with an error saying so.
+func TestStreamsPastMaxStreamsAreRefused(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	taken := 0
+	for f.core.AcquireStream() {
+		taken++
+	}
+	_, events := f.stream("", send03(1, wire.MethodStream, "list all resources", ""))
+	if len(events) != 1 || !strings.Contains(events[0], "too many concurrent streams") {
+		t.Errorf("0.3 message/stream with no slot left: %q, want one error event", events)
+	}
+	if a := f.call("1.0", send10(2, wire.MethodSendStreamingMessage, "list all resources", "")); a.Error == nil || !strings.Contains(a.Error.Message, "too many concurrent streams") {
+		t.Errorf("1.0 SendStreamingMessage with no slot left: %s", a.Raw)
+	}
+	for range taken {
+		f.core.ReleaseStream()
+	}
+	if _, events := f.stream("", send03(3, wire.MethodStream, "list all resources", "")); len(events) < 2 {
+		t.Errorf("a stream after the slots were given back: %q", events)
+	}
+}

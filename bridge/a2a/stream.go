@@ -110,11 +110,11 @@ func stream(ctx context.Context, c *call) {
 		c.failStream(rerr)
 		return
 	}
-	if !c.h.acquire() {
+	if !c.h.core.AcquireStream() {
 		c.failStream(errBusy())
 		return
 	}
-	defer c.h.release()
+	defer c.h.core.ReleaseStream()
 	p, err := c.plan(ctx, req)
 	if err != nil {
 		c.failStream(err)
@@ -189,11 +189,11 @@ func resubscribe(ctx context.Context, c *call) {
 		c.failStream(rerr)
 		return
 	}
-	if !c.h.acquire() {
+	if !c.h.core.AcquireStream() {
 		c.failStream(errBusy())
 		return
 	}
-	defer c.h.release()
+	defer c.h.core.ReleaseStream()
 	// Follow before reading, so that nothing published in between is lost.
 	f, err := c.h.core.Follow(ctx, id, core.FromNow)
 	if err != nil {
@@ -348,7 +348,7 @@ func (s *streamer) finish(ctx context.Context, end *mesh.Event) {
 	_ = s.status(t.Status, true)
 }
 
-// errBusy refuses a stream past MaxStreams.
+// errBusy refuses a stream past the core's MaxStreams.
 func errBusy() *rpcError {
 	return errInternal("too many concurrent streams; retry shortly")
 }

@@ -98,9 +98,6 @@ import (
 // Config configures the streaming endpoints.
 type Config struct {
 	Core *core.Core
-	// MaxStreams bounds concurrent streams; past it a request gets 503 with
-	// Retry-After. Zero means 10000.
-	MaxStreams int
 	// MaxBodyBytes bounds request bodies. Zero means 1 MiB.
 	MaxBodyBytes int64
 	// KeepAlive is the interval of SSE comments on idle streams. Zero means 15s.
@@ -112,17 +109,13 @@ type Config struct {
 }
 
 type handler struct {
-	cfg   Config
-	core  *core.Core
-	slots chan struct{}
-	log   zerolog.Logger
+	cfg  Config
+	core *core.Core
+	log  zerolog.Logger
 }
 
 // Register mounts the endpoints on mux.
 func Register(mux *http.ServeMux, cfg Config) {
-	if cfg.MaxStreams == 0 {
-		cfg.MaxStreams = 10000
-	}
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = 1 << 20
 	}
@@ -135,28 +128,26 @@ func Register(mux *http.ServeMux, cfg Config) {
 	if cfg.PingEvery == 0 {
 		cfg.PingEvery = 5 * time.Second
 	}
-	h := &handler{cfg: cfg, core: cfg.Core, slots: make(chan struct{}, cfg.MaxStreams), log: cfg.Logger}
+	h := &handler{cfg: cfg, core: cfg.Core, log: cfg.Logger}
 	mux.HandleFunc("GET /conversations/{id}/events", h.events)
 	mux.HandleFunc("POST /agui", h.agui)
 	h.registerDialects(mux)
 }
 
-// ErrTooManyStreams refuses a stream past MaxStreams.
+// ErrTooManyStreams refuses a stream past the core's MaxStreams.
 var ErrTooManyStreams = &mesh.Error{Kind: "too_many_streams", Status: http.StatusServiceUnavailable, Message: "too many concurrent streams; retry shortly"}
 
 // acquire takes a stream slot, or answers 503 and returns false.
 func (h *handler) acquire(w http.ResponseWriter) bool {
-	select {
-	case h.slots <- struct{}{}:
+	if h.core.AcquireStream() {
 		return true
-	default:
-		w.Header().Set("Retry-After", "1")
-		writeError(w, ErrTooManyStreams)
-		return false
 	}
+	w.Header().Set("Retry-After", "1")
+	writeError(w, ErrTooManyStreams)
+	return false
 }
 
-func (h *handler) release() { <-h.slots }
+func (h *handler) release() { h.core.ReleaseStream() }
 
 // next waits for the follower's next event, writing keep-alive comments
 // while there is none.

@@ -312,3 +312,31 @@ func TestDialectsRefuseBadInput(t *testing.T) {
 		}
 	})
 }
+
+// Every streaming endpoint draws on the bridge's one pool of stream slots:
+// once it is empty, each answers 503 with Retry-After, and nothing runs.
+func TestStreamsPastMaxStreamsGet503(t *testing.T) {
+	f := newFixture(t, llm.NewOffline(), nil)
+	taken := 0
+	for f.core.AcquireStream() {
+		taken++
+	}
+	for _, req := range []struct{ path, body string }{
+		{"/agui", `{"threadId":"t-full","runId":"r-full","messages":[{"id":"m1","role":"user","content":"list all resources"}]}`},
+		{"/api/conversation", `{"message":"list all resources","sessionId":"full"}`},
+		{"/api/chat", `{"message":"list all resources"}`},
+	} {
+		resp := f.post(t.Context(), req.path, req.body)
+		if resp.Header.Get("Retry-After") == "" {
+			t.Errorf("%s: no Retry-After", req.path)
+		}
+		wantError(t, resp, http.StatusServiceUnavailable, ErrTooManyStreams.Kind)
+	}
+	if convs, err := f.store.List(t.Context()); err != nil || len(convs) != 0 {
+		t.Errorf("refused streams created conversations: %d (%v)", len(convs), err)
+	}
+	for range taken {
+		f.core.ReleaseStream()
+	}
+	f.stream("/api/conversation", `{"message":"list all resources","sessionId":"after"}`)
+}

@@ -55,6 +55,10 @@ type Config struct {
 	// FollowerBuffer bounds the bytes buffered for one streaming client
 	// before it is cut off as too slow. Zero means 768 KiB.
 	FollowerBuffer int
+	// MaxStreams bounds the concurrent streams of the whole bridge, every
+	// streaming surface (AG-UI and its dialects, A2A) together. Zero means
+	// 10000.
+	MaxStreams int
 	// PollInterval is how often a waiting run reads its conversation in case
 	// its end event was missed. Zero means 1s.
 	PollInterval time.Duration
@@ -71,7 +75,8 @@ type Core struct {
 	Catalog   *mesh.Catalog
 	log       zerolog.Logger
 
-	hub *hub
+	hub     *hub
+	streams chan struct{} // the stream slots: one token a running stream
 
 	degraded     atomic.Pointer[mesh.Degradation]
 	draining     atomic.Bool
@@ -91,6 +96,9 @@ func New(cfg Config) (*Core, error) {
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = time.Second
 	}
+	if cfg.MaxStreams == 0 {
+		cfg.MaxStreams = 10000
+	}
 	return &Core{
 		cfg:       cfg,
 		ns:        cfg.Resources.NS,
@@ -100,8 +108,24 @@ func New(cfg Config) (*Core, error) {
 		log:       cfg.Logger,
 		waiters:   map[string]*Run{},
 		hub:       newHub(cfg.JS, cfg.Resources.NS, cfg.FollowerBuffer),
+		streams:   make(chan struct{}, cfg.MaxStreams),
 	}, nil
 }
+
+// AcquireStream takes one of the bridge's MaxStreams stream slots; false
+// when every slot is taken. A stream that got one gives it back with
+// [Core.ReleaseStream] when it ends.
+func (c *Core) AcquireStream() bool {
+	select {
+	case c.streams <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// ReleaseStream gives back a slot [Core.AcquireStream] took.
+func (c *Core) ReleaseStream() { <-c.streams }
 
 // Namespace is the mesh's namespace.
 func (c *Core) Namespace() mesh.Namespace { return c.ns }

@@ -44,3 +44,24 @@ func TestRunStartedWaitsForTheClaim(t *testing.T) {
 		t.Error("Started did not see the claim")
 	}
 }
+
+// The stream slots are one pool for the whole bridge.
+func TestStreamSlotsAreBoundedByMaxStreams(t *testing.T) {
+	m := meshtest.New(t)
+	c, err := New(Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: "a", MaxStreams: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if !c.AcquireStream() {
+			t.Fatalf("stream %d of 2 did not get a slot", i+1)
+		}
+	}
+	if c.AcquireStream() {
+		t.Fatal("a third stream got a slot past MaxStreams 2")
+	}
+	c.ReleaseStream()
+	if !c.AcquireStream() {
+		t.Error("a released slot was not given again")
+	}
+}
