@@ -144,10 +144,10 @@ type handler struct {
 // those of every group chat under /groups/{name}.
 func Register(mux *http.ServeMux, cfg Config) {
 	if cfg.MaxBodyBytes == 0 {
-		cfg.MaxBodyBytes = 1 << 20
+		cfg.MaxBodyBytes = config.DefaultMaxBodyBytes
 	}
 	if cfg.WaitTimeout == 0 {
-		cfg.WaitTimeout = 30 * time.Second
+		cfg.WaitTimeout = config.DefaultWaitTimeout
 	}
 	if cfg.KeepAlive == 0 {
 		cfg.KeepAlive = 15 * time.Second

@@ -92,6 +92,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentmesh/agentmesh/bridge/core"
+	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
 )
 
@@ -117,7 +118,7 @@ type handler struct {
 // Register mounts the endpoints on mux.
 func Register(mux *http.ServeMux, cfg Config) {
 	if cfg.MaxBodyBytes == 0 {
-		cfg.MaxBodyBytes = 1 << 20
+		cfg.MaxBodyBytes = config.DefaultMaxBodyBytes
 	}
 	if cfg.KeepAlive == 0 {
 		cfg.KeepAlive = 15 * time.Second

@@ -60,10 +60,10 @@ type api struct {
 // Register mounts the routes on mux.
 func Register(mux *http.ServeMux, cfg Config) {
 	if cfg.MaxBodyBytes == 0 {
-		cfg.MaxBodyBytes = 1 << 20
+		cfg.MaxBodyBytes = config.DefaultMaxBodyBytes
 	}
 	if cfg.WaitTimeout == 0 {
-		cfg.WaitTimeout = 30 * time.Second
+		cfg.WaitTimeout = config.DefaultWaitTimeout
 	}
 	a := &api{cfg: cfg, core: cfg.Core, started: time.Now()}
 	mux.HandleFunc("GET /health", a.health)
