@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/bridge/core"
 	"github.com/agentmesh/agentmesh/bridge/rest"
+	"github.com/agentmesh/agentmesh/bridge/sse"
 	wire "github.com/agentmesh/agentmesh/mesh/a2a"
 )
 
@@ -253,11 +254,11 @@ func (c *call) failStream(err error) {
 	if e.Code == wire.CodeInternalError {
 		c.h.log.Error().Err(err).Str("method", c.method).Str("sid", c.caller.SessionID).Msg("a2a stream failed")
 	}
-	out := newSSE(c.w)
-	if out.start() != nil {
+	out := sse.New(c.w)
+	if out.Start(nil) != nil {
 		return
 	}
-	_ = out.data(c.envelope(nil, e))
+	_ = writeData(out, c.envelope(nil, e))
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

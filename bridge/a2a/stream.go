@@ -5,66 +5,31 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"slices"
 	"time"
 
 	"github.com/agentmesh/agentmesh/bridge/core"
+	"github.com/agentmesh/agentmesh/bridge/sse"
 	"github.com/agentmesh/agentmesh/mesh"
 	wire "github.com/agentmesh/agentmesh/mesh/a2a"
 )
 
-// writeTimeout bounds one write to a client, so that a client that stops
-// reading cannot hold a stream's goroutine.
-const writeTimeout = 15 * time.Second
-
-// sse writes Server-Sent Events: "data: <json>\n\n", flushed one by one.
-type sse struct {
-	w  http.ResponseWriter
-	rc *http.ResponseController
-}
-
-func newSSE(w http.ResponseWriter) *sse { return &sse{w: w, rc: http.NewResponseController(w)} }
-
-func (s *sse) start() error {
-	h := s.w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("Connection", "keep-alive")
-	h.Set("X-Accel-Buffering", "no")
-	s.w.WriteHeader(http.StatusOK)
-	return s.rc.Flush()
-}
-
-func (s *sse) data(v any) error {
+// writeData writes v as the JSON data of one event, without HTML escaping.
+func writeData(out *sse.Writer, v any) error {
 	var buf bytes.Buffer
-	buf.WriteString("data: ")
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil { // one line, ended by "\n"
 		return err
 	}
-	buf.WriteByte('\n')
-	_ = s.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
-	if _, err := s.w.Write(buf.Bytes()); err != nil {
-		return err
-	}
-	return s.rc.Flush()
-}
-
-func (s *sse) comment() error {
-	_ = s.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
-	if _, err := s.w.Write([]byte(": keep-alive\n\n")); err != nil {
-		return err
-	}
-	return s.rc.Flush()
+	return out.Event(0, bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
 }
 
 // streamer writes the events of one run of one task as JSON-RPC responses
 // of a stream.
 type streamer struct {
 	c    *call
-	out  *sse
+	out  *sse.Writer
 	f    *core.Follower
 	task string
 	run  string
@@ -78,7 +43,7 @@ type streamer struct {
 	authors map[string]string
 }
 
-func (s *streamer) send(ev any) error { return s.out.data(s.c.envelope(s.c.d.item(ev), nil)) }
+func (s *streamer) send(ev any) error { return writeData(s.out, s.c.envelope(s.c.d.item(ev), nil)) }
 
 func (s *streamer) status(st wire.TaskStatus, final bool) error {
 	return s.send(&wire.StatusUpdate{Kind: wire.KindStatusUpdate, TaskID: s.task, ContextID: s.task, Status: st, Final: final})
@@ -127,8 +92,8 @@ func stream(ctx context.Context, c *call) {
 			return
 		}
 		t := taskOf(conv, view{history: req.history, hint: hint(req.text)})
-		s := &streamer{c: c, out: newSSE(c.w), task: p.id}
-		if s.out.start() != nil || s.send(t) != nil {
+		s := &streamer{c: c, out: sse.New(c.w), task: p.id}
+		if s.out.Start(nil) != nil || s.send(t) != nil {
 			return
 		}
 		_ = s.status(t.Status, true)
@@ -145,7 +110,7 @@ func stream(ctx context.Context, c *call) {
 		c.failStream(toRPC(err, p.id))
 		return
 	}
-	s := &streamer{c: c, out: newSSE(c.w), f: f, task: p.id, started: map[string]bool{}, notices: map[string]bool{}, authors: map[string]string{}}
+	s := &streamer{c: c, out: sse.New(c.w), f: f, task: p.id, started: map[string]bool{}, notices: map[string]bool{}, authors: map[string]string{}}
 	if run == nil { // decided meanwhile by someone else: the task as it is
 		conv, err := c.h.core.Sessions.Get(ctx, p.id)
 		if err != nil {
@@ -153,7 +118,7 @@ func stream(ctx context.Context, c *call) {
 			return
 		}
 		t := taskOf(conv, view{history: req.history})
-		if s.out.start() != nil || s.send(t) != nil {
+		if s.out.Start(nil) != nil || s.send(t) != nil {
 			return
 		}
 		_ = s.status(t.Status, true)
@@ -161,7 +126,7 @@ func stream(ctx context.Context, c *call) {
 	}
 	run.Close() // the stream, not the waiter, says when the run ends
 	s.run = run.ID
-	if s.out.start() != nil {
+	if s.out.Start(nil) != nil {
 		return
 	}
 	state := wire.StateWorking
@@ -212,8 +177,8 @@ func resubscribe(ctx context.Context, c *call) {
 		c.failStream(&rpcError{Code: wire.CodeUnsupportedOperation, Message: "task " + id + " is " + string(state) + ": there is nothing to subscribe to; read it with GetTask", Meta: map[string]string{"taskId": id}})
 		return
 	}
-	s := &streamer{c: c, out: newSSE(c.w), f: f, task: id, started: map[string]bool{}, notices: map[string]bool{}, authors: map[string]string{}}
-	if s.out.start() != nil || s.send(t) != nil {
+	s := &streamer{c: c, out: sse.New(c.w), f: f, task: id, started: map[string]bool{}, notices: map[string]bool{}, authors: map[string]string{}}
+	if s.out.Start(nil) != nil || s.send(t) != nil {
 		return
 	}
 	if state != wire.StateWorking {
@@ -238,7 +203,7 @@ func (s *streamer) follow(ctx context.Context) {
 		case ctx.Err() != nil:
 			return // the client left; the task goes on
 		case errors.Is(err, context.DeadlineExceeded):
-			if s.out.comment() != nil {
+			if s.out.Comment("keep-alive") != nil {
 				return
 			}
 			if s.ended(ctx) {
@@ -247,7 +212,7 @@ func (s *streamer) follow(ctx context.Context) {
 			}
 			continue
 		case errors.Is(err, core.ErrSlowConsumer):
-			_ = s.out.data(s.c.envelope(nil, errInternal("the client did not keep up with the stream; the task goes on: resubscribe to it or get it")))
+			_ = writeData(s.out, s.c.envelope(nil, errInternal("the client did not keep up with the stream; the task goes on: resubscribe to it or get it")))
 			return
 		case err != nil:
 			return // the bridge is stopping
@@ -336,7 +301,7 @@ func (s *streamer) translate(ev *mesh.Event) error {
 func (s *streamer) finish(ctx context.Context, end *mesh.Event) {
 	conv, err := s.c.h.core.Sessions.Get(context.WithoutCancel(ctx), s.task)
 	if err != nil {
-		_ = s.out.data(s.c.envelope(nil, toRPC(err, s.task)))
+		_ = writeData(s.out, s.c.envelope(nil, toRPC(err, s.task)))
 		return
 	}
 	t := taskAfterRun(conv, s.run, end, view{history: new(int)})

@@ -92,6 +92,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentmesh/agentmesh/bridge/core"
+	"github.com/agentmesh/agentmesh/bridge/sse"
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
 )
@@ -152,7 +153,7 @@ func (h *handler) release() { h.core.ReleaseStream() }
 
 // next waits for the follower's next event, writing keep-alive comments
 // while there is none.
-func (h *handler) next(ctx context.Context, f *core.Follower, out *sse) (core.StreamEvent, error) {
+func (h *handler) next(ctx context.Context, f *core.Follower, out *sse.Writer) (core.StreamEvent, error) {
 	for {
 		wait, cancel := context.WithTimeout(ctx, h.cfg.KeepAlive)
 		ev, err := f.Next(wait)
@@ -160,7 +161,7 @@ func (h *handler) next(ctx context.Context, f *core.Follower, out *sse) (core.St
 		if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
 			return ev, err
 		}
-		if err := out.comment("keep-alive"); err != nil {
+		if err := out.Comment("keep-alive"); err != nil {
 			return core.StreamEvent{}, err
 		}
 	}

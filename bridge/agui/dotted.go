@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/bridge/core"
 	"github.com/agentmesh/agentmesh/bridge/rest"
+	"github.com/agentmesh/agentmesh/bridge/sse"
 	"github.com/agentmesh/agentmesh/mesh"
 )
 
@@ -62,8 +63,8 @@ func (h *handler) dotted(w http.ResponseWriter, r *http.Request) {
 	}
 	defer rs.close()
 
-	out := newSSE(w, false)
-	if err := out.start(http.Header{headerConversationID: {rs.session}}); err != nil {
+	out := sse.New(w)
+	if err := out.Start(http.Header{headerConversationID: {rs.session}}); err != nil {
 		rs.cancelRun()
 		return
 	}
@@ -73,7 +74,7 @@ func (h *handler) dotted(w http.ResponseWriter, r *http.Request) {
 		rs.cancelRun()
 		return
 	}
-	err := rs.each(r.Context(), h.cfg.KeepAlive, func() error { return out.comment("keep-alive") }, func(_ core.StreamEvent, ev *mesh.Event) error {
+	err := rs.each(r.Context(), h.cfg.KeepAlive, func() error { return out.Comment("keep-alive") }, func(_ core.StreamEvent, ev *mesh.Event) error {
 		return emit(tr.translate(ev))
 	})
 	if msg, ok := h.streamEndText(r, rs, tr.ended, err); ok {

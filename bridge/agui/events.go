@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/bridge/core"
 	"github.com/agentmesh/agentmesh/bridge/rest"
+	"github.com/agentmesh/agentmesh/bridge/sse"
 	"github.com/agentmesh/agentmesh/mesh"
 )
 
@@ -39,11 +40,11 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer f.Close()
-	out := newSSE(w, true)
-	if err := out.start(nil); err != nil {
+	out := sse.New(w)
+	if err := out.Start(nil); err != nil {
 		return
 	}
-	if err := out.retry(1000); err != nil {
+	if err := out.Retry(1000); err != nil {
 		return
 	}
 	for {
@@ -51,13 +52,13 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, core.ErrSlowConsumer) {
 			// No id: the client resumes after the last event it did get.
 			data, _ := json.Marshal(mesh.RunError(CodeSlowConsumer, "the client did not keep up; reconnect with Last-Event-ID to resume"))
-			_ = out.event(0, data)
+			_ = out.Event(0, data)
 			return
 		}
 		if err != nil {
 			return
 		}
-		if err := out.event(ev.Seq, ev.Data); err != nil {
+		if err := out.Event(ev.Seq, ev.Data); err != nil {
 			return
 		}
 	}

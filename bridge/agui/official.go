@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/bridge/core"
 	"github.com/agentmesh/agentmesh/bridge/rest"
+	"github.com/agentmesh/agentmesh/bridge/sse"
 	"github.com/agentmesh/agentmesh/mesh"
 )
 
@@ -190,8 +191,8 @@ func (h *handler) agui(w http.ResponseWriter, r *http.Request) {
 	}
 	defer rs.close()
 
-	out := newSSE(w, true)
-	if err := out.start(http.Header{"X-Conversation-Id": {thread}}); err != nil {
+	out := sse.New(w)
+	if err := out.Start(http.Header{"X-Conversation-Id": {thread}}); err != nil {
 		rs.cancelRun()
 		return
 	}
@@ -201,13 +202,13 @@ func (h *handler) agui(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return err
 		}
-		return out.event(id, data)
+		return out.Event(id, data)
 	}
 	if err := emit(0, mesh.RunStarted(thread, runID)); err != nil {
 		rs.cancelRun()
 		return
 	}
-	err = rs.each(r.Context(), h.cfg.KeepAlive, func() error { return out.comment("keep-alive") }, func(sev core.StreamEvent, ev *mesh.Event) error {
+	err = rs.each(r.Context(), h.cfg.KeepAlive, func() error { return out.Comment("keep-alive") }, func(sev core.StreamEvent, ev *mesh.Event) error {
 		for _, e := range tr.translate(ev) {
 			if err := emit(sev.Seq, e); err != nil {
 				return err

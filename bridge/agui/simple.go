@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/bridge/core"
 	"github.com/agentmesh/agentmesh/bridge/rest"
+	"github.com/agentmesh/agentmesh/bridge/sse"
 	"github.com/agentmesh/agentmesh/mesh"
 )
 
@@ -103,8 +104,8 @@ func (h *handler) simple(w http.ResponseWriter, r *http.Request) {
 	}
 	defer rs.close()
 
-	out := newSSE(w, false)
-	if err := out.start(http.Header{headerConversationID: {rs.session}}); err != nil {
+	out := sse.New(w)
+	if err := out.Start(http.Header{headerConversationID: {rs.session}}); err != nil {
 		rs.cancelRun()
 		return
 	}
@@ -125,7 +126,7 @@ func (h *handler) simple(w http.ResponseWriter, r *http.Request) {
 // pinger is the tick of a simple stream: {"type":"ping"} every PingEvery
 // once the run has lasted PingAfter. It is called every
 // min(PingAfter, PingEvery), so a ping is at most that late.
-func (h *handler) pinger(rs *runStream, out *sse) func() error {
+func (h *handler) pinger(rs *runStream, out *sse.Writer) func() error {
 	slack := min(h.cfg.PingAfter, h.cfg.PingEvery) / 4
 	var last time.Time
 	return func() error {
@@ -134,7 +135,7 @@ func (h *handler) pinger(rs *runStream, out *sse) func() error {
 			return nil
 		}
 		last = now
-		return out.event(0, []byte(`{"type":"ping"}`))
+		return out.Event(0, []byte(`{"type":"ping"}`))
 	}
 }
 
