@@ -44,7 +44,7 @@ func (h *handler) card(w http.ResponseWriter, r *http.Request, t target) {
 		},
 	}
 	w.Header().Set("Access-Control-Allow-Origin", "*")
-	writeJSON(w, http.StatusOK, card)
+	rest.WriteJSON(w, http.StatusOK, card)
 }
 
 // publicURL is the base URL clients reach the bridge at: Config.PublicURL,

@@ -222,7 +222,7 @@ func (c *call) envelope(result any, e *rpcError) response {
 
 // reply writes a result.
 func (c *call) reply(result any) {
-	writeJSON(c.w, http.StatusOK, c.envelope(result, nil))
+	rest.WriteJSON(c.w, http.StatusOK, c.envelope(result, nil))
 }
 
 // fail writes an error; errors that are not JSON-RPC ones are mapped by
@@ -238,7 +238,7 @@ func (c *call) fail(err error) {
 	if e.RetryAfter > 0 {
 		c.w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
-	writeJSON(c.w, e.status(), c.envelope(nil, e))
+	rest.WriteJSON(c.w, e.status(), c.envelope(nil, e))
 }
 
 // failStream answers an error to a streaming method before its stream
@@ -259,14 +259,6 @@ func (c *call) failStream(err error) {
 		return
 	}
 	_ = writeData(out, c.envelope(nil, e))
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
 }
 
 // pushUnsupported answers the push notification methods: the card says
