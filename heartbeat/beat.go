@@ -56,6 +56,10 @@ type Beat struct {
 	subj string
 	key  string
 
+	// pub makes publishes leave in the order their infos were taken: a
+	// tick marshalled before SetServes must not land after it and leave a
+	// stale key for a whole interval.
+	pub  sync.Mutex
 	mu   sync.Mutex
 	info mesh.NodeInfo
 }
@@ -169,6 +173,8 @@ func (b *Beat) beat(ctx context.Context) { b.publish(ctx, false) }
 // intervals, so that a node that stops beating leaves the bucket by itself;
 // sync waits for the write.
 func (b *Beat) publish(ctx context.Context, sync bool) {
+	b.pub.Lock()
+	defer b.pub.Unlock()
 	b.mu.Lock()
 	b.info.Seq++
 	b.info.BeatAt = time.Now().UTC()
