@@ -673,22 +673,31 @@ func TestLogLinesCarryConversationSID(t *testing.T) {
 	c, _ := f.store.Get(t.Context(), conv)
 	f.turnWith(conv, "no header", nil)
 	f.turnWith(conv, "other header", nats.Header{mesh.HeaderSessionID: {"ffffffff"}})
-	var n int
-	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
-		var l map[string]any
-		if err := json.Unmarshal([]byte(line), &l); err != nil {
-			t.Fatalf("log line %q: %v", line, err)
+	// "turn done" is logged after the session is saved, which is what the
+	// turns above wait for: give the last line a moment to arrive.
+	var lines []map[string]any
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		lines = lines[:0]
+		for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+			var l map[string]any
+			if err := json.Unmarshal([]byte(line), &l); err != nil {
+				t.Fatalf("log line %q: %v", line, err)
+			}
+			if l["session"] == conv {
+				lines = append(lines, l)
+			}
 		}
-		if l["session"] != conv {
-			continue
-		}
-		n++
-		if l["sid"] != c.SessionID {
-			t.Errorf("line %s: sid %v, want %s", line, l["sid"], c.SessionID)
+		if len(lines) >= 4 && strings.Count(logs.String(), `"turn done"`) >= 2 || time.Now().After(deadline) {
+			break
 		}
 	}
-	if n < 4 {
-		t.Errorf("%d log lines about the conversation, want the calls and the ends of both turns", n)
+	for _, l := range lines {
+		if l["sid"] != c.SessionID {
+			t.Errorf("line %v: sid %v, want %s", l, l["sid"], c.SessionID)
+		}
+	}
+	if len(lines) < 4 {
+		t.Errorf("%d log lines about the conversation, want the calls and the ends of both turns", len(lines))
 	}
 	if sends := sub.Sends(); len(sends) != 2 || sends[0].SessionID != c.SessionID || sends[1].SessionID != c.SessionID {
 		t.Errorf("sends = %+v, want the conversation's session id on both", sends)
