@@ -4,6 +4,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/agentmesh/agentmesh/mesh/meshtest"
 )
 
 // chain starts two meshes, each its own `mesh up` with its own data dir and
@@ -27,6 +30,14 @@ a2a:
 // sidLogged reports whether a mesh's logs carry the trace id.
 func sidLogged(m *meshProc, sid string) bool {
 	return strings.Contains(m.logs(), `"sid":"`+sid+`"`)
+}
+
+// waitSIDLogged waits for both meshes' logs to carry the trace id: lines
+// reach the log file through mesh up's pipes, a moment after the answer.
+func waitSIDLogged(t *testing.T, a, b *meshProc, sid string) {
+	t.Helper()
+	meshtest.Eventually(t, 5*time.Second, func() bool { return sidLogged(a, sid) && sidLogged(b, sid) },
+		"sid %s is not in both meshes' logs", sid)
 }
 
 func TestTS026ChainListsResourcesThroughA2A(t *testing.T) {
@@ -53,9 +64,7 @@ func TestTS026ChainListsResourcesThroughA2A(t *testing.T) {
 		t.Errorf("A's tool result = %v, want B's resources", results)
 	}
 	sid := str(c, "session_id")
-	if !sidLogged(a, sid) || !sidLogged(b, sid) {
-		t.Errorf("sid %s: in A's logs %v, in B's logs %v; want both", sid, sidLogged(a, sid), sidLogged(b, sid))
-	}
+	waitSIDLogged(t, a, b, sid)
 }
 
 func TestTS027ProxyApprovalThroughTheChain(t *testing.T) {
@@ -93,7 +102,5 @@ func TestTS027ProxyApprovalThroughTheChain(t *testing.T) {
 		t.Errorf("B's task after the approval: %s, want active", str(task, "conversation", "status"))
 	}
 	sid := str(out, "conversation", "session_id")
-	if !sidLogged(a, sid) || !sidLogged(b, sid) {
-		t.Errorf("sid %s: in A's logs %v, in B's logs %v; want both", sid, sidLogged(a, sid), sidLogged(b, sid))
-	}
+	waitSIDLogged(t, a, b, sid)
 }
