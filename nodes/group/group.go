@@ -447,7 +447,7 @@ func (x *exec) drive(ctx context.Context, c *mesh.Conversation) error {
 // pick selects the next speaker and makes its turn the pending one.
 func (x *exec) pick(ctx context.Context, c *mesh.Conversation) error {
 	roundID := c.Group.Round.ID
-	choice, err := x.g.sel.Next(ctx, x.selection(c))
+	choice, err := x.g.sel.Next(ctx, x.selection(ctx, c))
 	if err != nil {
 		return err
 	}
@@ -859,13 +859,23 @@ func (x *exec) publishAll(ctx context.Context, msgs ...outMsg) error {
 }
 
 // selection is what the selector reads of the chat.
-func (x *exec) selection(c *mesh.Conversation) Turn {
+func (x *exec) selection(ctx context.Context, c *mesh.Conversation) Turn {
 	g := c.Group
-	t := Turn{Recent: g.Recent, LastSpoke: g.LastSpoke, Now: time.Now().UTC(), Down: map[string]string{}}
-	for _, p := range x.g.cfg.Participants {
-		if !x.r.live.serves(p.Agent) {
-			t.Down[p.Agent] = "no live process serves it"
+	t := Turn{Recent: g.Recent, LastSpoke: g.LastSpoke, Now: time.Now().UTC()}
+	down := func() map[string]string {
+		out := map[string]string{}
+		for _, p := range x.g.cfg.Participants {
+			if !x.r.live.serves(p.Agent) {
+				out[p.Agent] = "no live process serves it"
+			}
 		}
+		return out
+	}
+	if t.Down = down(); len(t.Down) == len(x.g.cfg.Participants) {
+		if err := x.r.live.reload(ctx); err != nil {
+			x.log.Warn().Err(err).Msg("rereading the nodes bucket")
+		}
+		t.Down = down()
 	}
 	for _, m := range c.Messages {
 		if m.Notice || m.Content == "" || len(m.ToolCalls) > 0 {

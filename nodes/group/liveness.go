@@ -81,6 +81,21 @@ func (l *liveness) apply(e jetstream.KeyValueEntry) {
 	l.nodes[e.Key()] = info
 }
 
+// reload reads the agent nodes afresh. The watch lags the bucket by a
+// moment; a chat posted as the mesh starts must not find every member down.
+func (l *liveness) reload(ctx context.Context) error {
+	keys, err := l.kv.ListKeysFiltered(ctx, mesh.RoleAgent+".*")
+	if err != nil {
+		return err
+	}
+	for key := range keys.Keys() {
+		if e, err := l.kv.Get(ctx, key); err == nil {
+			l.apply(e)
+		}
+	}
+	return nil
+}
+
 // serves reports whether a live process serves agent.
 func (l *liveness) serves(agent string) bool {
 	l.mu.RLock()
