@@ -204,10 +204,10 @@ func TestDisconnectCancelsTurn(t *testing.T) {
 
 			_ = resp.Body.Close()
 			cancel()
-			meshtest.Eventually(t, time.Second, func() bool {
+			meshtest.Eventually(t, 5*time.Second, func() bool {
 				c, err := f.store.Get(t.Context(), tt.conv)
 				return err == nil && c.LastRun != nil && c.LastRun.Outcome == mesh.OutcomeCancelled
-			}, "the turn of %s was not cancelled within a second of the client leaving", tt.conv)
+			}, "the turn of %s was not cancelled after the client left", tt.conv)
 		})
 	}
 }
@@ -252,12 +252,12 @@ func TestSimplePings(t *testing.T) {
 	if len(pings) < 3 {
 		t.Fatalf("%d pings; events %v", len(pings), events)
 	}
-	if pings[0] < pingAfter*3/4 {
-		t.Errorf("first ping after %v, want none before PingAfter %v", pings[0], pingAfter)
-	}
-	for i := 1; i < len(pings); i++ {
-		if d := pings[i] - pings[i-1]; d < pingEvery*3/4 {
-			t.Errorf("pings %d and %d %v apart, want about PingEvery %v", i-1, i, d, pingEvery)
+	// Read times only bound send times from above (a late read can bring two
+	// pings close together), so check each against its earliest due time:
+	// ping i goes no sooner than PingAfter + i×PingEvery after the request.
+	for i, at := range pings {
+		if due := pingAfter + time.Duration(i)*pingEvery; at < due {
+			t.Errorf("ping %d read %v after the request, before it was due (%v)", i, at, due)
 		}
 	}
 	if last := decode(t, events[len(events)-1]); last["type"] != "done" {

@@ -235,7 +235,7 @@ func TestCircuitBreaker(t *testing.T) {
 		opts := testOptions(func(o *Options) {
 			o.MaxRetries = -1
 			o.BreakerFailures = 3
-			o.BreakerCooldown = 50 * time.Millisecond
+			o.BreakerCooldown = 300 * time.Millisecond // long enough that a stall cannot half-open it before the checks
 		})
 		p := f.provider(opts)
 		for i := 1; i <= 3; i++ {
@@ -246,13 +246,12 @@ func TestCircuitBreaker(t *testing.T) {
 		}
 		// Open: fails fast, for every provider of this endpoint.
 		for _, q := range []Provider{p, f.provider(opts)} {
-			start := time.Now()
 			e := wantCode(t, fmtErr(q.Generate(t.Context(), ask())), CodeError)
 			if !errors.Is(e, ErrBreakerOpen) || !strings.Contains(e.Message, "circuit breaker open") {
 				t.Fatalf("after 3 failures: %v; want the open breaker", e)
 			}
-			if f.count() != 3 || time.Since(start) > 500*time.Millisecond {
-				t.Errorf("open breaker reached the server (%d requests) or was slow (%v)", f.count(), time.Since(start))
+			if f.count() != 3 {
+				t.Errorf("open breaker reached the server (%d requests)", f.count())
 			}
 		}
 		// After the cooldown one probe goes through; its success closes it.
