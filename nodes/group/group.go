@@ -258,6 +258,12 @@ func (r *Role) Run(ctx context.Context) error {
 // round, or the mesh could not be reached.
 var errRetry = errors.New("group: try again later")
 
+// speakerWait asks for the item back once the chosen speaker's
+// min_interval has passed: the queue holds the wait, not a worker.
+type speakerWait struct{ d time.Duration }
+
+func (w speakerWait) Error() string { return fmt.Sprintf("the speaker waits %v (min_interval)", w.d) }
+
 // handle runs one work item and settles it with the work queue.
 func (r *Role) handle(ctx context.Context, g *group, msg jetstream.Msg) {
 	attempt := 1
@@ -300,7 +306,10 @@ func (r *Role) handle(ctx context.Context, g *group, msg jetstream.Msg) {
 		err = x.next(ctx)
 	case mesh.WorkGroupCheck:
 		again, cerr := x.check(ctx)
+		var wait speakerWait
 		switch {
+		case errors.As(cerr, &wait):
+			_ = msg.NakWithDelay(wait.d)
 		case cerr != nil:
 			log.Warn().Err(cerr).Msg("check failed; checking again")
 			_ = msg.NakWithDelay(r.cfg.CheckInterval)
@@ -315,9 +324,14 @@ func (r *Role) handle(ctx context.Context, g *group, msg jetstream.Msg) {
 		_ = msg.Term()
 		return
 	}
+	var wait speakerWait
 	switch {
 	case err == nil:
 		_ = msg.Ack()
+	case errors.As(err, &wait):
+		// Not a failure: the redelivery finds the round without a pending
+		// turn and picks again (see reopen).
+		_ = msg.NakWithDelay(wait.d)
 	case attempt >= r.cfg.MaxDeliver:
 		log.Error().Err(err).Msg("work item failed on its last delivery")
 		x.giveUp(context.WithoutCancel(ctx), err)
@@ -401,7 +415,16 @@ func (x *exec) start(ctx context.Context) error {
 		return err
 	}
 	x.log.Info().Msg("round started")
-	return x.drive(ctx, c)
+	err = x.drive(ctx, c)
+	var wait speakerWait
+	if errors.As(err, &wait) {
+		// The first speaker waits for its min_interval on an item of its
+		// own (m0 names no turn): a redelivered start would publish
+		// RUN_STARTED again once the duplicate window has passed.
+		item := mesh.WorkItem{Kind: mesh.WorkGroupNext, Session: c.ID, TurnID: id + "-m0", RunID: id, Group: x.g.cfg.Name}
+		return x.publishAll(ctx, x.work(mesh.RoleGroup, x.g.cfg.Name, item, x.headers(c)))
+	}
+	return err
 }
 
 // load reads the conversation of the item; a message for a conversation
@@ -456,11 +479,8 @@ func (x *exec) pick(ctx context.Context, c *mesh.Conversation) error {
 	}
 	if choice.Wait > 0 {
 		// min_interval: this speaker spoke too recently.
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(choice.Wait):
-		}
+		x.log.Debug().Str("speaker", choice.Speaker).Dur("wait", choice.Wait).Msg("speaker waits for its min_interval")
+		return speakerWait{choice.Wait}
 	}
 	var pending *mesh.GroupTurn
 	c, err = x.r.sessions.UpdateLoaded(ctx, c, func(c *mesh.Conversation) error {
@@ -539,10 +559,23 @@ func (x *exec) next(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if x.reopens(c) {
+		return x.drive(ctx, c)
+	}
 	if g := c.Group; g == nil || g.Round == nil || g.Round.Pending == nil || g.Round.Pending.ID != x.item.TurnID || g.Round.Pending.Result == nil {
 		return nil // the round moved on without it (stopped, skipped)
 	}
 	return x.settle(ctx, c, c.Group.Round.Pending)
+}
+
+// reopens reports whether the item's round is open with no pending turn:
+// the handler that settled or skipped the item's turn died, or was asked to
+// wait, before the next pick was saved, and this redelivery must pick.
+// Duplicates race harmlessly: the pick is a compare-and-set.
+func (x *exec) reopens(c *mesh.Conversation) bool {
+	g := c.Group
+	return g != nil && g.Round != nil && g.Round.Pending == nil && !g.Round.Waiting &&
+		strings.HasPrefix(x.item.TurnID, g.Round.ID+"-m")
 }
 
 // settle acts on the result of pending turn p: a pause for an approval
@@ -735,6 +768,9 @@ func (x *exec) check(ctx context.Context) (again bool, err error) {
 	}
 	if err != nil {
 		return false, err
+	}
+	if x.reopens(c) {
+		return false, x.drive(ctx, c)
 	}
 	g := c.Group
 	if g == nil || g.Round == nil || g.Round.Pending == nil || g.Round.Pending.ID != x.item.TurnID {

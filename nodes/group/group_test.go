@@ -48,6 +48,12 @@ type harness struct {
 // announced as served by a live node unless down.
 func newHarness(t *testing.T, g config.Group, members []*fakeMember, down ...string) *harness {
 	t.Helper()
+	return newHarnessWith(t, g, members, nil, down...)
+}
+
+// newHarnessWith is newHarness with the role's configuration changed by opt.
+func newHarnessWith(t *testing.T, g config.Group, members []*fakeMember, opt func(*Config), down ...string) *harness {
+	t.Helper()
 	m := meshtest.New(t)
 	h := &harness{t: t, m: m, store: mesh.NewSessionStore(m.Sessions), members: map[string]*fakeMember{}}
 	for _, mem := range members {
@@ -57,8 +63,12 @@ func newHarness(t *testing.T, g config.Group, members []*fakeMember, down ...str
 		}
 		h.serve(mem)
 	}
-	r, err := New(Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Groups: []config.Group{g}, NodeID: "test-group",
-		AckWait: 2 * time.Second, CheckInterval: 50 * time.Millisecond, Logger: zerolog.Nop()})
+	cfg := Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Groups: []config.Group{g}, NodeID: "test-group",
+		AckWait: 2 * time.Second, CheckInterval: 50 * time.Millisecond, Logger: zerolog.Nop()}
+	if opt != nil {
+		opt(&cfg)
+	}
+	r, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,19 +173,41 @@ func (h *harness) answer(mem *fakeMember, item mesh.WorkItem, text string) {
 // conversation once the round ended.
 func (h *harness) chat(group, text string) *mesh.Conversation {
 	h.t.Helper()
-	id, turn := mesh.NewID(), mesh.NewID()
+	id, turn := h.post(group, text)
+	return h.waitRound(id, turn)
+}
+
+// post creates a chat of the group and sends it text; it returns the
+// conversation's id and the message's turn.
+func (h *harness) post(group, text string) (id, turn string) {
+	h.t.Helper()
+	id = mesh.NewID()
 	c := &mesh.Conversation{ID: id, SessionID: mesh.NewTraceID(), Status: mesh.StatusActive, Group: &mesh.GroupRun{Name: group}}
 	if err := h.store.Create(h.t.Context(), c); err != nil {
 		h.t.Fatal(err)
 	}
+	return id, h.send(group, id, text)
+}
+
+// send sends text to the chat id of the group; it returns the message's turn.
+func (h *harness) send(group, id, text string) (turn string) {
+	h.t.Helper()
+	turn = mesh.NewID()
 	if err := mesh.PublishWork(h.t.Context(), h.m.JS, h.m.NS, mesh.RoleGroup, group, mesh.WorkItem{Kind: mesh.WorkTurn, Session: id, TurnID: turn, Message: text}, nil); err != nil {
 		h.t.Fatal(err)
 	}
+	return turn
+}
+
+// waitRound returns the conversation once the round of turn ended.
+func (h *harness) waitRound(id, turn string) *mesh.Conversation {
+	h.t.Helper()
+	var c *mesh.Conversation
 	meshtest.Eventually(h.t, 10*time.Second, func() bool {
 		var err error
 		c, err = h.store.Get(h.t.Context(), id)
 		return err == nil && c.HasTurn(turn) && c.Group.Round == nil
-	}, "the round of %q did not end", text)
+	}, "the round of %s in %s did not end", turn, id)
 	return c
 }
 
@@ -295,5 +327,112 @@ func TestCancelStopsTheRound(t *testing.T) {
 	c := h.chat("team", "hello")
 	if c.Group.Ended != mesh.GroupEndStopped || c.LastRun.Outcome != mesh.OutcomeCancelled || speakersOf(c) != "a" {
 		t.Errorf("ended %q, outcome %s, speakers %s", c.Group.Ended, c.LastRun.Outcome, speakersOf(c))
+	}
+}
+
+// TestMinIntervalWaitHoldsNoWorker: a speaker waiting out its min_interval
+// waits in the work queue, not in a worker: with one worker, a second chat
+// goes on during the first one's wait, and the wait is kept.
+func TestMinIntervalWaitHoldsNoWorker(t *testing.T) {
+	const minInterval = 2 * time.Second
+	var mu sync.Mutex
+	began := map[string]time.Time{} // member turn -> when the member got it
+	solo := &fakeMember{name: "a", answer: func(turn string) string {
+		mu.Lock()
+		began[turn] = time.Now()
+		mu.Unlock()
+		return "a says hi"
+	}}
+	g := config.Group{Name: "solo", Strategy: config.StrategyRoundRobin, MaxTurns: 2, MaxConsecutive: 2, MinInterval: config.Duration(minInterval),
+		TerminationPhrase: config.DefaultTerminationPhrase, Participants: []config.Participant{{Agent: "a"}}}
+	h := newHarnessWith(t, g, []*fakeMember{solo}, func(c *Config) { c.Workers = 1 })
+
+	idA, turnA := h.post("solo", "first chat")
+	meshtest.Eventually(t, 10*time.Second, func() bool {
+		c, err := h.store.Get(t.Context(), idA)
+		return err == nil && c.Group.Round != nil && c.Group.Round.Turns == 1
+	}, "the first chat's first turn did not end")
+	idB, turnB := h.post("solo", "second chat")
+	a, b := h.waitRound(idA, turnA), h.waitRound(idB, turnB)
+	for _, c := range []*mesh.Conversation{a, b} {
+		if speakersOf(c) != "a,a" || c.Group.Ended != mesh.GroupEndMaxTurns {
+			t.Errorf("%s: speakers %s, ended %q; want a,a by max_turns", c.ID, speakersOf(c), c.Group.Ended)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	a1, a2, b1 := began[turnA+"-m1"], began[turnA+"-m2"], began[turnB+"-m1"]
+	if a1.IsZero() || a2.IsZero() || b1.IsZero() {
+		t.Fatalf("member turns %v", began)
+	}
+	if a2.Sub(a1) < minInterval {
+		t.Errorf("a spoke again %v after its first turn, want at least min_interval %v", a2.Sub(a1), minInterval)
+	}
+	if !b1.Before(a2) {
+		t.Errorf("the second chat's first turn began %v after the first chat's wait ended: the wait held the only worker", b1.Sub(a2))
+	}
+}
+
+// TestFirstSpeakerWaitsWithoutRestartingTheRun: a message answered by a
+// member that spoke within min_interval waits on an item of its own, so
+// the round's run starts once and the member speaks when the wait is over.
+func TestFirstSpeakerWaitsWithoutRestartingTheRun(t *testing.T) {
+	const minInterval = time.Second
+	g := config.Group{Name: "solo", Strategy: config.StrategyRoundRobin, MaxTurns: 1, MinInterval: config.Duration(minInterval),
+		TerminationPhrase: config.DefaultTerminationPhrase, Participants: []config.Participant{{Agent: "a"}}}
+	h := newHarness(t, g, []*fakeMember{{name: "a"}})
+	id, first := h.post("solo", "one")
+	h.waitRound(id, first)
+	sent := time.Now()
+	second := h.send("solo", id, "two")
+	c := h.waitRound(id, second)
+	if speakersOf(c) != "a,a" || c.Group.Ended != mesh.GroupEndMaxTurns {
+		t.Errorf("speakers %s, ended %q; want a,a by max_turns", speakersOf(c), c.Group.Ended)
+	}
+	if took := time.Since(sent); took < minInterval/2 {
+		t.Errorf("the second round ended %v after its message: a did not wait for its min_interval", took)
+	}
+	started := map[string]int{}
+	for _, e := range h.events(id) {
+		if e.Type == mesh.EventRunStarted {
+			started[e.RunID]++
+		}
+	}
+	if started[first] != 1 || started[second] != 1 || len(started) != 2 {
+		t.Errorf("RUN_STARTED by run %v, want one for each message", started)
+	}
+}
+
+// TestRoundGoesOnWhenItsPickWasLost: the handler that settled a member's
+// turn (or skipped it) died before saving the next pick; the redelivery of
+// its group_next (or group_check) finds the round open with nothing pending
+// and picks, instead of leaving the chat stuck.
+func TestRoundGoesOnWhenItsPickWasLost(t *testing.T) {
+	for _, kind := range []mesh.WorkKind{mesh.WorkGroupNext, mesh.WorkGroupCheck} {
+		t.Run(string(kind), func(t *testing.T) {
+			h := newHarness(t, trio(3), []*fakeMember{{name: "a"}, {name: "b"}, {name: "c"}})
+			id, round := mesh.NewID(), mesh.NewID()
+			now := time.Now().UTC()
+			gr := &mesh.GroupRun{Name: "team", Round: &mesh.GroupRound{ID: round, Runs: []string{round}, Turns: 1, Seq: 1, StartedAt: now}}
+			gr.Asked()
+			gr.Spoke("a", now)
+			c := &mesh.Conversation{ID: id, SessionID: mesh.NewTraceID(), Status: mesh.StatusRunning, Group: gr,
+				Turn: &mesh.Turn{ID: round, Kind: mesh.WorkTurn, Node: "dead-group", StartedAt: now},
+				Messages: []mesh.Message{
+					{ID: round, Role: mesh.RoleUser, Content: "hello", TurnID: round, CreatedAt: now},
+					{ID: round + "-m1-a1", Role: mesh.RoleAssistant, Content: "a says hi", Name: "a", TurnID: round},
+				}}
+			if err := h.store.Create(t.Context(), c); err != nil {
+				t.Fatal(err)
+			}
+			item := mesh.WorkItem{Kind: kind, Session: id, TurnID: round + "-m1", RunID: round, Group: "team"}
+			if err := mesh.PublishWork(t.Context(), h.m.JS, h.m.NS, mesh.RoleGroup, "team", item, nil); err != nil {
+				t.Fatal(err)
+			}
+			c = h.waitRound(id, round)
+			if speakersOf(c) != "a,b,c" || c.Group.Ended != mesh.GroupEndMaxTurns {
+				t.Errorf("speakers %s, ended %q; want a,b,c by max_turns", speakersOf(c), c.Group.Ended)
+			}
+		})
 	}
 }
