@@ -475,7 +475,9 @@ func (x *exec) pick(ctx context.Context, c *mesh.Conversation) error {
 		return err
 	}
 	if choice.Speaker == "" {
-		return x.end(ctx, c, mesh.GroupEndNoSpeaker, choice.Reason)
+		// Only while nothing is pending: a duplicate handler's pick may have
+		// found a speaker meanwhile.
+		return x.endIf(ctx, c, mesh.GroupEndNoSpeaker, choice.Reason, func(r *mesh.GroupRound) bool { return r.Pending == nil && !r.Waiting })
 	}
 	if choice.Wait > 0 {
 		// min_interval: this speaker spoke too recently.
@@ -689,11 +691,16 @@ func (x *exec) pause(ctx context.Context, c *mesh.Conversation, p *mesh.GroupTur
 // end ends the round: the conversation takes messages again, and its runs
 // finish.
 func (x *exec) end(ctx context.Context, c *mesh.Conversation, reason, detail string) error {
+	return x.endIf(ctx, c, reason, detail, nil)
+}
+
+// endIf is end, unless still says the round no longer ends.
+func (x *exec) endIf(ctx context.Context, c *mesh.Conversation, reason, detail string, still func(*mesh.GroupRound) bool) error {
 	roundID := c.Group.Round.ID
 	var round *mesh.GroupRound
 	c, err := x.r.sessions.UpdateLoaded(ctx, c, func(c *mesh.Conversation) error {
 		round = nil
-		if g := c.Group; g == nil || g.Round == nil || g.Round.ID != roundID {
+		if g := c.Group; g == nil || g.Round == nil || g.Round.ID != roundID || still != nil && !still(g.Round) {
 			return mesh.ErrNoChange
 		}
 		round = endRound(c, reason, detail)
