@@ -182,6 +182,9 @@ try {
     return m && m.matches('.msg.assistant:not(.notice)') && m.dataset.streaming === 'false' &&
       m.textContent.includes('web-1') && document.querySelector('#run-status').dataset.status === 'idle';
   });
+  // The approval request is marked a notice when the page re-reads the
+  // conversation after the run (the event stream does not flag notices).
+  await page.locator('#messages li.msg.assistant.notice').first().waitFor();
   out.addReply = await lastReply(page);
   out.addToolResult = await page.locator('.tool-call[data-name="resources_add"] .tool-result').textContent();
   await page.locator('.tool-call[data-name="resources_add"] summary').click();
