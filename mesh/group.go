@@ -129,4 +129,8 @@ type GroupTurn struct {
 	Result *RunSummary `json:"result,omitempty"`
 	// EndChat: the member called end_chat.
 	EndChat bool `json:"end_chat,omitempty"`
+	// HandedOut: the member's work item and the turn's group_check are
+	// stored. Until then a redelivered item of the round hands the turn out
+	// again, since the group may have died between the pick and the hand-out.
+	HandedOut bool `json:"handed_out,omitempty"`
 }

@@ -404,18 +404,33 @@ func TestFirstSpeakerWaitsWithoutRestartingTheRun(t *testing.T) {
 }
 
 // TestRoundGoesOnWhenItsPickWasLost: the handler that settled a member's
-// turn (or skipped it) died before saving the next pick; the redelivery of
-// its group_next (or group_check) finds the round open with nothing pending
-// and picks, instead of leaving the chat stuck.
+// turn (or skipped it) died before saving the next pick, or after saving it
+// but before handing it out; the redelivery of its group_next (or
+// group_check) finds the round stalled and carries it on, instead of
+// leaving the chat stuck.
 func TestRoundGoesOnWhenItsPickWasLost(t *testing.T) {
-	for _, kind := range []mesh.WorkKind{mesh.WorkGroupNext, mesh.WorkGroupCheck} {
-		t.Run(string(kind), func(t *testing.T) {
+	for _, tc := range []struct {
+		kind   mesh.WorkKind
+		picked bool // the next turn was saved, not handed out
+	}{
+		{mesh.WorkGroupNext, false}, {mesh.WorkGroupCheck, false},
+		{mesh.WorkGroupNext, true}, {mesh.WorkGroupCheck, true},
+	} {
+		name := string(tc.kind) + "/not picked"
+		if tc.picked {
+			name = string(tc.kind) + "/picked, not handed out"
+		}
+		t.Run(name, func(t *testing.T) {
 			h := newHarness(t, trio(3), []*fakeMember{{name: "a"}, {name: "b"}, {name: "c"}})
 			id, round := mesh.NewID(), mesh.NewID()
 			now := time.Now().UTC()
 			gr := &mesh.GroupRun{Name: "team", Round: &mesh.GroupRound{ID: round, Runs: []string{round}, Turns: 1, Seq: 1, StartedAt: now}}
 			gr.Asked()
 			gr.Spoke("a", now)
+			if tc.picked {
+				gr.Round.Seq = 2
+				gr.Round.Pending = &mesh.GroupTurn{ID: round + "-m2", Speaker: "b", Strategy: config.StrategyRoundRobin, Reason: "next in turn", RunID: round, StartedAt: now}
+			}
 			c := &mesh.Conversation{ID: id, SessionID: mesh.NewTraceID(), Status: mesh.StatusRunning, Group: gr,
 				Turn: &mesh.Turn{ID: round, Kind: mesh.WorkTurn, Node: "dead-group", StartedAt: now},
 				Messages: []mesh.Message{
@@ -425,7 +440,7 @@ func TestRoundGoesOnWhenItsPickWasLost(t *testing.T) {
 			if err := h.store.Create(t.Context(), c); err != nil {
 				t.Fatal(err)
 			}
-			item := mesh.WorkItem{Kind: kind, Session: id, TurnID: round + "-m1", RunID: round, Group: "team"}
+			item := mesh.WorkItem{Kind: tc.kind, Session: id, TurnID: round + "-m1", RunID: round, Group: "team"}
 			if err := mesh.PublishWork(t.Context(), h.m.JS, h.m.NS, mesh.RoleGroup, "team", item, nil); err != nil {
 				t.Fatal(err)
 			}
