@@ -2,9 +2,11 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,17 +19,19 @@ import (
 
 // TestChaos runs `mesh up` with two agents and two toolhosts, drives
 // concurrent conversations that mix tool turns and destructive requests
-// (approved as they appear), and meanwhile kills a random role process with
-// SIGKILL every 2-3 s. Afterwards every conversation has completed or waits
-// for an approval still listed, no message is missing or doubled, every
-// approved destructive call ran exactly once and nothing ran without
-// approval. `make test` runs it small; `make chaos` sets MESH_CHAOS_SECONDS=60
-// and MESH_CHAOS_CONVERSATIONS=50.
+// (approved as they appear), and group chats of two members, and meanwhile
+// kills a random role process (the group's too) with SIGKILL every 2-3 s.
+// Afterwards every conversation has completed or waits for an approval
+// still listed, no message is missing or doubled, every round of a group
+// chat ended, every approved destructive call ran exactly once and nothing
+// ran without approval. `make test` runs it small; `make chaos` sets
+// MESH_CHAOS_SECONDS=60 and MESH_CHAOS_CONVERSATIONS=50 (a third of them
+// group chats).
 func TestChaos(t *testing.T) {
 	seconds, conversations := envInt("MESH_CHAOS_SECONDS", 15), envInt("MESH_CHAOS_CONVERSATIONS", 6)
 	// Killing a process every 2-3 s puts the mesh in degradation mode (more
 	// than 3 failures in 30 s); it must leave it soon after the killing stops.
-	config := defaultConfig(t) + "\nmesh:\n  tool_wait: 10s\nhttp:\n  wait_timeout: 60s\nmonitor:\n  recover_after: 3s\n"
+	config := defaultConfig(t) + "\nmesh:\n  tool_wait: 10s\nhttp:\n  wait_timeout: 60s\nmonitor:\n  recover_after: 3s\n" + chaosGroup
 	m := startMesh(t, meshOpts{config: config, args: []string{"--replicas", "agent=2,toolhost=2"}, logLevel: "info"})
 
 	var st chaosStats
@@ -38,7 +42,7 @@ func TestChaos(t *testing.T) {
 	m.mu.Unlock()
 	go func() {
 		defer close(killerDone)
-		roles := []string{"agent", "toolhost", "approver", "bridge"}
+		roles := []string{"agent", "toolhost", "approver", "bridge", "group"}
 		for {
 			select {
 			case <-stop:
@@ -46,14 +50,16 @@ func TestChaos(t *testing.T) {
 			case <-time.After(time.Duration(2000+rand.IntN(1000)) * time.Millisecond):
 			}
 			var victims []int
+			var victimRoles []string
 			for _, p := range descendants(upPID) {
 				if args := cmdline(p); len(args) >= 2 && strings.HasSuffix(args[0], "/mesh") && contains(roles, args[1]) {
-					victims = append(victims, p)
+					victims, victimRoles = append(victims, p), append(victimRoles, args[1])
 				}
 			}
 			if len(victims) > 0 {
-				if killPID(victims[rand.IntN(len(victims))]) == nil {
-					st.kills.Add(1)
+				i := rand.IntN(len(victims))
+				if killPID(victims[i]) == nil {
+					st.killed(victimRoles[i])
 				}
 			}
 		}
@@ -64,6 +70,9 @@ func TestChaos(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range drivers {
 		d := &chaosDriver{m: m, t: t, id: i, st: &st}
+		if i%3 == 2 {
+			d.group = "duo"
+		}
 		drivers[i] = d
 		wg.Add(1)
 		go func() {
@@ -90,14 +99,48 @@ func TestChaos(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("chaos: %d s, %d conversations, %d kills, %d turns, %d approvals decided, %d retried requests",
-		seconds, conversations, st.kills.Load(), st.turns.Load(), st.approved.Load(), st.retries.Load())
-	fmt.Printf("chaos: %d s, %d conversations, %d kills, %d turns, %d approvals decided, %d retried requests\n",
-		seconds, conversations, st.kills.Load(), st.turns.Load(), st.approved.Load(), st.retries.Load())
+	summary := fmt.Sprintf("chaos: %d s, %d conversations (%d group chats), %d kills (%s), %d turns, %d approvals decided, %d retried requests",
+		seconds, conversations, conversations/3, st.kills.Load(), st.byRole(), st.turns.Load(), st.approved.Load(), st.retries.Load())
+	t.Log(summary)
+	fmt.Println(summary)
 }
+
+// chaosGroup is the chaos test's group chat: two members that list the
+// resources in turn.
+const chaosGroup = `groups:
+  - name: duo
+    max_turns: 2
+    participants:
+      - {agent: lister, prompt: "You list resources."}
+      - {agent: checker, prompt: "You check resources."}
+`
 
 type chaosStats struct {
 	kills, turns, approved, retries atomic.Int64
+
+	mu    sync.Mutex
+	roles map[string]int // kills by role
+}
+
+func (s *chaosStats) killed(role string) {
+	s.kills.Add(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.roles == nil {
+		s.roles = map[string]int{}
+	}
+	s.roles[role]++
+}
+
+// byRole lists the kills by role: "agent 3, group 1".
+func (s *chaosStats) byRole() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var parts []string
+	for _, r := range slices.Sorted(maps.Keys(s.roles)) {
+		parts = append(parts, fmt.Sprintf("%s %d", r, s.roles[r]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // chaosDriver is one conversation of the chaos test, driven like a careful
@@ -109,6 +152,7 @@ type chaosDriver struct {
 	id int
 	st *chaosStats
 
+	group       string // a group chat's group
 	conv        string
 	sent        []string        // user messages, in order
 	destructive map[string]bool // resource name → approved
@@ -116,11 +160,16 @@ type chaosDriver struct {
 
 func (d *chaosDriver) run(deadline time.Time) {
 	d.destructive = map[string]bool{}
-	d.conv = str(d.retry("POST", "/conversations", nil), "conversation", "id")
+	var create map[string]any
+	if d.group != "" {
+		create = map[string]any{"group": d.group}
+	}
+	d.conv = str(d.retry("POST", "/conversations", create), "conversation", "id")
 	for n := 0; time.Now().Before(deadline); n++ {
 		text := "list all resources"
 		name := ""
-		if n%2 == 1 {
+		// Group chats only list: each member would ask for its own approval.
+		if n%2 == 1 && d.group == "" {
 			name = fmt.Sprintf("chaos-%d-%d", d.id, n)
 			text = fmt.Sprintf("add resource %s with value %d", name, n)
 			d.destructive[name] = false
@@ -203,6 +252,16 @@ func (d *chaosDriver) check() {
 	}
 	if strings.Join(users, "|") != strings.Join(d.sent, "|") {
 		d.t.Errorf("%s: user messages %q, sent %q", d.conv, users, d.sent)
+	}
+	if d.group != "" {
+		// A round may end early, without a speaker, while both replicas of
+		// the agents are down; it must end, by a rule.
+		if ended := str(c, "group", "ended"); ended != "max_turns" && ended != "no_speaker" {
+			d.t.Errorf("%s: last round ended %q, want max_turns (or no_speaker)", d.conv, ended)
+		}
+		if n := len(speakers(c)); n > 2*len(d.sent) {
+			d.t.Errorf("%s: %d member answers to %d messages, want at most 2 each", d.conv, n, len(d.sent))
+		}
 	}
 	switch str(c, "status") {
 	case "active":
