@@ -330,7 +330,7 @@ func (r *Role) handle(ctx context.Context, g *group, msg jetstream.Msg) {
 		_ = msg.Ack()
 	case errors.As(err, &wait):
 		// Not a failure: the redelivery finds the round without a pending
-		// turn and picks again (see reopen).
+		// turn and picks again (see reopens).
 		_ = msg.NakWithDelay(wait.d)
 	case attempt >= r.cfg.MaxDeliver:
 		log.Error().Err(err).Msg("work item failed on its last delivery")
