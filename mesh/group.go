@@ -129,8 +129,10 @@ type GroupTurn struct {
 	Result *RunSummary `json:"result,omitempty"`
 	// EndChat: the member called end_chat.
 	EndChat bool `json:"end_chat,omitempty"`
-	// HandedOut: the member's work item and the turn's group_check are
-	// stored. Until then a redelivered item of the round hands the turn out
-	// again, since the group may have died between the pick and the hand-out.
-	HandedOut bool `json:"handed_out,omitempty"`
+}
+
+// MemberStarted reports whether the member's agent has taken up pending
+// turn p of c: its tree run is the turn's.
+func MemberStarted(c *Conversation, p *GroupTurn) bool {
+	return c.Tree != nil && c.Tree.ID == p.ID
 }

@@ -45,6 +45,12 @@ func (t *turn) claimMemberTurn(c *mesh.Conversation) error {
 	if pt == nil || pt.Result != nil {
 		return errAlreadyApplied
 	}
+	if t.attempt == 1 && mesh.MemberStarted(c, pt) {
+		// A second copy of the turn (the group handed it out again, in
+		// case it had died before doing so): the first one runs it. A
+		// redelivery takes over from a holder that died, like any turn.
+		return errAlreadyApplied
+	}
 	t.startTree(c, "", nil)
 	c.Status = mesh.StatusRunning
 	return nil

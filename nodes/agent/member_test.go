@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -145,5 +146,61 @@ func TestMemberEndChat(t *testing.T) {
 	c := f.waitApplied(conv, "r1-m1")
 	if pt := c.Group.Round.Pending; pt == nil || !pt.EndChat || pt.Result.Response != "That is all." {
 		t.Errorf("pending turn %+v, want end_chat recorded", pt)
+	}
+}
+
+// TestMemberTurnHandedOutTwiceRunsOnce: the group hands a member turn out
+// again when it may have died before doing so; a second copy arriving
+// while the first runs (a first delivery finding the turn under way) is
+// dropped, so the member answers once.
+func TestMemberTurnHandedOutTwiceRunsOnce(t *testing.T) {
+	entered, release := make(chan struct{}, 4), make(chan struct{})
+	var calls atomic.Int32
+	f := newFixture(t, script(func(ctx context.Context, _ llm.Request) (*llm.Response, error) {
+		calls.Add(1)
+		entered <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return &llm.Response{Text: "Here is my view."}, nil
+	}), nil)
+	conv := f.groupChat()
+	item := mesh.WorkItem{Kind: mesh.WorkTurn, Session: conv, TurnID: "r1-m1", RunID: "r1", Group: "team"}
+	f.enqueue(item)
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the member turn never reached the model")
+	}
+	// The copy is published past the streams' deduplication, as one handed
+	// out again after the duplicate window would be.
+	m, err := mesh.WorkMsg(f.m.NS, mesh.RoleAgent, "tester", item, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Header.Del(mesh.HeaderMsgID)
+	if _, err := f.m.JS.PublishMsg(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	cons, _ := f.m.JS.Consumer(t.Context(), f.m.NS.Stream(mesh.StreamWork), ConsumerName("tester"))
+	meshtest.Eventually(t, 10*time.Second, func() bool {
+		info, err := cons.Info(t.Context())
+		return err == nil && info.Delivered.Consumer >= 2 && info.NumAckPending == 1
+	}, "the copy was not taken and dropped")
+	close(release)
+	c := f.waitApplied(conv, "r1-m1")
+	if n := calls.Load(); n != 1 {
+		t.Errorf("the model was called %d times, want once", n)
+	}
+	var answers int
+	for _, msg := range c.Messages {
+		if msg.Name == "tester" {
+			answers++
+		}
+	}
+	if answers != 1 {
+		t.Errorf("%d answers by the member, want 1", answers)
 	}
 }

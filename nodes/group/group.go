@@ -461,7 +461,7 @@ func (x *exec) drive(ctx context.Context, c *mesh.Conversation) error {
 		return nil
 	case round.Pending != nil && round.Pending.Result != nil:
 		return x.settle(ctx, c, round.Pending)
-	case round.Pending != nil && !round.Pending.HandedOut:
+	case round.Pending != nil && !mesh.MemberStarted(c, round.Pending):
 		return x.handOut(ctx, c, round.Pending)
 	case round.Pending != nil:
 		return nil // its member and its group_check carry it on
@@ -538,27 +538,10 @@ func (x *exec) handOut(ctx context.Context, c *mesh.Conversation, p *mesh.GroupT
 	}
 	turn := mesh.WorkItem{Kind: mesh.WorkTurn, Session: c.ID, TurnID: p.ID, RunID: p.RunID, Group: x.g.cfg.Name}
 	check := mesh.WorkItem{Kind: mesh.WorkGroupCheck, Session: c.ID, TurnID: p.ID, Group: x.g.cfg.Name}
-	if err := x.publishAll(ctx,
+	return x.publishAll(ctx,
 		x.work(mesh.RoleAgent, p.Speaker, turn, x.headers(c)),
 		x.work(mesh.RoleGroup, x.g.cfg.Name, check, x.headers(c)),
-	); err != nil {
-		return err
-	}
-	// Said in the session, so that only a hand-out cut short is done again:
-	// one repeated after the streams' duplicate window would run the
-	// member's turn twice.
-	_, err := x.r.sessions.UpdateLoaded(ctx, c, func(c *mesh.Conversation) error {
-		g := c.Group
-		if g == nil || g.Round == nil || g.Round.Pending == nil || g.Round.Pending.ID != p.ID || g.Round.Pending.HandedOut {
-			return mesh.ErrNoChange
-		}
-		g.Round.Pending.HandedOut = true
-		return nil
-	})
-	if errors.Is(err, mesh.ErrNoChange) {
-		return nil
-	}
-	return err
+	)
 }
 
 // headers are the caller's credentials and the conversation's trace id, for
@@ -589,19 +572,20 @@ func (x *exec) next(ctx context.Context) error {
 	return x.settle(ctx, c, c.Group.Round.Pending)
 }
 
-// reopens reports whether the item's round is stalled: open with no
-// pending turn, or with one never handed out. The handler that settled or
-// skipped the item's turn died (or was asked to wait) before the next pick
-// was saved or handed out, and this redelivery must carry the round on.
-// Duplicates race harmlessly: the pick is a compare-and-set, and the
-// hand-out's messages have deterministic ids.
+// reopens reports whether the item's round may be stalled: open with no
+// pending turn, or with one its member has not taken up. The handler that
+// settled or skipped the item's turn may have died (or been asked to wait)
+// before the next pick was saved or handed out, and this redelivery must
+// carry the round on. Duplicates are harmless: the pick is a
+// compare-and-set, the hand-out's messages have deterministic ids, and an
+// agent drops a first delivery of a member turn already under way.
 func (x *exec) reopens(c *mesh.Conversation) bool {
 	g := c.Group
 	if g == nil || g.Round == nil || g.Round.Waiting || !strings.HasPrefix(x.item.TurnID, g.Round.ID+"-m") {
 		return false
 	}
 	p := g.Round.Pending
-	return p == nil || p.Result == nil && !p.HandedOut
+	return p == nil || p.Result == nil && !mesh.MemberStarted(c, p)
 }
 
 // settle acts on the result of pending turn p: a pause for an approval
@@ -800,14 +784,9 @@ func (x *exec) check(ctx context.Context) (again bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	if x.reopens(c) {
-		p := c.Group.Round.Pending
-		if p == nil || p.ID != x.item.TurnID {
-			return false, x.drive(ctx, c)
-		}
-		// This check's own turn, whose hand-out is not marked yet: this
-		// check exists, so it happened; mark it and keep checking.
-		return true, x.handOut(ctx, c, p)
+	// A check of the pending turn itself proves its hand-out happened.
+	if x.reopens(c) && (c.Group.Round.Pending == nil || c.Group.Round.Pending.ID != x.item.TurnID) {
+		return false, x.drive(ctx, c)
 	}
 	g := c.Group
 	if g == nil || g.Round == nil || g.Round.Pending == nil || g.Round.Pending.ID != x.item.TurnID {
