@@ -146,7 +146,7 @@ func TestDeadNodeIsFoundWithinItsDeadline(t *testing.T) {
 	const interval = 100 * time.Millisecond
 	mon, rec := startMonitor(t, m, MonitorConfig{Interval: interval})
 	n := startNode(t, m, mesh.RoleAgent, "agent-1", interval, nil)
-	meshtest.Eventually(t, 2*time.Second, func() bool { return known(mon) == 1 }, "node not seen")
+	meshtest.Eventually(t, 5*time.Second, func() bool { return known(mon) == 1 }, "node not seen")
 
 	killed := time.Now()
 	n.crash()
@@ -156,7 +156,7 @@ func TestDeadNodeIsFoundWithinItsDeadline(t *testing.T) {
 	if took, limit := time.Since(killed), 3*interval+interval/2+500*time.Millisecond; took > limit {
 		t.Errorf("found down after %v, want within %v (2 missed beats)", took, limit)
 	}
-	meshtest.Eventually(t, 2*time.Second, func() bool {
+	meshtest.Eventually(t, 5*time.Second, func() bool {
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
 		return len(rec.restarts) == 1 && rec.restarts[0] == "agent-1"
@@ -184,7 +184,7 @@ func TestCleanStopIsNotAFailure(t *testing.T) {
 	const interval = 100 * time.Millisecond
 	mon, rec := startMonitor(t, m, MonitorConfig{Interval: interval})
 	n := startNode(t, m, mesh.RoleToolhost, "th-1", interval, nil)
-	meshtest.Eventually(t, 2*time.Second, func() bool { return known(mon) == 1 }, "node not seen")
+	meshtest.Eventually(t, 5*time.Second, func() bool { return known(mon) == 1 }, "node not seen")
 	n.cancel()
 	<-n.done
 	meshtest.Eventually(t, 5*time.Second, func() bool { return known(mon) == 0 }, "stopped node not forgotten")
@@ -258,7 +258,7 @@ func TestDegradationModeEntersAndLeaves(t *testing.T) {
 	for _, id := range []string{"a1", "a2", "a3", "a4"} {
 		nodes = append(nodes, startNode(t, m, mesh.RoleAgent, id, interval, nil))
 	}
-	meshtest.Eventually(t, 2*time.Second, func() bool { return known(mon) == 4 }, "nodes not seen")
+	meshtest.Eventually(t, 5*time.Second, func() bool { return known(mon) == 4 }, "nodes not seen")
 	for _, n := range nodes[:3] {
 		n.crash()
 	}
@@ -296,14 +296,14 @@ func TestQuickRestartIsStillReportedDown(t *testing.T) {
 	const interval = 100 * time.Millisecond
 	_, rec := startMonitor(t, m, MonitorConfig{Interval: 500 * time.Millisecond})
 	n := startNode(t, m, mesh.RoleAgent, "agent-q", interval, nil)
-	meshtest.Eventually(t, 2*time.Second, func() bool { return rec.count(mesh.CustomNodeDown) == 0 && n.beat.State() == mesh.NodeReady }, "node not ready")
+	meshtest.Eventually(t, 5*time.Second, func() bool { return rec.count(mesh.CustomNodeDown) == 0 && n.beat.State() == mesh.NodeReady }, "node not ready")
 	time.Sleep(3 * interval) // the monitor has seen it
 	n.crash()
 	// Its supervisor starts it again at once, under the same node id, well
 	// within the monitor's deadline (1.25 s here).
 	time.Sleep(time.Millisecond) // a new start time
 	startNode(t, m, mesh.RoleAgent, "agent-q", interval, nil)
-	meshtest.Eventually(t, 2*time.Second, func() bool {
+	meshtest.Eventually(t, 5*time.Second, func() bool {
 		return rec.count(mesh.CustomNodeDown) == 1 && rec.count(mesh.CustomNodeUp) == 1
 	}, "the restart was not reported as a death and a return")
 }

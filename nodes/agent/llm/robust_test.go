@@ -256,7 +256,7 @@ func TestCircuitBreaker(t *testing.T) {
 		}
 		// After the cooldown one probe goes through; its success closes it.
 		f.set(f.answer(okReply))
-		waitFor(t, 2*time.Second, func() bool {
+		waitFor(t, 5*time.Second, func() bool {
 			_, err := p.Generate(t.Context(), ask())
 			if err != nil && !errors.Is(err, ErrBreakerOpen) {
 				t.Fatalf("probe: %v", err)
