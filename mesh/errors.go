@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -11,6 +12,13 @@ import (
 
 // ErrInvalidToken reports a name that cannot be a subject token or key part.
 var ErrInvalidToken = errors.New("mesh: invalid subject token")
+
+// StoppedStarting reports whether err only says that ctx ended while a role
+// was starting: a stop asked before the role got going, which its Run
+// returns as nil, like any stop, rather than as a failure.
+func StoppedStarting(ctx context.Context, err error) bool {
+	return ctx.Err() != nil && errors.Is(err, ctx.Err())
+}
 
 // Error is an error with a stable kind and an HTTP-like status, so that it can
 // cross NATS (in the micro service error headers) and come out as the same

@@ -149,7 +149,7 @@ func newFixtureWith(t *testing.T, extra string, tweak func(*Config)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	meshtest.Run(t, "approver", tolerateShutdown(ap.Run))
+	meshtest.Run(t, "approver", ap.Run)
 
 	c, err := core.New(core.Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: cfg.Name, Prompt: cfg.Prompt, Groups: cfg.Groups, Logger: zerolog.Nop()})
 	if err != nil {
@@ -172,26 +172,6 @@ func newFixtureWith(t *testing.T, extra string, tweak func(*Config)) *fixture {
 	t.Cleanup(f.srv.Close)
 	f.waitForTools()
 	return f
-}
-
-// tolerateShutdown runs a role whose stop may race with its KV watcher:
-// approver.Run can return "watch approvals: context canceled", or panic on a
-// nil watcher, when its watcher closes as its context is cancelled. Neither
-// concerns these tests, which only need the role while they run.
-func tolerateShutdown(run func(context.Context) error) func(context.Context) error {
-	return func(ctx context.Context) (err error) {
-		defer func() {
-			if p := recover(); p != nil && ctx.Err() != nil {
-				err = nil
-			} else if p != nil {
-				panic(p)
-			}
-		}()
-		if err := run(ctx); err != nil && ctx.Err() == nil {
-			return err
-		}
-		return nil
-	}
 }
 
 // waitForTools waits until the agent plans with the catalog.

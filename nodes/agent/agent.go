@@ -233,6 +233,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		MaxDeliver:    a.maxDeliver,
 		MaxAckPending: 4096,
 	})
+	if mesh.StoppedStarting(ctx, err) {
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("agent: consumer on %s: %w", subject, err)
 	}
@@ -242,6 +245,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := mesh.NewCatalog(a.cfg.Resources.Tools).Watch(watchCtx, func(ts []mesh.ToolEntry) {
 		a.tools.Store(newToolSet(ts))
 	}); err != nil {
+		if mesh.StoppedStarting(ctx, err) {
+			return nil
+		}
 		return fmt.Errorf("agent: %w", err)
 	}
 

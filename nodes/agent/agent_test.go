@@ -510,3 +510,22 @@ func TestNewRequiresItsParts(t *testing.T) {
 		t.Error("New with nothing succeeded")
 	}
 }
+
+// TestStopWhileStartingIsNotAFailure: a role asked to stop before it got
+// going returns nil, as it does once running.
+func TestStopWhileStartingIsNotAFailure(t *testing.T) {
+	m := meshtest.New(t)
+	cfg, err := config.Parse("test.yaml", []byte("name: tester\nllm:\n  model: offline\n"), func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: cfg, Provider: llm.NewOffline(), NodeID: "test-agent", Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := a.Run(ctx); err != nil {
+		t.Errorf("Run with a cancelled context: %v, want nil", err)
+	}
+}

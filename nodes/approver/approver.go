@@ -129,6 +129,9 @@ func (a *Approver) Run(ctx context.Context) error {
 	watcher, err := a.cfg.Approvals.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
 		_ = svc.Stop()
+		if mesh.StoppedStarting(ctx, err) {
+			return nil
+		}
 		return fmt.Errorf("approver: watch approvals: %w", err)
 	}
 	a.log.Info().Str("subject", a.cfg.NS.ApprovalDecideAll()).Msg("approver ready")

@@ -175,3 +175,18 @@ func TestSweepEnqueuesAResumeItsDeciderDidNot(t *testing.T) {
 		return stored.ResumeEnqueued
 	}, "resume not marked as enqueued")
 }
+
+// TestStopWhileStartingIsNotAFailure: a role asked to stop before it got
+// going returns nil, as it does once running.
+func TestStopWhileStartingIsNotAFailure(t *testing.T) {
+	m := meshtest.New(t)
+	a, err := New(Config{NC: m.NC, JS: m.JS, NS: m.NS, Approvals: m.Approvals, NodeID: "t", Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := a.Run(ctx); err != nil {
+		t.Errorf("Run with a cancelled context: %v, want nil", err)
+	}
+}

@@ -171,6 +171,9 @@ func (r *Role) Health(context.Context) error {
 // work, lets the items in hand finish, and returns nil.
 func (r *Role) Run(ctx context.Context) error {
 	if err := r.live.start(ctx); err != nil {
+		if mesh.StoppedStarting(ctx, err) {
+			return nil
+		}
 		return fmt.Errorf("group: watch nodes: %w", err)
 	}
 	cancelSub, err := r.cfg.NC.Subscribe(r.ns.SessionCancelAll(), func(m *nats.Msg) { r.onCancel(ctx, m) })
@@ -187,10 +190,13 @@ func (r *Role) Run(ctx context.Context) error {
 	var mu sync.Mutex // orders wg.Add before the drain's wg.Wait
 	stopping := false
 	var ccs []jetstream.ConsumeContext
+	// A start that fails half-way stops the consumers it started, like a stop.
+	var startErr error
 	for _, g := range r.groups {
 		subject, err := r.ns.Work(mesh.RoleGroup, g.cfg.Name)
 		if err != nil {
-			return fmt.Errorf("group: %w", err)
+			startErr = fmt.Errorf("group: %w", err)
+			break
 		}
 		cons, err := r.cfg.JS.CreateOrUpdateConsumer(ctx, r.ns.Stream(mesh.StreamWork), jetstream.ConsumerConfig{
 			Durable:       ConsumerName(g.cfg.Name),
@@ -204,7 +210,8 @@ func (r *Role) Run(ctx context.Context) error {
 			MaxAckPending: 4096,
 		})
 		if err != nil {
-			return fmt.Errorf("group: consumer on %s: %w", subject, err)
+			startErr = fmt.Errorf("group: consumer on %s: %w", subject, err)
+			break
 		}
 		g := g
 		cc, err := cons.Consume(func(msg jetstream.Msg) {
@@ -228,7 +235,8 @@ func (r *Role) Run(ctx context.Context) error {
 			}
 		}))
 		if err != nil {
-			return fmt.Errorf("group: consume %s: %w", subject, err)
+			startErr = fmt.Errorf("group: consume %s: %w", subject, err)
+			break
 		}
 		r.consuming.Add(1)
 		go func() {
@@ -237,9 +245,10 @@ func (r *Role) Run(ctx context.Context) error {
 		}()
 		ccs = append(ccs, cc)
 	}
-	r.log.Info().Strs("groups", r.Names()).Int("workers", r.cfg.Workers).Msg("group ready")
-
-	<-ctx.Done()
+	if startErr == nil {
+		r.log.Info().Strs("groups", r.Names()).Int("workers", r.cfg.Workers).Msg("group ready")
+		<-ctx.Done()
+	}
 	mu.Lock()
 	stopping = true
 	mu.Unlock()
@@ -249,6 +258,9 @@ func (r *Role) Run(ctx context.Context) error {
 	wg.Wait()
 	for _, cc := range ccs {
 		<-cc.Closed()
+	}
+	if startErr != nil && !mesh.StoppedStarting(ctx, startErr) {
+		return startErr
 	}
 	r.log.Info().Msg("group stopped")
 	return nil

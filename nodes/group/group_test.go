@@ -451,3 +451,18 @@ func TestRoundGoesOnWhenItsPickWasLost(t *testing.T) {
 		})
 	}
 }
+
+// TestStopWhileStartingIsNotAFailure: a role asked to stop before it got
+// going returns nil, as it does once running.
+func TestStopWhileStartingIsNotAFailure(t *testing.T) {
+	m := meshtest.New(t)
+	r, err := New(Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Groups: []config.Group{trio(3)}, NodeID: "test-group", Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := r.Run(ctx); err != nil {
+		t.Errorf("Run with a cancelled context: %v, want nil", err)
+	}
+}

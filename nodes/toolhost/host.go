@@ -51,7 +51,6 @@ package toolhost
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/url"
 	"sync"
@@ -282,8 +281,8 @@ func (h *Host) Run(ctx context.Context) error {
 }
 
 func (h *Host) openErr(ctx context.Context, base string, err error) error {
-	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		return nil // asked to stop before anything started
+	if mesh.StoppedStarting(ctx, err) {
+		return nil
 	}
 	return fmt.Errorf("open bucket %s: %w", h.cfg.NS.Bucket(base), err)
 }
