@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentmesh/agentmesh/bridge/core"
+	"github.com/agentmesh/agentmesh/bridge/core/coretest"
 	"github.com/agentmesh/agentmesh/bridge/rest"
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
@@ -170,35 +171,8 @@ func newFixtureWith(t *testing.T, extra string, tweak func(*Config)) *fixture {
 	Register(mux, acfg)
 	f.srv = httptest.NewServer(mux)
 	t.Cleanup(f.srv.Close)
-	f.waitForTools()
+	coretest.WaitForTools(f.t, f.core)
 	return f
-}
-
-// waitForTools waits until the agent plans with the catalog.
-func (f *fixture) waitForTools() {
-	f.t.Helper()
-	meshtest.Eventually(f.t, 10*time.Second, func() bool {
-		conv, err := f.core.NewConversation(f.t.Context(), core.Caller{})
-		if err != nil {
-			f.t.Fatal(err)
-		}
-		run, err := f.core.Send(f.t.Context(), conv.ID, "list all resources", core.Caller{})
-		if err != nil {
-			f.t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(f.t.Context(), 5*time.Second)
-		defer cancel()
-		out, err := run.Wait(ctx)
-		if err != nil || !out.Finished {
-			return false
-		}
-		for _, msg := range out.Conversation.Messages {
-			if msg.Role == mesh.RoleTool {
-				return true
-			}
-		}
-		return false
-	}, "the agent never called a tool")
 }
 
 // rpcAnswer is a JSON-RPC answer as the tests read it.

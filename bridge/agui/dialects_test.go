@@ -12,6 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/agentmesh/agentmesh/bridge/core/coretest"
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
 	"github.com/agentmesh/agentmesh/nodes/agent/llm"
@@ -298,7 +299,7 @@ func TestDialectsRefuseBadInput(t *testing.T) {
 	}
 
 	t.Run("waiting for approval", func(t *testing.T) {
-		f.waitForTools()
+		coretest.WaitForTools(f.t, f.core)
 		f.stream("/api/conversation", `{"message":"add resource web-1 with value 7","sessionId":"waits"}`)
 		uuid := f.pendingApproval("waits")
 		for _, req := range []struct{ path, body string }{

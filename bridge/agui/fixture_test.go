@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/rs/zerolog"
 
@@ -91,34 +90,6 @@ func newFixture(t *testing.T, p llm.Provider, tweak func(*Config)) *fixture {
 	f.srv = httptest.NewServer(mux)
 	t.Cleanup(f.srv.Close)
 	return f
-}
-
-// waitForTools waits until the agent plans with the catalog: its catalog
-// watch delivers the tools shortly after it starts.
-func (f *fixture) waitForTools() {
-	f.t.Helper()
-	meshtest.Eventually(f.t, 10*time.Second, func() bool {
-		conv, err := f.core.NewConversation(f.t.Context(), core.Caller{})
-		if err != nil {
-			f.t.Fatal(err)
-		}
-		run, err := f.core.Send(f.t.Context(), conv.ID, "list all resources", core.Caller{})
-		if err != nil {
-			f.t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(f.t.Context(), 5*time.Second)
-		defer cancel()
-		out, err := run.Wait(ctx)
-		if err != nil || !out.Finished {
-			return false
-		}
-		for _, msg := range out.Conversation.Messages {
-			if msg.Role == mesh.RoleTool {
-				return true
-			}
-		}
-		return false
-	}, "the agent never called a tool")
 }
 
 // post sends a JSON body and returns the response, whose body the caller

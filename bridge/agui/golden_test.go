@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentmesh/agentmesh/bridge/core/coretest"
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
 	"github.com/agentmesh/agentmesh/nodes/agent/llm"
@@ -99,7 +100,7 @@ func (f *fixture) pendingApproval(conv string) string {
 
 func TestGoldenDotted(t *testing.T) {
 	f := newFixture(t, llm.NewOffline(), nil)
-	f.waitForTools()
+	coretest.WaitForTools(f.t, f.core)
 
 	t.Run("tools", func(t *testing.T) {
 		tr := &transcript{t: t}
@@ -159,7 +160,7 @@ func checkDotted(t *testing.T, stream string) {
 
 func TestGoldenSimple(t *testing.T) {
 	f := newFixture(t, llm.NewOffline(), nil)
-	f.waitForTools()
+	coretest.WaitForTools(f.t, f.core)
 
 	t.Run("tools", func(t *testing.T) {
 		tr := &transcript{t: t}
@@ -223,7 +224,7 @@ func checkSimpleText(t *testing.T, stream string) {
 
 func TestGoldenOfficial(t *testing.T) {
 	f := newFixture(t, llm.NewOffline(), nil)
-	f.waitForTools()
+	coretest.WaitForTools(f.t, f.core)
 
 	t.Run("tools", func(t *testing.T) {
 		tr := &transcript{t: t}
