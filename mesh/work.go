@@ -112,3 +112,24 @@ func CopyCallerHeaders(src nats.Header) nats.Header {
 type CancelRequest struct {
 	RunID string `json:"run_id,omitempty"`
 }
+
+// KeepInProgress keeps a work item held while it is handled: it signals
+// progress every third of ackWait, so that a long item is not redelivered
+// while its holder lives, and one whose holder died is within ackWait.
+// Call the returned stop when the item is settled.
+func KeepInProgress(msg jetstream.Msg, ackWait time.Duration) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(ackWait / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				_ = msg.InProgress()
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { close(done) }
+}

@@ -423,20 +423,7 @@ func (a *Agent) handle(ctx context.Context, msg jetstream.Msg) {
 	defer cancel(nil)
 
 	// Keep the work item ours while the turn runs.
-	progressDone := make(chan struct{})
-	defer close(progressDone)
-	go func() {
-		t := time.NewTicker(a.ackWait / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				_ = msg.InProgress()
-			case <-progressDone:
-				return
-			}
-		}
-	}()
+	defer mesh.KeepInProgress(msg, a.ackWait)()
 
 	t := &turn{a: a, item: item, hdr: msg.Headers(), attempt: attempt, log: log, baseLog: base, cancel: cancel}
 	err := t.run(turnCtx)

@@ -295,20 +295,7 @@ func (r *Role) handle(ctx context.Context, g *group, msg jetstream.Msg) {
 	x := &exec{r: r, g: g, item: item, hdr: mesh.CopyCallerHeaders(msg.Headers()), log: log}
 
 	// Keep the item ours while it is handled.
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		t := time.NewTicker(r.cfg.AckWait / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				_ = msg.InProgress()
-			case <-done:
-				return
-			}
-		}
-	}()
+	defer mesh.KeepInProgress(msg, r.cfg.AckWait)()
 
 	var err error
 	switch item.Kind {
