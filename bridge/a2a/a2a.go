@@ -105,6 +105,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentmesh/agentmesh/bridge/core"
+	"github.com/agentmesh/agentmesh/bridge/sse"
 	"github.com/agentmesh/agentmesh/config"
 	wire "github.com/agentmesh/agentmesh/mesh/a2a"
 )
@@ -150,7 +151,7 @@ func Register(mux *http.ServeMux, cfg Config) {
 		cfg.WaitTimeout = config.DefaultWaitTimeout
 	}
 	if cfg.KeepAlive == 0 {
-		cfg.KeepAlive = 15 * time.Second
+		cfg.KeepAlive = sse.DefaultKeepAlive
 	}
 	h := &handler{cfg: cfg, core: cfg.Core, log: cfg.Logger}
 	mux.HandleFunc("GET "+wire.CardPath, h.agent(h.card))

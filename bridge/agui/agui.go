@@ -122,7 +122,7 @@ func Register(mux *http.ServeMux, cfg Config) {
 		cfg.MaxBodyBytes = config.DefaultMaxBodyBytes
 	}
 	if cfg.KeepAlive == 0 {
-		cfg.KeepAlive = 15 * time.Second
+		cfg.KeepAlive = sse.DefaultKeepAlive
 	}
 	if cfg.PingAfter == 0 {
 		cfg.PingAfter = 10 * time.Second

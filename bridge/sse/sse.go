@@ -13,6 +13,10 @@ import (
 // cannot hold its stream's goroutine forever.
 const WriteTimeout = 15 * time.Second
 
+// DefaultKeepAlive is how often an idle stream gets a comment, so that
+// proxies and clients do not take it for dead.
+const DefaultKeepAlive = 15 * time.Second
+
 // Writer writes the events of one stream.
 type Writer struct {
 	w   http.ResponseWriter
