@@ -110,49 +110,36 @@ func SortTools(ts []ToolEntry) {
 // once the bucket's current content is read, and again after every change,
 // until ctx ends.
 func (c *Catalog) Watch(ctx context.Context, fn func([]ToolEntry)) error {
-	w, err := c.kv.WatchAll(ctx)
+	// Only the watch's goroutine touches tools and ready.
+	tools := map[string]ToolEntry{}
+	ready := false
+	publish := func() {
+		out := make([]ToolEntry, 0, len(tools))
+		for _, t := range tools {
+			out = append(out, t)
+		}
+		SortTools(out)
+		fn(out)
+	}
+	err := WatchKV(ctx, c.kv, ">", func(e jetstream.KeyValueEntry) {
+		if e.Operation() != jetstream.KeyValuePut {
+			delete(tools, e.Key())
+		} else {
+			var t ToolEntry
+			if json.Unmarshal(e.Value(), &t) == nil {
+				tools[e.Key()] = t
+			}
+		}
+		if ready {
+			publish()
+		}
+	}, func() {
+		ready = true
+		publish()
+	})
 	if err != nil {
 		return fmt.Errorf("watch tools: %w", err)
 	}
-	go func() {
-		defer func() { _ = w.Stop() }()
-		tools := map[string]ToolEntry{}
-		ready := false
-		publish := func() {
-			out := make([]ToolEntry, 0, len(tools))
-			for _, t := range tools {
-				out = append(out, t)
-			}
-			SortTools(out)
-			fn(out)
-		}
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case e, ok := <-w.Updates():
-				if !ok {
-					return
-				}
-				if e == nil { // the initial values are all delivered
-					ready = true
-					publish()
-					continue
-				}
-				if e.Operation() != jetstream.KeyValuePut {
-					delete(tools, e.Key())
-				} else {
-					var t ToolEntry
-					if json.Unmarshal(e.Value(), &t) == nil {
-						tools[e.Key()] = t
-					}
-				}
-				if ready {
-					publish()
-				}
-			}
-		}
-	}()
 	return nil
 }
 

@@ -79,6 +79,37 @@ func updateJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string, n
 	}
 }
 
+// WatchKV follows the keys of kv that keys names (a key, or a filter with
+// wildcards) until ctx ends: apply gets the current entries, then each put
+// and delete as it comes; synced, when not nil, is called once, when the
+// current entries have all been applied.
+func WatchKV(ctx context.Context, kv jetstream.KeyValue, keys string, apply func(jetstream.KeyValueEntry), synced func()) error {
+	w, err := kv.Watch(ctx, keys)
+	if err != nil {
+		return err
+	}
+	go func() {
+		defer func() { _ = w.Stop() }()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				switch {
+				case !ok:
+					return
+				case e != nil:
+					apply(e)
+				case synced != nil: // the current entries are all delivered
+					synced()
+					synced = nil
+				}
+			}
+		}
+	}()
+	return nil
+}
+
 // SessionStore keeps conversations in the sessions bucket.
 type SessionStore struct {
 	kv  jetstream.KeyValue

@@ -108,33 +108,14 @@ func (c *Core) SetDraining() { c.draining.Store(true) }
 
 // watchDegradation follows the degradation key of the nodes bucket.
 func (c *Core) watchDegradation(ctx context.Context) error {
-	w, err := c.cfg.Resources.Nodes.Watch(ctx, mesh.DegradedKey)
-	if err != nil {
-		return err
-	}
-	go func() {
-		defer func() { _ = w.Stop() }()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case e, ok := <-w.Updates():
-				if !ok {
-					return
-				}
-				if e == nil {
-					continue
-				}
-				if e.Operation() != jetstream.KeyValuePut {
-					c.degraded.Store(nil)
-					continue
-				}
-				var d mesh.Degradation
-				if json.Unmarshal(e.Value(), &d) == nil {
-					c.degraded.Store(&d)
-				}
-			}
+	return mesh.WatchKV(ctx, c.cfg.Resources.Nodes, mesh.DegradedKey, func(e jetstream.KeyValueEntry) {
+		if e.Operation() != jetstream.KeyValuePut {
+			c.degraded.Store(nil)
+			return
 		}
-	}()
-	return nil
+		var d mesh.Degradation
+		if json.Unmarshal(e.Value(), &d) == nil {
+			c.degraded.Store(&d)
+		}
+	}, nil)
 }

@@ -30,33 +30,10 @@ func newLiveness(kv jetstream.KeyValue) *liveness {
 // start watches the agent nodes until ctx ends; it returns once the
 // current ones are known.
 func (l *liveness) start(ctx context.Context) error {
-	w, err := l.kv.Watch(ctx, mesh.RoleAgent+".*")
-	if err != nil {
+	ready := make(chan struct{})
+	if err := mesh.WatchKV(ctx, l.kv, mesh.RoleAgent+".*", l.apply, func() { close(ready) }); err != nil {
 		return err
 	}
-	ready := make(chan struct{})
-	go func() {
-		defer func() { _ = w.Stop() }()
-		initial := true
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case e, ok := <-w.Updates():
-				if !ok {
-					return
-				}
-				if e == nil {
-					if initial {
-						initial = false
-						close(ready)
-					}
-					continue
-				}
-				l.apply(e)
-			}
-		}
-	}()
 	select {
 	case <-ready:
 		return nil
