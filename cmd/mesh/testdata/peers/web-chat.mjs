@@ -12,10 +12,8 @@
 //
 // Every wait is for a DOM condition, bounded by TIMEOUT_MS; nothing sleeps.
 
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { chromium } from 'playwright-core';
+import { launchChromium, recorder } from './browser.mjs';
 
 const base = process.env.BASE_URL;
 const executablePath = process.env.CHROMIUM || '/usr/bin/chromium';
@@ -25,9 +23,9 @@ if (!base || !artifacts) {
   console.error('BASE_URL and ARTIFACTS are required');
   process.exit(2);
 }
-mkdirSync(artifacts, { recursive: true });
 
 const out = { screenshots: [], consoleErrors: [], expectedNetworkErrors: [], steps: [] };
+const { step, shot } = recorder(out, artifacts);
 
 // checkpoint hands control to the Go test: it prints {"checkpoint": name}
 // and waits for the test's "ok" on stdin.
@@ -40,18 +38,7 @@ async function checkpoint(name) {
 
 // While the bridge is down, failed requests are expected.
 let bridgeDown = false;
-const step = (name) => {
-  out.steps.push(name);
-  console.error(`step: ${name}`);
-};
-
-const browser = await chromium.launch({
-  executablePath,
-  headless: true,
-  timeout,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
-    '--disable-component-update', '--disable-sync', '--disable-quic'],
-});
+const browser = await launchChromium(executablePath, timeout);
 
 // watch records console errors and uncaught exceptions of a page.
 function watch(page) {
@@ -63,12 +50,6 @@ function watch(page) {
     else out.consoleErrors.push(text);
   });
   page.on('pageerror', (e) => out.consoleErrors.push(`uncaught: ${e.message}`));
-}
-
-async function shot(page, name) {
-  const path = join(artifacts, `${name}.png`);
-  await page.screenshot({ path, animations: 'disabled', caret: 'hide' });
-  out.screenshots.push(path);
 }
 
 // lastReply is the text of the last assistant message that is not a notice,

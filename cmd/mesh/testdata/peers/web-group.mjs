@@ -13,9 +13,7 @@
 //
 // Every wait is for a DOM condition, bounded by TIMEOUT_MS; nothing sleeps.
 
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
-import { chromium } from 'playwright-core';
+import { launchChromium, recorder } from './browser.mjs';
 
 const base = process.env.BASE_URL;
 const executablePath = process.env.CHROMIUM || '/usr/bin/chromium';
@@ -26,21 +24,11 @@ if (!base || !artifacts) {
   console.error('BASE_URL and ARTIFACTS are required');
   process.exit(2);
 }
-mkdirSync(artifacts, { recursive: true });
 
 const out = { screenshots: [], consoleErrors: [], steps: [] };
-const step = (name) => {
-  out.steps.push(name);
-  console.error(`step: ${name}`);
-};
+const { step, shot } = recorder(out, artifacts);
 
-const browser = await chromium.launch({
-  executablePath,
-  headless: true,
-  timeout,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
-    '--disable-component-update', '--disable-sync', '--disable-quic'],
-});
+const browser = await launchChromium(executablePath, timeout);
 
 function watch(page) {
   page.setDefaultTimeout(timeout);
@@ -48,12 +36,6 @@ function watch(page) {
     if (m.type() === 'error') out.consoleErrors.push(`${m.text()} @ ${m.location().url || ''}`);
   });
   page.on('pageerror', (e) => out.consoleErrors.push(`uncaught: ${e.message}`));
-}
-
-async function shot(page, name) {
-  const path = join(artifacts, `${name}.png`);
-  await page.screenshot({ path, animations: 'disabled', caret: 'hide' });
-  out.screenshots.push(path);
 }
 
 // record starts noting, in the page, every state of the speaking indicator
