@@ -21,10 +21,13 @@ type liveness struct {
 
 	mu    sync.RWMutex
 	nodes map[string]mesh.NodeInfo // by key
+	// revs are the revisions applied, by key, deletes included: a reload's
+	// read must not undo a newer entry the watch applied meanwhile.
+	revs map[string]uint64
 }
 
 func newLiveness(kv jetstream.KeyValue) *liveness {
-	return &liveness{kv: kv, nodes: map[string]mesh.NodeInfo{}}
+	return &liveness{kv: kv, nodes: map[string]mesh.NodeInfo{}, revs: map[string]uint64{}}
 }
 
 // start watches the agent nodes until ctx ends; it returns once the
@@ -47,6 +50,10 @@ func (l *liveness) start(ctx context.Context) error {
 func (l *liveness) apply(e jetstream.KeyValueEntry) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if e.Revision() <= l.revs[e.Key()] {
+		return
+	}
+	l.revs[e.Key()] = e.Revision()
 	if e.Operation() != jetstream.KeyValuePut {
 		delete(l.nodes, e.Key())
 		return

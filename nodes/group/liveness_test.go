@@ -36,3 +36,31 @@ func TestReloadSeesWhatTheWatchHasNotYet(t *testing.T) {
 		}
 	}
 }
+
+// TestOlderEntryDoesNotUndoANewerOne: a reload's read that lands after the
+// watch applied a newer entry (here, the node's removal) changes nothing.
+func TestOlderEntryDoesNotUndoANewerOne(t *testing.T) {
+	m := meshtest.New(t)
+	info := mesh.NodeInfo{Node: "a-1", Role: mesh.RoleAgent, State: mesh.NodeReady, Serves: []string{"alpha"}}
+	data, _ := json.Marshal(info)
+	if _, err := m.Nodes.Put(t.Context(), info.Key(), data); err != nil {
+		t.Fatal(err)
+	}
+	old, err := m.Nodes.Get(t.Context(), info.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Nodes.Delete(t.Context(), info.Key()); err != nil {
+		t.Fatal(err)
+	}
+	l := newLiveness(m.Nodes)
+	ready := make(chan struct{})
+	if err := mesh.WatchKV(t.Context(), m.Nodes, mesh.RoleAgent+".*", l.apply, func() { close(ready) }); err != nil {
+		t.Fatal(err)
+	}
+	<-ready
+	l.apply(old)
+	if l.serves("alpha") {
+		t.Error("an older entry brought back a node the bucket had removed")
+	}
+}
