@@ -21,9 +21,9 @@ import (
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
 	wire "github.com/agentmesh/agentmesh/mesh/a2a"
+	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
 	"github.com/agentmesh/agentmesh/nodes/agent"
-	"github.com/agentmesh/agentmesh/nodes/agent/llm"
 	"github.com/agentmesh/agentmesh/nodes/approver"
 	"github.com/agentmesh/agentmesh/nodes/group"
 )

@@ -14,8 +14,8 @@ import (
 
 	"github.com/agentmesh/agentmesh/bridge/core/coretest"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
-	"github.com/agentmesh/agentmesh/nodes/agent/llm"
 )
 
 // checkChunks checks chunks of one message against the rules of seed 001.

@@ -17,9 +17,9 @@ import (
 	"github.com/agentmesh/agentmesh/bridge/rest"
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
 	"github.com/agentmesh/agentmesh/nodes/agent"
-	"github.com/agentmesh/agentmesh/nodes/agent/llm"
 	"github.com/agentmesh/agentmesh/nodes/approver"
 )
 

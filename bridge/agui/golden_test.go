@@ -11,8 +11,8 @@ import (
 
 	"github.com/agentmesh/agentmesh/bridge/core/coretest"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
-	"github.com/agentmesh/agentmesh/nodes/agent/llm"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden streams in testdata/*.sse")

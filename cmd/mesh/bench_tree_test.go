@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentmesh/agentmesh/nodes/agent/llm"
-	"github.com/agentmesh/agentmesh/nodes/agent/llm/llmtest"
+	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/llm/llmtest"
 )
 
 // slowModel is the offline planner behind a model that takes delay to

@@ -15,9 +15,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/llm/llmtest"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
-	"github.com/agentmesh/agentmesh/nodes/agent/llm"
-	"github.com/agentmesh/agentmesh/nodes/agent/llm/llmtest"
 )
 
 // groupConfig is the default agent plus the groups given (YAML under

@@ -15,8 +15,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentmesh/agentmesh/config"
-	"github.com/agentmesh/agentmesh/nodes/agent/llm"
-	"github.com/agentmesh/agentmesh/nodes/agent/llm/llmtest"
+	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/llm/llmtest"
 )
 
 // `mesh up` with a cloud model, its base URL pointed at a local server that

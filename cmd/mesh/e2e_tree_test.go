@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/llm/llmtest"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
-	"github.com/agentmesh/agentmesh/nodes/agent/llm"
-	"github.com/agentmesh/agentmesh/nodes/agent/llm/llmtest"
 )
 
 // These tests run agent trees (issue 6; seed 002 TS-015 to TS-019, TS-022

@@ -17,8 +17,8 @@ import (
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/a2a"
 	"github.com/agentmesh/agentmesh/mesh/a2a/a2atest"
+	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
-	"github.com/agentmesh/agentmesh/nodes/agent/llm"
 )
 
 // These tests delegate to a sub-agent built with the official Go SDK's

@@ -49,7 +49,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
-	"github.com/agentmesh/agentmesh/nodes/agent/llm"
+	"github.com/agentmesh/agentmesh/mesh/llm"
 )
 
 // Config configures an agent role.

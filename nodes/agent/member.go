@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/agentmesh/agentmesh/mesh"
-	"github.com/agentmesh/agentmesh/nodes/agent/llm"
+	"github.com/agentmesh/agentmesh/mesh/llm"
 )
 
 // This file runs an agent's turn as a member of a group chat. The group

@@ -12,8 +12,8 @@ import (
 
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
-	"github.com/agentmesh/agentmesh/nodes/agent/llm"
 )
 
 // A tool server that keeps failing opens its breaker after breakers.tools

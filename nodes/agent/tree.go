@@ -12,7 +12,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
-	"github.com/agentmesh/agentmesh/nodes/agent/llm"
+	"github.com/agentmesh/agentmesh/mesh/llm"
 )
 
 // This file runs the agent tree (FR-021 to FR-026). A run of the tree lives

@@ -14,8 +14,8 @@ import (
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/a2a/a2atest"
+	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
-	"github.com/agentmesh/agentmesh/nodes/agent/llm"
 )
 
 // These tests run agent trees (FR-021 to FR-026) on an embedded mesh, with

@@ -17,7 +17,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
-	"github.com/agentmesh/agentmesh/nodes/agent/llm"
+	"github.com/agentmesh/agentmesh/mesh/llm"
 )
 
 // Outcomes of claiming a conversation for a turn.

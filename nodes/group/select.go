@@ -53,7 +53,7 @@ package group
 //     answer, or a failed call, falls back to round robin, and the reason
 //     quotes the answer or the error. The offline planner answers by
 //     matching the message's words with the descriptions (see "Speaker
-//     selection" in nodes/agent/llm/offline.go).
+//     selection" in mesh/llm/offline.go).
 //
 // Keywords match case-insensitively as whole words, a keyword of several
 // words as a phrase (any spaces between its words). Patterns are Go
@@ -81,7 +81,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentmesh/agentmesh/config"
-	"github.com/agentmesh/agentmesh/nodes/agent/llm"
+	"github.com/agentmesh/agentmesh/mesh/llm"
 )
 
 // historyLimit is how many history messages the llm strategy sends.

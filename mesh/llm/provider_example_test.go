@@ -9,7 +9,7 @@ import (
 	"net/http/httptest"
 
 	"github.com/agentmesh/agentmesh/config"
-	"github.com/agentmesh/agentmesh/nodes/agent/llm"
+	"github.com/agentmesh/agentmesh/mesh/llm"
 )
 
 // A model served by Ollama (or any OpenAI-compatible server), streamed. A

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentmesh/agentmesh/nodes/agent/llm"
+	"github.com/agentmesh/agentmesh/mesh/llm"
 )
 
 // OpenAI Chat Completions, as the API reference describes it: POST

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/config"
-	"github.com/agentmesh/agentmesh/nodes/agent/llm"
-	"github.com/agentmesh/agentmesh/nodes/agent/llm/llmtest"
+	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/llm/llmtest"
 )
 
 // The package's own contract: the real providers of package llm, pointed at

@@ -12,8 +12,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentmesh/agentmesh/config"
-	"github.com/agentmesh/agentmesh/nodes/agent/llm"
-	"github.com/agentmesh/agentmesh/nodes/agent/llm/llmtest"
+	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/llm/llmtest"
 )
 
 // Scripted faults, as the real providers of package llm see them.

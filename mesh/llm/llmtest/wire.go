@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentmesh/agentmesh/nodes/agent/llm"
+	"github.com/agentmesh/agentmesh/mesh/llm"
 )
 
 // wire is one API: how requests are checked and decoded, and answers and

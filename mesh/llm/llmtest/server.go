@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentmesh/agentmesh/nodes/agent/llm"
+	"github.com/agentmesh/agentmesh/mesh/llm"
 )
 
 // API is the wire format a server speaks.

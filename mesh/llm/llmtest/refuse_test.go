@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentmesh/agentmesh/nodes/agent/llm/llmtest"
+	"github.com/agentmesh/agentmesh/mesh/llm/llmtest"
 )
 
 // rawCase is a request sent as it is, and the answer the API gives it.

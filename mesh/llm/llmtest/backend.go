@@ -5,7 +5,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/agentmesh/agentmesh/nodes/agent/llm"
+	"github.com/agentmesh/agentmesh/mesh/llm"
 )
 
 // Func is a backend made of a function, to script answers. It streams only
