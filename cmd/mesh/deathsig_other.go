@@ -1,6 +1,6 @@
 //go:build !linux
 
-package heartbeat
+package main
 
 import "os/exec"
 

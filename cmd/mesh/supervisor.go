@@ -1,4 +1,4 @@
-package heartbeat
+package main
 
 import (
 	"context"
@@ -15,8 +15,8 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Process is one supervised child: the supervisor's binary run with Args.
-type Process struct {
+// process is one supervised child: the supervisor's binary run with Args.
+type process struct {
 	// Name names the child in logs, e.g. "agent" or "agent-2".
 	Name string
 	Args []string
@@ -24,11 +24,11 @@ type Process struct {
 	Env []string
 }
 
-// SupervisorConfig configures a [Supervisor].
-type SupervisorConfig struct {
+// supervisorConfig configures a [supervisor].
+type supervisorConfig struct {
 	// Binary is the program to run. Empty means this process's executable.
 	Binary    string
-	Processes []Process
+	Processes []process
 	// MinBackoff and MaxBackoff bound the pause before a restart; the pause
 	// doubles at each quick death. Zero means 200ms and 10s.
 	MinBackoff, MaxBackoff time.Duration
@@ -44,31 +44,31 @@ type SupervisorConfig struct {
 	Logger         zerolog.Logger
 }
 
-// ExitConfigError is the exit code of a process that cannot run as
+// exitConfigError is the exit code of a process that cannot run as
 // configured. The supervisor does not restart such a process: it stops every
 // child and returns an error, since restarting would fail the same way.
-const ExitConfigError = 2
+const exitConfigError = 2
 
-// Supervisor runs child processes and restarts any that dies, with backoff,
+// supervisor runs child processes and restarts any that dies, with backoff,
 // until its context is cancelled. Children get SIGKILL when the supervisor
 // dies, even by kill -9 (Linux), so no role outlives `mesh up`.
-type Supervisor struct {
-	cfg SupervisorConfig
+type supervisor struct {
+	cfg supervisorConfig
 	log zerolog.Logger
 
 	mu   sync.Mutex
 	pids map[string]int
 }
 
-// NewSupervisor validates cfg.
-func NewSupervisor(cfg SupervisorConfig) (*Supervisor, error) {
+// newSupervisor validates cfg.
+func newSupervisor(cfg supervisorConfig) (*supervisor, error) {
 	if len(cfg.Processes) == 0 {
-		return nil, errors.New("heartbeat: supervisor has no processes")
+		return nil, errors.New("supervisor: no processes")
 	}
 	if cfg.Binary == "" {
 		exe, err := os.Executable()
 		if err != nil {
-			return nil, fmt.Errorf("heartbeat: find own executable: %w", err)
+			return nil, fmt.Errorf("supervisor: find own executable: %w", err)
 		}
 		cfg.Binary = exe
 	}
@@ -91,13 +91,13 @@ func NewSupervisor(cfg SupervisorConfig) (*Supervisor, error) {
 	if cfg.Stderr == nil {
 		cfg.Stderr = os.Stderr
 	}
-	return &Supervisor{cfg: cfg, log: cfg.Logger, pids: map[string]int{}}, nil
+	return &supervisor{cfg: cfg, log: cfg.Logger, pids: map[string]int{}}, nil
 }
 
-// Kill kills the child with process id pid, if it is one of this
+// kill kills the child with process id pid, if it is one of this
 // supervisor's; the supervisor then starts it again. It reports whether it
 // did.
-func (s *Supervisor) Kill(pid int, reason string) bool {
+func (s *supervisor) kill(pid int, reason string) bool {
 	s.mu.Lock()
 	name := ""
 	for n, p := range s.pids {
@@ -113,21 +113,10 @@ func (s *Supervisor) Kill(pid int, reason string) bool {
 	return syscall.Kill(pid, syscall.SIGKILL) == nil
 }
 
-// PIDs returns the process id of every running child, by name.
-func (s *Supervisor) PIDs() map[string]int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make(map[string]int, len(s.pids))
-	for k, v := range s.pids {
-		out[k] = v
-	}
-	return out
-}
-
-// Run starts the children and keeps them running until ctx is cancelled;
+// run starts the children and keeps them running until ctx is cancelled;
 // then it stops them (SIGTERM, then SIGKILL after StopTimeout) and returns
-// nil. A child exiting with [ExitConfigError] stops them all and is an error.
-func (s *Supervisor) Run(ctx context.Context) error {
+// nil. A child exiting with [exitConfigError] stops them all and is an error.
+func (s *supervisor) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var wg sync.WaitGroup
@@ -148,7 +137,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 }
 
 // keep runs p again and again until ctx ends, or p fails for good.
-func (s *Supervisor) keep(ctx context.Context, p Process) error {
+func (s *supervisor) keep(ctx context.Context, p process) error {
 	backoff := s.cfg.MinBackoff
 	log := s.log.With().Str("process", p.Name).Logger()
 	for ctx.Err() == nil {
@@ -170,9 +159,9 @@ func (s *Supervisor) keep(ctx context.Context, p Process) error {
 				if ctx.Err() != nil {
 					return nil
 				}
-				if cmd.ProcessState.ExitCode() == ExitConfigError {
+				if cmd.ProcessState.ExitCode() == exitConfigError {
 					log.Error().Msg("exited with a configuration error; not restarting")
-					return fmt.Errorf("%s cannot run as configured (exit code %d)", p.Name, ExitConfigError)
+					return fmt.Errorf("%s cannot run as configured (exit code %d)", p.Name, exitConfigError)
 				}
 				log.Warn().Err(err).Dur("uptime", time.Since(started)).Msg("exited; restarting")
 			case <-ctx.Done():
@@ -195,7 +184,7 @@ func (s *Supervisor) keep(ctx context.Context, p Process) error {
 	return nil
 }
 
-func (s *Supervisor) stop(cmd *exec.Cmd, exited <-chan error, log zerolog.Logger) {
+func (s *supervisor) stop(cmd *exec.Cmd, exited <-chan error, log zerolog.Logger) {
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-exited:
@@ -207,7 +196,7 @@ func (s *Supervisor) stop(cmd *exec.Cmd, exited <-chan error, log zerolog.Logger
 	}
 }
 
-func (s *Supervisor) setPID(name string, pid int) {
+func (s *supervisor) setPID(name string, pid int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if pid == 0 {

@@ -1,4 +1,24 @@
-package heartbeat
+// Package monitor is the monitor role (`mesh monitor`, and inside `mesh up`):
+// it finds the nodes that stop beating or that beat but no longer work, and
+// applies the recovery their role is given (FR-008 to FR-010a).
+//
+// It subscribes to every node's heartbeat (mesh.hb.>, sent by package
+// heartbeat) and keeps what it learns from them in memory only: a monitor
+// that restarts knows every live node again within one interval. A node
+// silent for [Config.Missed] intervals is down; a node that beats but
+// fails [Config.ProbeFailures] liveness probes in a row
+// (mesh.node.<id>.probe) is a zombie. For each, the monitor writes a down
+// record to the mesh_nodes bucket (kept 10 minutes, for `mesh status`),
+// publishes CUSTOM node_down (and node_up when it beats again) on
+// mesh.evt._mesh.CUSTOM, and applies the role's [Strategy]: restart (through
+// mesh up's supervisor, or by asking the node to exit on
+// mesh.node.<id>.restart), replace or alert. Too many nodes down at once put
+// the mesh in degradation mode (the _mesh.degraded key), which the bridge
+// reads to refuse new conversations until the mesh calms down.
+//
+// [Monitor.Run] owns the probe goroutines it starts and returns nil, after
+// they have ended, once its context is cancelled.
+package monitor
 
 import (
 	"context"
@@ -14,6 +34,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/agentmesh/agentmesh/heartbeat"
 	"github.com/agentmesh/agentmesh/mesh"
 )
 
@@ -33,8 +54,8 @@ const (
 	StrategyAlert Strategy = "alert"
 )
 
-// MonitorConfig configures a [Monitor].
-type MonitorConfig struct {
+// Config configures a [Monitor].
+type Config struct {
 	NC    *nats.Conn
 	JS    jetstream.JetStream
 	NS    mesh.Namespace
@@ -77,7 +98,7 @@ type MonitorConfig struct {
 // learns from the heartbeats; a monitor that restarts knows every live node
 // again within one interval.
 type Monitor struct {
-	cfg    MonitorConfig
+	cfg    Config
 	log    zerolog.Logger
 	events *mesh.EventPublisher
 
@@ -110,16 +131,16 @@ type Stats struct {
 	Degradation int `json:"degradations_total"`
 }
 
-// NewMonitor validates cfg.
-func NewMonitor(cfg MonitorConfig) (*Monitor, error) {
+// New validates cfg.
+func New(cfg Config) (*Monitor, error) {
 	if cfg.NC == nil || cfg.JS == nil || cfg.Nodes == nil {
-		return nil, errors.New("heartbeat: NC, JS and Nodes are required")
+		return nil, errors.New("monitor: NC, JS and Nodes are required")
 	}
 	if cfg.NS.Prefix() == "" {
 		cfg.NS = mesh.DefaultNamespace
 	}
 	if cfg.Interval <= 0 {
-		cfg.Interval = DefaultInterval
+		cfg.Interval = heartbeat.DefaultInterval
 	}
 	if cfg.Missed <= 0 {
 		cfg.Missed = 2
@@ -155,7 +176,7 @@ func NewMonitor(cfg MonitorConfig) (*Monitor, error) {
 		switch s {
 		case StrategyRestart, StrategyReplace, StrategyAlert:
 		default:
-			return nil, fmt.Errorf("heartbeat: role %s: unknown recovery strategy %q", role, s)
+			return nil, fmt.Errorf("monitor: role %s: unknown recovery strategy %q", role, s)
 		}
 	}
 	return &Monitor{
@@ -185,7 +206,7 @@ func (m *Monitor) Run(ctx context.Context) error {
 		}
 	})
 	if err != nil {
-		return fmt.Errorf("heartbeat: subscribe %s: %w", m.cfg.NS.HeartbeatAll(), err)
+		return fmt.Errorf("monitor: subscribe %s: %w", m.cfg.NS.HeartbeatAll(), err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	if d, err := mesh.NewNodes(m.cfg.Nodes).Degraded(ctx); err == nil && d != nil {

@@ -1,10 +1,9 @@
-package heartbeat
+package monitor
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentmesh/agentmesh/heartbeat"
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
 )
@@ -20,7 +20,7 @@ import (
 // node is a beating node on its own connection, which a test can cut to
 // simulate a crash.
 type node struct {
-	beat   *Beat
+	beat   *heartbeat.Beat
 	nc     *nats.Conn
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -34,7 +34,7 @@ func startNode(t *testing.T, m *meshtest.Mesh, role, id string, interval time.Du
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := NewBeat(BeatConfig{NC: nc, JS: js, NS: m.NS, Nodes: kv, Role: role, NodeID: id, Interval: interval, Health: health})
+	b, err := heartbeat.NewBeat(heartbeat.BeatConfig{NC: nc, JS: js, NS: m.NS, Nodes: kv, Role: role, NodeID: id, Interval: interval, Health: health})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,14 +77,14 @@ func (r *recorder) count(name string) int {
 	return n
 }
 
-func startMonitor(t *testing.T, m *meshtest.Mesh, cfg MonitorConfig) (*Monitor, *recorder) {
+func startMonitor(t *testing.T, m *meshtest.Mesh, cfg Config) (*Monitor, *recorder) {
 	t.Helper()
 	rec := &recorder{}
 	cfg.NC, cfg.JS, cfg.NS, cfg.Nodes = m.NC, m.JS, m.NS, m.Nodes
 	if cfg.Restart == nil {
 		cfg.Restart = rec.restart
 	}
-	mon, err := NewMonitor(cfg)
+	mon, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,45 +106,10 @@ func startMonitor(t *testing.T, m *meshtest.Mesh, cfg MonitorConfig) (*Monitor, 
 	return mon, rec
 }
 
-// TestKeyHoldsTheLatestInfo: once SetServes returns and its write is
-// acknowledged, the key says what it set, however the ticks interleave (a
-// tick's older info landing after it left a group seeing no live member).
-func TestKeyHoldsTheLatestInfo(t *testing.T) {
-	m := meshtest.New(t)
-	nc := meshtest.Conn(t, m.Server.ClientURL())
-	js, _ := jetstream.New(nc)
-	b, err := NewBeat(BeatConfig{NC: nc, JS: js, NS: m.NS, Nodes: m.Nodes, Role: mesh.RoleAgent, NodeID: "agent-o", Interval: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = b.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	for i := range 300 {
-		want := fmt.Sprint(i)
-		b.SetServes([]string{want})
-		select {
-		case <-js.PublishAsyncComplete():
-		case <-time.After(5 * time.Second):
-			t.Fatal("heartbeat writes not acknowledged")
-		}
-		e, err := m.Nodes.Get(t.Context(), "agent.agent-o")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var info mesh.NodeInfo
-		_ = json.Unmarshal(e.Value(), &info)
-		if len(info.Serves) != 1 || info.Serves[0] != want {
-			t.Fatalf("after SetServes(%s) the key serves %v", want, info.Serves)
-		}
-	}
-}
-
 func TestDeadNodeIsFoundWithinItsDeadline(t *testing.T) {
 	m := meshtest.New(t)
 	const interval = 100 * time.Millisecond
-	mon, rec := startMonitor(t, m, MonitorConfig{Interval: interval})
+	mon, rec := startMonitor(t, m, Config{Interval: interval})
 	n := startNode(t, m, mesh.RoleAgent, "agent-1", interval, nil)
 	meshtest.Eventually(t, 5*time.Second, func() bool { return known(mon) == 1 }, "node not seen")
 
@@ -182,7 +147,7 @@ func TestDeadNodeIsFoundWithinItsDeadline(t *testing.T) {
 func TestCleanStopIsNotAFailure(t *testing.T) {
 	m := meshtest.New(t)
 	const interval = 100 * time.Millisecond
-	mon, rec := startMonitor(t, m, MonitorConfig{Interval: interval})
+	mon, rec := startMonitor(t, m, Config{Interval: interval})
 	n := startNode(t, m, mesh.RoleToolhost, "th-1", interval, nil)
 	meshtest.Eventually(t, 5*time.Second, func() bool { return known(mon) == 1 }, "node not seen")
 	n.cancel()
@@ -200,7 +165,7 @@ func TestZombieIsCaughtByTheProbe(t *testing.T) {
 	m := meshtest.New(t)
 	const interval = 100 * time.Millisecond
 	var stuck atomic.Bool
-	_, rec := startMonitor(t, m, MonitorConfig{Interval: interval, ProbeEvery: 100 * time.Millisecond, ProbeTimeout: 150 * time.Millisecond})
+	_, rec := startMonitor(t, m, Config{Interval: interval, ProbeEvery: 100 * time.Millisecond, ProbeTimeout: 150 * time.Millisecond})
 	startNode(t, m, mesh.RoleAgent, "agent-z", interval, func(ctx context.Context) error {
 		if stuck.Load() {
 			<-ctx.Done() // a work loop that no longer answers
@@ -226,11 +191,11 @@ func TestReplaceAsksAZombieToExit(t *testing.T) {
 	m := meshtest.New(t)
 	const interval = 100 * time.Millisecond
 	exited := make(chan string, 1)
-	_, _ = startMonitor(t, m, MonitorConfig{Interval: interval, ProbeEvery: 100 * time.Millisecond, ProbeTimeout: 150 * time.Millisecond,
+	_, _ = startMonitor(t, m, Config{Interval: interval, ProbeEvery: 100 * time.Millisecond, ProbeTimeout: 150 * time.Millisecond,
 		Strategies: map[string]Strategy{mesh.RoleAgent: StrategyReplace}})
 	nc := meshtest.Conn(t, m.Server.ClientURL())
 	js, _ := jetstream.New(nc)
-	b, err := NewBeat(BeatConfig{NC: nc, JS: js, NS: m.NS, Nodes: m.Nodes, Role: mesh.RoleAgent, NodeID: "agent-r", Interval: interval,
+	b, err := heartbeat.NewBeat(heartbeat.BeatConfig{NC: nc, JS: js, NS: m.NS, Nodes: m.Nodes, Role: mesh.RoleAgent, NodeID: "agent-r", Interval: interval,
 		Health:    func(context.Context) error { return errors.New("stuck") },
 		OnRestart: func(reason string) { exited <- reason }})
 	if err != nil {
@@ -253,7 +218,7 @@ func TestReplaceAsksAZombieToExit(t *testing.T) {
 func TestDegradationModeEntersAndLeaves(t *testing.T) {
 	m := meshtest.New(t)
 	const interval = 100 * time.Millisecond
-	mon, rec := startMonitor(t, m, MonitorConfig{Interval: interval, DegradeAfter: 3, DegradeWindow: 10 * time.Second, RecoverBelow: 2, RecoverAfter: 300 * time.Millisecond, Strategies: map[string]Strategy{mesh.RoleAgent: StrategyAlert}})
+	mon, rec := startMonitor(t, m, Config{Interval: interval, DegradeAfter: 3, DegradeWindow: 10 * time.Second, RecoverBelow: 2, RecoverAfter: 300 * time.Millisecond, Strategies: map[string]Strategy{mesh.RoleAgent: StrategyAlert}})
 	var nodes []*node
 	for _, id := range []string{"a1", "a2", "a3", "a4"} {
 		nodes = append(nodes, startNode(t, m, mesh.RoleAgent, id, interval, nil))
@@ -294,7 +259,7 @@ func known(mon *Monitor) int {
 func TestQuickRestartIsStillReportedDown(t *testing.T) {
 	m := meshtest.New(t)
 	const interval = 100 * time.Millisecond
-	_, rec := startMonitor(t, m, MonitorConfig{Interval: 500 * time.Millisecond})
+	_, rec := startMonitor(t, m, Config{Interval: 500 * time.Millisecond})
 	n := startNode(t, m, mesh.RoleAgent, "agent-q", interval, nil)
 	meshtest.Eventually(t, 5*time.Second, func() bool { return rec.count(mesh.CustomNodeDown) == 0 && n.beat.State() == mesh.NodeReady }, "node not ready")
 	time.Sleep(3 * interval) // the monitor has seen it
