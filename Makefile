@@ -43,10 +43,11 @@ $(PEERS)/node_modules/.package-lock.json: $(PEERS)/package.json $(PEERS)/package
 chaos:
 	MESH_CHAOS_SECONDS=60 MESH_CHAOS_CONVERSATIONS=50 $(GO) test -race -count=1 -timeout 30m -run '^TestChaos$$' -v ./cmd/mesh/
 
-## lint: gofmt, go vet, staticcheck
+## lint: gofmt, go mod tidy (changes nothing), go vet, staticcheck
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^vendor/')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@$(GO) mod tidy -diff || { echo "go.mod or go.sum is not tidy: run go mod tidy"; exit 1; }
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 
