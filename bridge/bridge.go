@@ -71,7 +71,7 @@ func New(cfg Config) (*Bridge, error) {
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = 30 * time.Second
 	}
-	log := cfg.Logger.With().Str("role", mesh.RoleBridge).Str("node", cfg.NodeID).Logger()
+	log := cfg.Logger
 	c, err := core.New(core.Config{
 		NC: cfg.NC, JS: cfg.JS, Resources: cfg.Resources, Agent: cfg.Agent.Name, Prompt: cfg.Agent.Prompt, Groups: cfg.Agent.Groups,
 		FollowerBuffer: cfg.Agent.HTTP.StreamBuffer, MaxStreams: cfg.Agent.HTTP.MaxStreams, NoToolServers: len(cfg.Agent.MCPServers) == 0, Logger: log,

@@ -115,6 +115,7 @@ func runRole(t *testing.T, m *meshProc, role string, env ...string) (*exec.Cmd, 
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		_ = f.Close()
+		checkLogLines(t, logPath)
 		if t.Failed() {
 			data, _ := os.ReadFile(logPath)
 			t.Logf("%s log:\n%s", role, tail(string(data), 60))

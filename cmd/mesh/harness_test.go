@@ -131,6 +131,7 @@ func startMesh(t testing.TB, o meshOpts) *meshProc {
 	m.start()
 	t.Cleanup(func() {
 		m.stop()
+		checkLogLines(t, m.logPath)
 		if t.Failed() {
 			t.Logf("mesh log (%s):\n%s", m.logPath, tail(m.logs(), 120))
 		}

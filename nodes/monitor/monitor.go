@@ -180,7 +180,7 @@ func New(cfg Config) (*Monitor, error) {
 		}
 	}
 	return &Monitor{
-		cfg: cfg, log: cfg.Logger.With().Str("role", mesh.RoleMonitor).Logger(),
+		cfg: cfg, log: cfg.Logger,
 		events: mesh.NewEventPublisher(cfg.JS, cfg.NS), nodes: map[string]*tracked{},
 	}, nil
 }
@@ -264,7 +264,7 @@ func (m *Monitor) seen(ctx context.Context, info mesh.NodeInfo) {
 	}
 	m.mu.Unlock()
 	if wasDown {
-		m.log.Info().Str("node", info.Node).Str("node_role", info.Role).Msg("node up")
+		m.log.Info().Str("peer", info.Node).Str("peer_role", info.Role).Msg("node up")
 		m.publish(ctx, mesh.CustomNodeUp, info)
 	}
 }
@@ -365,7 +365,7 @@ func (m *Monitor) markDown(ctx context.Context, info mesh.NodeInfo, reason strin
 	m.failures = append(m.failures, failure{at: now, key: info.Key()})
 	m.mu.Unlock()
 	info.State, info.Detail, info.DownAt = mesh.NodeDown, reason, now.UTC()
-	m.log.Error().Str("node", info.Node).Str("node_role", info.Role).Int("pid", info.PID).Str("reason", reason).Str("strategy", string(strategy)).Msg("node down")
+	m.log.Error().Str("peer", info.Node).Str("peer_role", info.Role).Int("pid", info.PID).Str("reason", reason).Str("strategy", string(strategy)).Msg("node down")
 	if data, err := json.Marshal(info); err == nil {
 		// The record outlives the node's own key, for `mesh status`.
 		msg := nats.NewMsg("$KV." + m.cfg.NS.Bucket(mesh.BucketNodes) + "." + info.Key())
