@@ -11,7 +11,7 @@ TEST_FLAGS  ?=
 # The npm peers the end-to-end tests drive (@ag-ui/client, playwright-core),
 # pinned by package-lock.json. `make test` installs them first when node and
 # npm are on PATH; without them those tests skip (and fail under CI=true).
-PEERS       := cmd/mesh/testdata/peers
+PEERS       := cmd/mesh/e2e/testdata/peers
 NPM         ?= npm
 HAVE_NODE   := $(shell command -v node >/dev/null 2>&1 && command -v $(NPM) >/dev/null 2>&1 && echo yes)
 
@@ -32,7 +32,7 @@ run: build
 test: $(if $(HAVE_NODE),peers)
 	$(GO) test -race -timeout 20m $(TEST_FLAGS) ./...
 
-## peers: install the tests' npm peers in cmd/mesh/testdata/peers (npm ci)
+## peers: install the tests' npm peers in cmd/mesh/e2e/testdata/peers (npm ci)
 peers: $(PEERS)/node_modules/.package-lock.json
 
 $(PEERS)/node_modules/.package-lock.json: $(PEERS)/package.json $(PEERS)/package-lock.json
@@ -41,12 +41,13 @@ $(PEERS)/node_modules/.package-lock.json: $(PEERS)/package.json $(PEERS)/package
 
 ## chaos: the chaos test at full scale: 50 conversations, 60 s of random kills
 chaos:
-	MESH_CHAOS_SECONDS=60 MESH_CHAOS_CONVERSATIONS=50 $(GO) test -race -count=1 -timeout 30m -run '^TestChaos$$' -v ./cmd/mesh/
+	MESH_CHAOS_SECONDS=60 MESH_CHAOS_CONVERSATIONS=50 $(GO) test -race -count=1 -timeout 30m -run '^TestChaos$$' -v ./cmd/mesh/e2e/
 
-## lint: gofmt, go vet, staticcheck
+## lint: gofmt, go mod tidy (changes nothing), go vet, staticcheck
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^vendor/')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@$(GO) mod tidy -diff || { echo "go.mod or go.sum is not tidy: run go mod tidy"; exit 1; }
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 

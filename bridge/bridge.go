@@ -71,7 +71,7 @@ func New(cfg Config) (*Bridge, error) {
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = 30 * time.Second
 	}
-	log := cfg.Logger.With().Str("role", mesh.RoleBridge).Str("node", cfg.NodeID).Logger()
+	log := cfg.Logger
 	c, err := core.New(core.Config{
 		NC: cfg.NC, JS: cfg.JS, Resources: cfg.Resources, Agent: cfg.Agent.Name, Prompt: cfg.Agent.Prompt, Groups: cfg.Agent.Groups,
 		FollowerBuffer: cfg.Agent.HTTP.StreamBuffer, MaxStreams: cfg.Agent.HTTP.MaxStreams, NoToolServers: len(cfg.Agent.MCPServers) == 0, Logger: log,
@@ -98,7 +98,7 @@ func New(cfg Config) (*Bridge, error) {
 	docs.Register(mux)
 	web.Register(mux) // GET / and /web/…; the catch-all below answers every other path
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		rest.WriteError(w, &mesh.Error{Kind: "route_not_found", Status: http.StatusNotFound, Message: fmt.Sprintf("no route %s %s; see GET /docs", r.Method, r.URL.Path)})
+		core.WriteError(w, &mesh.Error{Kind: "route_not_found", Status: http.StatusNotFound, Message: fmt.Sprintf("no route %s %s; see GET /docs", r.Method, r.URL.Path)})
 	})
 	b := &Bridge{cfg: cfg, core: c, log: log}
 	b.handler = b.middleware(mux)
@@ -159,7 +159,7 @@ func (b *Bridge) middleware(next http.Handler) http.Handler {
 				}
 				b.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Str("path", r.URL.Path).Msg("handler panic")
 				if !sw.wrote {
-					rest.WriteError(sw, mesh.ErrInternal.With("internal error"))
+					core.WriteError(sw, mesh.ErrInternal.With("internal error"))
 				}
 			}
 			ev := b.log.Info()

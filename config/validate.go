@@ -14,28 +14,37 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 const nameWant = "a name of letters, digits, '_' and '-'"
 
 func (c *Config) validate() error {
-	bad := func(field, want string) error { return &Error{File: c.Path, Field: field, Want: want} }
+	for _, check := range []func() *fieldErr{c.checkModels, c.checkRuntime, c.checkTools, c.checkTree, c.checkGroups} {
+		if err := check(); err != nil {
+			return &Error{File: c.Path, Field: err.field, Want: err.want}
+		}
+	}
+	return nil
+}
+
+// checkModels checks the name, the models and the circuit breakers.
+func (c *Config) checkModels() *fieldErr {
 	if c.Name == "" {
-		return bad("name", "is required: "+nameWant+", e.g. resource-manager")
+		return &fieldErr{"name", "is required: " + nameWant + ", e.g. resource-manager"}
 	}
 	if !nameRE.MatchString(c.Name) {
-		return bad("name", fmt.Sprintf("%q is not %s", c.Name, nameWant))
+		return &fieldErr{"name", fmt.Sprintf("%q is not %s", c.Name, nameWant)}
 	}
 	if c.LLM.Model == "" {
-		return bad("llm.model", "is required: offline (no API key needed), a gemini-…, claude-… or gpt-… model, or provider:model")
+		return &fieldErr{"llm.model", "is required: offline (no API key needed), a gemini-…, claude-… or gpt-… model, or provider:model"}
 	}
 	for field, m := range c.Models() {
 		if _, err := ParseModel(m); err != nil {
-			return bad(field, err.Error())
+			return &fieldErr{field, err.Error()}
 		}
 	}
 	if c.LLM.BaseURL != "" {
 		if err := checkURL(c.LLM.BaseURL); err != nil {
-			return bad("llm.base_url", err.Error())
+			return &fieldErr{"llm.base_url", err.Error()}
 		}
 	}
 	if c.LLM.MaxRetries < -1 {
-		return bad("llm.max_retries", "must be -1 (no retries), 0 (default) or more")
+		return &fieldErr{"llm.max_retries", "must be -1 (no retries), 0 (default) or more"}
 	}
 	for _, b := range []struct {
 		field   string
@@ -47,81 +56,92 @@ func (c *Config) validate() error {
 			if b.minimum < 0 {
 				what = "must be -1 (no breaker), 0 (default) or more"
 			}
-			return bad(b.field+".failures", what)
+			return &fieldErr{b.field + ".failures", what}
 		}
 		if b.b.Cooldown < 0 {
-			return bad(b.field+".cooldown", "must not be negative")
+			return &fieldErr{b.field + ".cooldown", "must not be negative"}
 		}
 	}
+	return nil
+}
+
+// checkRuntime checks logging, the addresses, the mesh and http sections,
+// replicas, recovery strategies and the node id.
+func (c *Config) checkRuntime() *fieldErr {
 	switch c.Log.Level {
 	case "", "trace", "debug", "info", "warn", "error":
 	default:
-		return bad("log.level ("+EnvLogLevel+")", fmt.Sprintf("%q is not one of debug, info, warn, error", c.Log.Level))
+		return &fieldErr{"log.level (" + EnvLogLevel + ")", fmt.Sprintf("%q is not one of debug, info, warn, error", c.Log.Level)}
 	}
 	switch c.Log.Format {
 	case "", "json", "console":
 	default:
-		return bad("log.format ("+EnvLogFmt+")", fmt.Sprintf("%q is not json or console", c.Log.Format))
+		return &fieldErr{"log.format (" + EnvLogFmt + ")", fmt.Sprintf("%q is not json or console", c.Log.Format)}
 	}
 	if c.Port < 0 || c.Port > 65535 {
-		return bad("port", fmt.Sprintf("%d is not a port number (1-65535)", c.Port))
+		return &fieldErr{"port", fmt.Sprintf("%d is not a port number (1-65535)", c.Port)}
 	}
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
-		return bad("host/port ("+EnvHTTPAddr+")", fmt.Sprintf("%q is not host:port", c.HTTPAddr))
+		return &fieldErr{"host/port (" + EnvHTTPAddr + ")", fmt.Sprintf("%q is not host:port", c.HTTPAddr)}
 	}
 	if c.EmbeddedNATS() {
 		if _, p, err := net.SplitHostPort(c.NATS.Listen); err != nil || !validPort(p) {
-			return bad("nats.listen ("+EnvNATSAddr+")", fmt.Sprintf("%q is not host:port", c.NATS.Listen))
+			return &fieldErr{"nats.listen (" + EnvNATSAddr + ")", fmt.Sprintf("%q is not host:port", c.NATS.Listen)}
 		}
 	}
 	if c.Mesh.Prefix != "" && !nameRE.MatchString(c.Mesh.Prefix) {
-		return bad("mesh.prefix", fmt.Sprintf("%q is not %s", c.Mesh.Prefix, nameWant))
+		return &fieldErr{"mesh.prefix", fmt.Sprintf("%q is not %s", c.Mesh.Prefix, nameWant)}
 	}
 	if c.Mesh.MaxToolIterations < 0 || c.Mesh.Workers < 0 || c.Mesh.MaxDeliver < 0 {
-		return bad("mesh", "max_tool_iterations, workers and max_deliver must not be negative")
+		return &fieldErr{"mesh", "max_tool_iterations, workers and max_deliver must not be negative"}
 	}
 	if c.HTTP.MaxBodyBytes < 0 {
-		return bad("http.max_body_bytes", "must not be negative")
+		return &fieldErr{"http.max_body_bytes", "must not be negative"}
 	}
 	if u, err := url.Parse(c.HTTP.PublicURL); c.HTTP.PublicURL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "") {
-		return bad("http.public_url", fmt.Sprintf("%q is not an http(s) URL without query, such as https://agents.example.com", c.HTTP.PublicURL))
+		return &fieldErr{"http.public_url", fmt.Sprintf("%q is not an http(s) URL without query, such as https://agents.example.com", c.HTTP.PublicURL)}
 	}
 	for role, n := range c.Mesh.Replicas {
 		switch role {
 		case "agent", "toolhost", "approver", "bridge", "group", "monitor":
 		default:
-			return bad("mesh.replicas", fmt.Sprintf("%q is not a role that can have replicas (agent, toolhost, approver, bridge, group, monitor)", role))
+			return &fieldErr{"mesh.replicas", fmt.Sprintf("%q is not a role that can have replicas (agent, toolhost, approver, bridge, group, monitor)", role)}
 		}
 		if n < 0 || n > 64 {
-			return bad("mesh.replicas."+role, fmt.Sprintf("%d: use 0 to 64", n))
+			return &fieldErr{"mesh.replicas." + role, fmt.Sprintf("%d: use 0 to 64", n)}
 		}
 	}
 	for role, s := range c.Monitor.Strategies {
 		if s != "restart" && s != "replace" && s != "alert" {
-			return bad("monitor.strategies."+role, fmt.Sprintf("%q is not restart, replace or alert", s))
+			return &fieldErr{"monitor.strategies." + role, fmt.Sprintf("%q is not restart, replace or alert", s)}
 		}
 	}
 	if c.NodeID != "" && !nameRE.MatchString(c.NodeID) {
-		return bad(EnvNodeID, fmt.Sprintf("%q is not %s", c.NodeID, nameWant))
+		return &fieldErr{EnvNodeID, fmt.Sprintf("%q is not %s", c.NodeID, nameWant)}
 	}
+	return nil
+}
+
+// checkTools checks the MCP servers and the A2A agents.
+func (c *Config) checkTools() *fieldErr {
 	seen := map[string]bool{}
 	for i, s := range c.MCPServers {
 		field := fmt.Sprintf("mcp_servers[%d]", i)
 		switch {
 		case s.Name == "":
-			return bad(field+".name", "is required: "+nameWant)
+			return &fieldErr{field + ".name", "is required: " + nameWant}
 		case !nameRE.MatchString(s.Name):
-			return bad(field+".name", fmt.Sprintf("%q is not %s", s.Name, nameWant))
+			return &fieldErr{field + ".name", fmt.Sprintf("%q is not %s", s.Name, nameWant)}
 		case seen[s.Name]:
-			return bad(field+".name", fmt.Sprintf("%q is used twice", s.Name))
+			return &fieldErr{field + ".name", fmt.Sprintf("%q is used twice", s.Name)}
 		case s.Command == "" && s.URL == "":
-			return bad(field, "needs command (a stdio server) or url (a streamable HTTP server)")
+			return &fieldErr{field, "needs command (a stdio server) or url (a streamable HTTP server)"}
 		case s.Command != "" && s.URL != "":
-			return bad(field, "has both command and url: keep one")
+			return &fieldErr{field, "has both command and url: keep one"}
 		}
 		if s.URL != "" {
 			if err := checkURL(s.URL); err != nil {
-				return bad(field+".url", err.Error())
+				return &fieldErr{field + ".url", err.Error()}
 			}
 		}
 		seen[s.Name] = true
@@ -129,46 +149,56 @@ func (c *Config) validate() error {
 	a2aSeen := map[string]bool{}
 	for i, a := range c.A2A {
 		if err := checkA2A(fmt.Sprintf("a2a[%d]", i), a, a2aSeen); err != nil {
-			return bad(err.field, err.want)
+			return err
 		}
 	}
+	return nil
+}
+
+// checkTree checks the agent tree: names, references expanded, node kinds and placeholders.
+func (c *Config) checkTree() *fieldErr {
 	if c.Agent != nil {
 		if err := checkNames("agent", c.Agent, map[string]string{}); err != nil {
-			return bad(err.field, err.want)
+			return err
 		}
 		defs := map[string]*Node{}
 		collectDefs(c.Agent, defs)
 		expanded, ferr := expandRefs("agent", c.Agent, defs, nil)
 		if ferr != nil {
-			return bad(ferr.field, ferr.want)
+			return ferr
 		}
 		c.Agent = expanded
 		if err := checkNode("agent", c.Agent); err != nil {
-			return bad(err.field, err.want)
+			return err
 		}
 		if err := checkPlaceholders("agent", c.Agent, producers(c.Agent)); err != nil {
-			return bad(err.field, err.want)
+			return err
 		}
 	}
+	return nil
+}
+
+// checkGroups checks the group chats, setting their defaults.
+func (c *Config) checkGroups() *fieldErr {
 	groups := map[string]bool{}
 	defined := map[string]Participant{}
 	for i, g := range c.Groups {
 		field := fmt.Sprintf("groups[%d]", i)
 		switch {
 		case g.Name == "" || !nameRE.MatchString(g.Name):
-			return bad(field+".name", "is required: "+nameWant)
+			return &fieldErr{field + ".name", "is required: " + nameWant}
 		case groups[g.Name]:
-			return bad(field+".name", fmt.Sprintf("%q is used twice", g.Name))
+			return &fieldErr{field + ".name", fmt.Sprintf("%q is used twice", g.Name)}
 		case len(g.Participants) == 0:
-			return bad(field+".participants", "needs at least one participant")
+			return &fieldErr{field + ".participants", "needs at least one participant"}
 		}
 		switch g.Strategy {
 		case "", "round_robin", "priority", "router", "llm":
 		default:
-			return bad(field+".strategy", fmt.Sprintf("%q is not one of round_robin, priority, router, llm", g.Strategy))
+			return &fieldErr{field + ".strategy", fmt.Sprintf("%q is not one of round_robin, priority, router, llm", g.Strategy)}
 		}
 		if err := checkGroup(field, &c.Groups[i], c.Name, defined); err != nil {
-			return bad(err.field, err.want)
+			return err
 		}
 		groups[g.Name] = true
 	}

@@ -245,38 +245,3 @@ func (s *ApprovalStore) List(ctx context.Context, status ApprovalStatus) ([]*App
 	}
 	return out, nil
 }
-
-// JSONErrorText describes a JSON decoding error for people, naming the field
-// and the type expected where the decoder knows them.
-func JSONErrorText(err error) string {
-	var te *json.UnmarshalTypeError
-	var se *json.SyntaxError
-	switch {
-	case asErr(err, &te):
-		field := te.Field
-		if field == "" {
-			field = "body"
-		}
-		return fmt.Sprintf("field %q must be %s, not %s", field, jsonTypeName(te.Type.Kind().String()), te.Value)
-	case asErr(err, &se):
-		return fmt.Sprintf("malformed JSON at byte %d: %v", se.Offset, se)
-	default:
-		return "malformed JSON: " + err.Error()
-	}
-}
-
-func jsonTypeName(kind string) string {
-	switch kind {
-	case "bool":
-		return "a boolean"
-	case "string":
-		return "a string"
-	case "int", "int64", "int32", "uint64", "float64", "float32":
-		return "a number"
-	case "slice":
-		return "an array"
-	case "map", "struct", "ptr":
-		return "an object"
-	}
-	return kind
-}

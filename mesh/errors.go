@@ -2,7 +2,9 @@ package mesh
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -144,4 +146,40 @@ func ErrorKind(err error) string {
 func RespondError(req micro.Request, err error) error {
 	h := ErrorHeaders(err)
 	return req.Error(h.Get(HeaderServiceErrorCode), h.Get(HeaderServiceError), nil, micro.WithHeaders(micro.Headers(h)))
+}
+
+// JSONErrorText describes a JSON decoding error for people, naming the field
+// and the type expected where the decoder knows them: the text of the
+// [ErrBadRequest] that [ParseDecision] and the bridge's body decoding return.
+func JSONErrorText(err error) string {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case asErr(err, &te):
+		field := te.Field
+		if field == "" {
+			field = "body"
+		}
+		return fmt.Sprintf("field %q must be %s, not %s", field, jsonTypeName(te.Type.Kind().String()), te.Value)
+	case asErr(err, &se):
+		return fmt.Sprintf("malformed JSON at byte %d: %v", se.Offset, se)
+	default:
+		return "malformed JSON: " + err.Error()
+	}
+}
+
+func jsonTypeName(kind string) string {
+	switch kind {
+	case "bool":
+		return "a boolean"
+	case "string":
+		return "a string"
+	case "int", "int64", "int32", "uint64", "float64", "float32":
+		return "a number"
+	case "slice":
+		return "an array"
+	case "map", "struct", "ptr":
+		return "an object"
+	}
+	return kind
 }

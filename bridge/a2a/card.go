@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/agentmesh/agentmesh/bridge/rest"
+	"github.com/agentmesh/agentmesh/bridge/core"
 	"github.com/agentmesh/agentmesh/mesh"
 	wire "github.com/agentmesh/agentmesh/mesh/a2a"
 )
@@ -22,7 +22,7 @@ func (h *handler) card(w http.ResponseWriter, r *http.Request, t target) {
 	skills, err := h.skillsOf(r.Context(), t)
 	if err != nil {
 		w.Header().Set("Retry-After", "1")
-		rest.WriteError(w, mesh.ErrUnavailable.With("the tool catalog cannot be read: "+err.Error()))
+		core.WriteError(w, mesh.ErrUnavailable.With("the tool catalog cannot be read: "+err.Error()))
 		return
 	}
 	url := h.publicURL(r) + t.path()
@@ -44,7 +44,7 @@ func (h *handler) card(w http.ResponseWriter, r *http.Request, t target) {
 		},
 	}
 	w.Header().Set("Access-Control-Allow-Origin", "*")
-	rest.WriteJSON(w, http.StatusOK, card)
+	core.WriteJSON(w, http.StatusOK, card)
 }
 
 // publicURL is the base URL clients reach the bridge at: Config.PublicURL,

@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/agentmesh/agentmesh/bridge/core"
-	"github.com/agentmesh/agentmesh/bridge/rest"
 	"github.com/agentmesh/agentmesh/bridge/sse"
 	wire "github.com/agentmesh/agentmesh/mesh/a2a"
 )
@@ -36,10 +35,10 @@ type method func(ctx context.Context, c *call)
 
 // rpc serves POST /a2a and POST /groups/{name}/a2a.
 func (h *handler) rpc(w http.ResponseWriter, r *http.Request, t target) {
-	c := &call{h: h, w: w, r: r, caller: rest.CallerOf(r), d: v03{}, t: t}
-	body, err := rest.ReadBody(w, r, h.cfg.MaxBodyBytes)
+	c := &call{h: h, w: w, r: r, caller: core.CallerOf(r), d: v03{}, t: t}
+	body, err := core.ReadBody(w, r, h.cfg.MaxBodyBytes)
 	if err != nil {
-		if errors.Is(err, rest.ErrBodyTooLarge) {
+		if errors.Is(err, core.ErrBodyTooLarge) {
 			c.fail(&rpcError{Code: wire.CodeInvalidRequest, Message: err.Error(), Status: http.StatusRequestEntityTooLarge})
 			return
 		}
@@ -222,7 +221,7 @@ func (c *call) envelope(result any, e *rpcError) response {
 
 // reply writes a result.
 func (c *call) reply(result any) {
-	rest.WriteJSON(c.w, http.StatusOK, c.envelope(result, nil))
+	core.WriteJSON(c.w, http.StatusOK, c.envelope(result, nil))
 }
 
 // fail writes an error; errors that are not JSON-RPC ones are mapped by
@@ -238,7 +237,7 @@ func (c *call) fail(err error) {
 	if e.RetryAfter > 0 {
 		c.w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
-	rest.WriteJSON(c.w, e.status(), c.envelope(nil, e))
+	core.WriteJSON(c.w, e.status(), c.envelope(nil, e))
 }
 
 // failStream answers an error to a streaming method before its stream

@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/agentmesh/agentmesh/bridge/rest"
+	"github.com/agentmesh/agentmesh/bridge/core"
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
 	wire "github.com/agentmesh/agentmesh/mesh/a2a"
@@ -36,7 +36,7 @@ func (h *handler) group(f func(http.ResponseWriter, *http.Request, target)) http
 	return func(w http.ResponseWriter, r *http.Request) {
 		g, err := h.core.Group(r.PathValue("name"))
 		if err != nil {
-			rest.WriteError(w, err)
+			core.WriteError(w, err)
 			return
 		}
 		f(w, r, target{group: g})

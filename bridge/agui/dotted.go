@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/bridge/core"
-	"github.com/agentmesh/agentmesh/bridge/rest"
 	"github.com/agentmesh/agentmesh/bridge/sse"
 	"github.com/agentmesh/agentmesh/mesh"
 )
@@ -37,7 +36,7 @@ type conversationBody struct {
 // dotted serves POST /api/conversation: the dotted dialect of seed 000.
 func (h *handler) dotted(w http.ResponseWriter, r *http.Request) {
 	var in conversationBody
-	if err := rest.DecodeBody(w, r, h.cfg.MaxBodyBytes, &in, false); err != nil {
+	if err := core.DecodeBody(w, r, h.cfg.MaxBodyBytes, &in, false); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -97,7 +96,7 @@ func checkInput(message, id, idField string) error {
 // starts a turn with message in it, answering errors with their status
 // (400, 409 for a conversation waiting for approval or running, 503).
 func (h *handler) startDialectRun(w http.ResponseWriter, r *http.Request, id, message string) (*runStream, bool) {
-	caller := rest.CallerOf(r)
+	caller := core.CallerOf(r)
 	id, err := h.openConversation(r.Context(), id, caller)
 	if err != nil {
 		writeError(w, err)

@@ -8,7 +8,6 @@ import (
 	"strconv"
 
 	"github.com/agentmesh/agentmesh/bridge/core"
-	"github.com/agentmesh/agentmesh/bridge/rest"
 	"github.com/agentmesh/agentmesh/bridge/sse"
 	"github.com/agentmesh/agentmesh/mesh"
 )
@@ -81,4 +80,4 @@ func lastEventID(r *http.Request) (uint64, error) {
 	return n, nil
 }
 
-func writeError(w http.ResponseWriter, err error) { rest.WriteError(w, err) }
+func writeError(w http.ResponseWriter, err error) { core.WriteError(w, err) }

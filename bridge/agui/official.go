@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentmesh/agentmesh/bridge/core"
-	"github.com/agentmesh/agentmesh/bridge/rest"
 	"github.com/agentmesh/agentmesh/bridge/sse"
 	"github.com/agentmesh/agentmesh/mesh"
 )
@@ -131,7 +130,7 @@ func (in *runAgentInput) group() (string, error) {
 // agui serves POST /agui: the official AG-UI endpoint.
 func (h *handler) agui(w http.ResponseWriter, r *http.Request) {
 	var in runAgentInput
-	if err := rest.DecodeBody(w, r, h.cfg.MaxBodyBytes, &in, false); err != nil {
+	if err := core.DecodeBody(w, r, h.cfg.MaxBodyBytes, &in, false); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -140,7 +139,7 @@ func (h *handler) agui(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	thread, runID := *in.ThreadID, *in.RunID
-	caller := rest.CallerOf(r)
+	caller := core.CallerOf(r)
 	group, err := in.group()
 	if err == nil && group != "" {
 		_, err = h.core.Group(group)

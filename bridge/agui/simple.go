@@ -9,7 +9,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentmesh/agentmesh/bridge/core"
-	"github.com/agentmesh/agentmesh/bridge/rest"
 	"github.com/agentmesh/agentmesh/bridge/sse"
 	"github.com/agentmesh/agentmesh/mesh"
 )
@@ -85,7 +84,7 @@ func (b *chatBody) input() (message, id string, err error) {
 func (h *handler) simple(w http.ResponseWriter, r *http.Request) {
 	begun := time.Now()
 	var in chatBody
-	if err := rest.DecodeBody(w, r, h.cfg.MaxBodyBytes, &in, false); err != nil {
+	if err := core.DecodeBody(w, r, h.cfg.MaxBodyBytes, &in, false); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -13,6 +13,11 @@
 // then live ones, through one ordered consumer per bridge that fans the
 // events stream out to bounded per-client queues.
 //
+// Every surface reads requests and answers with the HTTP helpers of
+// http.go ([CallerOf], [ReadBody], [DecodeBody], [WriteJSON], [WriteError]:
+// errors as JSON {"error", "code"} with their status), so that no protocol
+// package imports another.
+//
 // [Core.Start] subscribes; [Core.Stop] unsubscribes and ends the followers.
 // The core's only goroutines are those of its NATS subscriptions.
 package core

@@ -21,12 +21,9 @@ package rest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -81,7 +78,7 @@ func Register(mux *http.ServeMux, cfg Config) {
 }
 
 func (a *api) health(w http.ResponseWriter, r *http.Request) {
-	WriteJSON(w, http.StatusOK, a.core.Health(r.Context(), a.cfg.Version, time.Since(a.started)))
+	core.WriteJSON(w, http.StatusOK, a.core.Health(r.Context(), a.cfg.Version, time.Since(a.started)))
 }
 
 func (a *api) ready(w http.ResponseWriter, r *http.Request) {
@@ -91,13 +88,13 @@ func (a *api) ready(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusServiceUnavailable
 		w.Header().Set("Retry-After", "1")
 	}
-	WriteJSON(w, status, map[string]any{"ready": ok, "checks": checks})
+	core.WriteJSON(w, status, map[string]any{"ready": ok, "checks": checks})
 }
 
 func (a *api) tools(w http.ResponseWriter, r *http.Request) {
 	ts, err := a.core.Catalog.List(r.Context())
 	if err != nil {
-		WriteError(w, err)
+		core.WriteError(w, err)
 		return
 	}
 	if ts == nil {
@@ -113,7 +110,7 @@ func (a *api) tools(w http.ResponseWriter, r *http.Request) {
 	for _, a := range a.cfg.SubAgents {
 		subs = append(subs, subAgent{Name: a.Name, URL: a.URL, Description: a.Description, Destructive: a.IsDestructive()})
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"tools": ts, "sub_agents": subs})
+	core.WriteJSON(w, http.StatusOK, map[string]any{"tools": ts, "sub_agents": subs})
 }
 
 type messageBody struct {
@@ -155,28 +152,28 @@ func (a *api) groups(w http.ResponseWriter, _ *http.Request) {
 		}
 		out = append(out, v)
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"groups": out})
+	core.WriteJSON(w, http.StatusOK, map[string]any{"groups": out})
 }
 
 func (a *api) createConversation(w http.ResponseWriter, r *http.Request) {
 	var body messageBody
-	if err := DecodeBody(w, r, a.cfg.MaxBodyBytes, &body, true); err != nil {
-		WriteError(w, err)
+	if err := core.DecodeBody(w, r, a.cfg.MaxBodyBytes, &body, true); err != nil {
+		core.WriteError(w, err)
 		return
 	}
-	caller := CallerOf(r)
+	caller := core.CallerOf(r)
 	conv, err := a.core.CreateChat(r.Context(), mesh.NewID(), body.Group, caller)
 	if err != nil {
-		WriteError(w, err)
+		core.WriteError(w, err)
 		return
 	}
 	if body.Message == nil || *body.Message == "" {
-		WriteJSON(w, http.StatusCreated, map[string]any{"conversation": conv})
+		core.WriteJSON(w, http.StatusCreated, map[string]any{"conversation": conv})
 		return
 	}
 	run, err := a.core.Send(r.Context(), conv.ID, *body.Message, caller)
 	if err != nil {
-		WriteError(w, err)
+		core.WriteError(w, err)
 		return
 	}
 	a.answerRun(w, r, run, http.StatusCreated, nil)
@@ -185,7 +182,7 @@ func (a *api) createConversation(w http.ResponseWriter, r *http.Request) {
 func (a *api) listConversations(w http.ResponseWriter, r *http.Request) {
 	convs, err := a.core.Sessions.List(r.Context())
 	if err != nil {
-		WriteError(w, err)
+		core.WriteError(w, err)
 		return
 	}
 	counts := map[mesh.Status]int{}
@@ -194,7 +191,7 @@ func (a *api) listConversations(w http.ResponseWriter, r *http.Request) {
 		counts[c.Status]++
 		list = append(list, c.Summary())
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{
+	core.WriteJSON(w, http.StatusOK, map[string]any{
 		"conversations": list,
 		"summary": map[string]int{
 			"total":            len(convs),
@@ -209,31 +206,31 @@ func (a *api) listConversations(w http.ResponseWriter, r *http.Request) {
 func (a *api) getConversation(w http.ResponseWriter, r *http.Request) {
 	conv, err := a.core.Sessions.Get(r.Context(), r.PathValue("id"))
 	if err != nil {
-		WriteError(w, err)
+		core.WriteError(w, err)
 		return
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"conversation": conv})
+	core.WriteJSON(w, http.StatusOK, map[string]any{"conversation": conv})
 }
 
 func (a *api) sendMessage(w http.ResponseWriter, r *http.Request) {
 	var body messageBody
-	if err := DecodeBody(w, r, a.cfg.MaxBodyBytes, &body, false); err != nil {
-		WriteError(w, err)
+	if err := core.DecodeBody(w, r, a.cfg.MaxBodyBytes, &body, false); err != nil {
+		core.WriteError(w, err)
 		return
 	}
 	if body.Message == nil {
-		WriteError(w, mesh.ErrBadRequest.With(`field "message" is required: {"message": "…"}`))
+		core.WriteError(w, mesh.ErrBadRequest.With(`field "message" is required: {"message": "…"}`))
 		return
 	}
 	var run *core.Run
 	var err error
 	if key := r.Header.Get("Idempotency-Key"); key != "" {
-		run, err = a.core.SendOnce(r.Context(), r.PathValue("id"), key, *body.Message, CallerOf(r))
+		run, err = a.core.SendOnce(r.Context(), r.PathValue("id"), key, *body.Message, core.CallerOf(r))
 	} else {
-		run, err = a.core.Send(r.Context(), r.PathValue("id"), *body.Message, CallerOf(r))
+		run, err = a.core.Send(r.Context(), r.PathValue("id"), *body.Message, core.CallerOf(r))
 	}
 	if err != nil {
-		WriteError(w, err)
+		core.WriteError(w, err)
 		return
 	}
 	a.answerRun(w, r, run, http.StatusOK, nil)
@@ -242,29 +239,29 @@ func (a *api) sendMessage(w http.ResponseWriter, r *http.Request) {
 func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if _, err := a.core.Sessions.Get(r.Context(), id); err != nil {
-		WriteError(w, err)
+		core.WriteError(w, err)
 		return
 	}
 	if err := a.core.Cancel(id, ""); err != nil {
-		WriteError(w, err)
+		core.WriteError(w, err)
 		return
 	}
-	WriteJSON(w, http.StatusAccepted, map[string]any{"conversation_id": id, "cancel_requested": true})
+	core.WriteJSON(w, http.StatusAccepted, map[string]any{"conversation_id": id, "cancel_requested": true})
 }
 
 func (a *api) decide(w http.ResponseWriter, r *http.Request) {
-	body, err := ReadBody(w, r, a.cfg.MaxBodyBytes)
+	body, err := core.ReadBody(w, r, a.cfg.MaxBodyBytes)
 	if err != nil {
-		WriteError(w, err)
+		core.WriteError(w, err)
 		return
 	}
-	ap, run, err := a.core.Decide(r.Context(), r.PathValue("uuid"), body, CallerOf(r))
+	ap, run, err := a.core.Decide(r.Context(), r.PathValue("uuid"), body, core.CallerOf(r))
 	if err != nil {
 		if errors.Is(err, mesh.ErrApprovalDecided) && ap != nil {
-			WriteJSON(w, mesh.HTTPStatus(err), map[string]any{"error": err.Error(), "code": mesh.ErrorKind(err), "approval": ap})
+			core.WriteJSON(w, mesh.HTTPStatus(err), map[string]any{"error": err.Error(), "code": mesh.ErrorKind(err), "approval": ap})
 			return
 		}
-		WriteError(w, err)
+		core.WriteError(w, err)
 		return
 	}
 	a.answerRun(w, r, run, http.StatusOK, map[string]any{"approval": ap})
@@ -275,27 +272,27 @@ func (a *api) listApprovals(w http.ResponseWriter, r *http.Request) {
 	switch status {
 	case "", mesh.ApprovalPending, mesh.ApprovalApproved, mesh.ApprovalRejected:
 	default:
-		WriteError(w, mesh.ErrBadRequest.With(fmt.Sprintf("status %q is not pending, approved or rejected", status)))
+		core.WriteError(w, mesh.ErrBadRequest.With(fmt.Sprintf("status %q is not pending, approved or rejected", status)))
 		return
 	}
 	list, err := a.core.Approvals.List(r.Context(), status)
 	if err != nil {
-		WriteError(w, err)
+		core.WriteError(w, err)
 		return
 	}
 	if list == nil {
 		list = []*mesh.Approval{}
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"approvals": list})
+	core.WriteJSON(w, http.StatusOK, map[string]any{"approvals": list})
 }
 
 func (a *api) getApproval(w http.ResponseWriter, r *http.Request) {
 	ap, err := a.core.Approvals.Get(r.Context(), r.PathValue("uuid"))
 	if err != nil {
-		WriteError(w, err)
+		core.WriteError(w, err)
 		return
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"approval": ap})
+	core.WriteJSON(w, http.StatusOK, map[string]any{"approval": ap})
 }
 
 // answerRun waits for run and writes the conversation with the run's result,
@@ -305,7 +302,7 @@ func (a *api) answerRun(w http.ResponseWriter, r *http.Request, run *core.Run, s
 	defer cancel()
 	out, err := run.Wait(ctx)
 	if err != nil {
-		WriteError(w, err)
+		core.WriteError(w, err)
 		return
 	}
 	if r.Context().Err() != nil {
@@ -317,77 +314,9 @@ func (a *api) answerRun(w http.ResponseWriter, r *http.Request, run *core.Run, s
 	}
 	if !out.Finished {
 		body["conversation_id"], body["run_id"], body["status"] = run.Session(), run.ID, mesh.StatusRunning
-		WriteJSON(w, http.StatusAccepted, body)
+		core.WriteJSON(w, http.StatusAccepted, body)
 		return
 	}
 	body["result"] = core.ResultOf(out.Conversation, run.ID, out.Event)
-	WriteJSON(w, status, body)
-}
-
-// CallerOf reads the credentials and trace id of a request.
-func CallerOf(r *http.Request) core.Caller {
-	return core.Caller{Authorization: r.Header.Get("Authorization"), SessionID: r.Header.Get(mesh.HeaderSessionID)}
-}
-
-// ReadBody reads a request body of at most limit bytes; a larger one is an
-// error with status 413.
-func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		return nil, ErrBodyTooLarge.With(fmt.Sprintf("request body exceeds the limit of %d bytes", limit))
-	}
-	if err != nil {
-		return nil, mesh.ErrBadRequest.With("reading the request body: " + err.Error())
-	}
-	return data, nil
-}
-
-// ErrBodyTooLarge is a request body over the configured limit.
-var ErrBodyTooLarge = &mesh.Error{Kind: "body_too_large", Status: http.StatusRequestEntityTooLarge, Message: "request body too large"}
-
-// DecodeBody reads a JSON object into v; an empty body is allowed when
-// optional. Errors name the problem and carry status 400 or 413.
-func DecodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any, optional bool) error {
-	data, err := ReadBody(w, r, limit)
-	if err != nil {
-		return err
-	}
-	if len(data) == 0 {
-		if optional {
-			return nil
-		}
-		return mesh.ErrBadRequest.With("empty body: send a JSON object")
-	}
-	if err := json.Unmarshal(data, v); err != nil {
-		return mesh.ErrBadRequest.With("invalid body: " + mesh.JSONErrorText(err))
-	}
-	return nil
-}
-
-// WriteJSON writes v with status.
-func WriteJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
-}
-
-// WriteError writes err as {"error", "code"} with its status; a refusal of a
-// conversation waiting for approval also carries the approval.
-func WriteError(w http.ResponseWriter, err error) {
-	body := map[string]any{"error": err.Error(), "code": mesh.ErrorKind(err)}
-	var pending *core.PendingError
-	if errors.As(err, &pending) {
-		body["approval"] = pending.Approval
-	}
-	status := mesh.HTTPStatus(err)
-	if ra := mesh.RetryAfter(err); ra > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(ra))
-	}
-	if status >= 500 && !errors.Is(err, mesh.ErrUnavailable) && !errors.Is(err, mesh.ErrDegraded) {
-		body["error"] = "internal error: " + err.Error()
-	}
-	WriteJSON(w, status, body)
+	core.WriteJSON(w, status, body)
 }

@@ -32,7 +32,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentmesh/agentmesh/bridge/rest"
+	"github.com/agentmesh/agentmesh/bridge/core"
 	"github.com/agentmesh/agentmesh/mesh"
 )
 
@@ -96,7 +96,7 @@ func Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /web/{name}", func(w http.ResponseWriter, r *http.Request) {
 		f := files[r.PathValue("name")]
 		if f == nil || f.name == "index.html" {
-			rest.WriteError(w, &mesh.Error{Kind: "route_not_found", Status: http.StatusNotFound, Message: "no file " + r.URL.Path})
+			core.WriteError(w, &mesh.Error{Kind: "route_not_found", Status: http.StatusNotFound, Message: "no file " + r.URL.Path})
 			return
 		}
 		serve(w, r, f)

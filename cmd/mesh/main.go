@@ -25,7 +25,6 @@ import (
 	"syscall"
 
 	"github.com/agentmesh/agentmesh/config"
-	"github.com/agentmesh/agentmesh/heartbeat"
 )
 
 // errConfig marks errors that restarting cannot fix: `mesh up` does not
@@ -81,7 +80,7 @@ func run(args []string) int {
 	cfg, err := config.FromEnvironment()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "mesh %s: %v\n", cmd, err)
-		return heartbeat.ExitConfigError
+		return exitConfigError
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -95,7 +94,7 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "mesh %s: %v\n", cmd, err)
 		var ce *config.Error
 		if errors.As(err, &ce) || errors.Is(err, errConfig) {
-			return heartbeat.ExitConfigError
+			return exitConfigError
 		}
 		return 1
 	}

@@ -58,6 +58,8 @@ func startNode(ctx context.Context, cfg *config.Config, role string) (*node, err
 	if id == "" {
 		id = newNodeID(role)
 	}
+	// The process's one logger names its role and node, once: the roles add
+	// their own keys (agent, session …) to it, never these two again.
 	log := newLogger(cfg).With().Str("role", role).Str("node", id).Logger()
 	ns, err := mesh.NewNamespace(cfg.Mesh.Prefix)
 	if err != nil {

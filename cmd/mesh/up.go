@@ -12,9 +12,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentmesh/agentmesh/config"
-	"github.com/agentmesh/agentmesh/heartbeat"
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/nodes/monitor"
 )
 
 // upRoles are the roles `mesh up` supervises, in start order.
@@ -60,25 +60,25 @@ func runUp(ctx context.Context, cfg *config.Config, args []string) error {
 	}
 	defer n.close()
 
-	sup, err := heartbeat.NewSupervisor(heartbeat.SupervisorConfig{
+	sup, err := newSupervisor(supervisorConfig{
 		Processes: upProcesses(url, replicas), MinBackoff: cfg.Mesh.RestartBackoff.Std(), Logger: log,
 	})
 	if err != nil {
 		return err
 	}
 	host, _ := os.Hostname()
-	mon, err := heartbeat.NewMonitor(monitorConfig(cfg, n, func(info mesh.NodeInfo, reason string) {
+	mon, err := monitor.New(monitorConfig(cfg, n, func(info mesh.NodeInfo, reason string) {
 		if info.Host == host {
-			sup.Kill(info.PID, reason)
+			sup.kill(info.PID, reason)
 		}
 	}))
 	if err != nil {
-		return fmt.Errorf("%w: monitor: %w", errConfig, err)
+		return fmt.Errorf("%w: %w", errConfig, err)
 	}
 	log.Info().Str("nats", url).Str("http", cfg.HTTPAddr).Str("data_dir", cfg.DataDir).Interface("replicas", replicas).Msg("mesh up")
 	monDone := make(chan error, 1)
 	go func() { monDone <- mon.Run(ctx) }()
-	err = sup.Run(ctx)
+	err = sup.run(ctx)
 	<-monDone
 	return err
 }
@@ -86,15 +86,15 @@ func runUp(ctx context.Context, cfg *config.Config, args []string) error {
 // upProcesses are the children of `mesh up`: replicas of every role, each
 // with a stable node id (<host>-<role>-<n>), so that a restarted process
 // comes back as the same node.
-func upProcesses(url string, replicas map[string]int) []heartbeat.Process {
-	var procs []heartbeat.Process
+func upProcesses(url string, replicas map[string]int) []process {
+	var procs []process
 	for _, role := range upRoles {
 		for i := 1; i <= replicas[role]; i++ {
 			name := role
 			if replicas[role] > 1 {
 				name = fmt.Sprintf("%s-%d", role, i)
 			}
-			procs = append(procs, heartbeat.Process{Name: name, Args: []string{role}, Env: []string{
+			procs = append(procs, process{Name: name, Args: []string{role}, Env: []string{
 				config.EnvNATSURL + "=" + url,
 				config.EnvNodeID + "=" + fmt.Sprintf("%s-%s-%d", hostToken(), role, i),
 			}})
@@ -133,12 +133,12 @@ func parseReplicas(fromConfig map[string]int, args []string) (map[string]int, er
 }
 
 // monitorConfig builds the monitor's configuration from cfg.
-func monitorConfig(cfg *config.Config, n *node, restart func(mesh.NodeInfo, string)) heartbeat.MonitorConfig {
-	strategies := map[string]heartbeat.Strategy{}
+func monitorConfig(cfg *config.Config, n *node, restart func(mesh.NodeInfo, string)) monitor.Config {
+	strategies := map[string]monitor.Strategy{}
 	for role, s := range cfg.Monitor.Strategies {
-		strategies[role] = heartbeat.Strategy(s)
+		strategies[role] = monitor.Strategy(s)
 	}
-	return heartbeat.MonitorConfig{
+	return monitor.Config{
 		NC: n.nc, JS: n.js, NS: n.res.NS, Nodes: n.res.Nodes,
 		Interval: cfg.Monitor.Interval.Std(), Missed: cfg.Monitor.Missed,
 		ProbeEvery: cfg.Monitor.ProbeEvery.Std(), ProbeTimeout: cfg.Monitor.ProbeTimeout.Std(), ProbeFailures: cfg.Monitor.ProbeFailures,
@@ -157,9 +157,9 @@ func runMonitor(ctx context.Context, cfg *config.Config, _ []string) error {
 		return err
 	}
 	defer n.close()
-	mon, err := heartbeat.NewMonitor(monitorConfig(cfg, n, nil))
+	mon, err := monitor.New(monitorConfig(cfg, n, nil))
 	if err != nil {
-		return fmt.Errorf("%w: monitor: %w", errConfig, err)
+		return fmt.Errorf("%w: %w", errConfig, err)
 	}
 	return mon.Run(ctx)
 }

@@ -206,7 +206,7 @@ func (e *endpoint) run(ctx context.Context, x *exchange, onText func(string)) (*
 			// provider asked for.
 			return nil, e.final(f, attempt)
 		}
-		e.logger(parent).Warn().Str("provider", e.provider).Int("attempt", attempt).Dur("wait", wait).
+		e.logger(parent).Warn().Str("provider", e.provider).Int("llm_attempt", attempt).Dur("wait", wait).
 			Str("err", f.err.Message).Msg("llm call failed; retrying")
 		if err := e.sleep(ctx, wait); err != nil {
 			return nil, e.contextError(parent, ctx)

@@ -199,7 +199,7 @@ func New(cfg Config) (*Agent, error) {
 	if a.maxDeliver <= 0 {
 		a.maxDeliver = config.DefaultMaxDeliver
 	}
-	a.log = cfg.Logger.With().Str("role", mesh.RoleAgent).Str("node", cfg.NodeID).Str("agent", a.name).Logger()
+	a.log = cfg.Logger.With().Str("agent", a.name).Logger()
 	a.tools.Store(newToolSet(nil))
 	a.servers = newBreakers(cfg.Agent.Breakers.Tools)
 	if cfg.Remote.BreakerFailures == 0 {

@@ -187,7 +187,7 @@ func (t *turn) recorded(ctx context.Context, r *remoteAgent, key string, interru
 	out, err := run(ctx)
 	if err != nil {
 		re := classify(ctx, err)
-		t.log.Warn().Err(re.err).Str("sub_agent", r.cfg.Name).Str("call", key).Str("kind", re.kind).Msg("sub-agent call failed")
+		t.log.Warn().Err(re.err).Str("sub_agent", r.cfg.Name).Str("call", key).Str("error_kind", re.kind).Msg("sub-agent call failed")
 		out = &remoteOutcome{Error: re.text(r.cfg.Name)}
 	} else if out.Error == "" {
 		t.log.Info().Str("sub_agent", r.cfg.Name).Str("call", key).Str("state", string(out.State)).Str("remote_task", out.TaskID).Msg("sub-agent answered")

@@ -90,7 +90,7 @@ func New(cfg Config) (*Approver, error) {
 		cfg:       cfg,
 		store:     mesh.NewApprovalStore(cfg.Approvals),
 		publisher: mesh.NewEventPublisher(cfg.JS, cfg.NS),
-		log:       cfg.Logger.With().Str("role", mesh.RoleApprover).Str("node", cfg.NodeID).Logger(),
+		log:       cfg.Logger,
 		orphan:    map[string]time.Time{},
 	}, nil
 }

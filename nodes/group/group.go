@@ -121,7 +121,7 @@ func New(cfg Config) (*Role, error) {
 		ns:       cfg.Resources.NS,
 		sessions: mesh.NewSessionStore(cfg.Resources.Sessions),
 		events:   mesh.NewEventPublisher(cfg.JS, cfg.Resources.NS),
-		log:      cfg.Logger.With().Str("role", mesh.RoleGroup).Str("node", cfg.NodeID).Logger(),
+		log:      cfg.Logger,
 		groups:   map[string]*group{},
 		live:     newLiveness(cfg.Resources.Nodes),
 	}

@@ -192,7 +192,7 @@ func New(cfg Config) (*Host, error) {
 		cfg:     cfg,
 		version: DefaultVersion,
 		meta:    map[string]string{"node": cfg.NodeID},
-		log:     cfg.Logger.With().Str("node", cfg.NodeID).Logger(),
+		log:     cfg.Logger,
 		now:     time.Now,
 	}
 	if v, ok := mesh.ServiceVersion(cfg.Version); ok {

@@ -1,0 +1,83 @@
+package core
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/agentmesh/agentmesh/mesh"
+)
+
+// The HTTP helpers every surface of the bridge (REST, AG-UI, A2A, the web
+// page) reads requests and answers with, so that none imports another.
+
+// CallerOf reads the credentials and trace id of a request.
+func CallerOf(r *http.Request) Caller {
+	return Caller{Authorization: r.Header.Get("Authorization"), SessionID: r.Header.Get(mesh.HeaderSessionID)}
+}
+
+// ReadBody reads a request body of at most limit bytes; a larger one is an
+// error with status 413.
+func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return nil, ErrBodyTooLarge.With(fmt.Sprintf("request body exceeds the limit of %d bytes", limit))
+	}
+	if err != nil {
+		return nil, mesh.ErrBadRequest.With("reading the request body: " + err.Error())
+	}
+	return data, nil
+}
+
+// ErrBodyTooLarge is a request body over the configured limit.
+var ErrBodyTooLarge = &mesh.Error{Kind: "body_too_large", Status: http.StatusRequestEntityTooLarge, Message: "request body too large"}
+
+// DecodeBody reads a JSON object into v; an empty body is allowed when
+// optional. Errors name the problem and carry status 400 or 413.
+func DecodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any, optional bool) error {
+	data, err := ReadBody(w, r, limit)
+	if err != nil {
+		return err
+	}
+	if len(data) == 0 {
+		if optional {
+			return nil
+		}
+		return mesh.ErrBadRequest.With("empty body: send a JSON object")
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return mesh.ErrBadRequest.With("invalid body: " + mesh.JSONErrorText(err))
+	}
+	return nil
+}
+
+// WriteJSON writes v with status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+// WriteError writes err as {"error", "code"} with its status; a refusal of a
+// conversation waiting for approval also carries the approval.
+func WriteError(w http.ResponseWriter, err error) {
+	body := map[string]any{"error": err.Error(), "code": mesh.ErrorKind(err)}
+	var pending *PendingError
+	if errors.As(err, &pending) {
+		body["approval"] = pending.Approval
+	}
+	status := mesh.HTTPStatus(err)
+	if ra := mesh.RetryAfter(err); ra > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(ra))
+	}
+	if status >= 500 && !errors.Is(err, mesh.ErrUnavailable) && !errors.Is(err, mesh.ErrDegraded) {
+		body["error"] = "internal error: " + err.Error()
+	}
+	WriteJSON(w, status, body)
+}

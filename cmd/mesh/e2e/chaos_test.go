@@ -1,0 +1,293 @@
+package e2e
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/agentmesh/mesh/meshtest"
+)
+
+// TestChaos runs `mesh up` with two agents and two toolhosts, drives
+// concurrent conversations that mix tool turns and destructive requests
+// (approved as they appear), and group chats of two members, and meanwhile
+// kills a random role process (the group's too) with SIGKILL every 2-3 s.
+// Afterwards every conversation has completed or waits for an approval
+// still listed, no message is missing or doubled, every round of a group
+// chat ended, every approved destructive call ran exactly once and nothing
+// ran without approval. `make test` runs it small; `make chaos` sets
+// MESH_CHAOS_SECONDS=60 and MESH_CHAOS_CONVERSATIONS=50 (a third of them
+// group chats).
+func TestChaos(t *testing.T) {
+	seconds, conversations := envInt("MESH_CHAOS_SECONDS", 15), envInt("MESH_CHAOS_CONVERSATIONS", 6)
+	// Killing a process every 2-3 s puts the mesh in degradation mode (more
+	// than 3 failures in 30 s); it must leave it soon after the killing stops.
+	config := defaultConfig(t) + "\nmesh:\n  tool_wait: 10s\nhttp:\n  wait_timeout: 60s\nmonitor:\n  recover_after: 3s\n" + chaosGroup
+	m := startMesh(t, meshOpts{config: config, args: []string{"--replicas", "agent=2,toolhost=2"}, logLevel: "info"})
+
+	var st chaosStats
+	stop := make(chan struct{})
+	killerDone := make(chan struct{})
+	m.mu.Lock()
+	upPID := m.cmd.Process.Pid
+	m.mu.Unlock()
+	go func() {
+		defer close(killerDone)
+		roles := []string{"agent", "toolhost", "approver", "bridge", "group"}
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Duration(2000+rand.IntN(1000)) * time.Millisecond):
+			}
+			var victims []int
+			var victimRoles []string
+			for _, p := range descendants(upPID) {
+				if args := cmdline(p); len(args) >= 2 && strings.HasSuffix(args[0], "/mesh") && contains(roles, args[1]) {
+					victims, victimRoles = append(victims, p), append(victimRoles, args[1])
+				}
+			}
+			if len(victims) > 0 {
+				i := rand.IntN(len(victims))
+				if killPID(victims[i]) == nil {
+					st.killed(victimRoles[i])
+				}
+			}
+		}
+	}()
+
+	deadline := time.Now().Add(time.Duration(seconds) * time.Second)
+	drivers := make([]*chaosDriver, conversations)
+	var wg sync.WaitGroup
+	for i := range drivers {
+		d := &chaosDriver{m: m, t: t, id: i, st: &st}
+		if i%3 == 2 {
+			d.group = "duo"
+		}
+		drivers[i] = d
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.run(deadline)
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	<-killerDone
+	m.waitReady()
+
+	for _, d := range drivers {
+		d.check()
+	}
+	for _, d := range drivers {
+		for name, approved := range d.destructive {
+			n := m.resourceRows(name)
+			switch {
+			case approved && n != 1:
+				t.Errorf("%s: approved, but %d rows (want exactly 1)", name, n)
+			case !approved && n != 0:
+				t.Errorf("%s: never approved, but %d rows", name, n)
+			}
+		}
+	}
+	summary := fmt.Sprintf("chaos: %d s, %d conversations (%d group chats), %d kills (%s), %d turns, %d approvals decided, %d retried requests",
+		seconds, conversations, conversations/3, st.kills.Load(), st.byRole(), st.turns.Load(), st.approved.Load(), st.retries.Load())
+	t.Log(summary)
+	fmt.Println(summary)
+}
+
+// chaosGroup is the chaos test's group chat: two members that list the
+// resources in turn.
+const chaosGroup = `groups:
+  - name: duo
+    max_turns: 2
+    participants:
+      - {agent: lister, prompt: "You list resources."}
+      - {agent: checker, prompt: "You check resources."}
+`
+
+type chaosStats struct {
+	kills, turns, approved, retries atomic.Int64
+
+	mu    sync.Mutex
+	roles map[string]int // kills by role
+}
+
+func (s *chaosStats) killed(role string) {
+	s.kills.Add(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.roles == nil {
+		s.roles = map[string]int{}
+	}
+	s.roles[role]++
+}
+
+// byRole lists the kills by role: "agent 3, group 1".
+func (s *chaosStats) byRole() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var parts []string
+	for _, r := range slices.Sorted(maps.Keys(s.roles)) {
+		parts = append(parts, fmt.Sprintf("%s %d", r, s.roles[r]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// chaosDriver is one conversation of the chaos test, driven like a careful
+// client: every message with an Idempotency-Key, every request retried until
+// it is answered.
+type chaosDriver struct {
+	m  *meshProc
+	t  *testing.T
+	id int
+	st *chaosStats
+
+	group       string // a group chat's group
+	conv        string
+	sent        []string        // user messages, in order
+	destructive map[string]bool // resource name → approved
+}
+
+func (d *chaosDriver) run(deadline time.Time) {
+	d.destructive = map[string]bool{}
+	var create map[string]any
+	if d.group != "" {
+		create = map[string]any{"group": d.group}
+	}
+	d.conv = str(d.retry("POST", "/conversations", create), "conversation", "id")
+	for n := 0; time.Now().Before(deadline); n++ {
+		text := "list all resources"
+		name := ""
+		// Group chats only list: each member would ask for its own approval.
+		if n%2 == 1 && d.group == "" {
+			name = fmt.Sprintf("chaos-%d-%d", d.id, n)
+			text = fmt.Sprintf("add resource %s with value %d", name, n)
+			d.destructive[name] = false
+		}
+		d.sent = append(d.sent, text)
+		d.retry("POST", "/conversations/"+d.conv+"/messages", map[string]any{"message": text}, "Idempotency-Key", strconv.Itoa(n))
+		d.st.turns.Add(1)
+		d.settle()
+		// The answer may have been lost with a killed bridge: the
+		// conversation says whether the turn waits for an approval.
+		c := obj(d.retry("GET", "/conversations/"+d.conv, nil), "conversation")
+		if str(c, "status") != "waiting_approval" {
+			continue
+		}
+		ap := obj(c, "pending_approval")
+		if name == "" || obj(ap, "tool_args")["name"] != name {
+			d.t.Errorf("%s waits for approval %v, which is not for %q", d.conv, ap, name)
+			return
+		}
+		body := d.retry("POST", "/approvals/"+str(ap, "uuid"), map[string]any{"approved": true})
+		if str(body, "approval", "status") == "approved" {
+			d.destructive[name] = true
+			d.st.approved.Add(1)
+		}
+		d.settle()
+	}
+}
+
+// retry makes a request until the mesh answers it: 2xx, or 409 for a
+// decision already taken (the first answer was lost).
+func (d *chaosDriver) retry(method, path string, body any, headers ...string) map[string]any {
+	for attempt := 0; ; attempt++ {
+		status, out := d.m.try(method, path, body, headers...)
+		switch {
+		case status == http.StatusOK || status == http.StatusCreated:
+			return out
+		case status == http.StatusAccepted:
+			d.settle()
+			return out
+		case status == http.StatusConflict && str(out, "code") == "approval_decided":
+			return out
+		case status == http.StatusConflict && str(out, "code") == "turn_in_progress":
+		case status != 0 && status < 500 && status != http.StatusConflict:
+			d.t.Errorf("%s %s: %d %v", method, path, status, out)
+			return out
+		}
+		d.st.retries.Add(1)
+		if attempt > 300 {
+			d.t.Errorf("%s %s: no answer after %d attempts (last %d %v)", method, path, attempt, status, out)
+			return out
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// settle waits until the conversation runs no turn.
+func (d *chaosDriver) settle() {
+	meshtest.Eventually(d.t, 3*time.Minute, func() bool {
+		status, out := d.m.try("GET", "/conversations/"+d.conv, nil)
+		return status == http.StatusOK && obj(out, "conversation")["turn"] == nil
+	}, "conversation %s keeps running", d.conv)
+}
+
+// check verifies the conversation: settled, its messages those sent, once
+// each and in order, and a pending approval still listed.
+func (d *chaosDriver) check() {
+	d.settle()
+	out := d.retry("GET", "/conversations/"+d.conv, nil)
+	c := obj(out, "conversation")
+	var users []string
+	ids := map[string]bool{}
+	for _, msg := range list(c, "messages") {
+		if ids[str(msg, "id")] {
+			d.t.Errorf("%s: message %s twice", d.conv, str(msg, "id"))
+		}
+		ids[str(msg, "id")] = true
+		if str(msg, "role") == "user" {
+			users = append(users, str(msg, "content"))
+		}
+	}
+	if strings.Join(users, "|") != strings.Join(d.sent, "|") {
+		d.t.Errorf("%s: user messages %q, sent %q", d.conv, users, d.sent)
+	}
+	if d.group != "" {
+		// A round may end early, without a speaker, while both replicas of
+		// the agents are down; it must end, by a rule.
+		if ended := str(c, "group", "ended"); ended != "max_turns" && ended != "no_speaker" {
+			d.t.Errorf("%s: last round ended %q, want max_turns (or no_speaker)", d.conv, ended)
+		}
+		if n := len(speakers(c)); n > 2*len(d.sent) {
+			d.t.Errorf("%s: %d member answers to %d messages, want at most 2 each", d.conv, n, len(d.sent))
+		}
+	}
+	switch str(c, "status") {
+	case "active":
+	case "waiting_approval":
+		id := str(c, "pending_approval", "uuid")
+		ap := d.retry("GET", "/approvals/"+id, nil)
+		if str(ap, "approval", "status") != "pending" {
+			d.t.Errorf("%s waits for approval %s, which is %s", d.conv, id, str(ap, "approval", "status"))
+		}
+	default:
+		d.t.Errorf("%s ended %s", d.conv, str(c, "status"))
+	}
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,106 @@
+package e2e
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/agentmesh/mesh/meshtest"
+)
+
+// chain starts two meshes, each its own `mesh up` with its own data dir and
+// ports: B manages resources (the default configuration), A has no tool of
+// its own and delegates to B over A2A (seed 002 TS-026, TS-027).
+func chain(t *testing.T) (a, b *meshProc) {
+	t.Helper()
+	b = startMesh(t, meshOpts{})
+	a = startMesh(t, meshOpts{config: `name: orchestrator
+description: Delegates resource management to the resource agent.
+llm:
+  model: offline
+a2a:
+  - name: resource-agent
+    url: http://` + b.httpAddr + `
+    description: Manages named integer resources (list, add, remove).
+`})
+	return a, b
+}
+
+// sidLogged reports whether a mesh's logs carry the trace id.
+func sidLogged(m *meshProc, sid string) bool {
+	return strings.Contains(m.logs(), `"sid":"`+sid+`"`)
+}
+
+// waitSIDLogged waits for both meshes' logs to carry the trace id: lines
+// reach the log file through mesh up's pipes, a moment after the answer.
+func waitSIDLogged(t *testing.T, a, b *meshProc, sid string) {
+	t.Helper()
+	meshtest.Eventually(t, 5*time.Second, func() bool { return sidLogged(a, sid) && sidLogged(b, sid) },
+		"sid %s is not in both meshes' logs", sid)
+}
+
+func TestTS026ChainListsResourcesThroughA2A(t *testing.T) {
+	a, b := chain(t)
+	subs := list(a.do(http.StatusOK, "GET", "/tools", nil), "sub_agents")
+	if len(subs) != 1 || str(subs[0], "name") != "resource-agent" || str(subs[0], "url") != "http://"+b.httpAddr {
+		t.Errorf("A's /tools sub_agents = %v, want resource-agent at http://%s", subs, b.httpAddr)
+	}
+	created := b.send(b.newConversation(), "add resource seen-by-a with value 3")
+	b.do(http.StatusOK, "POST", "/approvals/"+str(created, "result", "approval", "uuid"), map[string]any{"approved": true})
+
+	conv := a.newConversation()
+	out := a.send(conv, "list all resources")
+	c := obj(out, "conversation")
+	if str(c, "status") != "active" || obj(out, "result")["waiting_approval"] != false {
+		t.Fatalf("A: status %s, result %v; want active with no approval", str(c, "status"), obj(out, "result"))
+	}
+	calls := toolCalls(c)
+	if len(calls) != 1 || str(calls[0], "name") != "a2a_resource-agent" {
+		t.Fatalf("A's tool calls = %v, want one delegation to resource-agent", calls)
+	}
+	results := messagesOf(c, "tool")
+	if len(results) != 1 || !strings.Contains(str(results[0], "content"), "seen-by-a") {
+		t.Errorf("A's tool result = %v, want B's resources", results)
+	}
+	sid := str(c, "session_id")
+	waitSIDLogged(t, a, b, sid)
+}
+
+func TestTS027ProxyApprovalThroughTheChain(t *testing.T) {
+	a, b := chain(t)
+	conv := a.newConversation()
+	out := a.send(conv, "add resource chain-test with value 77")
+	if str(out, "conversation", "status") != "waiting_approval" {
+		t.Fatalf("A: status %s, want waiting_approval (%v)", str(out, "conversation", "status"), obj(out, "result"))
+	}
+	ap := obj(out, "result", "approval")
+	if str(ap, "remote_agent_name") != "resource-agent" || str(ap, "remote_task_id") == "" {
+		t.Fatalf("A's approval = %v, want a proxy approval for resource-agent with the remote task id", ap)
+	}
+	// B waits too, in the task A holds.
+	task := b.do(http.StatusOK, "GET", "/conversations/"+str(ap, "remote_task_id"), nil)
+	if str(task, "conversation", "status") != "waiting_approval" {
+		t.Fatalf("B's task %s: status %s, want waiting_approval", str(ap, "remote_task_id"), str(task, "conversation", "status"))
+	}
+	if n := b.resourceRows("chain-test"); n != 0 {
+		t.Fatalf("rows on B before the approval = %d", n)
+	}
+
+	done := a.do(http.StatusOK, "POST", "/approvals/"+str(ap, "uuid"), map[string]any{"approved": true})
+	if str(done, "conversation", "status") != "active" {
+		t.Errorf("A after the approval: %s, want active", str(done, "conversation", "status"))
+	}
+	if resp := str(done, "result", "response"); !strings.Contains(resp, "chain-test") {
+		t.Errorf("A's answer %q does not show the created resource", resp)
+	}
+	if n := b.resourceRows("chain-test"); n != 1 {
+		t.Errorf("rows on B = %d, want exactly 1", n)
+	}
+	task = b.do(http.StatusOK, "GET", "/conversations/"+str(ap, "remote_task_id"), nil)
+	if str(task, "conversation", "status") != "active" {
+		t.Errorf("B's task after the approval: %s, want active", str(task, "conversation", "status"))
+	}
+	sid := str(out, "conversation", "session_id")
+	waitSIDLogged(t, a, b, sid)
+}

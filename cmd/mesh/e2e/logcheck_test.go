@@ -1,0 +1,132 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+)
+
+// checkLogLines fails t unless every line of the log file at path is one
+// JSON object in which no object holds a key twice: log lines are data for
+// a pipeline, and log tools keep only the last of a doubled key.
+func checkLogLines(t testing.TB, path string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Errorf("read the mesh's log: %v", err)
+		return
+	}
+	bad := 0
+	for i, line := range bytes.Split(data, []byte("\n")) {
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		if err := strictJSONObject(line); err != nil {
+			if bad++; bad > 10 {
+				t.Errorf("%s: more bad log lines", filepath.Base(path))
+				return
+			}
+			t.Errorf("%s:%d: %v:\n%s", filepath.Base(path), i+1, err, line)
+		}
+	}
+}
+
+// strictJSONObject decodes line token by token: one JSON object, nothing
+// after it, and no key twice in any object at any depth.
+func strictJSONObject(line []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return fmt.Errorf("not JSON: %w", err)
+	}
+	if tok != json.Delim('{') {
+		return errors.New("not a JSON object")
+	}
+	if err := strictObject(dec, "the line"); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("more than one JSON value on the line")
+	}
+	return nil
+}
+
+// strictObject reads the members of an object whose '{' was read, and its '}'.
+func strictObject(dec *json.Decoder, where string) error {
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		key, ok := tok.(string)
+		if !ok {
+			return fmt.Errorf("object key %v is not a string", tok)
+		}
+		if seen[key] {
+			return fmt.Errorf("key %q twice in %s", key, where)
+		}
+		seen[key] = true
+		if err := strictValue(dec, strconv.Quote(key)); err != nil {
+			return err
+		}
+	}
+	_, err := dec.Token() // '}'
+	return err
+}
+
+// strictValue reads one value, checking the objects within it.
+func strictValue(dec *json.Decoder, where string) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	switch tok {
+	case json.Delim('{'):
+		return strictObject(dec, where)
+	case json.Delim('['):
+		for i := 0; dec.More(); i++ {
+			if err := strictValue(dec, fmt.Sprintf("%s[%d]", where, i)); err != nil {
+				return err
+			}
+		}
+		_, err := dec.Token() // ']'
+		return err
+	}
+	return nil
+}
+
+func TestStrictJSONObject(t *testing.T) {
+	tests := []struct {
+		name    string
+		line    string
+		wantErr bool
+	}{
+		{"flat", `{"level":"info","role":"agent","node":"a-1","msg":"ready"}`, false},
+		{"nested", `{"node":{"node":"x","role":"agent"},"list":[{"a":1},{"a":2}],"msg":"node down"}`, false},
+		{"same key in sibling objects", `{"a":{"k":1},"b":{"k":2}}`, false},
+		{"doubled key", `{"role":"monitor","level":"info","role":"monitor"}`, true},
+		{"doubled key nested", `{"node":{"node":"x","node":"y"}}`, true},
+		{"doubled key in array", `{"l":[{"a":1,"a":2}]}`, true},
+		{"not JSON", `WARNING: DATA RACE`, true},
+		{"array", `[1,2]`, true},
+		{"two objects", `{"a":1}{"b":2}`, true},
+		{"trailing text", `{"a":1} and more`, true},
+		{"truncated", `{"a":1,"b":`, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := strictJSONObject([]byte(tt.line))
+			if (err != nil) != tt.wantErr {
+				t.Errorf("strictJSONObject(%s) = %v, want error %v", tt.line, err, tt.wantErr)
+			}
+		})
+	}
+}

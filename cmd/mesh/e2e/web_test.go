@@ -1,0 +1,211 @@
+package e2e
+
+import (
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// chromiumPath finds the browser playwright-core drives: $CHROMIUM, else
+// Debian's chromium on PATH. It never downloads one.
+func chromiumPath(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("CHROMIUM"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			needPeer(t, "CHROMIUM=%s: %v", p, err)
+		}
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	needPeer(t, "chromium is not installed (apt-get install chromium)")
+	return ""
+}
+
+// artifactDir is where a test leaves files for people to look at (git
+// ignores it): $MESH_TEST_ARTIFACTS/<test>, else testdata/artifacts/<test>.
+// It is emptied first, so it holds only the last run's files.
+func artifactDir(t testing.TB) string {
+	t.Helper()
+	root := os.Getenv("MESH_TEST_ARTIFACTS")
+	if root == "" {
+		root = filepath.Join("testdata", "artifacts")
+	}
+	dir, err := filepath.Abs(filepath.Join(root, t.Name()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// webResult is what web-chat.mjs prints.
+type webResult struct {
+	Error          string   `json:"error"`
+	Steps          []string `json:"steps"`
+	Screenshots    []string `json:"screenshots"`
+	ConsoleErrors  []string `json:"consoleErrors"`
+	ConversationID string   `json:"conversationId"`
+	// PatchFailures are the RFC 6902 examples the page's JSON Patch got wrong.
+	PatchFailures  []string `json:"patchFailures"`
+	ListReply      webReply `json:"listReply"`
+	ListToolResult string   `json:"listToolResult"`
+	ApprovalText   string   `json:"approvalText"`
+	// SendDisabledWhileWaiting: the send button while an approval is pending.
+	SendDisabledWhileWaiting bool     `json:"sendDisabledWhileWaiting"`
+	AddReply                 webReply `json:"addReply"`
+	AddToolResult            string   `json:"addToolResult"`
+	AfterApproval            webPage  `json:"afterApproval"`
+	AfterReload              webPage  `json:"afterReload"`
+	// Reconnecting is the indicator the page showed while its bridge was
+	// down; AfterReconnect the page after a turn sent once it reconnected.
+	Reconnecting   string  `json:"reconnecting"`
+	AfterReconnect webPage `json:"afterReconnect"`
+	Phone          struct {
+		ScrollWidth     int  `json:"scrollWidth"`
+		InnerWidth      int  `json:"innerWidth"`
+		SidebarVisible  bool `json:"sidebarVisible"`
+		ComposerVisible bool `json:"composerVisible"`
+	} `json:"phone"`
+}
+
+// webReply is an assistant message as the page shows it: Source "stream"
+// for one that streamed in from the events, Chunks its TEXT_MESSAGE_CONTENT
+// events.
+type webReply struct {
+	Text      string `json:"text"`
+	Streaming string `json:"streaming"`
+	Chunks    int    `json:"chunks"`
+	Source    string `json:"source"`
+}
+
+// webPage sums up what the page shows.
+type webPage struct {
+	Users              []string `json:"users"`
+	Replies            int      `json:"replies"`
+	Notices            int      `json:"notices"`
+	Tools              []string `json:"tools"`
+	ApprovalVisible    bool     `json:"approvalVisible"`
+	RunStatus          string   `json:"runStatus"`
+	ActiveConversation *string  `json:"activeConversation"`
+	Hash               string   `json:"hash"`
+}
+
+// TestWebChatInChromium drives the chat page of the real binary in headless
+// Debian Chromium as a person would (testdata/peers/web-chat.mjs): a new
+// conversation, "list all resources" (the reply streams in, the tool call
+// succeeds), "add resource web-1 with value 7" (the approval box, Approve,
+// the result), a reload that shows the same conversation with nothing
+// twice, the death of its bridge (a "reconnecting…" indicator, then the
+// stream resumed and one more turn shown once), and the page at phone width. Screenshots are left in the artifact
+// directory the test logs.
+func TestWebChatInChromium(t *testing.T) {
+	node := nodeWith(t, "playwright-core")
+	browser := chromiumPath(t)
+	m := startMesh(t, meshOpts{logLevel: "info"})
+	dir := artifactDir(t)
+
+	var res webResult
+	runPeer(t, node, "web-chat.mjs", 3*time.Minute, []string{
+		"BASE_URL=" + m.url(""), "CHROMIUM=" + browser, "ARTIFACTS=" + dir, "TIMEOUT_MS=20000",
+	}, &res, map[string]func(){
+		// The page is open on the conversation: its event stream breaks,
+		// and `mesh up` starts a new bridge.
+		"kill-bridge": func() {
+			if err := killPID(m.childPID("bridge")); err != nil {
+				t.Fatalf("kill the bridge: %v", err)
+			}
+		},
+	})
+	t.Logf("screenshots in %s: %s", dir, strings.Join(baseNames(res.Screenshots), ", "))
+	if res.Error != "" {
+		t.Fatalf("the page did not do what a person expects; after steps %v:\n%s", res.Steps, res.Error)
+	}
+	if len(res.ConsoleErrors) > 0 {
+		t.Errorf("console errors on the page:\n%s", strings.Join(res.ConsoleErrors, "\n"))
+	}
+
+	if res.PatchFailures == nil || len(res.PatchFailures) > 0 {
+		t.Errorf("the page's JSON Patch (STATE_DELTA) fails RFC 6902 examples: %q", res.PatchFailures)
+	}
+
+	// The tool turn streamed in.
+	if res.ListReply.Source != "stream" || res.ListReply.Chunks < 1 || res.ListReply.Streaming != "false" || !strings.Contains(res.ListReply.Text, "resources") {
+		t.Errorf("reply to the list = %+v, want a complete reply about resources streamed from the events", res.ListReply)
+	}
+	if !strings.Contains(res.ListToolResult, `"count"`) {
+		t.Errorf("resources_list result shown = %q", res.ListToolResult)
+	}
+
+	// The approval turn.
+	if !strings.Contains(res.ApprovalText, "resources_add") || !strings.Contains(res.ApprovalText, "web-1") {
+		t.Errorf("approval box = %q, want resources_add and its arguments", res.ApprovalText)
+	}
+	if !res.SendDisabledWhileWaiting {
+		t.Errorf("the send button is enabled while an approval is pending")
+	}
+	if res.AddReply.Source != "stream" || res.AddReply.Chunks < 1 || !strings.Contains(res.AddReply.Text, "web-1") {
+		t.Errorf("reply after approval = %+v, want a streamed reply mentioning web-1", res.AddReply)
+	}
+	if !strings.Contains(res.AddToolResult, `"web-1"`) {
+		t.Errorf("resources_add result shown = %q", res.AddToolResult)
+	}
+	if n := m.resourceRows("web-1"); n != 1 {
+		t.Errorf("rows named web-1 = %d, want 1", n)
+	}
+
+	// The same conversation live and after a reload: nothing missing, nothing twice.
+	wantUsers := []string{"list all resources", "add resource web-1 with value 7"}
+	wantTools := []string{"resources_list:success", "resources_add:success"}
+	for name, p := range map[string]webPage{"after the approval": res.AfterApproval, "after a reload": res.AfterReload} {
+		if strings.Join(p.Users, "|") != strings.Join(wantUsers, "|") || strings.Join(p.Tools, "|") != strings.Join(wantTools, "|") ||
+			p.Replies != 2 || p.Notices != 1 || p.ApprovalVisible || p.RunStatus != "idle" || p.Hash != "#"+res.ConversationID {
+			t.Errorf("%s the page shows %+v;\nwant users %q, tools %q, 2 replies, 1 notice, no approval box, idle, #%s", name, p, wantUsers, wantTools, res.ConversationID)
+		}
+	}
+	if a := res.AfterReload.ActiveConversation; a == nil || *a != "list all resources" {
+		t.Errorf("after a reload the list's open conversation is %v, want the one titled \"list all resources\"", a)
+	}
+
+	// The bridge died and came back: the page said so, followed the stream
+	// again from its last event, and shows the next turn once.
+	if !strings.Contains(res.Reconnecting, "reconnecting") {
+		t.Errorf("while the bridge was down the page showed %q, want a reconnecting indicator", res.Reconnecting)
+	}
+	p := res.AfterReconnect
+	wantUsers = append(wantUsers, "list all resources")
+	wantTools = append(wantTools, "resources_list:success")
+	if strings.Join(p.Users, "|") != strings.Join(wantUsers, "|") || strings.Join(p.Tools, "|") != strings.Join(wantTools, "|") || p.Replies != 3 || p.RunStatus != "idle" {
+		t.Errorf("after the bridge restarted and one more turn the page shows %+v;\nwant users %q, tools %q, 3 replies, idle", p, wantUsers, wantTools)
+	}
+	conv := obj(m.do(http.StatusOK, "GET", "/conversations/"+res.ConversationID, nil), "conversation")
+	if str(conv, "status") != "active" || len(toolCalls(conv)) != len(wantTools) || len(messagesOf(conv, "user")) != len(wantUsers) {
+		t.Errorf("conversation %s: status %s, %d tool calls, %d user messages; want active with %d and %d",
+			res.ConversationID, str(conv, "status"), len(toolCalls(conv)), len(messagesOf(conv, "user")), len(wantTools), len(wantUsers))
+	}
+
+	// Phone width: no horizontal scrolling, the list folded away, the composer on screen.
+	if p := res.Phone; p.ScrollWidth > p.InnerWidth || p.SidebarVisible || !p.ComposerVisible {
+		t.Errorf("at phone width: %+v; want no overflow, the sidebar hidden, the composer visible", p)
+	}
+}
+
+func baseNames(paths []string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = filepath.Base(p)
+	}
+	return out
+}

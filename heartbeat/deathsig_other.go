@@ -1,9 +1,0 @@
-//go:build !linux
-
-package heartbeat
-
-import "os/exec"
-
-// setDeathSignal has no portable equivalent outside Linux: children of a
-// supervisor killed with SIGKILL keep running there.
-func setDeathSignal(cmd *exec.Cmd) {}
