@@ -51,9 +51,9 @@ func client(t testing.TB, srv *llmtest.Server, model string, mod func(*llm.Optio
 	if mod != nil {
 		mod(&opts)
 	}
-	p, err := llm.New(m, opts)
+	p, err := llm.NewCloud(m, opts)
 	if err != nil {
-		t.Fatalf("llm.New(%s): %v", model, err)
+		t.Fatalf("llm.NewCloud(%s): %v", model, err)
 	}
 	return p
 }
