@@ -22,6 +22,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh"
 	wire "github.com/agentmesh/agentmesh/mesh/a2a"
 	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/llm/offline"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
 	"github.com/agentmesh/agentmesh/nodes/agent"
 	"github.com/agentmesh/agentmesh/nodes/approver"
@@ -42,7 +43,7 @@ type gated struct {
 }
 
 func newGated() *gated {
-	return &gated{Provider: llm.NewOffline(), gate: make(chan struct{}), entered: make(chan struct{}, 16)}
+	return &gated{Provider: offline.New(), gate: make(chan struct{}), entered: make(chan struct{}, 16)}
 }
 
 func (g *gated) Generate(ctx context.Context, req llm.Request) (*llm.Response, error) {

@@ -15,6 +15,7 @@ import (
 	"github.com/agentmesh/agentmesh/bridge/core/coretest"
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/llm/offline"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
 )
 
@@ -267,7 +268,7 @@ func TestSimplePings(t *testing.T) {
 }
 
 func TestDialectsRefuseBadInput(t *testing.T) {
-	f := newFixture(t, llm.NewOffline(), nil)
+	f := newFixture(t, offline.New(), nil)
 	tests := []struct {
 		name, path, body string
 	}{
@@ -317,7 +318,7 @@ func TestDialectsRefuseBadInput(t *testing.T) {
 // Every streaming endpoint draws on the bridge's one pool of stream slots:
 // once it is empty, each answers 503 with Retry-After, and nothing runs.
 func TestStreamsPastMaxStreamsGet503(t *testing.T) {
-	f := newFixture(t, llm.NewOffline(), nil)
+	f := newFixture(t, offline.New(), nil)
 	taken := 0
 	for f.core.AcquireStream() {
 		taken++

@@ -11,7 +11,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/bridge/core/coretest"
 	"github.com/agentmesh/agentmesh/mesh"
-	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/llm/offline"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
 )
 
@@ -99,7 +99,7 @@ func (f *fixture) pendingApproval(conv string) string {
 }
 
 func TestGoldenDotted(t *testing.T) {
-	f := newFixture(t, llm.NewOffline(), nil)
+	f := newFixture(t, offline.New(), nil)
 	coretest.WaitForTools(f.t, f.core)
 
 	t.Run("tools", func(t *testing.T) {
@@ -159,7 +159,7 @@ func checkDotted(t *testing.T, stream string) {
 }
 
 func TestGoldenSimple(t *testing.T) {
-	f := newFixture(t, llm.NewOffline(), nil)
+	f := newFixture(t, offline.New(), nil)
 	coretest.WaitForTools(f.t, f.core)
 
 	t.Run("tools", func(t *testing.T) {
@@ -223,7 +223,7 @@ func checkSimpleText(t *testing.T, stream string) {
 }
 
 func TestGoldenOfficial(t *testing.T) {
-	f := newFixture(t, llm.NewOffline(), nil)
+	f := newFixture(t, offline.New(), nil)
 	coretest.WaitForTools(f.t, f.core)
 
 	t.Run("tools", func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/llm/models"
 	"github.com/agentmesh/agentmesh/nodes/agent"
 	"github.com/agentmesh/agentmesh/nodes/approver"
 	"github.com/agentmesh/agentmesh/nodes/group"
@@ -53,13 +54,13 @@ func runAgent(ctx context.Context, cfg *config.Config, args []string) error {
 	var roles []*agent.Agent
 	var names []string
 	for _, acfg := range agents {
-		provider, err := llm.FromConfigWith(acfg, acfg.LLM.Model, llmOpts)
+		provider, err := models.FromConfigWith(acfg, acfg.LLM.Model, llmOpts)
 		if err != nil {
 			return fmt.Errorf("%w: llm.model of agent %s: %w", errConfig, acfg.Name, err)
 		}
 		a, err := agent.New(agent.Config{
 			NC: n.nc, JS: n.js, Resources: n.res, Agent: acfg, Provider: provider, NodeID: n.id,
-			Providers:  func(model string) (llm.Provider, error) { return llm.FromConfigWith(acfg, model, llmOpts) },
+			Providers:  func(model string) (llm.Provider, error) { return models.FromConfigWith(acfg, model, llmOpts) },
 			StuckAfter: cfg.Monitor.StuckAfter.Std(), Logger: n.log,
 		})
 		if err != nil {
@@ -122,7 +123,7 @@ func runGroup(ctx context.Context, cfg *config.Config, _ []string) error {
 	llmOpts := llm.Options{Log: n.log.With().Str("component", "llm").Logger()}
 	g, err := group.New(group.Config{
 		NC: n.nc, JS: n.js, Resources: n.res, Groups: cfg.Groups, NodeID: n.id,
-		Providers:    func(model string) (llm.Provider, error) { return llm.FromConfigWith(cfg, model, llmOpts) },
+		Providers:    func(model string) (llm.Provider, error) { return models.FromConfigWith(cfg, model, llmOpts) },
 		DefaultModel: cfg.LLM.Model, Workers: cfg.Mesh.Workers, AckWait: cfg.Mesh.AckWait.Std(), MaxDeliver: cfg.Mesh.MaxDeliver,
 		CheckInterval: cfg.Monitor.Interval.Std(), Logger: n.log,
 	})

@@ -13,7 +13,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
-	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/llm/models"
 	"github.com/agentmesh/agentmesh/nodes/monitor"
 )
 
@@ -36,7 +36,7 @@ func runUp(ctx context.Context, cfg *config.Config, args []string) error {
 	}
 	// Fail here, not in a restart loop, when a model cannot be served.
 	for field, model := range cfg.Models() {
-		if _, err := llm.FromConfig(cfg, model); err != nil {
+		if _, err := models.FromConfig(cfg, model); err != nil {
 			return fmt.Errorf("%w: %s: %w", errConfig, field, err)
 		}
 	}

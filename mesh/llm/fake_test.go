@@ -394,9 +394,9 @@ func model(t testing.TB, name string) config.Model {
 
 func newProvider(t *testing.T, name string, opts Options) Provider {
 	t.Helper()
-	p, err := New(model(t, name), opts)
+	p, err := NewCloud(model(t, name), opts)
 	if err != nil {
-		t.Fatalf("New(%s): %v", name, err)
+		t.Fatalf("NewCloud(%s): %v", name, err)
 	}
 	return p
 }

@@ -1,17 +1,44 @@
-// Package llm is the agent's view of a language model: one [Provider]
-// interface with function calling and streaming, and its implementations.
+// Package llm is the mesh's view of a language model: one [Provider]
+// interface with function calling and streaming, the cloud providers that
+// implement it, and the speaker selection convention ([Selection]). Both
+// roles that call models, the agent (nodes/agent) and the group
+// (nodes/group), import it; it imports no role.
 //
 // A provider gets the whole conversation each call (system prompt, history,
 // tool results as native tool messages, tool schemas) and answers with text,
 // tool calls, or both. Text is streamed through [Request.OnText] as it is
 // produced when the caller sets it.
 //
+// # Quick start
+//
+//	model, _ := config.ParseModel("gpt-4o-mini")
+//	p, err := llm.NewCloud(model, llm.Options{APIKey: key})
+//	resp, err := p.Generate(ctx, llm.Request{
+//		System:   "You are friendly.",
+//		Messages: []llm.Message{{Role: llm.RoleUser, Content: "Say hello"}},
+//		OnText:   func(delta string) { fmt.Print(delta) },
+//	})
+//
+// Read ExampleNewCloud, which runs against llmtest's local stand-in for
+// the OpenAI API.
+//
+// # Packages
+//
+//	mesh/llm          Provider, messages, cloud providers, Selection
+//	mesh/llm/offline  the offline planner, the model "offline" (no network)
+//	mesh/llm/models   the provider of a model name, offline included
+//	mesh/llm/llmtest  local servers speaking each cloud API, for tests
+//
+// A process builds its providers with models.FromConfigWith (model name,
+// configuration, logger). That factory lives in a package of its own
+// because the offline planner imports this package for its types: a
+// factory here that returned the planner would be an import cycle.
+//
 // # Providers
 //
-// [New] (or [FromConfig], [FromConfigWith] with a logger for retries)
-// returns the provider of a model name:
+// [NewCloud] returns the provider of a model served over HTTP, and
+// [OptionsFromConfig] the options a configuration sets for it:
 //
-//   - offline: the built-in planner, no network (offline.go).
 //   - gemini-… or google:…: the Gemini API, POST
 //     {base}/v1beta/models/{model}:generateContent, or
 //     :streamGenerateContent?alt=sse to stream (gemini.go). Key
@@ -35,6 +62,14 @@
 // trained for tool use, such as llama3.1+, qwen2.5+ or mistral-nemo, is
 // needed for tools). The API keys come from the environment only and are sent
 // to their provider and nowhere else.
+//
+// # Speaker selection
+//
+// [Selection.Request] asks any model which participant of a multi-party
+// chat speaks next: the participants as "- <name>: <description>" lines,
+// then [SelectorInstruction]; [ReadSelection] reads such a request back,
+// which is how the offline planner recognizes and answers it. A group
+// chat's llm strategy builds its requests this way (selection.go).
 //
 // # Robustness
 //

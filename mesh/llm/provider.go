@@ -50,13 +50,15 @@ type Options struct {
 	Log zerolog.Logger
 }
 
-// New returns the provider of model: offline, google (Gemini), anthropic,
-// openai (and any OpenAI-compatible server through BaseURL), or ollama.
-// Google and Anthropic need an API key, and so does OpenAI at its default
-// base URL; the error names the environment variable to set.
-func New(model config.Model, opts Options) (Provider, error) {
+// NewCloud returns the provider of a model served over HTTP: google
+// (Gemini), anthropic, openai (and any OpenAI-compatible server through
+// BaseURL), or ollama. Google and Anthropic need an API key, and so does
+// OpenAI at its default base URL; the error names the environment
+// variable to set. The offline planner is no cloud provider: package
+// mesh/llm/models builds every provider of a model name, offline included.
+func NewCloud(model config.Model, opts Options) (Provider, error) {
 	if model.Provider == config.ProviderOffline {
-		return NewOffline(), nil
+		return nil, fmt.Errorf("llm: model %s is the offline planner, not a cloud provider: build it with models.New", model)
 	}
 	if opts.BaseURL != "" {
 		u, err := url.Parse(opts.BaseURL)
@@ -95,27 +97,15 @@ func New(model config.Model, opts Options) (Provider, error) {
 	return nil, fmt.Errorf("llm: unknown provider %q (model %s); use google, anthropic, openai, ollama or offline", model.Provider, model)
 }
 
-// FromConfig returns the provider of a model name of cfg, with its key and
-// base URL. It logs nothing; use [FromConfigWith] to log retries.
-func FromConfig(cfg *config.Config, name string) (Provider, error) {
-	return FromConfigWith(cfg, name, Options{})
-}
-
-// FromConfigWith is [FromConfig] over base options: the configuration sets
-// BaseURL and APIKey, and Timeout, MaxRetries, MaxTokens and the breaker when
-// llm.timeout, llm.max_retries, llm.max_tokens and breakers.llm are set; base
-// gives the rest (Log, HTTPClient, backoff settings). A process that runs
-// turns passes its logger, so that retries are logged:
-//
-//	p, err := llm.FromConfigWith(cfg, cfg.LLM.Model, llm.Options{Log: log})
-func FromConfigWith(cfg *config.Config, name string, base Options) (Provider, error) {
-	m, err := config.ParseModel(name)
-	if err != nil {
-		return nil, err
-	}
+// OptionsFromConfig returns base with what cfg sets for a provider: the
+// BaseURL and APIKey of provider, and Timeout, MaxRetries, MaxTokens and the
+// breaker when llm.timeout, llm.max_retries, llm.max_tokens and
+// breakers.llm are set; base gives the rest (Log, HTTPClient, backoff
+// settings).
+func OptionsFromConfig(cfg *config.Config, provider string, base Options) Options {
 	opts := base
-	opts.BaseURL = cfg.BaseURL(m.Provider)
-	opts.APIKey = cfg.Keys.For(m.Provider)
+	opts.BaseURL = cfg.BaseURL(provider)
+	opts.APIKey = cfg.Keys.For(provider)
 	if t := cfg.LLM.Timeout.Std(); t != 0 {
 		opts.Timeout = t
 	}
@@ -131,5 +121,5 @@ func FromConfigWith(cfg *config.Config, name string, base Options) (Provider, er
 	if c := cfg.Breakers.LLM.Cooldown.Std(); c != 0 {
 		opts.BreakerCooldown = c
 	}
-	return New(m, opts)
+	return opts
 }

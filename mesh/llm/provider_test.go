@@ -10,7 +10,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh"
 )
 
-func TestNew(t *testing.T) {
+func TestNewCloud(t *testing.T) {
 	tests := []struct {
 		name, model string
 		opts        Options
@@ -18,7 +18,7 @@ func TestNew(t *testing.T) {
 		wantBase    string
 		wantErr     string // in the error; "" for success
 	}{
-		{name: "offline", model: "offline", wantModel: "offline"},
+		{name: "offline is no cloud provider", model: "offline", wantErr: "models.New"},
 		{name: "gemini", model: "gemini-2.5-flash", opts: Options{APIKey: "k"}, wantModel: "google:gemini-2.5-flash", wantBase: "https://generativelanguage.googleapis.com"},
 		{name: "gemini without key", model: "google:gemini-2.5-pro", wantErr: "GEMINI_API_KEY"},
 		{name: "claude", model: "claude-sonnet-4-5", opts: Options{APIKey: "k"}, wantModel: "anthropic:claude-sonnet-4-5", wantBase: "https://api.anthropic.com"},
@@ -33,10 +33,10 @@ func TestNew(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := New(model(t, tt.model), tt.opts)
+			p, err := NewCloud(model(t, tt.model), tt.opts)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("New(%s) error = %v, want one naming %s", tt.model, err, tt.wantErr)
+					t.Fatalf("NewCloud(%s) error = %v, want one naming %s", tt.model, err, tt.wantErr)
 				}
 				if strings.Contains(tt.wantErr, "_API_KEY") && !errors.Is(err, ErrNoAPIKey) {
 					t.Errorf("error %v does not wrap ErrNoAPIKey", err)
@@ -44,7 +44,7 @@ func TestNew(t *testing.T) {
 				return
 			}
 			if err != nil {
-				t.Fatalf("New(%s): %v", tt.model, err)
+				t.Fatalf("NewCloud(%s): %v", tt.model, err)
 			}
 			if p.Model() != tt.wantModel {
 				t.Errorf("Model() = %q, want %q", p.Model(), tt.wantModel)
@@ -80,23 +80,20 @@ func TestCodesMatchMesh(t *testing.T) {
 	}
 }
 
-func TestFromConfigKeys(t *testing.T) {
-	cfg := &config.Config{}
-	cfg.LLM.Model = "gpt-4o-mini"
-	if _, err := FromConfig(cfg, "gpt-4o-mini"); err == nil || !strings.Contains(err.Error(), "OPENAI_API_KEY") {
-		t.Errorf("FromConfig without a key: %v, want an error naming OPENAI_API_KEY", err)
+// fromConfig builds a provider as models.FromConfig does.
+func fromConfig(cfg *config.Config, name string) (Provider, error) {
+	m, err := config.ParseModel(name)
+	if err != nil {
+		return nil, err
 	}
-	cfg.Keys.OpenAI = "k"
-	if p, err := FromConfig(cfg, "gpt-4o-mini"); err != nil || p.Model() != "openai:gpt-4o-mini" {
-		t.Errorf("FromConfig: %v, %v", p, err)
-	}
+	return NewCloud(m, OptionsFromConfig(cfg, m.Provider, Options{}))
 }
 
-func TestFromConfigBreaker(t *testing.T) {
+func TestOptionsFromConfigBreaker(t *testing.T) {
 	cfg := &config.Config{}
 	cfg.Keys.OpenAI = "k"
 	cfg.Breakers.LLM = config.Breaker{Failures: 2, Cooldown: config.Duration(time.Minute)}
-	p, err := FromConfig(cfg, "gpt-4o-mini")
+	p, err := fromConfig(cfg, "gpt-4o-mini")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +101,7 @@ func TestFromConfigBreaker(t *testing.T) {
 		t.Errorf("breaker of %d failures and %s, want breakers.llm's 2 and 1m", e.failures, e.cooldown)
 	}
 	cfg.Breakers.LLM = config.Breaker{Failures: -1}
-	if p, err = FromConfig(cfg, "gpt-4o-mini"); err != nil {
+	if p, err = fromConfig(cfg, "gpt-4o-mini"); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := endpointOf(t, p).gate.(noGate); !ok {

@@ -95,6 +95,9 @@ type geminiSchemaConv struct {
 	root map[string]any
 }
 
+// convert converts one schema, construct by construct: $ref, allOf, the
+// copied keys, type, anyOf/oneOf, enum/const, properties, required,
+// items, then the inferred type, format and nullable.
 func (c geminiSchemaConv) convert(v any, depth int, refs []string) map[string]any {
 	m, ok := v.(map[string]any)
 	if !ok || depth > maxGeminiSchemaDepth {
@@ -104,7 +107,6 @@ func (c geminiSchemaConv) convert(v any, depth int, refs []string) map[string]an
 		return c.ref(m, ref, depth, refs)
 	}
 	out := map[string]any{}
-	nullable := false
 	// allOf: every subschema holds, merged into one.
 	if all, ok := m["allOf"].([]any); ok {
 		for _, sub := range all {
@@ -116,34 +118,69 @@ func (c geminiSchemaConv) convert(v any, depth int, refs []string) map[string]an
 			out[k] = x
 		}
 	}
+	nullable := false
 	if n, ok := m["nullable"].(bool); ok && n {
 		nullable = true
 	}
-	switch t := m["type"].(type) {
-	case string:
-		out["type"] = t
-	case []any:
-		var types []string
-		for _, x := range t {
-			if s, ok := x.(string); ok && s != "null" {
-				types = append(types, s)
-			} else if s == "null" {
-				nullable = true
-			}
+	if geminiType(m, out) {
+		nullable = true
+	}
+	if c.alternatives(m, out, depth, refs) {
+		nullable = true
+	}
+	c.enum(m, out)
+	c.properties(m, out, depth, refs)
+	geminiRequired(m, out)
+	c.items(m, out, depth, refs)
+	inferGeminiType(out)
+	geminiFormat(m, out)
+	if nullable {
+		out["nullable"] = true
+	}
+	if out["type"] == "null" {
+		delete(out, "type")
+		out["nullable"] = true
+	}
+	return out
+}
+
+// geminiType sets out's type from m's: a string as it is, a list without
+// "null" as that type or, with several, as anyOf branches of one type
+// each. It reports whether the list holds "null".
+func geminiType(m, out map[string]any) (nullable bool) {
+	t, ok := m["type"].([]any)
+	if !ok {
+		if s, ok := m["type"].(string); ok {
+			out["type"] = s
 		}
-		switch len(types) {
-		case 0:
-		case 1:
-			out["type"] = types[0]
-		default:
-			var branches []any
-			for _, s := range types {
-				branches = append(branches, map[string]any{"type": s})
-			}
-			out["anyOf"] = branches
+		return false
+	}
+	var types []string
+	for _, x := range t {
+		if s, ok := x.(string); ok && s != "null" {
+			types = append(types, s)
+		} else if s == "null" {
+			nullable = true
 		}
 	}
-	// anyOf and oneOf: alternatives, a null one meaning nullable.
+	switch len(types) {
+	case 0:
+	case 1:
+		out["type"] = types[0]
+	default:
+		var branches []any
+		for _, s := range types {
+			branches = append(branches, map[string]any{"type": s})
+		}
+		out["anyOf"] = branches
+	}
+	return nullable
+}
+
+// alternatives converts anyOf and oneOf into anyOf, or merges their one
+// branch into out when out has no type. It reports whether a branch is
+// {"type": "null"}, which is dropped.
+func (c geminiSchemaConv) alternatives(m, out map[string]any, depth int, refs []string) (nullable bool) {
 	var branches []map[string]any
 	for _, k := range []string{"anyOf", "oneOf"} {
 		subs, _ := m[k].([]any)
@@ -165,46 +202,70 @@ func (c geminiSchemaConv) convert(v any, depth int, refs []string) map[string]an
 		}
 		out["anyOf"] = list
 	}
-	c.enum(m, out)
-	if props, ok := m["properties"].(map[string]any); ok {
-		conv, _ := out["properties"].(map[string]any)
-		if conv == nil {
-			conv = make(map[string]any, len(props))
-		}
-		for name, p := range props {
-			conv[name] = c.convert(p, depth+1, refs)
-		}
-		out["properties"] = conv
+	return nullable
+}
+
+// properties converts m's properties into out's, joining those allOf
+// merged in.
+func (c geminiSchemaConv) properties(m, out map[string]any, depth int, refs []string) {
+	props, ok := m["properties"].(map[string]any)
+	if !ok {
+		return
 	}
+	conv, _ := out["properties"].(map[string]any)
+	if conv == nil {
+		conv = make(map[string]any, len(props))
+	}
+	for name, p := range props {
+		conv[name] = c.convert(p, depth+1, refs)
+	}
+	out["properties"] = conv
+}
+
+// geminiRequired sets out's required to the names, from allOf and from m,
+// of out's properties, each once; none means no required key.
+func geminiRequired(m, out map[string]any) {
 	required, _ := out["required"].([]any)
 	if req, ok := m["required"].([]any); ok {
 		required = append(required, req...)
 	}
 	delete(out, "required")
-	if len(required) > 0 {
-		props, _ := out["properties"].(map[string]any)
-		var names []any
-		seen := map[string]bool{}
-		for _, r := range required {
-			if s, ok := r.(string); ok && !seen[s] {
-				if _, known := props[s]; known {
-					names = append(names, s)
-					seen[s] = true
-				}
+	if len(required) == 0 {
+		return
+	}
+	props, _ := out["properties"].(map[string]any)
+	var names []any
+	seen := map[string]bool{}
+	for _, r := range required {
+		if s, ok := r.(string); ok && !seen[s] {
+			if _, known := props[s]; known {
+				names = append(names, s)
+				seen[s] = true
 			}
 		}
-		if len(names) > 0 {
-			out["required"] = names
-		}
 	}
+	if len(names) > 0 {
+		out["required"] = names
+	}
+}
+
+// items converts m's items: a schema, or of the tuple form the first
+// item's schema.
+func (c geminiSchemaConv) items(m, out map[string]any, depth int, refs []string) {
 	switch items := m["items"].(type) {
 	case map[string]any:
 		out["items"] = c.convert(items, depth+1, refs)
-	case []any: // tuple form: the first item's schema
+	case []any:
 		if len(items) > 0 {
 			out["items"] = c.convert(items[0], depth+1, refs)
 		}
 	}
+}
+
+// inferGeminiType gives a schema without type or anyOf the type its keys
+// imply (properties: object, items: array, enum: string), and an array
+// without items string items.
+func inferGeminiType(out map[string]any) {
 	if out["type"] == nil && out["anyOf"] == nil {
 		switch {
 		case out["properties"] != nil:
@@ -218,22 +279,20 @@ func (c geminiSchemaConv) convert(v any, depth int, refs []string) map[string]an
 	if out["type"] == "array" && out["items"] == nil {
 		out["items"] = map[string]any{"type": "string"}
 	}
-	if f, ok := m["format"].(string); ok {
-		t, _ := out["type"].(string)
-		for _, allowed := range geminiFormats[t] {
-			if f == allowed {
-				out["format"] = f
-			}
+}
+
+// geminiFormat keeps m's format when Gemini accepts it for out's type.
+func geminiFormat(m, out map[string]any) {
+	f, ok := m["format"].(string)
+	if !ok {
+		return
+	}
+	t, _ := out["type"].(string)
+	for _, allowed := range geminiFormats[t] {
+		if f == allowed {
+			out["format"] = f
 		}
 	}
-	if nullable {
-		out["nullable"] = true
-	}
-	if out["type"] == "null" {
-		delete(out, "type")
-		out["nullable"] = true
-	}
-	return out
 }
 
 // ref expands a local $ref; the referring schema's description wins.

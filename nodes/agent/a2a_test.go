@@ -18,6 +18,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh/a2a"
 	"github.com/agentmesh/agentmesh/mesh/a2a/a2atest"
 	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/llm/offline"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
 )
 
@@ -603,7 +604,7 @@ func TestOfflinePlannerDelegates(t *testing.T) {
 			r.mu.Lock()
 			r.card = tc.card
 			r.mu.Unlock()
-			resp, err := llm.NewOffline().Generate(t.Context(), llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: tc.input}}, Tools: []llm.Tool{r.tool()}})
+			resp, err := offline.New().Generate(t.Context(), llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: tc.input}}, Tools: []llm.Tool{r.tool()}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/llm/offline"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
 )
 
@@ -519,7 +520,7 @@ func TestStopWhileStartingIsNotAFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: cfg, Provider: llm.NewOffline(), NodeID: "test-agent", Logger: zerolog.Nop()})
+	a, err := New(Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: cfg, Provider: offline.New(), NodeID: "test-agent", Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,18 +42,19 @@ package group
 //     matches the message; the best score wins, ties by higher priority
 //     then config order. When nothing matches, the group's default member
 //     if it is a candidate, else round robin.
-//   - llm: a model chooses. Its system prompt is selector_prompt (or a
-//     default instruction), then the candidates as lines
-//     "- <name>: <description>", then llm.SelectorInstruction; its messages
-//     are the last 20 of Turn.History, a member's as an assistant message
-//     named after it and starting "<name>: ", then llm.SelectorQuestion
-//     when the history does not end with the user. The answer, trimmed of
+//   - llm: a model chooses, asked by the speaker selection convention of
+//     llm.Selection: its system prompt is selector_prompt (or a default
+//     instruction), then the candidates as lines "- <name>: <description>",
+//     then llm.SelectorInstruction; its messages are the last 20 of
+//     Turn.History, a member's as an assistant message named after it and
+//     starting "<name>: ", then llm.SelectorQuestion when the history does
+//     not end with the user. The answer, trimmed of
 //     punctuation, quotes and markdown, is a candidate's name (any case),
 //     or else names exactly one candidate as a whole word. Any other
 //     answer, or a failed call, falls back to round robin, and the reason
 //     quotes the answer or the error. The offline planner answers by
 //     matching the message's words with the descriptions (see "Speaker
-//     selection" in mesh/llm/offline.go).
+//     selection" in the doc of mesh/llm/offline).
 //
 // Keywords match case-insensitively as whole words, a keyword of several
 // words as a phrase (any spaces between its words). Patterns are Go
@@ -648,42 +649,25 @@ func (s *Selector) askModel(ctx context.Context, pool []int, prev int, t Turn) (
 // selectorRequest is the llm strategy's request: see the comment at the
 // top of the file.
 func (s *Selector) selectorRequest(pool []int, t Turn) llm.Request {
-	var b strings.Builder
-	b.WriteString(s.prompt)
-	b.WriteString("\n\n")
+	var sel llm.Selection
 	for _, i := range pool {
-		m := s.members[i]
-		b.WriteString("- " + m.name + ":")
-		if m.desc != "" {
-			b.WriteString(" " + m.desc)
-		}
-		b.WriteString("\n")
+		sel.Participants = append(sel.Participants, llm.Participant{Name: s.members[i].name, Description: s.members[i].desc})
 	}
-	b.WriteString("\n" + llm.SelectorInstruction)
-
 	h := t.History
 	if len(h) > historyLimit {
 		h = h[len(h)-historyLimit:]
 	}
-	msgs := make([]llm.Message, 0, len(h)+1)
 	for _, m := range h {
 		if m.Role == string(llm.RoleAssistant) {
-			content := m.Content
-			if m.Name != "" {
-				content = m.Name + ": " + content
-			}
-			msgs = append(msgs, llm.Message{Role: llm.RoleAssistant, Name: m.Name, Content: content})
+			sel.History = append(sel.History, llm.Message{Role: llm.RoleAssistant, Name: m.Name, Content: m.Content})
 			continue
 		}
-		msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: m.Content})
+		sel.History = append(sel.History, llm.Message{Role: llm.RoleUser, Content: m.Content})
 	}
-	if len(msgs) == 0 && strings.TrimSpace(t.Message) != "" {
-		msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: t.Message})
+	if len(sel.History) == 0 && strings.TrimSpace(t.Message) != "" {
+		sel.History = append(sel.History, llm.Message{Role: llm.RoleUser, Content: t.Message})
 	}
-	if len(msgs) == 0 || msgs[len(msgs)-1].Role != llm.RoleUser {
-		msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: llm.SelectorQuestion})
-	}
-	return llm.Request{System: b.String(), Messages: msgs}
+	return sel.Request(s.prompt)
 }
 
 // parseAnswer finds the candidate a selector's answer names: the whole

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/llm/offline"
 	"github.com/agentmesh/agentmesh/nodes/group"
 )
 
@@ -516,7 +517,7 @@ func TestLLMRequest(t *testing.T) {
 }
 
 func TestLLMStrategyOffline(t *testing.T) {
-	s := mustSelector(t, team("llm"), llm.NewOffline())
+	s := mustSelector(t, team("llm"), offline.New())
 	tests := []struct {
 		name string
 		turn group.Turn
@@ -563,7 +564,7 @@ func TestMaxConsecutive(t *testing.T) {
 	}
 	models := map[string]llm.Provider{
 		"":        nil,
-		"offline": llm.NewOffline(),
+		"offline": offline.New(),
 		"always ops": fakeLLM(func(context.Context, llm.Request) (*llm.Response, error) {
 			return &llm.Response{Text: "ops"}, nil
 		}),
@@ -623,7 +624,7 @@ func TestTenMembers(t *testing.T) {
 		t.Run(strategy, func(t *testing.T) {
 			g := g
 			g.Strategy = strategy
-			s := mustSelector(t, g, llm.NewOffline())
+			s := mustSelector(t, g, offline.New())
 			recent := []string{"m9"}
 			for i := range 10 {
 				msg := fmt.Sprintf("a question about topic%d", i)
@@ -683,7 +684,7 @@ func TestNewSelectorErrors(t *testing.T) {
 		{name: "unknown transition", group: team("", func(g *config.Group) {
 			g.AllowedTransitions = map[string][]string{"coder": {"nobody"}}
 		}), wantErr: "nobody is not a participant"},
-		{name: "fine", group: team("llm"), model: llm.NewOffline()},
+		{name: "fine", group: team("llm"), model: offline.New()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/llm/llmtest"
+	"github.com/agentmesh/agentmesh/mesh/llm/offline"
 )
 
 // slowModel is the offline planner behind a model that takes delay to
@@ -48,7 +49,7 @@ func parallelTree(n int) string {
 // branches were shared between the replicas (from the run summary's nodes).
 func BenchmarkTreeParallel(b *testing.B) {
 	const delay = 200 * time.Millisecond
-	srv := llmtest.Start(b, llmtest.Config{API: llmtest.OpenAI, Backend: slowModel{llm.NewOffline(), delay}})
+	srv := llmtest.Start(b, llmtest.Config{API: llmtest.OpenAI, Backend: slowModel{offline.New(), delay}})
 	for _, branches := range []int{1, 10} {
 		b.Run(fmt.Sprintf("branches=%d", branches), func(b *testing.B) {
 			m := startMesh(b, meshOpts{config: parallelTree(branches), logLevel: "warn", args: []string{"--replicas", "agent=2"},

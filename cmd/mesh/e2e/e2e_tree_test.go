@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/llm/llmtest"
+	"github.com/agentmesh/agentmesh/mesh/llm/offline"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
 )
 
@@ -291,7 +292,7 @@ func (b taskBackend) Generate(ctx context.Context, req llm.Request) (*llm.Respon
 }
 
 func TestParallelApprovalsDecidedInReverseOrder(t *testing.T) {
-	srv := llmtest.Start(t, llmtest.Config{API: llmtest.OpenAI, Backend: taskBackend{llm.NewOffline()}})
+	srv := llmtest.Start(t, llmtest.Config{API: llmtest.OpenAI, Backend: taskBackend{offline.New()}})
 	cfg := strings.Replace(defaultConfig(t), "\n  model: offline\n", "\n  model: gpt-4o-mini\n", 1) + `
 agent:
   name: both

@@ -29,12 +29,23 @@ type target struct {
 	model string
 }
 
+// wireModel is the model name the client sends: model without its
+// provider prefix.
+func (tg target) wireModel() string {
+	m, err := config.ParseModel(tg.model)
+	if err != nil {
+		panic(err)
+	}
+	return m.Name
+}
+
 func targets() []target {
 	return []target{
 		{"openai", llmtest.OpenAI, "gpt-4o-mini"},
 		{"anthropic", llmtest.Anthropic, "claude-sonnet-4-5"},
 		{"gemini", llmtest.Gemini, "gemini-2.5-flash"},
 		{"gemini3", llmtest.Gemini, "gemini-3-pro-preview"},
+		{"ollama", llmtest.OpenAI, "ollama:llama3.2"},
 	}
 }
 
@@ -51,9 +62,9 @@ func client(t testing.TB, srv *llmtest.Server, model string, mod func(*llm.Optio
 	if mod != nil {
 		mod(&opts)
 	}
-	p, err := llm.New(m, opts)
+	p, err := llm.NewCloud(m, opts)
 	if err != nil {
-		t.Fatalf("llm.New(%s): %v", model, err)
+		t.Fatalf("llm.NewCloud(%s): %v", model, err)
 	}
 	return p
 }
@@ -119,7 +130,7 @@ func TestContract(t *testing.T) {
 			for _, mode := range []string{"whole", "stream"} {
 				for _, c := range contractCases() {
 					t.Run(mode+"/"+c.name, func(t *testing.T) {
-						srv := llmtest.Start(t, llmtest.Config{API: tg.api, APIKey: testKey, Model: tg.model, Backend: llmtest.Replies(c.reply)})
+						srv := llmtest.Start(t, llmtest.Config{API: tg.api, APIKey: testKey, Model: tg.wireModel(), Backend: llmtest.Replies(c.reply)})
 						runContract(t, srv, tg, c, mode == "stream")
 					})
 				}
@@ -144,8 +155,8 @@ func runContract(t *testing.T, srv *llmtest.Server, tg target, c contractCase, s
 		t.Fatalf("server got %d requests, want 1", len(recs))
 	}
 	rec := recs[0]
-	if rec.Status != 200 || rec.Stream != stream || rec.Model != tg.model {
-		t.Errorf("record: status %d stream %v model %q, want 200 %v %q", rec.Status, rec.Stream, rec.Model, stream, tg.model)
+	if rec.Status != 200 || rec.Stream != stream || rec.Model != tg.wireModel() {
+		t.Errorf("record: status %d stream %v model %q, want 200 %v %q", rec.Status, rec.Stream, rec.Model, stream, tg.wireModel())
 	}
 
 	// What the server decoded is what the client meant.

@@ -71,6 +71,16 @@
 // answer, a stream cut in the middle. A fault with Times < 0 repeats until
 // [Server.Recover].
 //
+// # Contract tests
+//
+// The tests of this package are the contract every cloud provider of
+// mesh/llm keeps (Gemini, Gemini 3, Anthropic, OpenAI and Ollama, through
+// llm.NewCloud): text, one call, parallel calls, text with a call, tool
+// results sent back natively, streaming and usage, whole and streamed.
+// The faults above are played to the OpenAI, Anthropic and Gemini
+// clients, and the offline planner answers through every API.
+// Read ExampleNew, and mesh/llm's ExampleNewCloud.
+//
 // # Lifecycle
 //
 // [New] starts a server on 127.0.0.1 at a random port; [Server.Close] stops

@@ -22,7 +22,7 @@ func ExampleNew() {
 	defer srv.Close()
 
 	model, _ := config.ParseModel("gpt-4o-mini")
-	p, err := llm.New(model, llm.Options{BaseURL: srv.BaseURL(), APIKey: "test-key"})
+	p, err := llm.NewCloud(model, llm.Options{BaseURL: srv.BaseURL(), APIKey: "test-key"})
 	if err != nil {
 		panic(err)
 	}
@@ -55,7 +55,7 @@ func ExampleServer_Fail() {
 	srv.Fail(llmtest.Fault{Status: 429, RetryAfter: time.Millisecond, Times: 2})
 
 	model, _ := config.ParseModel("gemini-2.5-flash")
-	p, _ := llm.New(model, llm.Options{BaseURL: srv.BaseURL(), APIKey: "k", BreakerFailures: -1})
+	p, _ := llm.NewCloud(model, llm.Options{BaseURL: srv.BaseURL(), APIKey: "k", BreakerFailures: -1})
 	resp, err := p.Generate(context.Background(), llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}})
 	fmt.Println(resp.Text, err)
 	for _, r := range srv.Requests() {

@@ -14,6 +14,7 @@ import (
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/llm/llmtest"
+	"github.com/agentmesh/agentmesh/mesh/llm/models"
 )
 
 // Scripted faults, as the real providers of package llm see them.
@@ -233,7 +234,7 @@ func TestFromConfigWithLogsRetries(t *testing.T) {
 	cfg.LLM.Model = "claude-sonnet-4-5"
 	cfg.LLM.MaxRetries = 1
 	var logs bytes.Buffer
-	p, err := llm.FromConfigWith(cfg, cfg.LLM.Model, llm.Options{Log: zerolog.New(&logs), RetryBaseDelay: time.Millisecond, BreakerFailures: -1})
+	p, err := models.FromConfigWith(cfg, cfg.LLM.Model, llm.Options{Log: zerolog.New(&logs), RetryBaseDelay: time.Millisecond, BreakerFailures: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +260,7 @@ func TestFromConfigWithLogsRetries(t *testing.T) {
 	// environment's base URL.
 	cfg.BaseURLs[config.ProviderAnthropic] = "http://127.0.0.1:1"
 	cfg.LLM.BaseURL = srv.BaseURL()
-	p, err = llm.FromConfig(cfg, cfg.LLM.Model)
+	p, err = models.FromConfig(cfg, cfg.LLM.Model)
 	if err != nil {
 		t.Fatal(err)
 	}

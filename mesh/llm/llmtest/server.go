@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/llm/offline"
 )
 
 // API is the wire format a server speaks.
@@ -39,7 +40,7 @@ const maxBody = 32 << 20
 type Config struct {
 	// API is the wire format to speak. Required.
 	API API
-	// Backend answers the requests. Nil means llm.NewOffline(), which picks
+	// Backend answers the requests. Nil means offline.New(), which picks
 	// tools from the request as a planner would.
 	Backend llm.Provider
 	// APIKey is the key clients must send (OpenAI: Authorization: Bearer;
@@ -115,7 +116,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, wire: w, backend: cfg.Backend, sigs: map[string]bool{}}
 	if s.backend == nil {
-		s.backend = llm.NewOffline()
+		s.backend = offline.New()
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.srv = httptest.NewServer(s)

@@ -1,4 +1,4 @@
-package llm
+package offline
 
 import (
 	"encoding/json"
@@ -6,10 +6,12 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/agentmesh/agentmesh/mesh/llm"
 )
 
-func loopTools() []Tool {
-	return append(resourceTools(), Tool{
+func loopTools() []llm.Tool {
+	return append(resourceTools(), llm.Tool{
 		Name:        exitLoopTool,
 		Description: "Exit the enclosing loop. Call this when the goal is reached.",
 		Parameters:  json.RawMessage(`{"type":"object","properties":{}}`),
@@ -27,17 +29,17 @@ func resourceList(names ...string) string {
 
 // loopHistory builds a history: the user's message, then for each step a
 // call of tool answered by content, or (tool "") an assistant text.
-func loopHistory(user string, steps ...[2]string) []Message {
-	msgs := []Message{{Role: RoleUser, Content: user}}
+func loopHistory(user string, steps ...[2]string) []llm.Message {
+	msgs := []llm.Message{{Role: llm.RoleUser, Content: user}}
 	for i, s := range steps {
 		if s[0] == "" {
-			msgs = append(msgs, Message{Role: RoleAssistant, Content: s[1]})
+			msgs = append(msgs, llm.Message{Role: llm.RoleAssistant, Content: s[1]})
 			continue
 		}
 		id := fmt.Sprintf("call_%d", i)
 		msgs = append(msgs,
-			Message{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: id, Name: s[0], Arguments: json.RawMessage(`{}`)}}},
-			Message{Role: RoleTool, ToolCallID: id, ToolName: s[0], Content: s[1]},
+			llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: id, Name: s[0], Arguments: json.RawMessage(`{}`)}}},
+			llm.Message{Role: llm.RoleTool, ToolCallID: id, ToolName: s[0], Content: s[1]},
 		)
 	}
 	return msgs
@@ -49,7 +51,7 @@ func TestOfflineLoop(t *testing.T) {
 	tests := []struct {
 		name     string
 		system   string
-		msgs     []Message
+		msgs     []llm.Message
 		wantTool string // "" for text
 		wantArgs string
 		wantText string // substring, for text answers
@@ -92,7 +94,7 @@ func TestOfflineLoop(t *testing.T) {
 			if tc.name == "add failed" {
 				msgs[len(msgs)-1].IsError = true
 			}
-			resp := generate(t, Request{System: tc.system, Messages: msgs, Tools: loopTools()})
+			resp := generate(t, llm.Request{System: tc.system, Messages: msgs, Tools: loopTools()})
 			if tc.wantTool == "" {
 				if len(resp.ToolCalls) != 0 {
 					t.Fatalf("got call %s %s, want text containing %q", resp.ToolCalls[0].Name, resp.ToolCalls[0].Arguments, tc.wantText)
@@ -124,7 +126,7 @@ func TestOfflineLoopRun(t *testing.T) {
 	for _, fresh := range []bool{true, false} {
 		t.Run(fmt.Sprintf("fresh=%v", fresh), func(t *testing.T) {
 			var store []string
-			msgs := []Message{{Role: RoleUser, Content: "ensure we have at least 3 resources"}}
+			msgs := []llm.Message{{Role: llm.RoleUser, Content: "ensure we have at least 3 resources"}}
 			iterations, exited := 0, false
 			for ; iterations < 10 && !exited; iterations++ {
 				if fresh {
@@ -134,9 +136,9 @@ func TestOfflineLoopRun(t *testing.T) {
 					if step > 5 {
 						t.Fatalf("iteration %d: more than 5 steps", iterations)
 					}
-					resp := generate(t, Request{Messages: msgs, Tools: loopTools()})
+					resp := generate(t, llm.Request{Messages: msgs, Tools: loopTools()})
 					if len(resp.ToolCalls) == 0 {
-						msgs = append(msgs, Message{Role: RoleAssistant, Content: resp.Text})
+						msgs = append(msgs, llm.Message{Role: llm.RoleAssistant, Content: resp.Text})
 						break
 					}
 					call := resp.ToolCalls[0]
@@ -158,8 +160,8 @@ func TestOfflineLoopRun(t *testing.T) {
 						t.Fatalf("unexpected call %s", call.Name)
 					}
 					msgs = append(msgs,
-						Message{Role: RoleAssistant, ToolCalls: []ToolCall{call}},
-						Message{Role: RoleTool, ToolCallID: call.ID, ToolName: call.Name, Content: content})
+						llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{call}},
+						llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, ToolName: call.Name, Content: content})
 				}
 			}
 			if !exited {
@@ -178,7 +180,7 @@ func TestOfflineLoopRun(t *testing.T) {
 // TestOfflineGoalWithoutExitLoop: without exit_loop the goal rules do not
 // apply, and the request is planned like any other (the safe read).
 func TestOfflineGoalWithoutExitLoop(t *testing.T) {
-	resp := generate(t, Request{Messages: userSays("ensure we have at least 3 resources"), Tools: resourceTools()})
+	resp := generate(t, llm.Request{Messages: userSays("ensure we have at least 3 resources"), Tools: resourceTools()})
 	if len(resp.ToolCalls) != 1 || resp.ToolCalls[0].Name != "resources_list" {
 		t.Fatalf("got calls %v, text %q; want resources_list", resp.ToolCalls, resp.Text)
 	}

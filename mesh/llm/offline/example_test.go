@@ -1,4 +1,4 @@
-package llm_test
+package offline_test
 
 import (
 	"context"
@@ -6,13 +6,14 @@ import (
 	"fmt"
 
 	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/llm/offline"
 )
 
 // The offline planner turns a request into one tool call, then reports
 // the tool's result in plain words.
-func ExampleNewOffline() {
+func ExampleNew() {
 	ctx := context.Background()
-	p := llm.NewOffline()
+	p := offline.New()
 	tools := []llm.Tool{{
 		Name:        "resources_add",
 		Description: "Add (create) a new resource with a name and an integer value",

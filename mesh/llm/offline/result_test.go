@@ -1,18 +1,20 @@
-package llm
+package offline
 
 import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/agentmesh/agentmesh/mesh/llm"
 )
 
 // afterCall is a history in which the user asked, the planner called tool
 // with id "call_1", and the tool answered content.
-func afterCall(user, tool, content string, isError bool) []Message {
-	return []Message{
-		{Role: RoleUser, Content: user},
-		{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "call_1", Name: tool, Arguments: json.RawMessage(`{}`)}}},
-		{Role: RoleTool, ToolCallID: "call_1", ToolName: tool, Content: content, IsError: isError},
+func afterCall(user, tool, content string, isError bool) []llm.Message {
+	return []llm.Message{
+		{Role: llm.RoleUser, Content: user},
+		{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: "call_1", Name: tool, Arguments: json.RawMessage(`{}`)}}},
+		{Role: llm.RoleTool, ToolCallID: "call_1", ToolName: tool, Content: content, IsError: isError},
 	}
 }
 
@@ -20,8 +22,8 @@ func TestOfflineReport(t *testing.T) {
 	longList := `{"resources":[` + strings.Repeat(`{"id":"res_000000000000","name":"padding","value":1},`, 60) + `{"id":"res_1","name":"last","value":2}],"count":61}`
 	tests := []struct {
 		name        string
-		tools       []Tool
-		msgs        []Message
+		tools       []llm.Tool
+		msgs        []llm.Message
 		contains    []string
 		notContains []string
 	}{
@@ -114,10 +116,10 @@ func TestOfflineReport(t *testing.T) {
 		{
 			name:  "tool name from call id",
 			tools: resourceTools(),
-			msgs: []Message{
-				{Role: RoleUser, Content: "add resource x value 1"},
-				{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "call_9", Name: "resources_add", Arguments: json.RawMessage(`{}`)}}},
-				{Role: RoleTool, ToolCallID: "call_9", Content: `{"id":"res_9","name":"x","value":1}`},
+			msgs: []llm.Message{
+				{Role: llm.RoleUser, Content: "add resource x value 1"},
+				{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: "call_9", Name: "resources_add", Arguments: json.RawMessage(`{}`)}}},
+				{Role: llm.RoleTool, ToolCallID: "call_9", Content: `{"id":"res_9","name":"x","value":1}`},
 			},
 			contains: []string{"Created resource x (value 1, id res_9)."},
 		},
@@ -144,11 +146,11 @@ func TestOfflineReport(t *testing.T) {
 		{
 			name:  "two results",
 			tools: resourceTools(),
-			msgs: []Message{
-				{Role: RoleUser, Content: "add resource x value 1 and list"},
-				{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "c1", Name: "resources_add"}, {ID: "c2", Name: "resources_list"}}},
-				{Role: RoleTool, ToolCallID: "c1", ToolName: "resources_add", Content: `{"id":"res_9","name":"x","value":1}`},
-				{Role: RoleTool, ToolCallID: "c2", ToolName: "resources_list", Content: `{"resources":[{"id":"res_9","name":"x","value":1}],"count":1}`},
+			msgs: []llm.Message{
+				{Role: llm.RoleUser, Content: "add resource x value 1 and list"},
+				{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: "c1", Name: "resources_add"}, {ID: "c2", Name: "resources_list"}}},
+				{Role: llm.RoleTool, ToolCallID: "c1", ToolName: "resources_add", Content: `{"id":"res_9","name":"x","value":1}`},
+				{Role: llm.RoleTool, ToolCallID: "c2", ToolName: "resources_list", Content: `{"resources":[{"id":"res_9","name":"x","value":1}],"count":1}`},
 			},
 			contains: []string{"Created resource x (value 1, id res_9).", "\n\nFound 1 resource:"},
 		},
@@ -161,7 +163,7 @@ func TestOfflineReport(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			resp := generate(t, Request{Messages: tc.msgs, Tools: tc.tools})
+			resp := generate(t, llm.Request{Messages: tc.msgs, Tools: tc.tools})
 			if len(resp.ToolCalls) != 0 {
 				t.Fatalf("got call %s %s after a tool result, want text", resp.ToolCalls[0].Name, resp.ToolCalls[0].Arguments)
 			}
@@ -186,15 +188,15 @@ func TestOfflineTurnBoundary(t *testing.T) {
 	done := afterCall("list", "resources_list", `{"resources":[],"count":0}`, false)
 	tests := []struct {
 		name     string
-		msgs     []Message
+		msgs     []llm.Message
 		wantTool string
 	}{
-		{"new user message", append(done, Message{Role: RoleAssistant, Content: "There are no resources."}, Message{Role: RoleUser, Content: "add resource alpha value 1"}), "resources_add"},
-		{"after assistant text", append(done, Message{Role: RoleAssistant, Content: "There are no resources."}), "resources_list"},
+		{"new user message", append(done, llm.Message{Role: llm.RoleAssistant, Content: "There are no resources."}, llm.Message{Role: llm.RoleUser, Content: "add resource alpha value 1"}), "resources_add"},
+		{"after assistant text", append(done, llm.Message{Role: llm.RoleAssistant, Content: "There are no resources."}), "resources_list"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			resp := generate(t, Request{Messages: tc.msgs, Tools: resourceTools()})
+			resp := generate(t, llm.Request{Messages: tc.msgs, Tools: resourceTools()})
 			if len(resp.ToolCalls) != 1 || resp.ToolCalls[0].Name != tc.wantTool {
 				t.Fatalf("got calls %v, text %q; want a call of %s", resp.ToolCalls, resp.Text, tc.wantTool)
 			}

@@ -1,10 +1,12 @@
-package llm
+package offline
 
 import (
 	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/agentmesh/agentmesh/mesh/llm"
 )
 
 // This file holds the offline planner's loop goals: "at least N <things>"
@@ -63,7 +65,7 @@ func findGoal(texts ...string) (loopGoal, bool) {
 //   - a failure or rejection: report it.
 //
 // ok is false when the loop rules do not apply.
-func planLoop(user, system string, results []Message, tools []*toolProfile) (offlineReply, bool) {
+func planLoop(user, system string, results []llm.Message, tools []*toolProfile) (reply, bool) {
 	var exit *toolProfile
 	for _, p := range tools {
 		if p.tool.Name == exitLoopTool {
@@ -71,20 +73,20 @@ func planLoop(user, system string, results []Message, tools []*toolProfile) (off
 		}
 	}
 	if exit == nil {
-		return offlineReply{}, false
+		return reply{}, false
 	}
 	g, ok := findGoal(user, system)
 	if !ok {
-		return offlineReply{}, false
+		return reply{}, false
 	}
 	list, create := pickFor(tools, intentRead, g.noun), pickFor(tools, intentCreate, g.noun)
 	if list == nil || create == nil {
-		return offlineReply{}, false
+		return reply{}, false
 	}
 	byName := indexTools(tools)
 	nouns := plural(g.noun, g.n)
 	if len(results) > 0 && results[len(results)-1].ToolName == exitLoopTool {
-		return offlineReply{text: fmt.Sprintf("The goal is reached: there are at least %d %s, so the loop ends.", g.n, nouns)}, true
+		return reply{text: fmt.Sprintf("The goal is reached: there are at least %d %s, so the loop ends.", g.n, nouns)}, true
 	}
 	lastList := -1
 	for i, m := range results {
@@ -93,15 +95,15 @@ func planLoop(user, system string, results []Message, tools []*toolProfile) (off
 		}
 	}
 	if lastList < 0 {
-		return offlineReply{tool: list.tool.Name, args: map[string]any{}}, true
+		return reply{tool: list.tool.Name, args: map[string]any{}}, true
 	}
 	lr := results[lastList]
 	if lr.IsError || isRejection(lr.Content) {
-		return offlineReply{text: reportResults(results[lastList:], byName)}, true
+		return reply{text: reportResults(results[lastList:], byName)}, true
 	}
 	have, names, ok := listCount(lr.Content, g.noun)
 	if !ok {
-		return offlineReply{text: fmt.Sprintf("I could not count the %s in the result of %s, so I cannot tell whether there are at least %d.\n\n%s",
+		return reply{text: fmt.Sprintf("I could not count the %s in the result of %s, so I cannot tell whether there are at least %d.\n\n%s",
 			plural(g.noun, 2), list.tool.Name, g.n, reportResults(results[lastList:lastList+1], byName))}, true
 	}
 	added := 0
@@ -110,7 +112,7 @@ func planLoop(user, system string, results []Message, tools []*toolProfile) (off
 			continue
 		}
 		if m.IsError || isRejection(m.Content) {
-			return offlineReply{text: reportResults(results[lastList+1:], byName)}, true
+			return reply{text: reportResults(results[lastList+1:], byName)}, true
 		}
 		added++
 	}
@@ -118,12 +120,12 @@ func planLoop(user, system string, results []Message, tools []*toolProfile) (off
 	switch {
 	case have >= g.n:
 		reason := fmt.Sprintf("goal reached: %d of at least %d %s", have, g.n, nouns)
-		return offlineReply{tool: exit.tool.Name, args: fillExit(exit.schema, reason, have)}, true
+		return reply{tool: exit.tool.Name, args: fillExit(exit.schema, reason, have)}, true
 	case added > 0:
-		return offlineReply{text: fmt.Sprintf("Added one %s: there are now %d of the %d %s wanted.", g.noun, have, g.n, nouns)}, true
+		return reply{text: fmt.Sprintf("Added one %s: there are now %d of the %d %s wanted.", g.noun, have, g.n, nouns)}, true
 	}
 	k := have + 1
-	return offlineReply{tool: create.tool.Name, args: synthesize(create.schema, g.noun, k, names)}, true
+	return reply{tool: create.tool.Name, args: synthesize(create.schema, g.noun, k, names)}, true
 }
 
 // pickFor is the tool with intent in that works on noun: named after it

@@ -1,4 +1,4 @@
-package llm
+package offline
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/agentmesh/agentmesh/mesh/llm"
 )
 
 // This file holds the offline planner's reports: tool results put in
@@ -29,7 +31,7 @@ func isRejection(content string) bool {
 
 // reportResults puts the tool results of a turn in plain words, one paragraph
 // each.
-func reportResults(results []Message, tools map[string]*toolProfile) string {
+func reportResults(results []llm.Message, tools map[string]*toolProfile) string {
 	parts := make([]string, 0, len(results))
 	for _, m := range results {
 		parts = append(parts, reportOne(m, tools[m.ToolName]))
@@ -37,7 +39,7 @@ func reportResults(results []Message, tools map[string]*toolProfile) string {
 	return strings.Join(parts, "\n\n")
 }
 
-func reportOne(m Message, p *toolProfile) string {
+func reportOne(m llm.Message, p *toolProfile) string {
 	name := m.ToolName
 	if name == "" {
 		name = "the tool"
@@ -54,7 +56,7 @@ func reportOne(m Message, p *toolProfile) string {
 		return fmt.Sprintf("%s returned nothing.", name)
 	}
 	if p == nil {
-		p = profileTool(Tool{Name: name}, -1)
+		p = profileTool(llm.Tool{Name: name}, -1)
 	}
 	v, ok := decodeResult(text)
 	if !ok {

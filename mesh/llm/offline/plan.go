@@ -1,4 +1,4 @@
-package llm
+package offline
 
 import (
 	"cmp"
@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/agentmesh/agentmesh/mesh/llm"
 )
 
 // This file holds the offline planner's tool choice: classifying tools,
@@ -13,7 +15,7 @@ import (
 
 // toolProfile is what the planner knows of one tool.
 type toolProfile struct {
-	tool   Tool
+	tool   llm.Tool
 	index  int
 	schema *argSchema
 	// intents are named by the tool's name, else by its description, else
@@ -30,7 +32,7 @@ type toolProfile struct {
 	noun string
 }
 
-func profileTools(tools []Tool) []*toolProfile {
+func profileTools(tools []llm.Tool) []*toolProfile {
 	out := make([]*toolProfile, 0, len(tools))
 	for i, t := range tools {
 		out = append(out, cachedProfile(t, i))
@@ -49,7 +51,7 @@ var profiles struct {
 // maxCachedProfiles bounds the cache; a full cache starts over.
 const maxCachedProfiles = 4096
 
-func cachedProfile(t Tool, index int) *toolProfile {
+func cachedProfile(t llm.Tool, index int) *toolProfile {
 	key := fmt.Sprintf("%d\x00%s\x00%s\x00%t%t\x00%s", index, t.Name, t.Description, t.ReadOnly, t.Destructive, t.Parameters)
 	profiles.Lock()
 	p := profiles.m[key]
@@ -67,7 +69,7 @@ func cachedProfile(t Tool, index int) *toolProfile {
 	return p
 }
 
-func profileTool(t Tool, index int) *toolProfile {
+func profileTool(t llm.Tool, index int) *toolProfile {
 	p := &toolProfile{
 		tool: t, index: index, schema: parseArgSchema(t.Parameters),
 		nameVerbs: map[string]bool{}, nouns: map[string]bool{}, descWords: map[string]bool{},
@@ -322,13 +324,13 @@ func isHelp(r userRequest) bool {
 	return strings.Contains(low, " help ")
 }
 
-// offlineIdentity is how the planner introduces itself.
-const offlineIdentity = "I am the offline planner of Agent Mesh: a deterministic, rule-based planner, not an LLM."
+// identity is how the planner introduces itself.
+const identity = "I am the offline planner of Agent Mesh: a deterministic, rule-based planner, not an LLM."
 
 // capabilities lists what the planner can do with tools.
 func capabilities(tools []*toolProfile) string {
 	var b strings.Builder
-	b.WriteString(offlineIdentity)
+	b.WriteString(identity)
 	var usable []*toolProfile
 	for _, p := range tools {
 		if p.tool.Name != exitLoopTool {

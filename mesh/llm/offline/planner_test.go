@@ -1,4 +1,4 @@
-package llm
+package offline
 
 import (
 	"context"
@@ -7,11 +7,13 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/agentmesh/agentmesh/mesh/llm"
 )
 
 // resourceTools are the tools of the sample MCP server (cmd/mcp-resources).
-func resourceTools() []Tool {
-	return []Tool{
+func resourceTools() []llm.Tool {
+	return []llm.Tool{
 		{
 			Name:        "resources_list",
 			Description: "List resources, optionally filtered by a name pattern (regular expression)",
@@ -41,7 +43,7 @@ func resourceTools() []Tool {
 
 // memoryTools are the tools of @modelcontextprotocol/server-memory, as it
 // lists them.
-func memoryTools() []Tool {
+func memoryTools() []llm.Tool {
 	entity := `{"type":"object","properties":{
 		"name":{"type":"string","description":"The name of the entity"},
 		"entityType":{"type":"string","description":"The type of the entity"},
@@ -52,7 +54,7 @@ func memoryTools() []Tool {
 		"to":{"type":"string","description":"The name of the entity where the relation ends"},
 		"relationType":{"type":"string","description":"The type of the relation"}},
 		"required":["from","to","relationType"]}`
-	return []Tool{
+	return []llm.Tool{
 		{Name: "create_entities", Description: "Create multiple new entities in the knowledge graph",
 			Parameters: json.RawMessage(`{"type":"object","properties":{"entities":{"type":"array","items":` + entity + `}},"required":["entities"]}`)},
 		{Name: "create_relations", Description: "Create multiple new relations between entities in the knowledge graph. Relations should be in active voice",
@@ -79,16 +81,16 @@ func memoryTools() []Tool {
 	}
 }
 
-func generate(t *testing.T, req Request) *Response {
+func generate(t *testing.T, req llm.Request) *llm.Response {
 	t.Helper()
-	resp, err := NewOffline().Generate(t.Context(), req)
+	resp, err := New().Generate(t.Context(), req)
 	if err != nil {
 		t.Fatalf("Generate: %v", err)
 	}
 	return resp
 }
 
-func userSays(text string) []Message { return []Message{{Role: RoleUser, Content: text}} }
+func userSays(text string) []llm.Message { return []llm.Message{{Role: llm.RoleUser, Content: text}} }
 
 // decode decodes a JSON object for comparison.
 func decode(t *testing.T, raw string) map[string]any {
@@ -107,11 +109,11 @@ type planCase struct {
 	wantArgs string // JSON object
 }
 
-func runPlanCases(t *testing.T, tools []Tool, cases []planCase) {
+func runPlanCases(t *testing.T, tools []llm.Tool, cases []planCase) {
 	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			resp := generate(t, Request{System: "You manage things.", Messages: userSays(tc.input), Tools: tools})
+			resp := generate(t, llm.Request{System: "You manage things.", Messages: userSays(tc.input), Tools: tools})
 			if len(resp.ToolCalls) != 1 {
 				t.Fatalf("%q: got %d tool calls, text %q; want one call of %s", tc.input, len(resp.ToolCalls), resp.Text, tc.wantTool)
 			}
@@ -128,8 +130,8 @@ func runPlanCases(t *testing.T, tools []Tool, cases []planCase) {
 			if !strings.HasPrefix(call.ID, "call_") || len(call.ID) != len("call_")+12 {
 				t.Errorf("%q: call id = %q, want call_ and 12 hex digits", tc.input, call.ID)
 			}
-			if resp.StopReason != offlineStopTool {
-				t.Errorf("%q: stop reason = %q, want %q", tc.input, resp.StopReason, offlineStopTool)
+			if resp.StopReason != stopTool {
+				t.Errorf("%q: stop reason = %q, want %q", tc.input, resp.StopReason, stopTool)
 			}
 		})
 	}
@@ -192,7 +194,7 @@ func TestOfflinePlanMemory(t *testing.T) {
 // TestOfflinePlanDelegate: a tool that names no action (an agent reached
 // over A2A) gets the whole request in its message property.
 func TestOfflinePlanDelegate(t *testing.T) {
-	tools := []Tool{{
+	tools := []llm.Tool{{
 		Name:        "resource_agent",
 		Description: "Agent B: manages resources on the resource server",
 		Parameters:  json.RawMessage(`{"type":"object","properties":{"message":{"type":"string"}},"required":["message"]}`),
@@ -215,7 +217,7 @@ func TestOfflineAsks(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			resp := generate(t, Request{Messages: userSays(tc.input), Tools: resourceTools()})
+			resp := generate(t, llm.Request{Messages: userSays(tc.input), Tools: resourceTools()})
 			if len(resp.ToolCalls) != 0 {
 				t.Fatalf("%q: got call %s %s, want a question", tc.input, resp.ToolCalls[0].Name, resp.ToolCalls[0].Arguments)
 			}
@@ -230,7 +232,7 @@ func TestOfflineTextAnswers(t *testing.T) {
 	tests := []struct {
 		name     string
 		input    string
-		tools    []Tool
+		tools    []llm.Tool
 		contains []string
 	}{
 		{"greeting", "hello", resourceTools(), []string{"Hello", "not an LLM"}},
@@ -241,11 +243,11 @@ func TestOfflineTextAnswers(t *testing.T) {
 		{"no match", "sing me a song", resourceTools(), []string{`could not match "sing me a song"`, "not an LLM", "- resources_add"}},
 		{"no update tool", "rename test-1 to test-2", resourceTools(), []string{"could not match", "resources_remove"}},
 		{"no tools", "list all resources", nil, []string{"not an LLM", "No tools are available", "as it is: list all resources"}},
-		{"exit_loop not listed", "help", append(resourceTools(), Tool{Name: exitLoopTool}), []string{"resources_list"}},
+		{"exit_loop not listed", "help", append(resourceTools(), llm.Tool{Name: exitLoopTool}), []string{"resources_list"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			resp := generate(t, Request{Messages: userSays(tc.input), Tools: tc.tools})
+			resp := generate(t, llm.Request{Messages: userSays(tc.input), Tools: tc.tools})
 			if len(resp.ToolCalls) != 0 {
 				t.Fatalf("%q: got call %s, want text", tc.input, resp.ToolCalls[0].Name)
 			}
@@ -265,12 +267,12 @@ func TestOfflineTextAnswers(t *testing.T) {
 // given, and a next offline step can act on that text.
 func TestOfflineRelay(t *testing.T) {
 	t.Run("previous steps", func(t *testing.T) {
-		msgs := []Message{
-			{Role: RoleUser, Content: "give me an overview of all resources"},
-			{Role: RoleAssistant, Name: "list-all", Content: "Found 1 resource:\n- a (value 1)"},
-			{Role: RoleAssistant, Name: "count-analysis", Content: "There is 1 resource."},
+		msgs := []llm.Message{
+			{Role: llm.RoleUser, Content: "give me an overview of all resources"},
+			{Role: llm.RoleAssistant, Name: "list-all", Content: "Found 1 resource:\n- a (value 1)"},
+			{Role: llm.RoleAssistant, Name: "count-analysis", Content: "There is 1 resource."},
 		}
-		resp := generate(t, Request{Messages: msgs})
+		resp := generate(t, llm.Request{Messages: msgs})
 		for _, want := range []string{"not an LLM", "list-all: Found 1 resource:\n- a (value 1)", "count-analysis: There is 1 resource."} {
 			if !strings.Contains(resp.Text, want) {
 				t.Errorf("text %q does not contain %q", resp.Text, want)
@@ -278,7 +280,7 @@ func TestOfflineRelay(t *testing.T) {
 		}
 	})
 	t.Run("next step acts", func(t *testing.T) {
-		first := generate(t, Request{Messages: userSays("add resource test-1 with value 10")})
+		first := generate(t, llm.Request{Messages: userSays("add resource test-1 with value 10")})
 		runPlanCases(t, resourceTools(), []planCase{
 			{"relayed", first.Text, "resources_add", `{"name":"test-1","value":10}`},
 		})
@@ -286,7 +288,7 @@ func TestOfflineRelay(t *testing.T) {
 }
 
 func TestOfflineModel(t *testing.T) {
-	if got := NewOffline().Model(); got != "offline" {
+	if got := New().Model(); got != "offline" {
 		t.Errorf("Model() = %q, want offline", got)
 	}
 }
@@ -294,7 +296,7 @@ func TestOfflineModel(t *testing.T) {
 // TestOfflineDeterministic: the same request gets the same answer, call
 // id included.
 func TestOfflineDeterministic(t *testing.T) {
-	req := Request{Messages: userSays("add resource test-2 value 20"), Tools: resourceTools()}
+	req := llm.Request{Messages: userSays("add resource test-2 value 20"), Tools: resourceTools()}
 	a, b := generate(t, req), generate(t, req)
 	if !reflect.DeepEqual(a, b) {
 		t.Errorf("two answers to one request differ:\n%+v\n%+v", a, b)
@@ -302,7 +304,7 @@ func TestOfflineDeterministic(t *testing.T) {
 }
 
 func TestOfflineUsage(t *testing.T) {
-	resp := generate(t, Request{Messages: userSays("list all resources"), Tools: resourceTools()})
+	resp := generate(t, llm.Request{Messages: userSays("list all resources"), Tools: resourceTools()})
 	if resp.Usage.InputTokens <= 0 || resp.Usage.OutputTokens <= 0 {
 		t.Errorf("usage = %+v, want both counts above zero", resp.Usage)
 	}
@@ -310,7 +312,7 @@ func TestOfflineUsage(t *testing.T) {
 
 func TestOfflineStreaming(t *testing.T) {
 	var deltas []string
-	req := Request{
+	req := llm.Request{
 		Messages: userSays("help"),
 		Tools:    resourceTools(),
 		OnText:   func(d string) { deltas = append(deltas, d) },
@@ -331,7 +333,7 @@ func TestOfflineStreaming(t *testing.T) {
 
 func TestOfflineNoTextNoDeltas(t *testing.T) {
 	calls := 0
-	req := Request{Messages: userSays("list"), Tools: resourceTools(), OnText: func(string) { calls++ }}
+	req := llm.Request{Messages: userSays("list"), Tools: resourceTools(), OnText: func(string) { calls++ }}
 	if resp := generate(t, req); len(resp.ToolCalls) != 1 || calls != 0 {
 		t.Errorf("tool call answer: %d calls, %d deltas; want 1 call and no deltas", len(resp.ToolCalls), calls)
 	}
@@ -341,7 +343,7 @@ func TestOfflineCancelled(t *testing.T) {
 	t.Run("before", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
-		resp, err := NewOffline().Generate(ctx, Request{Messages: userSays("list")})
+		resp, err := New().Generate(ctx, llm.Request{Messages: userSays("list")})
 		if !errors.Is(err, context.Canceled) || resp != nil {
 			t.Errorf("Generate on a cancelled context = %v, %v; want nil, context.Canceled", resp, err)
 		}
@@ -350,7 +352,7 @@ func TestOfflineCancelled(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		deltas := 0
-		req := Request{
+		req := llm.Request{
 			Messages: userSays("help"),
 			Tools:    resourceTools(),
 			OnText: func(string) {
@@ -358,7 +360,7 @@ func TestOfflineCancelled(t *testing.T) {
 				cancel()
 			},
 		}
-		resp, err := NewOffline().Generate(ctx, req)
+		resp, err := New().Generate(ctx, req)
 		if !errors.Is(err, context.Canceled) || resp != nil {
 			t.Errorf("Generate cancelled while streaming = %v, %v; want nil, context.Canceled", resp, err)
 		}
@@ -369,9 +371,9 @@ func TestOfflineCancelled(t *testing.T) {
 }
 
 func TestOfflineMaxTokens(t *testing.T) {
-	resp := generate(t, Request{Messages: userSays("help"), Tools: resourceTools(), MaxTokens: 5})
-	if len(resp.Text) > 20 || resp.StopReason != offlineStopMax {
-		t.Errorf("MaxTokens 5: text %q (%d bytes), stop %q; want at most 20 bytes and %q", resp.Text, len(resp.Text), resp.StopReason, offlineStopMax)
+	resp := generate(t, llm.Request{Messages: userSays("help"), Tools: resourceTools(), MaxTokens: 5})
+	if len(resp.Text) > 20 || resp.StopReason != stopMax {
+		t.Errorf("MaxTokens 5: text %q (%d bytes), stop %q; want at most 20 bytes and %q", resp.Text, len(resp.Text), resp.StopReason, stopMax)
 	}
 }
 
@@ -406,10 +408,10 @@ func FuzzOffline(f *testing.F) {
 	for _, s := range []string{"list", "add resource test-2 value 20", "remove test-1", `"unterminated`, "value=", "at least 3 resources", "search for", "ñ ü 😀"} {
 		f.Add(s)
 	}
-	sets := [][]Tool{resourceTools(), memoryTools(), append(resourceTools(), Tool{Name: exitLoopTool})}
+	sets := [][]llm.Tool{resourceTools(), memoryTools(), append(resourceTools(), llm.Tool{Name: exitLoopTool})}
 	f.Fuzz(func(t *testing.T, s string) {
 		for _, tools := range sets {
-			resp, err := NewOffline().Generate(context.Background(), Request{Messages: userSays(s), Tools: tools})
+			resp, err := New().Generate(context.Background(), llm.Request{Messages: userSays(s), Tools: tools})
 			if err != nil {
 				t.Fatal(err)
 			}

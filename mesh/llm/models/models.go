@@ -1,0 +1,65 @@
+// Package models builds the [llm.Provider] of a model name: the offline
+// planner for "offline", a cloud provider for the others. It is what a
+// process that runs turns calls with llm.model (and every model name of
+// its configuration); it reads nothing itself, starts no goroutine and
+// holds no state.
+//
+// # Quick start
+//
+//	p, err := models.FromConfigWith(cfg, cfg.LLM.Model, llm.Options{Log: log})
+//	if err != nil { … } // e.g. llm.ErrNoAPIKey, naming the variable to set
+//	resp, err := p.Generate(ctx, llm.Request{System: …, Messages: …, Tools: …})
+//
+// Read ExampleFromConfig.
+//
+// # Why a package of its own
+//
+// The factory needs both kinds of provider. The offline planner
+// (mesh/llm/offline) implements [llm.Provider], so it imports mesh/llm; a
+// factory inside mesh/llm that returned the planner would import it back,
+// a cycle. This package imports both and nothing imports it but the
+// commands and tests that wire providers; mesh/llm keeps the cloud
+// providers ([llm.NewCloud]) and the options a configuration sets
+// ([llm.OptionsFromConfig]).
+package models
+
+import (
+	"github.com/agentmesh/agentmesh/config"
+	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/llm/offline"
+)
+
+// New returns the provider of model: the offline planner (offline.New)
+// for offline, else the cloud provider of [llm.NewCloud] with opts:
+// google (Gemini), anthropic, openai (and any OpenAI-compatible server
+// through BaseURL), or ollama. Google and Anthropic need an API key, and
+// so does OpenAI at its default base URL; the error wraps
+// [llm.ErrNoAPIKey] and names the environment variable to set.
+func New(model config.Model, opts llm.Options) (llm.Provider, error) {
+	if model.Provider == config.ProviderOffline {
+		return offline.New(), nil
+	}
+	return llm.NewCloud(model, opts)
+}
+
+// FromConfig returns the provider of a model name of cfg, with its key and
+// base URL. It logs nothing; use [FromConfigWith] to log retries.
+func FromConfig(cfg *config.Config, name string) (llm.Provider, error) {
+	return FromConfigWith(cfg, name, llm.Options{})
+}
+
+// FromConfigWith is [FromConfig] over base options: the configuration sets
+// BaseURL and APIKey, and Timeout, MaxRetries, MaxTokens and the breaker when
+// llm.timeout, llm.max_retries, llm.max_tokens and breakers.llm are set
+// ([llm.OptionsFromConfig]); base gives the rest (Log, HTTPClient, backoff
+// settings). A process that runs turns passes its logger, so that retries
+// are logged:
+//
+//	p, err := models.FromConfigWith(cfg, cfg.LLM.Model, llm.Options{Log: log})
+func FromConfigWith(cfg *config.Config, name string, base llm.Options) (llm.Provider, error) {
+	m, err := config.ParseModel(name)
+	if err != nil {
+		return nil, err
+	}
+	return New(m, llm.OptionsFromConfig(cfg, m.Provider, base))
+}
