@@ -116,8 +116,8 @@ type Agent struct {
 
 	// The agent tree, by node key; simple says it is a single llm node
 	// (no agent: tree), whose runs publish no steps.
-	nodes  map[string]*treeNode
-	root   *treeNode
+	steps  map[string]*step
+	root   *step
 	simple bool
 
 	mu sync.Mutex

@@ -462,9 +462,9 @@ func TestStaleTurnIsTakenOverButAMovingTreeIsNot(t *testing.T) {
 	}
 
 	moving := f.conversation()
-	hold(moving, &mesh.TreeRun{ID: "old-turn", Nodes: map[string]*mesh.NodeRun{
-		"r":   {Key: "r", Status: mesh.NodeRunning, StartedAt: time.Now().Add(-time.Hour)},
-		"r.3": {Key: "r.3", Status: mesh.NodeRunning, StartedAt: time.Now()},
+	hold(moving, &mesh.TreeRun{ID: "old-turn", Steps: map[string]*mesh.StepRun{
+		"r":   {Key: "r", Status: mesh.StepRunning, StartedAt: time.Now().Add(-time.Hour)},
+		"r.3": {Key: "r.3", Status: mesh.StepRunning, StartedAt: time.Now()},
 	}})
 	next := mesh.NewID()
 	f.enqueue(mesh.WorkItem{Kind: mesh.WorkTurn, Session: moving, TurnID: next, Message: "hello"})

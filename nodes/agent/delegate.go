@@ -47,7 +47,7 @@ type remoteRecord struct {
 }
 
 // remoteSet is the sub-agents of the node this turn runs.
-func (t *turn) remoteSet() *remoteSet { return t.node.remotes }
+func (t *turn) remoteSet() *remoteSet { return t.step.remotes }
 
 // remote finds a sub-agent of this turn by its configured name.
 func (t *turn) remote(name string) *remoteAgent { return t.remoteSet().byName[name] }

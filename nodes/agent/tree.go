@@ -33,26 +33,26 @@ import (
 // and its index: r.0, r.0.1 …
 const rootKey = "r"
 
-// treeNode is a node of the configured tree, with what its runs need.
-type treeNode struct {
+// step is a node of the configured tree, with what its runs need.
+type step struct {
 	key      string
 	path     []int
 	cfg      *config.Node
-	parent   *treeNode
+	parent   *step
 	index    int // among its parent's children
-	children []*treeNode
+	children []*step
 	remotes  *remoteSet
 	provider llm.Provider
 }
 
-func (n *treeNode) leaf() bool { return n.cfg.Type == config.NodeLLM || n.cfg.Type == config.NodeA2A }
+func (n *step) leaf() bool { return n.cfg.Type == config.NodeLLM || n.cfg.Type == config.NodeA2A }
 
 // buildTree prepares the tree of cfg for runs.
 func (a *Agent) buildTree(root *config.Node, providers func(string) (llm.Provider, error)) error {
-	a.nodes = map[string]*treeNode{}
-	var build func(cfg *config.Node, parent *treeNode, key string, path []int, index int) error
-	build = func(cfg *config.Node, parent *treeNode, key string, path []int, index int) error {
-		n := &treeNode{key: key, path: path, cfg: cfg, parent: parent, index: index, provider: a.cfg.Provider}
+	a.steps = map[string]*step{}
+	var build func(cfg *config.Node, parent *step, key string, path []int, index int) error
+	build = func(cfg *config.Node, parent *step, key string, path []int, index int) error {
+		n := &step{key: key, path: path, cfg: cfg, parent: parent, index: index, provider: a.cfg.Provider}
 		if cfg.Model != "" && cfg.Model != a.cfg.Agent.LLM.Model {
 			if providers == nil {
 				return fmt.Errorf("agent: node %q uses model %s, but no provider factory was given", cfg.Name, cfg.Model)
@@ -73,7 +73,7 @@ func (a *Agent) buildTree(root *config.Node, providers func(string) (llm.Provide
 			}
 			n.remotes = a.pool.set(list)
 		}
-		a.nodes[key] = n
+		a.steps[key] = n
 		if parent != nil {
 			parent.children = append(parent.children, n)
 		}
@@ -87,7 +87,7 @@ func (a *Agent) buildTree(root *config.Node, providers func(string) (llm.Provide
 	if err := build(root, nil, rootKey, []int{}, 0); err != nil {
 		return err
 	}
-	a.root = a.nodes[rootKey]
+	a.root = a.steps[rootKey]
 	a.remotes = a.root.remotes
 	if a.remotes == nil {
 		a.remotes = a.pool.set(nil)
@@ -121,23 +121,23 @@ func resolvePrompt(prompt string, state map[string]any) string {
 // systemPrompt is the node's prompt, its placeholders resolved; a node
 // without one has the agent's.
 func (t *turn) systemPrompt() string {
-	p := t.node.cfg.Prompt
+	p := t.step.cfg.Prompt
 	if p == "" {
 		p = t.a.cfg.Agent.Prompt
 	}
 	return resolvePrompt(p, t.conv.State)
 }
 
-// newNodeRun is the run record of n, scheduled or started now.
-func newNodeRun(n *treeNode, gen int, status, runID string) *mesh.NodeRun {
-	return &mesh.NodeRun{Key: n.key, Path: n.path, Name: n.cfg.Name, Type: n.cfg.Type, Status: status, Gen: gen, RunID: runID}
+// newStepRun is the run record of n, scheduled or started now.
+func newStepRun(n *step, gen int, status, runID string) *mesh.StepRun {
+	return &mesh.StepRun{Key: n.key, Path: n.path, Name: n.cfg.Name, Type: n.cfg.Type, Status: status, Gen: gen, RunID: runID}
 }
 
 // outcome is how a node's run ended, to be applied to the tree.
 type outcome struct {
 	status   string // mesh.NodeDone, NodeWaiting, NodeFailed, NodeCancelled, or started (a composite)
 	output   string
-	steps    int // model calls made, kept for a resume
+	iterations    int // model calls made, kept for a resume
 	exitLoop bool
 	// paused are the approvals a waiting node created.
 	paused  []*mesh.Approval
@@ -185,8 +185,8 @@ func (t *turn) apply(c *mesh.Conversation, key string, gen int, o outcome, p *pl
 		p.dropped = true
 		return mesh.ErrNoChange
 	}
-	nr := tr.Nodes[key]
-	if nr == nil || nr.Gen != gen || nr.Status != mesh.NodeRunning {
+	nr := tr.Steps[key]
+	if nr == nil || nr.Gen != gen || nr.Status != mesh.StepRunning {
 		p.dropped = true
 		return mesh.ErrNoChange
 	}
@@ -206,21 +206,21 @@ func (t *turn) apply(c *mesh.Conversation, key string, gen int, o outcome, p *pl
 			c.Messages = append(c.Messages, m)
 		}
 	}
-	def := t.a.nodes[key]
+	def := t.a.steps[key]
 	switch o.status {
 	case started:
-		nr.Status = mesh.NodeRunning
+		nr.Status = mesh.StepRunning
 		t.startChildren(c, def, nr, p)
-	case mesh.NodeWaiting:
-		nr.Status, nr.Steps, nr.Resumed = mesh.NodeWaiting, o.steps, ""
+	case mesh.StepWaiting:
+		nr.Status, nr.Iterations, nr.Resumed = mesh.StepWaiting, o.iterations, ""
 		for _, ap := range o.paused {
 			nr.Approvals = append(nr.Approvals, ap.UUID)
 			c.PendingApprovals = append(c.PendingApprovals, *ap.Pending())
 		}
 		markApprovalIDs(c, o.paused)
-	case mesh.NodeDone:
+	case mesh.StepDone:
 		t.done(c, def, nr, o.output, o.exitLoop, p)
-	case mesh.NodeFailed, mesh.NodeCancelled:
+	case mesh.StepFailed, mesh.StepCancelled:
 		nr.Status, nr.Error, nr.FinishedAt = o.status, o.errText, now
 		p.errCode, p.errText = o.errCode, o.errText
 	}
@@ -229,7 +229,7 @@ func (t *turn) apply(c *mesh.Conversation, key string, gen int, o outcome, p *pl
 }
 
 // startChildren schedules the children a composite node starts with.
-func (t *turn) startChildren(c *mesh.Conversation, def *treeNode, nr *mesh.NodeRun, p *plan) {
+func (t *turn) startChildren(c *mesh.Conversation, def *step, nr *mesh.StepRun, p *plan) {
 	switch def.cfg.Type {
 	case config.NodeParallel:
 		for _, ch := range def.children {
@@ -243,32 +243,32 @@ func (t *turn) startChildren(c *mesh.Conversation, def *treeNode, nr *mesh.NodeR
 
 // schedule makes node def pending, or starts it at once when it is a
 // composite (which only schedules its own children).
-func (t *turn) schedule(c *mesh.Conversation, def *treeNode, p *plan) {
+func (t *turn) schedule(c *mesh.Conversation, def *step, p *plan) {
 	gen := 1
-	if prev := c.Tree.Nodes[def.key]; prev != nil {
+	if prev := c.Tree.Steps[def.key]; prev != nil {
 		gen = prev.Gen + 1
 	}
 	// Descendants of a node scheduled again (a loop's next iteration) start
 	// afresh: their old runs are forgotten.
-	for key := range c.Tree.Nodes {
+	for key := range c.Tree.Steps {
 		if strings.HasPrefix(key, def.key+".") {
-			delete(c.Tree.Nodes, key)
+			delete(c.Tree.Steps, key)
 		}
 	}
-	nr := newNodeRun(def, gen, mesh.NodePending, t.runID())
-	c.Tree.Nodes[def.key] = nr
+	nr := newStepRun(def, gen, mesh.StepPending, t.runID())
+	c.Tree.Steps[def.key] = nr
 	if def.leaf() {
-		p.schedule = append(p.schedule, mesh.WorkItem{Kind: mesh.WorkNode, Session: c.ID, TurnID: c.Tree.ID, Node: def.key, Gen: gen, RunID: t.runID()})
+		p.schedule = append(p.schedule, mesh.WorkItem{Kind: mesh.WorkStep, Session: c.ID, TurnID: c.Tree.ID, Step: def.key, Gen: gen, RunID: t.runID()})
 		return
 	}
-	nr.Status, nr.StartedAt = mesh.NodeRunning, time.Now().UTC()
+	nr.Status, nr.StartedAt = mesh.StepRunning, time.Now().UTC()
 	p.stepsBegun = append(p.stepsBegun, def.cfg.Name)
 	t.startChildren(c, def, nr, p)
 }
 
 // done records a node's output and moves its parent on.
-func (t *turn) done(c *mesh.Conversation, def *treeNode, nr *mesh.NodeRun, output string, exitLoop bool, p *plan) {
-	nr.Status, nr.Output, nr.ExitLoop, nr.FinishedAt = mesh.NodeDone, output, exitLoop, time.Now().UTC()
+func (t *turn) done(c *mesh.Conversation, def *step, nr *mesh.StepRun, output string, exitLoop bool, p *plan) {
+	nr.Status, nr.Output, nr.ExitLoop, nr.FinishedAt = mesh.StepDone, output, exitLoop, time.Now().UTC()
 	p.stepsEnded = append(p.stepsEnded, def.cfg.Name)
 	if key := def.cfg.OutputKey; key != "" {
 		if c.State == nil {
@@ -285,7 +285,7 @@ func (t *turn) done(c *mesh.Conversation, def *treeNode, nr *mesh.NodeRun, outpu
 	if parent == nil {
 		return // the root: the tree is complete
 	}
-	pr := c.Tree.Nodes[parent.key]
+	pr := c.Tree.Steps[parent.key]
 	switch parent.cfg.Type {
 	case config.NodeSequential:
 		if exitLoop || def.index+1 >= len(parent.children) {
@@ -298,8 +298,8 @@ func (t *turn) done(c *mesh.Conversation, def *treeNode, nr *mesh.NodeRun, outpu
 		var parts []string
 		exit := false
 		for _, ch := range parent.children {
-			cr := c.Tree.Nodes[ch.key]
-			if cr == nil || cr.Status != mesh.NodeDone {
+			cr := c.Tree.Steps[ch.key]
+			if cr == nil || cr.Status != mesh.StepDone {
 				return // the join waits
 			}
 			parts = append(parts, ch.cfg.Name+": "+cr.Output)
@@ -318,7 +318,7 @@ func (t *turn) done(c *mesh.Conversation, def *treeNode, nr *mesh.NodeRun, outpu
 			if pr.Iteration >= maxIterations(parent.cfg) {
 				text := fmt.Sprintf("The loop %s stopped after %d iterations: no step called exit_loop.", parent.cfg.Name, pr.Iteration)
 				id := fmt.Sprintf("%s-%sg%d-stopped", c.Tree.ID, idKey(parent.key), pr.Gen)
-				p.notices = append(p.notices, mesh.Message{ID: id, Role: mesh.RoleAssistant, Content: text, Notice: true, Name: parent.cfg.Name, Node: parent.key, TurnID: t.runID(), CreatedAt: time.Now().UTC()})
+				p.notices = append(p.notices, mesh.Message{ID: id, Role: mesh.RoleAssistant, Content: text, Notice: true, Name: parent.cfg.Name, Step: parent.key, TurnID: t.runID(), CreatedAt: time.Now().UTC()})
 				t.done(c, parent, pr, output, false, p)
 				return
 			}
@@ -332,20 +332,20 @@ func (t *turn) done(c *mesh.Conversation, def *treeNode, nr *mesh.NodeRun, outpu
 // waits, and sets the conversation accordingly.
 func (t *turn) settleTree(c *mesh.Conversation, o outcome, p *plan) {
 	tr := c.Tree
-	root := tr.Nodes[rootKey]
+	root := tr.Steps[rootKey]
 	active, waiting := false, false
-	var failed *mesh.NodeRun
-	for _, nr := range tr.Nodes {
+	var failed *mesh.StepRun
+	for _, nr := range tr.Steps {
 		switch nr.Status {
-		case mesh.NodePending, mesh.NodeRunning:
+		case mesh.StepPending, mesh.StepRunning:
 			// A composite runs as long as its children do: only leaves
 			// tell whether work goes on.
 			if nr.Type == config.NodeLLM || nr.Type == config.NodeA2A {
 				active = true
 			}
-		case mesh.NodeWaiting:
+		case mesh.StepWaiting:
 			waiting = true
-		case mesh.NodeFailed, mesh.NodeCancelled:
+		case mesh.StepFailed, mesh.StepCancelled:
 			failed = nr
 		}
 	}
@@ -357,11 +357,11 @@ func (t *turn) settleTree(c *mesh.Conversation, o outcome, p *plan) {
 	switch {
 	case failed != nil:
 		p.runOutcome = mesh.OutcomeError
-		if failed.Status == mesh.NodeCancelled {
+		if failed.Status == mesh.StepCancelled {
 			p.runOutcome = mesh.OutcomeCancelled
 		}
 		p.schedule = nil
-	case root.Status == mesh.NodeDone:
+	case root.Status == mesh.StepDone:
 		p.runOutcome = mesh.OutcomeSuccess
 		p.response = root.Output
 		if t.a.simple {
@@ -370,7 +370,7 @@ func (t *turn) settleTree(c *mesh.Conversation, o outcome, p *plan) {
 	case !active && waiting:
 		p.runOutcome = mesh.OutcomeInterrupt
 		p.response = t.response // the notice of the approval this run asked for
-		if o.status != mesh.NodeWaiting {
+		if o.status != mesh.StepWaiting {
 			// This node finished; others of the tree wait.
 			var b strings.Builder
 			for i, pa := range c.PendingApprovals {
@@ -400,7 +400,7 @@ func (t *turn) settleTree(c *mesh.Conversation, o outcome, p *plan) {
 	p.usage = tr.Usage
 	summary := &mesh.RunSummary{ID: tr.ID, Runs: p.endRuns, Outcome: p.runOutcome, Response: p.response, ErrorCode: p.errCode, Error: p.errText, Usage: p.usage, FinishedAt: time.Now().UTC()}
 	if !t.a.simple {
-		summary.Nodes = nodeSummaries(tr)
+		summary.Steps = stepSummaries(tr)
 	}
 	if pt := memberTurn(c, tr.ID); pt != nil {
 		// A member's turn of a group chat: its outcome is the group's to
@@ -420,17 +420,17 @@ func (t *turn) settleTree(c *mesh.Conversation, o outcome, p *plan) {
 		}
 		// The position is kept for the resumes; PipelineState shows it the
 		// way seed 002 does.
-		var at *mesh.NodeRun
-		for _, nr := range tr.Nodes {
-			if nr.Status == mesh.NodeWaiting && (at == nil || nr.Key < at.Key) {
+		var at *mesh.StepRun
+		for _, nr := range tr.Steps {
+			if nr.Status == mesh.StepWaiting && (at == nil || nr.Key < at.Key) {
 				at = nr
 			}
 		}
 		waitingAt, outputKey, steps := []int{}, "", 0
 		if at != nil {
-			waitingAt, outputKey, steps = at.Path, t.a.nodes[at.Key].cfg.OutputKey, at.Steps
+			waitingAt, outputKey, steps = at.Path, t.a.steps[at.Key].cfg.OutputKey, at.Iterations
 		}
-		c.PipelineState = &mesh.PipelineState{PausedNodePath: waitingAt, PausedNodeOutputKey: outputKey, SessionState: stringState(c.State), UserMessage: tr.UserMessage, RunID: t.runID(), Iterations: steps}
+		c.PipelineState = &mesh.PipelineState{PausedStepPath: waitingAt, PausedStepOutputKey: outputKey, SessionState: stringState(c.State), UserMessage: tr.UserMessage, RunID: t.runID(), Iterations: steps}
 		tr.Usage = nil // counted in this summary; the resumes count afresh
 		c.Turn = nil
 		if p.group != "" {
@@ -486,9 +486,9 @@ func pendingWork(c *mesh.Conversation) []mesh.WorkItem {
 		return nil
 	}
 	var out []mesh.WorkItem
-	for key, nr := range c.Tree.Nodes {
-		if nr.Status == mesh.NodePending {
-			out = append(out, mesh.WorkItem{Kind: mesh.WorkNode, Session: c.ID, TurnID: c.Tree.ID, Node: key, Gen: nr.Gen, RunID: nr.RunID})
+	for key, nr := range c.Tree.Steps {
+		if nr.Status == mesh.StepPending {
+			out = append(out, mesh.WorkItem{Kind: mesh.WorkStep, Session: c.ID, TurnID: c.Tree.ID, Step: key, Gen: nr.Gen, RunID: nr.RunID})
 		}
 	}
 	return out
@@ -504,8 +504,8 @@ func (t *turn) enqueue(ctx context.Context, items []mesh.WorkItem) error {
 	return nil
 }
 
-// errNodeGone: the node's run is no longer this work item's to do.
-var errNodeGone = errors.New("agent: node run already settled or superseded")
+// errStepGone: the node's run is no longer this work item's to do.
+var errStepGone = errors.New("agent: node run already settled or superseded")
 
 // cancelRuns asks every replica to stop what still runs of a tree that
 // failed or was cancelled.
@@ -531,12 +531,12 @@ var exitLoopSpec = llm.Tool{
 	ReadOnly:    true,
 }
 
-// nodeOffer is the tools offered to the node's model: the catalog and its
+// stepOffer is the tools offered to the node's model: the catalog and its
 // sub-agents, cut to the node's tools list when it has one, and exit_loop
 // when the node may end its loop.
-func (t *turn) nodeOffer() *offer {
+func (t *turn) stepOffer() *offer {
 	o := t.a.offer(t.remoteSet())
-	if allow := t.node.cfg.Tools; allow != nil {
+	if allow := t.step.cfg.Tools; allow != nil {
 		keep := map[string]bool{}
 		for _, name := range *allow {
 			keep[name] = true
@@ -564,11 +564,11 @@ func (t *turn) nodeOffer() *offer {
 		}
 		o.tools = tools
 	}
-	if t.node.cfg.CanExitLoop {
+	if t.step.cfg.CanExitLoop {
 		o.tools = append(o.tools, exitLoopSpec)
 		o.exitLoop = true
 	}
-	if t.groupName != "" && t.node.cfg.Type == config.NodeLLM {
+	if t.groupName != "" && t.step.cfg.Type == config.NodeLLM {
 		o.tools = append(o.tools, endChatSpec)
 		o.endChat = true
 	}
@@ -581,8 +581,8 @@ func (t *turn) nodeOffer() *offer {
 // recorded, approved when the remote agent is destructive, and paused on a
 // proxy approval when the remote agent asks for one.
 func (t *turn) runA2A(ctx context.Context) {
-	r := t.node.remotes.list[0]
-	text := resolvePrompt(t.node.cfg.Prompt, t.conv.State)
+	r := t.step.remotes.list[0]
+	text := resolvePrompt(t.step.cfg.Prompt, t.conv.State)
 	if strings.TrimSpace(text) == "" {
 		text = t.conv.Tree.UserMessage
 	}
@@ -618,28 +618,28 @@ func (t *turn) runA2A(ctx context.Context) {
 	}
 	if res.IsError {
 		t.errCode, t.errText = mesh.CodeSubAgentError, res.Content
-		t.notice(fmt.Sprintf("Step %s failed: %s", t.node.cfg.Name, res.Content))
+		t.notice(fmt.Sprintf("Step %s failed: %s", t.step.cfg.Name, res.Content))
 		t.outcome = mesh.OutcomeError
 		return
 	}
 	id := t.idPrefix() + "-a1"
 	t.added = append(t.added, t.message(id, mesh.RoleAssistant, res.Content))
-	t.emit(mesh.Event{Type: mesh.EventTextMessageStart, MessageID: id, Role: string(mesh.RoleAssistant), Name: t.nodeName()})
+	t.emit(mesh.Event{Type: mesh.EventTextMessageStart, MessageID: id, Role: string(mesh.RoleAssistant), Name: t.author()})
 	t.emit(mesh.Event{Type: mesh.EventTextMessageContent, MessageID: id, Delta: res.Content})
 	t.emit(mesh.Event{Type: mesh.EventTextMessageEnd, MessageID: id})
 	t.response = res.Content
 	t.outcome = mesh.OutcomeSuccess
 }
 
-// nodeSummaries are the leaf node runs of tr, by key.
-func nodeSummaries(tr *mesh.TreeRun) []mesh.NodeSummary {
-	var out []mesh.NodeSummary
-	for _, nr := range tr.Nodes {
+// stepSummaries are the leaf node runs of tr, by key.
+func stepSummaries(tr *mesh.TreeRun) []mesh.StepSummary {
+	var out []mesh.StepSummary
+	for _, nr := range tr.Steps {
 		if nr.Type != config.NodeLLM && nr.Type != config.NodeA2A {
 			continue
 		}
-		out = append(out, mesh.NodeSummary{Key: nr.Key, Name: nr.Name, Status: nr.Status, Worker: nr.Worker, StartedAt: nr.StartedAt, FinishedAt: nr.FinishedAt})
+		out = append(out, mesh.StepSummary{Key: nr.Key, Name: nr.Name, Status: nr.Status, Worker: nr.Worker, StartedAt: nr.StartedAt, FinishedAt: nr.FinishedAt})
 	}
-	slices.SortFunc(out, func(a, b mesh.NodeSummary) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(out, func(a, b mesh.StepSummary) int { return strings.Compare(a.Key, b.Key) })
 	return out
 }

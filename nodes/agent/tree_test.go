@@ -182,8 +182,8 @@ func TestTreeParallelApprovalsDecidedInReverseOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		side[fmt.Sprint(ap.ToolArgs["side"])] = pa.UUID
-		if len(ap.NodePath) != 1 {
-			t.Errorf("approval %s has node path %v, want the branch's", pa.UUID, ap.NodePath)
+		if len(ap.StepPath) != 1 {
+			t.Errorf("approval %s has node path %v, want the branch's", pa.UUID, ap.StepPath)
 		}
 	}
 	if len(side) != 2 {
@@ -207,7 +207,7 @@ func TestTreeParallelApprovalsDecidedInReverseOrder(t *testing.T) {
 		!strings.Contains(r, "left: left did: ran danger") || !strings.Contains(r, "right: right did: ran danger") {
 		t.Errorf("last run = %+v, want both branches joined", c.LastRun)
 	}
-	if n := c.LastRun.Nodes; len(n) != 2 || n[0].Name != "left" || n[0].Status != mesh.NodeDone || n[1].Worker != "test-node" {
+	if n := c.LastRun.Steps; len(n) != 2 || n[0].Name != "left" || n[0].Status != mesh.StepDone || n[1].Worker != "test-node" {
 		t.Errorf("node summaries = %+v", n)
 	}
 	for s, id := range side {
@@ -430,7 +430,7 @@ func TestTreeNodeWorkForASettledNodeDoesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	subj, _ := f.m.NS.Work(mesh.RoleAgent, "tester")
-	data, _ := json.Marshal(mesh.WorkItem{Kind: mesh.WorkNode, Session: conv, TurnID: turn, Node: "r.0", Gen: 1, RunID: turn})
+	data, _ := json.Marshal(mesh.WorkItem{Kind: mesh.WorkStep, Session: conv, TurnID: turn, Step: "r.0", Gen: 1, RunID: turn})
 	if _, err := f.m.JS.Publish(t.Context(), subj, data); err != nil {
 		t.Fatal(err)
 	}

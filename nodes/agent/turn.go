@@ -49,8 +49,8 @@ type turn struct {
 	ev    *mesh.RunEvents
 	offer *offer // the tools of the last model call
 
-	// node is the tree node this work item runs, gen which run of it.
-	node *treeNode
+	// step is the tree step this work item runs, gen which run of it.
+	step *step
 	gen  int
 
 	added      []mesh.Message // messages this run adds
@@ -78,7 +78,7 @@ type turn struct {
 // approval a resume carries on from, the run that scheduled a node, or the
 // group chat's run a member's turn answers in.
 func (t *turn) runID() string {
-	if (t.item.Kind == mesh.WorkNode || t.member()) && t.item.RunID != "" {
+	if (t.item.Kind == mesh.WorkStep || t.member()) && t.item.RunID != "" {
 		return t.item.RunID
 	}
 	return t.item.TurnID
@@ -95,11 +95,11 @@ func (t *turn) treeID() string {
 	return t.item.TurnID
 }
 
-// nodeRunID names this run of the tree node: the same when the run is
+// stepRunID names this run of the tree node: the same when the run is
 // executed again or resumed, another for each parallel branch and loop
 // iteration.
-func (t *turn) nodeRunID() string {
-	return t.treeID() + "-" + idKey(t.node.key) + "g" + strconv.Itoa(t.gen)
+func (t *turn) stepRunID() string {
+	return t.treeID() + "-" + idKey(t.step.key) + "g" + strconv.Itoa(t.gen)
 }
 
 // idKey is a node key as ids carry it: call ids are tokens, without dots.
@@ -113,7 +113,7 @@ func (t *turn) idPrefix() string {
 	if t.a.simple {
 		return t.item.TurnID
 	}
-	return t.nodeRunID()
+	return t.stepRunID()
 }
 
 // noticePrefix starts the ids of the notices of this run: unlike the model
@@ -122,7 +122,7 @@ func (t *turn) noticePrefix() string {
 	if t.a.simple {
 		return t.item.TurnID
 	}
-	return t.runID() + "-" + idKey(t.node.key) + "g" + strconv.Itoa(t.gen)
+	return t.runID() + "-" + idKey(t.step.key) + "g" + strconv.Itoa(t.gen)
 }
 
 // own says whether a message was written by this run of the node.
@@ -130,39 +130,39 @@ func (t *turn) own(m mesh.Message) bool {
 	return strings.HasPrefix(m.ID, t.idPrefix()+"-")
 }
 
-// nodeKey is the key that the messages this run writes carry; empty for
+// stepKey is the key that the messages this run writes carry; empty for
 // the single node of an agent without a tree.
-func (t *turn) nodeKey() string {
+func (t *turn) stepKey() string {
 	if t.a.simple {
 		return ""
 	}
-	return t.node.key
+	return t.step.key
 }
 
-// nodeName is the author of the messages this run writes: the tree node,
+// author is the author of the messages this run writes: the tree node,
 // or in a group chat the agent.
-func (t *turn) nodeName() string {
+func (t *turn) author() string {
 	if t.a.simple {
 		if t.groupName != "" {
 			return t.a.name
 		}
 		return ""
 	}
-	return t.node.cfg.Name
+	return t.step.cfg.Name
 }
 
 // foreign says a message was written by another group member or another
 // node of the tree: of those, a run sees only the answers.
 func (t *turn) foreign(m mesh.Message) bool {
-	if m.Node != "" {
+	if m.Step != "" {
 		return t.a.simple || !t.own(m)
 	}
-	return m.Name != "" && m.Name != t.nodeName()
+	return m.Name != "" && m.Name != t.author()
 }
 
 // message is a message this run writes, with its author.
 func (t *turn) message(id string, role mesh.Role, content string) mesh.Message {
-	return mesh.Message{ID: id, Role: role, Content: content, Node: t.nodeKey(), Name: t.nodeName(), TurnID: t.runID(), CreatedAt: time.Now().UTC()}
+	return mesh.Message{ID: id, Role: role, Content: content, Step: t.stepKey(), Name: t.author(), TurnID: t.runID(), CreatedAt: time.Now().UTC()}
 }
 
 // workHeaders are the headers of the work this turn enqueues: the caller's
@@ -199,15 +199,15 @@ func (t *turn) run(ctx context.Context) error {
 	var c *mesh.Conversation
 	var err error
 	switch t.item.Kind {
-	case mesh.WorkNode:
-		c, err = t.claimNode(ctx)
+	case mesh.WorkStep:
+		c, err = t.claimStep(ctx)
 	case mesh.WorkResume:
 		c, err = t.claimResume(ctx)
 	default:
 		c, err = t.claim(ctx)
 	}
 	switch {
-	case errors.Is(err, errAlreadyApplied), errors.Is(err, errStaleResume), errors.Is(err, errNodeGone):
+	case errors.Is(err, errAlreadyApplied), errors.Is(err, errStaleResume), errors.Is(err, errStepGone):
 		t.log.Info().Err(err).Msg("nothing to do")
 		if t.groupNext != nil {
 			return t.enqueueGroupNext(ctx, *t.groupNext)
@@ -224,33 +224,33 @@ func (t *turn) run(ctx context.Context) error {
 	t.conv = c
 	t.setSID(c.SessionID)
 	defer t.keepClaim(ctx, c)()
-	if t.node.key != rootKey || !t.node.leaf() {
-		t.log = t.log.With().Str("tree_node", t.node.key).Str("node_name", t.node.cfg.Name).Logger()
+	if t.step.key != rootKey || !t.step.leaf() {
+		t.log = t.log.With().Str("tree_node", t.step.key).Str("node_name", t.step.cfg.Name).Logger()
 	}
 	defer t.a.register(c.ID, t.cancelNames(), t.cancel)()
 	t.ev = t.a.events.Run(t.item.Session, t.runID(), t.attempt)
 	switch {
-	case t.item.Kind == mesh.WorkNode:
-		t.ev = t.a.events.RunPart(t.item.Session, t.runID(), t.item.Node+"g"+strconv.Itoa(t.gen), t.attempt)
+	case t.item.Kind == mesh.WorkStep:
+		t.ev = t.a.events.RunPart(t.item.Session, t.runID(), t.item.Step+"g"+strconv.Itoa(t.gen), t.attempt)
 	case t.member():
 		t.ev = t.a.events.RunPart(t.item.Session, t.runID(), t.item.TurnID, t.attempt)
 	}
 	if t.attempt > 1 {
 		retried := map[string]any{"attempt": t.attempt, "runId": t.runID()}
 		if !t.a.simple {
-			retried["node"] = t.node.cfg.Name
+			retried["node"] = t.step.cfg.Name
 			retried["prefixes"] = []string{t.idPrefix() + "-", t.noticePrefix() + "-"}
 		}
 		t.emit(mesh.Custom(mesh.CustomRunRetried, retried))
 	}
-	if t.item.Kind != mesh.WorkNode && !t.member() {
+	if t.item.Kind != mesh.WorkStep && !t.member() {
 		t.emit(mesh.RunStarted(c.ID, t.runID()))
 		// Clients start every run from the whole session state; later
 		// changes come as STATE_DELTA.
 		t.emit(mesh.Event{Type: mesh.EventStateSnapshot, Snapshot: stateOf(c)})
 	}
-	if !t.node.leaf() {
-		if c.Tree.Nodes[t.node.key].Status != mesh.NodeRunning || len(c.Tree.Nodes) > 1 {
+	if !t.step.leaf() {
+		if c.Tree.Steps[t.step.key].Status != mesh.StepRunning || len(c.Tree.Steps) > 1 {
 			// A redelivered turn whose tree already started: what it
 			// scheduled may not have been enqueued.
 			if err := t.ev.Flush(ctx); err != nil {
@@ -258,18 +258,18 @@ func (t *turn) run(ctx context.Context) error {
 			}
 			return t.enqueue(ctx, pendingWork(c))
 		}
-		t.emit(mesh.Event{Type: mesh.EventStepStarted, StepName: t.node.cfg.Name})
+		t.emit(mesh.Event{Type: mesh.EventStepStarted, StepName: t.step.cfg.Name})
 		return t.settle(context.WithoutCancel(ctx), outcome{status: started})
 	}
 	if !t.a.simple {
-		t.emit(mesh.Event{Type: mesh.EventStepStarted, StepName: t.node.cfg.Name})
+		t.emit(mesh.Event{Type: mesh.EventStepStarted, StepName: t.step.cfg.Name})
 	}
 	if t.item.Kind == mesh.WorkResume {
 		if err := t.loadResume(ctx); err != nil {
 			return err
 		}
 	}
-	if t.node.cfg.Type == config.NodeA2A {
+	if t.step.cfg.Type == config.NodeA2A {
 		t.runA2A(ctx)
 	} else {
 		t.loop(ctx)
@@ -277,7 +277,7 @@ func (t *turn) run(ctx context.Context) error {
 	if errors.Is(context.Cause(ctx), errShutdown) {
 		return context.Cause(ctx)
 	}
-	return t.settle(context.WithoutCancel(ctx), t.nodeOutcome())
+	return t.settle(context.WithoutCancel(ctx), t.stepOutcome())
 }
 
 // cancelNames are the run ids a cancel request may name to stop this work
@@ -291,17 +291,17 @@ func (t *turn) cancelNames() []string {
 	return names
 }
 
-// nodeOutcome is how the node's run ended, from what the loop left.
-func (t *turn) nodeOutcome() outcome {
+// stepOutcome is how the node's run ended, from what the loop left.
+func (t *turn) stepOutcome() outcome {
 	switch t.outcome {
 	case mesh.OutcomeInterrupt:
-		return outcome{status: mesh.NodeWaiting, paused: []*mesh.Approval{t.paused}, steps: t.iterations}
+		return outcome{status: mesh.StepWaiting, paused: []*mesh.Approval{t.paused}, iterations: t.iterations}
 	case mesh.OutcomeError:
-		return outcome{status: mesh.NodeFailed, errCode: t.errCode, errText: t.errText}
+		return outcome{status: mesh.StepFailed, errCode: t.errCode, errText: t.errText}
 	case mesh.OutcomeCancelled:
-		return outcome{status: mesh.NodeCancelled, errCode: mesh.CodeCancelled, errText: "the turn was cancelled"}
+		return outcome{status: mesh.StepCancelled, errCode: mesh.CodeCancelled, errText: "the turn was cancelled"}
 	}
-	return outcome{status: mesh.NodeDone, output: t.response, exitLoop: t.exitLoop}
+	return outcome{status: mesh.StepDone, output: t.response, exitLoop: t.exitLoop}
 }
 
 // settle applies the node's outcome to the tree by compare-and-set, then
@@ -310,7 +310,7 @@ func (t *turn) nodeOutcome() outcome {
 func (t *turn) settle(ctx context.Context, o outcome) error {
 	var p plan
 	_, err := t.a.sessions.UpdateLoaded(ctx, t.conv, func(c *mesh.Conversation) error {
-		return t.apply(c, t.node.key, t.gen, o, &p)
+		return t.apply(c, t.step.key, t.gen, o, &p)
 	})
 	if err != nil && !errors.Is(err, mesh.ErrNoChange) {
 		return err
@@ -441,7 +441,7 @@ func (t *turn) claimChange(c *mesh.Conversation) error {
 func lastProgress(c *mesh.Conversation) time.Time {
 	last := latest(c.Turn.StartedAt, c.Turn.AliveAt)
 	if c.Tree != nil {
-		for _, n := range c.Tree.Nodes {
+		for _, n := range c.Tree.Steps {
 			last = latest(last, n.StartedAt, n.FinishedAt)
 		}
 	}
@@ -509,26 +509,26 @@ func (t *turn) startTree(c *mesh.Conversation, message string, runs []string) {
 		// A new run of the tree; one left by a turn taken over as stale is
 		// dropped with its pending approvals.
 		now := time.Now().UTC()
-		root := newNodeRun(t.a.root, 1, mesh.NodeRunning, t.runID())
+		root := newStepRun(t.a.root, 1, mesh.StepRunning, t.runID())
 		root.Worker, root.StartedAt = t.a.cfg.NodeID, now
-		c.Tree = &mesh.TreeRun{ID: id, UserMessage: message, Nodes: map[string]*mesh.NodeRun{rootKey: root}, Runs: runs, StartedAt: now}
+		c.Tree = &mesh.TreeRun{ID: id, UserMessage: message, Steps: map[string]*mesh.StepRun{rootKey: root}, Runs: runs, StartedAt: now}
 		c.PendingApproval, c.PendingApprovals, c.PipelineState = nil, nil, nil
 	}
-	t.node, t.gen = t.a.root, c.Tree.Nodes[rootKey].Gen
+	t.step, t.gen = t.a.root, c.Tree.Steps[rootKey].Gen
 }
 
-// claimNode marks the node a node work item runs as running here. A node
+// claimStep marks the node a node work item runs as running here. A node
 // already settled, or running elsewhere on a first delivery, is not this
 // item's to run: what its tree has pending is enqueued again instead, in
 // case the replica that scheduled it died before it enqueued it.
-func (t *turn) claimNode(ctx context.Context) (*mesh.Conversation, error) {
-	t.node, t.gen = t.a.nodes[t.item.Node], t.item.Gen
-	if t.node == nil || !t.node.leaf() {
-		return nil, fmt.Errorf("agent: node %q is not a leaf of this agent's tree (was the tree changed?)", t.item.Node)
+func (t *turn) claimStep(ctx context.Context) (*mesh.Conversation, error) {
+	t.step, t.gen = t.a.steps[t.item.Step], t.item.Gen
+	if t.step == nil || !t.step.leaf() {
+		return nil, fmt.Errorf("agent: node %q is not a leaf of this agent's tree (was the tree changed?)", t.item.Step)
 	}
 	c, err := t.a.sessions.Get(ctx, t.item.Session)
 	if errors.Is(err, mesh.ErrSessionNotFound) {
-		return nil, errNodeGone
+		return nil, errStepGone
 	}
 	if err != nil {
 		return nil, err
@@ -541,22 +541,22 @@ func (t *turn) claimNode(ctx context.Context) (*mesh.Conversation, error) {
 		}
 		tr := c.Tree
 		if tr == nil || tr.ID != t.item.TurnID {
-			return errNodeGone
+			return errStepGone
 		}
-		nr := tr.Nodes[t.item.Node]
-		takeover := nr != nil && nr.Status == mesh.NodeRunning && t.attempt > 1
-		if nr == nil || nr.Gen != t.item.Gen || (nr.Status != mesh.NodePending && !takeover) {
+		nr := tr.Steps[t.item.Step]
+		takeover := nr != nil && nr.Status == mesh.StepRunning && t.attempt > 1
+		if nr == nil || nr.Gen != t.item.Gen || (nr.Status != mesh.StepPending && !takeover) {
 			requeue = pendingWork(c)
-			return errNodeGone
+			return errStepGone
 		}
 		if takeover {
 			t.log.Warn().Str("worker", nr.Worker).Msg("taking over a node whose run was cut off")
 		}
-		nr.Status, nr.Worker, nr.StartedAt = mesh.NodeRunning, t.a.cfg.NodeID, time.Now().UTC()
-		t.iterations = nr.Steps
+		nr.Status, nr.Worker, nr.StartedAt = mesh.StepRunning, t.a.cfg.NodeID, time.Now().UTC()
+		t.iterations = nr.Iterations
 		return nil
 	})
-	if errors.Is(err, errNodeGone) && len(requeue) > 0 {
+	if errors.Is(err, errStepGone) && len(requeue) > 0 {
 		if err := t.enqueue(ctx, requeue); err != nil {
 			return nil, err
 		}
@@ -591,11 +591,11 @@ func (t *turn) claimResumeChange(c *mesh.Conversation) error {
 	if tr == nil {
 		return errStaleResume
 	}
-	var nr *mesh.NodeRun
-	for _, n := range tr.Nodes {
-		if n.Status == mesh.NodeWaiting && slices.Contains(n.Approvals, id) {
+	var nr *mesh.StepRun
+	for _, n := range tr.Steps {
+		if n.Status == mesh.StepWaiting && slices.Contains(n.Approvals, id) {
 			nr = n
-		} else if n.Status == mesh.NodeRunning && n.Resumed == id && t.attempt > 1 {
+		} else if n.Status == mesh.StepRunning && n.Resumed == id && t.attempt > 1 {
 			// This resume was cut off after it claimed the node.
 			nr = n
 		}
@@ -603,14 +603,14 @@ func (t *turn) claimResumeChange(c *mesh.Conversation) error {
 	if nr == nil {
 		return errStaleResume
 	}
-	t.node, t.gen = t.a.nodes[nr.Key], nr.Gen
-	if t.node == nil {
+	t.step, t.gen = t.a.steps[nr.Key], nr.Gen
+	if t.step == nil {
 		return fmt.Errorf("agent: node %q waits for approval %s but is not in this agent's tree (was the tree changed?)", nr.Key, id)
 	}
 	now := time.Now().UTC()
-	nr.Status, nr.Worker, nr.StartedAt, nr.Resumed = mesh.NodeRunning, t.a.cfg.NodeID, now, id
+	nr.Status, nr.Worker, nr.StartedAt, nr.Resumed = mesh.StepRunning, t.a.cfg.NodeID, now, id
 	nr.Approvals = slices.DeleteFunc(nr.Approvals, func(a string) bool { return a == id })
-	t.iterations = nr.Steps
+	t.iterations = nr.Iterations
 	c.PendingApprovals = slices.DeleteFunc(c.PendingApprovals, func(p mesh.PendingApproval) bool { return p.UUID == id })
 	c.PendingApproval = nil
 	if len(c.PendingApprovals) > 0 {
@@ -665,7 +665,7 @@ func (t *turn) history() []llm.Message {
 			if i > firstOwn || m.Role != mesh.RoleAssistant || len(m.ToolCalls) > 0 || m.Content == "" || m.Notice {
 				continue
 			}
-			if m.Node == "" {
+			if m.Step == "" {
 				// Another member of a group chat: models take no author
 				// on an assistant message, so the text names it.
 				out = append(out, llm.Message{Role: llm.RoleAssistant, Content: m.Name + ": " + m.Content})
@@ -740,11 +740,11 @@ func (t *turn) generate(ctx context.Context) (*llm.Response, string, error) {
 	start := func() {
 		if !started {
 			started = true
-			t.emit(mesh.Event{Type: mesh.EventTextMessageStart, MessageID: msgID, Role: string(mesh.RoleAssistant), Name: t.nodeName()})
+			t.emit(mesh.Event{Type: mesh.EventTextMessageStart, MessageID: msgID, Role: string(mesh.RoleAssistant), Name: t.author()})
 		}
 	}
 	streamed := false
-	t.offer = t.nodeOffer()
+	t.offer = t.stepOffer()
 	req := llm.Request{
 		System:   t.systemPrompt(),
 		Messages: t.history(),
@@ -758,7 +758,7 @@ func (t *turn) generate(ctx context.Context) (*llm.Response, string, error) {
 			t.emit(mesh.Event{Type: mesh.EventTextMessageContent, MessageID: msgID, Delta: delta})
 		},
 	}
-	resp, err := t.node.provider.Generate(t.log.WithContext(ctx), req)
+	resp, err := t.step.provider.Generate(t.log.WithContext(ctx), req)
 	if err == nil {
 		t.usage = t.usage.Add(resp.Usage)
 		if !streamed && resp.Text != "" {
@@ -787,7 +787,7 @@ func (t *turn) toToolCall(c llm.ToolCall, index int) mesh.ToolCall {
 	}
 	o := t.offer
 	if o == nil {
-		o = t.nodeOffer()
+		o = t.stepOffer()
 	}
 	if c.Name == exitLoopTool && o.exitLoop {
 		call.Tool = exitLoopTool
@@ -858,7 +858,7 @@ func (t *turn) resolvePending(ctx context.Context) (paused bool) {
 		}
 		t.emitCall(call)
 		_, remote := remoteName(call)
-		allowed := t.node.cfg.AllowDestructive
+		allowed := t.step.cfg.AllowDestructive
 		switch {
 		case call.Tool == exitLoopTool && call.Server == "":
 			t.exitLoop = true
@@ -961,7 +961,7 @@ func (t *turn) newApproval(call mesh.ToolCall) *mesh.Approval {
 		Server:         call.Server,
 		ToolArgs:       call.Arguments,
 		Description:    describeCall(call),
-		NodePath:       t.node.path,
+		StepPath:       t.step.path,
 	}
 }
 
@@ -997,7 +997,7 @@ func (t *turn) notice(text string) {
 
 // streamNotice streams a notice as a text message marked as one.
 func (t *turn) streamNotice(id, text string) {
-	t.emit(mesh.Event{Type: mesh.EventTextMessageStart, MessageID: id, Role: string(mesh.RoleAssistant), Name: t.nodeName(), Metadata: map[string]any{"notice": true}})
+	t.emit(mesh.Event{Type: mesh.EventTextMessageStart, MessageID: id, Role: string(mesh.RoleAssistant), Name: t.author(), Metadata: map[string]any{"notice": true}})
 	t.emit(mesh.Event{Type: mesh.EventTextMessageContent, MessageID: id, Delta: text})
 	t.emit(mesh.Event{Type: mesh.EventTextMessageEnd, MessageID: id})
 }
