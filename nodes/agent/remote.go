@@ -105,7 +105,7 @@ func remoteName(call mesh.ToolCall) (string, bool) {
 }
 
 // remoteFunctionName is the name the model calls a sub-agent by: a2a_<name>,
-// kept within mesh.MaxFunctionName and the characters every model API takes.
+// kept within maxFunctionName and the characters every model API takes.
 func remoteFunctionName(name string) string { return functionName("a2a_" + name) }
 
 // messageSchema is the parameters of every sub-agent tool.

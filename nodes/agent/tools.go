@@ -2,8 +2,6 @@ package agent
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,7 +23,7 @@ type toolSet struct {
 }
 
 func newToolSet(entries []mesh.ToolEntry) *toolSet {
-	byFunc := mesh.FunctionNames(entries)
+	byFunc := functionNames(entries)
 	ts := &toolSet{byFunc: byFunc}
 	names := make([]string, 0, len(byFunc))
 	for n := range byFunc {
@@ -81,25 +79,6 @@ func (a *Agent) offer(rs *remoteSet) *offer {
 		o.tools = append(o.tools, r.tool())
 	}
 	return o
-}
-
-// functionName keeps s within the characters and length every model API
-// takes for a function name.
-func functionName(s string) string {
-	out := []byte(s)
-	for i, c := range out {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			out[i] = '_'
-		}
-	}
-	if len(out) == 0 || out[0] >= '0' && out[0] <= '9' || out[0] == '-' {
-		out = append([]byte{'_'}, out...)
-	}
-	if len(out) > mesh.MaxFunctionName {
-		sum := sha256.Sum256([]byte(s))
-		out = append(out[:55:55], "_"+hex.EncodeToString(sum[:4])...)
-	}
-	return string(out)
 }
 
 // toolCallTimeout bounds one call as the agent waits for it; the toolhost

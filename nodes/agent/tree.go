@@ -135,10 +135,10 @@ func newStepRun(n *step, gen int, status, runID string) *mesh.StepRun {
 
 // outcome is how a node's run ended, to be applied to the tree.
 type outcome struct {
-	status   string // mesh.NodeDone, NodeWaiting, NodeFailed, NodeCancelled, or started (a composite)
-	output   string
-	iterations    int // model calls made, kept for a resume
-	exitLoop bool
+	status     string // mesh.NodeDone, NodeWaiting, NodeFailed, NodeCancelled, or started (a composite)
+	output     string
+	iterations int // model calls made, kept for a resume
+	exitLoop   bool
 	// paused are the approvals a waiting node created.
 	paused  []*mesh.Approval
 	errCode string
