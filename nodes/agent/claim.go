@@ -251,7 +251,7 @@ func (t *turn) claimResumeChange(c *mesh.Conversation) error {
 	if tr == nil {
 		return errStaleResume
 	}
-	sr := t.waitingStep(tr, id)
+	sr := waitingStep(tr, id, t.attempt > 1)
 	if sr == nil {
 		return errStaleResume
 	}
@@ -283,14 +283,14 @@ func (t *turn) claimResumeChange(c *mesh.Conversation) error {
 	return nil
 }
 
-// waitingStep is the run of the step that waits for approval id, or that
-// a resume of it claimed before it was cut off.
-func (t *turn) waitingStep(tr *mesh.TreeRun, id string) *mesh.StepRun {
+// waitingStep is the run of the step that waits for approval id, or, on a
+// redelivery, that a resume of it claimed before it was cut off.
+func waitingStep(tr *mesh.TreeRun, id string, redelivered bool) *mesh.StepRun {
 	var found *mesh.StepRun
 	for _, sr := range tr.Steps {
 		if sr.Status == mesh.StepWaiting && slices.Contains(sr.Approvals, id) {
 			found = sr
-		} else if sr.Status == mesh.StepRunning && sr.Resumed == id && t.attempt > 1 {
+		} else if sr.Status == mesh.StepRunning && sr.Resumed == id && redelivered {
 			// This resume was cut off after it claimed the step.
 			found = sr
 		}
