@@ -40,8 +40,9 @@ type Approval struct {
 	// RemoteTaskID and RemoteAgentName make this a proxy approval (FR-029).
 	RemoteTaskID    string `json:"remote_task_id,omitempty"`
 	RemoteAgentName string `json:"remote_agent_name,omitempty"`
-	// NodePath locates the paused node in the agent tree.
-	NodePath []int          `json:"node_path,omitempty"`
+	// StepPath locates the paused step in the agent tree (wire name
+	// node_path).
+	StepPath []int          `json:"node_path,omitempty"`
 	Status   ApprovalStatus `json:"status"`
 	Decision *Decision      `json:"decision,omitempty"`
 	// ResumeEnqueued is set once the resume work item is in the work queue.

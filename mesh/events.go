@@ -36,10 +36,10 @@ const (
 	// CustomApprovalDecided: value is the decided [Approval].
 	CustomApprovalDecided = "approval_decided"
 	// CustomRunRetried: a run is being executed again after the process that
-	// ran it stopped; value is {"attempt": n, "runId": id}, and for one node
-	// of an agent tree also "node" and "prefixes", the id prefixes of the
-	// messages and calls that node's run reissues. Events of the earlier
-	// attempt that precede it (of that node) are superseded.
+	// ran it stopped; value is {"attempt": n, "runId": id}, and for one step
+	// of an agent tree also "node" (the step's name) and "prefixes", the id
+	// prefixes of the messages and calls that step's run reissues. Events of
+	// the earlier attempt that precede it (of that step) are superseded.
 	CustomRunRetried = "run_retried"
 )
 

@@ -86,7 +86,7 @@ func (p *EventPublisher) Run(session, runID string, attempt int) *RunEvents {
 }
 
 // RunPart is [EventPublisher.Run] for one part of a run that several work
-// items publish to (the nodes of an agent tree): part keeps their message
+// items publish to (the steps of an agent tree): part keeps their message
 // ids apart.
 func (p *EventPublisher) RunPart(session, runID, part string, attempt int) *RunEvents {
 	return &RunEvents{p: p, session: session, run: runID, prefix: runID + ":" + part + ":" + strconv.Itoa(attempt) + ":"}

@@ -50,7 +50,7 @@ type Conversation struct {
 	Tree *TreeRun `json:"tree,omitempty"`
 	// Group is set on a group chat: several agents answer in turn.
 	Group *GroupRun `json:"group,omitempty"`
-	// State holds the output_key values of agent tree nodes.
+	// State holds the output_key values of the agent tree's steps.
 	State map[string]any `json:"state,omitempty"`
 	// Turn is the turn being executed, if any.
 	Turn *Turn `json:"turn,omitempty"`
@@ -76,10 +76,12 @@ type Message struct {
 	ID      string `json:"id"`
 	Role    Role   `json:"role"`
 	Content string `json:"content"`
-	// Name is the tree node or group member that wrote the message.
+	// Name is the step of the tree or the group member that wrote the
+	// message.
 	Name string `json:"name,omitempty"`
-	// Node is the key of the tree node whose run wrote the message.
-	Node string `json:"node,omitempty"`
+	// Step is the key of the tree step whose run wrote the message (wire
+	// name node).
+	Step string `json:"node,omitempty"`
 	// ToolCalls are the calls an assistant message asks for.
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 	// ToolCallID links a tool message to the call it answers.
@@ -142,10 +144,11 @@ type PendingApproval struct {
 // PipelineState is where a paused run stands, so that the resume can carry on
 // from there on any replica (FR-026).
 type PipelineState struct {
-	// PausedNodePath is the path of child indices from the root of the agent
-	// tree to the paused node; empty for a single llm node.
-	PausedNodePath      []int             `json:"paused_node_path"`
-	PausedNodeOutputKey string            `json:"paused_node_output_key,omitempty"`
+	// PausedStepPath is the path of child indices from the root of the agent
+	// tree to the paused step; empty for a single llm step. The wire names
+	// are seed 002's (paused_node_path, paused_node_output_key).
+	PausedStepPath      []int             `json:"paused_node_path"`
+	PausedStepOutputKey string            `json:"paused_node_output_key,omitempty"`
 	SessionState        map[string]string `json:"session_state,omitempty"`
 	UserMessage         string            `json:"user_message,omitempty"`
 	// RunID is the run that paused; Iterations the model calls it had made.
@@ -176,15 +179,15 @@ type RunSummary struct {
 	ErrorCode string `json:"error_code,omitempty"`
 	Error     string `json:"error,omitempty"`
 	Usage     *Usage `json:"usage,omitempty"`
-	// Nodes are the runs of the agent tree's leaf nodes (their last run,
+	// Steps are the runs of the agent tree's leaf steps (their last run,
 	// for a loop's): which replica ran each, and how it ended. Empty for an
-	// agent without a tree.
-	Nodes      []NodeSummary `json:"nodes,omitempty"`
+	// agent without a tree. The wire name is nodes.
+	Steps      []StepSummary `json:"nodes,omitempty"`
 	FinishedAt time.Time     `json:"finished_at"`
 }
 
-// NodeSummary is how one node of the tree ran.
-type NodeSummary struct {
+// StepSummary is how one step of the tree ran.
+type StepSummary struct {
 	Key        string    `json:"key"`
 	Name       string    `json:"name"`
 	Status     string    `json:"status"`
@@ -215,58 +218,61 @@ func (s *RunSummary) Covers(id string) bool {
 	return false
 }
 
-// Node run states.
+// States of a step's run (StepRun.Status, StepSummary.Status).
 const (
-	NodePending   = "pending"
-	NodeRunning   = "running"
-	NodeWaiting   = "waiting"
-	NodeDone      = "done"
-	NodeFailed    = "failed"
-	NodeCancelled = "cancelled"
+	StepPending   = "pending"
+	StepRunning   = "running"
+	StepWaiting   = "waiting"
+	StepDone      = "done"
+	StepFailed    = "failed"
+	StepCancelled = "cancelled"
 )
 
-// TreeRun is where a run stands in the agent tree: every node it started,
-// by key. It lives in the conversation, so any replica can carry it on.
+// TreeRun is where a run stands in the agent tree: every step it started,
+// by key. A step is one node of the configured tree (config.Node): an llm
+// or a2a leaf, or a sequential, parallel or loop composite. "Node" alone
+// means a process (NodeInfo, mesh_nodes). It lives in the conversation, so any replica can carry it on.
 type TreeRun struct {
 	// ID is the turn that started the run.
 	ID          string `json:"id"`
 	UserMessage string `json:"user_message"`
-	// Nodes by key: "r" is the root, "r.0" its first child, and so on.
-	Nodes map[string]*NodeRun `json:"nodes"`
+	// Steps by key: "r" is the root, "r.0" its first child, and so on
+	// (wire name nodes).
+	Steps map[string]*StepRun `json:"nodes"`
 	// Runs are the AG-UI runs under way: the turn, and the resumes of
 	// approvals decided since; they end together when the tree completes or
 	// waits.
 	Runs []string `json:"runs,omitempty"`
-	// Usage adds up the tokens of every node's model calls.
+	// Usage adds up the tokens of every step's model calls.
 	Usage     *Usage    `json:"usage,omitempty"`
 	StartedAt time.Time `json:"started_at"`
 }
 
-// NodeRun is the run of one node of the tree.
-type NodeRun struct {
+// StepRun is the run of one step of the tree.
+type StepRun struct {
 	Key    string `json:"key"`
 	Path   []int  `json:"path"`
 	Name   string `json:"name"`
 	Type   string `json:"type"`
 	Status string `json:"status"`
-	// Gen counts the times the node was scheduled (a loop's iterations); it
-	// keeps the ids of each run of the node apart.
+	// Gen counts the times the step was scheduled (a loop's iterations); it
+	// keeps the ids of each run of the step apart.
 	Gen int `json:"gen"`
-	// RunID is the AG-UI run whose events the node publishes.
+	// RunID is the AG-UI run whose events the step publishes.
 	RunID string `json:"run_id,omitempty"`
-	// Next is the child a sequential node or loop runs next; Iteration the
+	// Next is the child a sequential step or loop runs next; Iteration the
 	// loop's current iteration.
 	Next      int    `json:"next,omitempty"`
 	Iteration int    `json:"iteration,omitempty"`
 	Output    string `json:"output,omitempty"`
-	// Approvals are the approvals a waiting node waits for; Resumed is the
+	// Approvals are the approvals a waiting step waits for; Resumed is the
 	// approval whose decision its current run carries on from.
 	Approvals []string `json:"approvals,omitempty"`
 	Resumed   string   `json:"resumed,omitempty"`
-	// Steps counts the model calls of the node's run so far, so that a
-	// resumed run numbers its messages on from there.
-	Steps int `json:"steps,omitempty"`
-	// ExitLoop: the node called exit_loop; its loop ends.
+	// Iterations counts the model calls of the step's run so far, so that a
+	// resumed run numbers its messages on from there (wire name steps).
+	Iterations int `json:"steps,omitempty"`
+	// ExitLoop: the step called exit_loop; its loop ends.
 	ExitLoop   bool      `json:"exit_loop,omitempty"`
 	Worker     string    `json:"worker,omitempty"`
 	Error      string    `json:"error,omitempty"`

@@ -19,8 +19,8 @@ const (
 	WorkTurn WorkKind = "turn"
 	// WorkResume resumes a run paused for an approval, once it is decided.
 	WorkResume WorkKind = "resume"
-	// WorkNode runs one node of the agent tree.
-	WorkNode WorkKind = "node"
+	// WorkStep runs one step of the agent tree (wire value "node").
+	WorkStep WorkKind = "node"
 )
 
 // WorkItem is a message of the work stream, on mesh.work.<role>.<name>.
@@ -35,9 +35,9 @@ type WorkItem struct {
 	Message string `json:"message,omitempty"`
 	// ApprovalID is the decided approval a resume carries on from.
 	ApprovalID string `json:"approval_id,omitempty"`
-	// Node, Gen and RunID: the tree node a node item runs, which run of it,
-	// and the AG-UI run its events belong to.
-	Node  string `json:"node,omitempty"`
+	// Step, Gen and RunID: the key of the tree step a step item runs (wire
+	// name node), which run of it, and the AG-UI run its events belong to.
+	Step  string `json:"node,omitempty"`
 	Gen   int    `json:"gen,omitempty"`
 	RunID string `json:"run_id,omitempty"`
 	// Group is set on a member's turn of a group chat (TurnID names the
@@ -50,8 +50,8 @@ type WorkItem struct {
 // twice within the stream's duplicate window is stored once.
 func WorkMsgID(item WorkItem) string {
 	switch item.Kind {
-	case WorkNode:
-		return fmt.Sprintf("node:%s:%s:%d", item.TurnID, item.Node, item.Gen)
+	case WorkStep:
+		return fmt.Sprintf("node:%s:%s:%d", item.TurnID, item.Step, item.Gen)
 	case WorkGroupNext:
 		return fmt.Sprintf("group_next:%s:%s", item.TurnID, item.RunID)
 	}

@@ -547,8 +547,8 @@ func TestRemoteFunctionNames(t *testing.T) {
 	}
 	for _, tc := range tests {
 		got := remoteFunctionName(tc.name)
-		if !strings.HasPrefix(got, tc.want) || len(got) > mesh.MaxFunctionName {
-			t.Errorf("remoteFunctionName(%q) = %q, want prefix %q within %d", tc.name, got, tc.want, mesh.MaxFunctionName)
+		if !strings.HasPrefix(got, tc.want) || len(got) > maxFunctionName {
+			t.Errorf("remoteFunctionName(%q) = %q, want prefix %q within %d", tc.name, got, tc.want, maxFunctionName)
 		}
 	}
 	if remoteFunctionName(strings.Repeat("x", 70)) == remoteFunctionName(strings.Repeat("x", 71)) {

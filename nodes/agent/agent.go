@@ -1,36 +1,3 @@
-// Package agent is the agent role: it takes turns from the work queue and runs
-// them — the model, the tools, the approvals — keeping nothing in memory that
-// another replica would need.
-//
-// Each agent name has one durable pull consumer on the work stream, filtered
-// on mesh.work.agent.<name>; every replica of the role pulls from it, so a
-// turn runs on whichever replica is free and, if that replica dies, is
-// redelivered to another once its AckWait passes (a running turn keeps its
-// work item alive with in-progress signals).
-//
-// A turn loads its conversation from the sessions bucket, claims it by
-// compare-and-set (one turn per conversation at a time), publishes AG-UI
-// events to mesh.evt.<session>.<TYPE>, calls tools by request on
-// mesh.tool.<server>.<tool>, and saves the conversation by compare-and-set
-// before publishing RUN_FINISHED. A destructive tool call creates an approval
-// in the approvals bucket, saves the conversation as waiting_approval and
-// ends the turn; the decision comes back as a resume work item. Ids of
-// messages, calls and approvals are derived from the turn id, so a turn that
-// is run again after a crash is applied once.
-//
-// Sub-agents reached over A2A (the a2a list of agent.yaml) are tools too,
-// named a2a_<name> (remote.go, delegate.go): a call is a JSON-RPC
-// message/send carrying the caller's Authorization and the conversation's
-// X-Session-ID, guarded per sub-agent by a circuit breaker; a sub-agent
-// marked destructive needs an approval first, and one that answers
-// input-required pauses the run on a proxy approval whose decision is
-// forwarded to it. Calls to sub-agents are recorded in the calls bucket so
-// that a run executed again does not repeat them. Agent cards are fetched
-// by a goroutine of Run and cached.
-//
-// [Agent.Run] owns every goroutine it starts. When its context is cancelled it
-// stops taking work, lets running turns finish within DrainTimeout, hands the
-// others back for redelivery, and returns nil.
 package agent
 
 import (
@@ -62,7 +29,7 @@ type Config struct {
 	Agent *config.Config
 	// Provider answers for the agent's model.
 	Provider llm.Provider
-	// Providers makes the provider of a tree node whose model differs from
+	// Providers makes the provider of a tree step whose model differs from
 	// the agent's. Nil means such trees are refused.
 	Providers func(model string) (llm.Provider, error)
 	// NodeID names this process in logs and in claimed turns.
@@ -75,7 +42,7 @@ type Config struct {
 	StaleTurn time.Duration
 	// A2A are the sub-agents offered to the model as tools beside the MCP
 	// tools (FR-013). Nil means the a2a list of Agent's tree root when it is
-	// an llm node (the top-level a2a list of agent.yaml).
+	// an llm step (the top-level a2a list of agent.yaml).
 	A2A []config.A2AAgent
 	// Remote tunes the calls to sub-agents; its zero value is the defaults,
 	// with the breaker of agent.yaml's breakers.a2a.
@@ -114,15 +81,15 @@ type Agent struct {
 	pool    *remotePool
 	remotes *remoteSet // the sub-agents of the tree's root
 
-	// The agent tree, by node key; simple says it is a single llm node
-	// (no agent: tree), whose runs publish no steps.
-	nodes  map[string]*treeNode
-	root   *treeNode
+	// The agent tree, by step key; simple says it is a single llm step
+	// (no agent: tree), whose runs publish no STEP events.
+	steps  map[string]*step
+	root   *step
 	simple bool
 
 	mu sync.Mutex
 	// running are the work items running here; several may belong to one
-	// session (the branches of a parallel node).
+	// session (the branches of a parallel step).
 	running   map[*runningTurn]struct{}
 	cancelled map[string]time.Time // runs cancelled before they started here
 }
@@ -425,7 +392,7 @@ func (a *Agent) handle(ctx context.Context, msg jetstream.Msg) {
 	// Keep the work item ours while the turn runs.
 	defer mesh.KeepInProgress(msg, a.ackWait)()
 
-	t := &turn{a: a, item: item, hdr: msg.Headers(), attempt: attempt, log: log, baseLog: base, cancel: cancel}
+	t := &turn{a: a, work: work{item: item, hdr: msg.Headers(), attempt: attempt}, log: log, baseLog: base, cancel: cancel}
 	err := t.run(turnCtx)
 	log = t.log // with the conversation's sid once claimed
 	switch {

@@ -438,7 +438,7 @@ func TestRedeliveredTurnIsAppliedOnce(t *testing.T) {
 }
 
 // A turn whose holder vanished is taken over once it is StaleTurn old; a
-// tree whose nodes still start and finish is alive however old its turn.
+// tree whose steps still start and finish is alive however old its turn.
 func TestStaleTurnIsTakenOverButAMovingTreeIsNot(t *testing.T) {
 	const stale = 2 * time.Second
 	f := newFixtureWith(t, script(func(context.Context, llm.Request) (*llm.Response, error) {
@@ -463,17 +463,17 @@ func TestStaleTurnIsTakenOverButAMovingTreeIsNot(t *testing.T) {
 	}
 
 	moving := f.conversation()
-	hold(moving, &mesh.TreeRun{ID: "old-turn", Nodes: map[string]*mesh.NodeRun{
-		"r":   {Key: "r", Status: mesh.NodeRunning, StartedAt: time.Now().Add(-time.Hour)},
-		"r.3": {Key: "r.3", Status: mesh.NodeRunning, StartedAt: time.Now()},
+	hold(moving, &mesh.TreeRun{ID: "old-turn", Steps: map[string]*mesh.StepRun{
+		"r":   {Key: "r", Status: mesh.StepRunning, StartedAt: time.Now().Add(-time.Hour)},
+		"r.3": {Key: "r.3", Status: mesh.StepRunning, StartedAt: time.Now()},
 	}})
 	next := mesh.NewID()
 	f.enqueue(mesh.WorkItem{Kind: mesh.WorkTurn, Session: moving, TurnID: next, Message: "hello"})
 	time.Sleep(stale / 4)
 	if c, _ := f.store.Get(t.Context(), moving); c.HasTurn(next) || c.Turn.ID != "old-turn" {
-		t.Fatalf("a tree that started a node just now was taken over (turn %+v)", c.Turn)
+		t.Fatalf("a tree that started a step just now was taken over (turn %+v)", c.Turn)
 	}
-	// Once its nodes stop moving for StaleTurn, the waiting turn runs.
+	// Once its steps stop moving for StaleTurn, the waiting turn runs.
 	f.waitApplied(moving, next)
 }
 

@@ -15,7 +15,8 @@ import (
 	"github.com/agentmesh/agentmesh/mesh/a2a"
 )
 
-// This file runs the calls of a turn that go to sub-agents over A2A.
+// This file runs the calls of a turn that go to sub-agents over A2A, and
+// the a2a steps of the tree, which are such calls.
 //
 // A call is a message/send with the model's message as a text part, the
 // turn's Authorization header (from the work item: the caller's, or on a
@@ -46,8 +47,8 @@ type remoteRecord struct {
 	A2A *remoteOutcome `json:"a2a,omitempty"`
 }
 
-// remoteSet is the sub-agents of the node this turn runs.
-func (t *turn) remoteSet() *remoteSet { return t.node.remotes }
+// remoteSet is the sub-agents of the step this turn runs.
+func (t *turn) remoteSet() *remoteSet { return t.step.remotes }
 
 // remote finds a sub-agent of this turn by its configured name.
 func (t *turn) remote(name string) *remoteAgent { return t.remoteSet().byName[name] }
@@ -80,6 +81,62 @@ func delegateMessage(args map[string]any) (string, error) {
 		return "", errors.New(`the argument "message" must not be empty`)
 	}
 	return s, nil
+}
+
+// runA2A runs an a2a step: its prompt (placeholders resolved), or without
+// one the user's message, goes to the remote agent, whose answer is the
+// step's reply. It is a call like a model's call of a sub-agent, so it is
+// recorded, approved when the remote agent is destructive, and paused on a
+// proxy approval when the remote agent asks for one.
+func (t *turn) runA2A(ctx context.Context) {
+	r := t.step.remotes.list[0]
+	text := resolvePrompt(t.step.cfg.Prompt, t.conv.State)
+	if strings.TrimSpace(text) == "" {
+		text = t.conv.Tree.UserMessage
+	}
+	call := mesh.ToolCall{
+		ID: t.idPrefix() + "-c0-0", Name: r.fn, Server: remoteServerPrefix + r.cfg.Name, Tool: r.cfg.Name,
+		Arguments: map[string]any{"message": text}, Destructive: r.cfg.IsDestructive(),
+	}
+	if len(t.lastCalls()) == 0 {
+		m := t.message(t.idPrefix()+"-a0", mesh.RoleAssistant, "")
+		m.ToolCalls = []mesh.ToolCall{call}
+		t.ex.add(m)
+	}
+	if t.resolvePending(ctx) {
+		t.end.outcome = mesh.OutcomeInterrupt
+		return
+	}
+	if ctx.Err() != nil {
+		t.cancelled(ctx)
+		return
+	}
+	var res *mesh.Message
+	for _, list := range [][]mesh.Message{t.conv.Messages, t.ex.added} {
+		for i := range list {
+			if list[i].Role == mesh.RoleTool && list[i].ToolCallID == call.ID {
+				res = &list[i]
+			}
+		}
+	}
+	if res == nil {
+		t.end.errCode, t.end.errText = mesh.CodeInternal, "the call to the remote agent left no result"
+		t.end.outcome = mesh.OutcomeError
+		return
+	}
+	if res.IsError {
+		t.end.errCode, t.end.errText = mesh.CodeSubAgentError, res.Content
+		t.notice(fmt.Sprintf("Step %s failed: %s", t.step.cfg.Name, res.Content))
+		t.end.outcome = mesh.OutcomeError
+		return
+	}
+	id := t.idPrefix() + "-a1"
+	t.ex.add(t.message(id, mesh.RoleAssistant, res.Content))
+	t.emit(mesh.Event{Type: mesh.EventTextMessageStart, MessageID: id, Role: string(mesh.RoleAssistant), Name: t.author()})
+	t.emit(mesh.Event{Type: mesh.EventTextMessageContent, MessageID: id, Delta: res.Content})
+	t.emit(mesh.Event{Type: mesh.EventTextMessageEnd, MessageID: id})
+	t.end.response = res.Content
+	t.end.outcome = mesh.OutcomeSuccess
 }
 
 // callRemote sends a call to its sub-agent: a first call (key = call id) or

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/llm"
@@ -28,17 +29,31 @@ var endChatSpec = llm.Tool{
 	ReadOnly:    true,
 }
 
+// chat is the group chat of a turn's conversation, as its claim found it.
+type chat struct {
+	name string // the group; empty outside a group chat
+	// next, set by a claim that found this member turn already applied, is
+	// the group_next to enqueue again (its first enqueue may have been
+	// lost).
+	next *mesh.WorkItem
+}
+
+// reset reads the chat from c, as a claim's change function begins.
+func (ch *chat) reset(c *mesh.Conversation) {
+	ch.name, ch.next = "", nil
+	if c.Group != nil {
+		ch.name = c.Group.Name
+	}
+}
+
 // claimMemberTurn starts the member's turn, unless the chat no longer
 // expects it: already answered, skipped (its member was down), or the
 // chat stopped.
 func (t *turn) claimMemberTurn(c *mesh.Conversation) error {
 	id := t.item.TurnID
-	t.groupName, t.groupNext = "", nil
-	if c.Group != nil {
-		t.groupName = c.Group.Name
-	}
+	t.chat.reset(c)
 	if c.HasTurn(id) {
-		t.groupNext = pendingGroupNext(c, id)
+		t.chat.next = pendingGroupNext(c, id)
 		return errAlreadyApplied
 	}
 	pt := memberTurn(c, id)
@@ -93,4 +108,22 @@ func pendingGroupNext(c *mesh.Conversation, run string) *mesh.WorkItem {
 // enqueueGroupNext tells the group that a member's turn ended.
 func (t *turn) enqueueGroupNext(ctx context.Context, item mesh.WorkItem) error {
 	return mesh.PublishWork(ctx, t.a.cfg.JS, t.a.ns, mesh.RoleGroup, item.Group, item, t.workHeaders())
+}
+
+// failMemberTurn records a member's turn given up after its last delivery
+// (turnID, the work item that failed): the chat's pending turn pt ends with
+// an error, and the returned group_next tells the group, which carries the
+// chat on.
+func failMemberTurn(c *mesh.Conversation, pt *mesh.GroupTurn, turnID, code, text string) *mesh.WorkItem {
+	tr := c.Tree
+	now := time.Now().UTC()
+	c.Messages = append(c.Messages, mesh.Message{ID: turnID + "-failed", Role: mesh.RoleAssistant, Content: text, Notice: true, Name: pt.Speaker, TurnID: pt.RunID, CreatedAt: now})
+	pt.Result = &mesh.RunSummary{ID: tr.ID, Runs: tr.Runs, Outcome: mesh.OutcomeError, ErrorCode: code, Error: text, FinishedAt: now}
+	c.MarkTurn(tr.ID)
+	for _, id := range tr.Runs {
+		c.MarkTurn(id)
+	}
+	c.Tree, c.PendingApproval, c.PendingApprovals, c.PipelineState = nil, nil, nil, nil
+	c.Status = mesh.StatusRunning
+	return groupNextOf(c, pt)
 }

@@ -105,14 +105,14 @@ func remoteName(call mesh.ToolCall) (string, bool) {
 }
 
 // remoteFunctionName is the name the model calls a sub-agent by: a2a_<name>,
-// kept within mesh.MaxFunctionName and the characters every model API takes.
+// kept within maxFunctionName and the characters every model API takes.
 func remoteFunctionName(name string) string { return functionName("a2a_" + name) }
 
 // messageSchema is the parameters of every sub-agent tool.
 var messageSchema = json.RawMessage(`{"type":"object","properties":{"message":{"type":"string","description":"The task for the agent in plain words, with everything it needs to know."}},"required":["message"]}`)
 
 // remotePool holds one remoteAgent per configured sub-agent (by name and
-// URL), so that every node offering it shares its card and its breaker.
+// URL), so that every step offering it shares its card and its breaker.
 type remotePool struct {
 	cfg    RemoteConfig
 	client *a2a.Client
@@ -129,7 +129,7 @@ func newRemotePool(cfg RemoteConfig, log zerolog.Logger) *remotePool {
 }
 
 // set returns the sub-agents of one a2a list (the agent's, or a tree
-// node's), creating those not seen yet.
+// step's), creating those not seen yet.
 func (p *remotePool) set(list []config.A2AAgent) *remoteSet {
 	s := &remoteSet{byFunc: map[string]*remoteAgent{}, byName: map[string]*remoteAgent{}}
 	p.mu.Lock()
@@ -178,7 +178,7 @@ func (p *remotePool) refresh(ctx context.Context) {
 	}
 }
 
-// remoteSet is the sub-agents one llm node offers.
+// remoteSet is the sub-agents one llm step offers.
 type remoteSet struct {
 	list   []*remoteAgent
 	byFunc map[string]*remoteAgent

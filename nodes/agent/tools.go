@@ -2,8 +2,6 @@ package agent
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,9 +11,14 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/llm"
 )
+
+// This file holds the tools of a model call: what the model is offered (the
+// catalog, the step's sub-agents, exit_loop and end_chat), and calling an
+// MCP tool through the mesh.
 
 // toolSet is the catalog as the model sees it, rebuilt on every change of the
 // tools bucket.
@@ -25,7 +28,7 @@ type toolSet struct {
 }
 
 func newToolSet(entries []mesh.ToolEntry) *toolSet {
-	byFunc := mesh.FunctionNames(entries)
+	byFunc := functionNames(entries)
 	ts := &toolSet{byFunc: byFunc}
 	names := make([]string, 0, len(byFunc))
 	for n := range byFunc {
@@ -52,7 +55,7 @@ type offer struct {
 	tools  []llm.Tool
 	mcp    map[string]mesh.ToolEntry
 	remote map[string]*remoteAgent
-	// exitLoop: exit_loop is offered (a node that may end its loop);
+	// exitLoop: exit_loop is offered (a step that may end its loop);
 	// endChat: end_chat is (a member of a group chat).
 	exitLoop, endChat bool
 }
@@ -83,23 +86,59 @@ func (a *Agent) offer(rs *remoteSet) *offer {
 	return o
 }
 
-// functionName keeps s within the characters and length every model API
-// takes for a function name.
-func functionName(s string) string {
-	out := []byte(s)
-	for i, c := range out {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			out[i] = '_'
+// exitLoopTool is the function offered to llm steps with can_exit_loop: a
+// call ends the loop around them after their step (FR-024).
+const exitLoopTool = "exit_loop"
+
+var exitLoopSpec = llm.Tool{
+	Name:        exitLoopTool,
+	Description: "End the loop this step runs in: call it once the loop's goal is reached, then give your final answer.",
+	Parameters:  json.RawMessage(`{"type":"object","properties":{}}`),
+	ReadOnly:    true,
+}
+
+// stepOffer is the tools offered to the step's model: the catalog and its
+// sub-agents, cut to the step's tools list when it has one, exit_loop when
+// the step may end its loop, and end_chat to a member of a group chat.
+func (t *turn) stepOffer() *offer {
+	o := t.a.offer(t.remoteSet())
+	if allow := t.step.cfg.Tools; allow != nil {
+		keep := map[string]bool{}
+		for _, name := range *allow {
+			keep[name] = true
 		}
+		allowed := func(fn string) bool {
+			if keep[fn] {
+				return true
+			}
+			if e, ok := o.mcp[fn]; ok {
+				return keep[e.Name] || keep[e.Server+"/"+e.Name]
+			}
+			if r, ok := o.remote[fn]; ok {
+				return keep[r.cfg.Name]
+			}
+			return false
+		}
+		tools := o.tools[:0:0]
+		for _, tool := range o.tools {
+			if allowed(tool.Name) {
+				tools = append(tools, tool)
+			} else {
+				delete(o.mcp, tool.Name)
+				delete(o.remote, tool.Name)
+			}
+		}
+		o.tools = tools
 	}
-	if len(out) == 0 || out[0] >= '0' && out[0] <= '9' || out[0] == '-' {
-		out = append([]byte{'_'}, out...)
+	if t.step.cfg.CanExitLoop {
+		o.tools = append(o.tools, exitLoopSpec)
+		o.exitLoop = true
 	}
-	if len(out) > mesh.MaxFunctionName {
-		sum := sha256.Sum256([]byte(s))
-		out = append(out[:55:55], "_"+hex.EncodeToString(sum[:4])...)
+	if t.chat.name != "" && t.step.cfg.Type == config.NodeLLM {
+		o.tools = append(o.tools, endChatSpec)
+		o.endChat = true
 	}
-	return string(out)
+	return o
 }
 
 // toolCallTimeout bounds one call as the agent waits for it; the toolhost

@@ -19,7 +19,7 @@ import (
 )
 
 // These tests run agent trees (FR-021 to FR-026) on an embedded mesh, with
-// models scripted per node: a node's model is told apart by its prompt.
+// models scripted per step: a step's model is told apart by its prompt.
 
 // treeYAML is an agent.yaml with the tree given under agent:.
 func treeYAML(tree string) string {
@@ -36,7 +36,7 @@ func newTreeFixture(t *testing.T, p llm.Provider, yaml string, tweakAgent func(*
 	return newFixtureWith(t, p, func(c *config.Config) { *c = *parsed }, tweakAgent)
 }
 
-// byPrompt routes each model call to the script of the node whose prompt
+// byPrompt routes each model call to the script of the step whose prompt
 // (placeholders resolved) starts the request's system prompt.
 type byPrompt map[string]script
 
@@ -182,8 +182,8 @@ func TestTreeParallelApprovalsDecidedInReverseOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		side[fmt.Sprint(ap.ToolArgs["side"])] = pa.UUID
-		if len(ap.NodePath) != 1 {
-			t.Errorf("approval %s has node path %v, want the branch's", pa.UUID, ap.NodePath)
+		if len(ap.StepPath) != 1 {
+			t.Errorf("approval %s has step path %v, want the branch's", pa.UUID, ap.StepPath)
 		}
 	}
 	if len(side) != 2 {
@@ -207,8 +207,8 @@ func TestTreeParallelApprovalsDecidedInReverseOrder(t *testing.T) {
 		!strings.Contains(r, "left: left did: ran danger") || !strings.Contains(r, "right: right did: ran danger") {
 		t.Errorf("last run = %+v, want both branches joined", c.LastRun)
 	}
-	if n := c.LastRun.Nodes; len(n) != 2 || n[0].Name != "left" || n[0].Status != mesh.NodeDone || n[1].Worker != "test-node" {
-		t.Errorf("node summaries = %+v", n)
+	if n := c.LastRun.Steps; len(n) != 2 || n[0].Name != "left" || n[0].Status != mesh.StepDone || n[1].Worker != "test-node" {
+		t.Errorf("step summaries = %+v", n)
 	}
 	for s, id := range side {
 		if n := f.callCount(id); n != 1 {
@@ -286,7 +286,7 @@ func TestTreeLoopEndsOnExitLoop(t *testing.T) {
 	}
 }
 
-func TestTreeNodeModelOverridesTheAgents(t *testing.T) {
+func TestTreeStepModelOverridesTheAgents(t *testing.T) {
 	var asked []string
 	var mu sync.Mutex
 	f := newTreeFixture(t, text("from the agent's model"), treeYAML(`  name: pipeline
@@ -312,7 +312,7 @@ func TestTreeNodeModelOverridesTheAgents(t *testing.T) {
 	}
 }
 
-func TestTreeNodeModelWithoutFactoryIsRefused(t *testing.T) {
+func TestTreeStepModelWithoutFactoryIsRefused(t *testing.T) {
 	parsed, err := config.Parse("tree.yaml", []byte(treeYAML(`  name: p
   type: sequential
   agents:
@@ -324,7 +324,7 @@ func TestTreeNodeModelWithoutFactoryIsRefused(t *testing.T) {
 	m := meshtest.New(t)
 	_, err = New(Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: parsed, Provider: text("x")})
 	if err == nil || !strings.Contains(err.Error(), `"other"`) {
-		t.Errorf("New = %v, want an error naming node other", err)
+		t.Errorf("New = %v, want an error naming step other", err)
 	}
 }
 
@@ -362,7 +362,7 @@ func TestTreeCancelStopsEveryBranch(t *testing.T) {
 	}
 }
 
-func TestTreeA2ANodeSendsItsResolvedPrompt(t *testing.T) {
+func TestTreeA2AStepSendsItsResolvedPrompt(t *testing.T) {
 	sub := a2atest.Start(t, a2atest.Options{Name: "executor"})
 	f := newTreeFixture(t, byPrompt{"Plan": text("list all")}, treeYAML(`  name: chain
   type: sequential
@@ -381,11 +381,11 @@ func TestTreeA2ANodeSendsItsResolvedPrompt(t *testing.T) {
 	}
 	last := c.Messages[len(c.Messages)-1]
 	if last.Name != "remote" || last.Role != mesh.RoleAssistant {
-		t.Errorf("last message %+v, want the remote node's answer", last)
+		t.Errorf("last message %+v, want the remote step's answer", last)
 	}
 }
 
-func TestTreeA2ANodeDownFailsTheRun(t *testing.T) {
+func TestTreeA2AStepDownFailsTheRun(t *testing.T) {
 	f := newTreeFixture(t, text("unused"), treeYAML(`  name: chain
   type: sequential
   agents:
@@ -399,12 +399,12 @@ func TestTreeA2ANodeDownFailsTheRun(t *testing.T) {
 	}
 	for _, m := range c.Messages {
 		if m.Name == "after" {
-			t.Errorf("the node after the failed one ran: %+v", m)
+			t.Errorf("the step after the failed one ran: %+v", m)
 		}
 	}
 }
 
-func TestTreeNodeWorkForASettledNodeDoesNothing(t *testing.T) {
+func TestTreeStepWorkForASettledStepDoesNothing(t *testing.T) {
 	var runs atomic.Int32
 	p := byPrompt{"one": func(context.Context, llm.Request) (*llm.Response, error) {
 		runs.Add(1)
@@ -418,7 +418,7 @@ func TestTreeNodeWorkForASettledNodeDoesNothing(t *testing.T) {
 `), nil)
 	conv := f.conversation()
 	turn, _ := f.turn(conv, "go")
-	// The first node's work item again, as a redelivery after a crash
+	// The first step's work item again, as a redelivery after a crash
 	// would bring it (published without its dedupe id, so that the stream
 	// keeps it): it is acknowledged, and nothing runs again.
 	cons, err := f.m.JS.Consumer(t.Context(), f.m.NS.Stream(mesh.StreamWork), ConsumerName("tester"))
@@ -430,7 +430,7 @@ func TestTreeNodeWorkForASettledNodeDoesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	subj, _ := f.m.NS.Work(mesh.RoleAgent, "tester")
-	data, _ := json.Marshal(mesh.WorkItem{Kind: mesh.WorkNode, Session: conv, TurnID: turn, Node: "r.0", Gen: 1, RunID: turn})
+	data, _ := json.Marshal(mesh.WorkItem{Kind: mesh.WorkStep, Session: conv, TurnID: turn, Step: "r.0", Gen: 1, RunID: turn})
 	if _, err := f.m.JS.Publish(t.Context(), subj, data); err != nil {
 		t.Fatal(err)
 	}
@@ -439,7 +439,7 @@ func TestTreeNodeWorkForASettledNodeDoesNothing(t *testing.T) {
 		return err == nil && info.AckFloor.Consumer > before.AckFloor.Consumer && info.NumAckPending == 0
 	}, "the repeated work item was not acknowledged")
 	if n := runs.Load(); n != 1 {
-		t.Errorf("node one ran %d times", n)
+		t.Errorf("step one ran %d times", n)
 	}
 	c, err := f.store.Get(t.Context(), conv)
 	if err != nil {

@@ -1,4 +1,4 @@
-package mesh
+package agent
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/agentmesh/agentmesh/mesh"
 )
 
 // functionNameRE is what every model API accepts as a function name
@@ -16,56 +18,56 @@ var functionNameRE = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_-]{0,63}$`)
 
 func TestFunctionNames(t *testing.T) {
 	long := strings.Repeat("x", 70)
-	tool := func(server, name string) ToolEntry { return ToolEntry{Server: server, Name: name} }
+	tool := func(server, name string) mesh.ToolEntry { return mesh.ToolEntry{Server: server, Name: name} }
 	tests := []struct {
 		name  string
-		tools []ToolEntry
+		tools []mesh.ToolEntry
 		// want maps each function name to server/tool.
 		want map[string]string
 	}{
 		{
 			name:  "unique names stay",
-			tools: []ToolEntry{tool("resources", "resources_list"), tool("resources", "resources_add")},
+			tools: []mesh.ToolEntry{tool("resources", "resources_list"), tool("resources", "resources_add")},
 			want:  map[string]string{"resources_list": "resources/resources_list", "resources_add": "resources/resources_add"},
 		},
 		{
 			name:  "a name on two servers is qualified",
-			tools: []ToolEntry{tool("a", "search"), tool("b", "search"), tool("b", "fetch")},
+			tools: []mesh.ToolEntry{tool("a", "search"), tool("b", "search"), tool("b", "fetch")},
 			want:  map[string]string{"a__search": "a/search", "b__search": "b/search", "fetch": "b/fetch"},
 		},
 		{
 			name:  "characters APIs refuse become underscores",
-			tools: []ToolEntry{tool("fs", "read.file"), tool("fs", "héllo wörld")},
+			tools: []mesh.ToolEntry{tool("fs", "read.file"), tool("fs", "héllo wörld")},
 			want:  map[string]string{"read_file": "fs/read.file", "h_llo_w_rld": "fs/héllo wörld"},
 		},
 		{
 			name:  "names that read the same once made safe are qualified",
-			tools: []ToolEntry{tool("a", "get.x"), tool("b", "get_x")},
+			tools: []mesh.ToolEntry{tool("a", "get.x"), tool("b", "get_x")},
 			want:  map[string]string{"a__get_x": "a/get.x", "b__get_x": "b/get_x"},
 		},
 		{
 			name:  "a leading digit or dash gets an underscore",
-			tools: []ToolEntry{tool("s", "3d-render"), tool("s", "-x")},
+			tools: []mesh.ToolEntry{tool("s", "3d-render"), tool("s", "-x")},
 			want:  map[string]string{"_3d-render": "s/3d-render", "_-x": "s/-x"},
 		},
 		{
 			name:  "an empty name still gets one",
-			tools: []ToolEntry{tool("s", "")},
+			tools: []mesh.ToolEntry{tool("s", "")},
 			want:  map[string]string{"_": "s/"},
 		},
 		{
 			name:  "a long name is cut with a hash",
-			tools: []ToolEntry{tool("s", long)},
+			tools: []mesh.ToolEntry{tool("s", long)},
 			want:  map[string]string{strings.Repeat("x", 55) + "_" + hashOf("s", long): "s/" + long},
 		},
 		{
 			name:  "exactly 64 characters stays",
-			tools: []ToolEntry{tool("s", strings.Repeat("y", 64))},
+			tools: []mesh.ToolEntry{tool("s", strings.Repeat("y", 64))},
 			want:  map[string]string{strings.Repeat("y", 64): "s/" + strings.Repeat("y", 64)},
 		},
 		{
 			name:  "long names sharing a prefix stay apart",
-			tools: []ToolEntry{tool("s", long+"_a"), tool("s", long+"_b")},
+			tools: []mesh.ToolEntry{tool("s", long+"_a"), tool("s", long+"_b")},
 			want: map[string]string{
 				strings.Repeat("x", 55) + "_" + hashOf("s", long+"_a"): "s/" + long + "_a",
 				strings.Repeat("x", 55) + "_" + hashOf("s", long+"_b"): "s/" + long + "_b",
@@ -73,7 +75,7 @@ func TestFunctionNames(t *testing.T) {
 		},
 		{
 			name:  "a long qualified name is cut",
-			tools: []ToolEntry{tool("a-server-with-a-rather-long-name", "list_every_resource_of_the_catalog"), tool("other", "list_every_resource_of_the_catalog")},
+			tools: []mesh.ToolEntry{tool("a-server-with-a-rather-long-name", "list_every_resource_of_the_catalog"), tool("other", "list_every_resource_of_the_catalog")},
 			want: map[string]string{
 				"a-server-with-a-rather-long-name__list_every_resource_o_" + hashOf("a-server-with-a-rather-long-name", "list_every_resource_of_the_catalog"): "a-server-with-a-rather-long-name/list_every_resource_of_the_catalog",
 				"other__list_every_resource_of_the_catalog": "other/list_every_resource_of_the_catalog",
@@ -81,14 +83,14 @@ func TestFunctionNames(t *testing.T) {
 		},
 		{
 			name:  "a tool listed twice is named once",
-			tools: []ToolEntry{tool("s", "ping"), tool("s", "ping")},
+			tools: []mesh.ToolEntry{tool("s", "ping"), tool("s", "ping")},
 			want:  map[string]string{"ping": "s/ping"},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := map[string]string{}
-			for name, e := range FunctionNames(tt.tools) {
+			for name, e := range functionNames(tt.tools) {
 				got[name] = e.Server + "/" + e.Name
 				if !functionNameRE.MatchString(name) {
 					t.Errorf("name %q does not match %s", name, functionNameRE)
@@ -115,14 +117,14 @@ func TestFunctionNamesProperties(t *testing.T) {
 		return b.String()
 	}
 	for i := range 300 {
-		var tools []ToolEntry
+		var tools []mesh.ToolEntry
 		ids := map[string]bool{}
 		for n := 1 + r.IntN(12); n > 0; n-- {
-			e := ToolEntry{Server: []string{"s1", "s2", strings.Repeat("srv", 30)}[r.IntN(3)], Name: word()}
+			e := mesh.ToolEntry{Server: []string{"s1", "s2", strings.Repeat("srv", 30)}[r.IntN(3)], Name: word()}
 			tools = append(tools, e)
 			ids[e.Server+"/"+e.Name] = true
 		}
-		got := FunctionNames(tools)
+		got := functionNames(tools)
 		if len(got) != len(ids) {
 			t.Fatalf("catalog %d: %d names for %d tools", i, len(got), len(ids))
 		}
@@ -136,9 +138,9 @@ func TestFunctionNamesProperties(t *testing.T) {
 		if len(named) != len(ids) {
 			t.Errorf("catalog %d: %d tools named, want %d", i, len(named), len(ids))
 		}
-		shuffled := append([]ToolEntry(nil), tools...)
+		shuffled := append([]mesh.ToolEntry(nil), tools...)
 		r.Shuffle(len(shuffled), func(a, b int) { shuffled[a], shuffled[b] = shuffled[b], shuffled[a] })
-		again := FunctionNames(shuffled)
+		again := functionNames(shuffled)
 		for name, e := range got {
 			if a, ok := again[name]; !ok || a.Server != e.Server || a.Name != e.Name {
 				t.Errorf("catalog %d: name %q depends on the order of the tools", i, name)

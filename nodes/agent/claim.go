@@ -1,0 +1,299 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/agentmesh/agentmesh/mesh"
+)
+
+// This file claims a conversation for a work item, by compare-and-set, and
+// keeps the claim while the run works. A turn claims the conversation
+// itself (one turn at a time) and starts its tree at the root; a step item
+// claims its step of the tree; a resume claims the step that waits for the
+// decided approval. A member's turn of a group chat is claimed in member.go.
+
+// Outcomes of claiming a conversation for a work item.
+var (
+	errAlreadyApplied = errors.New("agent: turn already applied")
+	errBusy           = errors.New("agent: another turn runs in this conversation")
+	errWaiting        = errors.New("agent: conversation waits for an approval")
+	errStaleResume    = errors.New("agent: resume of an approval the conversation no longer waits for")
+	// errStepGone: the step's run is no longer this work item's to do.
+	errStepGone = errors.New("agent: node run already settled or superseded")
+)
+
+// claimItem claims the conversation as the work item's kind asks.
+func (t *turn) claimItem(ctx context.Context) (*mesh.Conversation, error) {
+	switch t.item.Kind {
+	case mesh.WorkStep:
+		return t.claimStep(ctx)
+	case mesh.WorkResume:
+		return t.claimResume(ctx)
+	}
+	return t.claim(ctx)
+}
+
+// claim marks the conversation as running this turn, waiting while another
+// turn holds it.
+func (t *turn) claim(ctx context.Context) (*mesh.Conversation, error) {
+	wait := 20 * time.Millisecond
+	var waitingSince time.Time
+	for {
+		c, err := t.a.sessions.Get(ctx, t.item.Session)
+		if errors.Is(err, mesh.ErrSessionNotFound) {
+			t.log.Warn().Msg("work for an unknown conversation")
+			return nil, errAlreadyApplied
+		}
+		if err != nil {
+			return nil, err
+		}
+		c, err = t.a.sessions.UpdateLoaded(ctx, c, t.claimChange)
+		if !errors.Is(err, errBusy) {
+			return c, err
+		}
+		if waitingSince.IsZero() {
+			waitingSince = time.Now()
+			t.log.Debug().Msg("conversation busy; waiting")
+		}
+		select {
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		case <-time.After(wait):
+		}
+		if wait < 500*time.Millisecond {
+			wait *= 2
+		}
+	}
+}
+
+// claimChange adds the turn's message and starts its run of the tree at the
+// root.
+func (t *turn) claimChange(c *mesh.Conversation) error {
+	id := t.item.TurnID
+	if t.member() {
+		return t.claimMemberTurn(c)
+	}
+	if c.HasTurn(id) {
+		return errAlreadyApplied
+	}
+	if c.Turn != nil && c.Turn.ID != id && time.Since(lastProgress(c)) < t.a.cfg.StaleTurn {
+		return errBusy
+	}
+	if c.Status == mesh.StatusWaitingApproval && (c.Turn == nil || c.Turn.ID != id) {
+		return errWaiting
+	}
+	now := time.Now().UTC()
+	if !c.HasMessage(id) {
+		c.Messages = append(c.Messages, mesh.Message{ID: id, Role: mesh.RoleUser, Content: t.item.Message, TurnID: id, CreatedAt: now})
+	}
+	if c.Agent == "" {
+		c.Agent = t.a.name
+	}
+	t.startTree(c, t.item.Message, []string{id})
+	c.Turn = &mesh.Turn{ID: id, Kind: t.item.Kind, Node: t.a.cfg.NodeID, Attempt: t.attempt, StartedAt: now}
+	c.Status = mesh.StatusRunning
+	return nil
+}
+
+// lastProgress is when the turn holding c last showed life: its claim, its
+// holder's last refresh (keepClaim), or the latest start or end of a step of
+// its tree, so that a long run is not taken for an abandoned turn.
+func lastProgress(c *mesh.Conversation) time.Time {
+	last := latest(c.Turn.StartedAt, c.Turn.AliveAt)
+	if c.Tree != nil {
+		for _, sr := range c.Tree.Steps {
+			last = latest(last, sr.StartedAt, sr.FinishedAt)
+		}
+	}
+	return last
+}
+
+func latest(t time.Time, more ...time.Time) time.Time {
+	for _, u := range more {
+		if u.After(t) {
+			t = u
+		}
+	}
+	return t
+}
+
+// keepClaim refreshes the conversation's claim (Turn.AliveAt) every quarter
+// of StaleTurn while this run works, so that however long it runs no queued
+// turn takes it for abandoned; the returned func stops it. Most runs end
+// long before the first refresh.
+func (t *turn) keepClaim(ctx context.Context, c *mesh.Conversation) (stop func()) {
+	if c.Turn == nil {
+		return func() {}
+	}
+	// The run goes on changing t and c: the goroutine keeps its own copies.
+	id, holder, log, every := c.ID, c.Turn.ID, t.log, t.a.cfg.StaleTurn/4
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			_, err := t.a.sessions.Update(ctx, id, func(c *mesh.Conversation) error {
+				if c.Turn == nil || c.Turn.ID != holder {
+					return mesh.ErrNoChange
+				}
+				c.Turn.AliveAt = time.Now().UTC()
+				return nil
+			})
+			if err != nil && !errors.Is(err, mesh.ErrNoChange) {
+				log.Debug().Err(err).Msg("could not refresh the turn's claim")
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}
+
+// startTree starts the run of the tree this turn begins, at the root,
+// unless a delivery before this one started it. runs are the AG-UI runs it
+// ends.
+func (t *turn) startTree(c *mesh.Conversation, message string, runs []string) {
+	id := t.item.TurnID
+	if c.Tree == nil || c.Tree.ID != id {
+		// A new run of the tree; one left by a turn taken over as stale is
+		// dropped with its pending approvals.
+		now := time.Now().UTC()
+		root := newStepRun(t.a.root, 1, mesh.StepRunning, t.runID())
+		root.Worker, root.StartedAt = t.a.cfg.NodeID, now
+		c.Tree = &mesh.TreeRun{ID: id, UserMessage: message, Steps: map[string]*mesh.StepRun{rootKey: root}, Runs: runs, StartedAt: now}
+		c.PendingApproval, c.PendingApprovals, c.PipelineState = nil, nil, nil
+	}
+	t.step, t.gen = t.a.root, c.Tree.Steps[rootKey].Gen
+}
+
+// claimStep marks the step a step work item runs as running here. A step
+// already settled, or running elsewhere on a first delivery, is not this
+// item's to run: what its tree has pending is enqueued again instead, in
+// case the replica that scheduled it died before it enqueued it.
+func (t *turn) claimStep(ctx context.Context) (*mesh.Conversation, error) {
+	t.step, t.gen = t.a.steps[t.item.Step], t.item.Gen
+	if t.step == nil || !t.step.leaf() {
+		return nil, fmt.Errorf("agent: node %q is not a leaf of this agent's tree (was the tree changed?)", t.item.Step)
+	}
+	c, err := t.a.sessions.Get(ctx, t.item.Session)
+	if errors.Is(err, mesh.ErrSessionNotFound) {
+		return nil, errStepGone
+	}
+	if err != nil {
+		return nil, err
+	}
+	var requeue []mesh.WorkItem
+	c, err = t.a.sessions.UpdateLoaded(ctx, c, func(c *mesh.Conversation) error {
+		requeue = nil
+		t.chat.reset(c)
+		tr := c.Tree
+		if tr == nil || tr.ID != t.item.TurnID {
+			return errStepGone
+		}
+		sr := tr.Steps[t.item.Step]
+		takeover := sr != nil && sr.Status == mesh.StepRunning && t.attempt > 1
+		if sr == nil || sr.Gen != t.item.Gen || (sr.Status != mesh.StepPending && !takeover) {
+			requeue = pendingWork(c)
+			return errStepGone
+		}
+		if takeover {
+			t.log.Warn().Str("worker", sr.Worker).Msg("taking over a node whose run was cut off")
+		}
+		sr.Status, sr.Worker, sr.StartedAt = mesh.StepRunning, t.a.cfg.NodeID, time.Now().UTC()
+		t.ex.iterations = sr.Iterations
+		return nil
+	})
+	if errors.Is(err, errStepGone) && len(requeue) > 0 {
+		if err := t.enqueue(ctx, requeue); err != nil {
+			return nil, err
+		}
+	}
+	return c, err
+}
+
+// claimResume marks the step that waits for the decided approval as
+// running again here.
+func (t *turn) claimResume(ctx context.Context) (*mesh.Conversation, error) {
+	c, err := t.a.sessions.Get(ctx, t.item.Session)
+	if errors.Is(err, mesh.ErrSessionNotFound) {
+		return nil, errStaleResume
+	}
+	if err != nil {
+		return nil, err
+	}
+	return t.a.sessions.UpdateLoaded(ctx, c, t.claimResumeChange)
+}
+
+func (t *turn) claimResumeChange(c *mesh.Conversation) error {
+	id := t.item.ApprovalID
+	t.chat.reset(c)
+	if c.HasTurn(t.item.TurnID) {
+		t.chat.next = pendingGroupNext(c, t.item.TurnID)
+		return errAlreadyApplied
+	}
+	tr := c.Tree
+	if tr == nil {
+		return errStaleResume
+	}
+	sr := waitingStep(tr, id, t.attempt > 1)
+	if sr == nil {
+		return errStaleResume
+	}
+	t.step, t.gen = t.a.steps[sr.Key], sr.Gen
+	if t.step == nil {
+		return fmt.Errorf("agent: node %q waits for approval %s but is not in this agent's tree (was the tree changed?)", sr.Key, id)
+	}
+	now := time.Now().UTC()
+	sr.Status, sr.Worker, sr.StartedAt, sr.Resumed = mesh.StepRunning, t.a.cfg.NodeID, now, id
+	sr.Approvals = slices.DeleteFunc(sr.Approvals, func(a string) bool { return a == id })
+	t.ex.iterations = sr.Iterations
+	c.PendingApprovals = slices.DeleteFunc(c.PendingApprovals, func(p mesh.PendingApproval) bool { return p.UUID == id })
+	c.PendingApproval = nil
+	if len(c.PendingApprovals) > 0 {
+		first := c.PendingApprovals[0]
+		c.PendingApproval = &first
+	}
+	if !slices.Contains(tr.Runs, t.item.TurnID) {
+		tr.Runs = append(tr.Runs, t.item.TurnID)
+	}
+	c.PipelineState = nil
+	turnID := tr.ID
+	if g := c.Group; g != nil && g.Round != nil {
+		turnID = g.Round.ID // the chat's round holds the conversation
+		g.Round.Waiting = false
+	}
+	c.Turn = &mesh.Turn{ID: turnID, Kind: mesh.WorkResume, Node: t.a.cfg.NodeID, Attempt: t.attempt, StartedAt: now}
+	c.Status = mesh.StatusRunning
+	return nil
+}
+
+// waitingStep is the run of the step that waits for approval id, or, on a
+// redelivery, that a resume of it claimed before it was cut off.
+func waitingStep(tr *mesh.TreeRun, id string, redelivered bool) *mesh.StepRun {
+	var found *mesh.StepRun
+	for _, sr := range tr.Steps {
+		if sr.Status == mesh.StepWaiting && slices.Contains(sr.Approvals, id) {
+			found = sr
+		} else if sr.Status == mesh.StepRunning && sr.Resumed == id && redelivered {
+			// This resume was cut off after it claimed the step.
+			found = sr
+		}
+	}
+	return found
+}

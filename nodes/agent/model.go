@@ -1,0 +1,284 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/agentmesh/agentmesh/config"
+	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/llm"
+)
+
+// This file runs an llm step: the model loop. The model sees the history
+// and the offered tools, answers with text or calls; each call is resolved
+// (run, paused on an approval, or answered as an error) before the model is
+// called again.
+
+// loop alternates between the model and the tools until the model answers
+// with text, a destructive call needs approval, or the iteration cap is hit.
+func (t *turn) loop(ctx context.Context) {
+	for {
+		if paused := t.resolvePending(ctx); paused {
+			t.end.outcome = mesh.OutcomeInterrupt
+			return
+		}
+		if ctx.Err() != nil {
+			t.cancelled(ctx)
+			return
+		}
+		if t.ex.iterations >= t.a.maxIter {
+			t.notice(fmt.Sprintf("I stopped after %d tool iterations without reaching an answer.", t.a.maxIter))
+			t.end.outcome = mesh.OutcomeSuccess
+			return
+		}
+		t.ex.iterations++
+		resp, msgID, err := t.generate(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				t.cancelled(ctx)
+				return
+			}
+			t.end.errCode, t.end.errText = llmErrorCode(err), err.Error()
+			t.notice("LLM error: " + err.Error())
+			t.end.outcome = mesh.OutcomeError
+			return
+		}
+		msg := t.message(msgID, mesh.RoleAssistant, resp.Text)
+		for i, c := range resp.ToolCalls {
+			msg.ToolCalls = append(msg.ToolCalls, t.toToolCall(c, i))
+		}
+		t.ex.add(msg)
+		if len(msg.ToolCalls) == 0 {
+			t.end.response = resp.Text
+			t.end.outcome = mesh.OutcomeSuccess
+			return
+		}
+	}
+}
+
+// generate calls the model, streaming its text as TEXT_MESSAGE events.
+func (t *turn) generate(ctx context.Context) (*llm.Response, string, error) {
+	msgID := t.idPrefix() + "-a" + strconv.Itoa(t.ex.iterations)
+	started := false
+	start := func() {
+		if !started {
+			started = true
+			t.emit(mesh.Event{Type: mesh.EventTextMessageStart, MessageID: msgID, Role: string(mesh.RoleAssistant), Name: t.author()})
+		}
+	}
+	streamed := false
+	t.offer = t.stepOffer()
+	req := llm.Request{
+		System:   t.systemPrompt(),
+		Messages: t.history(),
+		Tools:    t.offer.tools,
+		OnText: func(delta string) {
+			if delta == "" {
+				return
+			}
+			streamed = true
+			start()
+			t.emit(mesh.Event{Type: mesh.EventTextMessageContent, MessageID: msgID, Delta: delta})
+		},
+	}
+	resp, err := t.step.provider.Generate(t.log.WithContext(ctx), req)
+	if err == nil {
+		t.ex.usage = t.ex.usage.Add(resp.Usage)
+		if !streamed && resp.Text != "" {
+			start()
+			t.emit(mesh.Event{Type: mesh.EventTextMessageContent, MessageID: msgID, Delta: resp.Text})
+		}
+	}
+	if started {
+		t.emit(mesh.Event{Type: mesh.EventTextMessageEnd, MessageID: msgID})
+	}
+	return resp, msgID, err
+}
+
+// systemPrompt is the step's prompt, its placeholders resolved; a step
+// without one has the agent's.
+func (t *turn) systemPrompt() string {
+	p := t.step.cfg.Prompt
+	if p == "" {
+		p = t.a.cfg.Agent.Prompt
+	}
+	return resolvePrompt(p, t.conv.State)
+}
+
+// resolvePrompt fills {key} placeholders from the session state.
+func resolvePrompt(prompt string, state map[string]any) string {
+	return config.ResolvePlaceholders(prompt, func(key string) (string, bool) {
+		v, ok := state[key]
+		if !ok {
+			return "", false
+		}
+		if s, ok := v.(string); ok {
+			return s, true
+		}
+		return fmt.Sprint(v), true
+	})
+}
+
+// history is the conversation as the model sees it: every message but the
+// system prompt and the notices meant for people. Of the messages of the
+// tree's steps, a step sees its own run's whole exchange but only the
+// answers of the others, and only those written before its run began: their
+// tool traffic is theirs, and a sibling's answer between a call and its
+// result would break the exchange no model API takes apart.
+func (t *turn) history() []llm.Message {
+	all := append(append([]mesh.Message(nil), t.conv.Messages...), t.ex.added...)
+	firstOwn := len(all)
+	if !t.a.simple {
+		firstOwn = slices.IndexFunc(all, t.own)
+		if firstOwn < 0 {
+			firstOwn = len(all)
+		}
+	}
+	out := make([]llm.Message, 0, len(all))
+	for i, m := range all {
+		if t.foreign(m) {
+			if i > firstOwn || m.Role != mesh.RoleAssistant || len(m.ToolCalls) > 0 || m.Content == "" || m.Notice {
+				continue
+			}
+			if m.Step == "" {
+				// Another member of a group chat: models take no author
+				// on an assistant message, so the text names it.
+				out = append(out, llm.Message{Role: llm.RoleAssistant, Content: m.Name + ": " + m.Content})
+				continue
+			}
+		}
+		switch m.Role {
+		case mesh.RoleUser:
+			out = append(out, llm.Message{Role: llm.RoleUser, Content: m.Content})
+		case mesh.RoleAssistant:
+			if m.Notice {
+				continue
+			}
+			lm := llm.Message{Role: llm.RoleAssistant, Content: m.Content, Name: m.Name}
+			for _, c := range m.ToolCalls {
+				lm.ToolCalls = append(lm.ToolCalls, llm.ToolCall{ID: c.ID, Name: c.Name, Arguments: json.RawMessage(c.ArgumentsJSON())})
+			}
+			out = append(out, lm)
+		case mesh.RoleTool:
+			out = append(out, llm.Message{Role: llm.RoleTool, Content: m.Content, ToolCallID: m.ToolCallID, ToolName: m.ToolName, IsError: m.IsError})
+		}
+	}
+	return out
+}
+
+// toToolCall resolves a model's call against the catalog. The call gets an id
+// derived from the run, so a run executed again produces the same ids.
+func (t *turn) toToolCall(c llm.ToolCall, index int) mesh.ToolCall {
+	call := mesh.ToolCall{
+		ID:   fmt.Sprintf("%s-c%d-%d", t.idPrefix(), t.ex.iterations, index),
+		Name: c.Name,
+	}
+	if len(c.Arguments) > 0 {
+		_ = json.Unmarshal(c.Arguments, &call.Arguments)
+	}
+	if call.Arguments == nil {
+		call.Arguments = map[string]any{}
+	}
+	o := t.offer
+	if o == nil {
+		o = t.stepOffer()
+	}
+	if c.Name == exitLoopTool && o.exitLoop {
+		call.Tool = exitLoopTool
+	} else if c.Name == endChatTool && o.endChat {
+		call.Tool = endChatTool
+	} else if r, ok := o.remote[c.Name]; ok {
+		call.Server, call.Tool, call.Destructive = remoteServerPrefix+r.cfg.Name, r.cfg.Name, r.cfg.IsDestructive()
+	} else if e, ok := o.mcp[c.Name]; ok {
+		call.Server, call.Tool, call.Destructive = e.Server, e.Name, e.DestructiveHint
+	}
+	return call
+}
+
+// resolvePending answers every call of the last assistant message that has
+// no result yet: safe calls run, the decided call of a resume runs or is
+// rejected, and the first other destructive call pauses the run, as does a
+// sub-agent that waits for an approval of its own.
+func (t *turn) resolvePending(ctx context.Context) (paused bool) {
+	for _, call := range t.lastCalls() {
+		if t.hasResult(call.ID) {
+			continue
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		if t.resumed != nil && t.resumed.ToolCallID == call.ID {
+			if t.resolveDecided(ctx, call) {
+				return true
+			}
+			continue
+		}
+		t.emitCall(call)
+		_, remote := remoteName(call)
+		allowed := t.step.cfg.AllowDestructive
+		switch {
+		case call.Tool == exitLoopTool && call.Server == "":
+			t.end.exitLoop = true
+			t.result(call, "The loop ends after this step. Now give your final answer.", false)
+		case call.Tool == endChatTool && call.Server == "":
+			t.end.endChat = true
+			t.result(call, "The group chat ends after your answer. Now give your final answer.", false)
+		case remote && (!call.Destructive || allowed):
+			// An allowed destructive call is treated as an approved one:
+			// cut off mid-flight, it is not sent again.
+			if t.callRemote(ctx, call, call.ID, call.Destructive) {
+				return true
+			}
+		case call.Server == "":
+			t.result(call, fmt.Sprintf("error: unknown tool %q", call.Name), true)
+		case call.Destructive && !allowed:
+			if err := t.pause(ctx, call); err != nil {
+				t.result(call, "error: could not request an approval: "+err.Error(), true)
+				continue
+			}
+			return true
+		default:
+			content, isErr := t.callTool(ctx, call, call.ID, t.a.toolWait)
+			t.result(call, content, isErr)
+		}
+	}
+	return false
+}
+
+// emitCall publishes a call as TOOL_CALL_START, ARGS and END.
+func (t *turn) emitCall(call mesh.ToolCall) {
+	parent := t.ex.parent()
+	t.emit(mesh.Event{Type: mesh.EventToolCallStart, ToolCallID: call.ID, ToolCallName: call.Name, ParentMessageID: parent})
+	t.emit(mesh.Event{Type: mesh.EventToolCallArgs, ToolCallID: call.ID, Delta: call.ArgumentsJSON()})
+	t.emit(mesh.Event{Type: mesh.EventToolCallEnd, ToolCallID: call.ID})
+}
+
+// result records a tool's answer as a tool message and a TOOL_CALL_RESULT.
+func (t *turn) result(call mesh.ToolCall, content string, isError bool) {
+	id := call.ID + "-result"
+	m := t.message(id, mesh.RoleTool, content)
+	m.ToolCallID, m.ToolName, m.IsError = call.ID, call.Name, isError
+	t.ex.add(m)
+	ev := mesh.Event{Type: mesh.EventToolCallResult, MessageID: id, ToolCallID: call.ID, Content: content, Role: string(mesh.RoleTool)}
+	if isError {
+		// AG-UI's result has no error flag; streams that show failures read this.
+		ev.Metadata = map[string]any{"isError": true}
+	}
+	t.emit(ev)
+}
+
+// llmErrorCode maps a provider error to a RUN_ERROR code.
+func llmErrorCode(err error) string {
+	var coded interface{ RunErrorCode() string }
+	if errors.As(err, &coded) {
+		return coded.RunErrorCode()
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return mesh.CodeLLMTimeout
+	}
+	return mesh.CodeLLMError
+}

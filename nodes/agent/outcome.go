@@ -1,0 +1,224 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/agentmesh/agentmesh/mesh"
+)
+
+// This file ends a run. settle applies the step's outcome to the tree (see
+// tree.go) by compare-and-set and publishes what that decided: the steps
+// that began and ended, state changes, the next steps' work items, and the
+// end of the AG-UI runs when the tree completed, failed or waits. fail does
+// the same for a work item given up after its last delivery.
+
+// ending is how the run of a step ended, as the model loop (or an a2a step)
+// leaves it.
+type ending struct {
+	outcome  string // mesh.OutcomeSuccess, OutcomeInterrupt, OutcomeCancelled, OutcomeError
+	errCode  string
+	errText  string
+	response string         // the answer, or the last notice
+	paused   *mesh.Approval // the approval this run waits for
+	exitLoop bool           // the step called exit_loop
+	endChat  bool           // the member called end_chat
+}
+
+// stepOutcome is how the step's run ended, to be applied to the tree;
+// iterations are the model calls it made.
+func (e *ending) stepOutcome(iterations int) outcome {
+	switch e.outcome {
+	case mesh.OutcomeInterrupt:
+		return outcome{status: mesh.StepWaiting, paused: []*mesh.Approval{e.paused}, iterations: iterations}
+	case mesh.OutcomeError:
+		return outcome{status: mesh.StepFailed, errCode: e.errCode, errText: e.errText}
+	case mesh.OutcomeCancelled:
+		return outcome{status: mesh.StepCancelled, errCode: mesh.CodeCancelled, errText: "the turn was cancelled"}
+	}
+	return outcome{status: mesh.StepDone, output: e.response, exitLoop: e.exitLoop}
+}
+
+// cancelled ends the run as cancelled, unless the role is shutting down:
+// then the work item is handed back and runs again elsewhere.
+func (t *turn) cancelled(ctx context.Context) {
+	if errors.Is(context.Cause(ctx), errShutdown) {
+		return
+	}
+	t.end.outcome = mesh.OutcomeCancelled
+	t.notice("The turn was cancelled.")
+}
+
+// settle applies the step's outcome to the tree by compare-and-set, then
+// publishes what it decided: steps, state changes, the end of runs, and the
+// work to do next.
+func (t *turn) settle(ctx context.Context, o outcome) error {
+	var p plan
+	_, err := t.a.sessions.UpdateLoaded(ctx, t.conv, func(c *mesh.Conversation) error {
+		return t.apply(c, t.step.key, t.gen, o, &p)
+	})
+	if err != nil && !errors.Is(err, mesh.ErrNoChange) {
+		return err
+	}
+	if p.dropped {
+		t.log.Info().Msg("the tree moved on without this node's outcome")
+		return t.ev.Flush(ctx)
+	}
+	t.publishPlan(&p)
+	if err := t.ev.Flush(ctx); err != nil {
+		return err
+	}
+	if err := t.enqueue(ctx, p.schedule); err != nil {
+		return err
+	}
+	if p.groupNext != nil {
+		// A member's turn ended: the group role ends the runs when the
+		// chat's round ends.
+		if err := t.enqueueGroupNext(ctx, *p.groupNext); err != nil {
+			return err
+		}
+		if p.runOutcome == mesh.OutcomeError || p.runOutcome == mesh.OutcomeCancelled {
+			t.a.cancelRuns(t.conv.ID, p.treeRunID)
+		}
+		t.log.Info().Str("outcome", p.runOutcome).Str("group", p.group).Int("iterations", t.ex.iterations).Msg("member turn done")
+		return nil
+	}
+	return t.endRuns(ctx, &p)
+}
+
+// publishPlan emits the events of an applied outcome: the steps it began,
+// the state it changed, its notices and the steps it ended.
+func (t *turn) publishPlan(p *plan) {
+	for _, name := range p.stepsBegun {
+		t.emit(mesh.Event{Type: mesh.EventStepStarted, StepName: name})
+	}
+	if len(p.delta) > 0 {
+		t.emit(mesh.Event{Type: mesh.EventStateDelta, Delta: p.delta})
+	}
+	for _, n := range p.notices {
+		t.streamNotice(n.ID, n.Content)
+	}
+	if !t.a.simple {
+		for _, name := range p.stepsEnded {
+			t.emit(mesh.Event{Type: mesh.EventStepFinished, StepName: name})
+		}
+	}
+}
+
+// endRuns publishes the end of the runs the plan ends (RUN_FINISHED, or
+// RUN_ERROR), and stops what still runs of a tree that failed.
+func (t *turn) endRuns(ctx context.Context, p *plan) error {
+	for _, id := range p.endRuns {
+		ev := mesh.RunFinished(t.conv.ID, id, mesh.Outcome{Type: p.runOutcome}, runResult(p.response, p.usage))
+		switch p.runOutcome {
+		case mesh.OutcomeError:
+			ev = mesh.RunError(p.errCode, p.errText)
+		case mesh.OutcomeInterrupt:
+			ev.Outcome.Interrupts = p.interrupts
+		}
+		if _, err := t.a.events.Publish(ctx, t.conv.ID, id, "end:"+id, ev); err != nil {
+			return err
+		}
+	}
+	if p.runOutcome == mesh.OutcomeError || p.runOutcome == mesh.OutcomeCancelled {
+		// Branches still running elsewhere have nothing left to do.
+		t.a.cancelRuns(t.conv.ID, p.treeRunID)
+	}
+	if len(p.endRuns) > 0 {
+		t.log.Info().Str("outcome", p.runOutcome).Strs("runs", p.endRuns).Int("iterations", t.ex.iterations).Msg("turn done")
+	}
+	return nil
+}
+
+func runResult(response string, usage *mesh.Usage) map[string]any {
+	r := map[string]any{"response": response}
+	if usage != nil {
+		r["usage"] = usage
+	}
+	return r
+}
+
+// cancelRuns asks every replica to stop what still runs of a tree that
+// failed or was cancelled.
+func (a *Agent) cancelRuns(session, treeID string) {
+	subj, err := a.ns.SessionCancel(session)
+	if err != nil || treeID == "" {
+		return
+	}
+	body, _ := json.Marshal(mesh.CancelRequest{RunID: treeID})
+	if err := a.cfg.NC.Publish(subj, body); err != nil {
+		a.log.Warn().Err(err).Str("session", session).Msg("cancel the rest of a failed tree")
+	}
+}
+
+// failure is what recording a given-up work item decided: the runs that
+// end with an error, or, for a member's turn, the group_next that tells the
+// group instead.
+type failure struct {
+	runs      []string
+	groupNext *mesh.WorkItem
+}
+
+// fail records a work item given up after its last delivery, so the
+// conversation does not stay running forever: the runs of its tree end
+// with an error.
+func (t *turn) fail(ctx context.Context, code, text string) {
+	f := failure{runs: []string{t.runID()}}
+	_, err := t.a.sessions.Update(ctx, t.item.Session, func(c *mesh.Conversation) error {
+		return t.failChange(c, code, text, &f)
+	})
+	if err != nil && !errors.Is(err, mesh.ErrSessionNotFound) && !errors.Is(err, mesh.ErrNoChange) {
+		t.log.Error().Err(err).Msg("record failed turn")
+	}
+	if f.groupNext != nil {
+		if err := t.enqueueGroupNext(ctx, *f.groupNext); err != nil {
+			t.log.Error().Err(err).Msg("tell the group a member's turn failed")
+		}
+		return
+	}
+	for _, id := range f.runs {
+		if _, err := t.a.events.Publish(ctx, t.item.Session, id, "end:"+id, mesh.RunError(code, text)); err != nil {
+			t.log.Error().Err(err).Str("run", id).Msg("publish the end of a failed run")
+		}
+	}
+}
+
+// failChange is the change fail applies to c, deciding f.
+func (t *turn) failChange(c *mesh.Conversation, code, text string, f *failure) error {
+	*f = failure{runs: []string{t.runID()}}
+	tr := c.Tree
+	if tr != nil {
+		if pt := memberTurn(c, tr.ID); pt != nil && (tr.ID == t.item.TurnID || slices.Contains(tr.Runs, t.item.TurnID)) {
+			// A member's turn of a group chat: the group carries on.
+			f.groupNext = failMemberTurn(c, pt, t.item.TurnID, code, text)
+			return nil
+		}
+	}
+	ours := tr != nil && (tr.ID == t.item.TurnID || slices.Contains(tr.Runs, t.item.TurnID) || slices.Contains(tr.Runs, t.runID()))
+	if !ours {
+		if c.HasTurn(t.runID()) {
+			return mesh.ErrNoChange
+		}
+		if c.Turn != nil && c.Turn.ID == t.runID() {
+			c.Turn = nil
+			c.Status = mesh.StatusActive
+		}
+	} else {
+		for _, id := range tr.Runs {
+			if !slices.Contains(f.runs, id) {
+				f.runs = append(f.runs, id)
+			}
+		}
+		c.Tree, c.Turn, c.Status = nil, nil, mesh.StatusActive
+		c.PendingApproval, c.PendingApprovals, c.PipelineState = nil, nil, nil
+	}
+	for _, id := range f.runs {
+		c.MarkTurn(id)
+	}
+	c.Messages = append(c.Messages, mesh.Message{ID: t.runID() + "-failed", Role: mesh.RoleAssistant, Content: text, Notice: true, TurnID: t.runID(), CreatedAt: time.Now().UTC()})
+	c.LastRun = &mesh.RunSummary{ID: t.runID(), Runs: f.runs, Outcome: mesh.OutcomeError, ErrorCode: code, Error: text, FinishedAt: time.Now().UTC()}
+	return nil
+}

@@ -1,0 +1,117 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/agentmesh/agentmesh/mesh"
+)
+
+// This file pauses a run on a person and carries it on. A destructive call
+// creates an approval and the run ends waiting for it (nothing blocks on a
+// human); the decision comes back as a resume work item, whose run executes
+// or rejects the decided call and goes on. Notices are the assistant
+// messages meant for people that say so: an approval asked for, an error, a
+// cancellation.
+
+// approvalNamespace derives approval ids from run and call ids, so that a
+// run executed again after a crash creates the same approval, not a second.
+var approvalNamespace = uuid.MustParse("8f3c1a52-6f0e-4f0a-9a39-3f7f1c2b9e11")
+
+// pause creates the approval a destructive call waits for.
+func (t *turn) pause(ctx context.Context, call mesh.ToolCall) error {
+	return t.await(ctx, call, t.newApproval(call))
+}
+
+// newApproval is the approval of a call, its id derived from run and call
+// ids so that a run executed again creates the same one.
+func (t *turn) newApproval(call mesh.ToolCall) *mesh.Approval {
+	return &mesh.Approval{
+		UUID:           uuid.NewSHA1(approvalNamespace, []byte(t.runID()+"/"+call.ID)).String(),
+		ConversationID: t.conv.ID,
+		SessionID:      t.conv.SessionID,
+		Agent:          t.a.name,
+		RunID:          t.runID(),
+		ToolCallID:     call.ID,
+		ToolName:       call.Name,
+		Server:         call.Server,
+		ToolArgs:       call.Arguments,
+		Description:    describeCall(call),
+		StepPath:       t.step.path,
+	}
+}
+
+// await stores ap and pauses the run on it.
+func (t *turn) await(ctx context.Context, call mesh.ToolCall, ap *mesh.Approval) error {
+	if err := t.a.approvals.Create(ctx, ap); err != nil {
+		return err
+	}
+	t.ex.markApproval(call.ID, ap.UUID)
+	t.end.paused = ap
+	t.emit(mesh.Custom(mesh.CustomApprovalRequested, ap))
+	t.notice(fmt.Sprintf("This action requires approval: %s. Approve or reject it with the approval UUID %s.", strings.TrimRight(ap.Description, ". "), ap.UUID))
+	t.log.Info().Str("approval", ap.UUID).Str("tool", call.Name).Str("remote_task", ap.RemoteTaskID).Msg("waiting for approval")
+	return nil
+}
+
+// loadResume reads the decision the resume carries on from.
+func (t *turn) loadResume(ctx context.Context) error {
+	ap, err := t.a.approvals.Get(ctx, t.item.ApprovalID)
+	if err != nil {
+		return err
+	}
+	if ap.Status == mesh.ApprovalPending {
+		return fmt.Errorf("approval %s is still pending", ap.UUID)
+	}
+	t.resumed = ap
+	return nil
+}
+
+// resolveDecided executes or rejects the call a resume was decided for. The
+// call id sent to the tool host is the approval id, so an approved call runs
+// once however often the resume is delivered. A proxy approval's decision
+// goes to the sub-agent that asked for it. It reports whether the run paused
+// again (a sub-agent asking for another approval).
+func (t *turn) resolveDecided(ctx context.Context, call mesh.ToolCall) (paused bool) {
+	ap := t.resumed
+	if ap.RemoteTaskID != "" {
+		return t.forwardDecision(ctx, call, ap)
+	}
+	if ap.Status != mesh.ApprovalApproved {
+		by := ""
+		if ap.Decision != nil && ap.Decision.By != "" {
+			by = " (" + ap.Decision.By + ")"
+		}
+		t.result(call, "rejected: the approver"+by+" rejected this call; it was not run", true)
+		return false
+	}
+	call.Arguments = ap.ToolArgs // the arguments that were approved, not re-generated
+	if _, remote := remoteName(call); remote {
+		return t.callRemote(ctx, call, ap.UUID, true)
+	}
+	content, isErr := t.callTool(ctx, call, ap.UUID, approvedToolWait)
+	t.result(call, content, isErr)
+	return false
+}
+
+// notice adds an assistant message meant for people (models do not see it)
+// and streams it.
+func (t *turn) notice(text string) {
+	t.ex.notices++
+	m := t.message(t.noticePrefix()+"-n"+strconv.Itoa(t.ex.notices), mesh.RoleAssistant, text)
+	m.Notice = true
+	t.ex.add(m)
+	t.streamNotice(m.ID, text)
+	t.end.response = text
+}
+
+// streamNotice streams a notice as a text message marked as one.
+func (t *turn) streamNotice(id, text string) {
+	t.emit(mesh.Event{Type: mesh.EventTextMessageStart, MessageID: id, Role: string(mesh.RoleAssistant), Name: t.author(), Metadata: map[string]any{"notice": true}})
+	t.emit(mesh.Event{Type: mesh.EventTextMessageContent, MessageID: id, Delta: text})
+	t.emit(mesh.Event{Type: mesh.EventTextMessageEnd, MessageID: id})
+}
