@@ -28,6 +28,18 @@
 // speaker_selected (and speaker_skipped), STEP_STARTED/STEP_FINISHED named
 // after each speaker around its turn's own events, CUSTOM group_ended, and
 // RUN_FINISHED when the round ends.
+//
+// The role (group.go: [Config], [New], [Role.Run], the handling of each
+// work item, cancel requests, health) is apart from one round of a chat,
+// the exec type: its start, next and check (round.go), the choice and
+// hand-out of the next speaker (speaker.go), its end (round_end.go) and the
+// publishing of its events and work (publish.go). Speaker selection is the
+// [Selector] (select.go); member liveness is read from mesh_nodes
+// (liveness.go).
+//
+// [Role.Run] takes the work items through a [mesh.WorkLoop]. When its
+// context is cancelled it stops taking work, lets the items in hand finish within DrainTimeout, hands the others
+// back for redelivery, and returns nil.
 package group
 
 import (
@@ -37,8 +49,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -73,6 +83,10 @@ type Config struct {
 	// CheckInterval is how often a pending turn's member is checked for a
 	// live process. Zero means 1s.
 	CheckInterval time.Duration
+	// DrainTimeout is how long the items in hand may take to finish when
+	// the role stops; those still running then are handed back for
+	// redelivery. Zero means 30s.
+	DrainTimeout time.Duration
 	// Logger receives the role's logs. The zero value discards them.
 	Logger zerolog.Logger
 }
@@ -86,8 +100,7 @@ type Role struct {
 	log      zerolog.Logger
 	groups   map[string]*group
 	live     *liveness
-
-	consuming atomic.Int32 // consume loops alive
+	loop     *mesh.WorkLoop // takes the groups' work items
 }
 
 // group is a configured group and its selector.
@@ -147,7 +160,63 @@ func New(cfg Config) (*Role, error) {
 		}
 		r.groups[g.Name] = &group{cfg: g, sel: sel}
 	}
+	if err := r.newLoop(); err != nil {
+		return nil, err
+	}
 	return r, nil
+}
+
+// errShutdown is the cause of the work items cut off at the drain deadline.
+var errShutdown = errors.New("group: role shutting down")
+
+// newLoop makes the work loop of the groups' items: a durable consumer on
+// mesh.work.group.<group> for each group, all served by the role's workers.
+func (r *Role) newLoop() error {
+	var queues []mesh.WorkQueue
+	seen := map[string]bool{}
+	for _, gc := range r.cfg.Groups {
+		g := r.groups[gc.Name]
+		if seen[gc.Name] {
+			continue // a group named twice runs once, as the last one
+		}
+		seen[gc.Name] = true
+		subject, err := r.ns.Work(mesh.RoleGroup, g.cfg.Name)
+		if err != nil {
+			return fmt.Errorf("group: %w", err)
+		}
+		queues = append(queues, mesh.WorkQueue{
+			Consumer: jetstream.ConsumerConfig{
+				Durable:       ConsumerName(g.cfg.Name),
+				Description:   "chats of group " + g.cfg.Name,
+				FilterSubject: subject,
+				AckPolicy:     jetstream.AckExplicitPolicy,
+				AckWait:       r.cfg.AckWait,
+				// group_check items come back until their turn ends; the other
+				// items count their own deliveries (see handle).
+				MaxDeliver:    -1,
+				MaxAckPending: 4096,
+			},
+			Handle: func(ctx context.Context, msg jetstream.Msg) { r.handle(ctx, g, msg) },
+			Logger: r.log.With().Str("group", g.cfg.Name).Logger(),
+		})
+	}
+	loop, err := mesh.NewWorkLoop(mesh.WorkLoopConfig{
+		JS:           r.cfg.JS,
+		Stream:       r.ns.Stream(mesh.StreamWork),
+		Queues:       queues,
+		Workers:      r.cfg.Workers,
+		DrainTimeout: r.cfg.DrainTimeout,
+		StopCause:    errShutdown,
+		Ready: func() {
+			r.log.Info().Strs("groups", r.Names()).Int("workers", r.cfg.Workers).Msg("group ready")
+		},
+		Logger: r.log,
+	})
+	if err != nil {
+		return fmt.Errorf("group: %w", err)
+	}
+	r.loop = loop
+	return nil
 }
 
 // Names are the groups the role runs.
@@ -161,14 +230,15 @@ func (r *Role) Names() []string {
 
 // Health fails when a group's work queue is no longer consumed.
 func (r *Role) Health(context.Context) error {
-	if int(r.consuming.Load()) < len(r.groups) {
+	if !r.loop.Consuming() {
 		return errors.New("group: a work queue is not consumed")
 	}
 	return nil
 }
 
 // Run runs the groups' chats until ctx is cancelled; then it stops taking
-// work, lets the items in hand finish, and returns nil.
+// work, lets the items in hand finish within DrainTimeout, hands the others
+// back, and returns nil.
 func (r *Role) Run(ctx context.Context) error {
 	if err := r.live.start(ctx); err != nil {
 		if mesh.StoppedStarting(ctx, err) {
@@ -182,85 +252,10 @@ func (r *Role) Run(ctx context.Context) error {
 	}
 	defer func() { _ = cancelSub.Unsubscribe() }()
 
-	// Items run on their own context: stopping the role lets them finish
-	// instead of cutting a compare-and-set in half.
-	workCtx := context.WithoutCancel(ctx)
-	sem := make(chan struct{}, r.cfg.Workers)
-	var wg sync.WaitGroup
-	var mu sync.Mutex // orders wg.Add before the drain's wg.Wait
-	stopping := false
-	var ccs []jetstream.ConsumeContext
-	// A start that fails half-way stops the consumers it started, like a stop.
-	var startErr error
-	for _, g := range r.groups {
-		subject, err := r.ns.Work(mesh.RoleGroup, g.cfg.Name)
-		if err != nil {
-			startErr = fmt.Errorf("group: %w", err)
-			break
-		}
-		cons, err := r.cfg.JS.CreateOrUpdateConsumer(ctx, r.ns.Stream(mesh.StreamWork), jetstream.ConsumerConfig{
-			Durable:       ConsumerName(g.cfg.Name),
-			Description:   "chats of group " + g.cfg.Name,
-			FilterSubject: subject,
-			AckPolicy:     jetstream.AckExplicitPolicy,
-			AckWait:       r.cfg.AckWait,
-			// group_check items come back until their turn ends; the other
-			// items count their own deliveries (see handle).
-			MaxDeliver:    -1,
-			MaxAckPending: 4096,
-		})
-		if err != nil {
-			startErr = fmt.Errorf("group: consumer on %s: %w", subject, err)
-			break
-		}
-		g := g
-		cc, err := cons.Consume(func(msg jetstream.Msg) {
-			mu.Lock()
-			if stopping {
-				mu.Unlock()
-				_ = msg.Nak()
-				return
-			}
-			wg.Add(1)
-			mu.Unlock()
-			sem <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				r.handle(workCtx, g, msg)
-			}()
-		}, jetstream.PullMaxMessages(r.cfg.Workers), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			if ctx.Err() == nil && !errors.Is(err, jetstream.ErrNoHeartbeat) {
-				r.log.Warn().Err(err).Str("group", g.cfg.Name).Msg("consume")
-			}
-		}))
-		if err != nil {
-			startErr = fmt.Errorf("group: consume %s: %w", subject, err)
-			break
-		}
-		r.consuming.Add(1)
-		go func() {
-			<-cc.Closed()
-			r.consuming.Add(-1)
-		}()
-		ccs = append(ccs, cc)
-	}
-	if startErr == nil {
-		r.log.Info().Strs("groups", r.Names()).Int("workers", r.cfg.Workers).Msg("group ready")
-		<-ctx.Done()
-	}
-	mu.Lock()
-	stopping = true
-	mu.Unlock()
-	for _, cc := range ccs {
-		cc.Stop()
-	}
-	wg.Wait()
-	for _, cc := range ccs {
-		<-cc.Closed()
-	}
-	if startErr != nil && !mesh.StoppedStarting(ctx, startErr) {
-		return startErr
+	// Items run on the loop's own context: stopping the role lets them
+	// finish instead of cutting a compare-and-set in half.
+	if err := r.loop.Run(ctx); err != nil {
+		return fmt.Errorf("group: %w", err)
 	}
 	r.log.Info().Msg("group stopped")
 	return nil
@@ -276,7 +271,8 @@ type speakerWait struct{ d time.Duration }
 
 func (w speakerWait) Error() string { return fmt.Sprintf("the speaker waits %v (min_interval)", w.d) }
 
-// handle runs one work item and settles it with the work queue.
+// handle runs one work item and settles it with the work queue; the loop
+// keeps the item in progress meanwhile.
 func (r *Role) handle(ctx context.Context, g *group, msg jetstream.Msg) {
 	attempt := 1
 	if md, err := msg.Metadata(); err == nil {
@@ -294,9 +290,6 @@ func (r *Role) handle(ctx context.Context, g *group, msg jetstream.Msg) {
 	}
 	x := &exec{r: r, g: g, item: item, hdr: mesh.CopyCallerHeaders(msg.Headers()), log: log}
 
-	// Keep the item ours while it is handled.
-	defer mesh.KeepInProgress(msg, r.cfg.AckWait)()
-
 	var err error
 	switch item.Kind {
 	case mesh.WorkTurn:
@@ -309,6 +302,9 @@ func (r *Role) handle(ctx context.Context, g *group, msg jetstream.Msg) {
 		switch {
 		case errors.As(cerr, &wait):
 			_ = msg.NakWithDelay(wait.d)
+		case cerr != nil && errors.Is(context.Cause(ctx), errShutdown):
+			log.Info().Msg("work item handed back for redelivery")
+			_ = msg.Nak()
 		case cerr != nil:
 			log.Warn().Err(cerr).Msg("check failed; checking again")
 			_ = msg.NakWithDelay(r.cfg.CheckInterval)
@@ -331,6 +327,10 @@ func (r *Role) handle(ctx context.Context, g *group, msg jetstream.Msg) {
 		// Not a failure: the redelivery finds the round without a pending
 		// turn and picks again (see reopens).
 		_ = msg.NakWithDelay(wait.d)
+	case errors.Is(context.Cause(ctx), errShutdown):
+		// Cut off at the drain deadline: not a failure of the item.
+		log.Info().Msg("work item handed back for redelivery")
+		_ = msg.Nak()
 	case attempt >= r.cfg.MaxDeliver:
 		log.Error().Err(err).Msg("work item failed on its last delivery")
 		x.giveUp(context.WithoutCancel(ctx), err)
