@@ -3,8 +3,10 @@
 // (session) model and its compare-and-set store, approvals, the tool catalog,
 // work items, errors that cross NATS, and the embedded NATS server.
 //
-// Roles import mesh; mesh imports no role. Nothing here runs goroutines of its
-// own except the embedded [Server], which stops on [Server.Shutdown].
+// Roles import mesh; mesh imports no role. The goroutines started here end
+// with what started them: the embedded [Server]'s on [Server.Shutdown], a
+// [WorkLoop]'s and a [WatchKV]'s when their context ends, and
+// [KeepInProgress]'s when its stop func is called.
 //
 // # NATS layout
 //
@@ -26,6 +28,14 @@
 // A [Namespace] builds every one of those names for a prefix; [Provision]
 // creates the streams and buckets idempotently, so whichever role starts first
 // sets the mesh up.
+//
+// # Work
+//
+// Roles take their work from durable pull consumers on the work stream
+// through a [WorkLoop]: a bounded number of workers, each item kept in
+// progress while it is handled, and a drain when the role stops (the items
+// in hand finish within a deadline, the others are handed back for
+// redelivery). See ExampleWorkLoop.
 //
 // # Sessions
 //

@@ -72,10 +72,9 @@ type Agent struct {
 	ackWait    time.Duration
 	maxDeliver int
 
-	busy         atomic.Int32 // workers running a turn
-	lastProgress atomic.Int64 // unix nanoseconds of the last sign of progress
-	consuming    atomic.Bool  // the work queue's consume loop is alive
-	servers      *breakers    // of the MCP servers, as this agent calls them
+	loop         *mesh.WorkLoop // takes the turns; its Busy and Consuming feed Health
+	lastProgress atomic.Int64   // unix nanoseconds of the last sign of progress
+	servers      *breakers      // of the MCP servers, as this agent calls them
 
 	tools   atomic.Pointer[toolSet]
 	pool    *remotePool
@@ -179,34 +178,61 @@ func New(cfg Config) (*Agent, error) {
 	if err := a.buildTree(cfg.Agent.Tree(), cfg.Providers); err != nil {
 		return nil, err
 	}
+	if err := a.newLoop(); err != nil {
+		return nil, err
+	}
 	return a, nil
+}
+
+// newLoop makes the work loop of the agent's turns: its durable consumer on
+// mesh.work.agent.<name>, with the agent's workers and drain.
+func (a *Agent) newLoop() error {
+	subject, err := a.ns.Work(mesh.RoleAgent, a.name)
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	a.loop, err = mesh.NewWorkLoop(mesh.WorkLoopConfig{
+		JS:     a.cfg.JS,
+		Stream: a.ns.Stream(mesh.StreamWork),
+		Queues: []mesh.WorkQueue{{
+			Consumer: jetstream.ConsumerConfig{
+				Durable:       ConsumerName(a.name),
+				Description:   "turns of agent " + a.name,
+				FilterSubject: subject,
+				AckPolicy:     jetstream.AckExplicitPolicy,
+				AckWait:       a.ackWait,
+				MaxDeliver:    a.maxDeliver,
+				MaxAckPending: 4096,
+			},
+			Handle: func(ctx context.Context, msg jetstream.Msg) {
+				a.touch()
+				a.handle(ctx, msg)
+			},
+			Logger: a.log,
+		}},
+		Workers:      a.workers,
+		DrainTimeout: a.cfg.DrainTimeout,
+		// A turn cut off at the drain deadline is handed back (see handle).
+		StopCause: errShutdown,
+		Ready: func() {
+			a.touch()
+			a.log.Info().Str("subject", subject).Int("workers", a.workers).Int("sub_agents", len(a.remotes.list)).Str("model", a.cfg.Provider.Model()).Msg("agent ready")
+		},
+		Logger: a.log,
+	})
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	return nil
 }
 
 // ConsumerName is the durable consumer of an agent's work queue.
 func ConsumerName(agent string) string { return "agent_" + agent }
 
-// Run takes turns until ctx is cancelled.
+// Run takes turns until ctx is cancelled; then it stops taking them, lets
+// running turns finish within DrainTimeout, hands the others back, and
+// returns nil.
 func (a *Agent) Run(ctx context.Context) error {
-	subject, err := a.ns.Work(mesh.RoleAgent, a.name)
-	if err != nil {
-		return fmt.Errorf("agent: %w", err)
-	}
-	cons, err := a.cfg.JS.CreateOrUpdateConsumer(ctx, a.ns.Stream(mesh.StreamWork), jetstream.ConsumerConfig{
-		Durable:       ConsumerName(a.name),
-		Description:   "turns of agent " + a.name,
-		FilterSubject: subject,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       a.ackWait,
-		MaxDeliver:    a.maxDeliver,
-		MaxAckPending: 4096,
-	})
-	if mesh.StoppedStarting(ctx, err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("agent: consumer on %s: %w", subject, err)
-	}
-
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	if err := mesh.NewCatalog(a.cfg.Resources.Tools).Watch(watchCtx, func(ts []mesh.ToolEntry) {
@@ -232,73 +258,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	defer func() { _ = cancelSub.Unsubscribe() }()
 
-	// Turns run on their own context: stopping the role lets them finish
-	// (up to DrainTimeout) instead of cutting them off mid-call.
-	turnsCtx, hardStop := context.WithCancelCause(context.WithoutCancel(ctx))
-	defer hardStop(errShutdown)
-	sem := make(chan struct{}, a.workers)
-	var wg sync.WaitGroup
-	// mu orders wg.Add before the drain's wg.Wait: a message dispatched as
-	// the role stops is either counted or handed back.
-	var mu sync.Mutex
-	stopping := make(chan struct{})
-	cc, err := cons.Consume(func(msg jetstream.Msg) {
-		select {
-		case sem <- struct{}{}:
-		case <-stopping:
-			_ = msg.Nak()
-			return
-		}
-		mu.Lock()
-		select {
-		case <-stopping:
-			mu.Unlock()
-			<-sem
-			_ = msg.Nak()
-			return
-		default:
-		}
-		wg.Add(1)
-		mu.Unlock()
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			a.busy.Add(1)
-			defer a.busy.Add(-1)
-			a.touch()
-			a.handle(turnsCtx, msg)
-		}()
-	}, jetstream.PullMaxMessages(a.workers), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-		if ctx.Err() == nil && !errors.Is(err, jetstream.ErrNoHeartbeat) {
-			a.log.Warn().Err(err).Msg("consume")
-		}
-	}))
-	if err != nil {
-		return fmt.Errorf("agent: consume %s: %w", subject, err)
+	if err := a.loop.Run(ctx); err != nil {
+		return fmt.Errorf("agent: %w", err)
 	}
-	a.consuming.Store(true)
-	go func() {
-		<-cc.Closed()
-		a.consuming.Store(false)
-	}()
-	a.touch()
-	a.log.Info().Str("subject", subject).Int("workers", a.workers).Int("sub_agents", len(a.remotes.list)).Str("model", a.cfg.Provider.Model()).Msg("agent ready")
-
-	<-ctx.Done()
-	mu.Lock()
-	close(stopping)
-	mu.Unlock()
-	cc.Stop()
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(a.cfg.DrainTimeout):
-		a.log.Warn().Dur("timeout", a.cfg.DrainTimeout).Msg("turns still running at the drain deadline; handing them back")
-		hardStop(errShutdown)
-		<-done
-	}
-	<-cc.Closed()
 	a.log.Info().Msg("agent stopped")
 	return nil
 }
@@ -368,7 +330,8 @@ func (a *Agent) register(session string, runs []string, cancel context.CancelCau
 	}
 }
 
-// handle runs one work item and settles it with the work queue.
+// handle runs one work item and settles it with the work queue; the loop
+// keeps the item in progress meanwhile.
 func (a *Agent) handle(ctx context.Context, msg jetstream.Msg) {
 	attempt := 1
 	if md, err := msg.Metadata(); err == nil {
@@ -388,9 +351,6 @@ func (a *Agent) handle(ctx context.Context, msg jetstream.Msg) {
 
 	turnCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-
-	// Keep the work item ours while the turn runs.
-	defer mesh.KeepInProgress(msg, a.ackWait)()
 
 	t := &turn{a: a, work: work{item: item, hdr: msg.Headers(), attempt: attempt}, log: log, baseLog: base, cancel: cancel}
 	err := t.run(turnCtx)

@@ -22,10 +22,10 @@ func (a *Agent) touch() { a.lastProgress.Store(time.Now().UnixNano()) }
 // turn making progress for StuckAfter. A process that beats but fails this
 // is a zombie that its monitor restarts.
 func (a *Agent) Health(context.Context) error {
-	if !a.consuming.Load() {
+	if !a.loop.Consuming() {
 		return errors.New("agent: not consuming its work queue")
 	}
-	if int(a.busy.Load()) < a.workers {
+	if a.loop.Busy() < a.workers {
 		return nil
 	}
 	idle := time.Since(time.Unix(0, a.lastProgress.Load()))

@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
 )
 
@@ -464,5 +466,90 @@ func TestStopWhileStartingIsNotAFailure(t *testing.T) {
 	cancel()
 	if err := r.Run(ctx); err != nil {
 		t.Errorf("Run with a cancelled context: %v, want nil", err)
+	}
+}
+
+// blockingModel is a selector model that answers only once its call is
+// cancelled.
+type blockingModel struct{ called chan struct{} }
+
+func (blockingModel) Model() string { return "blocking" }
+
+func (m blockingModel) Generate(ctx context.Context, _ llm.Request) (*llm.Response, error) {
+	select {
+	case m.called <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestDrainDeadlineHandsTheItemBack: an item still in hand when the role's
+// drain deadline passes is handed back for redelivery, even on its last
+// delivery, instead of ending its round as a failure.
+func TestDrainDeadlineHandsTheItemBack(t *testing.T) {
+	m := meshtest.New(t)
+	g := trio(3)
+	g.Strategy = config.StrategyLLM
+	model := blockingModel{called: make(chan struct{}, 1)}
+	r, err := New(Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Groups: []config.Group{g}, NodeID: "test-group",
+		Providers: func(string) (llm.Provider, error) { return model, nil }, DefaultModel: "blocking",
+		AckWait: 30 * time.Second, MaxDeliver: 1, DrainTimeout: 200 * time.Millisecond, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, m: m, store: mesh.NewSessionStore(m.Sessions)}
+	for _, p := range g.Participants {
+		h.announce(p.Agent)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	meshtest.Eventually(t, 5*time.Second, func() bool { return r.Health(ctx) == nil }, "group role not consuming")
+
+	id, turn := h.post("team", "hello")
+	select {
+	case <-model.called:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the selector model was not asked")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after its drain deadline")
+	}
+
+	c, err := h.store.Get(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Group.Round == nil || c.Group.Round.ID != turn {
+		t.Errorf("round %+v, want the round of %s still open", c.Group.Round, turn)
+	}
+	for _, ev := range h.events(id) {
+		if ev.Type == mesh.EventRunError || ev.Type == mesh.EventRunFinished || ev.Type == mesh.EventCustom && ev.Name == mesh.CustomGroupEnded {
+			t.Errorf("event %s %s: the stop ended the round", ev.Type, ev.Name)
+		}
+	}
+	cons, err := m.JS.Consumer(t.Context(), m.NS.Stream(mesh.StreamWork), ConsumerName(g.Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := <-batch.Messages()
+	if msg == nil {
+		t.Fatal("the item was not handed back")
+	}
+	var item mesh.WorkItem
+	if err := json.Unmarshal(msg.Data(), &item); err != nil || item.TurnID != turn {
+		t.Errorf("handed back %s (%v), want the turn %s", msg.Data(), err, turn)
 	}
 }

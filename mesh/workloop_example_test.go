@@ -1,0 +1,72 @@
+package mesh_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentmesh/agentmesh/mesh"
+)
+
+// A work loop consumes the turns of one agent, two at a time, and drains
+// when its context ends.
+func ExampleWorkLoop() {
+	dir, _ := os.MkdirTemp("", "workloop")
+	defer os.RemoveAll(dir)
+	srv, err := mesh.StartServer(mesh.ServerConfig{Listen: "127.0.0.1:0", StoreDir: dir})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer srv.Shutdown()
+	nc, _ := nats.Connect(srv.ClientURL())
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	ns := mesh.DefaultNamespace
+	if _, err := mesh.Provision(ctx, js, ns, mesh.ProvisionConfig{}); err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	subject, _ := ns.Work(mesh.RoleAgent, "echo")
+	ready, handled := make(chan struct{}), make(chan struct{})
+	loop, err := mesh.NewWorkLoop(mesh.WorkLoopConfig{
+		JS: js, Stream: ns.Stream(mesh.StreamWork), Workers: 2,
+		Queues: []mesh.WorkQueue{{
+			Consumer: jetstream.ConsumerConfig{Durable: "agent_echo", FilterSubject: subject, AckPolicy: jetstream.AckExplicitPolicy},
+			Handle: func(ctx context.Context, msg jetstream.Msg) {
+				var item mesh.WorkItem
+				_ = json.Unmarshal(msg.Data(), &item)
+				fmt.Println("handled", item.Kind, item.TurnID)
+				_ = msg.Ack()
+				close(handled)
+			},
+		}},
+		Ready: func() { close(ready) },
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- loop.Run(ctx) }()
+	<-ready
+	fmt.Println("consuming:", loop.Consuming())
+
+	_ = mesh.PublishWork(ctx, js, ns, mesh.RoleAgent, "echo", mesh.WorkItem{Kind: mesh.WorkTurn, Session: "s1", TurnID: "t1"}, nil)
+	<-handled
+	stop()
+	fmt.Println("drained:", <-ran)
+	fmt.Println("consuming:", loop.Consuming())
+	// Output:
+	// consuming: true
+	// handled turn t1
+	// drained: <nil>
+	// consuming: false
+}
