@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -62,7 +63,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, ns Namespace, cfg Pr
 	cfg = cfg.withDefaults()
 	r := &Resources{NS: ns}
 	var err error
-	r.Events, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	r.Events, err = ensureStream(ctx, js, jetstream.StreamConfig{
 		Name:        ns.Stream(StreamEvents),
 		Description: "Agent Mesh: every AG-UI event of every session",
 		Subjects:    []string{ns.EventsAll()},
@@ -75,7 +76,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, ns Namespace, cfg Pr
 	if err != nil {
 		return nil, fmt.Errorf("provision stream %s: %w", ns.Stream(StreamEvents), err)
 	}
-	r.Work, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	r.Work, err = ensureStream(ctx, js, jetstream.StreamConfig{
 		Name:        ns.Stream(StreamWork),
 		Description: "Agent Mesh: work queue of turns and resumes",
 		Subjects:    []string{ns.WorkAll()},
@@ -101,13 +102,35 @@ func Provision(ctx context.Context, js jetstream.JetStream, ns Namespace, cfg Pr
 	for _, b := range buckets {
 		b.conf.Storage = jetstream.FileStorage
 		b.conf.Replicas = cfg.Replicas
-		kv, err := js.CreateOrUpdateKeyValue(ctx, b.conf)
+		kv, err := ensureKeyValue(ctx, js, b.conf)
 		if err != nil {
 			return nil, fmt.Errorf("provision bucket %s: %w", b.conf.Bucket, err)
 		}
 		*b.dst = kv
 	}
 	return r, nil
+}
+
+// ensureStream creates the stream, or updates it only when its configuration
+// differs. The server takes a create with the stored configuration as a no-op,
+// whereas an update rewrites the store's configuration while other roles may
+// be creating consumers on it (a race inside nats-server's file store that
+// every role starting at once used to hit).
+func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	s, err := js.CreateStream(ctx, cfg)
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return js.UpdateStream(ctx, cfg)
+	}
+	return s, err
+}
+
+// ensureKeyValue is [ensureStream] for a bucket.
+func ensureKeyValue(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	kv, err := js.CreateKeyValue(ctx, cfg)
+	if errors.Is(err, jetstream.ErrBucketExists) {
+		return js.UpdateKeyValue(ctx, cfg)
+	}
+	return kv, err
 }
 
 // ProvisionRetry runs [Provision] until it succeeds or ctx ends, so that a
