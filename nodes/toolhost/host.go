@@ -23,6 +23,14 @@
 //     host and time), and deleted when the server no longer lists the tool.
 //     Entries stay while a server is down: a call then finds no responder
 //     and fails with [mesh.ErrToolUnavailable].
+//   - Approvals (approval.go): a tool that is not read-only (by the host's
+//     own reading of the server's annotations) runs only for a request
+//     whose [mesh.ToolRequest.Approval] is the approver's signed approval of
+//     that exact call (call id, server, tool, hash of the arguments), by a
+//     trusted key: Config.ApproverKeys, or else the keys published under
+//     _keys.<key> in mesh_approvals, watched as they change. Anything else
+//     is refused with mesh.ErrApprovalRequired or mesh.ErrApprovalInvalid
+//     (403). Read-only tools answer plain requests.
 //   - Bucket mesh_calls: one [mesh.CallRecord] per call of a tool that is not
 //     read-only, so that a repeated call id gets the first result instead of
 //     running the tool again. A record still "started" with a finished_at time
