@@ -101,11 +101,11 @@ func startHostOn(t *testing.T, m *meshtest.Mesh, edit func(*Config), before func
 		NC: m.NC, JS: m.JS, NS: m.NS, Tools: m.Tools, Calls: m.Calls,
 		ApproverKeys: []string{mesh.PublicKey(kp)},
 		Servers:      servers,
-		NodeID:     testNode,
-		Version:    "v1.2.3",
-		MinBackoff: 50 * time.Millisecond,
-		MaxBackoff: 200 * time.Millisecond,
-		Logger:     zerolog.New(zerolog.MultiLevelWriter(logs, zerolog.NewTestWriter(t))).Level(zerolog.DebugLevel).With().Timestamp().Logger(),
+		NodeID:       testNode,
+		Version:      "v1.2.3",
+		MinBackoff:   50 * time.Millisecond,
+		MaxBackoff:   200 * time.Millisecond,
+		Logger:       zerolog.New(zerolog.MultiLevelWriter(logs, zerolog.NewTestWriter(t))).Level(zerolog.DebugLevel).With().Timestamp().Logger(),
 	}
 	if edit != nil {
 		edit(&cfg)
