@@ -103,9 +103,7 @@ func approvalKeys(cfg *config.Config, log zerolog.Logger) (map[string][]string, 
 		return nil, fmt.Errorf("%w: approvals.signing_key: %w", errConfig, err)
 	}
 	pub := mesh.PublicKey(kp)
-	if created {
-		log.Info().Str("path", path).Str("key", pub).Msg("created the approver's signing key")
-	}
+	log.Info().Str("path", path).Str("key", pub).Bool("created", created).Msg("approver signing key")
 	keys := append(slices.Clone(cfg.Approvals.PublicKeys), pub)
 	return map[string][]string{
 		mesh.RoleApprover: {config.EnvApproverKey + "=" + path},
