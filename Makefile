@@ -8,7 +8,8 @@ LDFLAGS     := -X main.version=$(VERSION)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 TEST_FLAGS  ?=
 
-# The npm peers the end-to-end tests drive (@ag-ui/client, playwright-core),
+# The npm peers the end-to-end tests drive (@ag-ui/client, playwright-core,
+# @modelcontextprotocol/server-filesystem),
 # pinned by package-lock.json. `make test` installs them first when node and
 # npm are on PATH; without them those tests skip (and fail under CI=true).
 PEERS       := cmd/mesh/e2e/testdata/peers

@@ -16,6 +16,8 @@
 //	MESH_LOG_LEVEL   debug, info (default), warn or error
 //	MESH_LOG_FORMAT  json, or console (the default on a terminal)
 //	MESH_CPU_PROFILE a directory: every role writes a CPU profile there as it runs
+//	MESH_APPROVER_KEY          approvals.signing_key: the approver's nkey seed file
+//	MESH_APPROVER_PUBLIC_KEYS  approvals.public_keys, comma-separated
 //
 // API keys come only from the environment (GEMINI_API_KEY, ANTHROPIC_API_KEY,
 // OPENAI_API_KEY) and are held as [Secret] values that never print.
@@ -47,6 +49,10 @@ const (
 	EnvLogFmt   = "MESH_LOG_FORMAT"
 	EnvProfile  = "MESH_CPU_PROFILE"
 	EnvNodeID   = "MESH_NODE_ID"
+	// EnvApproverKey and EnvApproverPublicKeys set approvals.signing_key
+	// and approvals.public_keys (comma-separated).
+	EnvApproverKey        = "MESH_APPROVER_KEY"
+	EnvApproverPublicKeys = "MESH_APPROVER_PUBLIC_KEYS"
 )
 
 // Defaults.
@@ -93,6 +99,9 @@ type Config struct {
 	Log      Log      `yaml:"log"`
 	Monitor  Monitor  `yaml:"monitor"`
 	Breakers Breakers `yaml:"breakers"`
+	// Approvals configures the signed approvals: the approver's signing
+	// key and the keys tool hosts trust.
+	Approvals Approvals `yaml:"approvals"`
 
 	// Path is the file the configuration was read from.
 	Path string `yaml:"-"`
@@ -356,6 +365,20 @@ type NATS struct {
 	MaxPayload int32 `yaml:"max_payload"`
 }
 
+// Approvals configures the signing of approval decisions. The approver
+// signs every decision with its key; a tool host runs a tool that is not
+// read-only only with a decision signed by a key it trusts.
+type Approvals struct {
+	// SigningKey is the file holding the approver's nkey seed. Empty means
+	// <data_dir>/keys/approver.nk, which `mesh up` creates when missing
+	// (mode 0600).
+	SigningKey string `yaml:"signing_key"`
+	// PublicKeys are the approver public keys tool hosts trust (several
+	// during a key rotation). Empty means the keys the approvers publish in
+	// the approvals bucket (_keys.<key>), which only the approver may write.
+	PublicKeys []string `yaml:"public_keys"`
+}
+
 // Sessions tunes the sessions bucket.
 type Sessions struct {
 	// History is how many revisions of each conversation are kept. Zero means 5.
@@ -527,6 +550,17 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 		c.Log.Format = v
 	}
 	c.ProfileDir = getenv(EnvProfile)
+	if v := getenv(EnvApproverKey); v != "" {
+		c.Approvals.SigningKey = v
+	}
+	if v := getenv(EnvApproverPublicKeys); v != "" {
+		c.Approvals.PublicKeys = nil
+		for _, k := range strings.Split(v, ",") {
+			if k = strings.TrimSpace(k); k != "" {
+				c.Approvals.PublicKeys = append(c.Approvals.PublicKeys, k)
+			}
+		}
+	}
 	c.NodeID = getenv(EnvNodeID)
 	switch v := getenv(EnvHTTPAddr); {
 	case v != "":
@@ -587,6 +621,9 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 func (c *Config) applyDefaults() {
 	if c.DataDir == "" {
 		c.DataDir = DefaultDataDir
+	}
+	if c.Approvals.SigningKey == "" {
+		c.Approvals.SigningKey = c.DataPath("keys", "approver.nk")
 	}
 	if c.Prompt == "" {
 		c.Prompt = DefaultPrompt

@@ -40,6 +40,8 @@ func TestParseDefaults(t *testing.T) {
 		{"body limit", c.HTTP.MaxBodyBytes, int64(1 << 20)},
 		{"llm timeout", c.LLM.Timeout.Std(), 60 * time.Second},
 		{"tree", c.Tree().Type, NodeLLM},
+		{"signing key", c.Approvals.SigningKey, filepath.Join(DefaultDataDir, "keys", "approver.nk")},
+		{"public keys", len(c.Approvals.PublicKeys), 0},
 	}
 	for _, ch := range checks {
 		if ch.got != ch.want {
@@ -66,6 +68,29 @@ func TestEnvironmentOverrides(t *testing.T) {
 	}
 	if c.MCPServers[0].Args[1] != "/d/r.db" {
 		t.Errorf("args = %v, want ${MESH_DATA_DIR} expanded to /d", c.MCPServers[0].Args)
+	}
+}
+
+func TestApprovalsFromFileAndEnvironment(t *testing.T) {
+	const k1, k2 = "OBMDHI6ULAXIZYVF6H2RNGK4P6UUOGH35ICHQNWHRHX42JLCJ2WTP5T6", "OC2SLIQA2G5NUWS2XJIJ6Y7XSZQ2B5HZ3NGWGR4AXQKKQWWJRJKFGLHI"
+	yaml := minimal + "data_dir: /d\napprovals:\n  signing_key: /k/approver.nk\n  public_keys: [" + k1 + "]\n"
+	c, err := Parse("a.yaml", []byte(yaml), env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Approvals.SigningKey != "/k/approver.nk" || len(c.Approvals.PublicKeys) != 1 || c.Approvals.PublicKeys[0] != k1 {
+		t.Errorf("from the file: %+v", c.Approvals)
+	}
+	c, err = Parse("a.yaml", []byte(yaml), env(EnvApproverKey, "/e/seed.nk", EnvApproverPublicKeys, k1+", "+k2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Approvals.SigningKey != "/e/seed.nk" || len(c.Approvals.PublicKeys) != 2 || c.Approvals.PublicKeys[1] != k2 {
+		t.Errorf("environment did not win: %+v", c.Approvals)
+	}
+	c, err = Parse("a.yaml", []byte(minimal+"data_dir: /d\n"), env())
+	if err != nil || c.Approvals.SigningKey != filepath.Join("/d", "keys", "approver.nk") {
+		t.Errorf("default signing key %q (%v), want it under the data dir", c.Approvals.SigningKey, err)
 	}
 }
 
@@ -109,6 +134,7 @@ func TestParseErrorsNameFileFieldAndExpectation(t *testing.T) {
 		{"loop without children", minimal + "agent:\n  name: p\n  type: loop\n", []string{"agent.agents", `"p"`}},
 		{"negative breaker", minimal + "breakers:\n  tools: {failures: -1}\n", []string{"breakers.tools.failures", "0 (default) or more"}},
 		{"negative cooldown", minimal + "breakers:\n  llm: {cooldown: -5s}\n", []string{"breakers.llm.cooldown", "negative"}},
+		{"bad approver key", minimal + "approvals:\n  public_keys: [OABC]\n", []string{"approvals.public_keys[0]", "public nkey"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/nats-io/nkeys"
 )
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
@@ -14,7 +16,7 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 const nameWant = "a name of letters, digits, '_' and '-'"
 
 func (c *Config) validate() error {
-	for _, check := range []func() *fieldErr{c.checkModels, c.checkRuntime, c.checkTools, c.checkTree, c.checkGroups} {
+	for _, check := range []func() *fieldErr{c.checkModels, c.checkRuntime, c.checkTools, c.checkTree, c.checkGroups, c.checkApprovals} {
 		if err := check(); err != nil {
 			return &Error{File: c.Path, Field: err.field, Want: err.want}
 		}
@@ -270,6 +272,16 @@ func checkGroup(field string, g *Group, mainAgent string, defined map[string]Par
 }
 
 type fieldErr struct{ field, want string }
+
+// checkApprovals checks the approver keys tool hosts trust.
+func (c *Config) checkApprovals() *fieldErr {
+	for i, k := range c.Approvals.PublicKeys {
+		if !nkeys.IsValidPublicKey(k) {
+			return &fieldErr{fmt.Sprintf("approvals.public_keys[%d]", i), "is not a public nkey (the approver logs its key at start: \"approver ready\", key O…)"}
+		}
+	}
+	return nil
+}
 
 func checkA2A(field string, a A2AAgent, seen map[string]bool) *fieldErr {
 	switch {

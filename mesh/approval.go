@@ -31,12 +31,28 @@ type Approval struct {
 	// Agent is the agent whose work queue takes the resume.
 	Agent string `json:"agent"`
 	// RunID is the run that paused.
-	RunID       string         `json:"run_id"`
-	ToolCallID  string         `json:"tool_call_id"`
-	ToolName    string         `json:"tool_name"`
-	Server      string         `json:"server,omitempty"`
-	ToolArgs    map[string]any `json:"tool_args"`
-	Description string         `json:"description"`
+	RunID      string `json:"run_id"`
+	ToolCallID string `json:"tool_call_id"`
+	// ToolName is the function name the model used; Tool is the MCP name
+	// of the tool on Server.
+	ToolName string `json:"tool_name"`
+	Server   string `json:"server,omitempty"`
+	Tool     string `json:"tool,omitempty"`
+	// CallID is the call id the tool host runs the approved call under:
+	// the approval id for a human's decision, the model's call id for a
+	// policy's. The approver sets it.
+	CallID   string         `json:"call_id,omitempty"`
+	ToolArgs map[string]any `json:"tool_args"`
+	// ArgsHash is [ArgsHash] of ToolArgs when the approver created the
+	// approval; Seal is its signature over what was asked (decision
+	// pending), so that it signs a decision only while the record still
+	// matches it.
+	ArgsHash    string             `json:"args_hash,omitempty"`
+	Seal        *ApprovalStatement `json:"seal,omitempty"`
+	Description string             `json:"description"`
+	// Policy names the policy that decided at once (PolicyNonDestructive,
+	// PolicyAllowDestructive); empty for an approval a person decides.
+	Policy string `json:"policy,omitempty"`
 	// RemoteTaskID and RemoteAgentName make this a proxy approval (FR-029).
 	RemoteTaskID    string `json:"remote_task_id,omitempty"`
 	RemoteAgentName string `json:"remote_agent_name,omitempty"`
@@ -57,9 +73,17 @@ type Approval struct {
 func (a *Approval) Pending() *PendingApproval {
 	return &PendingApproval{
 		UUID: a.UUID, ConversationID: a.ConversationID, ToolCallID: a.ToolCallID,
-		ToolName: a.ToolName, Server: a.Server, ToolArgs: a.ToolArgs, Description: a.Description,
+		ToolName: a.ToolName, Server: a.Server, ToolArgs: a.ToolArgs, ArgsHash: a.ArgsHash, Description: a.Description,
 		RemoteTaskID: a.RemoteTaskID, RemoteAgentName: a.RemoteAgentName, CreatedAt: a.CreatedAt,
 	}
+}
+
+// Public is the approval as events and conversations show it: without the
+// seal, which only the approver reads.
+func (a *Approval) Public() *Approval {
+	c := *a
+	c.Seal = nil
+	return &c
 }
 
 // Decision is what a human (or a policy) decided.
@@ -67,17 +91,25 @@ type Decision struct {
 	Approved bool   `json:"approved"`
 	By       string `json:"by,omitempty"`
 	Reason   string `json:"reason,omitempty"`
+	// ArgsHash is the hash of the arguments the decider was shown, when
+	// its client sent it; a decision whose ArgsHash differs from the
+	// approval's is refused ([ErrApprovalArgsChanged]).
+	ArgsHash string `json:"args_hash,omitempty"`
+	// Statement is the approver's signed statement of this decision, which
+	// the tool host checks before it runs the call.
+	Statement *ApprovalStatement `json:"statement,omitempty"`
 }
 
 // decisionBody is every form a decision can take on the wire (FR-011):
 // {"approved": true}, {"action": "approve"} or {"answer": "yes"}, with an
-// optional "by" and "reason".
+// optional "by", "reason" and "args_hash".
 type decisionBody struct {
 	Approved *bool   `json:"approved"`
 	Action   *string `json:"action"`
 	Answer   *string `json:"answer"`
 	By       string  `json:"by"`
 	Reason   string  `json:"reason"`
+	ArgsHash string  `json:"args_hash"`
 }
 
 const decisionFormats = `{"approved": true|false}, {"action": "approve"|"reject"} or {"answer": "yes"|"no"}`
@@ -93,7 +125,7 @@ func ParseDecision(body []byte) (Decision, error) {
 	if err := dec.Decode(&b); err != nil {
 		return Decision{}, ErrBadRequest.With("invalid decision: " + JSONErrorText(err) + "; send " + decisionFormats)
 	}
-	d := Decision{By: b.By, Reason: b.Reason}
+	d := Decision{By: b.By, Reason: b.Reason, ArgsHash: b.ArgsHash}
 	n := 0
 	if b.Approved != nil {
 		d.Approved = *b.Approved
@@ -170,8 +202,11 @@ func (s *ApprovalStore) Get(ctx context.Context, id string) (*Approval, error) {
 	return a, nil
 }
 
-// Create stores a new pending approval. Creating one that exists with the
-// same content is not an error, so a redelivered turn can do it again.
+// Create stores a new approval (pending unless its status says otherwise).
+// Creating one that exists for the same call is not an error: a becomes
+// the stored approval, so a request asked again gets the record as it
+// stands.
+// Only the approver creates approvals.
 func (s *ApprovalStore) Create(ctx context.Context, a *Approval) error {
 	if err := CheckToken(a.UUID); err != nil {
 		return err

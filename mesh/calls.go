@@ -34,6 +34,11 @@ type ToolRequest struct {
 	Arguments map[string]any `json:"arguments"`
 	// Session is the conversation the call is made for (for logs).
 	Session string `json:"session,omitempty"`
+	// Approval is the approver's signed decision for this call. A toolhost
+	// runs a tool that is not read-only only with one that approves this
+	// exact call (call id, server, tool, hash of Arguments); see
+	// [ApprovalStatement.Permits]. Read-only tools need none.
+	Approval *ApprovalStatement `json:"approval,omitempty"`
 }
 
 // ToolResult is the reply to a tool request: the MCP result, plus its text.

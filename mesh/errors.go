@@ -66,6 +66,21 @@ var (
 	ErrCallInterrupted  = &Error{Kind: "call_interrupted", Status: http.StatusConflict, Message: "mesh: an earlier attempt of this call was interrupted"}
 	ErrUnavailable      = &Error{Kind: "unavailable", Status: http.StatusServiceUnavailable, Message: "mesh: service unavailable"}
 	ErrInternal         = &Error{Kind: "internal", Status: http.StatusInternalServerError, Message: "mesh: internal error"}
+	// ErrApprovalRequired: a tool that is not read-only was asked to run
+	// without a signed approval.
+	ErrApprovalRequired = &Error{Kind: "approval_required", Status: http.StatusForbidden, Message: "mesh: this tool runs only with an approval signed by the approver"}
+	// ErrApprovalInvalid: the signed approval sent with a call is not a
+	// valid approval of that exact call.
+	ErrApprovalInvalid = &Error{Kind: "approval_invalid", Status: http.StatusForbidden, Message: "mesh: the approval does not approve this call"}
+	// ErrApprovalTampered: the approval record no longer matches what the
+	// approver sealed when it was asked for (its arguments were rewritten).
+	ErrApprovalTampered = &Error{Kind: "approval_tampered", Status: http.StatusConflict, Message: "mesh: the approval record was changed after it was asked for"}
+	// ErrApprovalArgsChanged: the decider saw other arguments than the
+	// record holds (the decision's args_hash differs).
+	ErrApprovalArgsChanged = &Error{Kind: "approval_args_changed", Status: http.StatusConflict, Message: "mesh: the arguments shown differ from the approval's"}
+	// ErrApprovalPolicy: a decision by policy was asked for a call that
+	// the policy does not cover.
+	ErrApprovalPolicy = &Error{Kind: "approval_policy", Status: http.StatusForbidden, Message: "mesh: no policy approves this call"}
 	// ErrDegraded refuses new conversations while the mesh is in
 	// degradation mode (FR-010a); existing ones go on.
 	ErrDegraded = &Error{Kind: "degraded", Status: http.StatusServiceUnavailable, Message: "mesh: degraded: new conversations are paused while failed nodes recover", RetryAfter: 30}

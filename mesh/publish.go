@@ -24,6 +24,10 @@ const (
 	HeaderAuthorization = "Authorization"
 	// HeaderSessionID carries the 8-hex trace id of seed 002 (FR-030).
 	HeaderSessionID = "X-Session-ID"
+	// HeaderPrincipal names the authenticated principal on a decision
+	// (mesh.approval.<uuid>.decide): the bridge sets it, and the approver
+	// records it as who decided, before the body's "by".
+	HeaderPrincipal = "Mesh-Principal"
 )
 
 // EventPublisher publishes AG-UI events to the events stream.

@@ -133,7 +133,10 @@ type PendingApproval struct {
 	ToolName       string         `json:"tool_name"`
 	Server         string         `json:"server,omitempty"`
 	ToolArgs       map[string]any `json:"tool_args"`
-	Description    string         `json:"description"`
+	// ArgsHash is the approver's hash of ToolArgs ([ArgsHash]); a client
+	// may send the hash of the arguments it showed with its decision.
+	ArgsHash    string `json:"args_hash,omitempty"`
+	Description string `json:"description"`
 	// RemoteTaskID and RemoteAgentName are set on a proxy approval: the
 	// decision is forwarded to that A2A agent's task (FR-029).
 	RemoteTaskID    string    `json:"remote_task_id,omitempty"`

@@ -23,6 +23,8 @@ func TestNamespaceSubjects(t *testing.T) {
 		{"tool", func() (string, error) { return ns.Tool("resources", "resources_add") }, "mesh.tool.resources.resources_add", false},
 		{"tool with dots", func() (string, error) { return ns.Tool("fs", "read.file") }, "mesh.tool.fs.read=2efile", false},
 		{"decide", func() (string, error) { return ns.ApprovalDecide(id) }, "mesh.approval." + id + ".decide", false},
+		{"approval request", func() (string, error) { return ns.ApprovalRequest(id) }, "mesh.approval." + id + ".request", false},
+		{"approval request with a dot", func() (string, error) { return ns.ApprovalRequest("a.b") }, "", true},
 		{"cancel", func() (string, error) { return ns.SessionCancel(id) }, "mesh.session." + id + ".cancel", false},
 		{"heartbeat", func() (string, error) { return ns.Heartbeat(RoleAgent, "n1") }, "mesh.hb.agent.n1", false},
 		{"probe", func() (string, error) { return ns.Probe("n1") }, "mesh.node.n1.probe", false},
@@ -88,6 +90,11 @@ func FuzzSubjectBuilders(f *testing.F) {
 		subj, err := DefaultNamespace.Work(RoleAgent, s)
 		if err == nil {
 			if strings.Count(subj, ".") != 3 || strings.ContainsAny(subj, "*> \t\r\n") {
+				t.Fatalf("token %q built unsafe subject %q", s, subj)
+			}
+		}
+		if subj, err := DefaultNamespace.ApprovalRequest(s); err == nil {
+			if strings.Count(subj, ".") != 3 || strings.ContainsAny(subj, "*> \t\r\n") || !strings.HasSuffix(subj, ".request") {
 				t.Fatalf("token %q built unsafe subject %q", s, subj)
 			}
 		}

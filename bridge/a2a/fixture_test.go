@@ -147,7 +147,7 @@ func newFixtureWith(t *testing.T, extra string, tweak func(*Config)) *fixture {
 		}
 		meshtest.Run(t, "group", g.Run)
 	}
-	ap, err := approver.New(approver.Config{NC: m.NC, JS: m.JS, NS: m.NS, Approvals: m.Approvals, NodeID: "test-approver", Logger: zerolog.Nop()})
+	ap, err := approver.New(approver.Config{NC: m.NC, JS: m.JS, NS: m.NS, Approvals: m.Approvals, Signer: meshtest.SigningKey(t), Tools: m.Tools, NodeID: "test-approver", Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,7 +64,7 @@ func newFixture(t *testing.T, p llm.Provider, tweak func(*Config)) *fixture {
 		t.Fatal(err)
 	}
 	meshtest.Run(t, "agent", a.Run)
-	ap, err := approver.New(approver.Config{NC: m.NC, JS: m.JS, NS: m.NS, Approvals: m.Approvals, NodeID: "test-approver", Logger: zerolog.Nop()})
+	ap, err := approver.New(approver.Config{NC: m.NC, JS: m.JS, NS: m.NS, Approvals: m.Approvals, Signer: meshtest.SigningKey(t), Tools: m.Tools, NodeID: "test-approver", Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}

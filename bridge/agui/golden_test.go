@@ -49,15 +49,18 @@ var (
 	timestampRE = regexp.MustCompile(`"(timestamp|executionTime)":\d+`)
 	timeRE      = regexp.MustCompile(`"\d{4}-\d\d-\d\dT[0-9:.]+Z"`)
 	seqRE       = regexp.MustCompile(`(?m)^id: \d+$`)
+	// The approver's key and signature differ each run (a fresh key).
+	signatureRE = regexp.MustCompile(`"(key|sig)":"[A-Za-z0-9_-]+"`)
 )
 
 // normalize replaces what differs from run to run: UUIDs (numbered in the
 // order they first appear, so that the same id keeps its name), times,
-// timestamps, execution times and stream sequences.
+// timestamps, execution times, stream sequences and approval signatures.
 func normalize(s string) string {
 	s = meshtest.NumberUUIDs(s)
 	s = timestampRE.ReplaceAllString(s, `"$1":0`)
 	s = timeRE.ReplaceAllString(s, `"<time>"`)
+	s = signatureRE.ReplaceAllString(s, `"$1":"<$1>"`)
 	return seqRE.ReplaceAllString(s, "id: <seq>")
 }
 

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,6 +42,10 @@ func runUp(ctx context.Context, cfg *config.Config, args []string) error {
 		}
 	}
 	log := newLogger(cfg).With().Str("role", "up").Logger()
+	roleEnv, err := approvalKeys(cfg, log)
+	if err != nil {
+		return err
+	}
 	url := cfg.NATS.URL
 	if cfg.EmbeddedNATS() {
 		srv, err := startEmbedded(cfg, log)
@@ -61,7 +66,7 @@ func runUp(ctx context.Context, cfg *config.Config, args []string) error {
 	defer n.close()
 
 	sup, err := newSupervisor(supervisorConfig{
-		Processes: upProcesses(url, replicas), MinBackoff: cfg.Mesh.RestartBackoff.Std(), Logger: log,
+		Processes: upProcesses(url, replicas, roleEnv), MinBackoff: cfg.Mesh.RestartBackoff.Std(), Logger: log,
 	})
 	if err != nil {
 		return err
@@ -83,10 +88,33 @@ func runUp(ctx context.Context, cfg *config.Config, args []string) error {
 	return err
 }
 
+// approvalKeys makes sure the approver has a signing key (creating it at
+// approvals.signing_key, by default <data_dir>/keys/approver.nk, mode
+// 0600), and returns the environment that wires it: the approvers get its
+// path, the tool hosts its public key (with the configured ones), so that
+// they trust it from their first call on.
+func approvalKeys(cfg *config.Config, log zerolog.Logger) (map[string][]string, error) {
+	path, err := filepath.Abs(cfg.Approvals.SigningKey)
+	if err != nil {
+		return nil, fmt.Errorf("approvals.signing_key: %w", err)
+	}
+	kp, created, err := mesh.EnsureSigningKey(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: approvals.signing_key: %w", errConfig, err)
+	}
+	pub := mesh.PublicKey(kp)
+	log.Info().Str("path", path).Str("key", pub).Bool("created", created).Msg("approver signing key")
+	keys := append(slices.Clone(cfg.Approvals.PublicKeys), pub)
+	return map[string][]string{
+		mesh.RoleApprover: {config.EnvApproverKey + "=" + path},
+		mesh.RoleToolhost: {config.EnvApproverPublicKeys + "=" + strings.Join(keys, ",")},
+	}, nil
+}
+
 // upProcesses are the children of `mesh up`: replicas of every role, each
 // with a stable node id (<host>-<role>-<n>), so that a restarted process
-// comes back as the same node.
-func upProcesses(url string, replicas map[string]int) []process {
+// comes back as the same node, and the role's own environment from env.
+func upProcesses(url string, replicas map[string]int, env map[string][]string) []process {
 	var procs []process
 	for _, role := range upRoles {
 		for i := 1; i <= replicas[role]; i++ {
@@ -94,10 +122,10 @@ func upProcesses(url string, replicas map[string]int) []process {
 			if replicas[role] > 1 {
 				name = fmt.Sprintf("%s-%d", role, i)
 			}
-			procs = append(procs, process{Name: name, Args: []string{role}, Env: []string{
+			procs = append(procs, process{Name: name, Args: []string{role}, Env: append([]string{
 				config.EnvNATSURL + "=" + url,
 				config.EnvNodeID + "=" + fmt.Sprintf("%s-%s-%d", hostToken(), role, i),
-			}})
+			}, env[role]...)})
 		}
 	}
 	return procs

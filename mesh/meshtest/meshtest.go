@@ -1,8 +1,8 @@
 // Package meshtest starts what the mesh's tests need: an embedded JetStream
 // server on a random port with storage in t.TempDir(), connections to it, the
 // provisioned streams and buckets, a polling helper that replaces sleeps, a
-// runner for roles, an in-memory toolhost of the resources tools, and golden
-// files.
+// runner for roles, an in-memory toolhost of the resources tools, approver
+// signing keys, and golden files.
 package meshtest
 
 import (
@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	"github.com/agentmesh/agentmesh/mesh"
 )
@@ -122,4 +123,14 @@ func Run(t testing.TB, name string, run func(context.Context) error) {
 			t.Errorf("%s Run: %v", name, err)
 		}
 	})
+}
+
+// SigningKey is a fresh approver signing key, as `mesh up` makes one.
+func SigningKey(t testing.TB) nkeys.KeyPair {
+	t.Helper()
+	kp, err := nkeys.CreateOperator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kp
 }

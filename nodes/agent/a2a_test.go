@@ -468,9 +468,7 @@ func TestA2ARedeliveredResumeForwardsOnce(t *testing.T) {
 	if ap == nil || ap.RemoteTaskID == "" {
 		t.Fatalf("no proxy approval: %+v", c)
 	}
-	if _, err := first.aps.Decide(t.Context(), ap.UUID, mesh.Decision{Approved: true}); err != nil {
-		t.Fatal(err)
-	}
+	decide(t, first.aps, ap.UUID, true)
 	first.enqueue(mesh.WorkItem{Kind: mesh.WorkResume, Session: conv, TurnID: ap.UUID, ApprovalID: ap.UUID})
 	<-blocked
 	first.stop() // hands the resume back for redelivery

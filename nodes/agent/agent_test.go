@@ -47,7 +47,8 @@ func call(name, args string) llm.ToolCall {
 }
 
 // fixture is an agent on an embedded mesh, with a fake toolhost serving
-// srv.safe (read-only) and srv.danger (destructive).
+// srv.safe (read-only) and srv.danger (destructive), and a fake approver
+// (the agent's tests may not import the approver role).
 type fixture struct {
 	t     *testing.T
 	m     *meshtest.Mesh
@@ -55,9 +56,11 @@ type fixture struct {
 	store *mesh.SessionStore
 	aps   *mesh.ApprovalStore
 
-	mu    sync.Mutex
-	calls map[string]int // by call id
-	args  map[string]string
+	mu        sync.Mutex
+	calls     map[string]int // by call id
+	args      map[string]string
+	approvals map[string]*mesh.ApprovalStatement // sent with each call, by call id
+	asked     []mesh.Approval                    // what the agent asked the approver for
 
 	// stop stops the agent and waits for Run to return; it is idempotent.
 	stop func()
@@ -73,7 +76,8 @@ func newFixture(t *testing.T, p llm.Provider, tweak func(*config.Config)) *fixtu
 func newFixtureWith(t *testing.T, p llm.Provider, tweak func(*config.Config), tweakAgent func(*Config)) *fixture {
 	t.Helper()
 	m := meshtest.New(t)
-	f := &fixture{t: t, m: m, store: mesh.NewSessionStore(m.Sessions), aps: mesh.NewApprovalStore(m.Approvals), calls: map[string]int{}, args: map[string]string{}}
+	f := &fixture{t: t, m: m, store: mesh.NewSessionStore(m.Sessions), aps: mesh.NewApprovalStore(m.Approvals), calls: map[string]int{}, args: map[string]string{},
+		approvals: map[string]*mesh.ApprovalStatement{}}
 	for _, e := range []mesh.ToolEntry{
 		{Server: "srv", Name: "safe", Description: "a safe tool", InputSchema: json.RawMessage(`{"type":"object"}`), ReadOnlyHint: true},
 		{Server: "srv", Name: "danger", Description: "a destructive tool", InputSchema: json.RawMessage(`{"type":"object"}`), DestructiveHint: true},
@@ -91,6 +95,7 @@ func newFixtureWith(t *testing.T, p llm.Provider, tweak func(*config.Config), tw
 		f.mu.Lock()
 		f.calls[req.CallID]++
 		f.args[req.CallID] = string(args)
+		f.approvals[req.CallID] = req.Approval
 		f.mu.Unlock()
 		tool := msg.Subject[strings.LastIndexByte(msg.Subject, '.')+1:]
 		res, _ := json.Marshal(mesh.ToolResult{Text: "ran " + tool + " " + string(args)})
@@ -100,6 +105,7 @@ func newFixtureWith(t *testing.T, p llm.Provider, tweak func(*config.Config), tw
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	f.fakeApprover()
 
 	cfg, err := config.Parse("test.yaml", []byte("name: tester\nllm:\n  model: offline\nmesh:\n  ack_wait: 2s\n"), func(string) string { return "" })
 	if err != nil {
@@ -180,6 +186,59 @@ func (f *fixture) waitApplied(conv, turn string) *mesh.Conversation {
 	return c
 }
 
+// fakeApprover answers the agent's approval requests as the approver does:
+// it creates the approval (pending, or approved at once for a policy) and
+// replies with it. Its statements are not really signed: the fake toolhost
+// only records them.
+func (f *fixture) fakeApprover() {
+	sub, err := f.m.NC.Subscribe("mesh.approval.*.request", func(msg *nats.Msg) {
+		var ap mesh.Approval
+		_ = json.Unmarshal(msg.Data, &ap)
+		f.mu.Lock()
+		f.asked = append(f.asked, ap)
+		f.mu.Unlock()
+		ap.UUID = strings.Split(msg.Subject, ".")[2]
+		ap.Status, ap.Decision = mesh.ApprovalPending, nil
+		ap.ArgsHash, _ = mesh.ArgsHash(ap.ToolArgs)
+		if ap.Policy == "" {
+			ap.CallID = ap.UUID
+		} else {
+			ap.Status = mesh.ApprovalApproved
+			ap.Decision = &mesh.Decision{Approved: true, By: mesh.PolicyBy(ap.Policy), Statement: fakeStatement(&ap, mesh.ApprovalApproved, mesh.PolicyBy(ap.Policy))}
+		}
+		if err := f.aps.Create(context.Background(), &ap); err != nil {
+			_ = msg.RespondMsg(&nats.Msg{Header: mesh.ErrorHeaders(err)})
+			return
+		}
+		data, _ := json.Marshal(ap)
+		_ = msg.Respond(data)
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { _ = sub.Unsubscribe() })
+}
+
+// fakeStatement is a statement of decision on ap, signed by no one.
+func fakeStatement(ap *mesh.Approval, decision mesh.ApprovalStatus, by string) *mesh.ApprovalStatement {
+	return &mesh.ApprovalStatement{Type: mesh.StatementType, ApprovalID: ap.UUID, CallID: ap.CallID, Server: ap.Server, Tool: ap.Tool,
+		ArgsHash: ap.ArgsHash, Decision: decision, By: by, At: time.Now().UTC().Format(time.RFC3339Nano), Key: "fake", Sig: "fake"}
+}
+
+// approvalOf is the approval the call with id was sent with.
+func (f *fixture) approvalOf(id string) *mesh.ApprovalStatement {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.approvals[id]
+}
+
+// askedFor lists what the agent asked the approver for.
+func (f *fixture) askedFor() []mesh.Approval {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]mesh.Approval(nil), f.asked...)
+}
+
 // decide decides an approval and enqueues its resume, as the approver does.
 func (f *fixture) decide(conv, approval string, ok bool) *mesh.Conversation {
 	f.t.Helper()
@@ -189,11 +248,28 @@ func (f *fixture) decide(conv, approval string, ok bool) *mesh.Conversation {
 // decideWith is decide with the decider's headers on the resume.
 func (f *fixture) decideWith(conv, approval string, ok bool, hdr nats.Header) *mesh.Conversation {
 	f.t.Helper()
-	if _, err := f.aps.Decide(f.t.Context(), approval, mesh.Decision{Approved: ok}); err != nil {
-		f.t.Fatal(err)
-	}
+	decide(f.t, f.aps, approval, ok)
 	f.enqueueWith(mesh.WorkItem{Kind: mesh.WorkResume, Session: conv, TurnID: approval, ApprovalID: approval}, hdr)
 	return f.waitApplied(conv, approval)
+}
+
+// decide records a decision with its (fake) statement, as the approver does.
+func decide(t *testing.T, aps *mesh.ApprovalStore, approval string, ok bool) {
+	t.Helper()
+	if _, err := aps.Update(t.Context(), approval, func(a *mesh.Approval) error {
+		if a.Status != mesh.ApprovalPending {
+			return mesh.ErrApprovalDecided
+		}
+		a.Status = mesh.ApprovalRejected
+		if ok {
+			a.Status = mesh.ApprovalApproved
+		}
+		a.Decision = &mesh.Decision{Approved: ok, By: "tester", Statement: fakeStatement(a, a.Status, "tester")}
+		a.DecidedAt = time.Now().UTC()
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func (f *fixture) callCount(id string) int {

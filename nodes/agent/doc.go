@@ -8,8 +8,10 @@
 // passes (running work keeps its item alive with in-progress signals).
 // The conversation lives in the sessions bucket and changes only by
 // compare-and-set; events go to mesh.evt.<session>.<TYPE>; tools are
-// called on mesh.tool.<server>.<tool>; approvals go to the approvals
-// bucket; calls to sub-agents are recorded in the calls bucket; a request on
+// called on mesh.tool.<server>.<tool>; approvals are asked of the approver
+// on mesh.approval.<uuid>.request (the agent never writes the approvals
+// bucket, it only reads decisions there); calls to sub-agents are recorded
+// in the calls bucket; a request on
 // mesh.session.<session>.cancel stops the runs it names. Every id
 // (messages, calls, approvals, events, work items) derives from the work
 // item, so work run again after a crash is applied once.
@@ -50,11 +52,17 @@
 //
 // A destructive call saves the conversation as waiting_approval and ends the
 // work item (nothing blocks on a human); the decision comes back as a resume
-// on any replica. Sub-agents (the a2a lists of agent.yaml) are tools named
+// on any replica, which sends the approver's signed decision with the call:
+// the tool host runs nothing that is not read-only without one. A call that
+// needs no person (a tool that is not destructive, or a destructive one in
+// a step with allow_destructive) gets a decision by policy from the approver
+// first, which checks the policy itself. Sub-agents (the a2a lists of agent.yaml) are tools named
 // a2a_<name>; a call is a JSON-RPC message/send carrying the caller's
 // Authorization and the conversation's X-Session-ID, and one that answers
 // input-required pauses the run on a proxy approval whose decision is
-// forwarded to it.
+// forwarded to it. A sub-agent's call is made by the agent itself, so the
+// agent, not a tool host, enforces that a destructive sub-agent is called
+// only after a person's approval.
 //
 // [Agent.Run] owns every goroutine it starts (the consumer, the workers, the
 // catalog watch, the agent card refresh). When its context is cancelled it

@@ -242,7 +242,7 @@ func (t *turn) resolvePending(ctx context.Context) (paused bool) {
 			}
 			return true
 		default:
-			content, isErr := t.callTool(ctx, call, call.ID, t.a.toolWait)
+			content, isErr := t.callUnattended(ctx, call)
 			t.result(call, content, isErr)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -12,17 +13,22 @@ import (
 )
 
 // This file pauses a run on a person and carries it on. A destructive call
-// creates an approval and the run ends waiting for it (nothing blocks on a
-// human); the decision comes back as a resume work item, whose run executes
-// or rejects the decided call and goes on. Notices are the assistant
-// messages meant for people that say so: an approval asked for, an error, a
-// cancellation.
+// asks the approver for an approval (the agent never writes one) and the
+// run ends waiting for it (nothing blocks on a human); the decision comes
+// back as a resume work item, whose run executes or rejects the decided
+// call and goes on, the approver's signed decision sent with it to the tool
+// host. Notices are the assistant messages meant for people that say so: an
+// approval asked for, an error, a cancellation.
 
 // approvalNamespace derives approval ids from run and call ids, so that a
 // run executed again after a crash creates the same approval, not a second.
 var approvalNamespace = uuid.MustParse("8f3c1a52-6f0e-4f0a-9a39-3f7f1c2b9e11")
 
-// pause creates the approval a destructive call waits for.
+// approvalWait bounds asking the approver for an approval, an approver
+// restart included.
+const approvalWait = 30 * time.Second
+
+// pause asks for the approval a destructive call waits for.
 func (t *turn) pause(ctx context.Context, call mesh.ToolCall) error {
 	return t.await(ctx, call, t.newApproval(call))
 }
@@ -39,17 +45,23 @@ func (t *turn) newApproval(call mesh.ToolCall) *mesh.Approval {
 		ToolCallID:     call.ID,
 		ToolName:       call.Name,
 		Server:         call.Server,
+		Tool:           call.Tool,
 		ToolArgs:       call.Arguments,
 		Description:    describeCall(call),
 		StepPath:       t.step.path,
 	}
 }
 
-// await stores ap and pauses the run on it.
+// await asks the approver for ap and pauses the run on the approval it
+// created (or, asked again, the one it holds).
 func (t *turn) await(ctx context.Context, call mesh.ToolCall, ap *mesh.Approval) error {
-	if err := t.a.approvals.Create(ctx, ap); err != nil {
+	rctx, cancel := context.WithTimeout(ctx, approvalWait)
+	got, err := mesh.RequestApproval(rctx, t.a.cfg.NC, t.a.ns, ap)
+	cancel()
+	if err != nil {
 		return err
 	}
+	ap = got.Public()
 	t.ex.markApproval(call.ID, ap.UUID)
 	t.end.paused = ap
 	t.emit(mesh.Custom(mesh.CustomApprovalRequested, ap))
@@ -73,9 +85,13 @@ func (t *turn) loadResume(ctx context.Context) error {
 
 // resolveDecided executes or rejects the call a resume was decided for. The
 // call id sent to the tool host is the approval id, so an approved call runs
-// once however often the resume is delivered. A proxy approval's decision
-// goes to the sub-agent that asked for it. It reports whether the run paused
-// again (a sub-agent asking for another approval).
+// once however often the resume is delivered; the approver's signed
+// decision goes with it, and the arguments are the approval's, which the
+// tool host checks against the signed hash. A proxy approval's decision
+// goes to the sub-agent that asked for it; a sub-agent's call is made by
+// the agent itself, which enforces its approval (no tool host checks it).
+// It reports whether the run paused again (a sub-agent asking for another
+// approval).
 func (t *turn) resolveDecided(ctx context.Context, call mesh.ToolCall) (paused bool) {
 	ap := t.resumed
 	if ap.RemoteTaskID != "" {
@@ -93,7 +109,11 @@ func (t *turn) resolveDecided(ctx context.Context, call mesh.ToolCall) (paused b
 	if _, remote := remoteName(call); remote {
 		return t.callRemote(ctx, call, ap.UUID, true)
 	}
-	content, isErr := t.callTool(ctx, call, ap.UUID, approvedToolWait)
+	var signed *mesh.ApprovalStatement
+	if ap.Decision != nil {
+		signed = ap.Decision.Statement
+	}
+	content, isErr := t.callTool(ctx, call, ap.UUID, approvedToolWait, signed)
 	t.result(call, content, isErr)
 	return false
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
 	"github.com/agentmesh/agentmesh/config"
@@ -48,6 +49,16 @@ func newToolSet(entries []mesh.ToolEntry) *toolSet {
 		ts.llm = append(ts.llm, llm.Tool{Name: n, Description: desc, Parameters: schema, ReadOnly: e.ReadOnlyHint, Destructive: e.DestructiveHint})
 	}
 	return ts
+}
+
+// readOnly reports whether the catalog says the tool is read-only.
+func (ts *toolSet) readOnly(server, tool string) bool {
+	for _, e := range ts.byFunc {
+		if e.Server == server && e.Name == tool {
+			return e.ReadOnlyHint
+		}
+	}
+	return false
 }
 
 // offer is the tools of one model call: the catalog's and the sub-agents'.
@@ -149,11 +160,80 @@ const toolCallTimeout = 2 * time.Minute
 // back: a human decided it, so a restart in progress should not lose it.
 const approvedToolWait = 30 * time.Second
 
-// callTool runs a call through the mesh. When no toolhost serves the tool it
-// waits up to wait for one (a restart in progress). Failures of the mesh come
-// back as an error result the model and the user can read, not as a Go
-// error: the turn goes on (NFR-011).
-func (t *turn) callTool(ctx context.Context, call mesh.ToolCall, callID string, wait time.Duration) (content string, isError bool) {
+// callTool runs a call through the mesh, with the approver's signed
+// approval when it has one. When no toolhost serves the tool it waits up
+// to wait for one (a restart in progress). Failures of the mesh come back
+// as an error result the model and the user can read, not as a Go error:
+// the turn goes on (NFR-011).
+func (t *turn) callTool(ctx context.Context, call mesh.ToolCall, callID string, wait time.Duration, approval *mesh.ApprovalStatement) (content string, isError bool) {
+	res, err := t.requestTool(ctx, call, callID, wait, approval)
+	return t.toolOutcome(call, res, err)
+}
+
+// toolOutcome is the result the model and the user read.
+func (t *turn) toolOutcome(call mesh.ToolCall, res *mesh.ToolResult, err error) (content string, isError bool) {
+	if err != nil {
+		t.log.Warn().Err(err).Str("server", call.Server).Str("tool", call.Tool).Str("error_kind", mesh.ErrorKind(err)).Msg("tool call failed")
+		return fmt.Sprintf("error: tool %s could not run: %v", call.Name, err), true
+	}
+	return res.Text, res.IsError
+}
+
+// callUnattended runs a call that no person approves: a read-only tool as
+// it is; another (not destructive, or destructive in a step that allows
+// it) with the approver's decision by policy, which the tool host needs
+// before it runs anything that is not read-only. The tool host's reading of
+// the tool prevails: a tool the catalog took for read-only that the host
+// refuses without an approval is asked for one, then called again.
+func (t *turn) callUnattended(ctx context.Context, call mesh.ToolCall) (content string, isError bool) {
+	var approval *mesh.ApprovalStatement
+	var err error
+	if !t.a.tools.Load().readOnly(call.Server, call.Tool) {
+		if approval, err = t.policyApproval(ctx, call); err != nil {
+			return t.toolOutcome(call, nil, err)
+		}
+	}
+	res, err := t.requestTool(ctx, call, call.ID, t.a.toolWait, approval)
+	if approval == nil && errors.Is(err, mesh.ErrApprovalRequired) {
+		if approval, err = t.policyApproval(ctx, call); err == nil {
+			res, err = t.requestTool(ctx, call, call.ID, t.a.toolWait, approval)
+		}
+	}
+	return t.toolOutcome(call, res, err)
+}
+
+// policyApproval asks the approver to approve the call by policy: a tool
+// that is not destructive, or a destructive one in a step with
+// allow_destructive. The approver checks the policy for itself. Its id
+// derives from the call id and the arguments, so a run executed again asks
+// for the same approval, and other arguments get one of their own.
+func (t *turn) policyApproval(ctx context.Context, call mesh.ToolCall) (*mesh.ApprovalStatement, error) {
+	hash, err := mesh.ArgsHash(call.Arguments)
+	if err != nil {
+		return nil, mesh.ErrBadRequest.With("arguments: " + err.Error())
+	}
+	ap := t.newApproval(call)
+	ap.UUID = uuid.NewSHA1(approvalNamespace, []byte("policy/"+call.ID+"/"+hash)).String()
+	ap.CallID = call.ID
+	ap.Policy = mesh.PolicyNonDestructive
+	if call.Destructive {
+		ap.Policy = mesh.PolicyAllowDestructive
+	}
+	rctx, cancel := context.WithTimeout(ctx, approvalWait)
+	defer cancel()
+	got, err := mesh.RequestApproval(rctx, t.a.cfg.NC, t.a.ns, ap)
+	if err != nil {
+		return nil, err
+	}
+	if got.Status != mesh.ApprovalApproved || got.Decision == nil || got.Decision.Statement == nil {
+		return nil, mesh.ErrApprovalPolicy.With(fmt.Sprintf("the approver did not approve the call by policy (approval %s is %s)", got.UUID, got.Status))
+	}
+	return got.Decision.Statement, nil
+}
+
+// requestTool sends a call to the tool hosts, waiting up to wait for one
+// while none serves the tool.
+func (t *turn) requestTool(ctx context.Context, call mesh.ToolCall, callID string, wait time.Duration, approval *mesh.ApprovalStatement) (*mesh.ToolResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, toolCallTimeout)
 	defer cancel()
 	hdr := nats.Header{}
@@ -174,7 +254,7 @@ func (t *turn) callTool(ctx context.Context, call mesh.ToolCall, callID string, 
 			break
 		}
 		res, err = mesh.CallToolWatched(ctx, t.a.cfg.NC, t.a.ns, t.a.cfg.Resources.Nodes, call.Server, call.Tool, mesh.ToolRequest{
-			CallID: callID, Arguments: call.Arguments, Session: t.item.Session,
+			CallID: callID, Arguments: call.Arguments, Session: t.item.Session, Approval: approval,
 		}, hdr)
 		// The server's failures (it crashed, timed out) count against it; a
 		// tool's own failure (isError), a request refused as bad and no
@@ -194,11 +274,7 @@ func (t *turn) callTool(ctx context.Context, call mesh.ToolCall, callID string, 
 		pause = min(pause*2, time.Second)
 	}
 	t.a.touch()
-	if err != nil {
-		t.log.Warn().Err(err).Str("server", call.Server).Str("tool", call.Tool).Msg("tool call failed")
-		return fmt.Sprintf("error: tool %s could not run: %v", call.Name, err), true
-	}
-	return res.Text, res.IsError
+	return res, err
 }
 
 // describeCall is the human-readable text of an approval.

@@ -1,15 +1,33 @@
-// Package approver is the approver role: it takes decisions on approvals and
-// hands the paused run back to the agents.
+// Package approver is the approver role: the only writer of approvals. It
+// creates them when an agent asks, signs every decision, and hands the
+// paused run back to the agents.
 //
-// It serves mesh.approval.*.decide as the micro service "mesh-approvals"
-// (queue group, so replicas share the load). A decision in any format of
-// FR-011 ({"approved":true}, {"action":"approve"}, {"answer":"yes"}) moves the
-// approval in the mesh_approvals bucket from pending to approved or rejected
-// by compare-and-set, so of two racing decisions exactly one wins and the
-// other gets a conflict. The winner publishes CUSTOM approval_decided to the
-// conversation's events and enqueues a resume work item on
-// mesh.work.agent.<agent> (deduplicated by the approval id), carrying the
-// decider's Authorization and X-Session-ID headers.
+// It serves two endpoints of the micro service "mesh-approvals" (queue
+// group, so replicas share the load):
+//
+//   - mesh.approval.*.request: an agent asks for an approval (the body is
+//     the [mesh.Approval] to create). The approver computes the hash of the
+//     arguments ([mesh.ArgsHash]), seals what was asked with its signing key
+//     ([mesh.Approval.Seal]) and creates the record, idempotently: the same
+//     id returns the record as it stands. With Policy set it decides at once
+//     instead of waiting for a person, when the policy covers the call
+//     (policy.go), and signs that decision; such records are never pending.
+//   - mesh.approval.*.decide: a decision in any format of FR-011
+//     ({"approved":true}, {"action":"approve"}, {"answer":"yes"}), with an
+//     optional args_hash of the arguments the decider was shown. Who decided
+//     is the Mesh-Principal header, else the body's "by". Before it approves,
+//     the approver checks that the record still holds what it sealed (its
+//     arguments hash to the sealed hash) and, when given, the decider's
+//     args_hash; then it signs the decision ([mesh.ApprovalStatement]) and
+//     moves the approval from pending to approved or rejected by
+//     compare-and-set, so of two racing decisions exactly one wins and the
+//     other gets a conflict. The winner publishes CUSTOM approval_decided to
+//     the conversation's events and enqueues a resume work item on
+//     mesh.work.agent.<agent> (deduplicated by the approval id), carrying the
+//     decider's Authorization and X-Session-ID headers.
+//
+// At start it publishes its public key under _keys.<key> in mesh_approvals,
+// for tool hosts that have no approvals.public_keys configured.
 //
 // An approver that dies between the decision and the enqueue leaves a decided
 // approval without ResumeEnqueued; every approver watches the bucket and
@@ -31,8 +49,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/nats-io/nkeys"
 	"github.com/rs/zerolog"
 
+	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
 )
 
@@ -46,6 +66,18 @@ type Config struct {
 	NS mesh.Namespace
 	// Approvals is the approvals bucket.
 	Approvals jetstream.KeyValue
+	// Signer is the approver's signing key (an nkey seed's key pair): it
+	// signs every decision and seals every approval it creates. Required.
+	Signer nkeys.KeyPair
+	// Trusted are more public keys whose seals it honours: the keys of a
+	// rotation, or of other approvers of the mesh. Signer's is always one.
+	Trusted []string
+	// Tools is the tool catalog, read to decide by
+	// mesh.PolicyNonDestructive. Nil refuses that policy.
+	Tools jetstream.KeyValue
+	// Agents is the approver's own copy of the configuration, whose agent
+	// trees decide mesh.PolicyAllowDestructive. Nil refuses that policy.
+	Agents *config.Config
 	// NodeID names this process in logs and in the service metadata.
 	NodeID string
 	// Version is the build's version; the service announces it when it is
@@ -67,6 +99,9 @@ type Approver struct {
 	store     *mesh.ApprovalStore
 	publisher *mesh.EventPublisher
 	log       zerolog.Logger
+	key       string       // the Signer's public key
+	trusted   *mesh.KeySet // keys whose seals are honoured
+	now       func() time.Time
 
 	mu     sync.Mutex
 	orphan map[string]time.Time // decided approvals without an enqueued resume, by first sighting
@@ -74,8 +109,16 @@ type Approver struct {
 
 // New validates cfg and returns an approver.
 func New(cfg Config) (*Approver, error) {
-	if cfg.NC == nil || cfg.JS == nil || cfg.Approvals == nil {
-		return nil, errors.New("approver: NC, JS and Approvals are required")
+	if cfg.NC == nil || cfg.JS == nil || cfg.Approvals == nil || cfg.Signer == nil {
+		return nil, errors.New("approver: NC, JS, Approvals and Signer are required")
+	}
+	key := mesh.PublicKey(cfg.Signer)
+	if _, err := cfg.Signer.Sign([]byte("probe")); err != nil || key == "" {
+		return nil, fmt.Errorf("approver: Signer cannot sign: %v", err)
+	}
+	trusted, err := mesh.NewKeySet(append([]string{key}, cfg.Trusted...)...)
+	if err != nil {
+		return nil, fmt.Errorf("approver: Trusted: %w", err)
 	}
 	if cfg.NS.Prefix() == "" {
 		cfg.NS = mesh.DefaultNamespace
@@ -91,6 +134,9 @@ func New(cfg Config) (*Approver, error) {
 		store:     mesh.NewApprovalStore(cfg.Approvals),
 		publisher: mesh.NewEventPublisher(cfg.JS, cfg.NS),
 		log:       cfg.Logger,
+		key:       key,
+		trusted:   trusted,
+		now:       time.Now,
 		orphan:    map[string]time.Time{},
 	}, nil
 }
@@ -105,7 +151,7 @@ func (a *Approver) Run(ctx context.Context) error {
 	svc, err := micro.AddService(a.cfg.NC, micro.Config{
 		Name:        ServiceName,
 		Version:     version,
-		Description: "Agent Mesh approvals: decide with {\"approved\":true}, {\"action\":\"approve\"} or {\"answer\":\"yes\"}",
+		Description: "Agent Mesh approvals: ask on request; decide with {\"approved\":true}, {\"action\":\"approve\"} or {\"answer\":\"yes\"}",
 		QueueGroup:  ServiceName,
 		Metadata:    meta,
 	})
@@ -117,14 +163,29 @@ func (a *Approver) Run(ctx context.Context) error {
 	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
 	var wg sync.WaitGroup
-	err = svc.AddEndpoint("decide", micro.HandlerFunc(func(req micro.Request) {
-		wg.Add(1)
-		defer wg.Done()
-		a.handleDecide(work, req)
-	}), micro.WithEndpointSubject(a.cfg.NS.ApprovalDecideAll()))
-	if err != nil {
+	if err := a.publishKey(ctx); err != nil {
 		_ = svc.Stop()
-		return fmt.Errorf("approver: add endpoint: %w", err)
+		if mesh.StoppedStarting(ctx, err) {
+			return nil
+		}
+		return err
+	}
+	for _, ep := range []struct {
+		name, subject string
+		handle        func(context.Context, micro.Request)
+	}{
+		{"request", a.cfg.NS.ApprovalRequestAll(), a.handleRequest},
+		{"decide", a.cfg.NS.ApprovalDecideAll(), a.handleDecide},
+	} {
+		err = svc.AddEndpoint(ep.name, micro.HandlerFunc(func(req micro.Request) {
+			wg.Add(1)
+			defer wg.Done()
+			ep.handle(work, req)
+		}), micro.WithEndpointSubject(ep.subject))
+		if err != nil {
+			_ = svc.Stop()
+			return fmt.Errorf("approver: add endpoint %s: %w", ep.name, err)
+		}
 	}
 	watcher, err := a.cfg.Approvals.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
@@ -134,7 +195,7 @@ func (a *Approver) Run(ctx context.Context) error {
 		}
 		return fmt.Errorf("approver: watch approvals: %w", err)
 	}
-	a.log.Info().Str("subject", a.cfg.NS.ApprovalDecideAll()).Msg("approver ready")
+	a.log.Info().Str("subject", a.cfg.NS.ApprovalDecideAll()).Str("key", a.key).Msg("approver ready")
 
 	ticker := time.NewTicker(a.cfg.SweepInterval)
 	defer ticker.Stop()
@@ -179,10 +240,27 @@ func (a *Approver) Run(ctx context.Context) error {
 	}
 }
 
+// publishKey writes the approver's public key under _keys.<key>, where
+// tool hosts without configured keys learn it.
+func (a *Approver) publishKey(ctx context.Context) error {
+	data, err := json.Marshal(mesh.ApproverKey{Key: a.key, Node: a.cfg.NodeID, At: a.now().UTC()})
+	if err != nil {
+		return fmt.Errorf("approver: encode key: %w", err)
+	}
+	if _, err := a.cfg.Approvals.Put(ctx, mesh.ApprovalKeysPrefix+a.key, data); err != nil {
+		return fmt.Errorf("approver: publish key: %w", err)
+	}
+	return nil
+}
+
 // track remembers decided approvals whose resume was not enqueued yet.
+// Policy decisions resume nothing: their call runs at once.
 func (a *Approver) track(e jetstream.KeyValueEntry) {
+	if strings.HasPrefix(e.Key(), "_") {
+		return // not an approval: a published key
+	}
 	var ap mesh.Approval
-	if json.Unmarshal(e.Value(), &ap) != nil {
+	if json.Unmarshal(e.Value(), &ap) != nil || ap.Policy != "" {
 		return
 	}
 	a.mu.Lock()
@@ -236,6 +314,9 @@ func (a *Approver) handleDecide(ctx context.Context, req micro.Request) {
 		return
 	}
 	hdr := nats.Header(req.Headers())
+	if p := hdr.Get(mesh.HeaderPrincipal); p != "" {
+		d.By = p // the authenticated principal, not what the body claims
+	}
 	if d.By == "" {
 		d.By = "nats"
 	}
@@ -262,16 +343,42 @@ func (a *Approver) handleDecide(ctx context.Context, req micro.Request) {
 	_ = req.RespondJSON(ap)
 }
 
-// Decide records d on the approval, publishes approval_decided and enqueues
-// the resume. hdr carries the decider's credentials to the resumed run.
+// Decide signs d and records it on the approval, publishes
+// approval_decided and enqueues the resume. hdr carries the decider's
+// credentials to the resumed run. An approval whose record no longer holds
+// what was sealed, or whose arguments differ from those the decider was
+// shown (d.ArgsHash), is not approved.
 func (a *Approver) Decide(ctx context.Context, id string, d mesh.Decision, hdr nats.Header) (*mesh.Approval, error) {
-	ap, err := a.store.Decide(ctx, id, d)
+	ap, err := a.store.Update(ctx, id, func(ap *mesh.Approval) error {
+		if ap.Status != mesh.ApprovalPending {
+			return mesh.ErrApprovalDecided.With(fmt.Sprintf("approval %s was already %s", id, ap.Status))
+		}
+		status := mesh.ApprovalRejected
+		if d.Approved {
+			status = mesh.ApprovalApproved
+			if err := a.checkIntact(ap); err != nil {
+				return err
+			}
+			if d.ArgsHash != "" && d.ArgsHash != ap.ArgsHash {
+				return mesh.ErrApprovalArgsChanged.With(fmt.Sprintf("approval %s: the arguments shown (hash %s) are not the approval's (hash %s): look at it again before approving", id, short(d.ArgsHash), ap.ArgsHash))
+			}
+		}
+		now := a.now().UTC()
+		st, err := a.sign(ap, status, d.By, now)
+		if err != nil {
+			return err
+		}
+		dec := d
+		dec.Statement = st
+		ap.Status, ap.Decision, ap.DecidedAt = status, &dec, now
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
 	// The event belongs to no run: it falls between the paused run and its
 	// resume. It is informative; the resume is what matters.
-	if _, err := a.publisher.Publish(ctx, ap.ConversationID, "", "approval_decided:"+ap.UUID, mesh.Custom(mesh.CustomApprovalDecided, ap)); err != nil {
+	if _, err := a.publisher.Publish(ctx, ap.ConversationID, "", "approval_decided:"+ap.UUID, mesh.Custom(mesh.CustomApprovalDecided, ap.Public())); err != nil {
 		a.log.Warn().Err(err).Str("approval", id).Msg("publish approval_decided")
 	}
 	if err := a.enqueueResume(ctx, ap, hdr); err != nil {

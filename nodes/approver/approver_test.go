@@ -9,15 +9,38 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 	"github.com/rs/zerolog"
 
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
 )
 
-func start(t *testing.T, m *meshtest.Mesh) {
+// signer is a fresh approver signing key.
+func signer(t *testing.T) nkeys.KeyPair {
 	t.Helper()
-	a, err := New(Config{NC: m.NC, JS: m.JS, NS: m.NS, Approvals: m.Approvals, NodeID: "t", SweepInterval: 50 * time.Millisecond, Grace: 100 * time.Millisecond, Logger: zerolog.Nop()})
+	kp, err := nkeys.CreateOperator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kp
+}
+
+// start runs an approver on m and returns its signing key.
+func start(t *testing.T, m *meshtest.Mesh) nkeys.KeyPair {
+	t.Helper()
+	kp := signer(t)
+	startWith(t, m, Config{Signer: kp})
+	return kp
+}
+
+// startWith runs an approver with cfg on m (its connection, buckets and
+// timings filled in).
+func startWith(t *testing.T, m *meshtest.Mesh, cfg Config) {
+	t.Helper()
+	cfg.NC, cfg.JS, cfg.NS, cfg.Approvals, cfg.NodeID = m.NC, m.JS, m.NS, m.Approvals, "t"
+	cfg.SweepInterval, cfg.Grace, cfg.Logger = 50*time.Millisecond, 100*time.Millisecond, zerolog.Nop()
+	a, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,9 +59,27 @@ func start(t *testing.T, m *meshtest.Mesh) {
 	}, "approver service not up")
 }
 
+// asking is an approval as an agent asks for it.
+func asking() *mesh.Approval {
+	return &mesh.Approval{UUID: mesh.NewID(), ConversationID: mesh.NewID(), SessionID: "abcd1234", Agent: "tester", RunID: "r", ToolCallID: "c",
+		ToolName: "danger", Server: "srv", Tool: "danger", ToolArgs: map[string]any{"x": 1}}
+}
+
+// pending asks the running approver for an approval, as an agent does.
 func pending(t *testing.T, m *meshtest.Mesh) *mesh.Approval {
 	t.Helper()
-	ap := &mesh.Approval{UUID: mesh.NewID(), ConversationID: mesh.NewID(), SessionID: "abcd1234", Agent: "tester", RunID: "r", ToolCallID: "c", ToolName: "danger", ToolArgs: map[string]any{"x": 1}}
+	ap, err := mesh.RequestApproval(t.Context(), m.NC, m.NS, asking())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ap
+}
+
+// stored writes an approval straight into the bucket, as an approver that
+// died after its write left it.
+func stored(t *testing.T, m *meshtest.Mesh) *mesh.Approval {
+	t.Helper()
+	ap := asking()
 	if err := mesh.NewApprovalStore(m.Approvals).Create(t.Context(), ap); err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +193,7 @@ func TestDecideRefusesBadRequests(t *testing.T) {
 func TestSweepEnqueuesAResumeItsDeciderDidNot(t *testing.T) {
 	m := meshtest.New(t)
 	cons := resumes(t, m)
-	ap := pending(t, m)
+	ap := stored(t, m)
 	// A decider died after its decision and before the enqueue.
 	if _, err := mesh.NewApprovalStore(m.Approvals).Decide(t.Context(), ap.UUID, mesh.Decision{Approved: true}); err != nil {
 		t.Fatal(err)
@@ -180,7 +221,7 @@ func TestSweepEnqueuesAResumeItsDeciderDidNot(t *testing.T) {
 // going returns nil, as it does once running.
 func TestStopWhileStartingIsNotAFailure(t *testing.T) {
 	m := meshtest.New(t)
-	a, err := New(Config{NC: m.NC, JS: m.JS, NS: m.NS, Approvals: m.Approvals, NodeID: "t", Logger: zerolog.Nop()})
+	a, err := New(Config{NC: m.NC, JS: m.JS, NS: m.NS, Approvals: m.Approvals, Signer: signer(t), NodeID: "t", Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}

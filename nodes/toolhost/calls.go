@@ -61,6 +61,13 @@ func (c *conn) handle(req request, name string) {
 	if t.readOnly && tr.CallID == "" {
 		tr.CallID = mesh.NewID()
 	}
+	if !t.readOnly {
+		if err := c.checkApproval(t, tr); err != nil {
+			c.s.log.Info().Err(err).Str("subject", req.subject).Str("call_id", tr.CallID).Str("error_kind", mesh.ErrorKind(err)).Msg("tool call refused")
+			c.replyErr(req, err)
+			return
+		}
+	}
 	log := c.s.log.With().Str("subject", req.subject).Str("call_id", tr.CallID).Str("session", tr.Session).Logger()
 	ctx, cancel := context.WithTimeout(c.ctx, c.s.timeout)
 	defer cancel()

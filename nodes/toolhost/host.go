@@ -23,6 +23,14 @@
 //     host and time), and deleted when the server no longer lists the tool.
 //     Entries stay while a server is down: a call then finds no responder
 //     and fails with [mesh.ErrToolUnavailable].
+//   - Approvals (approval.go): a tool that is not read-only (by the host's
+//     own reading of the server's annotations) runs only for a request
+//     whose [mesh.ToolRequest.Approval] is the approver's signed approval of
+//     that exact call (call id, server, tool, hash of the arguments), by a
+//     trusted key: Config.ApproverKeys, or else the keys published under
+//     _keys.<key> in mesh_approvals, watched as they change. Anything else
+//     is refused with mesh.ErrApprovalRequired or mesh.ErrApprovalInvalid
+//     (403). Read-only tools answer plain requests.
 //   - Bucket mesh_calls: one [mesh.CallRecord] per call of a tool that is not
 //     read-only, so that a repeated call id gets the first result instead of
 //     running the tool again. A record still "started" with a finished_at time
@@ -83,8 +91,8 @@ const ClientName = "agentmesh-toolhost"
 type Config struct {
 	// NC is the connection the endpoints are served on. Required.
 	NC *nats.Conn
-	// JS opens the buckets that Tools and Calls do not give. Required when
-	// either is nil.
+	// JS opens the buckets that Tools, Calls and Approvals do not give.
+	// Required when one of them is needed and nil.
 	JS jetstream.JetStream
 	// NS names subjects and buckets. The zero value means mesh.DefaultNamespace.
 	NS mesh.Namespace
@@ -94,6 +102,14 @@ type Config struct {
 	// Calls is the mesh_calls bucket (mesh.Resources.Calls). Nil means open
 	// it through JS.
 	Calls jetstream.KeyValue
+	// ApproverKeys are the approver public keys (nkeys) whose signed
+	// approvals it honours; a tool that is not read-only runs only with one
+	// (approval.go). Empty means the keys the approvers publish in the
+	// approvals bucket, followed as they come and go.
+	ApproverKeys []string
+	// Approvals is the approvals bucket, watched for the published approver
+	// keys when ApproverKeys is empty. Nil means open it through JS.
+	Approvals jetstream.KeyValue
 	// Nodes is the mesh_nodes bucket. When set, a call record started by a
 	// toolhost that is no longer alive (its key gone, or marked down) is
 	// taken for interrupted at once, instead of after the call timeout.
@@ -135,6 +151,7 @@ type Host struct {
 	meta    map[string]string
 	log     zerolog.Logger
 	now     func() time.Time
+	keys    *mesh.KeySet // trusted approver keys
 
 	mu      sync.Mutex
 	running bool
@@ -144,11 +161,16 @@ type Host struct {
 func New(cfg Config) (*Host, error) {
 	cfg.Servers = append([]config.MCPServer(nil), cfg.Servers...)
 	cfg.SearchDirs = append([]string(nil), cfg.SearchDirs...)
+	cfg.ApproverKeys = append([]string(nil), cfg.ApproverKeys...)
 	if cfg.NC == nil {
 		return nil, fmt.Errorf("%w: NC is required", ErrInvalidConfig)
 	}
-	if (cfg.Tools == nil || cfg.Calls == nil) && cfg.JS == nil {
-		return nil, fmt.Errorf("%w: JS is required when Tools or Calls is nil", ErrInvalidConfig)
+	if (cfg.Tools == nil || cfg.Calls == nil || cfg.Approvals == nil && len(cfg.ApproverKeys) == 0) && cfg.JS == nil {
+		return nil, fmt.Errorf("%w: JS is required when Tools, Calls or (without ApproverKeys) Approvals is nil", ErrInvalidConfig)
+	}
+	keys, err := mesh.NewKeySet(cfg.ApproverKeys...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: ApproverKeys: %v", ErrInvalidConfig, err)
 	}
 	if cfg.NodeID == "" {
 		return nil, fmt.Errorf("%w: NodeID is required", ErrInvalidConfig)
@@ -194,6 +216,7 @@ func New(cfg Config) (*Host, error) {
 		meta:    map[string]string{"node": cfg.NodeID},
 		log:     cfg.Logger,
 		now:     time.Now,
+		keys:    keys,
 	}
 	if v, ok := mesh.ServiceVersion(cfg.Version); ok {
 		h.version = v
@@ -270,6 +293,25 @@ func (h *Host) Run(ctx context.Context) error {
 		h.log.Warn().Msg("toolhost has no MCP servers to host")
 	}
 	var wg sync.WaitGroup
+	defer wg.Wait()
+	if len(h.cfg.ApproverKeys) == 0 {
+		approvals := h.cfg.Approvals
+		if approvals == nil {
+			if approvals, err = h.cfg.JS.KeyValue(ctx, h.cfg.NS.Bucket(mesh.BucketApprovals)); err != nil {
+				return h.openErr(ctx, mesh.BucketApprovals, err)
+			}
+		}
+		kw := &keyWatch{h: h, kv: approvals}
+		if err := kw.start(ctx, &wg); err != nil {
+			if mesh.StoppedStarting(ctx, err) {
+				return nil
+			}
+			return err
+		}
+		if len(h.keys.List()) == 0 {
+			h.log.Warn().Msg("no approver key is published yet: tools that are not read-only are refused until one is")
+		}
+	}
 	for _, sc := range h.cfg.Servers {
 		s := newServer(h, sc, tools, calls)
 		wg.Go(func() { s.supervise(ctx) })

@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 	"github.com/rs/zerolog"
 
 	"github.com/agentmesh/agentmesh/config"
@@ -52,22 +53,59 @@ type running struct {
 	*meshtest.Mesh
 	logs *logBuffer
 	stop func() error
+	// approver signs the approvals call attaches; the host trusts its key.
+	approver nkeys.KeyPair
+}
+
+// testApprover is a signing key for approvals, as the approver has.
+func testApprover(t *testing.T) nkeys.KeyPair {
+	t.Helper()
+	kp, err := nkeys.CreateOperator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kp
+}
+
+// approve is the approver's signed approval of one call.
+func approve(t *testing.T, kp nkeys.KeyPair, callID, server, tool string, args map[string]any) *mesh.ApprovalStatement {
+	t.Helper()
+	hash, err := mesh.ArgsHash(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &mesh.ApprovalStatement{ApprovalID: mesh.NewID(), CallID: callID, Server: server, Tool: tool, ArgsHash: hash,
+		Decision: mesh.ApprovalApproved, By: "tester", At: time.Now().UTC().Format(time.RFC3339Nano)}
+	if err := st.Sign(kp); err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 // startHost runs a host for servers on a fresh mesh; edit adjusts the
 // config. The host stops when the test ends, if the test did not stop it.
 func startHost(t *testing.T, edit func(*Config), servers ...config.MCPServer) *running {
 	t.Helper()
-	m := meshtest.New(t)
+	return startHostOn(t, meshtest.New(t), edit, nil, servers...)
+}
+
+// startHostOn is startHost on mesh m, with before run on it first.
+func startHostOn(t *testing.T, m *meshtest.Mesh, edit func(*Config), before func(*meshtest.Mesh), servers ...config.MCPServer) *running {
+	t.Helper()
+	if before != nil {
+		before(m)
+	}
 	logs := &logBuffer{}
+	kp := testApprover(t)
 	cfg := Config{
 		NC: m.NC, JS: m.JS, NS: m.NS, Tools: m.Tools, Calls: m.Calls,
-		Servers:    servers,
-		NodeID:     testNode,
-		Version:    "v1.2.3",
-		MinBackoff: 50 * time.Millisecond,
-		MaxBackoff: 200 * time.Millisecond,
-		Logger:     zerolog.New(zerolog.MultiLevelWriter(logs, zerolog.NewTestWriter(t))).Level(zerolog.DebugLevel).With().Timestamp().Logger(),
+		ApproverKeys: []string{mesh.PublicKey(kp)},
+		Servers:      servers,
+		NodeID:       testNode,
+		Version:      "v1.2.3",
+		MinBackoff:   50 * time.Millisecond,
+		MaxBackoff:   200 * time.Millisecond,
+		Logger:       zerolog.New(zerolog.MultiLevelWriter(logs, zerolog.NewTestWriter(t))).Level(zerolog.DebugLevel).With().Timestamp().Logger(),
 	}
 	if edit != nil {
 		edit(&cfg)
@@ -97,7 +135,7 @@ func startHost(t *testing.T, edit func(*Config), servers ...config.MCPServer) *r
 			t.Errorf("Run: %v", err)
 		}
 	})
-	return &running{Mesh: m, logs: logs, stop: stop}
+	return &running{Mesh: m, logs: logs, stop: stop, approver: kp}
 }
 
 // stdioServer configures the test binary as an MCP server; it returns the
@@ -112,10 +150,15 @@ func stdioServer(t *testing.T, name string) (config.MCPServer, string) {
 	}, counter
 }
 
+// call calls a tool as an agent does, with an approval of that call signed
+// by the test's approver unless req carries one (read-only tools ignore it).
 func (r *running) call(t *testing.T, server, tool string, req mesh.ToolRequest, hdr nats.Header) (*mesh.ToolResult, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
+	if req.Approval == nil {
+		req.Approval = approve(t, r.approver, req.CallID, server, tool, req.Arguments)
+	}
 	return mesh.CallTool(ctx, r.NC, r.NS, server, tool, req, hdr)
 }
 
@@ -425,9 +468,10 @@ func TestWaitsForEarlierAttempt(t *testing.T) {
 		res *mesh.ToolResult
 		err error
 	}
+	approval := approve(t, r.approver, "w-1", "local", "count", nil)
 	got := make(chan outcome, 1)
 	go func() {
-		res, err := mesh.CallTool(t.Context(), r.NC, r.NS, "local", "count", mesh.ToolRequest{CallID: "w-1"}, nil)
+		res, err := mesh.CallTool(t.Context(), r.NC, r.NS, "local", "count", mesh.ToolRequest{CallID: "w-1", Approval: approval}, nil)
 		got <- outcome{res, err}
 	}()
 	meshtest.Eventually(t, 10*time.Second, func() bool {
@@ -606,7 +650,12 @@ func TestNew(t *testing.T) {
 		{name: "no servers", edit: func(c *Config) { c.Servers = nil }},
 		{name: "no conn", edit: func(c *Config) { c.NC = nil }, wantErr: true},
 		{name: "no js nor buckets", edit: func(c *Config) { c.JS = nil }, wantErr: true},
-		{name: "buckets without js", edit: func(c *Config) { c.JS, c.Tools, c.Calls = nil, m.Tools, m.Calls }},
+		{name: "buckets without js", edit: func(c *Config) { c.JS, c.Tools, c.Calls, c.Approvals = nil, m.Tools, m.Calls, m.Approvals }},
+		{name: "keys without js nor approvals", edit: func(c *Config) {
+			c.JS, c.Tools, c.Calls, c.ApproverKeys = nil, m.Tools, m.Calls, []string{mesh.PublicKey(testApprover(t))}
+		}},
+		{name: "no approvals bucket nor js", edit: func(c *Config) { c.JS, c.Tools, c.Calls = nil, m.Tools, m.Calls }, wantErr: true},
+		{name: "bad approver key", edit: func(c *Config) { c.ApproverKeys = []string{"not-a-key"} }, wantErr: true},
 		{name: "no node", edit: func(c *Config) { c.NodeID = "" }, wantErr: true},
 		{name: "bad server name", edit: func(c *Config) { c.Servers[0].Name = "a.b" }, wantErr: true},
 		{name: "no command nor url", edit: func(c *Config) { c.Servers[0].Command = "" }, wantErr: true},
@@ -733,8 +782,9 @@ func TestCallOfADeadHostIsInterruptedAtOnce(t *testing.T) {
 	}
 
 	putRecord(t, r, mesh.CallRecord{CallID: "a-1", Server: "local", Tool: "count", State: mesh.CallStarted, Host: "alive", StartedAt: time.Now()})
+	approval := approve(t, r.approver, "a-1", "local", "count", nil)
 	go func() {
-		_, _ = mesh.CallTool(t.Context(), r.NC, r.NS, "local", "count", mesh.ToolRequest{CallID: "a-1"}, nil)
+		_, _ = mesh.CallTool(t.Context(), r.NC, r.NS, "local", "count", mesh.ToolRequest{CallID: "a-1", Approval: approval}, nil)
 	}()
 	meshtest.Eventually(t, 10*time.Second, func() bool {
 		return strings.Contains(r.logs.String(), "waiting for its outcome")

@@ -967,6 +967,41 @@ function showApproval(ap) {
   scrollToEnd();
 }
 
+// argsHash is the mesh's hash of a call's arguments (mesh.ArgsHash):
+// "sha256:" and the hex SHA-256 of their canonical JSON (mesh.CanonicalJSON:
+// no whitespace, object keys sorted by code point, numbers as JSON.stringify
+// writes them, U+2028 and U+2029 escaped). Null where the browser has no
+// WebCrypto (a page not served from a secure context): the decision then
+// goes without it.
+async function argsHash(args) {
+  if (!(window.crypto && crypto.subtle)) return null;
+  const digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(canonicalJSON(args)));
+  return 'sha256:' + Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, '0')).join('');
+}
+
+function canonicalJSON(v) {
+  if (Array.isArray(v)) return '[' + v.map(canonicalJSON).join(',') + ']';
+  if (v && typeof v === 'object') {
+    return '{' + Object.keys(v).sort(byCodePoint).map((k) => jsonString(k) + ':' + canonicalJSON(v[k])).join(',') + '}';
+  }
+  if (typeof v === 'string') return jsonString(v);
+  if (Object.is(v, -0)) return '-0';
+  return JSON.stringify(v);
+}
+
+function jsonString(s) {
+  return JSON.stringify(s).replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029');
+}
+
+function byCodePoint(a, b) {
+  const x = Array.from(a, (c) => c.codePointAt(0));
+  const y = Array.from(b, (c) => c.codePointAt(0));
+  for (let i = 0; i < Math.min(x.length, y.length); i++) {
+    if (x[i] !== y[i]) return x[i] - y[i];
+  }
+  return x.length - y.length;
+}
+
 function hideApproval() {
   if (view) view.approval = null;
   ui.approval.hidden = true;
@@ -983,7 +1018,12 @@ async function decide(approved) {
   clearError();
   try {
     // Answers once the resumed turn ends; the events show its progress.
-    await api('POST', `/approvals/${encodeURIComponent(ap.uuid)}`, { approved, by: 'web' });
+    // The hash of the arguments shown lets the approver refuse an approval
+    // whose arguments changed since.
+    const body = { approved, by: 'web' };
+    const shown = await argsHash(ap.tool_args || {});
+    if (shown) body.args_hash = shown;
+    await api('POST', `/approvals/${encodeURIComponent(ap.uuid)}`, body);
     if (still(seq) && view.approval && view.approval.uuid === ap.uuid) hideApproval();
   } catch (err) {
     if (!still(seq)) return;

@@ -1,0 +1,148 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/meshtest"
+)
+
+// calls is a model that calls each of calls once, then answers "done".
+func calls(list ...llm.ToolCall) script {
+	return func(_ context.Context, req llm.Request) (*llm.Response, error) {
+		if len(toolResults(req)) > 0 {
+			return &llm.Response{Text: "done"}, nil
+		}
+		return &llm.Response{ToolCalls: list}, nil
+	}
+}
+
+// putTool adds a catalog entry and waits until the agent offers n tools.
+func (f *fixture) putTool(e mesh.ToolEntry, n int) {
+	f.t.Helper()
+	data, _ := json.Marshal(e)
+	key, _ := mesh.ToolKey(e.Server, e.Name)
+	if _, err := f.m.Tools.Put(f.t.Context(), key, data); err != nil {
+		f.t.Fatal(err)
+	}
+	meshtest.Eventually(f.t, 5*time.Second, func() bool { return len(f.agent.tools.Load().llm) == n }, "tool %s not loaded", e.Name)
+}
+
+// toolCallIDs lists the ids of the conversation's tool calls.
+func toolCallIDs(c *mesh.Conversation) []string {
+	var ids []string
+	for _, m := range c.Messages {
+		for _, tc := range m.ToolCalls {
+			ids = append(ids, tc.ID)
+		}
+	}
+	return ids
+}
+
+// TestAgentAsksTheApproverAndSendsItsDecision: the agent writes no
+// approval; it asks the approver, and sends the decision's statement with
+// the approved call; a read-only call goes without one.
+func TestAgentAsksTheApproverAndSendsItsDecision(t *testing.T) {
+	f := newFixture(t, calls(call("safe", `{"a":1}`), call("danger", `{"b":2}`)), nil)
+	conv := f.conversation()
+	_, c := f.turn(conv, "go")
+	if c.PendingApproval == nil {
+		t.Fatalf("status %s: want waiting for approval", c.Status)
+	}
+	asked := f.askedFor()
+	if len(asked) != 1 || asked[0].Policy != "" || asked[0].Server != "srv" || asked[0].Tool != "danger" || asked[0].ToolArgs["b"] != 2.0 {
+		t.Fatalf("asked the approver for %+v", asked)
+	}
+	ap := c.PendingApproval
+	if ap.ArgsHash == "" {
+		t.Error("the conversation's pending approval has no args_hash")
+	}
+	ids := toolCallIDs(c)
+	if st := f.approvalOf(ids[0]); st != nil {
+		t.Errorf("the read-only call was sent with an approval: %+v", st)
+	}
+	f.decide(conv, ap.UUID, true)
+	st := f.approvalOf(ap.UUID)
+	if f.callCount(ap.UUID) != 1 || st == nil || st.CallID != ap.UUID || st.Decision != mesh.ApprovalApproved || st.Sig == "" {
+		t.Errorf("approved call ran %d times with approval %+v; want once with the decision's statement", f.callCount(ap.UUID), st)
+	}
+}
+
+func TestAllowDestructiveStepAsksForAPolicyDecision(t *testing.T) {
+	f := newTreeFixture(t, calls(call("danger", `{"b":2}`)), treeYAML(`  name: pipeline
+  type: sequential
+  agents:
+    - {name: bold, type: llm, allow_destructive: true}
+`), nil)
+	conv := f.conversation()
+	_, c := f.turn(conv, "go")
+	if c.Status == mesh.StatusWaitingApproval {
+		t.Fatal("a step with allow_destructive paused on a person")
+	}
+	asked := f.askedFor()
+	if len(asked) != 1 || asked[0].Policy != mesh.PolicyAllowDestructive || !slices.Equal(asked[0].StepPath, []int{0}) || asked[0].CallID == "" {
+		t.Fatalf("asked the approver for %+v, want a policy decision for step [0]", asked)
+	}
+	id := asked[0].CallID
+	st := f.approvalOf(id)
+	if f.callCount(id) != 1 || st == nil || st.By != mesh.PolicyBy(mesh.PolicyAllowDestructive) || st.CallID != id {
+		t.Errorf("call %s ran %d times with approval %+v", id, f.callCount(id), st)
+	}
+}
+
+func TestNonDestructiveToolAsksForAPolicyDecision(t *testing.T) {
+	f := newFixture(t, calls(call("create", `{"n":1}`)), nil)
+	f.putTool(mesh.ToolEntry{Server: "srv", Name: "create", InputSchema: json.RawMessage(`{"type":"object"}`)}, 3)
+	conv := f.conversation()
+	_, c := f.turn(conv, "go")
+	if c.Status == mesh.StatusWaitingApproval {
+		t.Fatal("a tool that is not destructive paused on a person")
+	}
+	asked := f.askedFor()
+	if len(asked) != 1 || asked[0].Policy != mesh.PolicyNonDestructive || asked[0].Tool != "create" {
+		t.Fatalf("asked the approver for %+v", asked)
+	}
+	if st := f.approvalOf(asked[0].CallID); st == nil || st.By != mesh.PolicyBy(mesh.PolicyNonDestructive) {
+		t.Errorf("the call was sent with %+v", st)
+	}
+}
+
+// TestToolHostReadingPrevails: the catalog says read-only, the tool host
+// does not (it refuses the call without an approval): the agent asks for a
+// policy decision and calls again.
+func TestToolHostReadingPrevails(t *testing.T) {
+	f := newFixture(t, calls(call("sneaky", `{}`)), nil)
+	sub, err := f.m.NC.Subscribe("mesh.tool.other.sneaky", func(msg *nats.Msg) {
+		var req mesh.ToolRequest
+		_ = json.Unmarshal(msg.Data, &req)
+		if req.Approval == nil {
+			_ = msg.RespondMsg(&nats.Msg{Header: mesh.ErrorHeaders(mesh.ErrApprovalRequired)})
+			return
+		}
+		res, _ := json.Marshal(mesh.ToolResult{Text: "ran with " + req.Approval.By})
+		_ = msg.Respond(res)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	f.putTool(mesh.ToolEntry{Server: "other", Name: "sneaky", InputSchema: json.RawMessage(`{"type":"object"}`), ReadOnlyHint: true}, 3)
+	conv := f.conversation()
+	_, c := f.turn(conv, "go")
+	var result string
+	for _, m := range c.Messages {
+		if m.Role == mesh.RoleTool {
+			result = m.Content
+		}
+	}
+	if result != "ran with policy:non_destructive" {
+		t.Errorf("tool result %q, want the call made again with a policy decision", result)
+	}
+}

@@ -1,0 +1,290 @@
+package approver
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/agentmesh/agentmesh/config"
+	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/meshtest"
+)
+
+// decideAs decides with the Mesh-Principal header, as the bridge does.
+func decideAs(t *testing.T, m *meshtest.Mesh, id, body, principal string) (*mesh.Approval, error) {
+	t.Helper()
+	subj, _ := m.NS.ApprovalDecide(id)
+	msg := nats.NewMsg(subj)
+	msg.Data = []byte(body)
+	if principal != "" {
+		msg.Header.Set(mesh.HeaderPrincipal, principal)
+	}
+	reply, err := m.NC.RequestMsg(msg, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mesh.ErrorFromMsg(reply); err != nil {
+		return nil, err
+	}
+	var ap mesh.Approval
+	if err := json.Unmarshal(reply.Data, &ap); err != nil {
+		t.Fatal(err)
+	}
+	return &ap, nil
+}
+
+func keys(t *testing.T, pub ...string) *mesh.KeySet {
+	t.Helper()
+	ks, err := mesh.NewKeySet(pub...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ks
+}
+
+func TestRequestCreatesASealedPendingApproval(t *testing.T) {
+	m := meshtest.New(t)
+	kp := start(t, m)
+	ask := asking()
+	ap, err := mesh.RequestApproval(t.Context(), m.NC, m.NS, ask)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash, _ := mesh.ArgsHash(ask.ToolArgs)
+	if ap.Status != mesh.ApprovalPending || ap.UUID != ask.UUID || ap.CallID != ask.UUID || ap.ArgsHash != hash || ap.Decision != nil {
+		t.Fatalf("created %+v", ap)
+	}
+	if ap.Seal == nil || ap.Seal.Verify(keys(t, mesh.PublicKey(kp))) != nil || ap.Seal.ArgsHash != hash || ap.Seal.Decision != mesh.ApprovalPending {
+		t.Fatalf("seal %+v", ap.Seal)
+	}
+	// Asked again, with other arguments: the record as it stands.
+	again := *ask
+	again.ToolArgs = map[string]any{"x": 2}
+	got, err := mesh.RequestApproval(t.Context(), m.NC, m.NS, &again)
+	if err != nil || got.ArgsHash != hash || got.ToolArgs["x"] != 1.0 {
+		t.Errorf("asked again: %+v, %v", got, err)
+	}
+	// What only the approver may say is not taken from the request.
+	forged := asking()
+	forged.Status, forged.Decision = mesh.ApprovalApproved, &mesh.Decision{Approved: true}
+	forged.ArgsHash, forged.CallID = "sha256:00", "c-forged"
+	got, err = mesh.RequestApproval(t.Context(), m.NC, m.NS, forged)
+	if err != nil || got.Status != mesh.ApprovalPending || got.Decision != nil || got.ArgsHash == "sha256:00" || got.CallID != forged.UUID {
+		t.Errorf("a request that claims a decision: %+v, %v", got, err)
+	}
+	bad := asking()
+	bad.Agent = "a.b"
+	if _, err := mesh.RequestApproval(t.Context(), m.NC, m.NS, bad); !errors.Is(err, mesh.ErrBadRequest) {
+		t.Errorf("agent that is no token: %v", err)
+	}
+}
+
+func TestDecisionIsSigned(t *testing.T) {
+	m := meshtest.New(t)
+	kp := start(t, m)
+	ap := pending(t, m)
+	got, err := decideAs(t, m, ap.UUID, `{"approved": true, "by": "claimed"}`, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := got.Decision.Statement
+	if st == nil {
+		t.Fatal("no signed statement with the decision")
+	}
+	if err := st.Verify(keys(t, mesh.PublicKey(kp))); err != nil {
+		t.Fatalf("statement: %v", err)
+	}
+	want := mesh.ApprovalStatement{Type: mesh.StatementType, ApprovalID: ap.UUID, CallID: ap.UUID, Server: "srv", Tool: "danger",
+		ArgsHash: ap.ArgsHash, Decision: mesh.ApprovalApproved, By: "alice", At: got.DecidedAt.Format(time.RFC3339Nano), Key: mesh.PublicKey(kp), Sig: st.Sig}
+	if *st != want {
+		t.Errorf("statement\n got %+v\nwant %+v", *st, want)
+	}
+	if got.Decision.By != "alice" {
+		t.Errorf("by = %q: the principal header names who decided, not the body", got.Decision.By)
+	}
+	if err := st.Permits(ap.UUID, "srv", "danger", ap.ArgsHash, time.Now()); err != nil {
+		t.Errorf("the statement does not permit the approved call: %v", err)
+	}
+	stored, _ := mesh.NewApprovalStore(m.Approvals).Get(t.Context(), ap.UUID)
+	if stored.Decision == nil || stored.Decision.Statement == nil || stored.Decision.Statement.Sig != st.Sig {
+		t.Error("the signed statement is not stored with the decision")
+	}
+
+	// Without the header, the body's "by"; a rejection is signed too.
+	ap2 := pending(t, m)
+	got, err = decideAs(t, m, ap2.UUID, `{"approved": false, "by": "bob"}`, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := got.Decision.Statement; st == nil || st.By != "bob" || st.Decision != mesh.ApprovalRejected || st.Verify(keys(t, mesh.PublicKey(kp))) != nil {
+		t.Errorf("rejection statement %+v", got.Decision.Statement)
+	}
+}
+
+// TestTamperedApprovalIsNotSigned rewrites a pending approval in the bucket
+// after the person read it: the approver refuses to approve it.
+func TestTamperedApprovalIsNotSigned(t *testing.T) {
+	m := meshtest.New(t)
+	start(t, m)
+	rewrite := func(id string, edit func(*mesh.Approval)) {
+		t.Helper()
+		if _, err := mesh.NewApprovalStore(m.Approvals).Update(t.Context(), id, func(a *mesh.Approval) error { edit(a); return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name string
+		edit func(*mesh.Approval)
+	}{
+		{"arguments", func(a *mesh.Approval) { a.ToolArgs = map[string]any{"x": 666} }},
+		{"arguments and their hash", func(a *mesh.Approval) {
+			a.ToolArgs = map[string]any{"x": 666}
+			a.ArgsHash, _ = mesh.ArgsHash(a.ToolArgs)
+		}},
+		{"arguments, hash and seal's hash", func(a *mesh.Approval) {
+			a.ToolArgs = map[string]any{"x": 666}
+			a.ArgsHash, _ = mesh.ArgsHash(a.ToolArgs)
+			a.Seal.ArgsHash = a.ArgsHash
+		}},
+		{"tool", func(a *mesh.Approval) { a.Tool = "other" }},
+		{"call id", func(a *mesh.Approval) { a.CallID = "another-call" }},
+		{"seal removed", func(a *mesh.Approval) { a.Seal = nil }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ap := pending(t, m)
+			rewrite(ap.UUID, tt.edit)
+			if _, err := decideAs(t, m, ap.UUID, `{"approved": true}`, "alice"); !errors.Is(err, mesh.ErrApprovalTampered) {
+				t.Fatalf("approve: err = %v, want approval_tampered", err)
+			}
+			cur, _ := mesh.NewApprovalStore(m.Approvals).Get(t.Context(), ap.UUID)
+			if cur.Status != mesh.ApprovalPending || cur.Decision != nil {
+				t.Fatalf("a refused approval was recorded: %+v", cur)
+			}
+			// It can still be rejected, so the conversation goes on.
+			got, err := decideAs(t, m, ap.UUID, `{"approved": false}`, "alice")
+			if err != nil || got.Status != mesh.ApprovalRejected {
+				t.Errorf("reject: %+v, %v", got, err)
+			}
+		})
+	}
+}
+
+func TestDecisionWithTheArgumentsShown(t *testing.T) {
+	m := meshtest.New(t)
+	start(t, m)
+	ap := pending(t, m)
+	other, _ := mesh.ArgsHash(map[string]any{"x": 2})
+	if _, err := decideAs(t, m, ap.UUID, `{"approved": true, "args_hash": "`+other+`"}`, ""); !errors.Is(err, mesh.ErrApprovalArgsChanged) {
+		t.Fatalf("other arguments shown: err = %v, want approval_args_changed", err)
+	}
+	got, err := decideAs(t, m, ap.UUID, `{"approved": true, "args_hash": "`+ap.ArgsHash+`"}`, "")
+	if err != nil || got.Status != mesh.ApprovalApproved || got.Decision.ArgsHash != ap.ArgsHash {
+		t.Fatalf("the arguments shown: %+v, %v", got, err)
+	}
+}
+
+func TestApproverPublishesItsKey(t *testing.T) {
+	m := meshtest.New(t)
+	kp := start(t, m)
+	e, err := m.Approvals.Get(t.Context(), mesh.ApprovalKeysPrefix+mesh.PublicKey(kp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pub mesh.ApproverKey
+	if err := json.Unmarshal(e.Value(), &pub); err != nil || pub.Key != mesh.PublicKey(kp) {
+		t.Errorf("published %s (%v)", e.Value(), err)
+	}
+	list, err := mesh.NewApprovalStore(m.Approvals).List(t.Context(), "")
+	if err != nil || len(list) != 0 {
+		t.Errorf("the key entry is listed as an approval: %v, %v", list, err)
+	}
+}
+
+func TestPolicyDecisions(t *testing.T) {
+	m := meshtest.New(t)
+	for _, e := range []mesh.ToolEntry{
+		{Server: "srv", Name: "create", DestructiveHint: false},
+		{Server: "srv", Name: "danger", DestructiveHint: true},
+	} {
+		data, _ := json.Marshal(e)
+		key, _ := mesh.ToolKey(e.Server, e.Name)
+		if _, err := m.Tools.Put(t.Context(), key, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := config.Parse("test.yaml", []byte(`name: tester
+llm: {model: offline}
+agent:
+  name: root
+  type: sequential
+  agents:
+    - {name: careful, type: llm}
+    - {name: bold, type: llm, allow_destructive: true}
+    - {name: narrow, type: llm, allow_destructive: true, tools: [other]}
+`), func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp := signer(t)
+	startWith(t, m, Config{Signer: kp, Tools: m.Tools, Agents: cfg})
+	cons := resumes(t, m)
+
+	ask := func(policy, tool string, path []int, agent string) (*mesh.Approval, error) {
+		ap := asking()
+		ap.Policy, ap.Tool, ap.ToolName, ap.StepPath, ap.Agent = policy, tool, tool, path, agent
+		ap.CallID = "run-c1-0"
+		return mesh.RequestApproval(t.Context(), m.NC, m.NS, ap)
+	}
+	tests := []struct {
+		name, policy, tool, agent string
+		path                      []int
+		wantErr                   error
+	}{
+		{"not destructive", mesh.PolicyNonDestructive, "create", "tester", nil, nil},
+		{"destructive claimed not to be", mesh.PolicyNonDestructive, "danger", "tester", nil, mesh.ErrApprovalPolicy},
+		{"not in the catalog", mesh.PolicyNonDestructive, "nope", "tester", nil, mesh.ErrApprovalPolicy},
+		{"step that allows it", mesh.PolicyAllowDestructive, "danger", "tester", []int{1}, nil},
+		{"step that does not", mesh.PolicyAllowDestructive, "danger", "tester", []int{0}, mesh.ErrApprovalPolicy},
+		{"the root does not", mesh.PolicyAllowDestructive, "danger", "tester", nil, mesh.ErrApprovalPolicy},
+		{"no such step", mesh.PolicyAllowDestructive, "danger", "tester", []int{7}, mesh.ErrApprovalPolicy},
+		{"tool the step is not offered", mesh.PolicyAllowDestructive, "danger", "tester", []int{2}, mesh.ErrApprovalPolicy},
+		{"unknown agent", mesh.PolicyAllowDestructive, "danger", "stranger", []int{1}, mesh.ErrApprovalPolicy},
+		{"unknown policy", "because", "danger", "tester", nil, mesh.ErrBadRequest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ap, err := ask(tt.policy, tt.tool, tt.path, tt.agent)
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("err = %v, want %v", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := ap.Decision.Statement
+			if ap.Status != mesh.ApprovalApproved || st == nil || st.By != mesh.PolicyBy(tt.policy) {
+				t.Fatalf("policy decision %+v", ap)
+			}
+			if err := st.Verify(keys(t, mesh.PublicKey(kp))); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.Permits("run-c1-0", "srv", tt.tool, ap.ArgsHash, time.Now()); err != nil {
+				t.Errorf("the statement does not permit the model's call: %v", err)
+			}
+		})
+	}
+	// Nothing pending, and no resume: the call runs at once.
+	if list, _ := mesh.NewApprovalStore(m.Approvals).List(t.Context(), mesh.ApprovalPending); len(list) != 0 {
+		t.Errorf("policy decisions listed as pending: %d", len(list))
+	}
+	time.Sleep(300 * time.Millisecond) // past the sweep's grace: it must not enqueue resumes
+	if info, err := cons.Info(t.Context()); err != nil || info.NumPending != 0 {
+		t.Errorf("resumes enqueued for policy decisions: %+v, %v", info, err)
+	}
+}

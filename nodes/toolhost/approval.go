@@ -1,0 +1,139 @@
+package toolhost
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentmesh/agentmesh/mesh"
+)
+
+// This file enforces approvals where the effect happens: a tool that is not
+// read-only, by this host's own reading of the server's annotations (never
+// the caller's), runs only for a request that carries the approver's signed
+// approval of that exact call. The approval must be signed by a trusted
+// approver key, say "approved", and name the request's call id, this
+// server, this tool and the hash of the request's arguments; it must be
+// younger than mesh.ApprovalMaxAge. The call id is then run once
+// (callOnce): the same approval sent again gets the first result.
+
+// checkApproval reports whether the request may run tool t. The error
+// matches mesh.ErrApprovalRequired (none sent) or mesh.ErrApprovalInvalid.
+func (c *conn) checkApproval(t *tool, tr mesh.ToolRequest) error {
+	if tr.Approval == nil {
+		return mesh.ErrApprovalRequired.With(fmt.Sprintf(
+			"tool %s of server %s is not read-only: it runs only with an approval signed by the approver for this call", t.name, c.s.cfg.Name))
+	}
+	if err := tr.Approval.Verify(c.s.h.keys); err != nil {
+		return err
+	}
+	hash, err := mesh.ArgsHash(tr.Arguments)
+	if err != nil {
+		return mesh.ErrBadRequest.With(fmt.Sprintf("arguments of %s.%s: %v", c.s.cfg.Name, t.name, err))
+	}
+	return tr.Approval.Permits(tr.CallID, c.s.cfg.Name, t.name, hash, c.s.h.now())
+}
+
+// keyWatch keeps the host's trusted keys equal to the approver keys
+// published in the approvals bucket (keys _keys.<key>), so that a key
+// published after the host started, or a second one during a rotation, is
+// trusted as it comes, and a removed one no longer is.
+type keyWatch struct {
+	h  *Host
+	kv jetstream.KeyValue
+}
+
+// start reads the keys published now, then follows changes until ctx
+// ends, on a goroutine of wg.
+func (k *keyWatch) start(ctx context.Context, wg *sync.WaitGroup) error {
+	w, err := k.kv.Watch(ctx, mesh.ApprovalKeysFilter)
+	if err != nil {
+		return fmt.Errorf("watch approver keys: %w", err)
+	}
+	// The current keys first, so that calls are not refused for want of
+	// a key that is already published.
+	synced := false
+	deadline := time.After(10 * time.Second)
+	for !synced {
+		select {
+		case <-ctx.Done():
+			_ = w.Stop()
+			return ctx.Err()
+		case <-deadline:
+			synced = true // go on; the rest comes with the updates
+		case e, ok := <-w.Updates():
+			switch {
+			case !ok:
+				synced = true
+			case e == nil:
+				synced = true
+			default:
+				k.apply(e)
+			}
+		}
+	}
+	wg.Go(func() { k.follow(ctx, w) })
+	return nil
+}
+
+func (k *keyWatch) follow(ctx context.Context, w jetstream.KeyWatcher) {
+	for {
+		updates := w.Updates()
+		for open := true; open; {
+			select {
+			case <-ctx.Done():
+				_ = w.Stop()
+				return
+			case e, ok := <-updates:
+				if !ok {
+					open = false
+				} else if e != nil {
+					k.apply(e)
+				}
+			}
+		}
+		// The watch ended (a reconnect): open it again, in a moment.
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+			var err error
+			if w, err = k.kv.Watch(ctx, mesh.ApprovalKeysFilter); err == nil {
+				break
+			}
+			if ctx.Err() == nil {
+				k.h.log.Warn().Err(err).Msg("watch approver keys; retrying")
+			}
+		}
+	}
+}
+
+// apply trusts a published key, or stops trusting a deleted one.
+func (k *keyWatch) apply(e jetstream.KeyValueEntry) {
+	key := strings.TrimPrefix(e.Key(), mesh.ApprovalKeysPrefix)
+	if e.Operation() != jetstream.KeyValuePut {
+		k.h.keys.Remove(key)
+		k.h.log.Info().Str("key", key).Msg("approver key withdrawn")
+		return
+	}
+	var pub mesh.ApproverKey
+	if err := json.Unmarshal(e.Value(), &pub); err != nil || pub.Key != key {
+		k.h.log.Warn().Str("key", e.Key()).Msg("ignoring a malformed approver key entry")
+		return
+	}
+	if k.h.keys.Has(key) {
+		return
+	}
+	if err := k.h.keys.Add(key); err != nil {
+		k.h.log.Warn().Err(err).Msg("ignoring an approver key entry")
+		return
+	}
+	k.h.log.Info().Str("key", key).Str("approver", pub.Node).Msg("approver key trusted")
+}
