@@ -34,6 +34,9 @@ const (
 	SubjectTool = "%s.tool.%s.%s"
 	// SubjectApprovalDecide takes a decision on one approval: mesh.approval.<uuid>.decide.
 	SubjectApprovalDecide = "%s.approval.%s.decide"
+	// SubjectApprovalRequest asks the approvers to record a pending approval:
+	// mesh.approval.<uuid>.request (the agent asks; only approvers write approvals).
+	SubjectApprovalRequest = "%s.approval.%s.request"
 	// SubjectSessionCancel aborts the running turn of a session: mesh.session.<session>.cancel.
 	SubjectSessionCancel = "%s.session.%s.cancel"
 	// SubjectHeartbeat is where a node announces itself: mesh.hb.<role>.<node id>.
@@ -138,6 +141,14 @@ func (n Namespace) ApprovalDecide(approvalID string) (string, error) {
 
 // ApprovalDecideAll is the wildcard approvers serve: mesh.approval.*.decide.
 func (n Namespace) ApprovalDecideAll() string { return n.prefix + ".approval.*.decide" }
+
+// ApprovalRequest returns mesh.approval.<uuid>.request.
+func (n Namespace) ApprovalRequest(approvalID string) (string, error) {
+	return n.build(SubjectApprovalRequest, approvalID)
+}
+
+// ApprovalRequestAll is the wildcard approvers serve: mesh.approval.*.request.
+func (n Namespace) ApprovalRequestAll() string { return n.prefix + ".approval.*.request" }
 
 // SessionCancel returns mesh.session.<session>.cancel.
 func (n Namespace) SessionCancel(session string) (string, error) {

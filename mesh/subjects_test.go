@@ -23,6 +23,7 @@ func TestNamespaceSubjects(t *testing.T) {
 		{"tool", func() (string, error) { return ns.Tool("resources", "resources_add") }, "mesh.tool.resources.resources_add", false},
 		{"tool with dots", func() (string, error) { return ns.Tool("fs", "read.file") }, "mesh.tool.fs.read=2efile", false},
 		{"decide", func() (string, error) { return ns.ApprovalDecide(id) }, "mesh.approval." + id + ".decide", false},
+		{"approval request", func() (string, error) { return ns.ApprovalRequest(id) }, "mesh.approval." + id + ".request", false},
 		{"cancel", func() (string, error) { return ns.SessionCancel(id) }, "mesh.session." + id + ".cancel", false},
 		{"heartbeat", func() (string, error) { return ns.Heartbeat(RoleAgent, "n1") }, "mesh.hb.agent.n1", false},
 		{"probe", func() (string, error) { return ns.Probe("n1") }, "mesh.node.n1.probe", false},
