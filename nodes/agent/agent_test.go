@@ -58,6 +58,7 @@ type fixture struct {
 	mu    sync.Mutex
 	calls map[string]int // by call id
 	args  map[string]string
+	auth  map[string]string // the Authorization header of each call
 
 	// stop stops the agent and waits for Run to return; it is idempotent.
 	stop func()
@@ -73,7 +74,7 @@ func newFixture(t *testing.T, p llm.Provider, tweak func(*config.Config)) *fixtu
 func newFixtureWith(t *testing.T, p llm.Provider, tweak func(*config.Config), tweakAgent func(*Config)) *fixture {
 	t.Helper()
 	m := meshtest.New(t)
-	f := &fixture{t: t, m: m, store: mesh.NewSessionStore(m.Sessions), aps: mesh.NewApprovalStore(m.Approvals), calls: map[string]int{}, args: map[string]string{}}
+	f := &fixture{t: t, m: m, store: mesh.NewSessionStore(m.Sessions), aps: mesh.NewApprovalStore(m.Approvals), calls: map[string]int{}, args: map[string]string{}, auth: map[string]string{}}
 	for _, e := range []mesh.ToolEntry{
 		{Server: "srv", Name: "safe", Description: "a safe tool", InputSchema: json.RawMessage(`{"type":"object"}`), ReadOnlyHint: true},
 		{Server: "srv", Name: "danger", Description: "a destructive tool", InputSchema: json.RawMessage(`{"type":"object"}`), DestructiveHint: true},
@@ -91,6 +92,7 @@ func newFixtureWith(t *testing.T, p llm.Provider, tweak func(*config.Config), tw
 		f.mu.Lock()
 		f.calls[req.CallID]++
 		f.args[req.CallID] = string(args)
+		f.auth[req.CallID] = msg.Header.Get(mesh.HeaderAuthorization)
 		f.mu.Unlock()
 		tool := msg.Subject[strings.LastIndexByte(msg.Subject, '.')+1:]
 		res, _ := json.Marshal(mesh.ToolResult{Text: "ran " + tool + " " + string(args)})
