@@ -76,7 +76,8 @@ type Permissions struct {
 	// Publish and Subscribe are the allowed subjects (server permissions).
 	Publish, Subscribe []string
 	// ResponseMax and ResponseTTL: the role may reply to requests it
-	// received (allow_responses), this many messages within this time.
+	// received (allow_responses), this many messages (-1: any number)
+	// within this time.
 	ResponseMax int
 	ResponseTTL time.Duration
 	// Inbox is the role's inbox prefix (nats.CustomInboxPrefix): only the
@@ -107,10 +108,15 @@ func (n Namespace) Permissions(role string) (p Permissions, ok bool) {
 	}
 	p.Grants = append(n.nodeGrants(role), grants...)
 	if role == RoleToolhost {
-		// A tool call gets two answers: "taken by <host>", then the result,
-		// which may take as long as the caller waits (2 minutes) and more.
-		p.ResponseMax, p.ResponseTTL = 2, 5*time.Minute
+		// A tool call gets two answers, "taken by <host>" then the result,
+		// which may come as late as the caller waits (2 minutes); and a
+		// discovery ping gets one from each MCP server's service: any
+		// number, within the time a caller waits.
+		p.ResponseMax, p.ResponseTTL = -1, 150*time.Second
 	}
+	// Its own inbox: to read replies, and to answer itself a request its
+	// wire guard would not send (wire.go).
+	p.Publish = []string{p.Inbox + ".>"}
 	p.Subscribe = []string{p.Inbox + ".>"}
 	for _, g := range p.Grants {
 		pub, sub := n.compile(g)

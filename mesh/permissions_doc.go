@@ -56,9 +56,10 @@ func PermissionsMarkdown(n Namespace) string {
 	}
 	fmt.Fprintf(&b, "| %s | everything | everything | everything | everything |%s\n\n", RoleAdmin, strings.Repeat(" everything |", len(buckets)))
 	fmt.Fprintf(&b, "Every role also publishes its heartbeats on %s, writes its own key %s in %s, answers %s, "+
-		"listens on %s, subscribes only to its own inbox %s (`nats.CustomInboxPrefix`) and replies only to requests "+
-		"it received (`allow_responses`: one reply within 2 minutes; two within 5 minutes for the toolhost, "+
-		"\"taken\" then the result). The toolhost and the approver also answer the micro service discovery "+
+		"listens on %s, subscribes only to its own inbox %s (`nats.CustomInboxPrefix`; it may publish there too, "+
+		"which is how its connection answers a request it refuses to send) and replies only to requests "+
+		"it received (`allow_responses`: one reply within 2 minutes; for the toolhost any number within 150 s: "+
+		"\"taken\" then the result of a call, one answer per MCP server to a discovery ping). The toolhost and the approver also answer the micro service discovery "+
 		"subjects (`$SRV.*`) of %s and %s. No role but %s creates, updates, purges or deletes a stream or bucket, "+
 		"reads a stream's messages by sequence (`STREAM.MSG.GET`, `DIRECT.GET` of a stream), or consumes %s "+
 		"except through the consumers above.\n\n",
@@ -70,8 +71,11 @@ func PermissionsMarkdown(n Namespace) string {
 	for _, role := range append(slices.Clone(IdentityRoles), RoleAdmin) {
 		p, _ := n.Permissions(role)
 		replies := fmt.Sprintf("%d within %s", p.ResponseMax, p.ResponseTTL)
-		if role == RoleAdmin {
+		switch {
+		case role == RoleAdmin:
 			replies = "any"
+		case p.ResponseMax < 0:
+			replies = "any number within " + p.ResponseTTL.String()
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", role, codeList(p.Publish), codeList(p.Subscribe), replies)
 	}

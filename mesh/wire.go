@@ -183,17 +183,18 @@ func (g *guardConn) Write(p []byte) (int, error) {
 
 // watch follows what nats.go writes (SUB and UNSUB lines; the payloads of
 // publishes are skipped) and returns what to send: data itself, or a copy
-// without the operations whose line is too long.
+// in which each operation whose line is too long is left out, or, for a
+// request, replaced by its answer (see refusal).
 func (g *guardConn) watch(data []byte) []byte {
 	g.wmu.Lock()
 	defer g.wmu.Unlock()
-	var drop [][2]int // ranges of data not to send
+	var edits []edit
 	pos := 0
 	for pos < len(data) {
 		if g.wskip > 0 {
 			k := min(g.wskip, len(data)-pos)
 			if g.wdrop {
-				drop = append(drop, [2]int{pos, pos + k})
+				edits = append(edits, edit{start: pos, end: pos + k})
 			}
 			g.wskip -= k
 			pos += k
@@ -214,6 +215,7 @@ func (g *guardConn) watch(data []byte) []byte {
 		if len(f) < 2 {
 			continue
 		}
+		var reply []byte
 		switch string(f[0]) {
 		case "SUB":
 			if len(f) >= 3 && bytes.HasPrefix(f[1], g.inbox) {
@@ -225,25 +227,48 @@ func (g *guardConn) watch(data []byte) []byte {
 			if n, err := strconv.Atoi(string(f[len(f)-1])); err == nil && n >= 0 {
 				g.wskip = n + 2
 			}
+			if string(f[0]) == "PUB" && len(f) == 4 || string(f[0]) == "HPUB" && len(f) == 5 {
+				reply = f[2]
+			}
 		}
 		// A line too long for the server is not sent, nor its payload (the
 		// line must lie whole in this write, as nats.go writes them).
 		if len(line) > maxControlLine && pos-opStart == len(line) {
 			g.report(f[1], "did not send a subject longer than the server takes")
-			drop = append(drop, [2]int{opStart, pos})
+			edits = append(edits, edit{start: opStart, end: pos, repl: g.refusal(reply)})
 			g.wdrop = true
 		}
 	}
-	if len(drop) == 0 {
+	if len(edits) == 0 {
 		return data
 	}
 	out := make([]byte, 0, len(data))
 	last := 0
-	for _, r := range drop {
-		out = append(out, data[last:r[0]]...)
-		last = r[1]
+	for _, e := range edits {
+		out = append(append(out, data[last:e.start]...), e.repl...)
+		last = e.end
 	}
 	return append(out, data[last:]...)
+}
+
+// edit replaces data[start:end] with repl.
+type edit struct {
+	start, end int
+	repl       []byte
+}
+
+// refusal is what is sent instead of a request that cannot be: a "no
+// responders" status to its own inbox, which the server hands straight
+// back, so that the caller fails at once instead of waiting out its
+// timeout (a handler stuck that long would hold up every request behind
+// it). A publish without a reply, or with a reply outside the inbox, is
+// only left out.
+func (g *guardConn) refusal(reply []byte) []byte {
+	if !bytes.HasPrefix(reply, g.inbox) {
+		return nil
+	}
+	const status = "NATS/1.0 503\r\n\r\n"
+	return fmt.Appendf(nil, "HPUB %s %d %d\r\n%s\r\n", reply, len(status), len(status), status)
 }
 
 func (g *guardConn) inboxSub(sid []byte) bool {

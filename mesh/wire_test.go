@@ -48,8 +48,11 @@ func TestGuardWatch(t *testing.T) {
 	if !g.inboxSids["3"] || g.inboxSids["4"] {
 		t.Errorf("inbox sids %v, want 3 only", g.inboxSids)
 	}
-	out = g.watch([]byte("PUB x." + long + " 3\r\nabc\r\nHPUB ok _INBOX.r 12 14\r\nNATS/1.0\r\n\r\nhi\r\nSUB y." + long + " 9\r\nUNSUB 3\r\n"))
-	if want := "HPUB ok _INBOX.r 12 14\r\nNATS/1.0\r\n\r\nhi\r\nUNSUB 3\r\n"; string(out) != want {
+	out = g.watch([]byte("PUB x." + long + " 3\r\nabc\r\nHPUB ok _INBOX.r 12 14\r\nNATS/1.0\r\n\r\nhi\r\nSUB y." + long + " 9\r\nUNSUB 3\r\n" +
+		"PUB z." + long + " _INBOX.mesh.agent.m.7 2\r\nhi\r\n" + // a request: answered "no responders" at once
+		"HPUB w." + long + " _INBOX.elsewhere 12 12\r\nNATS/1.0\r\n\r\n\r\nPING\r\n")) // a reply outside the inbox: left out
+	if want := "HPUB ok _INBOX.r 12 14\r\nNATS/1.0\r\n\r\nhi\r\nUNSUB 3\r\n" +
+		"HPUB _INBOX.mesh.agent.m.7 16 16\r\nNATS/1.0 503\r\n\r\n\r\nPING\r\n"; string(out) != want {
 		t.Errorf("got %q, want %q", out, want)
 	}
 	if g.inboxSids["3"] {
