@@ -2,9 +2,11 @@ package mesh
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -155,6 +157,10 @@ func retry(ctx context.Context, what string, onRetry func(error), attempt func(c
 		cancel()
 		if err == nil {
 			return r, nil
+		}
+		if errors.Is(err, nats.ErrConnectionClosed) {
+			// Closed for good (its credentials refused): waiting is vain.
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		if onRetry != nil {
 			onRetry(err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -121,6 +122,24 @@ func provisionAsAdmin(ctx context.Context, cfg *config.Config, ns mesh.Namespace
 		log.Warn().Err(err).Str("url", natsURL(cfg)).Msg("waiting for NATS to provision")
 	})
 	return err
+}
+
+// runProvision creates or updates the streams and buckets as the admin:
+// on an external server, where no `mesh up` or `mesh nats` does it, and
+// roles with identities of their own may only bind.
+func runProvision(ctx context.Context, cfg *config.Config, _ []string) error {
+	log := newLogger(cfg).With().Str("role", mesh.RoleAdmin).Logger()
+	ns, err := mesh.NewNamespace(cfg.Mesh.Prefix)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := provisionAsAdmin(ctx, cfg, ns, log); err != nil {
+		return err
+	}
+	log.Info().Str("url", natsURL(cfg)).Msg("provisioned")
+	return nil
 }
 
 // childIdentityEnv gives a child of `mesh up` its role's identity: the

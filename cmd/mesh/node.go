@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -85,6 +86,9 @@ func startNode(ctx context.Context, cfg *config.Config, role string) (*node, err
 		// uses, and wait for `mesh up` or `mesh nats` to provision it.
 		perms, _ := ns.Permissions(role)
 		res, err = mesh.BindRetry(ctx, js, ns, perms.Buckets, onRetry)
+	}
+	if errors.Is(err, nats.ErrConnectionClosed) && nc.LastError() != nil {
+		err = fmt.Errorf("%w: %w", err, nc.LastError()) // e.g. an authorization violation
 	}
 	if err != nil {
 		nc.Close()

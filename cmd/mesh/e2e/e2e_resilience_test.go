@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -93,6 +94,12 @@ func TestMonitorFindsAKilledAgentAndItIsRestarted(t *testing.T) {
 // runRole runs one role of m's mesh as a direct child of the test.
 func runRole(t *testing.T, m *meshProc, role string, env ...string) (*exec.Cmd, string) {
 	t.Helper()
+	// A role started by hand finds its identity in the data dir, once
+	// mesh up has made it (unless the test gives it one).
+	if !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, "NATS_NKEY=") }) {
+		seed := filepath.Join(m.dataDir, "creds", role+".nk")
+		meshtest.Eventually(t, 30*time.Second, func() bool { _, err := os.Stat(seed); return err == nil }, "no identity %s", seed)
+	}
 	logPath := filepath.Join(m.dir, role+"-"+time.Now().Format("150405.000")+".log")
 	f, err := os.Create(logPath)
 	if err != nil {

@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,9 +14,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/meshtest"
 )
 
 // The tests of this file attack `mesh up` over NATS as an outsider would:
@@ -289,5 +293,69 @@ func TestNATSActionsMatchThePermissionTable(t *testing.T) {
 				t.Errorf("%s: the table lets %s: %v, the test expects %v", a.name, role, can, want)
 			}
 		}
+	}
+}
+
+// On an external server with identities (here a NATS the test runs, with
+// the mesh's permissions), `mesh provision` creates the streams and buckets
+// as the admin, and a role started by hand with its own seed binds them; a
+// role without a known identity exits, saying why.
+func TestExternalNATSProvisionThenBind(t *testing.T) {
+	dir := t.TempDir()
+	creds := filepath.Join(dir, "data", "creds")
+	roles := append(slices.Clone(mesh.IdentityRoles), mesh.RoleAdmin)
+	keys, err := mesh.EnsureSeeds(creds, roles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var users []mesh.ServerUser
+	for _, role := range roles {
+		p, _ := mesh.DefaultNamespace.Permissions(role)
+		users = append(users, mesh.ServerUser{NKey: keys[role], Permissions: &p})
+	}
+	srv, err := mesh.StartServer(mesh.ServerConfig{Listen: freeAddr(t), StoreDir: filepath.Join(dir, "js"), Users: users})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	run := func(timeout time.Duration, args []string, env ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(t.Context(), timeout)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, filepath.Join(binDir, "mesh"), args...)
+		cmd.Env = append(os.Environ(), "MESH_CONFIG=../../../config/agent.yaml", "MESH_DATA_DIR="+filepath.Join(dir, "data"),
+			"NATS_URL="+srv.ClientURL(), "NATS_CREDS=", "NATS_NKEY=", "MESH_LOG_FORMAT=json")
+		cmd.Env = append(cmd.Env, env...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := run(30*time.Second, []string{"provision"}); err != nil {
+		t.Fatalf("mesh provision: %v\n%s", err, out)
+	}
+	nc := adminConn(t, srv.ClientURL(), filepath.Join(dir, "data"))
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.KeyValue(t.Context(), "mesh_approvals"); err != nil {
+		t.Fatalf("mesh provision did not create the buckets: %v", err)
+	}
+	// The approver binds with its own seed (the data dir's) and serves.
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	approver := exec.CommandContext(ctx, filepath.Join(binDir, "mesh"), "approver")
+	approver.Env = append(os.Environ(), "MESH_CONFIG=../../../config/agent.yaml", "MESH_DATA_DIR="+filepath.Join(dir, "data"),
+		"NATS_URL="+srv.ClientURL(), "NATS_CREDS=", "NATS_NKEY=", "MESH_LOG_FORMAT=json")
+	if err := approver.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); _ = approver.Wait() }()
+	meshtest.Eventually(t, 30*time.Second, func() bool {
+		_, err := nc.Request("$SRV.PING.mesh-approvals", nil, time.Second)
+		return err == nil
+	}, "the approver started by hand does not answer")
+	// Without an identity the server knows, a role says why and exits.
+	out, err := run(30*time.Second, []string{"toolhost"}, "MESH_DATA_DIR="+filepath.Join(dir, "elsewhere"))
+	if err == nil || !strings.Contains(out, "Authorization Violation") {
+		t.Errorf("a toolhost without an identity: %v\n%s", err, out)
 	}
 }
