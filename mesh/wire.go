@@ -360,24 +360,43 @@ func (g *guardConn) report(subject []byte, what string) {
 // parseMsgLine reads "MSG <subject> <sid> [reply] <size>" and
 // "HMSG <subject> <sid> [reply] <header size> <total size>".
 func parseMsgLine(line []byte) (subject, sid, reply []byte, size int, ok bool) {
-	f := bytes.Fields(line)
-	hmsg := bytes.Equal(f[0], []byte("HMSG"))
+	var f [6][]byte
+	n := splitFields(line, &f)
 	want := 4
-	if hmsg {
+	if bytes.Equal(f[0], []byte("HMSG")) {
 		want = 5
 	}
-	switch len(f) {
+	switch n {
 	case want:
 	case want + 1:
 		reply = f[3]
 	default:
 		return nil, nil, nil, 0, false
 	}
-	n, err := strconv.Atoi(string(f[len(f)-1]))
-	if err != nil || n < 0 {
+	size, err := strconv.Atoi(string(f[n-1]))
+	if err != nil || size < 0 {
 		return nil, nil, nil, 0, false
 	}
-	return f[1], f[2], reply, n, true
+	return f[1], f[2], reply, size, true
+}
+
+// splitFields splits a protocol line at spaces and tabs into f without
+// allocating, and returns how many fields there are (len(f)+1 for more).
+func splitFields(line []byte, f *[6][]byte) int {
+	n, start := 0, -1
+	for i := 0; i <= len(line); i++ {
+		sep := i == len(line) || line[i] == ' ' || line[i] == '\t' || line[i] == '\r' || line[i] == '\n'
+		switch {
+		case !sep && start < 0:
+			start = i
+		case sep && start >= 0:
+			if n == len(f) {
+				return n + 1
+			}
+			f[n], n, start = line[start:i], n+1, -1
+		}
+	}
+	return n
 }
 
 func isJetStreamReply(reply []byte) bool {
