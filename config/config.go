@@ -12,6 +12,9 @@
 //	MESH_HTTP_ADDR   bridge listen address (default 127.0.0.1:8080)
 //	MESH_NATS_ADDR   embedded NATS listen address (default 127.0.0.1:4222)
 //	NATS_URL         use this NATS server instead of starting one
+//	NATS_CREDS       a JWT creds file to connect with (nats.creds)
+//	NATS_NKEY        an nkey seed file to connect with (nats.nkey)
+//	MESH_NATS_AUTH   nkeys (default) or none: identities on the embedded server (nats.auth)
 //	MESH_PREFIX      subject prefix (default mesh)
 //	MESH_LOG_LEVEL   debug, info (default), warn or error
 //	MESH_LOG_FORMAT  json, or console (the default on a terminal)
@@ -39,16 +42,19 @@ import (
 
 // Environment variables read by [Load].
 const (
-	EnvConfig   = "MESH_CONFIG"
-	EnvDataDir  = "MESH_DATA_DIR"
-	EnvHTTPAddr = "MESH_HTTP_ADDR"
-	EnvNATSAddr = "MESH_NATS_ADDR"
-	EnvNATSURL  = "NATS_URL"
-	EnvPrefix   = "MESH_PREFIX"
-	EnvLogLevel = "MESH_LOG_LEVEL"
-	EnvLogFmt   = "MESH_LOG_FORMAT"
-	EnvProfile  = "MESH_CPU_PROFILE"
-	EnvNodeID   = "MESH_NODE_ID"
+	EnvConfig    = "MESH_CONFIG"
+	EnvDataDir   = "MESH_DATA_DIR"
+	EnvHTTPAddr  = "MESH_HTTP_ADDR"
+	EnvNATSAddr  = "MESH_NATS_ADDR"
+	EnvNATSURL   = "NATS_URL"
+	EnvNATSCreds = "NATS_CREDS"
+	EnvNATSNKey  = "NATS_NKEY"
+	EnvNATSAuth  = "MESH_NATS_AUTH"
+	EnvPrefix    = "MESH_PREFIX"
+	EnvLogLevel  = "MESH_LOG_LEVEL"
+	EnvLogFmt    = "MESH_LOG_FORMAT"
+	EnvProfile   = "MESH_CPU_PROFILE"
+	EnvNodeID    = "MESH_NODE_ID"
 	// EnvApproverKey and EnvApproverPublicKeys set approvals.signing_key
 	// and approvals.public_keys (comma-separated).
 	EnvApproverKey        = "MESH_APPROVER_KEY"
@@ -355,7 +361,7 @@ type HTTP struct {
 	PingEvery Duration `yaml:"ping_every"`
 }
 
-// NATS says where the server is.
+// NATS says where the server is and how each role proves who it is.
 type NATS struct {
 	// URL of an existing server; empty means the embedded one.
 	URL string `yaml:"url"`
@@ -363,6 +369,21 @@ type NATS struct {
 	Listen string `yaml:"listen"`
 	// MaxPayload of the embedded server. Zero means 8 MiB.
 	MaxPayload int32 `yaml:"max_payload"`
+	// Auth is how the embedded server admits clients: "nkeys" (the
+	// default: every role and the admin with an nkey of its own, generated
+	// under <data_dir>/creds, and the role's permissions) or "none" (an open
+	// server: anyone who reaches the port may do anything).
+	Auth string `yaml:"auth"`
+	// Creds is a JWT creds file and NKey an nkey seed file to connect with
+	// (NATS_CREDS, NATS_NKEY); "{role}" in them is replaced by the role's
+	// name. Empty both means the role's file under <data_dir>/creds
+	// (<role>.creds, else <role>.nk), when there is one.
+	Creds string `yaml:"creds"`
+	NKey  string `yaml:"nkey"`
+	// TLS secures the connections to NATS: ca verifies the server, cert and
+	// key are a client certificate (and the embedded server's certificate,
+	// whose listener then takes TLS only).
+	TLS NATSTLS `yaml:"tls"`
 }
 
 // Approvals configures the signing of approval decisions. The approver
@@ -378,6 +399,22 @@ type Approvals struct {
 	// the approvals bucket (_keys.<key>), which only the approver may write.
 	PublicKeys []string `yaml:"public_keys"`
 }
+
+// Values of nats.auth.
+const (
+	NATSAuthNKeys = "nkeys"
+	NATSAuthNone  = "none"
+)
+
+// NATSTLS are the PEM files of TLS to NATS.
+type NATSTLS struct {
+	CA   string `yaml:"ca"`
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+}
+
+// Empty reports whether no TLS file is set.
+func (t NATSTLS) Empty() bool { return t.CA == "" && t.Cert == "" && t.Key == "" }
 
 // Sessions tunes the sessions bucket.
 type Sessions struct {
@@ -540,6 +577,15 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	if v := getenv(EnvNATSAddr); v != "" {
 		c.NATS.Listen = v
 	}
+	if v := getenv(EnvNATSCreds); v != "" {
+		c.NATS.Creds, c.NATS.NKey = v, ""
+	}
+	if v := getenv(EnvNATSNKey); v != "" {
+		c.NATS.NKey, c.NATS.Creds = v, ""
+	}
+	if v := getenv(EnvNATSAuth); v != "" {
+		c.NATS.Auth = v
+	}
 	if v := getenv(EnvPrefix); v != "" {
 		c.Mesh.Prefix = v
 	}
@@ -631,6 +677,9 @@ func (c *Config) applyDefaults() {
 	if c.NATS.Listen == "" {
 		c.NATS.Listen = DefaultNATSAddr
 	}
+	if c.NATS.Auth == "" {
+		c.NATS.Auth = NATSAuthNKeys
+	}
 	if c.HTTP.MaxBodyBytes == 0 {
 		c.HTTP.MaxBodyBytes = DefaultMaxBodyBytes
 	}
@@ -669,6 +718,9 @@ func (c *Config) DataPath(elem ...string) string {
 
 // EmbeddedNATS reports whether the mesh runs its own NATS server.
 func (c *Config) EmbeddedNATS() bool { return c.NATS.URL == "" }
+
+// CredsDir is where the mesh keeps its NATS identities: <data_dir>/creds.
+func (c *Config) CredsDir() string { return c.DataPath("creds") }
 
 // DefaultPrompt is the system prompt of an agent whose file sets none.
 const DefaultPrompt = "You are a helpful agent. Use the tools you have to do what the user asks."

@@ -94,6 +94,27 @@ func TestApprovalsFromFileAndEnvironment(t *testing.T) {
 	}
 }
 
+// NATS credentials: the environment wins over the file, and the last one
+// given of a creds file and a seed is the one; identities are on unless
+// nats.auth says none.
+func TestNATSIdentitySettings(t *testing.T) {
+	yaml := minimal + "nats:\n  creds: /etc/mesh/{role}.creds\n  tls: {ca: ca.pem}\n  url: tls://n:4222\n"
+	c, err := Parse("a.yaml", []byte(yaml), env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NATS.Auth != NATSAuthNKeys || c.NATS.Creds != "/etc/mesh/{role}.creds" || c.NATS.TLS.CA != "ca.pem" || c.CredsDir() != "data/creds" {
+		t.Errorf("from the file: %+v, creds dir %s", c.NATS, c.CredsDir())
+	}
+	c, err = Parse("a.yaml", []byte(yaml), env(EnvNATSNKey, "/s/agent.nk", EnvNATSAuth, "none"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NATS.NKey != "/s/agent.nk" || c.NATS.Creds != "" || c.NATS.Auth != NATSAuthNone {
+		t.Errorf("environment did not win: %+v", c.NATS)
+	}
+}
+
 func TestLegacyMCPSection(t *testing.T) {
 	c, err := Parse("a.yaml", []byte(minimal+"mcp:\n  command: srv\n  args: [a]\n"), env())
 	if err != nil {
@@ -135,6 +156,9 @@ func TestParseErrorsNameFileFieldAndExpectation(t *testing.T) {
 		{"negative breaker", minimal + "breakers:\n  tools: {failures: -1}\n", []string{"breakers.tools.failures", "0 (default) or more"}},
 		{"negative cooldown", minimal + "breakers:\n  llm: {cooldown: -5s}\n", []string{"breakers.llm.cooldown", "negative"}},
 		{"bad approver key", minimal + "approvals:\n  public_keys: [OABC]\n", []string{"approvals.public_keys[0]", "public nkey"}},
+		{"unknown nats auth", minimal + "nats:\n  auth: open\n", []string{"nats.auth", "MESH_NATS_AUTH", "open", "nkeys or none"}},
+		{"tls cert without key", minimal + "nats:\n  tls: {cert: c.pem}\n", []string{"nats.tls", "cert and key"}},
+		{"embedded tls without cert", minimal + "nats:\n  tls: {ca: ca.pem}\n", []string{"nats.tls", "embedded server"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -91,6 +91,15 @@ func (c *Config) checkRuntime() *fieldErr {
 			return &fieldErr{"nats.listen (" + EnvNATSAddr + ")", fmt.Sprintf("%q is not host:port", c.NATS.Listen)}
 		}
 	}
+	if c.NATS.Auth != NATSAuthNKeys && c.NATS.Auth != NATSAuthNone {
+		return &fieldErr{"nats.auth (" + EnvNATSAuth + ")", fmt.Sprintf("%q is not nkeys or none", c.NATS.Auth)}
+	}
+	if (c.NATS.TLS.Cert == "") != (c.NATS.TLS.Key == "") {
+		return &fieldErr{"nats.tls", "cert and key go together"}
+	}
+	if c.EmbeddedNATS() && !c.NATS.TLS.Empty() && c.NATS.TLS.Cert == "" {
+		return &fieldErr{"nats.tls", "the embedded server needs cert and key (its certificate)"}
+	}
 	if c.Mesh.Prefix != "" && !nameRE.MatchString(c.Mesh.Prefix) {
 		return &fieldErr{"mesh.prefix", fmt.Sprintf("%q is not %s", c.Mesh.Prefix, nameWant)}
 	}

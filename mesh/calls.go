@@ -199,3 +199,11 @@ func nodeGone(ctx context.Context, nodes jetstream.KeyValue, key string) bool {
 	var info NodeInfo
 	return json.Unmarshal(e.Value(), &info) == nil && info.State == NodeDown
 }
+
+// SubAgentCallPrefix starts the keys of the call records an agent keeps in
+// the calls bucket for its sub-agent (A2A) calls: agents may write only
+// those keys, the tool hosts' records are the tool hosts' alone.
+const SubAgentCallPrefix = "a2a."
+
+// SubAgentCallKey is the key of the record of sub-agent call id.
+func SubAgentCallKey(id string) string { return SubAgentCallPrefix + id }

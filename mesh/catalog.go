@@ -26,6 +26,10 @@ type ToolEntry struct {
 	DestructiveHint bool `json:"destructiveHint"`
 	// ReadOnlyHint is the effective read-only hint.
 	ReadOnlyHint bool `json:"readOnlyHint"`
+	// ForwardAuth: the host sends the caller's Authorization to this tool's
+	// MCP server (a streamable HTTP server), so a call carries it; calls to
+	// other tools never do.
+	ForwardAuth bool `json:"forward_auth,omitempty"`
 	// Host is the node that last published the entry.
 	Host      string    `json:"host,omitempty"`
 	UpdatedAt time.Time `json:"updated_at"`

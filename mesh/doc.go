@@ -21,13 +21,24 @@
 //	KV     mesh_calls    <call id>                     tool call records (run once)
 //	req    mesh.tool.<server>.<tool>                   tool calls, served by toolhosts
 //	req    mesh.approval.<uuid>.decide                 decisions, served by approvers
+//	req    mesh.approval.<uuid>.request                approval requests, served by approvers
 //	pub    mesh.session.<session>.cancel               abort the running turn
 //	pub    mesh.hb.<role>.<node id>                    heartbeats
 //	req    mesh.node.<node id>.probe                   liveness probes
 //
 // A [Namespace] builds every one of those names for a prefix; [Provision]
-// creates the streams and buckets idempotently, so whichever role starts first
-// sets the mesh up.
+// creates the streams and buckets idempotently.
+//
+// # Identities
+//
+// Every role connects with an identity of its own (an nkey, [EnsureSeeds]),
+// allowed only what its job needs: [Namespace.Permissions] is the one table
+// of who may publish, subscribe, consume and read or write which bucket, and
+// configures the embedded [Server] ([ServerUser]). With identities on, only
+// the admin provisions; a role binds what it uses ([BindRetry]). [Connect]
+// opens a role's connection, with its own inbox and a wire guard that keeps
+// it on the bus when a subject is longer than the server takes, and drops
+// what JetStream pushes outside its inbox (see wire.go).
 //
 // # Work
 //

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -58,7 +59,9 @@ type Resources struct {
 }
 
 // Provision creates or updates every stream and bucket of the mesh. It is
-// idempotent, so every role runs it at start and the first one sets things up.
+// idempotent. With NATS identities on, only the admin may run it (`mesh up`,
+// `mesh nats`); a role binds what it uses instead ([BindRetry]). On an open
+// server every role runs it at start, and the first one sets things up.
 func Provision(ctx context.Context, js jetstream.JetStream, ns Namespace, cfg ProvisionConfig) (*Resources, error) {
 	cfg = cfg.withDefaults()
 	r := &Resources{NS: ns}
@@ -136,20 +139,57 @@ func ensureKeyValue(ctx context.Context, js jetstream.JetStream, cfg jetstream.K
 // ProvisionRetry runs [Provision] until it succeeds or ctx ends, so that a
 // role started before its NATS server comes up waits for it.
 func ProvisionRetry(ctx context.Context, js jetstream.JetStream, ns Namespace, cfg ProvisionConfig, onRetry func(error)) (*Resources, error) {
+	return retry(ctx, "provision", onRetry, func(ctx context.Context) (*Resources, error) { return Provision(ctx, js, ns, cfg) })
+}
+
+// Bind looks up the buckets named (base names, e.g. [BucketSessions]) and
+// returns them as Resources; the others stay nil. It creates nothing: a
+// role with an identity of its own may not.
+func Bind(ctx context.Context, js jetstream.JetStream, ns Namespace, buckets []string) (*Resources, error) {
+	r := &Resources{NS: ns}
+	dst := map[string]*jetstream.KeyValue{
+		BucketSessions: &r.Sessions, BucketApprovals: &r.Approvals, BucketTools: &r.Tools,
+		BucketNodes: &r.Nodes, BucketCalls: &r.Calls,
+	}
+	for _, b := range buckets {
+		p, ok := dst[b]
+		if !ok {
+			return nil, fmt.Errorf("bind: unknown bucket %q", b)
+		}
+		kv, err := js.KeyValue(ctx, ns.Bucket(b))
+		if err != nil {
+			return nil, fmt.Errorf("bind bucket %s: %w", ns.Bucket(b), err)
+		}
+		*p = kv
+	}
+	return r, nil
+}
+
+// BindRetry runs [Bind] until it succeeds or ctx ends, so that a role
+// started before the mesh is provisioned waits for it.
+func BindRetry(ctx context.Context, js jetstream.JetStream, ns Namespace, buckets []string, onRetry func(error)) (*Resources, error) {
+	return retry(ctx, "bind", onRetry, func(ctx context.Context) (*Resources, error) { return Bind(ctx, js, ns, buckets) })
+}
+
+func retry(ctx context.Context, what string, onRetry func(error), attempt func(context.Context) (*Resources, error)) (*Resources, error) {
 	wait := 100 * time.Millisecond
 	for {
 		attemptCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		r, err := Provision(attemptCtx, js, ns, cfg)
+		r, err := attempt(attemptCtx)
 		cancel()
 		if err == nil {
 			return r, nil
+		}
+		if errors.Is(err, nats.ErrConnectionClosed) {
+			// Closed for good (its credentials refused): waiting is vain.
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		if onRetry != nil {
 			onRetry(err)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("provision: %w (last error: %v)", ctx.Err(), err)
+			return nil, fmt.Errorf("%s: %w (last error: %v)", what, ctx.Err(), err)
 		case <-time.After(wait):
 		}
 		if wait < 2*time.Second {

@@ -1,9 +1,11 @@
 package mesh
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -24,9 +26,22 @@ type ServerConfig struct {
 	MaxPayload int32
 	// Name is the server's name. Empty means "mesh".
 	Name string
+	// Users are the identities the server accepts. Empty means an open
+	// server: any client connects and may do anything.
+	Users []ServerUser
+	// TLS, when not nil, secures the listener (clients must use TLS).
+	TLS *tls.Config
 	// Logger receives the server's notices, warnings and errors. The zero
 	// value discards them.
 	Logger zerolog.Logger
+}
+
+// ServerUser is an identity of the embedded server: an nkey user with the
+// permissions of a role (nil: everything, the admin).
+type ServerUser struct {
+	// NKey is the user's public key (U…).
+	NKey        string
+	Permissions *Permissions
 }
 
 // DefaultMaxPayload is the embedded server's default max payload.
@@ -78,9 +93,17 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		JetStream:  true,
 		StoreDir:   cfg.StoreDir,
 		MaxPayload: cfg.MaxPayload,
+		// The line limit the wire guard of Connect keeps to (wire.go).
+		MaxControlLine: maxControlLine,
 		// MaxPending must hold at least one max-size message per client.
 		MaxPending: int64(cfg.MaxPayload) * 8,
 		NoSigs:     true,
+	}
+	for _, u := range cfg.Users {
+		opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: u.NKey, Permissions: serverPermissions(u.Permissions)})
+	}
+	if cfg.TLS != nil {
+		opts.TLS, opts.TLSConfig, opts.TLSTimeout = true, cfg.TLS, 2
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
@@ -93,6 +116,18 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		return nil, fmt.Errorf("mesh: embedded server on %s did not start", cfg.Listen)
 	}
 	return &Server{ns: ns}, nil
+}
+
+// serverPermissions are p as the server takes them; nil is everything.
+func serverPermissions(p *Permissions) *server.Permissions {
+	if p == nil || p.Role == RoleAdmin {
+		return nil
+	}
+	return &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: slices.Clone(p.Publish)},
+		Subscribe: &server.SubjectPermission{Allow: slices.Clone(p.Subscribe)},
+		Response:  &server.ResponsePermission{MaxMsgs: p.ResponseMax, Expires: p.ResponseTTL},
+	}
 }
 
 // ClientURL is the URL clients connect to.

@@ -65,3 +65,23 @@ func TestStreamSlotsAreBoundedByMaxStreams(t *testing.T) {
 		t.Error("a released slot was not given again")
 	}
 }
+
+// Off the bus, /ready says so at once, for every check, rather than after
+// each check's timeout.
+func TestReadinessOffTheBus(t *testing.T) {
+	m := meshtest.New(t)
+	nc := meshtest.Conn(t, m.Server.ClientURL())
+	c, err := New(Config{NC: nc, JS: m.JS, Resources: m.Resources, Agent: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	start := time.Now()
+	ready, checks := c.Readiness(t.Context())
+	if ready || checks["event_bus"] != "failed: closed" || checks["storage"] != "unknown: nats closed" {
+		t.Errorf("ready %v, checks %v; want not ready, event_bus failed: closed", ready, checks)
+	}
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Errorf("readiness took %v off the bus", d)
+	}
+}

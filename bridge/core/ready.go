@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -31,7 +32,15 @@ func (c *Core) Readiness(ctx context.Context) (ready bool, checks map[string]str
 	defer cancel()
 	checks = map[string]string{"event_bus": CheckOK, "storage": CheckOK, "toolhosts": CheckOK, "approvers": CheckOK, "agents": CheckOK}
 	if !c.cfg.NC.IsConnected() {
-		checks["event_bus"] = CheckFailed
+		// Off the bus nothing else can be known: say what the connection
+		// does (reconnecting, closed) rather than wait for every check to
+		// time out.
+		status := strings.ToLower(c.cfg.NC.Status().String())
+		for k := range checks {
+			checks[k] = "unknown: nats " + status
+		}
+		checks["event_bus"] = CheckFailed + ": " + status
+		return false, checks
 	}
 	if _, err := c.cfg.Resources.Sessions.Status(ctx); err != nil {
 		checks["storage"] = CheckFailed

@@ -8,6 +8,7 @@
 //	mesh bridge     HTTP: REST, AG-UI streams, A2A, the web chat page
 //	mesh monitor    heartbeats, failure detection and recovery (also inside mesh up)
 //	mesh status     the nodes of the mesh and their state
+//	mesh provision  create or update the streams and buckets, as the admin
 //	mesh version    print the version
 //
 // Every role reads config/agent.yaml (or $MESH_CONFIG) and connects to
@@ -46,14 +47,16 @@ commands:
   bridge     run the HTTP bridge (REST, AG-UI, web page, docs)
   monitor    watch heartbeats, find dead and stuck nodes, apply recovery
   status     print the nodes of the mesh, their roles, state and last heartbeat
+  provision  create or update the streams and buckets (as the admin) on an external NATS
   version    print the version
 
 mesh up --replicas agent=2,toolhost=2 runs several processes of a role.
 
 environment: MESH_CONFIG (config/agent.yaml), MESH_DATA_DIR (./data),
 MESH_HTTP_ADDR (127.0.0.1:8080), MESH_NATS_ADDR (127.0.0.1:4222), NATS_URL,
-MESH_LOG_LEVEL, MESH_LOG_FORMAT; API keys GEMINI_API_KEY, ANTHROPIC_API_KEY,
-OPENAI_API_KEY.
+NATS_CREDS or NATS_NKEY ({role} in the path is the role), MESH_NATS_AUTH
+(nkeys, or none for an open server), MESH_LOG_LEVEL, MESH_LOG_FORMAT; API
+keys GEMINI_API_KEY, ANTHROPIC_API_KEY, OPENAI_API_KEY.
 `
 
 func main() { os.Exit(run(os.Args[1:])) }
@@ -102,15 +105,16 @@ func run(args []string) int {
 }
 
 var commands = map[string]func(context.Context, *config.Config, []string) error{
-	"up":       runUp,
-	"nats":     runNATS,
-	"agent":    runAgent,
-	"group":    runGroup,
-	"toolhost": runToolhost,
-	"approver": runApprover,
-	"bridge":   runBridge,
-	"monitor":  runMonitor,
-	"status":   runStatus,
+	"up":        runUp,
+	"nats":      runNATS,
+	"agent":     runAgent,
+	"group":     runGroup,
+	"toolhost":  runToolhost,
+	"approver":  runApprover,
+	"bridge":    runBridge,
+	"monitor":   runMonitor,
+	"status":    runStatus,
+	"provision": runProvision,
 }
 
 // ownDir is the directory of the mesh binary: commands of MCP servers that

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -65,7 +66,7 @@ func startNode(ctx context.Context, cfg *config.Config, role string) (*node, err
 	if err != nil {
 		return nil, err
 	}
-	nc, err := mesh.Connect(natsURL(cfg), "mesh-"+id, log)
+	nc, ident, err := connectAs(cfg, ns, role, "mesh-"+id, log)
 	if err != nil {
 		return nil, err
 	}
@@ -74,9 +75,21 @@ func startNode(ctx context.Context, cfg *config.Config, role string) (*node, err
 		nc.Close()
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	res, err := mesh.ProvisionRetry(ctx, js, ns, provisionConfig(cfg), func(err error) {
+	onRetry := func(err error) {
 		log.Warn().Err(err).Str("url", natsURL(cfg)).Msg("waiting for NATS")
-	})
+	}
+	var res *mesh.Resources
+	if ident.provisions() {
+		res, err = mesh.ProvisionRetry(ctx, js, ns, provisionConfig(cfg), onRetry)
+	} else {
+		// A role's identity may not create streams: bind what the role
+		// uses, and wait for `mesh up` or `mesh nats` to provision it.
+		perms, _ := ns.Permissions(role)
+		res, err = mesh.BindRetry(ctx, js, ns, perms.Buckets, onRetry)
+	}
+	if errors.Is(err, nats.ErrConnectionClosed) && nc.LastError() != nil {
+		err = fmt.Errorf("%w: %w", err, nc.LastError()) // e.g. an authorization violation
+	}
 	if err != nil {
 		nc.Close()
 		return nil, err
@@ -110,7 +123,7 @@ func startNode(ctx context.Context, cfg *config.Config, role string) (*node, err
 // check is the node's liveness: connected, and the role's own check.
 func (n *node) check(ctx context.Context) error {
 	if !n.nc.IsConnected() {
-		return fmt.Errorf("not connected to NATS")
+		return fmt.Errorf("not connected to NATS (%s)", strings.ToLower(n.nc.Status().String()))
 	}
 	n.mu.Lock()
 	h := n.health

@@ -23,7 +23,7 @@ func runStatus(ctx context.Context, cfg *config.Config, _ []string) error {
 		return err
 	}
 	log := newLogger(cfg)
-	nc, err := mesh.Connect(natsURL(cfg), "mesh-status", log)
+	nc, _, err := connectAs(cfg, ns, mesh.RoleAdmin, "mesh-status", log)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"os"
@@ -46,17 +47,28 @@ func runUp(ctx context.Context, cfg *config.Config, args []string) error {
 	if err != nil {
 		return err
 	}
+	ns, err := mesh.NewNamespace(cfg.Mesh.Prefix)
+	if err != nil {
+		return err
+	}
 	url := cfg.NATS.URL
 	if cfg.EmbeddedNATS() {
-		srv, err := startEmbedded(cfg, log)
+		srv, err := startEmbedded(cfg, ns, log)
 		if err != nil {
 			return err
 		}
 		defer srv.Shutdown()
 		url = srv.ClientURL()
 	}
-	// The monitor lives in this process: it provisions the mesh before the
-	// roles start, and can kill a stuck child by its pid.
+	// The streams and buckets are provisioned with the admin identity
+	// before the roles start: a role's own identity may only bind them.
+	if cfg.EmbeddedNATS() || !identityOf(cfg, mesh.RoleAdmin).none() {
+		if err := provisionAsAdmin(ctx, withURL(cfg, url), ns, log); err != nil {
+			return err
+		}
+	}
+	// The monitor lives in this process, so that it can kill a stuck child
+	// by its pid.
 	monCfg := withURL(cfg, url)
 	monCfg.NodeID = hostToken() + "-monitor"
 	n, err := startNode(ctx, monCfg, mesh.RoleMonitor)
@@ -66,7 +78,7 @@ func runUp(ctx context.Context, cfg *config.Config, args []string) error {
 	defer n.close()
 
 	sup, err := newSupervisor(supervisorConfig{
-		Processes: upProcesses(url, replicas, roleEnv), MinBackoff: cfg.Mesh.RestartBackoff.Std(), Logger: log,
+		Processes: upProcesses(cfg, url, replicas, roleEnv), MinBackoff: cfg.Mesh.RestartBackoff.Std(), Logger: log,
 	})
 	if err != nil {
 		return err
@@ -81,6 +93,7 @@ func runUp(ctx context.Context, cfg *config.Config, args []string) error {
 		return fmt.Errorf("%w: %w", errConfig, err)
 	}
 	log.Info().Str("nats", url).Str("http", cfg.HTTPAddr).Str("data_dir", cfg.DataDir).Interface("replicas", replicas).Msg("mesh up")
+	logCLIHint(cfg, ns, url, log)
 	monDone := make(chan error, 1)
 	go func() { monDone <- mon.Run(ctx) }()
 	err = sup.run(ctx)
@@ -113,8 +126,9 @@ func approvalKeys(cfg *config.Config, log zerolog.Logger) (map[string][]string, 
 
 // upProcesses are the children of `mesh up`: replicas of every role, each
 // with a stable node id (<host>-<role>-<n>), so that a restarted process
-// comes back as the same node, and the role's own environment from env.
-func upProcesses(url string, replicas map[string]int, env map[string][]string) []process {
+// comes back as the same node, its role's NATS identity, and the role's own
+// environment from roleEnv.
+func upProcesses(cfg *config.Config, url string, replicas map[string]int, roleEnv map[string][]string) []process {
 	var procs []process
 	for _, role := range upRoles {
 		for i := 1; i <= replicas[role]; i++ {
@@ -122,10 +136,12 @@ func upProcesses(url string, replicas map[string]int, env map[string][]string) [
 			if replicas[role] > 1 {
 				name = fmt.Sprintf("%s-%d", role, i)
 			}
-			procs = append(procs, process{Name: name, Args: []string{role}, Env: append([]string{
+			env := []string{
 				config.EnvNATSURL + "=" + url,
 				config.EnvNodeID + "=" + fmt.Sprintf("%s-%s-%d", hostToken(), role, i),
-			}, env[role]...)})
+			}
+			env = append(env, childIdentityEnv(cfg, role)...)
+			procs = append(procs, process{Name: name, Args: []string{role}, Env: append(env, roleEnv[role]...)})
 		}
 	}
 	return procs
@@ -198,25 +214,64 @@ func withURL(cfg *config.Config, url string) *config.Config {
 	return &c
 }
 
-// runNATS runs the embedded server alone until ctx ends.
+// runNATS runs the embedded server alone until ctx ends. It provisions the
+// mesh with the admin identity, so that roles started by hand find what
+// they bind; they find their identities under <data_dir>/creds.
 func runNATS(ctx context.Context, cfg *config.Config, _ []string) error {
 	log := newLogger(cfg).With().Str("role", mesh.RoleNATS).Logger()
-	srv, err := startEmbedded(cfg, log)
+	ns, err := mesh.NewNamespace(cfg.Mesh.Prefix)
 	if err != nil {
 		return err
 	}
+	srv, err := startEmbedded(cfg, ns, log)
+	if err != nil {
+		return err
+	}
+	defer srv.Shutdown()
+	if err := provisionAsAdmin(ctx, withURL(cfg, srv.ClientURL()), ns, log); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 	log.Info().Str("url", srv.ClientURL()).Msg("nats ready")
+	logCLIHint(cfg, ns, srv.ClientURL(), log)
 	<-ctx.Done()
-	srv.Shutdown()
 	return nil
 }
 
-func startEmbedded(cfg *config.Config, log zerolog.Logger) (*mesh.Server, error) {
+// startEmbedded starts the embedded server: with every role's identity and
+// permissions (generated under <data_dir>/creds when missing), unless
+// nats.auth is none; with TLS when nats.tls is set.
+func startEmbedded(cfg *config.Config, ns mesh.Namespace, log zerolog.Logger) (*mesh.Server, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	return mesh.StartServer(mesh.ServerConfig{
+	users, err := embeddedUsers(cfg, ns)
+	if err != nil {
+		return nil, err
+	}
+	var tlsCfg *tls.Config
+	if files := mesh.TLSFiles(cfg.NATS.TLS); !files.Empty() {
+		if tlsCfg, err = files.Server(); err != nil {
+			return nil, fmt.Errorf("%w: %w", errConfig, err)
+		}
+	}
+	srv, err := mesh.StartServer(mesh.ServerConfig{
 		Listen: cfg.NATS.Listen, StoreDir: cfg.DataPath("jetstream"), MaxPayload: cfg.NATS.MaxPayload,
+		Users: users, TLS: tlsCfg,
 		Logger: log.With().Str("component", "nats-server").Logger().Level(zerolog.WarnLevel),
 	})
+	if err != nil {
+		return nil, err
+	}
+	if users == nil {
+		log.Warn().Str("listen", cfg.NATS.Listen).Msg("nats.auth is none: the NATS server is open, whoever reaches it can read and change everything")
+	}
+	return srv, nil
+}
+
+// logCLIHint says how to use the admin identity with the nats CLI.
+func logCLIHint(cfg *config.Config, ns mesh.Namespace, url string, log zerolog.Logger) {
+	log.Info().Str("nats_cli", cliHint(cfg, url)+" sub '"+ns.EventsAll()+"'").Msg("the nats CLI, as the mesh's admin")
 }

@@ -493,7 +493,7 @@ func TestA2ARedeliveredResumeForwardsOnce(t *testing.T) {
 		t.Errorf("status %s, last run %+v", c.Status, c.LastRun)
 	}
 	// The record says so.
-	entry, err := first.m.Calls.Get(t.Context(), ap.UUID)
+	entry, err := first.m.Calls.Get(t.Context(), mesh.SubAgentCallKey(ap.UUID))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -519,7 +519,7 @@ func TestA2ACutOffForwardAsksWhereTheTaskStands(t *testing.T) {
 		t.Fatalf("forward by hand: %+v %v", res, err)
 	}
 	rec, _ := json.Marshal(remoteRecord{CallRecord: mesh.CallRecord{CallID: ap.UUID, State: mesh.CallStarted, Host: "dead"}})
-	if _, err := f.m.Calls.Create(t.Context(), ap.UUID, rec); err != nil {
+	if _, err := f.m.Calls.Create(t.Context(), mesh.SubAgentCallKey(ap.UUID), rec); err != nil {
 		t.Fatal(err)
 	}
 	c = f.decide(conv, ap.UUID, true)

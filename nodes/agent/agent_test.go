@@ -61,6 +61,7 @@ type fixture struct {
 	args      map[string]string
 	approvals map[string]*mesh.ApprovalStatement // sent with each call, by call id
 	asked     []mesh.Approval                    // what the agent asked the approver for
+	auth      map[string]string                  // the Authorization header of each call
 
 	// stop stops the agent and waits for Run to return; it is idempotent.
 	stop func()
@@ -77,7 +78,7 @@ func newFixtureWith(t *testing.T, p llm.Provider, tweak func(*config.Config), tw
 	t.Helper()
 	m := meshtest.New(t)
 	f := &fixture{t: t, m: m, store: mesh.NewSessionStore(m.Sessions), aps: mesh.NewApprovalStore(m.Approvals), calls: map[string]int{}, args: map[string]string{},
-		approvals: map[string]*mesh.ApprovalStatement{}}
+		approvals: map[string]*mesh.ApprovalStatement{}, auth: map[string]string{}}
 	for _, e := range []mesh.ToolEntry{
 		{Server: "srv", Name: "safe", Description: "a safe tool", InputSchema: json.RawMessage(`{"type":"object"}`), ReadOnlyHint: true},
 		{Server: "srv", Name: "danger", Description: "a destructive tool", InputSchema: json.RawMessage(`{"type":"object"}`), DestructiveHint: true},
@@ -96,6 +97,7 @@ func newFixtureWith(t *testing.T, p llm.Provider, tweak func(*config.Config), tw
 		f.calls[req.CallID]++
 		f.args[req.CallID] = string(args)
 		f.approvals[req.CallID] = req.Approval
+		f.auth[req.CallID] = msg.Header.Get(mesh.HeaderAuthorization)
 		f.mu.Unlock()
 		tool := msg.Subject[strings.LastIndexByte(msg.Subject, '.')+1:]
 		res, _ := json.Marshal(mesh.ToolResult{Text: "ran " + tool + " " + string(args)})

@@ -209,7 +209,7 @@ func (t *turn) forwardDecision(ctx context.Context, call mesh.ToolCall, ap *mesh
 // bucket; see the top of this file. A failure of the call is an outcome
 // with Error set: the model reads it.
 func (t *turn) recorded(ctx context.Context, r *remoteAgent, key string, interrupted, call func(context.Context) (*remoteOutcome, error)) *remoteOutcome {
-	kv := t.a.cfg.Resources.Calls
+	kv, recKey := t.a.cfg.Resources.Calls, mesh.SubAgentCallKey(key)
 	rec := remoteRecord{CallRecord: mesh.CallRecord{
 		CallID: key, Server: remoteServerPrefix + r.cfg.Name, Tool: r.cfg.Name, State: mesh.CallStarted,
 		Host: t.a.cfg.NodeID, StartedAt: time.Now().UTC(),
@@ -219,10 +219,10 @@ func (t *turn) recorded(ctx context.Context, r *remoteAgent, key string, interru
 		return &remoteOutcome{Error: fmt.Sprintf("error: encode the record of the call: %v", err)}
 	}
 	run := call
-	rev, err := kv.Create(ctx, key, data)
+	rev, err := kv.Create(ctx, recKey, data)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyExists):
-		entry, gerr := kv.Get(ctx, key)
+		entry, gerr := kv.Get(ctx, recKey)
 		if gerr != nil {
 			return &remoteOutcome{Error: fmt.Sprintf("error: read the record of call %s: %v", key, gerr)}
 		}
@@ -260,7 +260,7 @@ func (t *turn) recorded(ctx context.Context, r *remoteAgent, key string, interru
 		rec.Result.Text = out.Error
 	}
 	if data, err = json.Marshal(rec); err == nil {
-		_, err = kv.Update(ctx, key, data, rev)
+		_, err = kv.Update(ctx, recKey, data, rev)
 	}
 	if err != nil {
 		t.log.Warn().Err(err).Str("call", key).Msg("record sub-agent call outcome")

@@ -28,6 +28,17 @@ type toolSet struct {
 	llm    []llm.Tool
 }
 
+// forwardsAuth reports whether the catalog says that server's host sends
+// the caller's Authorization on to it (an HTTP MCP server).
+func (s *toolSet) forwardsAuth(server, tool string) bool {
+	for _, e := range s.byFunc {
+		if e.Server == server && e.Name == tool {
+			return e.ForwardAuth
+		}
+	}
+	return false
+}
+
 func newToolSet(entries []mesh.ToolEntry) *toolSet {
 	byFunc := functionNames(entries)
 	ts := &toolSet{byFunc: byFunc}
@@ -236,11 +247,14 @@ func (t *turn) policyApproval(ctx context.Context, call mesh.ToolCall) (*mesh.Ap
 func (t *turn) requestTool(ctx context.Context, call mesh.ToolCall, callID string, wait time.Duration, approval *mesh.ApprovalStatement) (*mesh.ToolResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, toolCallTimeout)
 	defer cancel()
+	// The caller's token goes only to a host that forwards it to an HTTP
+	// MCP server: no other toolhost sees it.
 	hdr := nats.Header{}
-	for _, k := range []string{mesh.HeaderAuthorization, mesh.HeaderSessionID} {
-		if v := t.hdr.Get(k); v != "" {
-			hdr.Set(k, v)
-		}
+	if v := t.hdr.Get(mesh.HeaderSessionID); v != "" {
+		hdr.Set(mesh.HeaderSessionID, v)
+	}
+	if v := t.hdr.Get(mesh.HeaderAuthorization); v != "" && t.a.tools.Load().forwardsAuth(call.Server, call.Tool) {
+		hdr.Set(mesh.HeaderAuthorization, v)
 	}
 	deadline := time.Now().Add(wait)
 	pause := 50 * time.Millisecond

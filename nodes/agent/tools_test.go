@@ -72,3 +72,45 @@ func TestSubAgentBreakerFollowsTheConfig(t *testing.T) {
 		t.Errorf("sub-agent breaker %d failures / %s, want breakers.a2a's 3 / 2m", got.BreakerFailures, got.BreakerCooldown)
 	}
 }
+
+// The caller's token rides on a tool call only to a host that forwards it
+// to an HTTP MCP server (ForwardAuth in the catalog): other toolhosts never
+// see it.
+func TestToolCallCarriesTheTokenOnlyWhereForwarded(t *testing.T) {
+	f := newFixture(t, script(func(_ context.Context, req llm.Request) (*llm.Response, error) {
+		if len(toolResults(req)) > 0 {
+			return &llm.Response{Text: "done"}, nil
+		}
+		return &llm.Response{ToolCalls: []llm.ToolCall{call("safe", `{}`)}}, nil
+	}), nil)
+	hdr := nats.Header{mesh.HeaderAuthorization: {"Bearer tok-1"}}
+	lastAuth := func(c *mesh.Conversation) (string, bool) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for i := len(c.Messages) - 1; i >= 0; i-- {
+			for _, tc := range c.Messages[i].ToolCalls {
+				auth, ok := f.auth[tc.ID]
+				return auth, ok
+			}
+		}
+		return "", false
+	}
+	conv := f.conversation()
+	id := mesh.NewID()
+	f.enqueueWith(mesh.WorkItem{Kind: mesh.WorkTurn, Session: conv, TurnID: id, Message: "go"}, hdr)
+	if auth, ok := lastAuth(f.waitApplied(conv, id)); !ok || auth != "" {
+		t.Fatalf("a stdio server's call: Authorization %q (called %v), want none", auth, ok)
+	}
+
+	e := mesh.ToolEntry{Server: "srv", Name: "safe", InputSchema: json.RawMessage(`{"type":"object"}`), ReadOnlyHint: true, ForwardAuth: true}
+	key, _ := mesh.ToolKey(e.Server, e.Name)
+	if _, err := f.m.Tools.Put(t.Context(), key, meshtest.JSON(e)); err != nil {
+		t.Fatal(err)
+	}
+	meshtest.Eventually(t, 5*time.Second, func() bool { return f.agent.tools.Load().forwardsAuth("srv", "safe") }, "catalog change not seen")
+	id = mesh.NewID()
+	f.enqueueWith(mesh.WorkItem{Kind: mesh.WorkTurn, Session: conv, TurnID: id, Message: "again"}, hdr)
+	if auth, _ := lastAuth(f.waitApplied(conv, id)); auth != "Bearer tok-1" {
+		t.Fatalf("an HTTP server's call: Authorization %q, want the caller's", auth)
+	}
+}

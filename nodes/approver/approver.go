@@ -162,7 +162,24 @@ func (a *Approver) Run(ctx context.Context) error {
 	// role is asked to stop is finished, not abandoned half-way.
 	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
-	var wg sync.WaitGroup
+	// inflight counts the requests being handled; the drain waits for them.
+	// A request delivered after the drain began is refused (another
+	// approver takes it when the caller retries): counting it then would
+	// add to a WaitGroup already waited on.
+	var (
+		wg       sync.WaitGroup
+		wgMu     sync.Mutex
+		draining bool
+	)
+	enter := func() bool {
+		wgMu.Lock()
+		defer wgMu.Unlock()
+		if draining {
+			return false
+		}
+		wg.Add(1)
+		return true
+	}
 	if err := a.publishKey(ctx); err != nil {
 		_ = svc.Stop()
 		if mesh.StoppedStarting(ctx, err) {
@@ -178,7 +195,10 @@ func (a *Approver) Run(ctx context.Context) error {
 		{"decide", a.cfg.NS.ApprovalDecideAll(), a.handleDecide},
 	} {
 		err = svc.AddEndpoint(ep.name, micro.HandlerFunc(func(req micro.Request) {
-			wg.Add(1)
+			if !enter() {
+				_ = mesh.RespondError(req, mesh.ErrUnavailable.With("approver: stopping"))
+				return
+			}
 			defer wg.Done()
 			ep.handle(work, req)
 		}), micro.WithEndpointSubject(ep.subject))
@@ -208,6 +228,9 @@ func (a *Approver) Run(ctx context.Context) error {
 			if watcher != nil {
 				_ = watcher.Stop()
 			}
+			wgMu.Lock()
+			draining = true
+			wgMu.Unlock()
 			wg.Wait()
 			if err != nil {
 				return fmt.Errorf("approver: stop service: %w", err)

@@ -28,8 +28,9 @@ type tool struct {
 // whole, never changed.
 type toolSet map[string]*tool
 
-// newTool turns a listed MCP tool into its catalog entry and subject.
-func newTool(ns mesh.Namespace, server, node string, t *mcp.Tool, now time.Time) (*tool, error) {
+// newTool turns a listed MCP tool into its catalog entry and subject;
+// forwardAuth says the server gets the caller's Authorization (HTTP).
+func newTool(ns mesh.Namespace, server, node string, t *mcp.Tool, forwardAuth bool, now time.Time) (*tool, error) {
 	key, err := mesh.ToolKey(server, t.Name)
 	if err != nil {
 		return nil, err
@@ -62,6 +63,7 @@ func newTool(ns mesh.Namespace, server, node string, t *mcp.Tool, now time.Time)
 		Annotations:     ann,
 		DestructiveHint: ann.Destructive(),
 		ReadOnlyHint:    ann.ReadOnly(),
+		ForwardAuth:     forwardAuth,
 		Host:            node,
 		UpdatedAt:       now.UTC(),
 	}

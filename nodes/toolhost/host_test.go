@@ -261,7 +261,7 @@ func TestPublishCatalog(t *testing.T) {
 	mk := func(host string, names ...string) toolSet {
 		set := toolSet{}
 		for _, n := range names {
-			ti, err := newTool(m.NS, "s", host, &mcp.Tool{Name: n, InputSchema: map[string]any{"type": "object"}}, time.Now())
+			ti, err := newTool(m.NS, "s", host, &mcp.Tool{Name: n, InputSchema: map[string]any{"type": "object"}}, false, time.Now())
 			if err != nil {
 				t.Fatal(err)
 			}

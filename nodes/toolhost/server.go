@@ -223,7 +223,7 @@ func (c *conn) list(ctx context.Context) (toolSet, error) {
 		if err != nil {
 			return nil, fmt.Errorf("list tools: %w", err)
 		}
-		ti, err := newTool(c.s.h.cfg.NS, c.s.cfg.Name, c.s.h.cfg.NodeID, t, now)
+		ti, err := newTool(c.s.h.cfg.NS, c.s.cfg.Name, c.s.h.cfg.NodeID, t, c.s.cfg.URL != "", now)
 		if err != nil {
 			c.s.log.Warn().Err(err).Str("tool", t.Name).Msg("tool skipped")
 			continue

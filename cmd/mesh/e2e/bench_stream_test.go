@@ -33,11 +33,7 @@ type streamBench struct {
 
 func newStreamBench(b *testing.B) *streamBench {
 	m := startMesh(b, meshOpts{logLevel: "warn"})
-	nc, err := nats.Connect("nats://" + m.natsAddr)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(nc.Close)
+	nc := m.adminNATS(b)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		b.Fatal(err)

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentmesh/agentmesh/mesh/llm"
@@ -214,12 +213,7 @@ func TestGroupSkipsAMemberWhoseProcessIsDown(t *testing.T) {
 // meshJS connects to m's NATS server for the test's own reads.
 func meshJS(t *testing.T, m *meshProc) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect("nats://" + m.natsAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
+	js, err := jetstream.New(m.adminNATS(t))
 	if err != nil {
 		t.Fatal(err)
 	}

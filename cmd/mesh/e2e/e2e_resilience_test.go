@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,13 +29,9 @@ type meshEvents struct {
 	}
 }
 
-func watchMeshEvents(t *testing.T, natsURL string) *meshEvents {
+func watchMeshEvents(t *testing.T, m *meshProc) *meshEvents {
 	t.Helper()
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := m.adminNATS(t)
 	w := &meshEvents{}
 	if _, err := nc.Subscribe("mesh.evt._mesh.CUSTOM", func(m *nats.Msg) {
 		var ev struct {
@@ -73,7 +70,7 @@ func (w *meshEvents) first(name, role string) (time.Time, map[string]any, bool) 
 
 func TestMonitorFindsAKilledAgentAndItIsRestarted(t *testing.T) {
 	m := startMesh(t, meshOpts{})
-	w := watchMeshEvents(t, "nats://"+m.natsAddr)
+	w := watchMeshEvents(t, m)
 	old := m.childPID("agent")
 	killed := time.Now()
 	if err := killPID(old); err != nil {
@@ -97,6 +94,12 @@ func TestMonitorFindsAKilledAgentAndItIsRestarted(t *testing.T) {
 // runRole runs one role of m's mesh as a direct child of the test.
 func runRole(t *testing.T, m *meshProc, role string, env ...string) (*exec.Cmd, string) {
 	t.Helper()
+	// A role started by hand finds its identity in the data dir, once
+	// mesh up has made it (unless the test gives it one).
+	if !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, "NATS_NKEY=") }) {
+		seed := filepath.Join(m.dataDir, "creds", role+".nk")
+		meshtest.Eventually(t, 30*time.Second, func() bool { _, err := os.Stat(seed); return err == nil }, "no identity %s", seed)
+	}
 	logPath := filepath.Join(m.dir, role+"-"+time.Now().Format("150405.000")+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
@@ -167,13 +170,18 @@ func TestNATSRestartLosesNothing(t *testing.T) {
 	natsData := filepath.Join(dir, "nats-data")
 	startNATS := func() *exec.Cmd {
 		cmd := exec.Command(filepath.Join(binDir, "mesh"), "nats")
-		cmd.Env = append(os.Environ(), "MESH_CONFIG=../../../config/agent.yaml", "MESH_DATA_DIR="+natsData, "MESH_NATS_ADDR="+natsAddr, "NATS_URL=")
+		cmd.Env = append(os.Environ(), "MESH_CONFIG=../../../config/agent.yaml", "MESH_DATA_DIR="+natsData, "MESH_NATS_ADDR="+natsAddr, "NATS_URL=", "NATS_CREDS=", "NATS_NKEY=")
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		admin := filepath.Join(natsData, "creds", "admin.nk")
 		meshtest.Eventually(t, 20*time.Second, func() bool {
-			nc, err := nats.Connect("nats://"+natsAddr, nats.Timeout(200*time.Millisecond))
+			opt, err := nats.NkeyOptionFromSeed(admin)
+			if err != nil {
+				return false
+			}
+			nc, err := nats.Connect("nats://"+natsAddr, nats.Timeout(200*time.Millisecond), opt)
 			if err != nil {
 				return false
 			}
@@ -184,14 +192,16 @@ func TestNATSRestartLosesNothing(t *testing.T) {
 	}
 	srv := startNATS()
 	// The test runs the agents itself, to leave work queued while none runs.
+	// The roles use the identities `mesh nats` generated ({role}: each its own).
 	m := startMesh(t, meshOpts{
 		config: defaultConfig(t) + "\nhttp:\n  wait_timeout: 2s\n",
-		env:    []string{"NATS_URL=nats://" + natsAddr},
+		env:    []string{"NATS_URL=nats://" + natsAddr, "NATS_NKEY=" + filepath.Join(natsData, "creds", "{role}.nk")},
 		args:   []string{"--replicas", "agent=0"},
 		noWait: true,
 	})
 	m.natsAddr = natsAddr
-	first, _ := runRole(t, m, "agent")
+	agentKey := "NATS_NKEY=" + filepath.Join(natsData, "creds", "agent.nk")
+	first, _ := runRole(t, m, "agent", agentKey)
 	m.waitReady()
 	pending := m.newConversation()
 	ap := m.addPending(pending, "add resource through-restart with value 5")
@@ -208,7 +218,7 @@ func TestNATSRestartLosesNothing(t *testing.T) {
 	_ = srv.Process.Signal(syscall.SIGKILL)
 	_ = srv.Wait()
 	startNATS()
-	runRole(t, m, "agent")
+	runRole(t, m, "agent", agentKey)
 	m.waitReady() // every role reconnected by itself
 
 	meshtest.Eventually(t, 30*time.Second, func() bool {
@@ -233,7 +243,7 @@ func TestZombieAgentIsCaughtByTheProbeAndRestarted(t *testing.T) {
 	config := strings.Replace(gateConfig(dir), "mesh:\n", "mesh:\n  workers: 1\n", 1) +
 		"monitor:\n  stuck_after: 2s\n  probe_every: 1s\n  probe_timeout: 1s\n  probe_failures: 2\n"
 	m := startMesh(t, meshOpts{config: config})
-	w := watchMeshEvents(t, "nats://"+m.natsAddr)
+	w := watchMeshEvents(t, m)
 	old := m.childPID("agent")
 	conv := m.newConversation()
 	wait := m.sendLater(conv, "list items")

@@ -103,11 +103,8 @@ func TestMCPServerKilledGivesClearErrorThenRecovers(t *testing.T) {
 
 func TestPlainNATSClientSeesTurnEventsInOrder(t *testing.T) {
 	m := startMesh(t, meshOpts{})
-	nc, err := nats.Connect("nats://" + m.natsAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	// Plain, as the nats CLI is: with the admin identity mesh up made.
+	nc := m.adminNATS(t)
 	events := make(chan *nats.Msg, 256)
 	sub, err := nc.ChanSubscribe("mesh.evt.>", events)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	_ "github.com/mattn/go-sqlite3"
+	"github.com/nats-io/nats.go"
 
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
 )
@@ -152,7 +153,7 @@ func (m *meshProc) start() {
 	cmd.Env = append(os.Environ(),
 		"MESH_CONFIG="+m.config, "MESH_DATA_DIR="+m.dataDir,
 		"MESH_HTTP_ADDR="+m.httpAddr, "MESH_NATS_ADDR="+m.natsAddr,
-		"MESH_LOG_FORMAT=json", "NATS_URL=",
+		"MESH_LOG_FORMAT=json", "NATS_URL=", "NATS_CREDS=", "NATS_NKEY=", "MESH_NATS_AUTH=",
 		"PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"),
 		testMCPEnv+"=",
 	)
@@ -372,6 +373,30 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// adminNATS connects to m's NATS server as the mesh's admin, with the
+// identity `mesh up` generated under its data dir (as the README tells a
+// user of the nats CLI to do).
+func (m *meshProc) adminNATS(t testing.TB) *nats.Conn {
+	t.Helper()
+	return adminConn(t, "nats://"+m.natsAddr, m.dataDir)
+}
+
+// adminConn connects to url as the admin of the mesh whose data dir is
+// dataDir; the connection closes when the test ends.
+func adminConn(t testing.TB, url, dataDir string) *nats.Conn {
+	t.Helper()
+	opt, err := nats.NkeyOptionFromSeed(filepath.Join(dataDir, "creds", "admin.nk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(url, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
 }
 
 // resourceRows counts rows of the sample server's database by name.

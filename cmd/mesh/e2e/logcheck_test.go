@@ -14,7 +14,10 @@ import (
 
 // checkLogLines fails t unless every line of the log file at path is one
 // JSON object in which no object holds a key twice: log lines are data for
-// a pipeline, and log tools keep only the last of a doubled key.
+// a pipeline, and log tools keep only the last of a doubled key. It also
+// fails on a permissions violation of a role's own NATS connection: each
+// role doing its job within its permissions is what the whole suite, run
+// with NATS identities on, proves.
 func checkLogLines(t testing.TB, path string) {
 	t.Helper()
 	data, err := os.ReadFile(path)
@@ -33,6 +36,14 @@ func checkLogLines(t testing.TB, path string) {
 				return
 			}
 			t.Errorf("%s:%d: %v:\n%s", filepath.Base(path), i+1, err, line)
+			continue
+		}
+		if bytes.Contains(line, []byte(`"nats async error"`)) && bytes.Contains(line, []byte("permissions violation")) {
+			if bad++; bad > 10 {
+				t.Errorf("%s: more bad log lines", filepath.Base(path))
+				return
+			}
+			t.Errorf("%s:%d: a role was refused by its NATS permissions:\n%s", filepath.Base(path), i+1, line)
 		}
 	}
 }

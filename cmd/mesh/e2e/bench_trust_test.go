@@ -1,0 +1,174 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentmesh/agentmesh/mesh"
+)
+
+// trustVariant is one way of running the mesh for BenchmarkTrust.
+type trustVariant struct {
+	name string
+	// env starts `mesh up`.
+	env []string
+	// headers go on every HTTP request of the benchmark.
+	headers []string
+}
+
+// trustVariants are compared in one run. HTTP authentication adds its own
+// here (a token in headers, with auth configured in env or the config).
+var trustVariants = []trustVariant{
+	{name: "nats-creds=off", env: []string{"MESH_NATS_AUTH=none"}},
+	{name: "nats-creds=on"},
+}
+
+// BenchmarkTrust is the cost of trust, measured in one run: the REST turn
+// of BenchmarkRESTTurn (one read-only tool call) and the event path of
+// BenchmarkEventLatency (an event published as an agent publishes it, to an
+// SSE client of the bridge), with each variant of trustVariants. Every
+// variant's mesh runs from the start, and the variants take turns, three
+// rounds, so that a machine whose load drifts weighs on all alike; it
+// prints each variant's median p50 against the first one's.
+func BenchmarkTrust(b *testing.B) {
+	meshes := make([]*meshProc, len(trustVariants))
+	for i, v := range trustVariants {
+		meshes[i] = startMesh(b, meshOpts{logLevel: "warn", env: v.env})
+	}
+	// By variant and measure, by round: the last run of a round (the one
+	// with the final b.N) overwrites the first (b.N = 1).
+	p50 := map[string]map[int]float64{}
+	for round := 1; round <= 3; round++ {
+		for _, what := range []string{"turn", "event"} {
+			for i, v := range trustVariants {
+				m := meshes[i]
+				b.Run(fmt.Sprintf("%s/%s/round=%d", v.name, what, round), func(b *testing.B) {
+					var got float64
+					if what == "turn" {
+						got = benchTrustTurn(b, m, v)
+					} else {
+						got = benchTrustEvent(b, m, v)
+					}
+					if p50[v.name+" "+what] == nil {
+						p50[v.name+" "+what] = map[int]float64{}
+					}
+					p50[v.name+" "+what][round] = got
+				})
+			}
+		}
+	}
+	base := trustVariants[0].name
+	for _, what := range []string{"turn", "event"} {
+		ref := median(p50[base+" "+what])
+		var line []string
+		for _, v := range trustVariants {
+			got := median(p50[v.name+" "+what])
+			if ref == 0 {
+				continue
+			}
+			line = append(line, v.name+" "+formatMs(got)+" ("+formatPct(got/ref-1)+")")
+		}
+		// Printed, not logged: make bench runs without -v.
+		fmt.Printf("BenchmarkTrust %s p50 (median of the rounds): %s\n", what, strings.Join(line, ", "))
+	}
+}
+
+// median of the rounds' p50s.
+func median(byRound map[int]float64) float64 {
+	if len(byRound) == 0 {
+		return 0
+	}
+	s := slices.Sorted(maps.Values(byRound))
+	return s[len(s)/2]
+}
+
+func benchTrustTurn(b *testing.B, m *meshProc, v trustVariant) float64 {
+	conv := m.newConversation()
+	m.send(conv, "list all resources", v.headers...) // warm up
+	var lat []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		if i%10 == 0 {
+			conv = m.newConversation()
+		}
+		t0 := time.Now()
+		status, body := m.try("POST", "/conversations/"+conv+"/messages", map[string]any{"message": "list all resources"}, v.headers...)
+		if status != http.StatusOK {
+			b.Fatalf("status %d: %v", status, body)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	b.StopTimer()
+	reportLatencies(b, lat)
+	return p50ms(lat)
+}
+
+// benchTrustEvent publishes as the agent role does: through mesh.Connect,
+// with the agent's identity when the mesh has identities.
+func benchTrustEvent(b *testing.B, m *meshProc, v trustVariant) float64 {
+	cfg := mesh.ConnectConfig{URL: "nats://" + m.natsAddr, Name: "bench-agent", Inbox: mesh.DefaultNamespace.Inbox(mesh.RoleAgent)}
+	if !strings.Contains(strings.Join(v.env, " "), "MESH_NATS_AUTH=none") {
+		cfg.NKeyFile = filepath.Join(m.dataDir, "creds", "agent.nk")
+	}
+	nc, err := mesh.Connect(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pub := mesh.NewEventPublisher(js, mesh.DefaultNamespace)
+	conv := m.newConversation()
+	ctx, cancel := context.WithCancel(b.Context())
+	defer cancel()
+	r := openSSEBench(b, ctx, m.url("/conversations/"+conv+"/events"))
+	defer r.close()
+	var lat []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		if _, err := pub.Publish(ctx, conv, "bench", "", stamp()); err != nil {
+			b.Fatal(err)
+		}
+		ev, err := r.next()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if t, ok := sentAt([]byte(ev.data)); ok {
+			lat = append(lat, time.Since(t))
+		}
+	}
+	b.StopTimer()
+	reportLatencies(b, lat)
+	return p50ms(lat)
+}
+
+func p50ms(lat []time.Duration) float64 {
+	if len(lat) == 0 {
+		return 0
+	}
+	sorted := append([]time.Duration{}, lat...)
+	slicesSort(sorted)
+	return float64(sorted[len(sorted)/2].Microseconds()) / 1000
+}
+
+func formatMs(ms float64) string { return strconv.FormatFloat(ms, 'f', 2, 64) + " ms" }
+
+func formatPct(f float64) string {
+	s := strconv.FormatFloat(100*f, 'f', 1, 64) + " %"
+	if f >= 0 {
+		s = "+" + s
+	}
+	return s
+}

@@ -1,0 +1,353 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
+
+	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/meshtest"
+)
+
+// The tests of this file attack `mesh up` over NATS as an outsider would:
+// raw nats.go connections, with no credentials, with unknown ones, and with
+// each role's stolen seed.
+
+// A client without credentials, or with an nkey the server does not know,
+// cannot connect; the admin identity that `mesh up` prints can.
+func TestNATSRefusesClientsWithoutCredentials(t *testing.T) {
+	m := startMesh(t, meshOpts{})
+	url := "nats://" + m.natsAddr
+	if nc, err := nats.Connect(url, nats.Timeout(2*time.Second)); err == nil {
+		nc.Close()
+		t.Fatal("a client without credentials connected")
+	} else if !errors.Is(err, nats.ErrAuthorization) {
+		t.Errorf("error %v, want an authorization violation", err)
+	}
+	kp, _ := nkeys.CreateUser()
+	pub, _ := kp.PublicKey()
+	if nc, err := nats.Connect(url, nats.Timeout(2*time.Second), nats.Nkey(pub, kp.Sign)); err == nil {
+		nc.Close()
+		t.Fatal("a client with an unknown nkey connected")
+	}
+	// The seeds are the data dir's, mode 0600, in a 0700 directory.
+	dir := filepath.Join(m.dataDir, "creds")
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("creds dir: %v %v, want mode 0700", fi, err)
+	}
+	for _, role := range append(slices.Clone(mesh.IdentityRoles), mesh.RoleAdmin) {
+		if fi, err := os.Stat(filepath.Join(dir, role+".nk")); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("seed of %s: %v %v, want mode 0600", role, fi, err)
+		}
+	}
+	// mesh up says how to use the nats CLI as the admin; that works.
+	hint := "--nkey " + filepath.Join(dir, "admin.nk")
+	if !strings.Contains(m.logs(), hint) {
+		t.Errorf("the log does not show the nats CLI with %q", hint)
+	}
+	nc := m.adminNATS(t)
+	if _, err := nc.Request("$SRV.PING.mesh-approvals", nil, 5*time.Second); err != nil {
+		t.Errorf("the admin cannot ping the approvers: %v", err)
+	}
+}
+
+// An open server only when asked for, and the log says so.
+func TestNATSAuthNoneIsOpenAndSaysSo(t *testing.T) {
+	m := startMesh(t, meshOpts{env: []string{"MESH_NATS_AUTH=none"}})
+	nc, err := nats.Connect("nats://"+m.natsAddr, nats.Timeout(2*time.Second))
+	if err != nil {
+		t.Fatalf("nats.auth none: %v", err)
+	}
+	nc.Close()
+	if !strings.Contains(m.logs(), "nats.auth is none") {
+		t.Error("the log does not say that the NATS server is open")
+	}
+	m.send(m.newConversation(), "list all resources")
+}
+
+// roleConn connects as role with its seed under m's data dir, as an
+// attacker who stole it would, with the role's own inbox (the only one it
+// may subscribe to). Async errors are collected.
+type roleConn struct {
+	nc   *nats.Conn
+	mu   sync.Mutex
+	errs []string
+}
+
+func connectRole(t *testing.T, m *meshProc, role string) *roleConn {
+	t.Helper()
+	opt, err := nats.NkeyOptionFromSeed(filepath.Join(m.dataDir, "creds", role+".nk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &roleConn{}
+	nc, err := nats.Connect("nats://"+m.natsAddr, opt, nats.Name("attacker-"+role),
+		nats.CustomInboxPrefix(mesh.DefaultNamespace.Inbox(role)),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			rc.mu.Lock()
+			rc.errs = append(rc.errs, err.Error())
+			rc.mu.Unlock()
+		}))
+	if err != nil {
+		t.Fatalf("connect as %s: %v", role, err)
+	}
+	t.Cleanup(nc.Close)
+	rc.nc = nc
+	return rc
+}
+
+// denied reports whether the server refused an operation on subject.
+func (rc *roleConn) denied(subject string) bool {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	for _, e := range rc.errs {
+		if strings.Contains(e, "Permissions Violation") && strings.Contains(e, `to "`+subject+`"`) {
+			return true
+		}
+	}
+	return false
+}
+
+// action is one thing a role might try: do sends it, subject is what the
+// server's refusal names.
+type action struct {
+	name    string
+	subject string
+	do      func(nc *nats.Conn) error
+	// allowed are the roles whose job it is (admin always may).
+	allowed []string
+}
+
+func pubAction(name, subject string, allowed ...string) action {
+	return action{name, subject, func(nc *nats.Conn) error { return nc.Publish(subject, []byte(`{"approved":true}`)) }, allowed}
+}
+
+func subAction(name, subject string, allowed ...string) action {
+	return action{name, subject, func(nc *nats.Conn) error { _, err := nc.SubscribeSync(subject); return err }, allowed}
+}
+
+// reqAction sends a request (a JetStream API call, a tool call …).
+func reqAction(name, subject string, allowed ...string) action {
+	return action{name, subject, func(nc *nats.Conn) error { return nc.PublishRequest(subject, nc.NewRespInbox(), []byte(`{}`)) }, allowed}
+}
+
+// kvActions are a get, a put and a delete of a key of bucket.
+func kvActions(bucket, key string, get, put []string) []action {
+	b := "mesh_" + bucket
+	subj := "$KV." + b + "." + key
+	del := action{"delete " + b, subj, func(nc *nats.Conn) error {
+		m := nats.NewMsg(subj)
+		m.Header.Set("KV-Operation", "DEL")
+		return nc.PublishMsg(m)
+	}, put}
+	return []action{
+		reqAction("get "+b, "$JS.API.DIRECT.GET.KV_"+b+".$KV."+b+"."+key, get...),
+		pubAction("put "+b, subj, put...),
+		del,
+	}
+}
+
+const (
+	agent, toolhost, approver, group, bridge, monitor = mesh.RoleAgent, mesh.RoleToolhost, mesh.RoleApprover, mesh.RoleGroup, mesh.RoleBridge, mesh.RoleMonitor
+)
+
+// trustActions is what the threat model forbids, role by role: every row
+// is tried by every role, and refused to every role it does not list.
+func trustActions() []action {
+	ap := "mesh.approval.0d8c3b0e-6a57-4e2f-9c44-6f1d1c2b3a40."
+	acts := []action{
+		pubAction("decide an approval", ap+"decide", bridge),
+		reqAction("decide an approval by request", ap+"decide", bridge),
+		subAction("read decisions", "mesh.approval.*.decide", approver),
+		reqAction("ask for an approval", ap+"request", agent),
+		subAction("read approval requests", "mesh.approval.*.request", approver),
+		reqAction("call a destructive tool", "mesh.tool.resources.resources_add", agent),
+		reqAction("call a read-only tool", "mesh.tool.resources.resources_list", agent),
+		subAction("serve tools", "mesh.tool.>", toolhost),
+		subAction("read work raw", "mesh.work.>"),
+		subAction("read an agent's work raw", "mesh.work.agent.resource-manager"),
+		reqAction("consume an agent's work", "$JS.API.CONSUMER.CREATE.MESH_WORK.thief.mesh.work.agent.resource-manager", agent),
+		reqAction("consume all work", "$JS.API.CONSUMER.CREATE.MESH_WORK.thief.mesh.work.>"),
+		reqAction("consume work unfiltered", "$JS.API.CONSUMER.CREATE.MESH_WORK.thief"),
+		reqAction("consume work (legacy durable)", "$JS.API.CONSUMER.DURABLE.CREATE.MESH_WORK.thief"),
+		reqAction("read work by sequence", "$JS.API.STREAM.MSG.GET.MESH_WORK"),
+		reqAction("read work directly", "$JS.API.DIRECT.GET.MESH_WORK"),
+		reqAction("delete the work stream", "$JS.API.STREAM.DELETE.MESH_WORK"),
+		reqAction("purge the events", "$JS.API.STREAM.PURGE.MESH_EVENTS"),
+		reqAction("delete the approvals bucket", "$JS.API.STREAM.DELETE.KV_mesh_approvals"),
+		reqAction("change the sessions bucket", "$JS.API.STREAM.UPDATE.KV_mesh_sessions"),
+		reqAction("create a stream", "$JS.API.STREAM.CREATE.THIEF"),
+		reqAction("delete a work consumer", "$JS.API.CONSUMER.DELETE.MESH_WORK.agent_resource-manager"),
+		pubAction("enqueue a turn", "mesh.work.agent.resource-manager", agent, group, approver, bridge),
+		pubAction("publish a run's end", "mesh.evt.c1.RUN_FINISHED", agent, group),
+		pubAction("publish a custom event", "mesh.evt.c1.CUSTOM", agent, group, approver),
+		subAction("read every event raw", "mesh.evt.>"),
+		subAction("read everything", ">"),
+		subAction("read every inbox", "_INBOX.>"),
+		pubAction("beat as an agent", "mesh.hb.agent.n1", agent),
+		subAction("read heartbeats", "mesh.hb.>", monitor),
+		pubAction("restart a node", "mesh.node.n1.restart", monitor),
+		reqAction("probe a node", "mesh.node.n1.probe", monitor),
+		pubAction("cancel a run", "mesh.session.c1.cancel", agent, bridge),
+	}
+	for _, role := range mesh.IdentityRoles {
+		acts = append(acts, subAction("read "+role+"'s replies", mesh.DefaultNamespace.Inbox(role)+".>", role))
+	}
+	acts = append(acts, kvActions("sessions", "c1", []string{agent, group, bridge}, []string{agent, group, bridge})...)
+	acts = append(acts, kvActions("approvals", "a1", []string{agent, approver, bridge}, []string{approver})...)
+	acts = append(acts, kvActions("approvals", mesh.ApprovalKeysPrefix+"ABC", []string{agent, toolhost, approver, bridge}, []string{approver})...)
+	acts = append(acts, kvActions("tools", "resources.resources_add", []string{agent, toolhost, approver, bridge}, []string{toolhost})...)
+	acts = append(acts, kvActions("calls", "k1", []string{toolhost}, []string{toolhost})...)
+	acts = append(acts, kvActions("calls", mesh.SubAgentCallKey("k1"), []string{agent, toolhost}, []string{agent, toolhost})...)
+	acts = append(acts, kvActions("nodes", "approver.n1", []string{bridge, monitor}, []string{approver, monitor})...)
+	return acts
+}
+
+// Every role × every forbidden action: the server refuses it. A few of the
+// role's own actions pass, so the refusals are not a broken connection's.
+func TestNATSRolePermissions(t *testing.T) {
+	m := startMesh(t, meshOpts{})
+	acts := trustActions()
+	for _, role := range mesh.IdentityRoles {
+		t.Run(role, func(t *testing.T) {
+			rc := connectRole(t, m, role)
+			var refused []string
+			for _, a := range acts {
+				if slices.Contains(a.allowed, role) {
+					continue
+				}
+				if err := a.do(rc.nc); err != nil {
+					t.Errorf("%s: %v", a.name, err)
+					continue
+				}
+				refused = append(refused, a.subject)
+			}
+			if err := rc.nc.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			// The refusals come before the flush's PONG; their handlers run
+			// on nats.go's own goroutine: give them a moment.
+			for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+				if !slices.ContainsFunc(refused, func(s string) bool { return !rc.denied(s) }) {
+					break
+				}
+			}
+			for _, a := range acts {
+				if !slices.Contains(a.allowed, role) && !rc.denied(a.subject) {
+					t.Errorf("%s may %s (%s)", role, a.name, a.subject)
+				}
+			}
+			// What the role does for a living passes.
+			own := map[string]string{
+				agent:    "$JS.API.DIRECT.GET.KV_mesh_sessions.$KV.mesh_sessions.c1",
+				toolhost: "$JS.API.STREAM.INFO.KV_mesh_tools",
+				approver: "$JS.API.DIRECT.GET.KV_mesh_approvals.$KV.mesh_approvals.a1",
+				group:    "$JS.API.DIRECT.GET.KV_mesh_sessions.$KV.mesh_sessions.c1",
+				bridge:   "$JS.API.STREAM.INFO.MESH_EVENTS",
+				monitor:  "$JS.API.DIRECT.GET.KV_mesh_nodes.$KV.mesh_nodes.agent.x",
+			}[role]
+			if _, err := rc.nc.Request(own, nil, 5*time.Second); err != nil || rc.denied(own) {
+				t.Errorf("%s cannot do its job: %s: %v", role, own, err)
+			}
+		})
+	}
+	// The roles' own connections were never refused (checkLogLines), and
+	// the mesh still works.
+	m.send(m.newConversation(), "list all resources")
+	if status, _ := m.try("GET", "/ready", nil); status != http.StatusOK {
+		t.Errorf("/ready %d after the attacks", status)
+	}
+}
+
+// The table the e2e rows follow and the table in code agree: a row the
+// server refused is one the table does not grant, and the other way round.
+func TestNATSActionsMatchThePermissionTable(t *testing.T) {
+	for _, a := range trustActions() {
+		for _, role := range mesh.IdentityRoles {
+			p, _ := mesh.DefaultNamespace.Permissions(role)
+			can := p.CanPublish(a.subject)
+			if strings.HasPrefix(a.name, "read") || strings.HasPrefix(a.name, "serve") {
+				can = p.CanSubscribe(a.subject)
+			}
+			if want := slices.Contains(a.allowed, role); can != want {
+				t.Errorf("%s: the table lets %s: %v, the test expects %v", a.name, role, can, want)
+			}
+		}
+	}
+}
+
+// On an external server with identities (here a NATS the test runs, with
+// the mesh's permissions), `mesh provision` creates the streams and buckets
+// as the admin, and a role started by hand with its own seed binds them; a
+// role without a known identity exits, saying why.
+func TestExternalNATSProvisionThenBind(t *testing.T) {
+	dir := t.TempDir()
+	creds := filepath.Join(dir, "data", "creds")
+	roles := append(slices.Clone(mesh.IdentityRoles), mesh.RoleAdmin)
+	keys, err := mesh.EnsureSeeds(creds, roles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var users []mesh.ServerUser
+	for _, role := range roles {
+		p, _ := mesh.DefaultNamespace.Permissions(role)
+		users = append(users, mesh.ServerUser{NKey: keys[role], Permissions: &p})
+	}
+	srv, err := mesh.StartServer(mesh.ServerConfig{Listen: freeAddr(t), StoreDir: filepath.Join(dir, "js"), Users: users})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	run := func(timeout time.Duration, args []string, env ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(t.Context(), timeout)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, filepath.Join(binDir, "mesh"), args...)
+		cmd.Env = append(os.Environ(), "MESH_CONFIG=../../../config/agent.yaml", "MESH_DATA_DIR="+filepath.Join(dir, "data"),
+			"NATS_URL="+srv.ClientURL(), "NATS_CREDS=", "NATS_NKEY=", "MESH_LOG_FORMAT=json")
+		cmd.Env = append(cmd.Env, env...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := run(30*time.Second, []string{"provision"}); err != nil {
+		t.Fatalf("mesh provision: %v\n%s", err, out)
+	}
+	nc := adminConn(t, srv.ClientURL(), filepath.Join(dir, "data"))
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.KeyValue(t.Context(), "mesh_approvals"); err != nil {
+		t.Fatalf("mesh provision did not create the buckets: %v", err)
+	}
+	// The approver binds with its own seed (the data dir's) and serves.
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	approver := exec.CommandContext(ctx, filepath.Join(binDir, "mesh"), "approver")
+	approver.Env = append(os.Environ(), "MESH_CONFIG=../../../config/agent.yaml", "MESH_DATA_DIR="+filepath.Join(dir, "data"),
+		"NATS_URL="+srv.ClientURL(), "NATS_CREDS=", "NATS_NKEY=", "MESH_LOG_FORMAT=json")
+	if err := approver.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); _ = approver.Wait() }()
+	meshtest.Eventually(t, 30*time.Second, func() bool {
+		_, err := nc.Request("$SRV.PING.mesh-approvals", nil, time.Second)
+		return err == nil
+	}, "the approver started by hand does not answer")
+	// Without an identity the server knows, a role says why and exits.
+	out, err := run(30*time.Second, []string{"toolhost"}, "MESH_DATA_DIR="+filepath.Join(dir, "elsewhere"))
+	if err == nil || !strings.Contains(out, "Authorization Violation") {
+		t.Errorf("a toolhost without an identity: %v\n%s", err, out)
+	}
+}

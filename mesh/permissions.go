@@ -1,0 +1,374 @@
+package mesh
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// RoleAdmin is the identity of provisioning, operators and the nats CLI:
+// it may publish and subscribe to everything.
+const RoleAdmin = "admin"
+
+// IdentityRoles are the roles that connect with an identity of their own,
+// in the order of the permission table.
+var IdentityRoles = []string{RoleAgent, RoleToolhost, RoleApprover, RoleGroup, RoleBridge, RoleMonitor}
+
+// GrantKind says what a [Grant] allows.
+type GrantKind string
+
+// Grant kinds.
+const (
+	// GrantPublish: core publish on a subject (no reply expected).
+	GrantPublish GrantKind = "publish"
+	// GrantStore: publish into a stream (events, work); the stream's
+	// acknowledgement comes to the role's inbox.
+	GrantStore GrantKind = "store"
+	// GrantRequest: requests on a subject, replies to the role's inbox.
+	GrantRequest GrantKind = "request"
+	// GrantSubscribe: core subscription to a subject.
+	GrantSubscribe GrantKind = "subscribe"
+	// GrantServe: a service endpoint: subscribe, and reply to what comes in.
+	GrantServe GrantKind = "serve"
+	// GrantConsume: a durable pull consumer of a stream (Consumer names its
+	// pattern, Filter its filter subject): create it, pull, acknowledge.
+	GrantConsume GrantKind = "consume"
+	// GrantConsumerInfo: read the state of consumers (no messages).
+	GrantConsumerInfo GrantKind = "consumer-info"
+	// GrantFollow: ordered and ephemeral consumers of a stream, filtered.
+	GrantFollow GrantKind = "follow"
+	// GrantKVRead: get keys of a bucket (Filter: which keys).
+	GrantKVRead GrantKind = "kv-read"
+	// GrantKVWatch: watch and list keys of a bucket (ordered consumers).
+	GrantKVWatch GrantKind = "kv-watch"
+	// GrantKVWrite: put, update and delete keys of a bucket.
+	GrantKVWrite GrantKind = "kv-write"
+)
+
+// Grant is one line of the permission table: one thing a role may do.
+type Grant struct {
+	Kind GrantKind
+	// Subject is the subject of a publish, request, subscription or
+	// service, the stream of a consumer, or the bucket (base name) of a KV
+	// grant.
+	Subject string
+	// Consumer is a consumer's name, or "*" (GrantConsume,
+	// GrantConsumerInfo): NATS wildcards are whole tokens, so agent_* cannot
+	// be said; the filter is what keeps a role to its own work. Filter is
+	// the consumer's filter subject, or a KV grant's keys (empty: every key).
+	Consumer, Filter string
+	// Why says what the role does with it.
+	Why string
+}
+
+// Permissions is what one identity may do on NATS: the allow lists the
+// server enforces, and the grants they were built from.
+type Permissions struct {
+	Role   string
+	Grants []Grant
+	// Publish and Subscribe are the allowed subjects (server permissions).
+	Publish, Subscribe []string
+	// ResponseMax and ResponseTTL: the role may reply to requests it
+	// received (allow_responses), this many messages (-1: any number)
+	// within this time.
+	ResponseMax int
+	ResponseTTL time.Duration
+	// Inbox is the role's inbox prefix (nats.CustomInboxPrefix): only the
+	// role may subscribe below it, so no other role reads its replies.
+	Inbox string
+	// Buckets are the KV buckets (base names) the role binds at start.
+	Buckets []string
+
+	ns Namespace
+}
+
+// Inbox is the inbox prefix of role: _INBOX.<prefix>.<role>.
+func (n Namespace) Inbox(role string) string { return "_INBOX." + n.prefix + "." + role }
+
+// Permissions returns the permissions of role (one of [IdentityRoles] or
+// [RoleAdmin]); ok is false for another name.
+func (n Namespace) Permissions(role string) (p Permissions, ok bool) {
+	p = Permissions{Role: role, Inbox: n.Inbox(role), ResponseMax: 1, ResponseTTL: 2 * time.Minute, ns: n}
+	if role == RoleAdmin {
+		p.Inbox = ""
+		p.Publish, p.Subscribe = []string{">"}, []string{">"}
+		p.Buckets = []string{BucketSessions, BucketApprovals, BucketTools, BucketNodes, BucketCalls}
+		return p, true
+	}
+	grants := n.roleGrants(role)
+	if grants == nil {
+		return Permissions{}, false
+	}
+	p.Grants = append(n.nodeGrants(role), grants...)
+	if role == RoleToolhost {
+		// A tool call gets two answers, "taken by <host>" then the result,
+		// which may come as late as the caller waits (2 minutes); and a
+		// discovery ping gets one from each MCP server's service: any
+		// number, within the time a caller waits.
+		p.ResponseMax, p.ResponseTTL = -1, 150*time.Second
+	}
+	// Its own inbox: to read replies, and to answer itself a request its
+	// wire guard would not send (wire.go).
+	p.Publish = []string{p.Inbox + ".>"}
+	p.Subscribe = []string{p.Inbox + ".>"}
+	for _, g := range p.Grants {
+		pub, sub := n.compile(g)
+		p.Publish = appendNew(p.Publish, pub...)
+		p.Subscribe = appendNew(p.Subscribe, sub...)
+		switch g.Kind {
+		case GrantKVRead, GrantKVWatch, GrantKVWrite:
+			p.Buckets = appendNew(p.Buckets, g.Subject)
+		}
+	}
+	return p, true
+}
+
+// nodeGrants are what every role process does as a node of the mesh.
+func (n Namespace) nodeGrants(role string) []Grant {
+	return []Grant{
+		{Kind: GrantPublish, Subject: n.prefix + ".hb." + role + ".*", Why: "heartbeats"},
+		{Kind: GrantKVWrite, Subject: BucketNodes, Filter: role + ".*", Why: "its own liveness key"},
+		{Kind: GrantServe, Subject: n.prefix + ".node.*.probe", Why: "answer liveness probes"},
+		{Kind: GrantSubscribe, Subject: n.prefix + ".node.*.restart", Why: "exit when a monitor finds it stuck"},
+	}
+}
+
+// roleGrants is the permission table: what each role's job needs, and
+// nothing else. Every subject a role publishes, serves or reads, every
+// stream it consumes and every bucket it reads or writes is here.
+func (n Namespace) roleGrants(role string) []Grant {
+	p := n.prefix
+	work := func(r string) string { return p + ".work." + r + ".*" }
+	switch role {
+	case RoleAgent:
+		g := []Grant{
+			{Kind: GrantConsume, Subject: n.Stream(StreamWork), Consumer: "*", Filter: work(RoleAgent), Why: "turns, tree steps, resumes (with the caller's token)"},
+			{Kind: GrantStore, Subject: work(RoleAgent), Why: "tree steps"},
+			{Kind: GrantStore, Subject: work(RoleGroup), Why: "a member's turn ended (group_next)"},
+			{Kind: GrantStore, Subject: p + ".evt.*.*", Why: "AG-UI events"},
+			{Kind: GrantRequest, Subject: p + ".tool.>", Why: "tool calls"},
+			{Kind: GrantRequest, Subject: n.ApprovalRequestAll(), Why: "ask for an approval"},
+			{Kind: GrantSubscribe, Subject: n.SessionCancelAll(), Why: "cancel requests"},
+			{Kind: GrantPublish, Subject: n.SessionCancelAll(), Why: "stop the rest of a failed tree"},
+			{Kind: GrantKVRead, Subject: BucketSessions, Why: "conversations"},
+			{Kind: GrantKVWrite, Subject: BucketSessions, Why: "conversations, by compare-and-set"},
+			{Kind: GrantKVRead, Subject: BucketApprovals, Why: "the decided approval a resume carries on"},
+			{Kind: GrantKVRead, Subject: BucketTools, Why: "the tool catalog"},
+			{Kind: GrantKVWatch, Subject: BucketTools, Why: "the tool catalog"},
+			{Kind: GrantKVRead, Subject: BucketNodes, Filter: RoleToolhost + ".*", Why: "is the toolhost of a call alive"},
+			{Kind: GrantKVRead, Subject: BucketCalls, Filter: SubAgentCallPrefix + "*", Why: "its sub-agent call records"},
+			{Kind: GrantKVWrite, Subject: BucketCalls, Filter: SubAgentCallPrefix + "*", Why: "its sub-agent call records (the tool hosts' are theirs alone)"},
+		}
+		return g
+	case RoleGroup:
+		return []Grant{
+			{Kind: GrantConsume, Subject: n.Stream(StreamWork), Consumer: "*", Filter: work(RoleGroup), Why: "group chat work (with the caller's token)"},
+			{Kind: GrantStore, Subject: work(RoleAgent), Why: "members' turns"},
+			{Kind: GrantStore, Subject: work(RoleGroup), Why: "its own checks and next steps"},
+			{Kind: GrantStore, Subject: p + ".evt.*.*", Why: "AG-UI events"},
+			{Kind: GrantSubscribe, Subject: n.SessionCancelAll(), Why: "cancel requests"},
+			{Kind: GrantKVRead, Subject: BucketSessions, Why: "conversations"},
+			{Kind: GrantKVWrite, Subject: BucketSessions, Why: "conversations, by compare-and-set"},
+			{Kind: GrantKVRead, Subject: BucketNodes, Filter: RoleAgent + ".*", Why: "which members are alive"},
+			{Kind: GrantKVWatch, Subject: BucketNodes, Filter: RoleAgent + ".*", Why: "which members are alive"},
+		}
+	case RoleToolhost:
+		return []Grant{
+			{Kind: GrantServe, Subject: p + ".tool.>", Why: "tool calls (micro service " + ToolServiceName + ")"},
+			{Kind: GrantServe, Subject: "$SRV.*", Why: "service discovery"},
+			{Kind: GrantServe, Subject: "$SRV.*." + ToolServiceName, Why: "service discovery"},
+			{Kind: GrantServe, Subject: "$SRV.*." + ToolServiceName + ".*", Why: "service discovery"},
+			{Kind: GrantKVRead, Subject: BucketTools, Why: "its catalog entries"},
+			{Kind: GrantKVWatch, Subject: BucketTools, Why: "its catalog entries, to drop stale ones"},
+			{Kind: GrantKVWrite, Subject: BucketTools, Why: "publish its tools"},
+			{Kind: GrantKVRead, Subject: BucketCalls, Why: "call records (run once)"},
+			{Kind: GrantKVWatch, Subject: BucketCalls, Why: "wait for a call another attempt runs"},
+			{Kind: GrantKVWrite, Subject: BucketCalls, Why: "call records (run once)"},
+			{Kind: GrantKVRead, Subject: BucketNodes, Filter: RoleToolhost + ".*", Why: "is the host of a started call alive"},
+			{Kind: GrantKVRead, Subject: BucketApprovals, Filter: ApprovalKeysFilter, Why: "the approvers' public keys"},
+			{Kind: GrantKVWatch, Subject: BucketApprovals, Filter: ApprovalKeysFilter, Why: "the approvers' public keys, as they are published"},
+		}
+	case RoleApprover:
+		return []Grant{
+			{Kind: GrantServe, Subject: n.ApprovalDecideAll(), Why: "decisions (with the decider's token)"},
+			{Kind: GrantServe, Subject: n.ApprovalRequestAll(), Why: "record a pending approval"},
+			{Kind: GrantServe, Subject: "$SRV.*", Why: "service discovery"},
+			{Kind: GrantServe, Subject: "$SRV.*." + approvalServiceName, Why: "service discovery"},
+			{Kind: GrantServe, Subject: "$SRV.*." + approvalServiceName + ".*", Why: "service discovery"},
+			{Kind: GrantStore, Subject: p + ".evt.*." + string(EventCustom), Why: "approval_decided"},
+			{Kind: GrantStore, Subject: work(RoleAgent), Why: "resumes (with the decider's token)"},
+			{Kind: GrantKVRead, Subject: BucketApprovals, Why: "approvals"},
+			{Kind: GrantKVWatch, Subject: BucketApprovals, Why: "decided approvals whose resume is missing"},
+			{Kind: GrantKVWrite, Subject: BucketApprovals, Why: "approvals: the only writer"},
+			{Kind: GrantKVRead, Subject: BucketTools, Why: "is a tool destructive (policy non_destructive)"},
+		}
+	case RoleBridge:
+		return []Grant{
+			{Kind: GrantStore, Subject: work(RoleAgent), Why: "turns (with the caller's token)"},
+			{Kind: GrantStore, Subject: work(RoleGroup), Why: "group chat messages (with the caller's token)"},
+			{Kind: GrantRequest, Subject: n.ApprovalDecideAll(), Why: "decisions (with the decider's token)"},
+			{Kind: GrantPublish, Subject: n.SessionCancelAll(), Why: "cancel a run"},
+			{Kind: GrantFollow, Subject: n.Stream(StreamEvents), Filter: n.EventsAll(), Why: "stream events to clients"},
+			{Kind: GrantSubscribe, Subject: p + ".evt.*." + string(EventRunFinished), Why: "wake waiting requests"},
+			{Kind: GrantSubscribe, Subject: p + ".evt.*." + string(EventRunError), Why: "wake waiting requests"},
+			{Kind: GrantConsumerInfo, Subject: n.Stream(StreamWork), Consumer: "*", Why: "/ready: is an agent pulling"},
+			{Kind: GrantRequest, Subject: "$SRV.PING." + ToolServiceName, Why: "/ready"},
+			{Kind: GrantRequest, Subject: "$SRV.PING." + approvalServiceName, Why: "/ready"},
+			{Kind: GrantKVRead, Subject: BucketSessions, Why: "conversations"},
+			{Kind: GrantKVWatch, Subject: BucketSessions, Why: "list conversations"},
+			{Kind: GrantKVWrite, Subject: BucketSessions, Why: "create conversations"},
+			{Kind: GrantKVRead, Subject: BucketApprovals, Why: "show approvals"},
+			{Kind: GrantKVWatch, Subject: BucketApprovals, Why: "list approvals"},
+			{Kind: GrantKVRead, Subject: BucketTools, Why: "/tools, the agent card"},
+			{Kind: GrantKVWatch, Subject: BucketTools, Why: "/tools, the agent card"},
+			{Kind: GrantKVRead, Subject: BucketNodes, Why: "/health"},
+			{Kind: GrantKVWatch, Subject: BucketNodes, Why: "/health, degradation mode"},
+		}
+	case RoleMonitor:
+		return []Grant{
+			{Kind: GrantSubscribe, Subject: n.HeartbeatAll(), Why: "every node's heartbeats"},
+			{Kind: GrantRequest, Subject: p + ".node.*.probe", Why: "liveness probes"},
+			{Kind: GrantPublish, Subject: p + ".node.*.restart", Why: "ask a stuck node to exit"},
+			{Kind: GrantStore, Subject: p + ".evt." + SystemSession + "." + string(EventCustom), Why: "node_down, node_up, degradation"},
+			{Kind: GrantKVRead, Subject: BucketNodes, Why: "every node"},
+			{Kind: GrantKVWatch, Subject: BucketNodes, Why: "every node"},
+			{Kind: GrantKVWrite, Subject: BucketNodes, Why: "down records, degradation mode"},
+		}
+	}
+	return nil
+}
+
+// approvalServiceName mirrors approver.ServiceName (mesh imports no role).
+const approvalServiceName = "mesh-approvals"
+
+// compile turns a grant into the subjects it allows to publish and to
+// subscribe to.
+func (n Namespace) compile(g Grant) (pub, sub []string) {
+	const api = "$JS.API."
+	switch g.Kind {
+	case GrantPublish, GrantStore, GrantRequest:
+		return []string{g.Subject}, nil
+	case GrantSubscribe, GrantServe:
+		return nil, []string{g.Subject}
+	case GrantConsume:
+		s, c := g.Subject, g.Consumer
+		return []string{
+			api + "CONSUMER.CREATE." + s + "." + c + "." + g.Filter,
+			api + "CONSUMER.INFO." + s + "." + c,
+			api + "CONSUMER.MSG.NEXT." + s + "." + c,
+			// Acks, naks and progress: the v1 and v2 (domain, account hash) forms.
+			"$JS.ACK." + s + "." + c + ".>",
+			"$JS.ACK.*.*." + s + "." + c + ".>",
+		}, nil
+	case GrantConsumerInfo:
+		return []string{api + "CONSUMER.INFO." + g.Subject + "." + g.Consumer}, nil
+	case GrantFollow:
+		s := g.Subject
+		return []string{
+			api + "STREAM.INFO." + s,
+			api + "CONSUMER.CREATE." + s + ".*." + g.Filter,
+			api + "CONSUMER.INFO." + s + ".*",
+			api + "CONSUMER.MSG.NEXT." + s + ".*",
+			api + "CONSUMER.DELETE." + s + ".*",
+		}, nil
+	}
+	bucket := n.Bucket(g.Subject)
+	stream := "KV_" + bucket
+	keys := g.Filter
+	if keys == "" {
+		keys = ">"
+	}
+	switch g.Kind {
+	case GrantKVRead:
+		return []string{api + "STREAM.INFO." + stream, api + "DIRECT.GET." + stream + ".$KV." + bucket + "." + keys}, nil
+	case GrantKVWatch:
+		return []string{
+			api + "STREAM.INFO." + stream,
+			api + "CONSUMER.CREATE." + stream + ".*.$KV." + bucket + "." + keys,
+			api + "CONSUMER.DELETE." + stream + ".*",
+			// Flow control of the watch's push consumer (v1 and v2 forms).
+			"$JS.FC." + stream + ".>",
+			"$JS.FC.*.*." + stream + ".>",
+		}, nil
+	case GrantKVWrite:
+		return []string{api + "STREAM.INFO." + stream, "$KV." + bucket + "." + keys}, nil
+	}
+	panic(fmt.Sprintf("mesh: unknown grant kind %q", g.Kind))
+}
+
+func appendNew(list []string, items ...string) []string {
+	for _, s := range items {
+		if !slices.Contains(list, s) {
+			list = append(list, s)
+		}
+	}
+	return list
+}
+
+// CanPublish reports whether the permissions allow publishing on subject.
+func (p Permissions) CanPublish(subject string) bool { return matchAny(p.Publish, subject) }
+
+// CanSubscribe reports whether the permissions allow subscribing to subject.
+func (p Permissions) CanSubscribe(subject string) bool { return matchAny(p.Subscribe, subject) }
+
+// CanRead reports whether the role can see messages on subject, by a core
+// subscription, through a consumer of the stream that stores them
+// (streams: the subjects each stream of the mesh stores, by stream name),
+// or, for a key of a bucket ($KV.<bucket>.<key>), by reading the bucket.
+func (p Permissions) CanRead(subject string, streams map[string]string) bool {
+	if p.CanSubscribe(subject) {
+		return true
+	}
+	for _, g := range p.Grants {
+		switch g.Kind {
+		case GrantConsume, GrantFollow:
+			if SubjectMatches(streams[g.Subject], subject) && SubjectMatches(g.Filter, subject) {
+				return true
+			}
+		case GrantKVRead, GrantKVWatch:
+			keys := g.Filter
+			if keys == "" {
+				keys = ">"
+			}
+			if rest, ok := strings.CutPrefix(subject, "$KV."); ok {
+				bucket, key, _ := strings.Cut(rest, ".")
+				if bucket == p.ns.Bucket(g.Subject) && SubjectMatches(keys, key) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+func matchAny(patterns []string, subject string) bool {
+	for _, pat := range patterns {
+		if SubjectMatches(pat, subject) {
+			return true
+		}
+	}
+	return false
+}
+
+// SubjectMatches reports whether subject (literal, or itself a pattern, in
+// which case its wildcard tokens must be matched by the same wildcards)
+// matches pattern, with NATS wildcards: '*' one token, '>' the rest.
+func SubjectMatches(pattern, subject string) bool {
+	if pattern == "" {
+		return false
+	}
+	pt, st := strings.Split(pattern, "."), strings.Split(subject, ".")
+	for i, p := range pt {
+		if p == ">" {
+			return len(st) > i
+		}
+		if i >= len(st) {
+			return false
+		}
+		if p != "*" && p != st[i] || p == "*" && st[i] == ">" {
+			return false
+		}
+	}
+	return len(pt) == len(st)
+}

@@ -1,0 +1,100 @@
+package mesh
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// PermissionsMarkdown renders the permission table of namespace n as
+// markdown: a summary by role, then the exact subjects the server allows
+// each identity (ARCHITECTURE.md carries its output;
+// mesh/testdata/permissions.md is its golden copy).
+func PermissionsMarkdown(n Namespace) string {
+	var b strings.Builder
+	buckets := []string{BucketSessions, BucketApprovals, BucketTools, BucketNodes, BucketCalls}
+	b.WriteString("| role | publishes | requests | subscribes, serves | consumes |")
+	for _, bk := range buckets {
+		fmt.Fprintf(&b, " `%s` |", n.Bucket(bk))
+	}
+	b.WriteString("\n|---|---|---|---|---|" + strings.Repeat("---|", len(buckets)) + "\n")
+	for _, role := range IdentityRoles {
+		p, _ := n.Permissions(role)
+		own := p.Grants[len(n.nodeGrants(role)):]
+		var pubs, reqs, subs, cons []string
+		kv := map[string][]string{}
+		for _, g := range own {
+			switch g.Kind {
+			case GrantPublish, GrantStore:
+				pubs = appendNew(pubs, code(g.Subject))
+			case GrantRequest:
+				reqs = appendNew(reqs, code(g.Subject))
+			case GrantSubscribe, GrantServe:
+				if strings.HasPrefix(g.Subject, "$SRV.") {
+					continue // service discovery, in the note below
+				}
+				subs = appendNew(subs, code(g.Subject))
+			case GrantConsume:
+				cons = append(cons, fmt.Sprintf("%s as %s (%s)", code(g.Subject), code(g.Consumer), code(g.Filter)))
+			case GrantConsumerInfo:
+				cons = append(cons, fmt.Sprintf("%s: state of %s", code(g.Subject), code(g.Consumer)))
+			case GrantFollow:
+				cons = append(cons, fmt.Sprintf("%s, ordered (%s)", code(g.Subject), code(g.Filter)))
+			case GrantKVRead, GrantKVWatch, GrantKVWrite:
+				what := map[GrantKind]string{GrantKVRead: "get", GrantKVWatch: "watch", GrantKVWrite: "write"}[g.Kind]
+				if g.Filter != "" {
+					what += " " + code(g.Filter)
+				}
+				kv[g.Subject] = append(kv[g.Subject], what)
+			}
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |", role, cell(pubs), cell(reqs), cell(subs), cell(cons))
+		for _, bk := range buckets {
+			fmt.Fprintf(&b, " %s |", cell(kv[bk]))
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "| %s | everything | everything | everything | everything |%s\n\n", RoleAdmin, strings.Repeat(" everything |", len(buckets)))
+	fmt.Fprintf(&b, "Every role also publishes its heartbeats on %s, writes its own key %s in %s, answers %s, "+
+		"listens on %s, subscribes only to its own inbox %s (`nats.CustomInboxPrefix`; it may publish there too, "+
+		"which is how its connection answers a request it refuses to send) and replies only to requests "+
+		"it received (`allow_responses`: one reply within 2 minutes; for the toolhost any number within 150 s: "+
+		"\"taken\" then the result of a call, one answer per MCP server to a discovery ping). The toolhost and the approver also answer the micro service discovery "+
+		"subjects (`$SRV.*`) of %s and %s. No role but %s creates, updates, purges or deletes a stream or bucket, "+
+		"reads a stream's messages by sequence (`STREAM.MSG.GET`, `DIRECT.GET` of a stream), or consumes %s "+
+		"except through the consumers above.\n\n",
+		code(n.prefix+".hb.<role>.*"), code("<role>.*"), code(n.Bucket(BucketNodes)), code(n.prefix+".node.*.probe"),
+		code(n.prefix+".node.*.restart"), code(n.Inbox("<role>")+".>"),
+		code(ToolServiceName), code(approvalServiceName), RoleAdmin, code(n.Stream(StreamWork)))
+	b.WriteString("Exact subjects the server allows (`mesh.Namespace.Permissions`):\n\n")
+	b.WriteString("| role | publish | subscribe | replies |\n|---|---|---|---|\n")
+	for _, role := range append(slices.Clone(IdentityRoles), RoleAdmin) {
+		p, _ := n.Permissions(role)
+		replies := fmt.Sprintf("%d within %s", p.ResponseMax, p.ResponseTTL)
+		switch {
+		case role == RoleAdmin:
+			replies = "any"
+		case p.ResponseMax < 0:
+			replies = "any number within " + p.ResponseTTL.String()
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", role, codeList(p.Publish), codeList(p.Subscribe), replies)
+	}
+	return b.String()
+}
+
+func code(s string) string { return "`" + s + "`" }
+
+func cell(items []string) string {
+	if len(items) == 0 {
+		return "-"
+	}
+	return strings.Join(items, ", ")
+}
+
+func codeList(items []string) string {
+	out := make([]string, len(items))
+	for i, s := range items {
+		out[i] = code(s)
+	}
+	return strings.Join(out, "<br>")
+}

@@ -1,0 +1,143 @@
+package mesh_test
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/meshtest"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/permissions.md")
+
+// TestPermissionsTable pins the permission table: its markdown rendering is
+// testdata/permissions.md (go test ./mesh -run TestPermissionsTable -update
+// rewrites it; ARCHITECTURE.md carries the same table).
+func TestPermissionsTable(t *testing.T) {
+	got := mesh.PermissionsMarkdown(mesh.DefaultNamespace)
+	meshtest.Golden(t, filepath.Join("testdata", "permissions.md"), got, *update)
+	if testing.Verbose() {
+		t.Log("\n" + got)
+	}
+}
+
+// TestPermissionsHold checks the rules the threat model names against the
+// table (the e2e tests check them against the server).
+func TestPermissionsHold(t *testing.T) {
+	ns := mesh.DefaultNamespace
+	perms := map[string]mesh.Permissions{}
+	for _, role := range append(slices.Clone(mesh.IdentityRoles), mesh.RoleAdmin) {
+		p, ok := ns.Permissions(role)
+		if !ok {
+			t.Fatalf("no permissions for %s", role)
+		}
+		perms[role] = p
+	}
+	if _, ok := ns.Permissions("nobody"); ok {
+		t.Error("an unknown role has permissions")
+	}
+	streams := map[string]string{ns.Stream(mesh.StreamWork): ns.WorkAll(), ns.Stream(mesh.StreamEvents): ns.EventsAll()}
+	approval := "mesh.approval.0f0e0d0c-1111-2222-3333-444455556666."
+	for _, c := range []struct {
+		rule    string
+		subject string
+		pub     bool // publish (else read: subscribe or consume)
+		allowed []string
+	}{
+		{"only the bridge (and admin) decides approvals", approval + "decide", true, []string{mesh.RoleBridge, mesh.RoleAdmin}},
+		{"only approvers see decisions", approval + "decide", false, []string{mesh.RoleApprover, mesh.RoleAdmin}},
+		{"only the agent asks for approvals", approval + "request", true, []string{mesh.RoleAgent, mesh.RoleAdmin}},
+		{"only toolhosts receive tool calls", "mesh.tool.resources.resources_add", false, []string{mesh.RoleToolhost, mesh.RoleAdmin}},
+		{"only agents call tools", "mesh.tool.resources.resources_add", true, []string{mesh.RoleAgent, mesh.RoleAdmin}},
+		{"only agents and groups read work", "mesh.work.agent.resource-manager", false, []string{mesh.RoleAgent, mesh.RoleAdmin}},
+		{"only agents and groups read group work", "mesh.work.group.panel", false, []string{mesh.RoleGroup, mesh.RoleAdmin}},
+		{"only the admin deletes a stream", "$JS.API.STREAM.DELETE.MESH_WORK", true, []string{mesh.RoleAdmin}},
+		{"only the admin purges a stream", "$JS.API.STREAM.PURGE.MESH_EVENTS", true, []string{mesh.RoleAdmin}},
+		{"only the admin creates a stream", "$JS.API.STREAM.CREATE.X", true, []string{mesh.RoleAdmin}},
+		{"only the admin reads work by sequence", "$JS.API.DIRECT.GET.MESH_WORK", true, []string{mesh.RoleAdmin}},
+		{"only the admin reads work by sequence", "$JS.API.STREAM.MSG.GET.MESH_WORK", true, []string{mesh.RoleAdmin}},
+		{"only roles that need them read sessions", "$JS.API.DIRECT.GET.KV_mesh_sessions.$KV.mesh_sessions.c1", true, []string{mesh.RoleAgent, mesh.RoleGroup, mesh.RoleBridge, mesh.RoleAdmin}},
+		{"only the agent heartbeats as agent", "mesh.hb.agent.n1", true, []string{mesh.RoleAgent, mesh.RoleAdmin}},
+		{"only the agent writes its node key", "$KV.mesh_nodes.agent.n1", true, []string{mesh.RoleAgent, mesh.RoleMonitor, mesh.RoleAdmin}},
+		{"only the monitor reads heartbeats", "mesh.hb.agent.n1", false, []string{mesh.RoleMonitor, mesh.RoleAdmin}},
+		{"only the monitor restarts nodes", "mesh.node.n1.restart", true, []string{mesh.RoleMonitor, mesh.RoleAdmin}},
+		{"nobody reads another role's replies", "_INBOX.mesh.agent.abc", false, []string{mesh.RoleAgent, mesh.RoleAdmin}},
+		{"only the approver writes approvals", "$KV.mesh_approvals.a1", true, []string{mesh.RoleApprover, mesh.RoleAdmin}},
+		{"only the approver publishes its keys", "$KV.mesh_approvals." + mesh.ApprovalKeysPrefix + "K", true, []string{mesh.RoleApprover, mesh.RoleAdmin}},
+		{"only tool hosts write tool call records", "$KV.mesh_calls.c1", true, []string{mesh.RoleToolhost, mesh.RoleAdmin}},
+		{"agents write their sub-agent call records", "$KV.mesh_calls." + mesh.SubAgentCallKey("c1"), true, []string{mesh.RoleAgent, mesh.RoleToolhost, mesh.RoleAdmin}},
+	} {
+		var got []string
+		for _, role := range append(slices.Clone(mesh.IdentityRoles), mesh.RoleAdmin) {
+			p := perms[role]
+			if c.pub && p.CanPublish(c.subject) || !c.pub && p.CanRead(c.subject, streams) {
+				got = append(got, role)
+			}
+		}
+		if !slices.Equal(sorted(got), sorted(c.allowed)) {
+			t.Errorf("%s: %s allowed to %v, want %v", c.rule, c.subject, got, c.allowed)
+		}
+	}
+	for _, role := range mesh.IdentityRoles {
+		if w := perms[role].CanPublish("$KV.mesh_approvals.x"); w != (role == mesh.RoleApprover || role == mesh.RoleAgent && agentStillWritesApprovals(t)) {
+			t.Errorf("%s may write mesh_approvals: %v", role, w)
+		}
+	}
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}
+
+// agentStillWritesApprovals reports whether the agent's code still writes
+// approvals itself, the one grant the table keeps until the approver
+// records them: the table and the code must change together.
+func agentStillWritesApprovals(t *testing.T) bool {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("..", "nodes", "agent", "*.go"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("agent sources: %v", err)
+	}
+	create := regexp.MustCompile(`approvals\.Create\(`)
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if create.Match(data) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestSubjectMatches(t *testing.T) {
+	for _, c := range []struct {
+		pattern, subject string
+		want             bool
+	}{
+		{"mesh.evt.>", "mesh.evt.a.RUN_STARTED", true},
+		{"mesh.evt.>", "mesh.evt", false},
+		{"mesh.evt.*.CUSTOM", "mesh.evt.a.CUSTOM", true},
+		{"mesh.evt.*.CUSTOM", "mesh.evt.a.b.CUSTOM", false},
+		{"mesh.work.agent.*", "mesh.work.agent.>", false},
+		{"mesh.work.agent.*", "mesh.work.agent.*", true},
+		{"a.b", "a.b", true},
+		{"a.b", "a.b.c", false},
+		{"", "a", false},
+	} {
+		if got := mesh.SubjectMatches(c.pattern, c.subject); got != c.want {
+			t.Errorf("SubjectMatches(%q, %q) = %v, want %v", c.pattern, c.subject, got, c.want)
+		}
+	}
+}
