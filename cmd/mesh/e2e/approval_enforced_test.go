@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
 )
 
@@ -22,15 +23,12 @@ import (
 // through the mesh's own client code (SECURITY.md: the tool host runs
 // nothing destructive without a signed approval of that exact call).
 
-// rawConn is a plain NATS connection to the mesh's server.
-func (m *meshProc) rawConn() *nats.Conn {
+// stolenConn is a plain NATS connection with the stolen identity of role:
+// the agent's may publish on tool subjects, as an attacker who took an
+// agent's (or a tool host's) credentials would.
+func (m *meshProc) stolenConn(role string) *nats.Conn {
 	m.t.Helper()
-	nc, err := nats.Connect("nats://" + m.natsAddr)
-	if err != nil {
-		m.t.Fatalf("connect to NATS: %v", err)
-	}
-	m.t.Cleanup(nc.Close)
-	return nc
+	return connectRole(m.t, m, role).nc
 }
 
 // rawReply is what a raw tool request got: the error kind and status of
@@ -117,7 +115,7 @@ func forged(t *testing.T, st map[string]any) map[string]any {
 // exactly once however often it is sent.
 func TestDestructiveToolRefusesEveryCallButTheApprovedOne(t *testing.T) {
 	m := startMesh(t, meshOpts{})
-	nc := m.rawConn()
+	nc := m.stolenConn(mesh.RoleAgent)
 	args := map[string]any{"name": "intruder", "value": 1}
 	wantRefused(t, "no approval", rawToolCall(t, nc, "resources", "resources_add", map[string]any{"call_id": "evil-1", "arguments": args}), "approval_required")
 	wantRefused(t, "an approval that is no statement", rawToolCall(t, nc, "resources", "resources_add", map[string]any{"call_id": "evil-1", "arguments": args, "approval": map[string]any{"decision": "approved"}}), "approval_invalid")
@@ -183,7 +181,16 @@ func TestDestructiveToolRefusesEveryCallButTheApprovedOne(t *testing.T) {
 // approves: the approver refuses to sign, and nothing runs.
 func TestRewrittenApprovalArgumentsNeverRun(t *testing.T) {
 	m := startMesh(t, meshOpts{})
-	js, err := jetstream.New(m.rawConn())
+	// The agent's credentials may only read approvals; the admin's may
+	// write anything: the rewrite below uses the strongest there are.
+	if agentJS, err := jetstream.New(m.stolenConn(mesh.RoleAgent)); err != nil {
+		t.Fatal(err)
+	} else if akv, err := agentJS.KeyValue(t.Context(), "mesh_approvals"); err != nil {
+		t.Fatal(err)
+	} else if _, err := akv.Put(t.Context(), "forged", []byte(`{}`)); err == nil {
+		t.Error("an agent's credentials wrote the approvals bucket")
+	}
+	js, err := jetstream.New(m.adminNATS(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +263,7 @@ func TestNPMFilesystemServerWritesOnlyWhatWasApproved(t *testing.T) {
 	files, _ = filepath.EvalSymlinks(files)
 	cfg := defaultConfig(t) + "  - name: files\n    command: node\n    args: [\"" + script + "\", \"" + files + "\"]\n"
 	m := startMesh(t, meshOpts{config: cfg})
-	nc := m.rawConn()
+	nc := m.stolenConn(mesh.RoleAgent)
 	waitServed(t, nc, "files", "write_file")
 
 	target := filepath.Join(files, "approved.txt")

@@ -86,7 +86,7 @@ type roleConn struct {
 	errs []string
 }
 
-func connectRole(t *testing.T, m *meshProc, role string) *roleConn {
+func connectRole(t testing.TB, m *meshProc, role string) *roleConn {
 	t.Helper()
 	opt, err := nats.NkeyOptionFromSeed(filepath.Join(m.dataDir, "creds", role+".nk"))
 	if err != nil {
