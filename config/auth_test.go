@@ -52,7 +52,7 @@ func TestAuthErrorsNameTheField(t *testing.T) {
 	jwt := func(body string) string { return minimal + "auth:\n  jwt:\n" + body }
 	cases := []struct {
 		name, yaml, field string
-		env            []string
+		env               []string
 	}{
 		{"empty env", tok("a", "${NOPE}", "[user]"), "auth.tokens[0].token", nil},
 		{"short token", tok("a", "short", "[user]"), "auth.tokens[0].token", nil},
