@@ -246,13 +246,16 @@ func checkJWT(j *JWT) *fieldErr {
 // loopback one unless http.insecure says otherwise on purpose (seed 003
 // FR-032 to FR-034: no authentication is for local use). The error names
 // the address and the two ways out; its exit code is 2.
-func (c *Config) CheckExposure() error {
-	if c.Auth.Enabled() || c.HTTP.Insecure || Loopback(c.HTTPAddr) {
+func (c *Config) CheckExposure() error { return c.ExposureError(c.HTTPAddr) }
+
+// ExposureError is [Config.CheckExposure] for a bridge listening on addr.
+func (c *Config) ExposureError(addr string) error {
+	if c.Auth.Enabled() || c.HTTP.Insecure || Loopback(addr) {
 		return nil
 	}
 	return &Error{File: c.Path, Field: "host/port (" + EnvHTTPAddr + ")", Want: fmt.Sprintf(
 		"%s is not a loopback address and HTTP authentication is off: anyone who reaches it would own the mesh; "+
-			"configure auth (tokens or jwt), bind 127.0.0.1, or set http.insecure: true to serve it unauthenticated on purpose", c.HTTPAddr)}
+			"configure auth (tokens or jwt), bind 127.0.0.1, or set http.insecure: true to serve it unauthenticated on purpose", addr)}
 }
 
 // Loopback reports whether a host:port address listens on loopback only:

@@ -102,7 +102,7 @@ func (c *call) plan(ctx context.Context, req *sendRequest) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !c.t.owns(headGroup(head)) {
+	if !c.t.owns(headGroup(head)) || !c.h.core.Sees(c.caller, head.Owner) {
 		return nil, errTaskNotFound(p.id)
 	}
 	switch {
@@ -223,7 +223,7 @@ func (c *call) conversation(ctx context.Context, id string) (*mesh.Conversation,
 	if err != nil {
 		return nil, err
 	}
-	if !c.t.owns(groupOf(conv)) {
+	if !c.t.owns(groupOf(conv)) || !c.h.core.Sees(c.caller, conv.Owner) {
 		return nil, errTaskNotFound(id)
 	}
 	return conv, nil
@@ -430,7 +430,7 @@ func listTasks(ctx context.Context, c *call) {
 	var matched []*mesh.Conversation
 	for _, conv := range convs {
 		switch {
-		case !c.t.owns(groupOf(conv)):
+		case !c.t.owns(groupOf(conv)), !c.h.core.Sees(c.caller, conv.Owner):
 		case p.ContextID != "" && conv.ID != p.ContextID:
 		case want != "" && stateOf(conv, view{}) != want:
 		case !after.IsZero() && conv.UpdatedAt.Before(after):
