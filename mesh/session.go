@@ -94,6 +94,10 @@ type Message struct {
 	ToolName string `json:"tool_name,omitempty"`
 	// IsError marks a tool result that is a failure.
 	IsError bool `json:"is_error,omitempty"`
+	// DecidedBy is, on the result of a call that waited for an approval,
+	// who decided it (the approval's decision.by: the authenticated
+	// principal who approved or rejected it, or a policy).
+	DecidedBy string `json:"decided_by,omitempty"`
 	// Notice marks an assistant message meant for people (an approval
 	// request, an error): it is shown, but not sent back to models.
 	Notice bool `json:"notice,omitempty"`
