@@ -42,6 +42,11 @@ var access = map[string]auth.Permission{
 	"GET /conversations/{id}/events": auth.Read,
 	"GET /approvals":                 auth.Read, // of the caller's conversations; all for approvers
 	"GET /approvals/{uuid}":          auth.Read,
+	// A2A reads (tasks/get, ListTasks, resubscribe) need read; a message
+	// that starts a turn and tasks/cancel converse, one that decides an
+	// approval decide: the a2a package asks per method.
+	"POST " + a2a.Path:               auth.Read,
+	"POST /groups/{name}" + a2a.Path: auth.Read,
 
 	"POST /conversations":               auth.Converse,
 	"POST /conversations/{id}/messages": auth.Converse,
@@ -49,8 +54,6 @@ var access = map[string]auth.Permission{
 	"POST /agui":                        auth.Converse, // a resume also needs Decide (core.Decide)
 	"POST /api/conversation":            auth.Converse,
 	"POST /api/chat":                    auth.Converse,
-	"POST " + a2a.Path:                  auth.Converse,
-	"POST /groups/{name}" + a2a.Path:    auth.Converse,
 
 	"POST /approvals/{uuid}": auth.Decide,
 }

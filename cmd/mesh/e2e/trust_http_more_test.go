@@ -143,3 +143,50 @@ func TestTS009TS010WithHTTPAuth(t *testing.T) {
 		t.Error("the token appears in the mesh's logs")
 	}
 }
+
+// TestTS027ChainWithHTTPAuth: two meshes with authentication on, sharing
+// their principals (carol a user, dave an approver). Carol's turn on A
+// delegates to B with her token, so B's task is hers; B's task pauses, A
+// shows a proxy approval; dave approves it on A, and A's agent forwards the
+// decision to B with dave's token: B lets an approver decide the task it
+// waits for, records dave, and the call runs once on B.
+func TestTS027ChainWithHTTPAuth(t *testing.T) {
+	const carol, dave = "carol-user-token-0123456", "dave-approver-token-0123"
+	tokens := fmt.Sprintf("auth:\n  tokens:\n    - {name: carol, token: %s, roles: [user]}\n    - {name: dave, token: %s, roles: [approver]}\n", carol, dave)
+	b := startMesh(t, meshOpts{config: defaultConfig(t) + "\n" + tokens})
+	a := startMesh(t, meshOpts{config: a2aClientConfig("http://"+b.httpAddr) + tokens})
+	conv := str(a.do(http.StatusCreated, "POST", "/conversations", nil, "Authorization", "Bearer "+carol), "conversation", "id")
+	out := a.do(http.StatusOK, "POST", "/conversations/"+conv+"/messages", map[string]any{"message": "add resource chain-auth with value 5"}, "Authorization", "Bearer "+carol)
+	ap := obj(out, "result", "approval")
+	task := str(ap, "remote_task_id")
+	if task == "" {
+		t.Fatalf("A: %v; want a proxy approval", obj(out, "result"))
+	}
+	bt := b.do(http.StatusOK, "GET", "/conversations/"+task, nil, "Authorization", "Bearer "+carol)
+	if str(bt, "conversation", "owner") != "carol" || str(bt, "conversation", "status") != "waiting_approval" {
+		t.Fatalf("B's task: owner %q, status %q; want carol's, waiting", str(bt, "conversation", "owner"), str(bt, "conversation", "status"))
+	}
+	if st, _ := b.try("GET", "/conversations/"+task, nil, "Authorization", "Bearer "+dave); st != http.StatusNotFound {
+		t.Errorf("dave reads carol's task on B: %d, want 404", st)
+	}
+	if st, _ := a.try("POST", "/approvals/"+str(ap, "uuid"), map[string]any{"approved": true}, "Authorization", "Bearer "+carol); st != http.StatusForbidden {
+		t.Errorf("carol decides on A: %d, want 403", st)
+	}
+	done := a.do(http.StatusOK, "POST", "/approvals/"+str(ap, "uuid"), map[string]any{"approved": true}, "Authorization", "Bearer "+dave)
+	if resp := str(done, "result", "response"); !strings.Contains(resp, "chain-auth") {
+		t.Errorf("A's answer %q does not show the created resource", resp)
+	}
+	if n := b.resourceRows("chain-auth"); n != 1 {
+		t.Errorf("rows on B = %d, want 1", n)
+	}
+	aps := b.do(http.StatusOK, "GET", "/approvals", nil, "Authorization", "Bearer "+dave)
+	var by []string
+	for _, x := range list(aps, "approvals") {
+		if str(x, "conversation_id") == task {
+			by = append(by, str(x, "decision", "by"))
+		}
+	}
+	if len(by) == 0 || by[len(by)-1] != "dave" {
+		t.Errorf("B's approvals of the task were decided by %v, want dave", by)
+	}
+}

@@ -322,10 +322,10 @@ func testRouteTable(t *testing.T, m *authMesh, conv, approval string) {
 			return routeRow{method: "POST", path: "/api/chat", body: map[string]any{"message": "list all resources"}, need: auth.Converse, ok: 200}
 		},
 		"POST /a2a": func() routeRow {
-			return routeRow{method: "POST", path: "/a2a", body: map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": map[string]any{"id": conv}}, need: auth.Converse, ok: 200}
+			return routeRow{method: "POST", path: "/a2a", body: map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": map[string]any{"id": conv}}, need: auth.Read, ok: 200}
 		},
 		"POST /groups/{name}/a2a": func() routeRow {
-			return routeRow{method: "POST", path: "/groups/nope/a2a", body: map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": map[string]any{"id": conv}}, need: auth.Converse, ok: 404}
+			return routeRow{method: "POST", path: "/groups/nope/a2a", body: map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": map[string]any{"id": conv}}, need: auth.Read, ok: 404}
 		},
 		"POST /approvals/{uuid}": func() routeRow {
 			// An approval that does not exist: the guard's answer is what is

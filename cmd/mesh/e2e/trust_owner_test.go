@@ -129,6 +129,19 @@ func testOwnership(t *testing.T, m *authMesh, convA, approval string) {
 			}
 		}
 	}
+	// A viewer reads over A2A, and may not start a turn or cancel.
+	for _, c := range []struct {
+		method string
+		params any
+	}{
+		{"message/send", a2aText("list all resources", nil)},
+		{"message/stream", a2aText("list all resources", nil)},
+		{"tasks/cancel", map[string]any{"id": task}},
+	} {
+		if st, out := m.rpc(t, "viewer", "", c.method, c.params); st != http.StatusForbidden || obj(out, "error") == nil {
+			t.Errorf("viewer: A2A %s: %d %v, want 403 with a JSON-RPC error", c.method, st, out)
+		}
+	}
 	// Lists leave them out.
 	_, convs := m.call(t, "bob", "GET", "/conversations", nil)
 	_, tasks := m.rpc(t, "bob", "1.0", "ListTasks", map[string]any{})
