@@ -75,6 +75,9 @@ func New(cfg Config) (*Bridge, error) {
 		cfg.ShutdownTimeout = 30 * time.Second
 	}
 	log := cfg.Logger
+	if err := cfg.Agent.CheckAuth(); err != nil {
+		return nil, err
+	}
 	authn, err := auth.New(auth.Config{Auth: cfg.Agent.Auth, StreamKey: cfg.StreamKey, HTTPClient: cfg.HTTPClient, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("bridge: %w", err)

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"regexp"
@@ -105,38 +106,59 @@ func expandSecret(s Secret, getenv func(string) string) (Secret, string) {
 	return Secret(getenv(m[1])), m[1]
 }
 
-// applyAuthEnv expands the ${ENV} secrets of the auth section; an empty
-// variable is an error naming it (never the value).
-func (c *Config) applyAuthEnv(getenv func(string) string) error {
+// applyAuthEnv expands the ${ENV} secrets of the auth section. Only the
+// bridge needs them: a variable that is empty is reported by
+// [Config.CheckAuth], which the bridge calls, and not by Load, so that the
+// other roles start without the bridge's secrets.
+func (c *Config) applyAuthEnv(getenv func(string) string) {
 	a := &c.Auth
+	c.authUnset = map[string]string{}
+	expand := func(field string, v *Secret) {
+		val, name := expandSecret(*v, getenv)
+		if name != "" && val == "" {
+			c.authUnset[field] = name
+		}
+		*v = val
+	}
 	for i := range a.Tokens {
-		v, name := expandSecret(a.Tokens[i].Token, getenv)
-		if name != "" && v == "" {
-			return &Error{File: c.Path, Field: fmt.Sprintf("auth.tokens[%d].token", i), Want: fmt.Sprintf("names the environment variable %s, which is empty or unset", name)}
-		}
-		a.Tokens[i].Token = v
+		expand(fmt.Sprintf("auth.tokens[%d].token", i), &a.Tokens[i].Token)
 	}
-	for _, s := range []struct {
-		field string
-		v     *Secret
-	}{{"auth.stream_key", &a.StreamKey}, {"auth.jwt.hs256_secret", jwtSecret(a.JWT)}} {
-		if s.v == nil {
-			continue
-		}
-		v, name := expandSecret(*s.v, getenv)
-		if name != "" && v == "" {
-			return &Error{File: c.Path, Field: s.field, Want: fmt.Sprintf("names the environment variable %s, which is empty or unset", name)}
-		}
-		*s.v = v
+	expand("auth.stream_key", &a.StreamKey)
+	if a.JWT != nil {
+		expand("auth.jwt.hs256_secret", &a.JWT.HS256Secret)
 	}
-	return nil
 }
 
-func jwtSecret(j *JWT) *Secret {
-	if j == nil {
-		return nil
+// CheckAuth checks the secrets of the auth section, as the bridge needs
+// them: every ${ENV} set, tokens of at least 16 characters, each its
+// own, secrets long enough. Errors name the field and the variable, never
+// a value.
+func (c *Config) CheckAuth() error {
+	fail := func(field, want string) error { return &Error{File: c.Path, Field: field, Want: want} }
+	for _, field := range slices.Sorted(maps.Keys(c.authUnset)) {
+		return fail(field, fmt.Sprintf("names the environment variable %s, which is empty or unset", c.authUnset[field]))
 	}
-	return &j.HS256Secret
+	a := c.Auth
+	secrets := map[string]bool{}
+	for i, t := range a.Tokens {
+		f := fmt.Sprintf("auth.tokens[%d].token", i)
+		switch v := t.Token.Reveal(); {
+		case len(v) < 16:
+			return fail(f, "must be at least 16 characters (or ${ENV} naming a variable that holds one)")
+		case secrets[v]:
+			return fail(f, "is the token of another entry: each principal needs its own")
+		case strings.ContainsAny(v, " \t\r\n"):
+			return fail(f, "must not contain spaces or line breaks")
+		}
+		secrets[t.Token.Reveal()] = true
+	}
+	if a.StreamKey != "" && len(a.StreamKey.Reveal()) < 32 {
+		return fail("auth.stream_key", "must be at least 32 characters")
+	}
+	if j := a.JWT; j != nil && j.HS256Secret != "" && len(j.HS256Secret.Reveal()) < 32 {
+		return fail("auth.jwt.hs256_secret", "must be at least 32 characters")
+	}
+	return nil
 }
 
 func (c *Config) applyAuthDefaults() {
@@ -166,7 +188,7 @@ var principalRE = regexp.MustCompile(`^[A-Za-z0-9@._:+-]{1,128}$`)
 // checkAuth checks the auth section.
 func (c *Config) checkAuth() *fieldErr {
 	a := c.Auth
-	names, secrets := map[string]bool{}, map[string]bool{}
+	names := map[string]bool{}
 	for i, t := range a.Tokens {
 		f := fmt.Sprintf("auth.tokens[%d]", i)
 		switch {
@@ -174,26 +196,19 @@ func (c *Config) checkAuth() *fieldErr {
 			return &fieldErr{f + ".name", "is required: the principal's name, 1 to 128 letters, digits or @._:+-"}
 		case names[t.Name]:
 			return &fieldErr{f + ".name", fmt.Sprintf("%q is used twice", t.Name)}
-		case len(t.Token.Reveal()) < 16:
-			return &fieldErr{f + ".token", "must be at least 16 characters (or ${ENV} naming a variable that holds one)"}
-		case secrets[t.Token.Reveal()]:
-			return &fieldErr{f + ".token", "is the token of another entry: each principal needs its own"}
-		case strings.ContainsAny(t.Token.Reveal(), " \t\r\n"):
-			return &fieldErr{f + ".token", "must not contain spaces or line breaks"}
+		case t.Token == "" && c.authUnset[f+".token"] == "":
+			return &fieldErr{f + ".token", "is required: the token, or ${ENV} naming a variable that holds it"}
 		}
 		if err := checkRoles(f+".roles", t.Roles); err != nil {
 			return err
 		}
-		names[t.Name], secrets[t.Token.Reveal()] = true, true
-	}
-	if a.StreamKey != "" && len(a.StreamKey.Reveal()) < 32 {
-		return &fieldErr{"auth.stream_key", "must be at least 32 characters"}
+		names[t.Name] = true
 	}
 	if a.StreamTokenTTL < 0 || a.StreamTokenTTL.Std() > time.Hour {
 		return &fieldErr{"auth.stream_token_ttl", "must be between 1s and 1h"}
 	}
 	if j := a.JWT; j != nil {
-		if err := checkJWT(j); err != nil {
+		if err := checkJWT(j, c.authUnset["auth.jwt.hs256_secret"] != ""); err != nil {
 			return err
 		}
 	}
@@ -212,9 +227,9 @@ func checkRoles(field string, roles []string) *fieldErr {
 	return nil
 }
 
-func checkJWT(j *JWT) *fieldErr {
+func checkJWT(j *JWT, hsUnset bool) *fieldErr {
 	sources := 0
-	for _, set := range []bool{j.HS256Secret != "", j.JWKSFile != "", j.JWKSURL != ""} {
+	for _, set := range []bool{j.HS256Secret != "" || hsUnset, j.JWKSFile != "", j.JWKSURL != ""} {
 		if set {
 			sources++
 		}
@@ -222,8 +237,6 @@ func checkJWT(j *JWT) *fieldErr {
 	switch {
 	case sources != 1:
 		return &fieldErr{"auth.jwt", "needs exactly one of hs256_secret, jwks_file and jwks_url"}
-	case j.HS256Secret != "" && len(j.HS256Secret.Reveal()) < 32:
-		return &fieldErr{"auth.jwt.hs256_secret", "must be at least 32 characters"}
 	case j.Issuer == "":
 		return &fieldErr{"auth.jwt.issuer", "is required: the iss every accepted token carries"}
 	case j.Audience == "":

@@ -39,9 +39,21 @@ func TestAuthFromFileAndEnvironment(t *testing.T) {
 	if s := fmt.Sprintf("%v %+v %#v", a, a.Tokens, a.JWT); strings.Contains(s, "alice-secret") || strings.Contains(s, "kkkk") || strings.Contains(s, "literal-token") {
 		t.Errorf("a secret printed: %s", s)
 	}
+	if err := c.CheckAuth(); err != nil {
+		t.Errorf("CheckAuth: %v", err)
+	}
 	off, err := Parse("agent.yaml", []byte(minimal), env())
 	if err != nil || off.Auth.Enabled() {
 		t.Fatalf("no auth section: enabled %v, err %v", off.Auth.Enabled(), err)
+	}
+	// A role other than the bridge loads the file without the bridge's
+	// secrets; the bridge's CheckAuth names the variable.
+	noEnv, err := Parse("agent.yaml", []byte(authYAML), env())
+	if err != nil {
+		t.Fatalf("without the variables: %v", err)
+	}
+	if err := noEnv.CheckAuth(); err == nil || !strings.Contains(err.Error(), "ALICE_TOKEN") && !strings.Contains(err.Error(), "JWT_SECRET") {
+		t.Errorf("CheckAuth without the variables: %v", err)
 	}
 }
 
@@ -68,7 +80,10 @@ func TestAuthErrorsNameTheField(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse("agent.yaml", []byte(tc.yaml), env(tc.env...))
+			c, err := Parse("agent.yaml", []byte(tc.yaml), env(tc.env...))
+			if err == nil {
+				err = c.CheckAuth() // the secrets: what only the bridge needs
+			}
 			var ce *Error
 			if !errors.As(err, &ce) || ce.Field != tc.field {
 				t.Fatalf("err = %v, want a config error on %s", err, tc.field)

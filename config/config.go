@@ -126,6 +126,10 @@ type Config struct {
 	ProfileDir string `yaml:"-"`
 	// BaseURLs are provider base URLs given by the environment, by provider.
 	BaseURLs map[string]string `yaml:"-"`
+
+	// authUnset names the ${ENV} variables of the auth section that are
+	// empty, by field, for [Config.CheckAuth].
+	authUnset map[string]string
 }
 
 // LLM selects the model.
@@ -632,9 +636,7 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	default:
 		c.HTTPAddr = DefaultHTTPAddr
 	}
-	if err := c.applyAuthEnv(getenv); err != nil {
-		return err
-	}
+	c.applyAuthEnv(getenv)
 	c.Keys = keysFromEnv(getenv)
 	c.BaseURLs = map[string]string{}
 	for provider, env := range baseURLEnv {

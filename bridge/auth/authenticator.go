@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -205,5 +204,5 @@ func Describe(p *Principal, perm Permission) string {
 		roles = "roles " + strings.Join(p.Roles, ", ")
 	}
 	need := map[Permission]string{Read: "viewer, user or approver", Converse: "user", Decide: "approver", Admin: "admin"}[perm]
-	return fmt.Sprintf("%s has %s; this needs the %s role", url.PathEscape(p.Name), roles, need)
+	return fmt.Sprintf("%s has %s; this needs the %s role", p.Name, roles, need)
 }

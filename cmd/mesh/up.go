@@ -41,6 +41,9 @@ func runUp(ctx context.Context, cfg *config.Config, args []string) error {
 	if err := cfg.CheckExposure(); err != nil {
 		return err
 	}
+	if err := cfg.CheckAuth(); err != nil {
+		return err
+	}
 	if _, err := streamKey(cfg); err != nil {
 		return err
 	}
