@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/golang-jwt/jwt/v5"
 
 	meshbridge "github.com/agentmesh/agentmesh/bridge"
@@ -243,6 +244,7 @@ func TestHTTPAuth(t *testing.T) {
 		t.Fatalf("setup: approval %q, conversation B %q", approval, idB)
 	}
 	t.Run("routes", func(t *testing.T) { testRouteTable(t, m, idB, approval) })
+	t.Run("card", func(t *testing.T) { testCardSecurity(t, m) })
 	t.Run("ownership", func(t *testing.T) { testOwnership(t, m, idA, approval) })
 	t.Run("approval-by", func(t *testing.T) { testApprovalBy(t, m, idA, approval) })
 	if strings.Contains(m.logs(), m.tokens["user"]) || strings.Contains(m.logs(), bobToken) || strings.Contains(m.logs(), "mst1.") {
@@ -366,6 +368,40 @@ func testRouteTable(t *testing.T, m *authMesh, conv, approval string) {
 			}
 			checkRefusal(t, route.Pattern, caller, status, hdr, body)
 		}
+	}
+}
+
+// testCardSecurity: the public agent card advertises the bearer scheme in
+// 0.3's form (which a2a-go, a peer, decodes) and 1.0's, and lists its
+// skills only to an authenticated caller.
+func testCardSecurity(t *testing.T, m *authMesh) {
+	_, _, data := m.probe(t, "none", "GET", "/.well-known/agent-card.json", nil)
+	var card map[string]any
+	if err := json.Unmarshal(data, &card); err != nil {
+		t.Fatal(err)
+	}
+	scheme := obj(card, "securitySchemes", "bearer")
+	if str(scheme, "type") != "http" || str(scheme, "scheme") != "bearer" || str(scheme, "bearerFormat") != "JWT" ||
+		str(scheme, "httpAuthSecurityScheme", "scheme") != "Bearer" {
+		t.Errorf("securitySchemes.bearer = %v, want 0.3's http bearer and 1.0's httpAuthSecurityScheme", scheme)
+	}
+	if fmt.Sprint(card["security"]) != "[map[bearer:[]]]" || obj(list(card, "securityRequirements")[0], "schemes", "bearer") == nil {
+		t.Errorf("security %v, securityRequirements %v", card["security"], card["securityRequirements"])
+	}
+	var peer a2a.AgentCard
+	if err := json.Unmarshal(data, &peer); err != nil {
+		t.Fatalf("a2a-go cannot read the card: %v", err)
+	}
+	if s, ok := peer.SecuritySchemes["bearer"].(a2a.HTTPAuthSecurityScheme); !ok || !strings.EqualFold(s.Scheme, "bearer") || len(peer.Security) != 1 {
+		t.Errorf("a2a-go reads the card's security as %#v, %v", peer.SecuritySchemes, peer.Security)
+	}
+	if n := len(list(card, "skills")); n != 0 {
+		t.Errorf("an anonymous caller sees %d skills, want none", n)
+	}
+	_, _, data = m.probe(t, "viewer", "GET", "/.well-known/agent-card.json", nil)
+	_ = json.Unmarshal(data, &card)
+	if n := len(list(card, "skills")); n == 0 {
+		t.Error("an authenticated caller sees no skills")
 	}
 }
 
