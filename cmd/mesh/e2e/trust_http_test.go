@@ -229,8 +229,9 @@ type routeRow struct {
 // JWT, wrong audience, viewer, user, approver, admin} gives the documented
 // status; a second user gets 404 for the first user's conversations over
 // REST, SSE, AG-UI, the dialects and A2A; an approval is decided by
-// approvers only, and names the approver in the record, the statement and
-// the approval_decided event.
+// approvers only, and names the approver in the record, the statement,
+// the approval_decided event and the conversation; the public agent card
+// advertises the bearer scheme (0.3 and 1.0).
 func TestHTTPAuth(t *testing.T) {
 	m := startAuthMesh(t)
 	// ursula's conversations: A waits for an approval, B is idle.
