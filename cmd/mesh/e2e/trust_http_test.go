@@ -263,11 +263,13 @@ func (m *authMesh) created(t *testing.T, caller, message string) map[string]any 
 	return out
 }
 
-func testRouteTable(t *testing.T, m *authMesh, conv, approval string) {
+// routeRows are the documented statuses, by route pattern: conv is the
+// user's idle conversation, approval the approval of another of hers.
+func routeRows(conv, approval string) map[string]func() routeRow {
 	n := 0
 	next := func() string { n++; return fmt.Sprintf("route-table-%d-%d", time.Now().UnixNano(), n) }
 	notMine := map[string]int{"viewer": http.StatusNotFound, "approver": http.StatusNotFound}
-	rows := map[string]func() routeRow{
+	return map[string]func() routeRow{
 		"GET /health":     func() routeRow { return routeRow{method: "GET", path: "/health", need: auth.Open, ok: 200} },
 		"GET /ready":      func() routeRow { return routeRow{method: "GET", path: "/ready", need: auth.Open, ok: 200} },
 		"GET /{$}":        func() routeRow { return routeRow{method: "GET", path: "/", need: auth.Open, ok: 200} },
@@ -336,6 +338,10 @@ func testRouteTable(t *testing.T, m *authMesh, conv, approval string) {
 			return routeRow{method: "POST", path: "/approvals/00000000-0000-4000-8000-000000000000", body: map[string]any{"approved": false}, need: auth.Decide, ok: 404}
 		},
 	}
+}
+
+func testRouteTable(t *testing.T, m *authMesh, conv, approval string) {
+	rows := routeRows(conv, approval)
 	cfg, err := config.Parse("agent.yaml", []byte(defaultConfig(t)), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
