@@ -13,7 +13,8 @@
 // With the default prefix "mesh" ([DefaultPrefix]):
 //
 //	stream MESH_EVENTS   mesh.evt.<session>.<TYPE>     every AG-UI event, limits retention
-//	stream MESH_WORK     mesh.work.<role>.<name>       work queue: turns, tree steps, resumes
+//	stream MESH_WORK     mesh.work.<role>.<name>       work queue: tree steps, resumes, group steps
+//	                     mesh.work.<role>.<name>.<session>  a user's message, while its conversation shows it queued
 //	KV     mesh_sessions <session>                     conversations, changed by compare-and-set
 //	KV     mesh_approvals <approval uuid>              pending and decided approvals
 //	KV     mesh_tools    <server>.<tool>               tool catalog published by toolhosts

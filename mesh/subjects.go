@@ -30,6 +30,11 @@ const (
 	SubjectEvent = "%s.evt.%s.%s"
 	// SubjectWork carries work items for one consumer: mesh.work.<role>.<name>.
 	SubjectWork = "%s.work.%s.%s"
+	// SubjectWorkSession carries a user's message for one conversation to
+	// that consumer: mesh.work.<role>.<name>.<session>. The conversation's
+	// token lets the bridge ask the stream whether a queued turn is still
+	// there with one lookup on that subject.
+	SubjectWorkSession = "%s.work.%s.%s.%s"
 	// SubjectTool is the request subject of one tool: mesh.tool.<server>.<tool>.
 	SubjectTool = "%s.tool.%s.%s"
 	// SubjectApprovalDecide takes a decision on one approval: mesh.approval.<uuid>.decide.
@@ -121,6 +126,22 @@ func (n Namespace) EventsOfType(typ EventType) (string, error) {
 // Work returns mesh.work.<role>.<name>.
 func (n Namespace) Work(role, name string) (string, error) {
 	return n.build(SubjectWork, role, name)
+}
+
+// WorkSession returns mesh.work.<role>.<name>.<session>.
+func (n Namespace) WorkSession(role, name, session string) (string, error) {
+	return n.build(SubjectWorkSession, role, name, session)
+}
+
+// WorkFilters are the subjects the consumer of role and name takes:
+// mesh.work.<role>.<name> and mesh.work.<role>.<name>.>, so that items sent
+// to either form reach it.
+func (n Namespace) WorkFilters(role, name string) ([]string, error) {
+	subj, err := n.Work(role, name)
+	if err != nil {
+		return nil, err
+	}
+	return []string{subj, subj + ".>"}, nil
 }
 
 // WorkAll is the wildcard of the work stream: mesh.work.>.

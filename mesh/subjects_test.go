@@ -20,6 +20,8 @@ func TestNamespaceSubjects(t *testing.T) {
 	}{
 		{"event", func() (string, error) { return ns.Event(id, EventRunStarted) }, "mesh.evt." + id + ".RUN_STARTED", false},
 		{"work", func() (string, error) { return ns.Work(RoleAgent, "resource-manager") }, "mesh.work.agent.resource-manager", false},
+		{"work of a session", func() (string, error) { return ns.WorkSession(RoleAgent, "resource-manager", id) }, "mesh.work.agent.resource-manager." + id, false},
+		{"session with a dot", func() (string, error) { return ns.WorkSession(RoleGroup, "desk", "a.b") }, "", true},
 		{"tool", func() (string, error) { return ns.Tool("resources", "resources_add") }, "mesh.tool.resources.resources_add", false},
 		{"tool with dots", func() (string, error) { return ns.Tool("fs", "read.file") }, "mesh.tool.fs.read=2efile", false},
 		{"decide", func() (string, error) { return ns.ApprovalDecide(id) }, "mesh.approval." + id + ".decide", false},
@@ -91,6 +93,12 @@ func FuzzSubjectBuilders(f *testing.F) {
 				t.Fatalf("token %q built unsafe subject %q", s, subj)
 			}
 		}
+		subj, err = DefaultNamespace.WorkSession(RoleGroup, "desk", s)
+		if err == nil {
+			if strings.Count(subj, ".") != 4 || strings.ContainsAny(subj, "*> \t\r\n") {
+				t.Fatalf("session %q built unsafe subject %q", s, subj)
+			}
+		}
 		tok := ToolToken(s)
 		if CheckToken(tok) != nil {
 			t.Fatalf("ToolToken(%q) = %q is not a valid token", s, tok)
@@ -100,4 +108,17 @@ func FuzzSubjectBuilders(f *testing.F) {
 			t.Fatalf("round trip of %q: %q, %v", s, back, err)
 		}
 	})
+}
+
+func TestWorkFiltersTakeBothForms(t *testing.T) {
+	got, err := DefaultNamespace.WorkFilters(RoleAgent, "keeper")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"mesh.work.agent.keeper", "mesh.work.agent.keeper.>"}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("WorkFilters = %q, want %q", got, want)
+	}
+	if _, err := DefaultNamespace.WorkFilters(RoleAgent, "a.b"); !errors.Is(err, ErrInvalidToken) {
+		t.Errorf("a name with a dot: err = %v, want ErrInvalidToken", err)
+	}
 }

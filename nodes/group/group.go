@@ -3,12 +3,14 @@
 // in memory that another instance would need.
 //
 // Each group has a durable pull consumer on the work stream, filtered on
-// mesh.work.group.<group>; every instance of the role pulls from it. The
+// mesh.work.group.<group> and mesh.work.group.<group>.<session> (where a
+// user's message goes); every instance of the role pulls from it. The
 // work items are:
 //
 //   - turn: a user's message. The group appends it to the conversation,
-//     starts a round (the chat that answers it) and hands the first
-//     speaker its turn;
+//     starts a round (the chat that answers it; the same save takes the
+//     message off the conversation's queue) and hands the first speaker
+//     its turn;
 //   - group_next: a member's turn ended; its agent wrote the outcome on the
 //     round's pending turn. The group records it, checks the termination
 //     rules, and hands the next speaker its turn, or ends the round;
@@ -180,17 +182,18 @@ func (r *Role) newLoop() error {
 			continue // a group named twice runs once, as the last one
 		}
 		seen[gc.Name] = true
-		subject, err := r.ns.Work(mesh.RoleGroup, g.cfg.Name)
+		// Users' messages name their conversation: mesh.work.group.<group>.<session>.
+		filters, err := r.ns.WorkFilters(mesh.RoleGroup, g.cfg.Name)
 		if err != nil {
 			return fmt.Errorf("group: %w", err)
 		}
 		queues = append(queues, mesh.WorkQueue{
 			Consumer: jetstream.ConsumerConfig{
-				Durable:       ConsumerName(g.cfg.Name),
-				Description:   "chats of group " + g.cfg.Name,
-				FilterSubject: subject,
-				AckPolicy:     jetstream.AckExplicitPolicy,
-				AckWait:       r.cfg.AckWait,
+				Durable:        ConsumerName(g.cfg.Name),
+				Description:    "chats of group " + g.cfg.Name,
+				FilterSubjects: filters,
+				AckPolicy:      jetstream.AckExplicitPolicy,
+				AckWait:        r.cfg.AckWait,
 				// group_check items come back until their turn ends; the other
 				// items count their own deliveries (see handle).
 				MaxDeliver:    -1,
