@@ -344,6 +344,11 @@ type HTTP struct {
 	// PingEvery once a turn has run for PingAfter. Zero means 10s and 5s.
 	PingAfter Duration `yaml:"ping_after"`
 	PingEvery Duration `yaml:"ping_every"`
+	// QueueCheckAfter is how long a queued turn waits before a bridge that
+	// reads or writes its conversation checks that its work item is still in
+	// the work stream (and publishes it again, or fails the turn, when it is
+	// not). Zero means 15s.
+	QueueCheckAfter Duration `yaml:"queue_check_after"`
 }
 
 // NATS says where the server is.
