@@ -184,6 +184,10 @@ type QueuedTurn struct {
 	ID      string    `json:"id"`
 	Message string    `json:"message"`
 	At      time.Time `json:"at"`
+	// By is the node id of the bridge that recorded it (or last published
+	// it again): a bridge that finds that writer gone (restarted, or down
+	// in mesh_nodes) need not wait for its publish.
+	By string `json:"by,omitempty"`
 	// Republished counts the times a bridge found the work item gone from
 	// the work stream and published it again.
 	Republished int `json:"republished,omitempty"`

@@ -73,6 +73,10 @@ type Config struct {
 	// of its conversation checks that its work item is still in the work
 	// stream ([Core.CheckQueued]). Zero means [DefaultQueueCheckAfter].
 	QueueCheckAfter time.Duration
+	// NodeID is this bridge process's node id (its key in mesh_nodes is
+	// bridge.<NodeID>): it signs the turns it queues, so that another
+	// bridge can tell when their writer is gone. Empty signs nothing.
+	NodeID string
 	// Logger receives the core's logs. The zero value discards them.
 	Logger zerolog.Logger
 }
@@ -87,6 +91,7 @@ type Core struct {
 	events    *mesh.EventPublisher // the queue's own events
 	log       zerolog.Logger
 	now       func() time.Time // the queue's clock, a test's to set
+	started   time.Time        // when this process's core was made
 
 	hub     *hub
 	streams chan struct{} // the stream slots: one token a running stream
@@ -124,6 +129,7 @@ func New(cfg Config) (*Core, error) {
 		events:    mesh.NewEventPublisher(cfg.JS, cfg.Resources.NS),
 		log:       cfg.Logger,
 		now:       time.Now,
+		started:   time.Now(),
 		waiters:   map[string]*Run{},
 		hub:       newHub(cfg.JS, cfg.Resources.NS, cfg.FollowerBuffer),
 		streams:   make(chan struct{}, cfg.MaxStreams),

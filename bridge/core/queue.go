@@ -25,10 +25,11 @@ import (
 // Defaults of the queue.
 const (
 	// DefaultQueueCheckAfter is how old a queued turn must be before its
-	// work item is looked for: longer than a publish may take
-	// (publishTimeout), so that a turn being published is not taken for
-	// lost.
-	DefaultQueueCheckAfter = 15 * time.Second
+	// work item is looked for, unless its writer is gone: longer than its
+	// writer may take to publish it, or to take the record back after a
+	// failed publish (publishTimeout each), so that a turn being published
+	// is not taken for lost.
+	DefaultQueueCheckAfter = 3 * publishTimeout
 	// publishTimeout bounds the record-publish-undo of one message.
 	publishTimeout = 5 * time.Second
 	// maxRepublish is how often a lost work item is published again before
@@ -74,7 +75,7 @@ func (c *Core) enqueue(ctx context.Context, id, turnID, text string, caller Call
 		case cv.HasTurn(turnID):
 			return ErrRunIDUsed.With(fmt.Sprintf("run id %s was already used in conversation %s", turnID, id))
 		}
-		cv.Queued = &mesh.QueuedTurn{ID: turnID, Message: text, At: c.now().UTC()}
+		cv.Queued = &mesh.QueuedTurn{ID: turnID, Message: text, At: c.now().UTC(), By: c.cfg.NodeID}
 		cv.Status = mesh.StatusQueued
 		return nil
 	})
@@ -89,7 +90,10 @@ func (c *Core) enqueue(ctx context.Context, id, turnID, text string, caller Call
 		err = mesh.PublishWork(ctx, c.cfg.JS, c.ns, role, name, item, caller.headers(conv.SessionID))
 	}
 	if err != nil {
-		c.unqueue(ctx, id, turnID)
+		// The publish may have used the whole deadline: the undo has its own.
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
+		defer cancel()
+		c.unqueue(uctx, id, turnID)
 		return 0, mesh.ErrUnavailable.With("the mesh did not take the turn: " + err.Error())
 	}
 	return seq, nil
@@ -187,7 +191,7 @@ func (c *Core) CheckQueued(ctx context.Context, id string, caller Caller) bool {
 }
 
 func (c *Core) checkQueued(ctx context.Context, ref *queuedRef, caller Caller) bool {
-	if ref == nil || c.now().Sub(ref.q.At) < c.cfg.QueueCheckAfter {
+	if ref == nil || c.now().Sub(ref.q.At) < c.cfg.QueueCheckAfter && !c.writerGone(ctx, ref.q) {
 		return false
 	}
 	log := c.log.With().Str("session", ref.id).Str("turn", ref.q.ID).Logger()
@@ -214,7 +218,7 @@ func (c *Core) checkQueued(ctx context.Context, ref *queuedRef, caller Caller) b
 		now := c.now().UTC()
 		if republish {
 			q.Republished++
-			q.At = now
+			q.At, q.By = now, c.cfg.NodeID
 			return nil
 		}
 		cv.Unqueue(q.ID)
@@ -253,6 +257,28 @@ func (c *Core) checkQueued(ctx context.Context, ref *queuedRef, caller Caller) b
 		log.Warn().Err(err).Msg("could not publish a lost turn again")
 	}
 	return true
+}
+
+// writerGone reports whether the bridge that recorded q (or last published
+// it) is gone: this process's earlier life, or a node that mesh_nodes
+// shows restarted or marked down since, or no longer lists. Its publish
+// will not come, so its turn need not wait QueueCheckAfter to be checked.
+func (c *Core) writerGone(ctx context.Context, q mesh.QueuedTurn) bool {
+	if q.By == "" {
+		return false
+	}
+	if q.By == c.cfg.NodeID {
+		return q.At.Before(c.started)
+	}
+	e, err := c.cfg.Resources.Nodes.Get(ctx, mesh.NodeInfo{Role: mesh.RoleBridge, Node: q.By}.Key())
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return true
+	}
+	var info mesh.NodeInfo
+	if err != nil || json.Unmarshal(e.Value(), &info) != nil {
+		return false
+	}
+	return info.StartedAt.After(q.At) || info.DownAt.After(q.At)
 }
 
 // inWorkStream reports whether the work stream holds the turn item turnID

@@ -318,3 +318,63 @@ func TestCancelEndsAQueuedTurn(t *testing.T) {
 		t.Errorf("end event = %+v, want RUN_FINISHED cancelled", out.Event)
 	}
 }
+
+// A queued turn whose writer is gone is checked at once, not after
+// QueueCheckAfter: an earlier life of this bridge, or another bridge that
+// mesh_nodes shows restarted since or no longer lists. A live writer's turn
+// waits.
+func TestQueuedTurnOfAGoneWriterIsCheckedAtOnce(t *testing.T) {
+	m := meshtest.New(t)
+	c, err := New(Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: "a", NodeID: "b1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	live := mesh.NodeInfo{Node: "b2", Role: mesh.RoleBridge, State: mesh.NodeReady, StartedAt: time.Now().Add(-time.Hour)}
+	data, _ := json.Marshal(live)
+	if _, err := m.Nodes.Put(t.Context(), live.Key(), data); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		by       string
+		at       time.Time
+		repaired bool
+	}{
+		{"this bridge's earlier life", "b1", time.Now().Add(-time.Minute), true},
+		{"this bridge, now", "b1", time.Now(), false},
+		{"a bridge mesh_nodes does not list", "b9", time.Now(), true},
+		{"a live bridge", "b2", time.Now(), false},
+		{"a bridge restarted since", "b2", time.Now().Add(-2 * time.Hour), true},
+		{"no writer named", "", time.Now(), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			conv, err := c.CreateConversation(t.Context(), mesh.NewID(), Caller{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The record alone: its writer never published the item.
+			if _, err := c.Sessions.Update(t.Context(), conv.ID, func(cv *mesh.Conversation) error {
+				cv.Queued = &mesh.QueuedTurn{ID: mesh.NewID(), Message: "hello", At: tt.at, By: tt.by}
+				cv.Status = mesh.StatusQueued
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			got, err := c.Conversation(t.Context(), conv.ID, Caller{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if repaired := got.Queued.Republished == 1; repaired != tt.repaired {
+				t.Errorf("published again: %v, want %v (queued %+v)", repaired, tt.repaired, got.Queued)
+			}
+			if n := len(workItems(t, m, conv.ID)); tt.repaired && n != 1 || !tt.repaired && n != 0 {
+				t.Errorf("%d work items, want the turn published again: %v", n, tt.repaired)
+			}
+		})
+	}
+}
