@@ -324,6 +324,11 @@ func (c *Core) SendTurn(ctx context.Context, id, turnID, text string, caller Cal
 		// (failed, at worst), it may no longer stand in the way.
 		seq, err = c.enqueue(ctx, id, turnID, text, caller)
 	}
+	if pe := (*PendingError)(nil); errors.As(err, &pe) && c.decided(ctx, pe.Approval) {
+		// Decided already: what holds the conversation is the decision's
+		// resume, queued for an agent, not a human.
+		err = mesh.ErrTurnInProgress.With(fmt.Sprintf("conversation %s resumes after approval %s was decided; send the next message when the resume ends", id, pe.Approval.UUID))
+	}
 	if err != nil {
 		r.Close()
 		return nil, err
@@ -369,6 +374,16 @@ func (c *Core) SendOnce(ctx context.Context, id, key, text string, caller Caller
 // keyedTurn is the turn id the idempotency key names in conversation id.
 func keyedTurn(id, key string) string {
 	return uuid.NewSHA1(idempotencyNamespace, []byte(id+"\x00"+key)).String()
+}
+
+// decided reports whether the approval p is decided: the conversation
+// still shows it until an agent claims its resume.
+func (c *Core) decided(ctx context.Context, p *mesh.PendingApproval) bool {
+	if p == nil {
+		return false
+	}
+	ap, err := c.Approvals.Get(ctx, p.UUID)
+	return err == nil && ap.Status != mesh.ApprovalPending
 }
 
 // pausedBy reports whether approval was requested by run runID.

@@ -378,3 +378,39 @@ func TestQueuedTurnOfAGoneWriterIsCheckedAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// A conversation that still shows an approval already decided waits for
+// the decision's resume, not for a human: a message is refused as
+// turn_in_progress, not waiting_approval.
+func TestMessageWhileADecidedApprovalResumesIsATurnInProgress(t *testing.T) {
+	m := meshtest.New(t)
+	c, _ := queueCore(t, m, time.Hour)
+	for _, status := range []mesh.ApprovalStatus{mesh.ApprovalPending, mesh.ApprovalApproved} {
+		t.Run(string(status), func(t *testing.T) {
+			conv, err := c.CreateConversation(t.Context(), mesh.NewID(), Caller{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ap := mesh.Approval{UUID: mesh.NewID(), ConversationID: conv.ID, Agent: "a", RunID: "r1", ToolName: "resources_add", Status: status}
+			data, _ := json.Marshal(ap)
+			if _, err := m.Approvals.Put(t.Context(), ap.UUID, data); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Sessions.Update(t.Context(), conv.ID, func(cv *mesh.Conversation) error {
+				cv.Status = mesh.StatusWaitingApproval
+				cv.PendingApproval = &mesh.PendingApproval{UUID: ap.UUID, ConversationID: conv.ID, ToolName: ap.ToolName}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.Send(t.Context(), conv.ID, "next", Caller{})
+			var pe *PendingError
+			switch {
+			case status == mesh.ApprovalPending && (!errors.As(err, &pe) || pe.Approval.UUID != ap.UUID):
+				t.Errorf("pending approval: err = %v, want waiting_approval with the approval", err)
+			case status != mesh.ApprovalPending && (!errors.Is(err, mesh.ErrTurnInProgress) || errors.As(err, &pe)):
+				t.Errorf("decided approval: err = %v, want turn_in_progress", err)
+			}
+		})
+	}
+}
