@@ -347,7 +347,7 @@ type HTTP struct {
 	// QueueCheckAfter is how long a queued turn waits before a bridge that
 	// reads or writes its conversation checks that its work item is still in
 	// the work stream (and publishes it again, or fails the turn, when it is
-	// not); a turn whose bridge died is checked at once. Zero means 15s.
+	// not); a turn whose bridge died is checked at once. Zero means 30s.
 	QueueCheckAfter Duration `yaml:"queue_check_after"`
 }
 

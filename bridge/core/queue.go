@@ -30,8 +30,9 @@ const (
 	// failed publish (publishTimeout each), so that a turn being published
 	// is not taken for lost.
 	DefaultQueueCheckAfter = 3 * publishTimeout
-	// publishTimeout bounds the record-publish-undo of one message.
-	publishTimeout = 5 * time.Second
+	// publishTimeout bounds the record and publishes of one message, and
+	// apart the undo of a failed publish: generous, for a loaded server.
+	publishTimeout = 10 * time.Second
 	// maxRepublish is how often a lost work item is published again before
 	// the turn is failed with RUN_ERROR TURN_LOST.
 	maxRepublish = 3
