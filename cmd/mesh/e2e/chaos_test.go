@@ -56,6 +56,9 @@ func TestChaos(t *testing.T) {
 				return
 			case <-time.After(time.Duration(2000+rand.IntN(1000)) * time.Millisecond):
 			}
+			if st.queueing.Load() > 0 {
+				continue // a driver kills the bridge itself, with a turn queued
+			}
 			var victims []int
 			var victimRoles []string
 			for _, p := range descendants(upPID) {
@@ -72,11 +75,18 @@ func TestChaos(t *testing.T) {
 		}
 	}()
 
-	deadline := time.Now().Add(time.Duration(seconds) * time.Second)
+	start := time.Now()
+	deadline := start.Add(time.Duration(seconds) * time.Second)
+	// The drivers that kill the bridge with a turn queued do it one after
+	// another, spread over the first half of the run (the supervisor's
+	// backoff grows when a role dies again within 10 s), so that one whose
+	// turn was taken up first has time to try again.
+	queuers := (conversations + 9) / 10
 	drivers := make([]*chaosDriver, conversations)
 	var wg sync.WaitGroup
 	for i := range drivers {
-		d := &chaosDriver{m: m, t: t, id: i, st: &st, upPID: upPID, queueKill: i%10 == 0, queueFrom: 1 + i/10}
+		d := &chaosDriver{m: m, t: t, id: i, st: &st, upPID: upPID, queueKill: i%10 == 0,
+			queueAt: start.Add(time.Duration(seconds) * time.Second * time.Duration(i/10+1) / time.Duration(2*queuers+2))}
 		if i%3 == 2 {
 			d.group = "duo"
 		}
@@ -127,6 +137,10 @@ const chaosGroup = `groups:
 
 type chaosStats struct {
 	kills, turns, approved, retries, queueKills atomic.Int64
+	// queueing counts the drivers that are killing the bridge with a turn
+	// queued: the killer waits meanwhile, lest it restart what they stopped
+	// or kill the bridge first.
+	queueing atomic.Int32
 
 	mu    sync.Mutex
 	roles map[string]int // kills by role
@@ -192,12 +206,11 @@ type chaosDriver struct {
 	sent        []string        // user messages, in order
 	destructive map[string]bool // resource name → approved
 
-	// queueKill: from message queueFrom on (so that the drivers that do it
-	// kill the bridge at different times), send a destructive request while
-	// the agents are stopped and kill the bridge while it waits in the
-	// queue, until queueKilled.
+	// queueKill: from queueAt on, send a destructive request while the
+	// agents are stopped and kill the bridge while it waits in the queue,
+	// until queueKilled.
 	queueKill, queueKilled bool
-	queueFrom              int
+	queueAt                time.Time
 	upPID                  int
 }
 
@@ -218,7 +231,7 @@ func (d *chaosDriver) run(deadline time.Time) {
 			d.destructive[name] = false
 		}
 		d.sent = append(d.sent, text)
-		if d.queueKill && !d.queueKilled && n >= d.queueFrom && (name != "" || d.group != "") {
+		if d.queueKill && !d.queueKilled && time.Now().After(d.queueAt) && (name != "" || d.group != "") {
 			d.queueKilled = d.killWhileQueued(text, strconv.Itoa(n))
 		}
 		d.retry("POST", "/conversations/"+d.conv+"/messages", map[string]any{"message": text}, "Idempotency-Key", strconv.Itoa(n))
@@ -292,6 +305,8 @@ func (d *chaosDriver) killWhileQueued(text, key string) bool {
 	if d.group != "" {
 		role = "group"
 	}
+	d.st.queueing.Add(1)
+	defer d.st.queueing.Add(-1)
 	agents := d.rolePIDs(role)
 	for _, p := range agents {
 		_ = syscall.Kill(p, syscall.SIGSTOP)
@@ -302,7 +317,7 @@ func (d *chaosDriver) killWhileQueued(text, key string) bool {
 		}
 	}()
 	go d.m.try("POST", "/conversations/"+d.conv+"/messages", map[string]any{"message": text}, "Idempotency-Key", key)
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		status, out := d.m.try("GET", "/conversations/"+d.conv, nil)
 		c := obj(out, "conversation")
