@@ -22,7 +22,7 @@ import (
 // concurrent conversations that mix tool turns and destructive requests
 // (approved as they appear), and group chats of two members, and meanwhile
 // kills a random role process (the group's too) with SIGKILL every 2-3 s.
-// One conversation in ten (the first, at the small size) also sends a
+// One conversation in twenty (the first, at the small size) also sends a
 // message (a destructive request, but for group chats) while every process
 // that would take it up is stopped, and kills the bridge while the turn
 // waits in the queue: its retry must find the queued turn, and its next
@@ -81,12 +81,12 @@ func TestChaos(t *testing.T) {
 	// another, spread over the first half of the run (the supervisor's
 	// backoff grows when a role dies again within 10 s), so that one whose
 	// turn was taken up first has time to try again.
-	queuers := (conversations + 9) / 10
+	queuers := (conversations + 19) / 20
 	drivers := make([]*chaosDriver, conversations)
 	var wg sync.WaitGroup
 	for i := range drivers {
-		d := &chaosDriver{m: m, t: t, id: i, st: &st, upPID: upPID, queueKill: i%10 == 0,
-			queueAt: start.Add(time.Duration(seconds) * time.Second * time.Duration(i/10+1) / time.Duration(2*queuers+2))}
+		d := &chaosDriver{m: m, t: t, id: i, st: &st, upPID: upPID, queueKill: i%20 == 0,
+			queueAt: start.Add(time.Duration(seconds) * time.Second * time.Duration(i/20+1) / time.Duration(2*queuers+2))}
 		if i%3 == 2 {
 			d.group = "duo"
 		}
@@ -139,8 +139,10 @@ type chaosStats struct {
 	kills, turns, approved, retries, queueKills atomic.Int64
 	// queueing counts the drivers that are killing the bridge with a turn
 	// queued: the killer waits meanwhile, lest it restart what they stopped
-	// or kill the bridge first.
+	// or kill the bridge first. queueMu makes them take turns, for the
+	// same reason.
 	queueing atomic.Int32
+	queueMu  sync.Mutex
 
 	mu    sync.Mutex
 	roles map[string]int // kills by role
@@ -305,6 +307,8 @@ func (d *chaosDriver) killWhileQueued(text, key string) bool {
 	if d.group != "" {
 		role = "group"
 	}
+	d.st.queueMu.Lock()
+	defer d.st.queueMu.Unlock()
 	d.st.queueing.Add(1)
 	defer d.st.queueing.Add(-1)
 	agents := d.rolePIDs(role)
