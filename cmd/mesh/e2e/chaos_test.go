@@ -104,9 +104,12 @@ func TestChaos(t *testing.T) {
 
 	for _, d := range drivers {
 		d.check()
-		if d.queueKill && !d.queueKilled {
-			t.Errorf("%s: the bridge was never killed while a turn of it waited in the queue", d.conv)
-		}
+	}
+	// A driver whose every try found its turn taken up first (on a loaded
+	// machine the monitor restarts the stopped agents before the record
+	// shows) did not drive the case; one of them at least must have.
+	if st.queueKills.Load() == 0 {
+		t.Error("the bridge was never killed while a turn waited in the queue")
 	}
 	for _, d := range drivers {
 		for name, approved := range d.destructive {
