@@ -74,7 +74,8 @@ func New(cfg Config) (*Bridge, error) {
 	log := cfg.Logger
 	c, err := core.New(core.Config{
 		NC: cfg.NC, JS: cfg.JS, Resources: cfg.Resources, Agent: cfg.Agent.Name, Prompt: cfg.Agent.Prompt, Groups: cfg.Agent.Groups,
-		FollowerBuffer: cfg.Agent.HTTP.StreamBuffer, MaxStreams: cfg.Agent.HTTP.MaxStreams, NoToolServers: len(cfg.Agent.MCPServers) == 0, Logger: log,
+		FollowerBuffer: cfg.Agent.HTTP.StreamBuffer, MaxStreams: cfg.Agent.HTTP.MaxStreams, NoToolServers: len(cfg.Agent.MCPServers) == 0,
+		QueueCheckAfter: cfg.Agent.HTTP.QueueCheckAfter.Std(), NodeID: cfg.NodeID, Logger: log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bridge: %w", err)

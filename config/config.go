@@ -80,7 +80,7 @@ const (
 
 // Config is the whole configuration of a mesh.
 type Config struct {
-	// Name names the agent; its turns go to mesh.work.agent.<Name>.
+	// Name names the agent; its turns go to mesh.work.agent.<Name>.<conversation>.
 	Name        string `yaml:"name"`
 	Description string `yaml:"description"`
 	// Prompt is the system prompt, the first message of every conversation.
@@ -359,6 +359,11 @@ type HTTP struct {
 	// PingEvery once a turn has run for PingAfter. Zero means 10s and 5s.
 	PingAfter Duration `yaml:"ping_after"`
 	PingEvery Duration `yaml:"ping_every"`
+	// QueueCheckAfter is how long a queued turn waits before a bridge that
+	// reads or writes its conversation checks that its work item is still in
+	// the work stream (and publishes it again, or fails the turn, when it is
+	// not); a turn whose bridge died is checked at once. Zero means 30s.
+	QueueCheckAfter Duration `yaml:"queue_check_after"`
 }
 
 // NATS says where the server is and how each role proves who it is.
