@@ -81,7 +81,7 @@ const (
 
 // Config is the whole configuration of a mesh.
 type Config struct {
-	// Name names the agent; its turns go to mesh.work.agent.<Name>.
+	// Name names the agent; its turns go to mesh.work.agent.<Name>.<conversation>.
 	Name        string `yaml:"name"`
 	Description string `yaml:"description"`
 	// Prompt is the system prompt, the first message of every conversation.
@@ -372,6 +372,11 @@ type HTTP struct {
 	// boundary, on purpose, with a loud warning. Without it such a bridge
 	// refuses to start.
 	Insecure bool `yaml:"insecure"`
+	// QueueCheckAfter is how long a queued turn waits before a bridge that
+	// reads or writes its conversation checks that its work item is still in
+	// the work stream (and publishes it again, or fails the turn, when it is
+	// not); a turn whose bridge died is checked at once. Zero means 30s.
+	QueueCheckAfter Duration `yaml:"queue_check_after"`
 }
 
 // NATS says where the server is and how each role proves who it is.

@@ -13,7 +13,7 @@
 // With the default prefix "mesh" ([DefaultPrefix]):
 //
 //	stream MESH_EVENTS   mesh.evt.<session>.<TYPE>     every AG-UI event, limits retention
-//	stream MESH_WORK     mesh.work.<role>.<name>       work queue: turns, tree steps, resumes
+//	stream MESH_WORK     mesh.work.<role>.<name>.<session>  work queue: turns, tree steps, resumes, group steps
 //	KV     mesh_sessions <session>                     conversations, changed by compare-and-set
 //	KV     mesh_approvals <approval uuid>              pending and decided approvals
 //	KV     mesh_tools    <server>.<tool>               tool catalog published by toolhosts

@@ -41,6 +41,10 @@ const (
 	// prefixes of the messages and calls that step's run reissues. Events of
 	// the earlier attempt that precede it (of that step) are superseded.
 	CustomRunRetried = "run_retried"
+	// CustomRunQueued: the bridge accepted a user's message and enqueued
+	// its turn; value is {"runId", "message"}. It comes before the run's
+	// RUN_STARTED, which an agent publishes when it takes the turn up.
+	CustomRunQueued = "run_queued"
 )
 
 // Outcome types of RUN_FINISHED (AG-UI 1.0).
@@ -66,6 +70,11 @@ const (
 	CodeConflict       = "CONFLICT"
 	CodeMaxDeliveries  = "MAX_DELIVERIES"
 	CodeWaitingApprove = "WAITING_APPROVAL"
+	// CodeTurnLost: a queued turn's work item left the work stream without
+	// any agent taking it up, and was not published again.
+	CodeTurnLost = "TURN_LOST"
+	// CodeUnavailable: the bridge could not enqueue the turn.
+	CodeUnavailable = "UNAVAILABLE"
 	// CodeNoSpeaker: a group chat found no member that may speak.
 	CodeNoSpeaker = "GROUP_NO_SPEAKER"
 )

@@ -8,7 +8,7 @@ import (
 
 func ExampleNamespace() {
 	ns := mesh.DefaultNamespace
-	work, _ := ns.Work(mesh.RoleAgent, "resource-manager")
+	work, _ := ns.Work(mesh.RoleAgent, "resource-manager", "6f1c1a8e-8d1e-4c2f-9a3b-2d7e5b4c3a10")
 	decide, _ := ns.ApprovalDecide("6f1c1a8e-8d1e-4c2f-9a3b-2d7e5b4c3a10")
 	fmt.Println(ns.Stream(mesh.StreamEvents), ns.Bucket(mesh.BucketSessions))
 	fmt.Println(work)
@@ -16,7 +16,7 @@ func ExampleNamespace() {
 	fmt.Println(ns.EventsAll())
 	// Output:
 	// MESH_EVENTS mesh_sessions
-	// mesh.work.agent.resource-manager
+	// mesh.work.agent.resource-manager.6f1c1a8e-8d1e-4c2f-9a3b-2d7e5b4c3a10
 	// mesh.approval.6f1c1a8e-8d1e-4c2f-9a3b-2d7e5b4c3a10.decide
 	// mesh.evt.>
 }

@@ -9,7 +9,7 @@ import "time"
 // writes its answer and the member turn's result there, and tells the group
 // with a group_next work item.
 
-// Work kinds of the group role, on mesh.work.group.<group>.
+// Work kinds of the group role, on mesh.work.group.<group>.<session>.
 const (
 	// WorkGroupNext: the member turn TurnID ended (its result is in the
 	// conversation); RunID is the run that ended it.

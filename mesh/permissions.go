@@ -38,6 +38,9 @@ const (
 	GrantConsumerInfo GrantKind = "consumer-info"
 	// GrantFollow: ordered and ephemeral consumers of a stream, filtered.
 	GrantFollow GrantKind = "follow"
+	// GrantStreamGet: read a stream's messages on Filter's subjects by
+	// subject and sequence (no consumer).
+	GrantStreamGet GrantKind = "stream-get"
 	// GrantKVRead: get keys of a bucket (Filter: which keys).
 	GrantKVRead GrantKind = "kv-read"
 	// GrantKVWatch: watch and list keys of a bucket (ordered consumers).
@@ -139,7 +142,7 @@ func (n Namespace) nodeGrants(role string) []Grant {
 // stream it consumes and every bucket it reads or writes is here.
 func (n Namespace) roleGrants(role string) []Grant {
 	p := n.prefix
-	work := func(r string) string { return p + ".work." + r + ".*" }
+	work := func(r string) string { return p + ".work." + r + ".*.*" }
 	switch role {
 	case RoleAgent:
 		g := []Grant{
@@ -213,6 +216,7 @@ func (n Namespace) roleGrants(role string) []Grant {
 			{Kind: GrantSubscribe, Subject: p + ".evt.*." + string(EventRunFinished), Why: "wake waiting requests"},
 			{Kind: GrantSubscribe, Subject: p + ".evt.*." + string(EventRunError), Why: "wake waiting requests"},
 			{Kind: GrantConsumerInfo, Subject: n.Stream(StreamWork), Consumer: "*", Why: "/ready: is an agent pulling"},
+			{Kind: GrantStreamGet, Subject: n.Stream(StreamWork), Filter: work("*"), Why: "is a queued turn's item still there (it published it, and holds the token it carries)"},
 			{Kind: GrantRequest, Subject: "$SRV.PING." + ToolServiceName, Why: "/ready"},
 			{Kind: GrantRequest, Subject: "$SRV.PING." + approvalServiceName, Why: "/ready"},
 			{Kind: GrantKVRead, Subject: BucketSessions, Why: "conversations"},
@@ -263,6 +267,9 @@ func (n Namespace) compile(g Grant) (pub, sub []string) {
 		}, nil
 	case GrantConsumerInfo:
 		return []string{api + "CONSUMER.INFO." + g.Subject + "." + g.Consumer}, nil
+	case GrantStreamGet:
+		// The API names no subject: the grant is the whole stream's.
+		return []string{api + "STREAM.MSG.GET." + g.Subject}, nil
 	case GrantFollow:
 		s := g.Subject
 		return []string{
@@ -322,7 +329,7 @@ func (p Permissions) CanRead(subject string, streams map[string]string) bool {
 	}
 	for _, g := range p.Grants {
 		switch g.Kind {
-		case GrantConsume, GrantFollow:
+		case GrantConsume, GrantFollow, GrantStreamGet:
 			if SubjectMatches(streams[g.Subject], subject) && SubjectMatches(g.Filter, subject) {
 				return true
 			}

@@ -38,6 +38,8 @@ func PermissionsMarkdown(n Namespace) string {
 				cons = append(cons, fmt.Sprintf("%s as %s (%s)", code(g.Subject), code(g.Consumer), code(g.Filter)))
 			case GrantConsumerInfo:
 				cons = append(cons, fmt.Sprintf("%s: state of %s", code(g.Subject), code(g.Consumer)))
+			case GrantStreamGet:
+				cons = append(cons, fmt.Sprintf("%s: get by subject (%s)", code(g.Subject), code(g.Filter)))
 			case GrantFollow:
 				cons = append(cons, fmt.Sprintf("%s, ordered (%s)", code(g.Subject), code(g.Filter)))
 			case GrantKVRead, GrantKVWatch, GrantKVWrite:
@@ -61,8 +63,8 @@ func PermissionsMarkdown(n Namespace) string {
 		"it received (`allow_responses`: one reply within 2 minutes; for the toolhost any number within 150 s: "+
 		"\"taken\" then the result of a call, one answer per MCP server to a discovery ping). The toolhost and the approver also answer the micro service discovery "+
 		"subjects (`$SRV.*`) of %s and %s. No role but %s creates, updates, purges or deletes a stream or bucket, "+
-		"reads a stream's messages by sequence (`STREAM.MSG.GET`, `DIRECT.GET` of a stream), or consumes %s "+
-		"except through the consumers above.\n\n",
+		"reads a stream's messages by sequence (`STREAM.MSG.GET`, `DIRECT.GET` of a stream) except the bridge's "+
+		"look-up of the work items it queued, or consumes %s except through the consumers above.\n\n",
 		code(n.prefix+".hb.<role>.*"), code("<role>.*"), code(n.Bucket(BucketNodes)), code(n.prefix+".node.*.probe"),
 		code(n.prefix+".node.*.restart"), code(n.Inbox("<role>")+".>"),
 		code(ToolServiceName), code(approvalServiceName), RoleAdmin, code(n.Stream(StreamWork)))

@@ -54,13 +54,15 @@ func TestPermissionsHold(t *testing.T) {
 		{"only the agent asks for approvals", approval + "request", true, []string{mesh.RoleAgent, mesh.RoleAdmin}},
 		{"only toolhosts receive tool calls", "mesh.tool.resources.resources_add", false, []string{mesh.RoleToolhost, mesh.RoleAdmin}},
 		{"only agents call tools", "mesh.tool.resources.resources_add", true, []string{mesh.RoleAgent, mesh.RoleAdmin}},
-		{"only agents and groups read work", "mesh.work.agent.resource-manager", false, []string{mesh.RoleAgent, mesh.RoleAdmin}},
-		{"only agents and groups read group work", "mesh.work.group.panel", false, []string{mesh.RoleGroup, mesh.RoleAdmin}},
+		// The bridge reads work items only to see whether one it queued is
+		// still there; it published them and holds the tokens they carry.
+		{"only agents (and the bridge) read work", "mesh.work.agent.resource-manager.c1", false, []string{mesh.RoleAgent, mesh.RoleBridge, mesh.RoleAdmin}},
+		{"only groups (and the bridge) read group work", "mesh.work.group.panel.c1", false, []string{mesh.RoleGroup, mesh.RoleBridge, mesh.RoleAdmin}},
 		{"only the admin deletes a stream", "$JS.API.STREAM.DELETE.MESH_WORK", true, []string{mesh.RoleAdmin}},
 		{"only the admin purges a stream", "$JS.API.STREAM.PURGE.MESH_EVENTS", true, []string{mesh.RoleAdmin}},
 		{"only the admin creates a stream", "$JS.API.STREAM.CREATE.X", true, []string{mesh.RoleAdmin}},
 		{"only the admin reads work by sequence", "$JS.API.DIRECT.GET.MESH_WORK", true, []string{mesh.RoleAdmin}},
-		{"only the admin reads work by sequence", "$JS.API.STREAM.MSG.GET.MESH_WORK", true, []string{mesh.RoleAdmin}},
+		{"only the admin and the bridge (its queued turns) read work by sequence", "$JS.API.STREAM.MSG.GET.MESH_WORK", true, []string{mesh.RoleBridge, mesh.RoleAdmin}},
 		{"only roles that need them read sessions", "$JS.API.DIRECT.GET.KV_mesh_sessions.$KV.mesh_sessions.c1", true, []string{mesh.RoleAgent, mesh.RoleGroup, mesh.RoleBridge, mesh.RoleAdmin}},
 		{"only the agent heartbeats as agent", "mesh.hb.agent.n1", true, []string{mesh.RoleAgent, mesh.RoleAdmin}},
 		{"only the agent writes its node key", "$KV.mesh_nodes.agent.n1", true, []string{mesh.RoleAgent, mesh.RoleMonitor, mesh.RoleAdmin}},

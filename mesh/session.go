@@ -9,9 +9,11 @@ import (
 type Status string
 
 // Conversation statuses. Seed 002 names active, waiting_approval and
-// completed; running says a turn is queued or executing.
+// completed; queued says a user's message waits in the work queue for an
+// agent (Conversation.Queued), running that a turn holds the conversation.
 const (
 	StatusActive          Status = "active"
+	StatusQueued          Status = "queued"
 	StatusRunning         Status = "running"
 	StatusWaitingApproval Status = "waiting_approval"
 	StatusCompleted       Status = "completed"
@@ -36,7 +38,7 @@ type Conversation struct {
 	// SessionID is the 8-hex trace id forwarded as X-Session-ID (FR-030).
 	SessionID string `json:"session_id"`
 	// Agent is the name of the agent that serves the conversation; its work
-	// subject is mesh.work.agent.<Agent>.
+	// subject is mesh.work.agent.<Agent>.<conversation>.
 	Agent string `json:"agent"`
 	// Owner is the HTTP principal who created the conversation: only it
 	// and admins reach it while authentication is on. Empty when it was
@@ -58,6 +60,10 @@ type Conversation struct {
 	State map[string]any `json:"state,omitempty"`
 	// Turn is the turn being executed, if any.
 	Turn *Turn `json:"turn,omitempty"`
+	// Queued is the user's message the bridge accepted and enqueued, until
+	// an agent (or, in a group chat, the group role) claims it; the
+	// conversation takes no other message meanwhile.
+	Queued *QueuedTurn `json:"queued_turn,omitempty"`
 	// RecentTurns lists the ids of the last turns applied, newest last, so that
 	// a redelivered turn is recognised and not applied twice.
 	RecentTurns []string `json:"recent_turns,omitempty"`
@@ -169,13 +175,55 @@ type PipelineState struct {
 
 // Turn is a unit of work being executed on a conversation.
 type Turn struct {
-	ID        string    `json:"id"`
-	Kind      WorkKind  `json:"kind"`
-	Node      string    `json:"node,omitempty"`
-	Attempt   int       `json:"attempt"`
+	ID      string   `json:"id"`
+	Kind    WorkKind `json:"kind"`
+	Node    string   `json:"node,omitempty"`
+	Attempt int      `json:"attempt"`
+	// Seq is the work stream sequence of the item that claimed the turn:
+	// its redeliveries carry the same, another copy of the turn does not.
+	Seq       uint64    `json:"seq,omitempty"`
 	StartedAt time.Time `json:"started_at"`
 	// AliveAt is when a long run last said it still holds the turn.
 	AliveAt time.Time `json:"alive_at,omitzero"`
+}
+
+// QueuedTurn is a user's message waiting in the work queue: recorded by
+// the bridge by compare-and-set before it publishes the work item, and
+// cleared by the claim that takes the turn up, in the same save.
+type QueuedTurn struct {
+	// ID is the turn id, also the run id of its AG-UI events.
+	ID      string    `json:"id"`
+	Message string    `json:"message"`
+	At      time.Time `json:"at"`
+	// By is the node id of the bridge that recorded it (or last published
+	// it again): a bridge that finds that writer gone (restarted, or down
+	// in mesh_nodes) need not wait for its publish.
+	By string `json:"by,omitempty"`
+	// Republished counts the times a bridge found the work item gone from
+	// the work stream and published it again.
+	Republished int `json:"republished,omitempty"`
+}
+
+// Unqueue clears the queued turn id, if it is the one queued; it reports
+// whether it was.
+func (c *Conversation) Unqueue(id string) bool {
+	if c.Queued == nil || c.Queued.ID != id {
+		return false
+	}
+	c.Queued = nil
+	if c.Status == StatusQueued {
+		c.Status = StatusActive
+	}
+	return true
+}
+
+// IdleStatus is the status of the conversation once no turn holds it:
+// queued while a user's message still waits for its claim, else active.
+func (c *Conversation) IdleStatus() Status {
+	if c.Queued != nil {
+		return StatusQueued
+	}
+	return StatusActive
 }
 
 // RunSummary is the outcome of a run, kept on the conversation.
@@ -348,6 +396,7 @@ type ConversationSummary struct {
 	Title           string           `json:"title,omitempty"`
 	MessageCount    int              `json:"message_count"`
 	PendingApproval *PendingApproval `json:"pending_approval,omitempty"`
+	QueuedTurn      *QueuedTurn      `json:"queued_turn,omitempty"`
 	CreatedAt       time.Time        `json:"created_at"`
 	UpdatedAt       time.Time        `json:"updated_at"`
 }
@@ -356,7 +405,7 @@ type ConversationSummary struct {
 func (c *Conversation) Summary() ConversationSummary {
 	s := ConversationSummary{
 		ID: c.ID, SessionID: c.SessionID, Agent: c.Agent, Owner: c.Owner, Status: c.Status,
-		MessageCount: len(c.Messages), PendingApproval: c.PendingApproval,
+		MessageCount: len(c.Messages), PendingApproval: c.PendingApproval, QueuedTurn: c.Queued,
 		CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
 	}
 	if c.Group != nil {

@@ -144,6 +144,7 @@ type SessionHead struct {
 	Status          Status           `json:"status"`
 	PendingApproval *PendingApproval `json:"pending_approval,omitempty"`
 	Turn            *Turn            `json:"turn,omitempty"`
+	Queued          *QueuedTurn      `json:"queued_turn,omitempty"`
 	RecentTurns     []string         `json:"recent_turns,omitempty"`
 	// Group is set on a group conversation: messages go to its group.
 	Group *struct {

@@ -28,8 +28,12 @@ const (
 const (
 	// SubjectEvent carries one AG-UI event of one session: mesh.evt.<session>.<TYPE>.
 	SubjectEvent = "%s.evt.%s.%s"
-	// SubjectWork carries work items for one consumer: mesh.work.<role>.<name>.
-	SubjectWork = "%s.work.%s.%s"
+	// SubjectWork carries the work items of one conversation for one
+	// consumer: mesh.work.<role>.<name>.<session>. The conversation's token
+	// lets a bridge ask the stream whether a turn it queued is still there,
+	// with one lookup on that subject, and keeps the consumer's filter one
+	// subject (mesh.work.<role>.<name>.*) that permissions can name.
+	SubjectWork = "%s.work.%s.%s.%s"
 	// SubjectTool is the request subject of one tool: mesh.tool.<server>.<tool>.
 	SubjectTool = "%s.tool.%s.%s"
 	// SubjectApprovalDecide takes a decision on one approval: mesh.approval.<uuid>.decide.
@@ -121,13 +125,27 @@ func (n Namespace) EventsOfType(typ EventType) (string, error) {
 	return n.prefix + ".evt.*." + string(typ), nil
 }
 
-// Work returns mesh.work.<role>.<name>.
-func (n Namespace) Work(role, name string) (string, error) {
-	return n.build(SubjectWork, role, name)
+// Work returns mesh.work.<role>.<name>.<session>.
+func (n Namespace) Work(role, name, session string) (string, error) {
+	return n.build(SubjectWork, role, name, session)
 }
 
-// WorkAll is the wildcard of the work stream: mesh.work.>.
-func (n Namespace) WorkAll() string { return n.prefix + ".work.>" }
+// WorkFilter is the filter of the consumer of role and name:
+// mesh.work.<role>.<name>.*, every conversation's items.
+func (n Namespace) WorkFilter(role, name string) (string, error) {
+	if err := CheckToken(role); err != nil {
+		return "", err
+	}
+	if err := CheckToken(name); err != nil {
+		return "", err
+	}
+	return n.prefix + ".work." + role + "." + name + ".*", nil
+}
+
+// WorkAll is the wildcard of the work stream: mesh.work.*.*.*. A publish
+// on a subject of another shape is refused by JetStream rather than kept
+// where no consumer takes it.
+func (n Namespace) WorkAll() string { return n.prefix + ".work.*.*.*" }
 
 // Tool returns mesh.tool.<server>.<tool>; both names pass through [ToolToken].
 func (n Namespace) Tool(server, tool string) (string, error) {

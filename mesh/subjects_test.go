@@ -19,7 +19,10 @@ func TestNamespaceSubjects(t *testing.T) {
 		wantErr bool
 	}{
 		{"event", func() (string, error) { return ns.Event(id, EventRunStarted) }, "mesh.evt." + id + ".RUN_STARTED", false},
-		{"work", func() (string, error) { return ns.Work(RoleAgent, "resource-manager") }, "mesh.work.agent.resource-manager", false},
+		{"work", func() (string, error) { return ns.Work(RoleAgent, "resource-manager", id) }, "mesh.work.agent.resource-manager." + id, false},
+		{"work filter", func() (string, error) { return ns.WorkFilter(RoleAgent, "resource-manager") }, "mesh.work.agent.resource-manager.*", false},
+		{"work filter with a dot", func() (string, error) { return ns.WorkFilter(RoleAgent, "a.b") }, "", true},
+		{"session with a dot", func() (string, error) { return ns.Work(RoleGroup, "desk", "a.b") }, "", true},
 		{"tool", func() (string, error) { return ns.Tool("resources", "resources_add") }, "mesh.tool.resources.resources_add", false},
 		{"tool with dots", func() (string, error) { return ns.Tool("fs", "read.file") }, "mesh.tool.fs.read=2efile", false},
 		{"decide", func() (string, error) { return ns.ApprovalDecide(id) }, "mesh.approval." + id + ".decide", false},
@@ -29,7 +32,7 @@ func TestNamespaceSubjects(t *testing.T) {
 		{"heartbeat", func() (string, error) { return ns.Heartbeat(RoleAgent, "n1") }, "mesh.hb.agent.n1", false},
 		{"probe", func() (string, error) { return ns.Probe("n1") }, "mesh.node.n1.probe", false},
 		{"wildcard in token", func() (string, error) { return ns.Event("*", EventRunStarted) }, "", true},
-		{"dot in token", func() (string, error) { return ns.Work(RoleAgent, "a.b") }, "", true},
+		{"dot in token", func() (string, error) { return ns.Work(RoleAgent, "a.b", id) }, "", true},
 		{"gt in token", func() (string, error) { return ns.SessionCancel(">") }, "", true},
 		{"space in token", func() (string, error) { return ns.ApprovalDecide("a b") }, "", true},
 		{"empty token", func() (string, error) { return ns.Probe("") }, "", true},
@@ -87,15 +90,21 @@ func FuzzSubjectBuilders(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		subj, err := DefaultNamespace.Work(RoleAgent, s)
+		subj, err := DefaultNamespace.Work(RoleAgent, s, "c1")
 		if err == nil {
-			if strings.Count(subj, ".") != 3 || strings.ContainsAny(subj, "*> \t\r\n") {
+			if strings.Count(subj, ".") != 4 || strings.ContainsAny(subj, "*> \t\r\n") {
 				t.Fatalf("token %q built unsafe subject %q", s, subj)
 			}
 		}
 		if subj, err := DefaultNamespace.ApprovalRequest(s); err == nil {
 			if strings.Count(subj, ".") != 3 || strings.ContainsAny(subj, "*> \t\r\n") || !strings.HasSuffix(subj, ".request") {
 				t.Fatalf("token %q built unsafe subject %q", s, subj)
+			}
+		}
+		subj, err = DefaultNamespace.Work(RoleGroup, "desk", s)
+		if err == nil {
+			if strings.Count(subj, ".") != 4 || strings.ContainsAny(subj, "*> \t\r\n") {
+				t.Fatalf("session %q built unsafe subject %q", s, subj)
 			}
 		}
 		tok := ToolToken(s)

@@ -23,8 +23,10 @@ const (
 	WorkStep WorkKind = "node"
 )
 
-// WorkItem is a message of the work stream, on mesh.work.<role>.<name>.
-// Credentials travel in its headers ([HeaderAuthorization]), never here.
+// WorkItem is a message of the work stream, on mesh.work.<role>.<name>,
+// or for a user's message on mesh.work.<role>.<name>.<session> (see
+// [WorkSubject]). Credentials travel in its headers ([HeaderAuthorization]),
+// never here.
 type WorkItem struct {
 	Kind    WorkKind `json:"kind"`
 	Session string   `json:"session"`
@@ -71,10 +73,20 @@ func PublishWork(ctx context.Context, js jetstream.JetStream, ns Namespace, role
 	return nil
 }
 
+// WorkSubject is the subject item is enqueued on for the consumer of role
+// and name: mesh.work.<role>.<name>.<session>.
+func WorkSubject(ns Namespace, role, name string, item WorkItem) (string, error) {
+	return ns.Work(role, name, item.Session)
+}
+
+// UserTurn reports whether the item is a user's message: a turn that is not
+// a member's turn of a group chat.
+func (item WorkItem) UserTurn() bool { return item.Kind == WorkTurn && item.Group == "" }
+
 // WorkMsg is the message that enqueues item (see [PublishWork]), for
 // callers that batch their publishes.
 func WorkMsg(ns Namespace, role, name string, item WorkItem, hdr nats.Header) (*nats.Msg, error) {
-	subj, err := ns.Work(role, name)
+	subj, err := WorkSubject(ns, role, name, item)
 	if err != nil {
 		return nil, err
 	}

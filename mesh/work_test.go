@@ -15,8 +15,9 @@ import (
 func TestKeepInProgressHoldsTheItem(t *testing.T) {
 	m := meshtest.New(t)
 	const ackWait = time.Second
+	filter, _ := m.NS.WorkFilter(mesh.RoleAgent, "keeper")
 	cons, err := m.JS.CreateOrUpdateConsumer(t.Context(), m.NS.Stream(mesh.StreamWork), jetstream.ConsumerConfig{
-		Durable: "agent_keeper", FilterSubject: "mesh.work.agent.keeper", AckPolicy: jetstream.AckExplicitPolicy, AckWait: ackWait,
+		Durable: "agent_keeper", FilterSubject: filter, AckPolicy: jetstream.AckExplicitPolicy, AckWait: ackWait,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -168,6 +169,9 @@ type workers struct {
 func (w *workers) consume(ctx context.Context, q WorkQueue) error {
 	l := w.loop
 	subject := q.Consumer.FilterSubject
+	if subject == "" {
+		subject = strings.Join(q.Consumer.FilterSubjects, ", ")
+	}
 	cons, err := l.cfg.JS.CreateOrUpdateConsumer(ctx, l.cfg.Stream, q.Consumer)
 	if err != nil {
 		return fmt.Errorf("consumer on %s: %w", subject, err)

@@ -34,12 +34,13 @@ func ExampleWorkLoop() {
 		return
 	}
 
-	subject, _ := ns.Work(mesh.RoleAgent, "echo")
+	// Every conversation's work items for agent "echo".
+	filter, _ := ns.WorkFilter(mesh.RoleAgent, "echo")
 	ready, handled := make(chan struct{}), make(chan struct{})
 	loop, err := mesh.NewWorkLoop(mesh.WorkLoopConfig{
 		JS: js, Stream: ns.Stream(mesh.StreamWork), Workers: 2,
 		Queues: []mesh.WorkQueue{{
-			Consumer: jetstream.ConsumerConfig{Durable: "agent_echo", FilterSubject: subject, AckPolicy: jetstream.AckExplicitPolicy},
+			Consumer: jetstream.ConsumerConfig{Durable: "agent_echo", FilterSubject: filter, AckPolicy: jetstream.AckExplicitPolicy},
 			Handle: func(ctx context.Context, msg jetstream.Msg) {
 				var item mesh.WorkItem
 				_ = json.Unmarshal(msg.Data(), &item)

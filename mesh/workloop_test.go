@@ -20,7 +20,7 @@ import (
 // The loop tests' queue. Its AckWait is long: an item the tests see again
 // within seconds was handed back, not left to time out.
 const (
-	loopSubject = "mesh.work.agent.loop"
+	loopSubject = "mesh.work.agent.loop.*"
 	loopDurable = "agent_loop"
 	loopAckWait = 30 * time.Second
 )
@@ -78,7 +78,7 @@ func (l *runningLoop) result(t *testing.T) error {
 
 func publishItem(t *testing.T, m *meshtest.Mesh, data string) {
 	t.Helper()
-	if _, err := m.JS.Publish(t.Context(), loopSubject, []byte(data)); err != nil {
+	if _, err := m.JS.Publish(t.Context(), "mesh.work.agent.loop.c1", []byte(data)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -356,7 +356,7 @@ func TestWorkLoopReportsConsumeErrors(t *testing.T) {
 func TestWorkLoopStartFailure(t *testing.T) {
 	m := meshtest.New(t)
 	bad := loopQueue(func(context.Context, jetstream.Msg) {})
-	bad.Consumer.Durable, bad.Consumer.FilterSubject = "not.a.name", "mesh.work.agent.bad"
+	bad.Consumer.Durable, bad.Consumer.FilterSubject = "not.a.name", "mesh.work.agent.bad.*"
 	var readied atomic.Bool
 	loop, err := mesh.NewWorkLoop(mesh.WorkLoopConfig{
 		JS: m.JS, Stream: m.NS.Stream(mesh.StreamWork), Ready: func() { readied.Store(true) },

@@ -26,12 +26,19 @@
 // # Task states
 //
 //	conversation                             task state       status message
+//	a message waits for an agent (queued)    submitted
 //	a turn runs (status running)             working
 //	waiting_approval                         input-required   text + data {"approval": {uuid, tool_name, tool_args, description}}
 //	active, no run yet                       submitted
 //	active, last run succeeded               completed        (the reply is the artifact)
 //	active, last run failed                  failed           the error
 //	active, last run cancelled               canceled
+//
+// A message no agent has taken up yet leaves the task submitted: a
+// non-blocking send answers once an agent has the run (working) or after
+// 2 s (submitted), a stream starts with the task submitted and says working
+// at RUN_STARTED, tasks/resubscribe follows it, and tasks/cancel cancels it
+// before it runs. A second message meanwhile is refused (-32004).
 //
 // A completed task has one artifact, the last run's reply (artifactId: the
 // id of the message holding it); the history is the conversation's user

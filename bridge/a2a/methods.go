@@ -128,6 +128,10 @@ func (c *call) plan(ctx context.Context, req *sendRequest) (*plan, error) {
 				p.act = actHint
 			}
 		}
+	case head.Queued != nil && head.Turn == nil:
+		e := errUnsupported(fmt.Sprintf("task %s has a message queued for an agent (turn %s); send the next message when it is done, or cancel it", p.id, head.Queued.ID))
+		e.Meta = map[string]string{"taskId": p.id}
+		return nil, e
 	case head.Turn != nil || head.Status == mesh.StatusRunning:
 		e := errUnsupported(fmt.Sprintf("task %s is working (turn %s); send the next message when it is done, or cancel it", p.id, turnID(head)))
 		e.Meta = map[string]string{"taskId": p.id}
@@ -239,13 +243,14 @@ func send(ctx context.Context, c *call) {
 		return
 	}
 	if !req.blocking {
-		// Answer once an agent has the run, so that a tasks/get right after
-		// sees it (a conversation busy elsewhere is answered after startWait).
+		// Answer once an agent has the run (working), or after startWait
+		// with the run still queued (submitted): a tasks/get right after
+		// sees the same.
 		sctx, cancel := context.WithTimeout(ctx, startWait)
-		run.Started(sctx)
+		started := run.Started(sctx)
 		cancel()
 		run.Close()
-		c.answerTask(ctx, p.id, view{history: req.history, pending: true}, c.d.sendResult)
+		c.answerTask(ctx, p.id, view{history: req.history, pending: started}, c.d.sendResult)
 		return
 	}
 	wctx, cancel := context.WithTimeout(ctx, c.h.cfg.WaitTimeout)
@@ -264,11 +269,19 @@ func send(ctx context.Context, c *call) {
 // conversation reads the conversation of task id; one of another target
 // is unknown (-32001).
 func (c *call) conversation(ctx context.Context, id string) (*mesh.Conversation, error) {
-	conv, err := c.h.core.Sessions.Get(ctx, id)
+	var conv *mesh.Conversation
+	var err error
+	if c.decider {
+		// An approver answering the task's approval: it reads the task it
+		// decided, nothing more (see call.reaches).
+		conv, err = c.h.core.Sessions.Get(ctx, id)
+	} else {
+		conv, err = c.h.core.Conversation(ctx, id, c.caller) // the caller's own, or not found
+	}
 	if err != nil {
 		return nil, err
 	}
-	if !c.t.owns(groupOf(conv)) || !(c.decider || c.h.core.Sees(c.caller, conv.Owner)) {
+	if !c.t.owns(groupOf(conv)) {
 		return nil, errTaskNotFound(id)
 	}
 	return conv, nil
@@ -318,9 +331,11 @@ func cancel(ctx context.Context, c *call) {
 		c.fail(toRPC(err, id))
 		return
 	}
-	switch state := stateOf(conv, view{}); state {
-	case wire.StateWorking:
-	case wire.StateInputRequired:
+	switch state := stateOf(conv, view{}); {
+	case state == wire.StateWorking:
+	case state == wire.StateSubmitted && conv.Queued != nil:
+		// Queued for an agent: cancelled before it starts.
+	case state == wire.StateInputRequired:
 		c.fail(errNotCancelable(id, `it waits for an approval; send the message "rejected" to refuse the call instead`))
 		return
 	default:
@@ -330,9 +345,11 @@ func cancel(ctx context.Context, c *call) {
 	runID := ""
 	if conv.Turn != nil {
 		runID = conv.Turn.ID
+	} else if conv.Queued != nil {
+		runID = conv.Queued.ID
 	}
 	f, ferr := c.h.core.Follow(ctx, id, core.FromNow)
-	if err := c.h.core.Cancel(id, runID); err != nil {
+	if err := c.h.core.Cancel(ctx, id, runID); err != nil {
 		if ferr == nil {
 			f.Close()
 		}

@@ -50,7 +50,8 @@ func (s *streamer) status(st wire.TaskStatus, final bool) error {
 }
 
 // stream serves message/stream and SendStreamingMessage. The stream starts
-// with the task (submitted when the message created it, else working),
+// with the task (submitted when the message starts a turn: it waits in the
+// queue until an agent takes it up; working when it decides an approval),
 // then follows the run's events from MESH_EVENTS:
 //
 //	RUN_STARTED                 status-update working
@@ -129,9 +130,9 @@ func stream(ctx context.Context, c *call) {
 	if s.out.Start(nil) != nil {
 		return
 	}
-	state := wire.StateWorking
-	if p.created {
-		state = wire.StateSubmitted
+	state := wire.StateSubmitted
+	if p.act == actDecide {
+		state = wire.StateWorking
 	}
 	msg := *req.msg
 	msg.Kind, msg.TaskID, msg.ContextID = wire.KindMessage, p.id, p.id
@@ -143,8 +144,9 @@ func stream(ctx context.Context, c *call) {
 }
 
 // resubscribe serves tasks/resubscribe and SubscribeToTask: the task as it
-// is, then, while a run works on it, that run's events as [stream] sends
-// them, until the task completes or pauses. A task that is not working
+// is, then, while a run works on it or waits in the queue for an agent
+// (submitted), that run's events as [stream] sends them, until the task
+// completes or pauses. A task that is not working
 // gets its state and the end of the stream: in 0.3 a final status-update
 // follows the task; 1.0 refuses a terminal task (-32004, as the spec says)
 // and ends the stream after the task otherwise.
@@ -181,7 +183,8 @@ func resubscribe(ctx context.Context, c *call) {
 	if s.out.Start(nil) != nil || s.send(t) != nil {
 		return
 	}
-	if state != wire.StateWorking {
+	queued := state == wire.StateSubmitted && conv.Queued != nil
+	if state != wire.StateWorking && !queued {
 		if c.d.version() == wire.Version03 {
 			_ = s.status(t.Status, true)
 		}
@@ -189,6 +192,8 @@ func resubscribe(ctx context.Context, c *call) {
 	}
 	if conv.Turn != nil {
 		s.run = conv.Turn.ID
+	} else if queued {
+		s.run = conv.Queued.ID
 	}
 	s.follow(ctx)
 }
@@ -245,7 +250,7 @@ func (s *streamer) ended(ctx context.Context) bool {
 		return false
 	}
 	if s.run == "" {
-		return head.Turn == nil && head.Status != mesh.StatusRunning
+		return head.Turn == nil && head.Queued == nil && head.Status != mesh.StatusRunning
 	}
 	return (head.Turn == nil || head.Turn.ID != s.run) && slices.Contains(head.RecentTurns, s.run)
 }

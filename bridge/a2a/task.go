@@ -17,8 +17,9 @@ type view struct {
 	// history bounds the messages in Task.history: nil means all, 0 none.
 	history *int
 	// pending says that a run this request started has not ended yet: the
-	// task is working whatever the conversation says (an unclaimed turn
-	// leaves it "active" with the previous run's result).
+	// task is working whatever the conversation says (a resume not yet
+	// claimed leaves it as the decision found it), unless its turn is
+	// still queued (submitted).
 	pending bool
 	// run, when the conversation's last run is this one, makes the state
 	// that run's outcome even if another turn has started since.
@@ -32,6 +33,7 @@ type view struct {
 
 // stateOf maps a conversation to a task state:
 //
+//	a message queued for an agent (queued)    submitted
 //	a turn holds it (status running)          working
 //	waiting_approval                          input-required
 //	status completed                          completed
@@ -40,13 +42,16 @@ type view struct {
 //	active, last run error                    failed
 //	active, last run cancelled                canceled
 func stateOf(conv *mesh.Conversation, v view) wire.TaskState {
-	if v.pending {
+	queued := conv.Queued != nil && conv.Turn == nil
+	if v.pending && !queued {
 		return wire.StateWorking
 	}
 	if lr := conv.LastRun; v.run != "" && lr.Covers(v.run) {
 		return outcomeState(lr.Outcome)
 	}
 	switch {
+	case queued:
+		return wire.StateSubmitted
 	case conv.Turn != nil || conv.Status == mesh.StatusRunning:
 		return wire.StateWorking
 	case conv.Status == mesh.StatusWaitingApproval:

@@ -6,6 +6,12 @@
 //	POST /api/conversation               the dotted dialect (message.start …) of seed 000
 //	POST /api/chat                       the simple dialect (log/text/data/done/error) of seed 001
 //
+// A message the bridge accepts waits in the work queue until an agent takes
+// it up: the bridge records it in the conversation (status queued) and
+// publishes CUSTOM run_queued {runId, message} before the work item, so a
+// follower of /events sees it before the run's RUN_STARTED, and /agui sends
+// it after its own RUN_STARTED.
+//
 // Events come from the events stream through the bridge core's followers
 // ([core.Core.Follow]): a client that reconnects with Last-Event-ID gets
 // exactly the events after it; a client too slow for its bounded buffer is

@@ -29,6 +29,9 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	// A follower of a queued turn whose work item was lost would wait for
+	// good: it is repaired first.
+	h.core.CheckQueued(r.Context(), id, core.CallerOf(r))
 	if !h.acquire(w) {
 		return
 	}

@@ -85,7 +85,10 @@ func (rs *runStream) each(ctx context.Context, interval time.Duration, tick func
 
 // cancelRun stops the run the client no longer waits for.
 func (rs *runStream) cancelRun() {
-	if err := rs.h.core.Cancel(rs.session, rs.runID); err != nil {
+	// The client's request is over: the cancel gets a context of its own.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := rs.h.core.Cancel(ctx, rs.session, rs.runID); err != nil {
 		rs.h.log.Warn().Err(err).Str("session", rs.session).Msg("cancel run of a departed client")
 	}
 }

@@ -2,8 +2,10 @@
 // conversations, submits turns and decisions to the mesh, and waits for the
 // runs they start to finish or pause.
 //
-// A turn is published to mesh.work.agent.<agent> with the caller's
-// Authorization and X-Session-ID in NATS headers; a decision is a request on
+// A user's message is first recorded in its conversation as queued
+// (queue.go), then published to mesh.work.agent.<agent>.<session> (or
+// mesh.work.group.<group>.<session>) with the caller's Authorization and
+// X-Session-ID in NATS headers; a decision is a request on
 // mesh.approval.<uuid>.decide. A [Run] learns that it ended from the
 // RUN_FINISHED and RUN_ERROR events of mesh.evt.*.<TYPE>, which the core
 // subscribes to once, and falls back to reading the conversation every
@@ -72,6 +74,14 @@ type Config struct {
 	// PollInterval is how often a waiting run reads its conversation in case
 	// its end event was missed. Zero means 1s.
 	PollInterval time.Duration
+	// QueueCheckAfter is how long a queued turn waits before a read or write
+	// of its conversation checks that its work item is still in the work
+	// stream ([Core.CheckQueued]). Zero means [DefaultQueueCheckAfter].
+	QueueCheckAfter time.Duration
+	// NodeID is this bridge process's node id (its key in mesh_nodes is
+	// bridge.<NodeID>): it signs the turns it queues, so that another
+	// bridge can tell when their writer is gone. Empty signs nothing.
+	NodeID string
 	// Logger receives the core's logs. The zero value discards them.
 	Logger zerolog.Logger
 }
@@ -83,7 +93,10 @@ type Core struct {
 	Sessions  *mesh.SessionStore
 	Approvals *mesh.ApprovalStore
 	Catalog   *mesh.Catalog
+	events    *mesh.EventPublisher // the queue's own events
 	log       zerolog.Logger
+	now       func() time.Time // the queue's clock, a test's to set
+	started   time.Time        // when this process's core was made
 
 	hub     *hub
 	streams chan struct{} // the stream slots: one token a running stream
@@ -109,13 +122,19 @@ func New(cfg Config) (*Core, error) {
 	if cfg.MaxStreams == 0 {
 		cfg.MaxStreams = 10000
 	}
+	if cfg.QueueCheckAfter == 0 {
+		cfg.QueueCheckAfter = DefaultQueueCheckAfter
+	}
 	return &Core{
 		cfg:       cfg,
 		ns:        cfg.Resources.NS,
 		Sessions:  mesh.NewSessionStore(cfg.Resources.Sessions),
 		Approvals: mesh.NewApprovalStore(cfg.Resources.Approvals),
 		Catalog:   mesh.NewCatalog(cfg.Resources.Tools),
+		events:    mesh.NewEventPublisher(cfg.JS, cfg.Resources.NS),
 		log:       cfg.Logger,
+		now:       time.Now,
+		started:   time.Now(),
 		waiters:   map[string]*Run{},
 		hub:       newHub(cfg.JS, cfg.Resources.NS, cfg.FollowerBuffer),
 		streams:   make(chan struct{}, cfg.MaxStreams),
@@ -307,37 +326,24 @@ func (c *Core) SendTurn(ctx context.Context, id, turnID, text string, caller Cal
 	if strings.TrimSpace(text) == "" {
 		return nil, mesh.ErrBadRequest.With(`"message" must not be empty`)
 	}
-	conv, err := c.Sessions.Head(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.check(caller, conv); err != nil {
-		return nil, err
-	}
-	switch {
-	case conv.Status == mesh.StatusWaitingApproval:
-		return nil, &PendingError{
-			Err:      mesh.ErrWaitingApproval.With(fmt.Sprintf("conversation %s is waiting for approval %s; decide it first with POST /approvals/%s", id, conv.PendingApproval.UUID, conv.PendingApproval.UUID)),
-			Approval: conv.PendingApproval,
-		}
-	case conv.Turn != nil:
-		return nil, mesh.ErrTurnInProgress.With(fmt.Sprintf("conversation %s is running turn %s; send the next message when it ends", id, conv.Turn.ID))
-	case slices.Contains(conv.RecentTurns, turnID):
-		return nil, ErrRunIDUsed.With(fmt.Sprintf("run id %s was already used in conversation %s", turnID, id))
-	}
-	role, name := mesh.RoleAgent, conv.Agent
-	if name == "" {
-		name = c.cfg.Agent
-	}
-	if conv.Group != nil {
-		role, name = mesh.RoleGroup, conv.Group.Name
-	}
 	r := c.register(turnID, id)
-	item := mesh.WorkItem{Kind: mesh.WorkTurn, Session: id, TurnID: r.ID, Message: text}
-	if err := mesh.PublishWork(ctx, c.cfg.JS, c.ns, role, name, item, caller.headers(conv.SessionID)); err != nil {
-		r.Close()
-		return nil, mesh.ErrUnavailable.With("the mesh did not take the turn: " + err.Error())
+	r.caller = caller
+	seq, err := c.enqueue(ctx, id, turnID, text, caller)
+	if errors.Is(err, mesh.ErrTurnInProgress) && c.CheckQueued(ctx, id, caller) {
+		// The turn queued before this one had lost its work item: repaired
+		// (failed, at worst), it may no longer stand in the way.
+		seq, err = c.enqueue(ctx, id, turnID, text, caller)
 	}
+	if pe := (*PendingError)(nil); errors.As(err, &pe) && c.decided(ctx, pe.Approval) {
+		// Decided already: what holds the conversation is the decision's
+		// resume, queued for an agent, not a human.
+		err = mesh.ErrTurnInProgress.With(fmt.Sprintf("conversation %s resumes after approval %s was decided; send the next message when the resume ends", id, pe.Approval.UUID))
+	}
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	r.queuedSeq = seq
 	return r, nil
 }
 
@@ -352,7 +358,7 @@ func (c *Core) SendOnce(ctx context.Context, id, key, text string, caller Caller
 	if key == "" || len(key) > 255 {
 		return nil, mesh.ErrBadRequest.With("Idempotency-Key must be 1 to 255 characters")
 	}
-	turnID := uuid.NewSHA1(idempotencyNamespace, []byte(id+"\x00"+key)).String()
+	turnID := keyedTurn(id, key)
 	conv, err := c.Sessions.Head(ctx, id)
 	if err != nil {
 		return nil, err
@@ -363,6 +369,12 @@ func (c *Core) SendOnce(ctx context.Context, id, key, text string, caller Caller
 	switch {
 	case conv.Turn != nil && conv.Turn.ID == turnID:
 		return c.register(turnID, id), nil // running: wait for it
+	case conv.Queued != nil && conv.Queued.ID == turnID:
+		// Queued: wait for it, repaired if its work item was lost.
+		c.checkQueued(ctx, refOfHead(conv), caller)
+		r := c.register(turnID, id)
+		r.caller = caller
+		return r, nil
 	case slices.Contains(conv.RecentTurns, turnID),
 		conv.PendingApproval != nil && conv.Status == mesh.StatusWaitingApproval && c.pausedBy(ctx, conv.PendingApproval.UUID, turnID):
 		r := c.register(turnID, id) // done, or paused: report it
@@ -370,6 +382,21 @@ func (c *Core) SendOnce(ctx context.Context, id, key, text string, caller Caller
 		return r, nil
 	}
 	return c.SendTurn(ctx, id, turnID, text, caller)
+}
+
+// keyedTurn is the turn id the idempotency key names in conversation id.
+func keyedTurn(id, key string) string {
+	return uuid.NewSHA1(idempotencyNamespace, []byte(id+"\x00"+key)).String()
+}
+
+// decided reports whether the approval p is decided: the conversation
+// still shows it until an agent claims its resume.
+func (c *Core) decided(ctx context.Context, p *mesh.PendingApproval) bool {
+	if p == nil {
+		return false
+	}
+	ap, err := c.Approvals.Get(ctx, p.UUID)
+	return err == nil && ap.Status != mesh.ApprovalPending
 }
 
 // pausedBy reports whether approval was requested by run runID.
@@ -429,11 +456,15 @@ func (c *Core) Decide(ctx context.Context, approvalID string, body []byte, calle
 }
 
 // Cancel asks the agents to stop run runID of conversation id, or, with an
-// empty runID, whatever turn it runs.
-func (c *Core) Cancel(id, runID string) error {
+// empty runID, whatever turn it runs. A turn still queued is cancelled here:
+// no agent will run it.
+func (c *Core) Cancel(ctx context.Context, id, runID string) error {
 	subj, err := c.ns.SessionCancel(id)
 	if err != nil {
 		return mesh.ErrSessionNotFound.With(fmt.Sprintf("conversation %q not found", id))
+	}
+	if queued, err := c.cancelQueued(ctx, id, runID); err != nil || queued && runID != "" {
+		return err
 	}
 	var body []byte
 	if runID != "" {
@@ -455,6 +486,12 @@ type Run struct {
 	ID      string
 	session string
 	core    *Core
+	// caller sent the run's message: a repair of its queued turn publishes
+	// it again with the caller's credentials.
+	caller Caller
+	// queuedSeq is the events stream sequence of the run's run_queued
+	// event; zero when unknown.
+	queuedSeq uint64
 
 	once sync.Once
 	done chan struct{}
@@ -463,6 +500,17 @@ type Run struct {
 
 // Session is the conversation the run belongs to.
 func (r *Run) Session() string { return r.session }
+
+// EventsURL is where a client follows the run: the conversation's AG-UI
+// events from the run's run_queued on, or all of them when that is not
+// known.
+func (r *Run) EventsURL() string {
+	u := "/conversations/" + r.session + "/events"
+	if r.queuedSeq > 0 {
+		u += fmt.Sprintf("?after=%d", r.queuedSeq-1)
+	}
+	return u
+}
 
 func (r *Run) end(ev *mesh.Event) {
 	r.once.Do(func() {
@@ -535,6 +583,9 @@ func (r *Run) Wait(ctx context.Context) (*Outcome, error) {
 			conv, err := r.core.Sessions.Get(ctx, r.session)
 			if err == nil && conv.HasTurn(r.ID) && (conv.Turn == nil || conv.Turn.ID != r.ID) {
 				return &Outcome{Conversation: conv, Finished: true}, nil
+			}
+			if err == nil && conv.Queued != nil && conv.Queued.ID == r.ID {
+				r.core.checkQueued(ctx, refOf(conv), r.caller)
 			}
 		}
 	}

@@ -7,16 +7,21 @@
 //	GET  /groups                      the group chats: participants, strategy, limits
 //	GET  /groups/{name}/.well-known/agent-card.json  a group's A2A card (also agent.json); POST /groups/{name}/a2a its A2A endpoint (bridge/a2a)
 //	GET  /conversations               summaries, newest first, with counts by status
-//	GET  /conversations/{id}          one conversation, all messages
+//	GET  /conversations/{id}          one conversation, all messages; a message still queued for an agent in queued_turn
 //	POST /conversations/{id}/messages send a message (Idempotency-Key: a retry after a lost answer does not run it twice)
-//	POST /conversations/{id}/cancel   stop the running turn
+//	POST /conversations/{id}/cancel   stop the running turn, or cancel the queued one
 //	POST /approvals/{uuid}            decide: {"approved":true}, {"action":"approve"}, {"answer":"yes"}
 //	GET  /approvals                   approvals, ?status=pending|approved|rejected
 //	GET  /approvals/{uuid}            one approval
 //
 // The POSTs that start a turn answer when the turn finishes or pauses for an
-// approval, or with 202 and the conversation id after the wait limit. Errors
-// are JSON {"error": text, "code": kind}.
+// approval, or after the wait limit with 202 {conversation, conversation_id,
+// run_id, status, events_url}: status is queued while no agent has taken
+// the turn up, running after; events_url follows the run's AG-UI events.
+// From the moment the bridge accepts a message until an agent takes it up,
+// the conversation is queued (status "queued", queued_turn {id, message,
+// at}) and refuses other messages with 409 turn_in_progress. Errors are
+// JSON {"error": text, "code": kind}.
 package rest
 
 import (
@@ -196,6 +201,7 @@ func (a *api) listConversations(w http.ResponseWriter, r *http.Request) {
 		"summary": map[string]int{
 			"total":            len(convs),
 			"active":           counts[mesh.StatusActive],
+			"queued":           counts[mesh.StatusQueued],
 			"running":          counts[mesh.StatusRunning],
 			"waiting_approval": counts[mesh.StatusWaitingApproval],
 			"completed":        counts[mesh.StatusCompleted],
@@ -204,7 +210,7 @@ func (a *api) listConversations(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) getConversation(w http.ResponseWriter, r *http.Request) {
-	conv, err := a.core.GetFor(r.Context(), r.PathValue("id"), core.CallerOf(r))
+	conv, err := a.core.Conversation(r.Context(), r.PathValue("id"), core.CallerOf(r))
 	if err != nil {
 		core.WriteError(w, err)
 		return
@@ -242,7 +248,7 @@ func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
 		core.WriteError(w, err)
 		return
 	}
-	if err := a.core.Cancel(id, ""); err != nil {
+	if err := a.core.Cancel(r.Context(), id, ""); err != nil {
 		core.WriteError(w, err)
 		return
 	}
@@ -321,7 +327,14 @@ func (a *api) answerRun(w http.ResponseWriter, r *http.Request, run *core.Run, s
 		body[k] = v
 	}
 	if !out.Finished {
-		body["conversation_id"], body["run_id"], body["status"] = run.Session(), run.ID, mesh.StatusRunning
+		status := mesh.StatusRunning
+		if c := out.Conversation; c != nil && c.Queued != nil && c.Queued.ID == run.ID {
+			status = mesh.StatusQueued
+		}
+		body["conversation_id"], body["run_id"], body["status"] = run.Session(), run.ID, status
+		if run.Session() != "" {
+			body["events_url"] = run.EventsURL()
+		}
 		core.WriteJSON(w, http.StatusAccepted, body)
 		return
 	}

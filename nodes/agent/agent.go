@@ -185,9 +185,10 @@ func New(cfg Config) (*Agent, error) {
 }
 
 // newLoop makes the work loop of the agent's turns: its durable consumer on
-// mesh.work.agent.<name>, with the agent's workers and drain.
+// mesh.work.agent.<name>.* (every conversation's items), with the agent's
+// workers and drain.
 func (a *Agent) newLoop() error {
-	subject, err := a.ns.Work(mesh.RoleAgent, a.name)
+	subject, err := a.ns.WorkFilter(mesh.RoleAgent, a.name)
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
@@ -333,9 +334,9 @@ func (a *Agent) register(session string, runs []string, cancel context.CancelCau
 // handle runs one work item and settles it with the work queue; the loop
 // keeps the item in progress meanwhile.
 func (a *Agent) handle(ctx context.Context, msg jetstream.Msg) {
-	attempt := 1
+	attempt, seq := 1, uint64(0)
 	if md, err := msg.Metadata(); err == nil {
-		attempt = int(md.NumDelivered)
+		attempt, seq = int(md.NumDelivered), md.Sequence.Stream
 	}
 	var item mesh.WorkItem
 	if err := json.Unmarshal(msg.Data(), &item); err != nil || item.Session == "" || item.TurnID == "" {
@@ -352,7 +353,7 @@ func (a *Agent) handle(ctx context.Context, msg jetstream.Msg) {
 	turnCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
-	t := &turn{a: a, work: work{item: item, hdr: msg.Headers(), attempt: attempt}, log: log, baseLog: base, cancel: cancel}
+	t := &turn{a: a, work: work{item: item, hdr: msg.Headers(), attempt: attempt, seq: seq}, log: log, baseLog: base, cancel: cancel}
 	err := t.run(turnCtx)
 	log = t.log // with the conversation's sid once claimed
 	switch {

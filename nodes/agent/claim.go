@@ -23,6 +23,9 @@ var (
 	errBusy           = errors.New("agent: another turn runs in this conversation")
 	errWaiting        = errors.New("agent: conversation waits for an approval")
 	errStaleResume    = errors.New("agent: resume of an approval the conversation no longer waits for")
+	// errDuplicate: a second copy of a turn (a queued turn's work item
+	// published again by a bridge) while the first runs.
+	errDuplicate = errors.New("agent: another copy of this turn holds the conversation")
 	// errStepGone: the step's run is no longer this work item's to do.
 	errStepGone = errors.New("agent: node run already settled or superseded")
 )
@@ -39,7 +42,7 @@ func (t *turn) claimItem(ctx context.Context) (*mesh.Conversation, error) {
 }
 
 // claim marks the conversation as running this turn, waiting while another
-// turn holds it.
+// turn holds it; the turn is no longer queued.
 func (t *turn) claim(ctx context.Context) (*mesh.Conversation, error) {
 	wait := 20 * time.Millisecond
 	var waitingSince time.Time
@@ -81,12 +84,20 @@ func (t *turn) claimChange(c *mesh.Conversation) error {
 	if c.HasTurn(id) {
 		return errAlreadyApplied
 	}
+	if c.Turn != nil && c.Turn.ID == id && c.Turn.Seq != 0 && c.Turn.Seq != t.seq {
+		// Only a redelivery of the item that claimed the turn takes it
+		// over: another copy (a lost item published again) finds it held,
+		// and the holder's item is unacked (or the tree it started runs).
+		return errDuplicate
+	}
 	if c.Turn != nil && c.Turn.ID != id && time.Since(lastProgress(c)) < t.a.cfg.StaleTurn {
 		return errBusy
 	}
 	if c.Status == mesh.StatusWaitingApproval && (c.Turn == nil || c.Turn.ID != id) {
 		return errWaiting
 	}
+	// The claim takes the queued turn up in the same save.
+	c.Unqueue(id)
 	now := time.Now().UTC()
 	if !c.HasMessage(id) {
 		c.Messages = append(c.Messages, mesh.Message{ID: id, Role: mesh.RoleUser, Content: t.item.Message, TurnID: id, CreatedAt: now})
@@ -95,9 +106,25 @@ func (t *turn) claimChange(c *mesh.Conversation) error {
 		c.Agent = t.a.name
 	}
 	t.startTree(c, t.item.Message, []string{id})
-	c.Turn = &mesh.Turn{ID: id, Kind: t.item.Kind, Node: t.a.cfg.NodeID, Attempt: t.attempt, StartedAt: now}
+	c.Turn = &mesh.Turn{ID: id, Kind: t.item.Kind, Node: t.a.cfg.NodeID, Attempt: t.attempt, Seq: t.seq, StartedAt: now}
 	c.Status = mesh.StatusRunning
 	return nil
+}
+
+// unqueue takes a refused turn off the conversation's queue: its run ends
+// with the refusal, and the conversation takes messages again.
+func (t *turn) unqueue(ctx context.Context) error {
+	_, err := t.a.sessions.Update(ctx, t.item.Session, func(c *mesh.Conversation) error {
+		if !c.Unqueue(t.item.TurnID) {
+			return mesh.ErrNoChange
+		}
+		c.MarkTurn(t.item.TurnID)
+		return nil
+	})
+	if errors.Is(err, mesh.ErrSessionNotFound) {
+		return nil
+	}
+	return err
 }
 
 // lastProgress is when the turn holding c last showed life: its claim, its
@@ -278,7 +305,7 @@ func (t *turn) claimResumeChange(c *mesh.Conversation) error {
 		turnID = g.Round.ID // the chat's round holds the conversation
 		g.Round.Waiting = false
 	}
-	c.Turn = &mesh.Turn{ID: turnID, Kind: mesh.WorkResume, Node: t.a.cfg.NodeID, Attempt: t.attempt, StartedAt: now}
+	c.Turn = &mesh.Turn{ID: turnID, Kind: mesh.WorkResume, Node: t.a.cfg.NodeID, Attempt: t.attempt, Seq: t.seq, StartedAt: now}
 	c.Status = mesh.StatusRunning
 	return nil
 }

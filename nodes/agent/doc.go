@@ -2,9 +2,9 @@
 // queues and runs them (the model, the tools, the approvals, the agent
 // tree), keeping nothing in memory that another replica would need.
 //
-// Each agent name has one durable pull consumer on mesh.work.agent.<name>;
-// every replica pulls from it, so work runs on whichever replica is free
-// and, if that replica dies, is redelivered to another once its AckWait
+// Each agent name has one durable pull consumer on mesh.work.agent.<name>.*
+// (the last token names the conversation); every replica pulls from it, so
+// work runs on whichever replica is free and, if that replica dies, is redelivered to another once its AckWait
 // passes (running work keeps its item alive with in-progress signals).
 // The conversation lives in the sessions bucket and changes only by
 // compare-and-set; events go to mesh.evt.<session>.<TYPE>; tools are
@@ -14,7 +14,11 @@
 // in the calls bucket; a request on
 // mesh.session.<session>.cancel stops the runs it names. Every id
 // (messages, calls, approvals, events, work items) derives from the work
-// item, so work run again after a crash is applied once.
+// item, so work run again after a crash is applied once. A user's message
+// waits in the conversation as queued (mesh.QueuedTurn, recorded by the
+// bridge) until the claim takes it up, in the save that claims; another
+// copy of a turn that is claimed already (a lost item published again) is
+// dropped.
 //
 // # The life of a work item
 //

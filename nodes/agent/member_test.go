@@ -39,7 +39,7 @@ func (f *fixture) groupChat() string {
 // groupNexts collects the group_next items told to group team.
 func (f *fixture) groupNexts() func() []mesh.WorkItem {
 	f.t.Helper()
-	subj, _ := f.m.NS.Work(mesh.RoleGroup, "team")
+	subj, _ := f.m.NS.WorkFilter(mesh.RoleGroup, "team")
 	ch := make(chan *nats.Msg, 16)
 	sub, err := f.m.NC.ChanSubscribe(subj, ch)
 	if err != nil {

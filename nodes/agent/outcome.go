@@ -202,9 +202,11 @@ func (t *turn) failChange(c *mesh.Conversation, code, text string, f *failure) e
 		if c.HasTurn(t.runID()) {
 			return mesh.ErrNoChange
 		}
+		// A turn given up before its claim leaves the queue too.
+		c.Unqueue(t.runID())
 		if c.Turn != nil && c.Turn.ID == t.runID() {
 			c.Turn = nil
-			c.Status = mesh.StatusActive
+			c.Status = c.IdleStatus()
 		}
 	} else {
 		for _, id := range tr.Runs {
@@ -212,7 +214,7 @@ func (t *turn) failChange(c *mesh.Conversation, code, text string, f *failure) e
 				f.runs = append(f.runs, id)
 			}
 		}
-		c.Tree, c.Turn, c.Status = nil, nil, mesh.StatusActive
+		c.Tree, c.Turn, c.Status = nil, nil, c.IdleStatus()
 		c.PendingApproval, c.PendingApprovals, c.PipelineState = nil, nil, nil
 	}
 	for _, id := range f.runs {

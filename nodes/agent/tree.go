@@ -280,7 +280,7 @@ func (t *turn) settleTree(c *mesh.Conversation, o outcome, p *plan) {
 		return
 	}
 	c.Turn = nil
-	c.Status = mesh.StatusActive
+	c.Status = c.IdleStatus()
 }
 
 // scanSteps tells whether leaf steps of tr still run or wait to (active),

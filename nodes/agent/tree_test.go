@@ -429,7 +429,7 @@ func TestTreeStepWorkForASettledStepDoesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	subj, _ := f.m.NS.Work(mesh.RoleAgent, "tester")
+	subj, _ := f.m.NS.Work(mesh.RoleAgent, "tester", conv)
 	data, _ := json.Marshal(mesh.WorkItem{Kind: mesh.WorkStep, Session: conv, TurnID: turn, Step: "r.0", Gen: 1, RunID: turn})
 	if _, err := f.m.JS.Publish(t.Context(), subj, data); err != nil {
 		t.Fatal(err)

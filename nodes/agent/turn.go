@@ -42,6 +42,7 @@ type work struct {
 	item    mesh.WorkItem
 	hdr     nats.Header // the caller's credentials and trace id
 	attempt int         // the delivery, from 1
+	seq     uint64      // the item's sequence in the work stream; 0 when unknown
 }
 
 // runID is the AG-UI run the work item's events belong to: the turn, the
@@ -62,7 +63,7 @@ func (w *work) member() bool { return w.item.Kind == mesh.WorkTurn && w.item.Gro
 func (t *turn) run(ctx context.Context) error {
 	c, err := t.claimItem(ctx)
 	switch {
-	case errors.Is(err, errAlreadyApplied), errors.Is(err, errStaleResume), errors.Is(err, errStepGone):
+	case errors.Is(err, errAlreadyApplied), errors.Is(err, errStaleResume), errors.Is(err, errStepGone), errors.Is(err, errDuplicate):
 		t.log.Info().Err(err).Msg("nothing to do")
 		if t.chat.next != nil {
 			return t.enqueueGroupNext(ctx, *t.chat.next)
@@ -70,6 +71,9 @@ func (t *turn) run(ctx context.Context) error {
 		return nil
 	case errors.Is(err, errWaiting):
 		// The bridge refuses such messages; this one raced an approval.
+		if err := t.unqueue(ctx); err != nil {
+			return err
+		}
 		t.ev = t.a.events.Run(t.item.Session, t.runID(), t.attempt)
 		t.emit(mesh.RunError(mesh.CodeWaitingApprove, "the conversation is waiting for an approval; decide it before sending a message"))
 		return t.ev.Flush(ctx)

@@ -23,7 +23,7 @@
 //     compare-and-set, so of two racing decisions exactly one wins and the
 //     other gets a conflict. The winner publishes CUSTOM approval_decided to
 //     the conversation's events and enqueues a resume work item on
-//     mesh.work.agent.<agent> (deduplicated by the approval id), carrying the
+//     mesh.work.agent.<agent>.<session> (deduplicated by the approval id), carrying the
 //     decider's Authorization and X-Session-ID headers.
 //
 // At start it publishes its public key under _keys.<key> in mesh_approvals,

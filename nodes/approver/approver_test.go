@@ -104,7 +104,7 @@ func decide(t *testing.T, m *meshtest.Mesh, id, body, token string) (*nats.Msg, 
 // resumes reads the resume work items of agent "tester".
 func resumes(t *testing.T, m *meshtest.Mesh) jetstream.Consumer {
 	t.Helper()
-	c, err := m.JS.CreateOrUpdateConsumer(t.Context(), m.NS.Stream(mesh.StreamWork), jetstream.ConsumerConfig{Durable: "agent_tester", FilterSubject: "mesh.work.agent.tester", AckPolicy: jetstream.AckExplicitPolicy})
+	c, err := m.JS.CreateOrUpdateConsumer(t.Context(), m.NS.Stream(mesh.StreamWork), jetstream.ConsumerConfig{Durable: "agent_tester", FilterSubject: "mesh.work.agent.tester.*", AckPolicy: jetstream.AckExplicitPolicy})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,12 +3,13 @@
 // in memory that another instance would need.
 //
 // Each group has a durable pull consumer on the work stream, filtered on
-// mesh.work.group.<group>; every instance of the role pulls from it. The
-// work items are:
+// mesh.work.group.<group>.* (the last token names the conversation); every
+// instance of the role pulls from it. The work items are:
 //
 //   - turn: a user's message. The group appends it to the conversation,
-//     starts a round (the chat that answers it) and hands the first
-//     speaker its turn;
+//     starts a round (the chat that answers it; the same save takes the
+//     message off the conversation's queue) and hands the first speaker
+//     its turn;
 //   - group_next: a member's turn ended; its agent wrote the outcome on the
 //     round's pending turn. The group records it, checks the termination
 //     rules, and hands the next speaker its turn, or ends the round;
@@ -16,7 +17,7 @@
 //     process? Redelivered every check interval until the turn ends; a
 //     member whose processes are all gone (mesh_nodes) is skipped.
 //
-// A member's turn is a work item on mesh.work.agent.<member> (WorkItem.Group
+// A member's turn is a work item on mesh.work.agent.<member>.<session> (WorkItem.Group
 // set), so members are separate processes. The position of the chat lives
 // in the conversation (mesh.GroupRun) and every change is a
 // compare-and-set; member turn ids are <round>-m<n>, and work items and
@@ -170,7 +171,7 @@ func New(cfg Config) (*Role, error) {
 var errShutdown = errors.New("group: role shutting down")
 
 // newLoop makes the work loop of the groups' items: a durable consumer on
-// mesh.work.group.<group> for each group, all served by the role's workers.
+// mesh.work.group.<group>.* for each group, all served by the role's workers.
 func (r *Role) newLoop() error {
 	var queues []mesh.WorkQueue
 	seen := map[string]bool{}
@@ -180,7 +181,7 @@ func (r *Role) newLoop() error {
 			continue // a group named twice runs once, as the last one
 		}
 		seen[gc.Name] = true
-		subject, err := r.ns.Work(mesh.RoleGroup, g.cfg.Name)
+		filter, err := r.ns.WorkFilter(mesh.RoleGroup, g.cfg.Name)
 		if err != nil {
 			return fmt.Errorf("group: %w", err)
 		}
@@ -188,7 +189,7 @@ func (r *Role) newLoop() error {
 			Consumer: jetstream.ConsumerConfig{
 				Durable:       ConsumerName(g.cfg.Name),
 				Description:   "chats of group " + g.cfg.Name,
-				FilterSubject: subject,
+				FilterSubject: filter,
 				AckPolicy:     jetstream.AckExplicitPolicy,
 				AckWait:       r.cfg.AckWait,
 				// group_check items come back until their turn ends; the other

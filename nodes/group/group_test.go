@@ -114,7 +114,7 @@ func (h *harness) kill(name string) {
 
 // serve answers mem's turns like an agent.
 func (h *harness) serve(mem *fakeMember) {
-	subj, _ := h.m.NS.Work(mesh.RoleAgent, mem.name)
+	subj, _ := h.m.NS.WorkFilter(mesh.RoleAgent, mem.name)
 	sub, err := h.m.NC.Subscribe(subj, func(msg *nats.Msg) {
 		var item mesh.WorkItem
 		if json.Unmarshal(msg.Data, &item) != nil || item.Group == "" {
@@ -156,7 +156,7 @@ func (h *harness) answer(mem *fakeMember, item mesh.WorkItem, text string) {
 	if err != nil || next == nil {
 		return
 	}
-	subj, _ := h.m.NS.Work(mesh.RoleGroup, item.Group)
+	subj, _ := h.m.NS.Work(mesh.RoleGroup, item.Group, item.Session)
 	data, _ := json.Marshal(next)
 	n := 1
 	if mem.twice {

@@ -55,8 +55,16 @@ func (x *exec) start(ctx context.Context) error {
 			refused = errWaiting
 		}
 		if refused != nil {
-			return mesh.ErrNoChange
+			// A refused message leaves the queue: its run ends with the
+			// refusal.
+			if !c.Unqueue(id) {
+				return mesh.ErrNoChange
+			}
+			c.MarkTurn(id)
+			return nil
 		}
+		// The round takes the queued message up in the same save.
+		c.Unqueue(id)
 		now := time.Now().UTC()
 		if !c.HasMessage(id) {
 			c.Messages = append(c.Messages, mesh.Message{ID: id, Role: mesh.RoleUser, Content: x.item.Message, TurnID: id, CreatedAt: now})

@@ -49,7 +49,7 @@ func endRound(c *mesh.Conversation, reason, detail string) *mesh.GroupRound {
 	// A stopped round may leave a member's paused turn: nobody will carry
 	// it on.
 	c.Tree, c.PendingApproval, c.PendingApprovals, c.PipelineState = nil, nil, nil, nil
-	c.Turn, c.Status = nil, mesh.StatusActive
+	c.Turn, c.Status = nil, c.IdleStatus()
 	c.LastRun = &mesh.RunSummary{ID: round.ID, Runs: round.Runs, Outcome: roundOutcome(reason, round), Response: round.Response, FinishedAt: time.Now().UTC()}
 	if c.LastRun.Outcome == mesh.OutcomeError {
 		c.LastRun.ErrorCode, c.LastRun.Error = mesh.CodeNoSpeaker, detail

@@ -205,7 +205,7 @@ function ago(ts) {
 }
 
 function statusLabel(s) {
-  return { running: 'running', waiting_approval: 'waiting approval', completed: 'completed', error: 'error' }[s] || 'idle';
+  return { queued: 'queued', running: 'running', waiting_approval: 'waiting approval', completed: 'completed', error: 'error' }[s] || 'idle';
 }
 
 // ---------------------------------------------------------------- groups
@@ -410,11 +410,15 @@ function renderHistory(conv) {
     // How the last round ended; the replayed group_ended adds the detail.
     addEnded({ reason: g.ended }, [conv.last_run.id, ...(conv.last_run.runs || [])]);
   }
+  // A message no agent has taken up yet: shown, and bound to its run.
+  const q = conv.queued_turn;
+  if (q && !view.users.has(q.id)) bindUser(addUser(q.message, null), q.id);
   setState(conv.state || {}, true);
   if (conv.pending_approval) showApproval(conv.pending_approval);
   const status = conv.status === 'running' ? 'running'
-    : conv.status === 'waiting_approval' || conv.pending_approval ? 'waiting_approval' : 'idle';
-  setStatus(status);
+    : conv.status === 'queued' ? 'queued'
+      : conv.status === 'waiting_approval' || conv.pending_approval ? 'waiting_approval' : 'idle';
+  setStatus(status, status === 'queued' ? 'waiting for an agent' : undefined);
   if (status === 'idle' && conv.last_run && conv.last_run.outcome === 'error') {
     setStatus('error', conv.last_run.error || conv.last_run.error_code);
   }
@@ -618,6 +622,10 @@ function onCustom(ev) {
       }
       return;
     }
+    case 'run_queued':
+      // The message waits for an agent; RUN_STARTED follows when one takes it.
+      if (view.status !== 'running') setStatus('queued', 'waiting for an agent');
+      return;
     case 'run_retried':
       // The next attempt sends its messages again under the same ids:
       // startText and addToolCall start them over.
@@ -928,12 +936,12 @@ function setState(state, quiet = false) {
 
 function setStatus(status, detail) {
   if (view) view.status = status;
-  const labels = { running: 'running', waiting_approval: 'waiting approval', idle: 'idle', error: 'error' };
+  const labels = { queued: 'queued', running: 'running', waiting_approval: 'waiting approval', idle: 'idle', error: 'error' };
   ui.runStatus.dataset.status = status;
   ui.runStatus.textContent = labels[status] || status;
   ui.runStatus.title = detail || '';
   if (detail && status !== 'idle') ui.runStatus.textContent += ` · ${detail}`;
-  ui.cancel.hidden = !(view && status === 'running');
+  ui.cancel.hidden = !(view && (status === 'running' || status === 'queued'));
   updateComposer();
   // The list shows the open conversation's status as it changes.
   const item = view && ui.convList.querySelector(`.conv-item[data-id="${CSS.escape(view.id)}"]`);
@@ -947,12 +955,13 @@ function setStatus(status, detail) {
 }
 
 function updateComposer() {
-  const busy = !!(view && (view.sending || view.status === 'running'));
+  const busy = !!(view && (view.sending || view.status === 'running' || view.status === 'queued'));
   const waiting = !!(view && view.status === 'waiting_approval');
   ui.send.disabled = busy || waiting;
   ui.input.setAttribute('aria-busy', busy ? 'true' : 'false');
   ui.hint.textContent = waiting ? 'Approve or reject the pending action to go on.'
-    : busy ? `The ${view.group ? 'group' : 'agent'} is working…` : 'Enter to send · Shift+Enter for a new line';
+    : busy && view.status === 'queued' ? 'The message waits for an agent to take it up…'
+      : busy ? `The ${view.group ? 'group' : 'agent'} is working…` : 'Enter to send · Shift+Enter for a new line';
   ui.hint.classList.toggle('default', !waiting && !busy);
 }
 

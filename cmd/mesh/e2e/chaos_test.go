@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +22,11 @@ import (
 // concurrent conversations that mix tool turns and destructive requests
 // (approved as they appear), and group chats of two members, and meanwhile
 // kills a random role process (the group's too) with SIGKILL every 2-3 s.
+// One conversation in twenty (the first, at the small size) also sends a
+// message (a destructive request, but for group chats) while every process
+// that would take it up is stopped, and kills the bridge while the turn
+// waits in the queue: its retry must find the queued turn, and its next
+// message must wait for it.
 // Afterwards every conversation has completed or waits for an approval
 // still listed, no message is missing or doubled, every round of a group
 // chat ended, every approved destructive call ran exactly once and nothing
@@ -40,6 +46,7 @@ func TestChaos(t *testing.T) {
 	m.mu.Lock()
 	upPID := m.cmd.Process.Pid
 	m.mu.Unlock()
+	st.cause = map[string]int{}
 	go func() {
 		defer close(killerDone)
 		roles := []string{"agent", "toolhost", "approver", "bridge", "group"}
@@ -48,6 +55,9 @@ func TestChaos(t *testing.T) {
 			case <-stop:
 				return
 			case <-time.After(time.Duration(2000+rand.IntN(1000)) * time.Millisecond):
+			}
+			if st.queueing.Load() > 0 {
+				continue // a driver kills the bridge itself, with a turn queued
 			}
 			var victims []int
 			var victimRoles []string
@@ -65,11 +75,18 @@ func TestChaos(t *testing.T) {
 		}
 	}()
 
-	deadline := time.Now().Add(time.Duration(seconds) * time.Second)
+	start := time.Now()
+	deadline := start.Add(time.Duration(seconds) * time.Second)
+	// The drivers that kill the bridge with a turn queued do it one after
+	// another, spread over the first half of the run (the supervisor's
+	// backoff grows when a role dies again within 10 s), so that one whose
+	// turn was taken up first has time to try again.
+	queuers := (conversations + 19) / 20
 	drivers := make([]*chaosDriver, conversations)
 	var wg sync.WaitGroup
 	for i := range drivers {
-		d := &chaosDriver{m: m, t: t, id: i, st: &st}
+		d := &chaosDriver{m: m, t: t, id: i, st: &st, upPID: upPID, queueKill: i%20 == 0,
+			queueAt: start.Add(time.Duration(seconds) * time.Second * time.Duration(i/20+1) / time.Duration(2*queuers+2))}
 		if i%3 == 2 {
 			d.group = "duo"
 		}
@@ -88,6 +105,12 @@ func TestChaos(t *testing.T) {
 	for _, d := range drivers {
 		d.check()
 	}
+	// A driver whose every try found its turn taken up first (on a loaded
+	// machine the monitor restarts the stopped agents before the record
+	// shows) did not drive the case; one of them at least must have.
+	if st.queueKills.Load() == 0 {
+		t.Error("the bridge was never killed while a turn waited in the queue")
+	}
 	for _, d := range drivers {
 		for name, approved := range d.destructive {
 			n := m.resourceRows(name)
@@ -99,8 +122,8 @@ func TestChaos(t *testing.T) {
 			}
 		}
 	}
-	summary := fmt.Sprintf("chaos: %d s, %d conversations (%d group chats), %d kills (%s), %d turns, %d approvals decided, %d retried requests",
-		seconds, conversations, conversations/3, st.kills.Load(), st.byRole(), st.turns.Load(), st.approved.Load(), st.retries.Load())
+	summary := fmt.Sprintf("chaos: %d s, %d conversations (%d group chats), %d kills (%s), %d turns, %d approvals decided, %d retried requests (%s), %d bridge kills with a turn queued",
+		seconds, conversations, conversations/3, st.kills.Load(), st.byRole(), st.turns.Load(), st.approved.Load(), st.retries.Load(), st.byCause(), st.queueKills.Load())
 	t.Log(summary)
 	fmt.Println(summary)
 }
@@ -116,10 +139,41 @@ const chaosGroup = `groups:
 `
 
 type chaosStats struct {
-	kills, turns, approved, retries atomic.Int64
+	kills, turns, approved, retries, queueKills atomic.Int64
+	// queueing counts the drivers that are killing the bridge with a turn
+	// queued: the killer waits meanwhile, lest it restart what they stopped
+	// or kill the bridge first. queueMu makes them take turns, for the
+	// same reason.
+	queueing atomic.Int32
+	queueMu  sync.Mutex
 
 	mu    sync.Mutex
 	roles map[string]int // kills by role
+	cause map[string]int // retried requests by what they got
+}
+
+// retried counts a retried request by what it got: no answer (the bridge
+// down), or its status and code.
+func (s *chaosStats) retried(status int, code string) {
+	s.retries.Add(1)
+	cause := "no answer"
+	if status != 0 {
+		cause = strconv.Itoa(status) + " " + code
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cause[cause]++
+}
+
+// byCause lists the retried requests by cause: "no answer 80, 409 turn_in_progress 3".
+func (s *chaosStats) byCause() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var parts []string
+	for _, c := range slices.Sorted(maps.Keys(s.cause)) {
+		parts = append(parts, fmt.Sprintf("%s %d", strings.TrimSpace(c), s.cause[c]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func (s *chaosStats) killed(role string) {
@@ -156,6 +210,13 @@ type chaosDriver struct {
 	conv        string
 	sent        []string        // user messages, in order
 	destructive map[string]bool // resource name → approved
+
+	// queueKill: from queueAt on, send a destructive request while the
+	// agents are stopped and kill the bridge while it waits in the queue,
+	// until queueKilled.
+	queueKill, queueKilled bool
+	queueAt                time.Time
+	upPID                  int
 }
 
 func (d *chaosDriver) run(deadline time.Time) {
@@ -175,6 +236,9 @@ func (d *chaosDriver) run(deadline time.Time) {
 			d.destructive[name] = false
 		}
 		d.sent = append(d.sent, text)
+		if d.queueKill && !d.queueKilled && time.Now().After(d.queueAt) && (name != "" || d.group != "") {
+			d.queueKilled = d.killWhileQueued(text, strconv.Itoa(n))
+		}
 		d.retry("POST", "/conversations/"+d.conv+"/messages", map[string]any{"message": text}, "Idempotency-Key", strconv.Itoa(n))
 		d.st.turns.Add(1)
 		d.settle()
@@ -216,7 +280,7 @@ func (d *chaosDriver) retry(method, path string, body any, headers ...string) ma
 			d.t.Errorf("%s %s: %d %v", method, path, status, out)
 			return out
 		}
-		d.st.retries.Add(1)
+		d.st.retried(status, str(out, "code"))
 		if attempt > 300 {
 			d.t.Errorf("%s %s: no answer after %d attempts (last %d %v)", method, path, attempt, status, out)
 			return out
@@ -225,12 +289,73 @@ func (d *chaosDriver) retry(method, path string, body any, headers ...string) ma
 	}
 }
 
-// settle waits until the conversation runs no turn.
+// settle waits until the conversation runs no turn and has none queued.
 func (d *chaosDriver) settle() {
 	meshtest.Eventually(d.t, 3*time.Minute, func() bool {
 		status, out := d.m.try("GET", "/conversations/"+d.conv, nil)
-		return status == http.StatusOK && obj(out, "conversation")["turn"] == nil
+		c := obj(out, "conversation")
+		return status == http.StatusOK && c["turn"] == nil && c["queued_turn"] == nil
 	}, "conversation %s keeps running", d.conv)
+}
+
+// killWhileQueued sends text (with its idempotency key) while every
+// process that would take it up is stopped (SIGSTOP: the agents, or the
+// group role for a group chat), waits until the conversation shows it
+// queued, kills the bridge, and lets them go on (SIGCONT). The caller then
+// sends it again, as a client whose answer was lost does. It reports
+// whether the bridge was killed with the turn queued: not when a process
+// (one restarted meanwhile) took the turn up first.
+func (d *chaosDriver) killWhileQueued(text, key string) bool {
+	role := "agent"
+	if d.group != "" {
+		role = "group"
+	}
+	d.st.queueMu.Lock()
+	defer d.st.queueMu.Unlock()
+	d.st.queueing.Add(1)
+	defer d.st.queueing.Add(-1)
+	agents := d.rolePIDs(role)
+	for _, p := range agents {
+		_ = syscall.Kill(p, syscall.SIGSTOP)
+	}
+	defer func() {
+		for _, p := range agents {
+			_ = syscall.Kill(p, syscall.SIGCONT)
+		}
+	}()
+	go d.m.try("POST", "/conversations/"+d.conv+"/messages", map[string]any{"message": text}, "Idempotency-Key", key)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		status, out := d.m.try("GET", "/conversations/"+d.conv, nil)
+		c := obj(out, "conversation")
+		if status == http.StatusOK && str(c, "status") == "queued" {
+			bridges := d.rolePIDs("bridge")
+			for _, p := range bridges {
+				_ = killPID(p)
+			}
+			if len(bridges) == 0 {
+				return false
+			}
+			d.st.queueKills.Add(1)
+			return true
+		}
+		if status == http.StatusOK && (c["turn"] != nil || str(c, "status") == "waiting_approval") {
+			return false // taken up already
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}
+
+// rolePIDs lists the processes of role under mesh up.
+func (d *chaosDriver) rolePIDs(role string) []int {
+	var out []int
+	for _, p := range descendants(d.upPID) {
+		if args := cmdline(p); len(args) >= 2 && strings.HasSuffix(args[0], "/mesh") && args[1] == role {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // check verifies the conversation: settled, its messages those sent, once

@@ -125,6 +125,7 @@ func TestPlainNATSClientSeesTurnEventsInOrder(t *testing.T) {
 		case msg := <-events:
 			var ev struct {
 				Type     string `json:"type"`
+				Name     string `json:"name"`
 				ThreadID string `json:"threadId"`
 			}
 			if err := json.Unmarshal(msg.Data, &ev); err != nil {
@@ -134,7 +135,10 @@ func TestPlainNATSClientSeesTurnEventsInOrder(t *testing.T) {
 				t.Errorf("subject %s, want %s", msg.Subject, want)
 			}
 			// One CONTENT stands for all the chunks of a message.
-			if ev.Type != "TEXT_MESSAGE_CONTENT" || len(types) == 0 || types[len(types)-1] != "TEXT_MESSAGE_CONTENT" {
+			switch {
+			case ev.Type == "CUSTOM":
+				types = append(types, ev.Type+":"+ev.Name)
+			case ev.Type != "TEXT_MESSAGE_CONTENT" || len(types) == 0 || types[len(types)-1] != "TEXT_MESSAGE_CONTENT":
 				types = append(types, ev.Type)
 			}
 			done = ev.Type == "RUN_FINISHED"
@@ -142,7 +146,8 @@ func TestPlainNATSClientSeesTurnEventsInOrder(t *testing.T) {
 			t.Fatalf("no RUN_FINISHED; saw %v", types)
 		}
 	}
-	want := "RUN_STARTED STATE_SNAPSHOT TOOL_CALL_START TOOL_CALL_ARGS TOOL_CALL_END TOOL_CALL_RESULT TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END RUN_FINISHED"
+	// The bridge's run_queued comes before the agent's RUN_STARTED.
+	want := "CUSTOM:run_queued RUN_STARTED STATE_SNAPSHOT TOOL_CALL_START TOOL_CALL_ARGS TOOL_CALL_END TOOL_CALL_RESULT TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END RUN_FINISHED"
 	if got := strings.Join(types, " "); got != want {
 		t.Errorf("events:\n got %s\nwant %s", got, want)
 	}

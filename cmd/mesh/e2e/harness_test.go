@@ -255,7 +255,8 @@ func openGate(t testing.TB, dir string) {
 	}
 }
 
-// try makes a request and decodes a JSON answer; status 0 means no answer.
+// try makes a request and decodes a JSON answer; status 0 means no answer,
+// or one cut off before its end.
 func (m *meshProc) try(method, path string, body any, headers ...string) (int, map[string]any) {
 	var rd io.Reader
 	switch b := body.(type) {
@@ -282,7 +283,12 @@ func (m *meshProc) try(method, path string, body any, headers ...string) (int, m
 	}
 	defer resp.Body.Close()
 	var out map[string]any
-	data, _ := io.ReadAll(resp.Body)
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		// Cut off mid-body (a bridge killed while it answered): a status
+		// with half a body is no answer.
+		return 0, nil
+	}
 	_ = json.Unmarshal(data, &out)
 	if out == nil {
 		out = map[string]any{"_raw": string(data)}
