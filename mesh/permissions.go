@@ -82,6 +82,9 @@ type Permissions struct {
 	Inbox string
 	// Buckets are the KV buckets (base names) the role binds at start.
 	Buckets []string
+	// Streams are the streams (base names) the role binds at start: those
+	// it reads messages of by sequence or subject.
+	Streams []string
 
 	ns Namespace
 }
@@ -97,6 +100,7 @@ func (n Namespace) Permissions(role string) (p Permissions, ok bool) {
 		p.Inbox = ""
 		p.Publish, p.Subscribe = []string{">"}, []string{">"}
 		p.Buckets = []string{BucketSessions, BucketApprovals, BucketTools, BucketNodes, BucketCalls}
+		p.Streams = []string{StreamEvents, StreamWork}
 		return p, true
 	}
 	grants := n.roleGrants(role)
@@ -122,6 +126,8 @@ func (n Namespace) Permissions(role string) (p Permissions, ok bool) {
 		switch g.Kind {
 		case GrantKVRead, GrantKVWatch, GrantKVWrite:
 			p.Buckets = appendNew(p.Buckets, g.Subject)
+		case GrantStreamGet:
+			p.Streams = appendNew(p.Streams, strings.TrimPrefix(g.Subject, n.Stream("")))
 		}
 	}
 	return p, true
@@ -212,6 +218,9 @@ func (n Namespace) roleGrants(role string) []Grant {
 			{Kind: GrantStore, Subject: work(RoleGroup), Why: "group chat messages (with the caller's token)"},
 			{Kind: GrantRequest, Subject: n.ApprovalDecideAll(), Why: "decisions (with the decider's token)"},
 			{Kind: GrantPublish, Subject: n.SessionCancelAll(), Why: "cancel a run"},
+			{Kind: GrantStore, Subject: p + ".evt.*." + string(EventCustom), Why: "run_queued: a message the bridge queued"},
+			{Kind: GrantStore, Subject: p + ".evt.*." + string(EventRunError), Why: "a queued turn not taken or lost (UNAVAILABLE, TURN_LOST)"},
+			{Kind: GrantStore, Subject: p + ".evt.*." + string(EventRunFinished), Why: "a queued turn cancelled before an agent took it"},
 			{Kind: GrantFollow, Subject: n.Stream(StreamEvents), Filter: n.EventsAll(), Why: "stream events to clients"},
 			{Kind: GrantSubscribe, Subject: p + ".evt.*." + string(EventRunFinished), Why: "wake waiting requests"},
 			{Kind: GrantSubscribe, Subject: p + ".evt.*." + string(EventRunError), Why: "wake waiting requests"},
@@ -268,8 +277,9 @@ func (n Namespace) compile(g Grant) (pub, sub []string) {
 	case GrantConsumerInfo:
 		return []string{api + "CONSUMER.INFO." + g.Subject + "." + g.Consumer}, nil
 	case GrantStreamGet:
-		// The API names no subject: the grant is the whole stream's.
-		return []string{api + "STREAM.MSG.GET." + g.Subject}, nil
+		// The API names no subject: the grant is the whole stream's. The
+		// stream's info binds it (jetstream.Stream).
+		return []string{api + "STREAM.INFO." + g.Subject, api + "STREAM.MSG.GET." + g.Subject}, nil
 	case GrantFollow:
 		s := g.Subject
 		return []string{

@@ -182,7 +182,8 @@ func trustActions() []action {
 		reqAction("consume all work", "$JS.API.CONSUMER.CREATE.MESH_WORK.thief.mesh.work.>"),
 		reqAction("consume work unfiltered", "$JS.API.CONSUMER.CREATE.MESH_WORK.thief"),
 		reqAction("consume work (legacy durable)", "$JS.API.CONSUMER.DURABLE.CREATE.MESH_WORK.thief"),
-		reqAction("read work by sequence", "$JS.API.STREAM.MSG.GET.MESH_WORK"),
+		// The bridge checks that a queued turn it published is still there.
+		reqAction("read work by sequence", "$JS.API.STREAM.MSG.GET.MESH_WORK", bridge),
 		reqAction("read work directly", "$JS.API.DIRECT.GET.MESH_WORK"),
 		reqAction("delete the work stream", "$JS.API.STREAM.DELETE.MESH_WORK"),
 		reqAction("purge the events", "$JS.API.STREAM.PURGE.MESH_EVENTS"),
@@ -191,8 +192,10 @@ func trustActions() []action {
 		reqAction("create a stream", "$JS.API.STREAM.CREATE.THIEF"),
 		reqAction("delete a work consumer", "$JS.API.CONSUMER.DELETE.MESH_WORK.agent_resource-manager"),
 		pubAction("enqueue a turn", "mesh.work.agent.resource-manager.c1", agent, group, approver, bridge),
-		pubAction("publish a run's end", "mesh.evt.c1.RUN_FINISHED", agent, group),
-		pubAction("publish a custom event", "mesh.evt.c1.CUSTOM", agent, group, approver),
+		// The bridge ends and announces the turns it queued (run_queued, a
+		// queued turn cancelled, lost or not taken).
+		pubAction("publish a run's end", "mesh.evt.c1.RUN_FINISHED", agent, group, bridge),
+		pubAction("publish a custom event", "mesh.evt.c1.CUSTOM", agent, group, approver, bridge),
 		subAction("read every event raw", "mesh.evt.>"),
 		subAction("read everything", ">"),
 		subAction("read every inbox", "_INBOX.>"),
