@@ -22,12 +22,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/agentmesh/agentmesh/bridge/a2a"
-	"github.com/agentmesh/agentmesh/bridge/agui"
+	"github.com/agentmesh/agentmesh/bridge/auth"
 	"github.com/agentmesh/agentmesh/bridge/core"
-	"github.com/agentmesh/agentmesh/bridge/docs"
-	"github.com/agentmesh/agentmesh/bridge/rest"
-	"github.com/agentmesh/agentmesh/bridge/web"
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
 )
@@ -49,13 +45,20 @@ type Config struct {
 	Version string
 	// NodeID names this process in logs.
 	NodeID string
-	Logger zerolog.Logger
+	// StreamKey signs stream tokens; every bridge of the mesh needs the
+	// same (auth.stream_key, else auth.EnsureStreamKey of
+	// <data_dir>/keys/stream.key). Required when Agent.Auth is on.
+	StreamKey []byte
+	// HTTPClient fetches a JWKS URL. Nil means a client with a 10s timeout.
+	HTTPClient *http.Client
+	Logger     zerolog.Logger
 }
 
 // Bridge is the bridge role.
 type Bridge struct {
 	cfg     Config
 	core    *core.Core
+	auth    *auth.Authenticator
 	handler http.Handler
 	log     zerolog.Logger
 }
@@ -72,37 +75,26 @@ func New(cfg Config) (*Bridge, error) {
 		cfg.ShutdownTimeout = 30 * time.Second
 	}
 	log := cfg.Logger
-	c, err := core.New(core.Config{
-		NC: cfg.NC, JS: cfg.JS, Resources: cfg.Resources, Agent: cfg.Agent.Name, Prompt: cfg.Agent.Prompt, Groups: cfg.Agent.Groups,
-		FollowerBuffer: cfg.Agent.HTTP.StreamBuffer, MaxStreams: cfg.Agent.HTTP.MaxStreams, NoToolServers: len(cfg.Agent.MCPServers) == 0,
-		QueueCheckAfter: cfg.Agent.HTTP.QueueCheckAfter.Std(), NodeID: cfg.NodeID, Logger: log,
-	})
+	if err := cfg.Agent.CheckAuth(); err != nil {
+		return nil, err
+	}
+	authn, err := auth.New(auth.Config{Auth: cfg.Agent.Auth, StreamKey: cfg.StreamKey, HTTPClient: cfg.HTTPClient, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("bridge: %w", err)
 	}
-	subAgents := cfg.Agent.SubAgents()
+	c, err := core.New(core.Config{
+		NC: cfg.NC, JS: cfg.JS, Resources: cfg.Resources, Agent: cfg.Agent.Name, Prompt: cfg.Agent.Prompt, Groups: cfg.Agent.Groups,
+		FollowerBuffer: cfg.Agent.HTTP.StreamBuffer, MaxStreams: cfg.Agent.HTTP.MaxStreams, NoToolServers: len(cfg.Agent.MCPServers) == 0,
+		QueueCheckAfter: cfg.Agent.HTTP.QueueCheckAfter.Std(), NodeID: cfg.NodeID, Auth: authn.Enabled(), Logger: log,
+	})
+	if err != nil {
+		authn.Close()
+		return nil, fmt.Errorf("bridge: %w", err)
+	}
+	b := &Bridge{cfg: cfg, core: c, auth: authn, log: log}
 	mux := http.NewServeMux()
-	rest.Register(mux, rest.Config{
-		Core: c, MaxBodyBytes: cfg.Agent.HTTP.MaxBodyBytes, WaitTimeout: cfg.Agent.HTTP.WaitTimeout.Std(),
-		Version: cfg.Version, SubAgents: subAgents, Logger: log,
-	})
-	agui.Register(mux, agui.Config{
-		Core: c, MaxBodyBytes: cfg.Agent.HTTP.MaxBodyBytes,
-		PingAfter: cfg.Agent.HTTP.PingAfter.Std(), PingEvery: cfg.Agent.HTTP.PingEvery.Std(), Logger: log,
-	})
-	a2a.Register(mux, a2a.Config{
-		Core: c, Name: cfg.Agent.Name, Description: cfg.Agent.Description, Version: cfg.Version,
-		PublicURL: cfg.Agent.HTTP.PublicURL, SubAgents: subAgents,
-		MaxBodyBytes: cfg.Agent.HTTP.MaxBodyBytes, WaitTimeout: cfg.Agent.HTTP.WaitTimeout.Std(),
-		Logger: log,
-	})
-	docs.Register(mux)
-	web.Register(mux) // GET / and /web/…; the catch-all below answers every other path
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		core.WriteError(w, &mesh.Error{Kind: "route_not_found", Status: http.StatusNotFound, Message: fmt.Sprintf("no route %s %s; see GET /docs", r.Method, r.URL.Path)})
-	})
-	b := &Bridge{cfg: cfg, core: c, log: log}
-	b.handler = b.middleware(mux)
+	register(mux, b, cfg, c)
+	b.handler = b.middleware(b.guard(mux))
 	return b, nil
 }
 
@@ -111,11 +103,19 @@ func (b *Bridge) Handler() http.Handler { return b.handler }
 
 // Run serves HTTP until ctx is cancelled.
 func (b *Bridge) Run(ctx context.Context) error {
+	defer b.auth.Close()
+	ln := b.cfg.Listener
+	addr := b.cfg.Addr
+	if ln != nil {
+		addr = ln.Addr().String()
+	}
+	if err := b.checkExposure(addr); err != nil {
+		return err
+	}
 	if err := b.core.Start(ctx); err != nil {
 		return fmt.Errorf("bridge: %w", err)
 	}
 	defer b.core.Stop()
-	ln := b.cfg.Listener
 	if ln == nil {
 		var err error
 		ln, err = net.Listen("tcp", b.cfg.Addr)
@@ -173,6 +173,9 @@ func (b *Bridge) middleware(next http.Handler) http.Handler {
 			if sid := r.Header.Get(mesh.HeaderSessionID); sid != "" {
 				ev = ev.Str("sid", sid)
 			}
+			if sw.principal != "" {
+				ev = ev.Str("principal", sw.principal)
+			}
 			ev.Str("method", r.Method).Str("path", r.URL.Path).Int("status", sw.status).Dur("latency", time.Since(start)).Msg("http")
 		}()
 		next.ServeHTTP(sw, r)
@@ -183,6 +186,8 @@ type statusWriter struct {
 	http.ResponseWriter
 	status int
 	wrote  bool
+	// principal is who the guard authenticated, for the log line.
+	principal string
 }
 
 func (w *statusWriter) WriteHeader(code int) {

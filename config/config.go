@@ -4,7 +4,8 @@
 //
 // The file has the shape of seed 002 FR-001 (name, description, prompt,
 // llm.model, host, port, data_dir, mcp, mcp_servers, a2a, agent) plus the
-// mesh's own sections (mesh, http, nats, sessions, groups). Environment
+// mesh's own sections (mesh, http, nats, sessions, groups, approvals, auth:
+// HTTP authentication, see [Auth]). Environment
 // variables override the file:
 //
 //	MESH_CONFIG      path of the file (default config/agent.yaml)
@@ -108,6 +109,9 @@ type Config struct {
 	// Approvals configures the signed approvals: the approver's signing
 	// key and the keys tool hosts trust.
 	Approvals Approvals `yaml:"approvals"`
+	// Auth is HTTP authentication at the bridge; absent means off (loopback
+	// only, see [Config.CheckExposure]).
+	Auth Auth `yaml:"auth"`
 
 	// Path is the file the configuration was read from.
 	Path string `yaml:"-"`
@@ -122,6 +126,10 @@ type Config struct {
 	ProfileDir string `yaml:"-"`
 	// BaseURLs are provider base URLs given by the environment, by provider.
 	BaseURLs map[string]string `yaml:"-"`
+
+	// authUnset names the ${ENV} variables of the auth section that are
+	// empty, by field, for [Config.CheckAuth].
+	authUnset map[string]string
 }
 
 // LLM selects the model.
@@ -359,6 +367,11 @@ type HTTP struct {
 	// PingEvery once a turn has run for PingAfter. Zero means 10s and 5s.
 	PingAfter Duration `yaml:"ping_after"`
 	PingEvery Duration `yaml:"ping_every"`
+	// Insecure lets a bridge without auth listen beyond loopback, serving
+	// every request as an admin: for a network that is itself the
+	// boundary, on purpose, with a loud warning. Without it such a bridge
+	// refuses to start.
+	Insecure bool `yaml:"insecure"`
 	// QueueCheckAfter is how long a queued turn waits before a bridge that
 	// reads or writes its conversation checks that its work item is still in
 	// the work stream (and publishes it again, or fails the turn, when it is
@@ -628,6 +641,7 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	default:
 		c.HTTPAddr = DefaultHTTPAddr
 	}
+	c.applyAuthEnv(getenv)
 	c.Keys = keysFromEnv(getenv)
 	c.BaseURLs = map[string]string{}
 	for provider, env := range baseURLEnv {
@@ -706,6 +720,7 @@ func (c *Config) applyDefaults() {
 	if c.Mesh.MaxDeliver == 0 {
 		c.Mesh.MaxDeliver = DefaultMaxDeliver
 	}
+	c.applyAuthDefaults()
 	if c.MCP != nil {
 		s := *c.MCP
 		if s.Name == "" {

@@ -39,7 +39,11 @@ type Conversation struct {
 	SessionID string `json:"session_id"`
 	// Agent is the name of the agent that serves the conversation; its work
 	// subject is mesh.work.agent.<Agent>.<conversation>.
-	Agent           string           `json:"agent"`
+	Agent string `json:"agent"`
+	// Owner is the HTTP principal who created the conversation: only it
+	// and admins reach it while authentication is on. Empty when it was
+	// created with authentication off (or over NATS): admins only.
+	Owner           string           `json:"owner,omitempty"`
 	Status          Status           `json:"status"`
 	Messages        []Message        `json:"messages"`
 	PendingApproval *PendingApproval `json:"pending_approval,omitempty"`
@@ -96,6 +100,10 @@ type Message struct {
 	ToolName string `json:"tool_name,omitempty"`
 	// IsError marks a tool result that is a failure.
 	IsError bool `json:"is_error,omitempty"`
+	// DecidedBy is, on the result of a call that waited for an approval,
+	// who decided it (the approval's decision.by: the authenticated
+	// principal who approved or rejected it, or a policy).
+	DecidedBy string `json:"decided_by,omitempty"`
 	// Notice marks an assistant message meant for people (an approval
 	// request, an error): it is shown, but not sent back to models.
 	Notice bool `json:"notice,omitempty"`
@@ -383,6 +391,7 @@ type ConversationSummary struct {
 	Agent     string `json:"agent"`
 	// Group names the group whose chat this is; empty for an agent's.
 	Group           string           `json:"group,omitempty"`
+	Owner           string           `json:"owner,omitempty"`
 	Status          Status           `json:"status"`
 	Title           string           `json:"title,omitempty"`
 	MessageCount    int              `json:"message_count"`
@@ -395,7 +404,7 @@ type ConversationSummary struct {
 // Summary returns the list form of c; its title is its first user message.
 func (c *Conversation) Summary() ConversationSummary {
 	s := ConversationSummary{
-		ID: c.ID, SessionID: c.SessionID, Agent: c.Agent, Status: c.Status,
+		ID: c.ID, SessionID: c.SessionID, Agent: c.Agent, Owner: c.Owner, Status: c.Status,
 		MessageCount: len(c.Messages), PendingApproval: c.PendingApproval, QueuedTurn: c.Queued,
 		CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
 	}

@@ -140,6 +140,7 @@ type SessionHead struct {
 	ID              string           `json:"id"`
 	SessionID       string           `json:"session_id"`
 	Agent           string           `json:"agent"`
+	Owner           string           `json:"owner,omitempty"`
 	Status          Status           `json:"status"`
 	PendingApproval *PendingApproval `json:"pending_approval,omitempty"`
 	Turn            *Turn            `json:"turn,omitempty"`

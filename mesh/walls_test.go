@@ -20,9 +20,10 @@ import (
 //	heartbeat         config, mesh/...
 //	nodes/<role>/...  config, mesh/..., heartbeat, its own role's packages
 //	bridge            config, mesh/..., bridge/... (it wires the protocols)
-//	bridge/core/...,  config, mesh/..., bridge/core/..., bridge/sse
-//	bridge/sse
-//	bridge/<proto>/.. config, mesh/..., bridge/core/..., bridge/sse, its own
+//	bridge/core/...,  config, mesh/..., bridge/core/..., bridge/sse, bridge/auth
+//	bridge/sse,
+//	bridge/auth
+//	bridge/<proto>/.. config, mesh/..., bridge/core/..., bridge/sse, bridge/auth, its own
 //	                  protocol's packages (rest, agui, a2a, web, docs)
 //	cmd/<command>     anything but another command: only cmd wires roles
 //
@@ -73,7 +74,7 @@ func placeOf(rel string) (place, bool) {
 		switch {
 		case len(parts) == 1:
 			return place{kind: kBridge}, true
-		case parts[1] == "core" || parts[1] == "sse":
+		case parts[1] == "core" || parts[1] == "sse" || parts[1] == "auth":
 			return place{kind: kShared}, true
 		default:
 			return place{kind: kProtocol, unit: "bridge/" + parts[1]}, true

@@ -106,7 +106,6 @@
 package a2a
 
 import (
-	"net/http"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -139,7 +138,12 @@ type Config struct {
 	WaitTimeout time.Duration
 	// KeepAlive is the interval of SSE comments on idle streams. Zero means 15s.
 	KeepAlive time.Duration
-	Logger    zerolog.Logger
+	// Bearer says the bridge takes bearer tokens: the card advertises the
+	// scheme, and lists its skills only to an authenticated caller.
+	// BearerFormat is "JWT" when JWTs are accepted.
+	Bearer       bool
+	BearerFormat string
+	Logger       zerolog.Logger
 }
 
 type handler struct {
@@ -150,7 +154,7 @@ type handler struct {
 
 // Register mounts the agent card and the JSON-RPC endpoint on mux, and
 // those of every group chat under /groups/{name}.
-func Register(mux *http.ServeMux, cfg Config) {
+func Register(mux core.Mux, cfg Config) {
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = config.DefaultMaxBodyBytes
 	}

@@ -20,6 +20,11 @@ const Path = "/a2a"
 // supportedInterfaces is a 1.0 card to it, and it picks the 1.0 entry).
 func (h *handler) card(w http.ResponseWriter, r *http.Request, t target) {
 	skills, err := h.skillsOf(r.Context(), t)
+	if !h.core.Authenticated(core.CallerOf(r)) {
+		// The card is public, so a client learns how to authenticate; what
+		// the agent can do is for those who did.
+		skills = []wire.Skill{}
+	}
 	if err != nil {
 		w.Header().Set("Retry-After", "1")
 		core.WriteError(w, mesh.ErrUnavailable.With("the tool catalog cannot be read: "+err.Error()))
@@ -42,6 +47,9 @@ func (h *handler) card(w http.ResponseWriter, r *http.Request, t target) {
 			{URL: url, ProtocolBinding: wire.BindingJSONRPC, ProtocolVersion: wire.Version10},
 			{URL: url, ProtocolBinding: wire.BindingJSONRPC, ProtocolVersion: wire.Version03},
 		},
+	}
+	if h.cfg.Bearer {
+		card.SecuritySchemes, card.Security, card.SecurityRequirements = wire.BearerSecurity(h.cfg.BearerFormat)
 	}
 	w.Header().Set("Access-Control-Allow-Origin", "*")
 	core.WriteJSON(w, http.StatusOK, card)

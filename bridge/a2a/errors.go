@@ -49,6 +49,12 @@ func errUnsupported(msg string) *rpcError {
 	return &rpcError{Code: wire.CodeUnsupportedOperation, Message: msg}
 }
 
+// errForbidden refuses what the caller's roles do not allow: HTTP 403,
+// as the bridge answers a request without the role for /a2a at all.
+func errForbidden(msg string) *rpcError {
+	return &rpcError{Code: wire.CodeInvalidRequest, Message: msg, Status: http.StatusForbidden}
+}
+
 func errInternal(msg string) *rpcError { return &rpcError{Code: wire.CodeInternalError, Message: msg} }
 
 // toRPC maps an error of the core or the mesh to a JSON-RPC error:
@@ -66,6 +72,8 @@ func toRPC(err error, taskID string) *rpcError {
 		return re
 	case errors.Is(err, mesh.ErrSessionNotFound):
 		return errTaskNotFound(taskID)
+	case errors.Is(err, core.ErrForbidden):
+		return errForbidden(err.Error())
 	case errors.As(err, &pending), errors.Is(err, mesh.ErrWaitingApproval), errors.Is(err, mesh.ErrTurnInProgress):
 		e := errUnsupported(err.Error())
 		e.Meta = map[string]string{"taskId": taskID}

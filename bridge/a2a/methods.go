@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentmesh/agentmesh/bridge/auth"
 	"github.com/agentmesh/agentmesh/bridge/core"
 	"github.com/agentmesh/agentmesh/mesh"
 	wire "github.com/agentmesh/agentmesh/mesh/a2a"
@@ -58,6 +59,9 @@ type plan struct {
 func (c *call) plan(ctx context.Context, req *sendRequest) (*plan, error) {
 	taskID, ctxID := req.msg.TaskID, req.msg.ContextID
 	p := &plan{}
+	// A message that may start a turn needs the user role; one that only
+	// decides an approval, the approver role (core.Decide checks it).
+	converse := c.need(auth.Converse)
 	var head *mesh.SessionHead
 	var err error
 	switch {
@@ -80,6 +84,9 @@ func (c *call) plan(ctx context.Context, req *sendRequest) (*plan, error) {
 			if req.text == "" {
 				return nil, errParams("message.parts", "the message has no text part")
 			}
+			if converse != nil {
+				return nil, converse
+			}
 			_, err = c.h.core.CreateChat(ctx, ctxID, c.t.groupName(), c.caller)
 			if errors.Is(err, jetstream.ErrKeyExists) {
 				head, err = c.h.core.Sessions.Head(ctx, ctxID)
@@ -92,6 +99,9 @@ func (c *call) plan(ctx context.Context, req *sendRequest) (*plan, error) {
 		if req.text == "" {
 			return nil, errParams("message.parts", "the message has no text part")
 		}
+		if converse != nil {
+			return nil, converse
+		}
 		conv, err := c.h.core.CreateChat(ctx, mesh.NewID(), c.t.groupName(), c.caller)
 		if err != nil {
 			return nil, err
@@ -102,7 +112,7 @@ func (c *call) plan(ctx context.Context, req *sendRequest) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !c.t.owns(headGroup(head)) {
+	if !c.t.owns(headGroup(head)) || !c.reaches(head, taskID != "", req) {
 		return nil, errTaskNotFound(p.id)
 	}
 	switch {
@@ -129,7 +139,42 @@ func (c *call) plan(ctx context.Context, req *sendRequest) (*plan, error) {
 	case req.text == "":
 		return nil, errParams("message.parts", "the message has no text part (a data part {\"approved\": …} answers only a task waiting for approval)")
 	}
+	if p.act != actDecide && converse != nil {
+		return nil, converse
+	}
 	return p, nil
+}
+
+// need is nil when the caller's roles grant perm, else a 403 JSON-RPC
+// error: the /a2a endpoints take readers (tasks/get, ListTasks,
+// resubscribe), and each method asks for what it does.
+func (c *call) need(perm auth.Permission) *rpcError {
+	if c.h.core.May(c.caller, perm) {
+		return nil
+	}
+	if p := c.caller.Principal; p != nil {
+		return errForbidden(auth.Describe(p, perm))
+	}
+	return errForbidden("forbidden")
+}
+
+// reaches reports whether the caller may send req to the conversation of
+// head: its owner or an admin; or an approver whose message, naming the
+// task, decides the approval it waits for. That is how a proxy approval
+// (FR-029) comes back from another mesh: its agent forwards the decision
+// with the decider's token, and the task belongs to whoever started it.
+func (c *call) reaches(head *mesh.SessionHead, byTaskID bool, req *sendRequest) bool {
+	if c.h.core.Sees(c.caller, head.Owner) {
+		return true
+	}
+	if !byTaskID || head.Status != mesh.StatusWaitingApproval || head.PendingApproval == nil || !c.h.core.May(c.caller, auth.Decide) {
+		return false
+	}
+	if _, known := mesh.ParseApprovalWord(req.text); req.approved == nil && !known {
+		return false
+	}
+	c.decider = true
+	return true
 }
 
 func turnID(h *mesh.SessionHead) string {
@@ -224,7 +269,15 @@ func send(ctx context.Context, c *call) {
 // conversation reads the conversation of task id; one of another target
 // is unknown (-32001).
 func (c *call) conversation(ctx context.Context, id string) (*mesh.Conversation, error) {
-	conv, err := c.h.core.Conversation(ctx, id, c.caller)
+	var conv *mesh.Conversation
+	var err error
+	if c.decider {
+		// An approver answering the task's approval: it reads the task it
+		// decided, nothing more (see call.reaches).
+		conv, err = c.h.core.Sessions.Get(ctx, id)
+	} else {
+		conv, err = c.h.core.Conversation(ctx, id, c.caller) // the caller's own, or not found
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -266,6 +319,10 @@ const cancelWait = 10 * time.Second
 func cancel(ctx context.Context, c *call) {
 	id, rerr := c.d.taskID(c)
 	if rerr != nil {
+		c.fail(rerr)
+		return
+	}
+	if rerr := c.need(auth.Converse); rerr != nil {
 		c.fail(rerr)
 		return
 	}
@@ -439,7 +496,7 @@ func listTasks(ctx context.Context, c *call) {
 	var matched []*mesh.Conversation
 	for _, conv := range convs {
 		switch {
-		case !c.t.owns(groupOf(conv)):
+		case !c.t.owns(groupOf(conv)), !c.h.core.Sees(c.caller, conv.Owner):
 		case p.ContextID != "" && conv.ID != p.ContextID:
 		case want != "" && stateOf(conv, view{}) != want:
 		case !after.IsZero() && conv.UpdatedAt.Before(after):

@@ -27,6 +27,9 @@ type call struct {
 	caller core.Caller
 	// t is the agent the endpoint serves.
 	t target
+	// decider is set when the caller reaches a task it does not own only
+	// to decide the approval it waits for (see [call.reaches]).
+	decider bool
 }
 
 // method serves one JSON-RPC method; it writes the answer itself (a result,
@@ -245,11 +248,11 @@ func (c *call) fail(err error) {
 // event stream whatever its type, so they get one SSE event holding the
 // error; 1.0 clients get a JSON answer, as the reference server sends.
 func (c *call) failStream(err error) {
-	if c.d.version() == wire.Version10 {
-		c.fail(err)
+	e := toRPC(err, "")
+	if c.d.version() == wire.Version10 || e.Status == http.StatusForbidden {
+		c.fail(err) // a refusal keeps its HTTP status, as the other methods'
 		return
 	}
-	e := toRPC(err, "")
 	if e.Code == wire.CodeInternalError {
 		c.h.log.Error().Err(err).Str("method", c.method).Str("sid", c.caller.SessionID).Msg("a2a stream failed")
 	}

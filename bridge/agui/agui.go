@@ -123,7 +123,7 @@ type handler struct {
 }
 
 // Register mounts the endpoints on mux.
-func Register(mux *http.ServeMux, cfg Config) {
+func Register(mux core.Mux, cfg Config) {
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = config.DefaultMaxBodyBytes
 	}

@@ -22,7 +22,7 @@ const (
 )
 
 // registerDialects mounts the endpoints of the two seed dialects.
-func (h *handler) registerDialects(mux *http.ServeMux) {
+func (h *handler) registerDialects(mux core.Mux) {
 	mux.HandleFunc("POST /api/conversation", h.dotted)
 	mux.HandleFunc("POST /api/chat", h.simple)
 }
@@ -121,14 +121,29 @@ func (h *handler) openConversation(ctx context.Context, id string, caller core.C
 		}
 		return conv.ID, nil
 	}
-	_, err := h.core.Sessions.Head(ctx, id)
+	return id, h.openThread(ctx, id, "", caller)
+}
+
+// openThread makes sure conversation id exists and is the caller's: it
+// creates it (a chat of group when group is set) when it does not exist;
+// one that belongs to someone else is not found, never joined.
+func (h *handler) openThread(ctx context.Context, id, group string, caller core.Caller) error {
+	head, err := h.core.Sessions.Head(ctx, id)
 	if errors.Is(err, mesh.ErrSessionNotFound) {
-		if _, err := h.core.CreateConversation(ctx, id, caller); err != nil && !isExists(err) {
-			return "", err
+		_, err = h.core.CreateChat(ctx, id, group, caller)
+		if !isExists(err) {
+			return err
 		}
-		return id, nil
+		// Created meanwhile by another request: whose is it?
+		head, err = h.core.Sessions.Head(ctx, id)
 	}
-	return id, err
+	if err != nil {
+		return err
+	}
+	if !h.core.Sees(caller, head.Owner) {
+		return mesh.ErrSessionNotFound.With(fmt.Sprintf("conversation %q not found", id))
+	}
+	return nil
 }
 
 // streamEndText says whether a stream that stopped with err (from

@@ -25,7 +25,7 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if _, err := h.core.Sessions.Head(r.Context(), id); err != nil {
+	if _, err := h.core.HeadFor(r.Context(), id, core.CallerOf(r)); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -174,12 +174,7 @@ func (h *handler) agui(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.release()
-	if _, err := h.core.Sessions.Head(r.Context(), thread); errors.Is(err, mesh.ErrSessionNotFound) {
-		if _, err := h.core.CreateChat(r.Context(), thread, group, caller); err != nil && !isExists(err) {
-			writeError(w, err)
-			return
-		}
-	} else if err != nil {
+	if err := h.openThread(r.Context(), thread, group, caller); err != nil {
 		writeError(w, err)
 		return
 	}

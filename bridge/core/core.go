@@ -41,6 +41,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/agentmesh/agentmesh/bridge/auth"
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
 )
@@ -66,6 +67,10 @@ type Config struct {
 	// streaming surface (AG-UI and its dialects, A2A) together. Zero means
 	// 10000.
 	MaxStreams int
+	// Auth says HTTP authentication is on: every conversation is then
+	// reached by its owner and admins only (see owner.go), and decisions
+	// need the approver role.
+	Auth bool
 	// PollInterval is how often a waiting run reads its conversation in case
 	// its end event was missed. Zero means 1s.
 	PollInterval time.Duration
@@ -217,6 +222,8 @@ type Caller struct {
 	Authorization string
 	// SessionID is the caller's X-Session-ID, kept when it is well formed.
 	SessionID string
+	// Principal is who the bridge authenticated; nil when no one was.
+	Principal *auth.Principal
 }
 
 func (c Caller) headers(sessionID string) nats.Header {
@@ -270,7 +277,7 @@ func (c *Core) CreateChat(ctx context.Context, id, group string, caller Caller) 
 	}
 	now := time.Now().UTC()
 	conv := &mesh.Conversation{
-		ID: id, SessionID: sid, Agent: c.cfg.Agent, Status: mesh.StatusActive,
+		ID: id, SessionID: sid, Agent: c.cfg.Agent, Owner: c.owner(caller), Status: mesh.StatusActive,
 		Messages: []mesh.Message{{ID: id + "-system", Role: mesh.RoleSystem, Content: c.cfg.Prompt, CreatedAt: now}},
 	}
 	if group != "" {
@@ -286,6 +293,9 @@ func (c *Core) CreateChat(ctx context.Context, id, group string, caller Caller) 
 	}
 	return conv, nil
 }
+
+// ErrForbidden refuses what the caller's roles do not allow.
+var ErrForbidden = &mesh.Error{Kind: "forbidden", Status: http.StatusForbidden, Message: "forbidden"}
 
 // ErrRunIDUsed refuses a run id that names an earlier run.
 var ErrRunIDUsed = &mesh.Error{Kind: "run_id_used", Status: http.StatusConflict, Message: "run id already used"}
@@ -353,6 +363,9 @@ func (c *Core) SendOnce(ctx context.Context, id, key, text string, caller Caller
 	if err != nil {
 		return nil, err
 	}
+	if err := c.check(caller, conv); err != nil {
+		return nil, err
+	}
 	switch {
 	case conv.Turn != nil && conv.Turn.ID == turnID:
 		return c.register(turnID, id), nil // running: wait for it
@@ -397,6 +410,9 @@ func (c *Core) pausedBy(ctx context.Context, approval, runID string) bool {
 // its resume; a second decision fails with an error matching
 // [mesh.ErrApprovalDecided] and returns the approval as first decided.
 func (c *Core) Decide(ctx context.Context, approvalID string, body []byte, caller Caller) (*mesh.Approval, *Run, error) {
+	if !c.May(caller, auth.Decide) {
+		return nil, nil, ErrForbidden.With("deciding an approval needs the approver or admin role")
+	}
 	if _, err := mesh.ParseDecision(body); err != nil {
 		return nil, nil, err
 	}
@@ -409,6 +425,10 @@ func (c *Core) Decide(ctx context.Context, approvalID string, body []byte, calle
 	m := nats.NewMsg(subj)
 	m.Data = body
 	m.Header = caller.headers(caller.SessionID)
+	if c.cfg.Auth && caller.Principal != nil {
+		// Who decided is who authenticated, whatever the body says.
+		m.Header.Set(mesh.HeaderPrincipal, caller.Principal.Name)
+	}
 	reqCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	reply, err := c.cfg.NC.RequestMsgWithContext(reqCtx, m)

@@ -8,15 +8,16 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/agentmesh/agentmesh/bridge/auth"
 	"github.com/agentmesh/agentmesh/mesh"
 )
 
 // The HTTP helpers every surface of the bridge (REST, AG-UI, A2A, the web
 // page) reads requests and answers with, so that none imports another.
 
-// CallerOf reads the credentials and trace id of a request.
+// CallerOf reads the credentials, principal and trace id of a request.
 func CallerOf(r *http.Request) Caller {
-	return Caller{Authorization: r.Header.Get("Authorization"), SessionID: r.Header.Get(mesh.HeaderSessionID)}
+	return Caller{Authorization: r.Header.Get("Authorization"), SessionID: r.Header.Get(mesh.HeaderSessionID), Principal: auth.FromContext(r.Context())}
 }
 
 // ReadBody reads a request body of at most limit bytes; a larger one is an
@@ -80,4 +81,11 @@ func WriteError(w http.ResponseWriter, err error) {
 		body["error"] = "internal error: " + err.Error()
 	}
 	WriteJSON(w, status, body)
+}
+
+// Mux is where a surface registers its routes: an *http.ServeMux, or
+// whatever records them (the bridge lists its routes for their access
+// rules).
+type Mux interface {
+	HandleFunc(pattern string, handler func(http.ResponseWriter, *http.Request))
 }

@@ -64,6 +64,8 @@ func (c *Core) enqueue(ctx context.Context, id, turnID, text string, caller Call
 	defer cancel()
 	conv, err := c.Sessions.Update(ctx, id, func(cv *mesh.Conversation) error {
 		switch {
+		case !c.Sees(caller, cv.Owner):
+			return notFound(id) // someone else's: as if it did not exist (owner.go)
 		case cv.Status == mesh.StatusWaitingApproval:
 			return &PendingError{
 				Err:      mesh.ErrWaitingApproval.With(fmt.Sprintf("conversation %s is waiting for approval %s; decide it first with POST /approvals/%s", id, approvalID(cv.PendingApproval), approvalID(cv.PendingApproval))),
@@ -163,11 +165,12 @@ func refOfHead(h *mesh.SessionHead) *queuedRef {
 	return ref
 }
 
-// Conversation reads conversation id for a client. A queued turn older
-// than QueueCheckAfter whose work item is no longer in the work stream is
-// repaired first (see [Core.CheckQueued]), with caller's credentials.
+// Conversation reads conversation id for a client; one the caller may not
+// see is not found (owner.go). A queued turn older than QueueCheckAfter
+// whose work item is no longer in the work stream is repaired first (see
+// [Core.CheckQueued]), with caller's credentials.
 func (c *Core) Conversation(ctx context.Context, id string, caller Caller) (*mesh.Conversation, error) {
-	conv, err := c.Sessions.Get(ctx, id)
+	conv, err := c.GetFor(ctx, id, caller)
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +187,7 @@ func (c *Core) Conversation(ctx context.Context, id string, caller Caller) (*mes
 // TURN_LOST. It reports whether it changed the conversation. Errors are
 // logged: a check that cannot tell leaves the turn as it is.
 func (c *Core) CheckQueued(ctx context.Context, id string, caller Caller) bool {
-	h, err := c.Sessions.Head(ctx, id)
+	h, err := c.HeadFor(ctx, id, caller)
 	if err != nil {
 		return false
 	}

@@ -5,13 +5,15 @@ package docs
 import (
 	_ "embed"
 	"net/http"
+
+	"github.com/agentmesh/agentmesh/bridge/core"
 )
 
 //go:embed docs.html
 var page []byte
 
 // Register mounts GET /docs on mux.
-func Register(mux *http.ServeMux) {
+func Register(mux core.Mux) {
 	mux.HandleFunc("GET /docs", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		_, _ = w.Write(page)

@@ -60,7 +60,7 @@ type api struct {
 }
 
 // Register mounts the routes on mux.
-func Register(mux *http.ServeMux, cfg Config) {
+func Register(mux core.Mux, cfg Config) {
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = config.DefaultMaxBodyBytes
 	}
@@ -185,7 +185,7 @@ func (a *api) createConversation(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) listConversations(w http.ResponseWriter, r *http.Request) {
-	convs, err := a.core.Sessions.List(r.Context())
+	convs, err := a.core.ListFor(r.Context(), core.CallerOf(r))
 	if err != nil {
 		core.WriteError(w, err)
 		return
@@ -244,7 +244,7 @@ func (a *api) sendMessage(w http.ResponseWriter, r *http.Request) {
 
 func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if _, err := a.core.Sessions.Get(r.Context(), id); err != nil {
+	if _, err := a.core.HeadFor(r.Context(), id, core.CallerOf(r)); err != nil {
 		core.WriteError(w, err)
 		return
 	}
@@ -286,14 +286,22 @@ func (a *api) listApprovals(w http.ResponseWriter, r *http.Request) {
 		core.WriteError(w, err)
 		return
 	}
-	if list == nil {
-		list = []*mesh.Approval{}
+	caller, owners := core.CallerOf(r), map[string]string{}
+	seen := []*mesh.Approval{}
+	for _, ap := range list {
+		if a.core.SeesApproval(r.Context(), caller, ap, owners) {
+			seen = append(seen, ap)
+		}
 	}
+	list = seen
 	core.WriteJSON(w, http.StatusOK, map[string]any{"approvals": list})
 }
 
 func (a *api) getApproval(w http.ResponseWriter, r *http.Request) {
 	ap, err := a.core.Approvals.Get(r.Context(), r.PathValue("uuid"))
+	if err == nil && !a.core.SeesApproval(r.Context(), core.CallerOf(r), ap, map[string]string{}) {
+		err = mesh.ErrApprovalNotFound.With(fmt.Sprintf("approval %q not found", r.PathValue("uuid")))
+	}
 	if err != nil {
 		core.WriteError(w, err)
 		return

@@ -89,7 +89,7 @@ var files = func() map[string]*file {
 
 // Register mounts GET / (the page) and GET /web/{file} on mux. Other paths,
 // and other methods on /, are left to mux's other routes.
-func Register(mux *http.ServeMux) {
+func Register(mux core.Mux) {
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		serve(w, r, files["index.html"])
 	})

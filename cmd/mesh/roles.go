@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentmesh/agentmesh/bridge"
+	"github.com/agentmesh/agentmesh/bridge/auth"
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/llm"
@@ -178,13 +179,35 @@ func runApprover(ctx context.Context, cfg *config.Config, _ []string) error {
 	return a.Run(ctx)
 }
 
+// streamKey is the key the bridges sign stream tokens with, when HTTP
+// authentication is on: auth.stream_key, else <data_dir>/keys/stream.key,
+// created when missing (mode 0600), so that the bridges of one data
+// directory agree; bridges on several machines share auth.stream_key.
+func streamKey(cfg *config.Config) ([]byte, error) {
+	if !cfg.Auth.Enabled() {
+		return nil, nil
+	}
+	if k := cfg.Auth.StreamKey.Reveal(); k != "" {
+		return []byte(k), nil
+	}
+	key, err := auth.EnsureStreamKey(cfg.DataPath("keys", "stream.key"))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errConfig, err)
+	}
+	return key, nil
+}
+
 func runBridge(ctx context.Context, cfg *config.Config, _ []string) error {
 	n, err := startNode(ctx, cfg, mesh.RoleBridge)
 	if err != nil {
 		return err
 	}
 	defer n.close()
-	b, err := bridge.New(bridge.Config{NC: n.nc, JS: n.js, Resources: n.res, Agent: cfg, Version: version, NodeID: n.id, Logger: n.log})
+	key, err := streamKey(cfg)
+	if err != nil {
+		return err
+	}
+	b, err := bridge.New(bridge.Config{NC: n.nc, JS: n.js, Resources: n.res, Agent: cfg, Version: version, NodeID: n.id, StreamKey: key, Logger: n.log})
 	if err != nil {
 		return err
 	}

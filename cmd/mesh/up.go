@@ -36,6 +36,17 @@ func runUp(ctx context.Context, cfg *config.Config, args []string) error {
 	if err := cfg.CheckKeys(); err != nil {
 		return err
 	}
+	// A bridge that would serve everyone as an admin beyond loopback
+	// refuses to start: say so before anything runs.
+	if err := cfg.CheckExposure(); err != nil {
+		return err
+	}
+	if err := cfg.CheckAuth(); err != nil {
+		return err
+	}
+	if _, err := streamKey(cfg); err != nil {
+		return err
+	}
 	// Fail here, not in a restart loop, when a model cannot be served.
 	for field, model := range cfg.Models() {
 		if _, err := models.FromConfig(cfg, model); err != nil {

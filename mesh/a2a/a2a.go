@@ -318,6 +318,50 @@ type AgentCard struct {
 	Provider            *Provider      `json:"provider,omitempty"`
 	DocumentationURL    string         `json:"documentationUrl,omitempty"`
 	Metadata            map[string]any `json:"metadata,omitempty"`
+	// SecuritySchemes and Security (0.3) or SecurityRequirements (1.0)
+	// say how to authenticate; one scheme object carries both versions'
+	// fields, which each version's readers pick from.
+	SecuritySchemes      map[string]SecurityScheme `json:"securitySchemes,omitempty"`
+	Security             []map[string][]string     `json:"security,omitempty"`
+	SecurityRequirements []SecurityRequirement     `json:"securityRequirements,omitempty"`
+}
+
+// SecurityScheme is an HTTP authentication scheme: 0.3's {type: "http",
+// scheme, bearerFormat} and 1.0's {httpAuthSecurityScheme: {scheme,
+// bearerFormat}} in one object.
+type SecurityScheme struct {
+	Type         string                  `json:"type,omitempty"`
+	Scheme       string                  `json:"scheme,omitempty"`
+	BearerFormat string                  `json:"bearerFormat,omitempty"`
+	Description  string                  `json:"description,omitempty"`
+	HTTPAuth     *HTTPAuthSecurityScheme `json:"httpAuthSecurityScheme,omitempty"`
+}
+
+// HTTPAuthSecurityScheme is 1.0's HTTP authentication scheme.
+type HTTPAuthSecurityScheme struct {
+	Scheme       string `json:"scheme"`
+	BearerFormat string `json:"bearerFormat,omitempty"`
+	Description  string `json:"description,omitempty"`
+}
+
+// SecurityRequirement is 1.0's: the schemes a request must satisfy, each
+// with its scopes.
+type SecurityRequirement struct {
+	Schemes map[string]StringList `json:"schemes"`
+}
+
+// StringList is 1.0's list of strings.
+type StringList struct {
+	List []string `json:"list"`
+}
+
+// BearerSecurity is the card's security of an agent that takes bearer
+// tokens (format "JWT" when JWTs are accepted), under the name "bearer".
+func BearerSecurity(format string) (map[string]SecurityScheme, []map[string][]string, []SecurityRequirement) {
+	desc := "Authorization: Bearer <token>: a static token of the mesh's configuration or a JWT of its issuer"
+	schemes := map[string]SecurityScheme{"bearer": {Type: "http", Scheme: "bearer", BearerFormat: format, Description: desc,
+		HTTPAuth: &HTTPAuthSecurityScheme{Scheme: "Bearer", BearerFormat: format, Description: desc}}}
+	return schemes, []map[string][]string{{"bearer": {}}}, []SecurityRequirement{{Schemes: map[string]StringList{"bearer": {List: []string{}}}}}
 }
 
 // Capabilities of an agent.

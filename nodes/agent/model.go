@@ -259,9 +259,15 @@ func (t *turn) emitCall(call mesh.ToolCall) {
 
 // result records a tool's answer as a tool message and a TOOL_CALL_RESULT.
 func (t *turn) result(call mesh.ToolCall, content string, isError bool) {
+	t.decidedResult(call, content, isError, "")
+}
+
+// decidedResult is result for a call that waited for an approval decided
+// by by.
+func (t *turn) decidedResult(call mesh.ToolCall, content string, isError bool, by string) {
 	id := call.ID + "-result"
 	m := t.message(id, mesh.RoleTool, content)
-	m.ToolCallID, m.ToolName, m.IsError = call.ID, call.Name, isError
+	m.ToolCallID, m.ToolName, m.IsError, m.DecidedBy = call.ID, call.Name, isError, by
 	t.ex.add(m)
 	ev := mesh.Event{Type: mesh.EventToolCallResult, MessageID: id, ToolCallID: call.ID, Content: content, Role: string(mesh.RoleTool)}
 	if isError {

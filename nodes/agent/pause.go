@@ -97,12 +97,16 @@ func (t *turn) resolveDecided(ctx context.Context, call mesh.ToolCall) (paused b
 	if ap.RemoteTaskID != "" {
 		return t.forwardDecision(ctx, call, ap)
 	}
+	decider := ""
+	if ap.Decision != nil {
+		decider = ap.Decision.By
+	}
 	if ap.Status != mesh.ApprovalApproved {
 		by := ""
-		if ap.Decision != nil && ap.Decision.By != "" {
-			by = " (" + ap.Decision.By + ")"
+		if decider != "" {
+			by = " (" + decider + ")"
 		}
-		t.result(call, "rejected: the approver"+by+" rejected this call; it was not run", true)
+		t.decidedResult(call, "rejected: the approver"+by+" rejected this call; it was not run", true, decider)
 		return false
 	}
 	call.Arguments = ap.ToolArgs // the arguments that were approved, not re-generated
@@ -114,7 +118,7 @@ func (t *turn) resolveDecided(ctx context.Context, call mesh.ToolCall) (paused b
 		signed = ap.Decision.Statement
 	}
 	content, isErr := t.callTool(ctx, call, ap.UUID, approvedToolWait, signed)
-	t.result(call, content, isErr)
+	t.decidedResult(call, content, isErr, decider)
 	return false
 }
 

@@ -1,5 +1,28 @@
 // The bridge's REST API as the page uses it: JSON in and out, errors as
-// ApiError with the bridge's {"error", "code"} body.
+// ApiError with the bridge's {"error", "code"} body. When the bridge has
+// authentication on, every request carries the token the person signed in
+// with (kept in sessionStorage: gone with the tab), and a 401 calls the
+// handler given to onAuthRequired, which asks for a token again.
+
+const TOKEN_KEY = 'agentmesh.token';
+let token = sessionStorage.getItem(TOKEN_KEY) || '';
+let authRequired = () => {};
+
+// setToken keeps the bearer token for this tab; '' forgets it.
+export function setToken(t) {
+  token = t;
+  if (t) sessionStorage.setItem(TOKEN_KEY, t);
+  else sessionStorage.removeItem(TOKEN_KEY);
+}
+
+export function hasToken() {
+  return token !== '';
+}
+
+// onAuthRequired sets what a 401 answer does.
+export function onAuthRequired(fn) {
+  authRequired = fn;
+}
 
 export class ApiError extends Error {
   constructor(status, body) {
@@ -12,6 +35,7 @@ export class ApiError extends Error {
 
 export async function api(method, path, body) {
   const init = { method, headers: { Accept: 'application/json' } };
+  if (token) init.headers.Authorization = `Bearer ${token}`;
   if (body !== undefined) {
     init.headers['Content-Type'] = 'application/json';
     init.body = JSON.stringify(body);
@@ -28,8 +52,18 @@ export async function api(method, path, body) {
   } catch {
     data = null;
   }
+  if (res.status === 401) authRequired(data);
   if (!res.ok) throw new ApiError(res.status, data);
   return data;
+}
+
+// streamURL is path with a fresh stream token (valid about a minute, for
+// opening the stream) when the page has a token: an EventSource cannot send
+// headers, so it carries the token in its URL.
+export async function streamURL(path) {
+  if (!token) return path;
+  const st = await api('POST', '/auth/stream-token');
+  return `${path}${path.includes('?') ? '&' : '?'}${st.param}=${encodeURIComponent(st.token)}`;
 }
 
 // describeError says what went wrong in words for people.
@@ -42,6 +76,10 @@ export function describeError(err) {
       return 'This conversation is waiting for an approval: approve or reject it before sending a message.';
     case 'approval_decided':
       return 'This approval was already decided.';
+    case 'unauthorized':
+      return 'Sign in again: the bridge did not accept your token.';
+    case 'forbidden':
+      return `Your roles do not allow this: ${err.message}`;
   }
   if (err.status === 409) return `Conflict: ${err.message}`;
   if (err.status === 0) return err.message;

@@ -23,7 +23,7 @@
 //
 // Untrusted text is only ever set with textContent or as text nodes.
 
-import { api, describeError } from './api.js';
+import { api, describeError, hasToken, onAuthRequired, setToken, streamURL } from './api.js';
 import { applyPatch } from './patch.js';
 
 const $ = (sel) => document.querySelector(sel);
@@ -68,6 +68,13 @@ const ui = {
   input: $('#message-input'),
   send: $('#send'),
   hint: $('#composer-hint'),
+  signin: $('#signin'),
+  signinForm: $('#signin-form'),
+  signinToken: $('#signin-token'),
+  signinError: $('#signin-error'),
+  who: $('#who'),
+  whoName: $('#who-name'),
+  signout: $('#signout'),
 };
 
 // h builds an element. Strings among children become text nodes; the "text"
@@ -425,9 +432,15 @@ function updateWelcome() {
 
 // ---------------------------------------------------------------- following events
 
-function follow() {
+async function follow() {
   const v = view;
-  const url = `/conversations/${encodeURIComponent(v.id)}/events${v.lastEventId ? `?after=${encodeURIComponent(v.lastEventId)}` : ''}`;
+  let url = `/conversations/${encodeURIComponent(v.id)}/events${v.lastEventId ? `?after=${encodeURIComponent(v.lastEventId)}` : ''}`;
+  try {
+    url = await streamURL(url); // a fresh stream token: an EventSource sends no headers
+  } catch {
+    // Signed out or unreachable: retried below like a refused stream.
+  }
+  if (v !== view) return;
   const es = new EventSource(url);
   v.es = es;
   es.onopen = () => {
@@ -451,7 +464,8 @@ function follow() {
   es.onerror = () => {
     if (v !== view) return;
     if (es.readyState === EventSource.CLOSED) {
-      // Refused (e.g. 503 too many streams): retry by hand after the last event.
+      // Refused (503 too many streams, 401 an expired stream token): retry
+      // by hand after the last event, with a new token.
       setConnection('reconnecting…');
       clearTimeout(v.retryTimer);
       v.retryTimer = setTimeout(() => {
@@ -1212,11 +1226,68 @@ document.addEventListener('keydown', (e) => {
 });
 window.addEventListener('hashchange', () => open(location.hash.slice(1)));
 
-loadList();
-const groupsLoaded = loadGroups();
-open(location.hash.slice(1));
-updateComposer();
-// Keep the "… ago" times fresh.
-setInterval(() => {
-  if (!document.hidden) loadList();
-}, 60000);
+// ---------------------------------------------------------------- sign in
+
+// The bridge says whether it wants a token: GET /auth/me answers 401 when
+// authentication is on and the page has no good token.
+let started = false;
+let groupsLoaded = Promise.resolve();
+
+function showSignIn(message) {
+  ui.signin.hidden = false;
+  ui.app.setAttribute('aria-hidden', 'true');
+  ui.signinError.textContent = message || '';
+  ui.signinError.hidden = !message;
+  ui.signinToken.value = '';
+  ui.signinToken.focus();
+}
+
+onAuthRequired(() => {
+  if (view && view.es) view.es.close();
+  showSignIn(hasToken() ? 'Your token was not accepted (expired or revoked). Sign in again.' : '');
+});
+
+async function boot() {
+  let me;
+  try {
+    me = await api('GET', '/auth/me');
+  } catch (err) {
+    if (err.status === 401) return; // the sign-in prompt is up
+    showError(describeError(err));
+    return;
+  }
+  ui.signin.hidden = true;
+  ui.app.removeAttribute('aria-hidden');
+  ui.who.hidden = !me.auth;
+  ui.whoName.textContent = me.auth && me.principal ? `Signed in as ${me.principal.name}` : '';
+  if (started) {
+    loadList();
+    open(location.hash.slice(1));
+    return;
+  }
+  started = true;
+  loadList();
+  groupsLoaded = loadGroups();
+  open(location.hash.slice(1));
+  updateComposer();
+  // Keep the "… ago" times fresh.
+  setInterval(() => {
+    if (!document.hidden && ui.signin.hidden) loadList();
+  }, 60000);
+}
+
+ui.signinForm.addEventListener('submit', (e) => {
+  e.preventDefault();
+  const t = ui.signinToken.value.trim();
+  if (!t) return;
+  setToken(t);
+  ui.signinError.hidden = true;
+  boot();
+});
+ui.signout.addEventListener('click', () => {
+  setToken('');
+  if (view && view.es) view.es.close();
+  showSignIn('');
+});
+
+boot();

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -24,13 +25,31 @@ type trustVariant struct {
 	env []string
 	// headers go on every HTTP request of the benchmark.
 	headers []string
+	// auth, when set, is agent.yaml's auth section (HTTP authentication);
+	// its token goes in headers.
+	auth func(b *testing.B) (yaml string, headers []string)
 }
 
-// trustVariants are compared in one run. HTTP authentication adds its own
-// here (a token in headers, with auth configured in env or the config).
+// trustVariants are compared in one run: everything off, NATS
+// credentials on, then NATS credentials and HTTP authentication on, with a
+// static token and with a JWT (RS256, the key from a JWKS file: what an
+// identity provider issues). The event path's SSE client opens its stream
+// as a browser does, with a stream token in the query.
 var trustVariants = []trustVariant{
 	{name: "nats-creds=off", env: []string{"MESH_NATS_AUTH=none"}},
 	{name: "nats-creds=on"},
+	{name: "nats-creds=on+http=token", auth: func(*testing.B) (string, []string) {
+		return "auth:\n  tokens:\n    - {name: bench, token: " + adminToken + ", roles: [admin]}\n", []string{"Authorization", "Bearer " + adminToken}
+	}},
+	{name: "nats-creds=on+http=jwt", auth: func(b *testing.B) (string, []string) {
+		keys := newJWTKeys(b)
+		file := filepath.Join(b.TempDir(), "jwks.json")
+		if err := os.WriteFile(file, keys.jwks(), 0o600); err != nil {
+			b.Fatal(err)
+		}
+		tok := keys.token(b, "RS256", "bench", []string{"user"}, 24*time.Hour, jwtAudience)
+		return "auth:\n  jwt:\n    jwks_file: " + file + "\n    issuer: " + jwtIssuer + "\n    audience: " + jwtAudience + "\n", []string{"Authorization", "Bearer " + tok}
+	}},
 }
 
 // BenchmarkTrust is the cost of trust, measured in one run: the REST turn
@@ -42,15 +61,23 @@ var trustVariants = []trustVariant{
 // prints each variant's median p50 against the first one's.
 func BenchmarkTrust(b *testing.B) {
 	meshes := make([]*meshProc, len(trustVariants))
-	for i, v := range trustVariants {
-		meshes[i] = startMesh(b, meshOpts{logLevel: "warn", env: v.env})
+	variants := slices.Clone(trustVariants)
+	for i := range variants {
+		v := &variants[i]
+		cfg := ""
+		if v.auth != nil {
+			var yaml string
+			yaml, v.headers = v.auth(b)
+			cfg = defaultConfig(b) + "\n" + yaml
+		}
+		meshes[i] = startMesh(b, meshOpts{logLevel: "warn", env: v.env, config: cfg})
 	}
 	// By variant and measure, by round: the last run of a round (the one
 	// with the final b.N) overwrites the first (b.N = 1).
 	p50 := map[string]map[int]float64{}
 	for round := 1; round <= 3; round++ {
 		for _, what := range []string{"turn", "event"} {
-			for i, v := range trustVariants {
+			for i, v := range variants {
 				m := meshes[i]
 				b.Run(fmt.Sprintf("%s/%s/round=%d", v.name, what, round), func(b *testing.B) {
 					var got float64
@@ -67,11 +94,11 @@ func BenchmarkTrust(b *testing.B) {
 			}
 		}
 	}
-	base := trustVariants[0].name
+	base := variants[0].name
 	for _, what := range []string{"turn", "event"} {
 		ref := median(p50[base+" "+what])
 		var line []string
-		for _, v := range trustVariants {
+		for _, v := range variants {
 			got := median(p50[v.name+" "+what])
 			if ref == 0 {
 				continue
@@ -92,14 +119,20 @@ func median(byRound map[int]float64) float64 {
 	return s[len(s)/2]
 }
 
+// newConversationAs creates a conversation with the variant's headers.
+func (m *meshProc) newConversationAs(headers []string) string {
+	m.t.Helper()
+	return str(m.do(http.StatusCreated, "POST", "/conversations", nil, headers...), "conversation", "id")
+}
+
 func benchTrustTurn(b *testing.B, m *meshProc, v trustVariant) float64 {
-	conv := m.newConversation()
+	conv := m.newConversationAs(v.headers)
 	m.send(conv, "list all resources", v.headers...) // warm up
 	var lat []time.Duration
 	b.ResetTimer()
 	for i := range b.N {
 		if i%10 == 0 {
-			conv = m.newConversation()
+			conv = m.newConversationAs(v.headers)
 		}
 		t0 := time.Now()
 		status, body := m.try("POST", "/conversations/"+conv+"/messages", map[string]any{"message": "list all resources"}, v.headers...)
@@ -130,10 +163,16 @@ func benchTrustEvent(b *testing.B, m *meshProc, v trustVariant) float64 {
 		b.Fatal(err)
 	}
 	pub := mesh.NewEventPublisher(js, mesh.DefaultNamespace)
-	conv := m.newConversation()
+	conv := m.newConversationAs(v.headers)
 	ctx, cancel := context.WithCancel(b.Context())
 	defer cancel()
-	r := openSSEBench(b, ctx, m.url("/conversations/"+conv+"/events"))
+	path := "/conversations/" + conv + "/events"
+	if len(v.headers) > 0 {
+		// As a browser's EventSource: a stream token in the query.
+		tok := m.do(http.StatusOK, "POST", "/auth/stream-token", nil, v.headers...)
+		path += "?access_token=" + str(tok, "token")
+	}
+	r := openSSEBench(b, ctx, m.url(path))
 	defer r.close()
 	var lat []time.Duration
 	b.ResetTimer()

@@ -191,8 +191,10 @@ func trustActions() []action {
 		reqAction("create a stream", "$JS.API.STREAM.CREATE.THIEF"),
 		reqAction("delete a work consumer", "$JS.API.CONSUMER.DELETE.MESH_WORK.agent_resource-manager"),
 		pubAction("enqueue a turn", "mesh.work.agent.resource-manager.c1", agent, group, approver, bridge),
-		pubAction("publish a run's end", "mesh.evt.c1.RUN_FINISHED", agent, group),
-		pubAction("publish a custom event", "mesh.evt.c1.CUSTOM", agent, group, approver),
+		// The bridge ends and announces the turns it queued (run_queued, a
+		// queued turn cancelled, lost or not taken).
+		pubAction("publish a run's end", "mesh.evt.c1.RUN_FINISHED", agent, group, bridge),
+		pubAction("publish a custom event", "mesh.evt.c1.CUSTOM", agent, group, approver, bridge),
 		subAction("read every event raw", "mesh.evt.>"),
 		subAction("read everything", ">"),
 		subAction("read every inbox", "_INBOX.>"),

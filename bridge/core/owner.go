@@ -1,0 +1,112 @@
+package core
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/agentmesh/agentmesh/bridge/auth"
+	"github.com/agentmesh/agentmesh/mesh"
+)
+
+// Ownership: a conversation belongs to the principal who created it
+// (mesh.Conversation.Owner). While authentication is on (Config.Auth),
+// every path to a conversation asks [Core.Sees] first, and one the caller
+// may not reach is not found, exactly as one that does not exist: a
+// principal learns nothing of others' conversations, not even their ids.
+// With authentication off every caller sees everything, as before.
+
+// Sees reports whether caller may reach a conversation of owner: its owner
+// or an admin, or anyone when authentication is off.
+func (c *Core) Sees(caller Caller, owner string) bool {
+	return !c.cfg.Auth || caller.Principal.Owns(owner)
+}
+
+// Authenticated reports whether the caller proved who it is (always, with
+// authentication off).
+func (c *Core) Authenticated(caller Caller) bool { return !c.cfg.Auth || caller.Principal != nil }
+
+// May reports whether the caller's roles grant perm (always, with
+// authentication off).
+func (c *Core) May(caller Caller, perm auth.Permission) bool {
+	return !c.cfg.Auth || caller.Principal.May(perm)
+}
+
+// owner is what a conversation the caller creates records as its owner.
+func (c *Core) owner(caller Caller) string {
+	if !c.cfg.Auth || caller.Principal == nil {
+		return ""
+	}
+	return caller.Principal.Name
+}
+
+// notFound is the error for a conversation the caller may not reach.
+func notFound(id string) error {
+	return mesh.ErrSessionNotFound.With(fmt.Sprintf("conversation %q not found", id))
+}
+
+// check is nil when the caller may reach the conversation of head h, else
+// not found.
+func (c *Core) check(caller Caller, h *mesh.SessionHead) error {
+	if !c.Sees(caller, h.Owner) {
+		return notFound(h.ID)
+	}
+	return nil
+}
+
+// HeadFor is the head of conversation id as the caller may see it: not
+// found when it does not exist or belongs to someone else.
+func (c *Core) HeadFor(ctx context.Context, id string, caller Caller) (*mesh.SessionHead, error) {
+	h, err := c.Sessions.Head(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.check(caller, h); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// GetFor is conversation id, whole, as the caller may see it: not found
+// when it does not exist or belongs to someone else.
+func (c *Core) GetFor(ctx context.Context, id string, caller Caller) (*mesh.Conversation, error) {
+	conv, err := c.Sessions.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !c.Sees(caller, conv.Owner) {
+		return nil, notFound(id)
+	}
+	return conv, nil
+}
+
+// ListFor is every conversation the caller may see.
+func (c *Core) ListFor(ctx context.Context, caller Caller) ([]*mesh.Conversation, error) {
+	all, err := c.Sessions.List(ctx)
+	if err != nil || !c.cfg.Auth {
+		return all, err
+	}
+	out := all[:0]
+	for _, conv := range all {
+		if c.Sees(caller, conv.Owner) {
+			out = append(out, conv)
+		}
+	}
+	return out, nil
+}
+
+// SeesApproval reports whether the caller may read approval ap: an
+// approver or an admin reads them all, others those of the conversations
+// they own. owners caches the owners of the conversations looked up.
+func (c *Core) SeesApproval(ctx context.Context, caller Caller, ap *mesh.Approval, owners map[string]string) bool {
+	if !c.cfg.Auth || caller.Principal.May(auth.Decide) {
+		return true
+	}
+	owner, ok := owners[ap.ConversationID]
+	if !ok {
+		if h, err := c.Sessions.Head(ctx, ap.ConversationID); err == nil {
+			owner = h.Owner
+		}
+		owners[ap.ConversationID] = owner
+	}
+	return owner != "" && c.Sees(caller, owner)
+}
