@@ -256,7 +256,7 @@ func (c *Core) Group(name string) (*config.Group, error) {
 			return &c.cfg.Groups[i], nil
 		}
 	}
-	return nil, mesh.ErrGroupNotFound.With(fmt.Sprintf("group %q not found; GET /groups lists them", name))
+	return nil, mesh.ErrGroupNotFound.With(fmt.Sprintf("group %s not found; GET /groups lists them", mesh.Clip(name)))
 }
 
 // Groups are the group chats of the mesh.
@@ -265,8 +265,8 @@ func (c *Core) Groups() []config.Group { return c.cfg.Groups }
 // CreateChat is [Core.CreateConversation] for a chat of group (several
 // agents answer in turn); an empty group means the agent's conversation.
 func (c *Core) CreateChat(ctx context.Context, id, group string, caller Caller) (*mesh.Conversation, error) {
-	if err := mesh.CheckToken(id); err != nil {
-		return nil, mesh.ErrBadRequest.With(fmt.Sprintf("conversation id %q: use letters, digits, '-' and '_'", id))
+	if err := CheckID("conversation id", id); err != nil {
+		return nil, err
 	}
 	if d := c.Degradation(); d != nil {
 		return nil, mesh.ErrDegraded.With(fmt.Sprintf("the mesh is degraded since %s (%s): new conversations are paused, existing ones go on", d.Since.Format(time.RFC3339), d.Reason))
@@ -318,10 +318,13 @@ func (c *Core) Send(ctx context.Context, id, text string, caller Caller) (*Run, 
 // SendTurn is [Core.Send] with the turn id chosen by the caller (an AG-UI
 // run id); empty means a new one.
 func (c *Core) SendTurn(ctx context.Context, id, turnID, text string, caller Caller) (*Run, error) {
+	if err := CheckConversationID(id); err != nil {
+		return nil, err
+	}
 	if turnID == "" {
 		turnID = mesh.NewID()
-	} else if mesh.CheckToken(turnID) != nil {
-		return nil, mesh.ErrBadRequest.With(fmt.Sprintf("run id %q: use letters, digits, '-' and '_'", turnID))
+	} else if err := CheckID("run id", turnID); err != nil {
+		return nil, err
 	}
 	if strings.TrimSpace(text) == "" {
 		return nil, mesh.ErrBadRequest.With(`"message" must not be empty`)
@@ -355,8 +358,8 @@ var idempotencyNamespace = uuid.MustParse("5c1d3a2e-0b7f-4f6e-8a41-9d2c6b7e3f10"
 // key, after a lost answer, waits for or reports the first turn instead of
 // starting a second one.
 func (c *Core) SendOnce(ctx context.Context, id, key, text string, caller Caller) (*Run, error) {
-	if key == "" || len(key) > 255 {
-		return nil, mesh.ErrBadRequest.With("Idempotency-Key must be 1 to 255 characters")
+	if err := CheckIdempotencyKey(key); err != nil {
+		return nil, err
 	}
 	turnID := keyedTurn(id, key)
 	conv, err := c.Sessions.Head(ctx, id)
@@ -413,12 +416,15 @@ func (c *Core) Decide(ctx context.Context, approvalID string, body []byte, calle
 	if !c.May(caller, auth.Decide) {
 		return nil, nil, ErrForbidden.With("deciding an approval needs the approver or admin role")
 	}
+	if err := CheckApprovalID(approvalID); err != nil {
+		return nil, nil, err
+	}
 	if _, err := mesh.ParseDecision(body); err != nil {
 		return nil, nil, err
 	}
 	subj, err := c.ns.ApprovalDecide(approvalID)
 	if err != nil {
-		return nil, nil, mesh.ErrApprovalNotFound.With(fmt.Sprintf("approval %q not found", approvalID))
+		return nil, nil, CheckApprovalID("")
 	}
 	// The resume's run id is the approval id: wait for it before it can end.
 	r := c.register(approvalID, "")
@@ -459,9 +465,17 @@ func (c *Core) Decide(ctx context.Context, approvalID string, body []byte, calle
 // empty runID, whatever turn it runs. A turn still queued is cancelled here:
 // no agent will run it.
 func (c *Core) Cancel(ctx context.Context, id, runID string) error {
+	if err := CheckConversationID(id); err != nil {
+		return err
+	}
+	if runID != "" {
+		if err := CheckID("run id", runID); err != nil {
+			return err
+		}
+	}
 	subj, err := c.ns.SessionCancel(id)
 	if err != nil {
-		return mesh.ErrSessionNotFound.With(fmt.Sprintf("conversation %q not found", id))
+		return CheckConversationID("")
 	}
 	if queued, err := c.cancelQueued(ctx, id, runID); err != nil || queued && runID != "" {
 		return err

@@ -298,9 +298,14 @@ func (a *api) listApprovals(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) getApproval(w http.ResponseWriter, r *http.Request) {
-	ap, err := a.core.Approvals.Get(r.Context(), r.PathValue("uuid"))
+	id := r.PathValue("uuid")
+	if err := core.CheckApprovalID(id); err != nil {
+		core.WriteError(w, err)
+		return
+	}
+	ap, err := a.core.Approvals.Get(r.Context(), id)
 	if err == nil && !a.core.SeesApproval(r.Context(), core.CallerOf(r), ap, map[string]string{}) {
-		err = mesh.ErrApprovalNotFound.With(fmt.Sprintf("approval %q not found", r.PathValue("uuid")))
+		err = mesh.ErrApprovalNotFound.With(fmt.Sprintf("approval %s not found", mesh.Clip(id)))
 	}
 	if err != nil {
 		core.WriteError(w, err)
