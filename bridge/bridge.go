@@ -94,7 +94,7 @@ func New(cfg Config) (*Bridge, error) {
 	b := &Bridge{cfg: cfg, core: c, auth: authn, log: log}
 	mux := http.NewServeMux()
 	register(mux, b, cfg, c)
-	b.handler = b.middleware(b.guard(mux))
+	b.handler = b.middleware(b.edge(mux, b.guard(mux)))
 	return b, nil
 }
 
@@ -124,10 +124,10 @@ func (b *Bridge) Run(ctx context.Context) error {
 		}
 	}
 	srv := &http.Server{
-		Handler:           b.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		Handler:     b.handler,
+		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
+	serverTimeouts(srv, &b.cfg.Agent.HTTP)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	b.log.Info().Str("addr", ln.Addr().String()).Msg("bridge listening")
