@@ -312,19 +312,52 @@ func (e *PendingError) Unwrap() error { return e.Err }
 
 // Send submits a user message as a turn of conversation id.
 func (c *Core) Send(ctx context.Context, id, text string, caller Caller) (*Run, error) {
-	return c.SendTurn(ctx, id, "", text, caller)
+	if err := CheckConversationID(id); err != nil {
+		return nil, err
+	}
+	return c.sendTurn(ctx, id, "", text, caller)
 }
 
 // SendTurn is [Core.Send] with the turn id chosen by the caller (an AG-UI
-// run id); empty means a new one.
+// run id); empty means a new one. A run id names one run of one
+// conversation across the mesh (the ids of everything the run makes
+// derive from it): one that another conversation holds is refused with
+// [ErrRunIDUsed], at once, rather than dropped as a duplicate further on.
 func (c *Core) SendTurn(ctx context.Context, id, turnID, text string, caller Caller) (*Run, error) {
 	if err := CheckConversationID(id); err != nil {
 		return nil, err
 	}
+	if turnID != "" {
+		if err := CheckID("run id", turnID); err != nil {
+			return nil, err
+		}
+		if err := c.reserveRun(ctx, id, turnID, caller); err != nil {
+			return nil, err
+		}
+	}
+	return c.sendTurn(ctx, id, turnID, text, caller)
+}
+
+// reserveRun reserves run id turnID for conversation id (the caller's:
+// a stranger's conversation is not found before any reservation).
+func (c *Core) reserveRun(ctx context.Context, id, turnID string, caller Caller) error {
+	if _, err := c.HeadFor(ctx, id, caller); err != nil {
+		return err
+	}
+	holder, err := c.Sessions.ReserveRun(ctx, turnID, id)
+	if err != nil {
+		return err
+	}
+	if holder != id {
+		return ErrRunIDUsed.With(fmt.Sprintf("run id %s belongs to another conversation: a run id names one run of one thread; use a new one", mesh.Clip(turnID)))
+	}
+	return nil
+}
+
+// sendTurn is SendTurn with a turn id the mesh chose (or derived).
+func (c *Core) sendTurn(ctx context.Context, id, turnID, text string, caller Caller) (*Run, error) {
 	if turnID == "" {
 		turnID = mesh.NewID()
-	} else if err := CheckID("run id", turnID); err != nil {
-		return nil, err
 	}
 	if strings.TrimSpace(text) == "" {
 		return nil, mesh.ErrBadRequest.With(`"message" must not be empty`)
@@ -384,7 +417,7 @@ func (c *Core) SendOnce(ctx context.Context, id, key, text string, caller Caller
 		r.end(nil)
 		return r, nil
 	}
-	return c.SendTurn(ctx, id, turnID, text, caller)
+	return c.sendTurn(ctx, id, turnID, text, caller)
 }
 
 // keyedTurn is the turn id the idempotency key names in conversation id.

@@ -6,7 +6,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -39,6 +41,7 @@ func TestHTTPEdge(t *testing.T) {
 	t.Run("content type", func(t *testing.T) { testContentType(t, m) })
 	t.Run("host", func(t *testing.T) { testHost(t, m) })
 	t.Run("cors", func(t *testing.T) { testCORS(t, m) })
+	t.Run("reused run id", func(t *testing.T) { testReusedRunID(t, m) })
 	if status, _ := m.try("GET", "/ready", nil); status != http.StatusOK {
 		t.Errorf("the mesh is not ready after the edge tests: %d", status)
 	}
@@ -122,15 +125,21 @@ func testIdleKeepAlives(t *testing.T, m *meshProc, n int) {
 // body of the answer.
 func curl(t *testing.T, args ...string) (int, http.Header, string) {
 	t.Helper()
-	out, err := exec.Command("curl", append([]string{"-s", "-i", "--max-time", "20"}, args...)...).Output()
+	hdrFile := filepath.Join(t.TempDir(), "headers")
+	body, err := exec.Command("curl", append([]string{"-s", "--max-time", "20", "-D", hdrFile}, args...)...).Output()
 	if err != nil {
 		t.Fatalf("curl %v: %v", args, err)
 	}
-	resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(string(out))), nil)
+	raw, err := os.ReadFile(hdrFile)
 	if err != nil {
-		t.Fatalf("curl %v: %v: %q", args, err, out)
+		t.Fatal(err)
 	}
-	body, _ := io.ReadAll(resp.Body)
+	// Headers only: the body curl wrote apart is not chunked any more.
+	resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(string(raw))), nil)
+	if err != nil {
+		t.Fatalf("curl %v: %v: %q", args, err, raw)
+	}
+	_ = resp.Body.Close()
 	return resp.StatusCode, resp.Header, string(body)
 }
 
@@ -215,5 +224,37 @@ func testCORS(t *testing.T, m *meshProc) {
 	_, hdr, _ = curl(t, "-H", "Origin: https://app.example", m.url("/conversations"))
 	if v := hdr.Get("Access-Control-Allow-Origin"); v != "https://app.example" {
 		t.Errorf("GET from the configured origin: Access-Control-Allow-Origin %q", v)
+	}
+}
+
+// testReusedRunID: an AG-UI run whose runId another thread used is
+// refused at once (409 run_id_used) instead of being dropped as a
+// duplicate with its stream left hanging; the thread that holds the run
+// id is refused a second run with it as before, and the other thread runs
+// with a run id of its own.
+func testReusedRunID(t *testing.T, m *meshProc) {
+	n := time.Now().UnixNano()
+	threadA, threadB, run := fmt.Sprintf("t-a-%d", n), fmt.Sprintf("t-b-%d", n), fmt.Sprintf("r-%d", n)
+	post := func(thread, run string) (int, string) {
+		body := `{"threadId":"` + thread + `","runId":"` + run + `","messages":[{"id":"m-` + run + `","role":"user","content":"list all resources"}],"tools":[],"context":[],"state":{},"forwardedProps":{}}`
+		status, _, out := curl(t, "-H", "Content-Type: application/json", "-H", "Accept: text/event-stream", "--data", body, m.url("/agui"))
+		return status, out
+	}
+	if status, out := post(threadA, run); status != http.StatusOK || !strings.Contains(out, `"RUN_FINISHED"`) {
+		t.Fatalf("thread A, run %s: %d %.500s", run, status, out)
+	}
+	start := time.Now()
+	status, out := post(threadB, run)
+	if status != http.StatusConflict || !strings.Contains(out, "run_id_used") || !strings.Contains(out, "another conversation") {
+		t.Errorf("thread B, thread A's run id: %d %.500s", status, out)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the refusal took %s", d)
+	}
+	if status, out := post(threadA, run); status != http.StatusConflict || !strings.Contains(out, "run_id_used") {
+		t.Errorf("thread A, its own run id again: %d %.500s", status, out)
+	}
+	if status, out := post(threadB, run+"-b"); status != http.StatusOK || !strings.Contains(out, `"RUN_FINISHED"`) {
+		t.Errorf("thread B, a run id of its own: %d %.500s", status, out)
 	}
 }
