@@ -278,7 +278,7 @@ func (a *api) listApprovals(w http.ResponseWriter, r *http.Request) {
 	switch status {
 	case "", mesh.ApprovalPending, mesh.ApprovalApproved, mesh.ApprovalRejected:
 	default:
-		core.WriteError(w, mesh.ErrBadRequest.With(fmt.Sprintf("status %q is not pending, approved or rejected", status)))
+		core.WriteError(w, mesh.ErrBadRequest.With(fmt.Sprintf("status %s is not pending, approved or rejected", mesh.Clip(string(status)))))
 		return
 	}
 	list, err := a.core.Approvals.List(r.Context(), status)
