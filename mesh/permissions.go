@@ -82,6 +82,9 @@ type Permissions struct {
 	Inbox string
 	// Buckets are the KV buckets (base names) the role binds at start.
 	Buckets []string
+	// Streams are the streams (base names) the role binds at start: those
+	// it reads messages of by sequence or subject.
+	Streams []string
 
 	ns Namespace
 }
@@ -97,6 +100,7 @@ func (n Namespace) Permissions(role string) (p Permissions, ok bool) {
 		p.Inbox = ""
 		p.Publish, p.Subscribe = []string{">"}, []string{">"}
 		p.Buckets = []string{BucketSessions, BucketApprovals, BucketTools, BucketNodes, BucketCalls}
+		p.Streams = []string{StreamEvents, StreamWork}
 		return p, true
 	}
 	grants := n.roleGrants(role)
@@ -122,6 +126,8 @@ func (n Namespace) Permissions(role string) (p Permissions, ok bool) {
 		switch g.Kind {
 		case GrantKVRead, GrantKVWatch, GrantKVWrite:
 			p.Buckets = appendNew(p.Buckets, g.Subject)
+		case GrantStreamGet:
+			p.Streams = appendNew(p.Streams, strings.TrimPrefix(g.Subject, n.Stream("")))
 		}
 	}
 	return p, true
@@ -271,8 +277,9 @@ func (n Namespace) compile(g Grant) (pub, sub []string) {
 	case GrantConsumerInfo:
 		return []string{api + "CONSUMER.INFO." + g.Subject + "." + g.Consumer}, nil
 	case GrantStreamGet:
-		// The API names no subject: the grant is the whole stream's.
-		return []string{api + "STREAM.MSG.GET." + g.Subject}, nil
+		// The API names no subject: the grant is the whole stream's. The
+		// stream's info binds it (jetstream.Stream).
+		return []string{api + "STREAM.INFO." + g.Subject, api + "STREAM.MSG.GET." + g.Subject}, nil
 	case GrantFollow:
 		s := g.Subject
 		return []string{

@@ -142,17 +142,17 @@ func ProvisionRetry(ctx context.Context, js jetstream.JetStream, ns Namespace, c
 	return retry(ctx, "provision", onRetry, func(ctx context.Context) (*Resources, error) { return Provision(ctx, js, ns, cfg) })
 }
 
-// Bind looks up the buckets named (base names, e.g. [BucketSessions]) and
-// returns them as Resources; the others stay nil. It creates nothing: a
-// role with an identity of its own may not.
-func Bind(ctx context.Context, js jetstream.JetStream, ns Namespace, buckets []string) (*Resources, error) {
+// Bind looks up the buckets and streams a role uses (its [Permissions]:
+// Buckets and Streams) and returns them as Resources; the others stay nil.
+// It creates nothing: a role with an identity of its own may not.
+func Bind(ctx context.Context, js jetstream.JetStream, ns Namespace, p Permissions) (*Resources, error) {
 	r := &Resources{NS: ns}
-	dst := map[string]*jetstream.KeyValue{
+	buckets := map[string]*jetstream.KeyValue{
 		BucketSessions: &r.Sessions, BucketApprovals: &r.Approvals, BucketTools: &r.Tools,
 		BucketNodes: &r.Nodes, BucketCalls: &r.Calls,
 	}
-	for _, b := range buckets {
-		p, ok := dst[b]
+	for _, b := range p.Buckets {
+		dst, ok := buckets[b]
 		if !ok {
 			return nil, fmt.Errorf("bind: unknown bucket %q", b)
 		}
@@ -160,15 +160,27 @@ func Bind(ctx context.Context, js jetstream.JetStream, ns Namespace, buckets []s
 		if err != nil {
 			return nil, fmt.Errorf("bind bucket %s: %w", ns.Bucket(b), err)
 		}
-		*p = kv
+		*dst = kv
+	}
+	streams := map[string]*jetstream.Stream{StreamEvents: &r.Events, StreamWork: &r.Work}
+	for _, name := range p.Streams {
+		dst, ok := streams[name]
+		if !ok {
+			return nil, fmt.Errorf("bind: unknown stream %q", name)
+		}
+		s, err := js.Stream(ctx, ns.Stream(name))
+		if err != nil {
+			return nil, fmt.Errorf("bind stream %s: %w", ns.Stream(name), err)
+		}
+		*dst = s
 	}
 	return r, nil
 }
 
 // BindRetry runs [Bind] until it succeeds or ctx ends, so that a role
 // started before the mesh is provisioned waits for it.
-func BindRetry(ctx context.Context, js jetstream.JetStream, ns Namespace, buckets []string, onRetry func(error)) (*Resources, error) {
-	return retry(ctx, "bind", onRetry, func(ctx context.Context) (*Resources, error) { return Bind(ctx, js, ns, buckets) })
+func BindRetry(ctx context.Context, js jetstream.JetStream, ns Namespace, p Permissions, onRetry func(error)) (*Resources, error) {
+	return retry(ctx, "bind", onRetry, func(ctx context.Context) (*Resources, error) { return Bind(ctx, js, ns, p) })
 }
 
 func retry(ctx context.Context, what string, onRetry func(error), attempt func(context.Context) (*Resources, error)) (*Resources, error) {

@@ -85,7 +85,7 @@ func startNode(ctx context.Context, cfg *config.Config, role string) (*node, err
 		// A role's identity may not create streams: bind what the role
 		// uses, and wait for `mesh up` or `mesh nats` to provision it.
 		perms, _ := ns.Permissions(role)
-		res, err = mesh.BindRetry(ctx, js, ns, perms.Buckets, onRetry)
+		res, err = mesh.BindRetry(ctx, js, ns, perms, onRetry)
 	}
 	if errors.Is(err, nats.ErrConnectionClosed) && nc.LastError() != nil {
 		err = fmt.Errorf("%w: %w", err, nc.LastError()) // e.g. an authorization violation

@@ -182,7 +182,8 @@ func trustActions() []action {
 		reqAction("consume all work", "$JS.API.CONSUMER.CREATE.MESH_WORK.thief.mesh.work.>"),
 		reqAction("consume work unfiltered", "$JS.API.CONSUMER.CREATE.MESH_WORK.thief"),
 		reqAction("consume work (legacy durable)", "$JS.API.CONSUMER.DURABLE.CREATE.MESH_WORK.thief"),
-		reqAction("read work by sequence", "$JS.API.STREAM.MSG.GET.MESH_WORK"),
+		// The bridge checks that a queued turn it published is still there.
+		reqAction("read work by sequence", "$JS.API.STREAM.MSG.GET.MESH_WORK", bridge),
 		reqAction("read work directly", "$JS.API.DIRECT.GET.MESH_WORK"),
 		reqAction("delete the work stream", "$JS.API.STREAM.DELETE.MESH_WORK"),
 		reqAction("purge the events", "$JS.API.STREAM.PURGE.MESH_EVENTS"),
