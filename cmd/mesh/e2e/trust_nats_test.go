@@ -183,8 +183,8 @@ func trustActions() []action {
 		reqAction("consume work unfiltered", "$JS.API.CONSUMER.CREATE.MESH_WORK.thief"),
 		reqAction("consume work (legacy durable)", "$JS.API.CONSUMER.DURABLE.CREATE.MESH_WORK.thief"),
 		// The bridge checks that a queued turn it published is still there.
-		reqAction("read work by sequence", "$JS.API.STREAM.MSG.GET.MESH_WORK", bridge),
-		reqAction("read work directly", "$JS.API.DIRECT.GET.MESH_WORK"),
+		reqAction("get work by sequence", "$JS.API.STREAM.MSG.GET.MESH_WORK", bridge),
+		reqAction("get work directly", "$JS.API.DIRECT.GET.MESH_WORK"),
 		reqAction("delete the work stream", "$JS.API.STREAM.DELETE.MESH_WORK"),
 		reqAction("purge the events", "$JS.API.STREAM.PURGE.MESH_EVENTS"),
 		reqAction("delete the approvals bucket", "$JS.API.STREAM.DELETE.KV_mesh_approvals"),
