@@ -113,7 +113,7 @@ func register(mux core.Mux, b *Bridge, cfg Config, c *core.Core) {
 	mux.HandleFunc("GET /auth/me", b.me)
 	mux.HandleFunc("POST /auth/stream-token", b.streamToken)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		core.WriteError(w, &mesh.Error{Kind: "route_not_found", Status: http.StatusNotFound, Message: "no route " + r.Method + " " + r.URL.Path + "; see GET /docs"})
+		core.WriteError(w, &mesh.Error{Kind: "route_not_found", Status: http.StatusNotFound, Message: "no route " + mesh.Clip(r.Method) + " " + mesh.Clip(r.URL.Path) + "; see GET /docs"})
 	})
 }
 

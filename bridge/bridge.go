@@ -94,7 +94,7 @@ func New(cfg Config) (*Bridge, error) {
 	b := &Bridge{cfg: cfg, core: c, auth: authn, log: log}
 	mux := http.NewServeMux()
 	register(mux, b, cfg, c)
-	b.handler = b.middleware(b.guard(mux))
+	b.handler = b.middleware(b.edge(mux, b.guard(mux)))
 	return b, nil
 }
 
@@ -124,10 +124,10 @@ func (b *Bridge) Run(ctx context.Context) error {
 		}
 	}
 	srv := &http.Server{
-		Handler:           b.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		Handler:     b.handler,
+		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
+	serverTimeouts(srv, &b.cfg.Agent.HTTP)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	b.log.Info().Str("addr", ln.Addr().String()).Msg("bridge listening")
@@ -158,7 +158,7 @@ func (b *Bridge) middleware(next http.Handler) http.Handler {
 				if p == http.ErrAbortHandler {
 					panic(p)
 				}
-				b.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Str("path", r.URL.Path).Msg("handler panic")
+				b.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Str("path", clipLog(r.URL.Path)).Msg("handler panic")
 				if !sw.wrote {
 					core.WriteError(sw, mesh.ErrInternal.With("internal error"))
 				}
@@ -176,10 +176,22 @@ func (b *Bridge) middleware(next http.Handler) http.Handler {
 			if sw.principal != "" {
 				ev = ev.Str("principal", sw.principal)
 			}
-			ev.Str("method", r.Method).Str("path", r.URL.Path).Int("status", sw.status).Dur("latency", time.Since(start)).Msg("http")
+			ev.Str("method", clipLog(r.Method)).Str("path", clipLog(r.URL.Path)).Int("status", sw.status).Dur("latency", time.Since(start)).Msg("http")
 		}()
 		next.ServeHTTP(sw, r)
 	})
+}
+
+// maxLogPath bounds the request path a log line quotes: room for any
+// path with a valid id (mesh.MaxIDLen), not for what a client sent.
+const maxLogPath = 192
+
+// clipLog cuts what a client sent for a log line.
+func clipLog(s string) string {
+	if len(s) > maxLogPath {
+		return s[:maxLogPath] + "…"
+	}
+	return s
 }
 
 type statusWriter struct {

@@ -345,40 +345,6 @@ type Mesh struct {
 	RestartBackoff Duration `yaml:"restart_backoff"`
 }
 
-// HTTP tunes the bridge.
-type HTTP struct {
-	// MaxBodyBytes is the largest request body. Zero means 1 MiB.
-	MaxBodyBytes int64 `yaml:"max_body_bytes"`
-	// WaitTimeout is how long a POST waits for its turn before answering 202.
-	// Zero means 30s.
-	WaitTimeout Duration `yaml:"wait_timeout"`
-	// PublicURL is the base URL clients reach the bridge at, advertised by
-	// the A2A agent card (PublicURL + "/a2a"). Empty means the scheme and
-	// host each card request came to (http://<MESH_HTTP_ADDR> for a local
-	// client).
-	PublicURL string `yaml:"public_url"`
-	// MaxStreams bounds the bridge's concurrent SSE streams, every surface
-	// together (503 past it). Zero means 10000.
-	MaxStreams int `yaml:"max_streams"`
-	// StreamBuffer bounds the bytes held for one slow SSE client before it
-	// is cut off (it can resume with Last-Event-ID). Zero means 768 KiB.
-	StreamBuffer int `yaml:"stream_buffer"`
-	// PingAfter and PingEvery: /api/chat sends {"type":"ping"} every
-	// PingEvery once a turn has run for PingAfter. Zero means 10s and 5s.
-	PingAfter Duration `yaml:"ping_after"`
-	PingEvery Duration `yaml:"ping_every"`
-	// Insecure lets a bridge without auth listen beyond loopback, serving
-	// every request as an admin: for a network that is itself the
-	// boundary, on purpose, with a loud warning. Without it such a bridge
-	// refuses to start.
-	Insecure bool `yaml:"insecure"`
-	// QueueCheckAfter is how long a queued turn waits before a bridge that
-	// reads or writes its conversation checks that its work item is still in
-	// the work stream (and publishes it again, or fails the turn, when it is
-	// not); a turn whose bridge died is checked at once. Zero means 30s.
-	QueueCheckAfter Duration `yaml:"queue_check_after"`
-}
-
 // NATS says where the server is and how each role proves who it is.
 type NATS struct {
 	// URL of an existing server; empty means the embedded one.
@@ -705,6 +671,7 @@ func (c *Config) applyDefaults() {
 	if c.HTTP.WaitTimeout == 0 {
 		c.HTTP.WaitTimeout = Duration(DefaultWaitTimeout)
 	}
+	c.HTTP.applyDefaults()
 	if c.LLM.Timeout == 0 {
 		c.LLM.Timeout = Duration(DefaultLLMTimeout)
 	}

@@ -159,6 +159,10 @@ func TestParseErrorsNameFileFieldAndExpectation(t *testing.T) {
 		{"unknown nats auth", minimal + "nats:\n  auth: open\n", []string{"nats.auth", "MESH_NATS_AUTH", "open", "nkeys or none"}},
 		{"tls cert without key", minimal + "nats:\n  tls: {cert: c.pem}\n", []string{"nats.tls", "cert and key"}},
 		{"embedded tls without cert", minimal + "nats:\n  tls: {ca: ca.pem}\n", []string{"nats.tls", "embedded server"}},
+		{"write timeout shorter than the wait", minimal + "http:\n  wait_timeout: 30s\n  write_timeout: 10s\n", []string{"http.write_timeout", "wait_timeout"}},
+		{"negative idle timeout", minimal + "http:\n  idle_timeout: -1s\n", []string{"http.idle_timeout", "negative"}},
+		{"host with a path", minimal + "http:\n  hosts: [\"agents.example.com/x\"]\n", []string{"http.hosts", "agents.example.com/x"}},
+		{"origin with a path", minimal + "http:\n  cors:\n    origins: [\"https://app.example/page\"]\n", []string{"http.cors.origins", "scheme://host"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -177,6 +181,38 @@ func TestParseErrorsNameFileFieldAndExpectation(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestHTTPEdgeSettings(t *testing.T) {
+	c, err := Parse("a.yaml", []byte(minimal), env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := c.HTTP
+	if h.ReadHeaderTimeout.Std() != DefaultReadHeaderTimeout || h.ReadTimeout.Std() != DefaultReadTimeout ||
+		h.IdleTimeout.Std() != DefaultIdleTimeout || h.WriteTimeout.Std() != DefaultWaitTimeout+DefaultWriteMargin {
+		t.Errorf("default timeouts: %+v", h)
+	}
+	if len(h.Hosts) != 0 || len(h.CORS.Origins) != 0 {
+		t.Errorf("hosts or origins by default: %v %v", h.Hosts, h.CORS.Origins)
+	}
+	c, err = Parse("a.yaml", []byte(minimal+"http:\n  read_timeout: 2s\n  idle_timeout: 3s\n  wait_timeout: 5s\n  hosts: [agents.example.com]\n  cors:\n    origins: [\"https://app.example\"]\n"), env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h = c.HTTP
+	if h.ReadTimeout.Std() != 2*time.Second || h.IdleTimeout.Std() != 3*time.Second || h.WriteTimeout.Std() != 5*time.Second+DefaultWriteMargin {
+		t.Errorf("timeouts from the file: %+v", h)
+	}
+	if !h.HostAllowed("agents.example.com:8080") || h.HostAllowed("evil.example") {
+		t.Errorf("hosts: %v", h.Hosts)
+	}
+	if a, ok := h.CORS.OriginAllowed("https://app.example"); !ok || a != "https://app.example" {
+		t.Errorf("origin refused: %v", h.CORS.Origins)
+	}
+	if _, ok := h.CORS.OriginAllowed("https://evil.example"); ok {
+		t.Error("another origin allowed")
 	}
 }
 

@@ -112,6 +112,9 @@ func (c *Config) checkRuntime() *fieldErr {
 	if u, err := url.Parse(c.HTTP.PublicURL); c.HTTP.PublicURL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "") {
 		return &fieldErr{"http.public_url", fmt.Sprintf("%q is not an http(s) URL without query, such as https://agents.example.com", c.HTTP.PublicURL)}
 	}
+	if err := c.HTTP.validate(); err != nil {
+		return err
+	}
 	for role, n := range c.Mesh.Replicas {
 		switch role {
 		case "agent", "toolhost", "approver", "bridge", "group", "monitor":

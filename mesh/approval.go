@@ -191,8 +191,8 @@ func NewApprovalStore(kv jetstream.KeyValue) *ApprovalStore {
 
 // Get returns the approval, or an error matching [ErrApprovalNotFound].
 func (s *ApprovalStore) Get(ctx context.Context, id string) (*Approval, error) {
-	if CheckToken(id) != nil {
-		return nil, ErrApprovalNotFound.With(fmt.Sprintf("approval %q not found", id))
+	if CheckID(id) != nil {
+		return nil, ErrApprovalNotFound.With(fmt.Sprintf("approval %s not found: an approval id is %s", Clip(id), IDRule))
 	}
 	a, rev, err := getJSON[Approval](ctx, s.kv, id, ErrApprovalNotFound)
 	if err != nil {
@@ -208,7 +208,7 @@ func (s *ApprovalStore) Get(ctx context.Context, id string) (*Approval, error) {
 // stands.
 // Only the approver creates approvals.
 func (s *ApprovalStore) Create(ctx context.Context, a *Approval) error {
-	if err := CheckToken(a.UUID); err != nil {
+	if err := CheckID(a.UUID); err != nil {
 		return err
 	}
 	if a.Status == "" {
@@ -252,8 +252,8 @@ func (s *ApprovalStore) Decide(ctx context.Context, id string, d Decision) (*App
 
 // Update applies change by compare-and-set, like [SessionStore.Update].
 func (s *ApprovalStore) Update(ctx context.Context, id string, change func(*Approval) error) (*Approval, error) {
-	if CheckToken(id) != nil {
-		return nil, ErrApprovalNotFound.With(fmt.Sprintf("approval %q not found", id))
+	if CheckID(id) != nil {
+		return nil, ErrApprovalNotFound.With(fmt.Sprintf("approval %s not found: an approval id is %s", Clip(id), IDRule))
 	}
 	a, rev, err := updateJSON(ctx, s.kv, id, ErrApprovalNotFound, nil, 0, change)
 	if err != nil {

@@ -123,8 +123,8 @@ func NewSessionStore(kv jetstream.KeyValue) *SessionStore {
 
 // Get returns the conversation, or an error matching [ErrSessionNotFound].
 func (s *SessionStore) Get(ctx context.Context, id string) (*Conversation, error) {
-	if CheckToken(id) != nil {
-		return nil, ErrSessionNotFound.With(fmt.Sprintf("conversation %q not found", id))
+	if CheckID(id) != nil {
+		return nil, ErrSessionNotFound.With(fmt.Sprintf("conversation %s not found: a conversation id is %s", Clip(id), IDRule))
 	}
 	c, rev, err := getJSON[Conversation](ctx, s.kv, id, ErrSessionNotFound)
 	if err != nil {
@@ -155,8 +155,8 @@ type SessionHead struct {
 // Head returns the head of the conversation, or an error matching
 // [ErrSessionNotFound].
 func (s *SessionStore) Head(ctx context.Context, id string) (*SessionHead, error) {
-	if CheckToken(id) != nil {
-		return nil, ErrSessionNotFound.With(fmt.Sprintf("conversation %q not found", id))
+	if CheckID(id) != nil {
+		return nil, ErrSessionNotFound.With(fmt.Sprintf("conversation %s not found: a conversation id is %s", Clip(id), IDRule))
 	}
 	h, _, err := getJSON[SessionHead](ctx, s.kv, id, ErrSessionNotFound)
 	return h, err
@@ -164,7 +164,7 @@ func (s *SessionStore) Head(ctx context.Context, id string) (*SessionHead, error
 
 // Create stores a new conversation; it fails if the id exists.
 func (s *SessionStore) Create(ctx context.Context, c *Conversation) error {
-	if err := CheckToken(c.ID); err != nil {
+	if err := CheckID(c.ID); err != nil {
 		return err
 	}
 	now := s.now().UTC()
@@ -199,8 +199,8 @@ func (s *SessionStore) UpdateLoaded(ctx context.Context, c *Conversation, change
 }
 
 func (s *SessionStore) update(ctx context.Context, id string, cur *Conversation, change func(*Conversation) error) (*Conversation, error) {
-	if CheckToken(id) != nil {
-		return nil, ErrSessionNotFound.With(fmt.Sprintf("conversation %q not found", id))
+	if CheckID(id) != nil {
+		return nil, ErrSessionNotFound.With(fmt.Sprintf("conversation %s not found: a conversation id is %s", Clip(id), IDRule))
 	}
 	var rev uint64
 	if cur != nil {
@@ -241,4 +241,37 @@ func (s *SessionStore) List(ctx context.Context) ([]*Conversation, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].UpdatedAt.After(out[j].UpdatedAt) })
 	return out, nil
+}
+
+// RunKeyPrefix starts the keys of the sessions bucket that reserve run ids:
+// _runs.<run id> holds the id of the conversation the run belongs to. Run
+// ids must be unique across the mesh, because the ids of everything a run
+// makes derive from it (the Nats-Msg-Id of its work items and events, its
+// message, call and approval ids); a client chooses some of them (an AG-UI
+// runId, an Idempotency-Key), so the bridge reserves each one before it
+// queues its turn. The keys are not conversations: [SessionStore.List]
+// skips them (a '.' is no id), and they live as long as the bucket keeps
+// its keys (sessions.ttl).
+const RunKeyPrefix = "_runs."
+
+// ReserveRun reserves run id runID for conversation conv, unless it is
+// reserved already; it returns the conversation that holds it (conv when
+// the reservation is new or was conv's already).
+func (s *SessionStore) ReserveRun(ctx context.Context, runID, conv string) (string, error) {
+	if err := CheckID(runID); err != nil {
+		return "", ErrBadRequest.With(fmt.Sprintf("run id %s: a run id is %s", Clip(runID), IDRule))
+	}
+	key := RunKeyPrefix + runID
+	_, err := s.kv.Create(ctx, key, []byte(conv))
+	if err == nil {
+		return conv, nil
+	}
+	if !errors.Is(err, jetstream.ErrKeyExists) {
+		return "", fmt.Errorf("reserve run %s: %w", runID, err)
+	}
+	e, err := s.kv.Get(ctx, key)
+	if err != nil {
+		return "", fmt.Errorf("reserve run %s: %w", runID, err)
+	}
+	return string(e.Value()), nil
 }

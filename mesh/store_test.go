@@ -141,6 +141,34 @@ func TestProvisionIsIdempotent(t *testing.T) {
 	}
 }
 
+// A run id is reserved by the first conversation that uses it: that one
+// may use it again, another learns who holds it, and the reservations are
+// no conversations.
+func TestSessionStoreReserveRun(t *testing.T) {
+	m := meshtest.New(t)
+	store := mesh.NewSessionStore(m.Sessions)
+	ctx := t.Context()
+	a, b := mesh.NewID(), mesh.NewID()
+	for _, id := range []string{a, b} {
+		if err := store.Create(ctx, &mesh.Conversation{ID: id, SessionID: mesh.NewTraceID(), Status: mesh.StatusActive}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tt := range []struct{ conv, want string }{{a, a}, {a, a}, {b, a}} {
+		got, err := store.ReserveRun(ctx, "run-1", tt.conv)
+		if err != nil || got != tt.want {
+			t.Errorf("ReserveRun(run-1, %s) = %q, %v; want %q", tt.conv, got, err, tt.want)
+		}
+	}
+	if _, err := store.ReserveRun(ctx, "run.1", a); !errors.Is(err, mesh.ErrBadRequest) {
+		t.Errorf("a run id that is no id: %v", err)
+	}
+	list, err := store.List(ctx)
+	if err != nil || len(list) != 2 {
+		t.Errorf("List = %d conversations, %v; want 2", len(list), err)
+	}
+}
+
 // A role binds every bucket and stream its permissions name, and nothing
 // else: the bridge reads queued work items by subject from MESH_WORK.
 func TestBindTheRolesResources(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/agentmesh/agentmesh/mesh"
 	wire "github.com/agentmesh/agentmesh/mesh/a2a"
 )
 
@@ -152,6 +153,9 @@ func (v03) taskQuery(c *call) (string, *int, *rpcError) {
 	if p.ID == "" {
 		return "", nil, errParams("id", `"id" is required`)
 	}
+	if mesh.CheckID(p.ID) != nil {
+		return "", nil, errTaskNotFound(p.ID)
+	}
 	return p.ID, p.HistoryLength, checkHistory("historyLength", p.HistoryLength)
 }
 
@@ -162,6 +166,9 @@ func (v03) taskID(c *call) (string, *rpcError) {
 	}
 	if p.ID == "" {
 		return "", errParams("id", `"id" is required`)
+	}
+	if mesh.CheckID(p.ID) != nil {
+		return "", errTaskNotFound(p.ID)
 	}
 	return p.ID, nil
 }
@@ -234,6 +241,9 @@ func (v10) taskQuery(c *call) (string, *int, *rpcError) {
 	if p.ID == "" {
 		return "", nil, errParams("id", `"id" is required`)
 	}
+	if mesh.CheckID(p.ID) != nil {
+		return "", nil, errTaskNotFound(p.ID)
+	}
 	return p.ID, p.HistoryLength, checkHistory("historyLength", p.HistoryLength)
 }
 
@@ -244,6 +254,9 @@ func (v10) taskID(c *call) (string, *rpcError) {
 	}
 	if p.ID == "" {
 		return "", errParams("id", `"id" is required`)
+	}
+	if mesh.CheckID(p.ID) != nil {
+		return "", errTaskNotFound(p.ID)
 	}
 	return p.ID, nil
 }

@@ -118,9 +118,8 @@ func (e *rpcError) status() int {
 
 // clip shortens what a client sent before it is echoed in an error.
 func clip(s string) string {
-	const max = 80
-	if r := []rune(s); len(r) > max {
-		return string(r[:max]) + "…"
+	if r := []rune(s); len(r) > mesh.ClipLen {
+		return string(r[:mesh.ClipLen]) + "…"
 	}
 	return s
 }

@@ -65,6 +65,12 @@ func (c *call) plan(ctx context.Context, req *sendRequest) (*plan, error) {
 	var head *mesh.SessionHead
 	var err error
 	switch {
+	case taskID != "" && mesh.CheckID(taskID) != nil:
+		return nil, errTaskNotFound(taskID)
+	case taskID == "" && ctxID != "" && mesh.CheckID(ctxID) != nil:
+		return nil, errParams("message.contextId", fmt.Sprintf("contextId %q: a context id is %s", clip(ctxID), mesh.IDRule))
+	}
+	switch {
 	case taskID != "":
 		if ctxID != "" && ctxID != taskID {
 			return nil, errParams("message.contextId", fmt.Sprintf("contextId %q is not the context of task %q: a task's contextId is its id", clip(ctxID), clip(taskID)))
@@ -78,9 +84,6 @@ func (c *call) plan(ctx context.Context, req *sendRequest) (*plan, error) {
 		p.id = ctxID
 		head, err = c.h.core.Sessions.Head(ctx, ctxID)
 		if errors.Is(err, mesh.ErrSessionNotFound) {
-			if mesh.CheckToken(ctxID) != nil {
-				return nil, errParams("message.contextId", fmt.Sprintf("contextId %q: use letters, digits, '-' and '_'", clip(ctxID)))
-			}
 			if req.text == "" {
 				return nil, errParams("message.parts", "the message has no text part")
 			}

@@ -86,8 +86,8 @@ func checkInput(message, id, idField string) error {
 	if strings.TrimSpace(message) == "" {
 		return mesh.ErrBadRequest.With(`field "message" must not be empty`)
 	}
-	if id != "" && mesh.CheckToken(id) != nil {
-		return mesh.ErrBadRequest.With(fmt.Sprintf("field %q: %q is not a conversation id: use letters, digits, '-' and '_'", idField, id))
+	if id != "" {
+		return core.CheckID(fmt.Sprintf("field %q", idField), id)
 	}
 	return nil
 }

@@ -78,7 +78,7 @@ func lastEventID(r *http.Request) (uint64, error) {
 	}
 	n, err := strconv.ParseUint(v, 10, 64)
 	if err != nil {
-		return 0, mesh.ErrBadRequest.With(fmt.Sprintf("Last-Event-ID %q is not an event id (a stream sequence number)", v))
+		return 0, mesh.ErrBadRequest.With(fmt.Sprintf("Last-Event-ID %s is not an event id (a stream sequence number)", mesh.Clip(v)))
 	}
 	return n, nil
 }

@@ -52,7 +52,7 @@ func (m inputMessage) text() (string, error) {
 		Text string `json:"text"`
 	}
 	if err := json.Unmarshal(m.Content, &parts); err != nil {
-		return "", fmt.Errorf("message %q: content must be a string or an array of content parts", m.ID)
+		return "", fmt.Errorf("message %s: content must be a string or an array of content parts", mesh.Clip(m.ID))
 	}
 	var b strings.Builder
 	for _, p := range parts {
@@ -80,27 +80,34 @@ func (e resumeEntry) decision() ([]byte, error) {
 		return []byte(`{"approved": false, "by": "ag-ui", "reason": "interrupt cancelled"}`), nil
 	case "resolved", "":
 		if e.Payload == nil || e.Payload.Approved == nil {
-			return nil, mesh.ErrBadRequest.With(fmt.Sprintf(`resume of %s: payload must be {"approved": true|false}`, e.InterruptID))
+			return nil, mesh.ErrBadRequest.With(fmt.Sprintf(`resume of %s: payload must be {"approved": true|false}`, mesh.Clip(e.InterruptID)))
 		}
 		return json.Marshal(map[string]any{"approved": *e.Payload.Approved, "by": "ag-ui"})
 	}
-	return nil, mesh.ErrBadRequest.With(fmt.Sprintf("resume of %s: status %q is not resolved or cancelled", e.InterruptID, e.Status))
+	return nil, mesh.ErrBadRequest.With(fmt.Sprintf("resume of %s: status %s is not resolved or cancelled", mesh.Clip(e.InterruptID), mesh.Clip(e.Status)))
 }
 
 func (in *runAgentInput) validate() error {
 	switch {
 	case in.ThreadID == nil || *in.ThreadID == "":
 		return mesh.ErrBadRequest.With(`RunAgentInput: "threadId" is required`)
-	case mesh.CheckToken(*in.ThreadID) != nil:
-		return mesh.ErrBadRequest.With(fmt.Sprintf(`RunAgentInput: "threadId" %q: use letters, digits, '-' and '_'`, *in.ThreadID))
 	case in.RunID == nil || *in.RunID == "":
 		return mesh.ErrBadRequest.With(`RunAgentInput: "runId" is required`)
 	case in.Messages == nil && len(in.Resume) == 0:
 		return mesh.ErrBadRequest.With(`RunAgentInput: "messages" is required`)
 	}
+	if err := core.CheckID(`RunAgentInput: "threadId"`, *in.ThreadID); err != nil {
+		return err
+	}
+	if err := core.CheckID(`RunAgentInput: "runId"`, *in.RunID); err != nil {
+		return err
+	}
 	for _, e := range in.Resume {
 		if e.InterruptID == "" {
 			return mesh.ErrBadRequest.With(`RunAgentInput: every "resume" entry needs an "interruptId"`)
+		}
+		if err := core.CheckApprovalID(e.InterruptID); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -164,11 +171,7 @@ func (h *handler) agui(w http.ResponseWriter, r *http.Request) {
 			writeError(w, err)
 			return
 		}
-		turnID := runID
-		if mesh.CheckToken(turnID) != nil {
-			turnID = ""
-		}
-		start = func() (*core.Run, error) { return h.core.SendTurn(r.Context(), thread, turnID, text, caller) }
+		start = func() (*core.Run, error) { return h.core.SendTurn(r.Context(), thread, runID, text, caller) }
 	}
 	if !h.acquire(w) {
 		return

@@ -73,7 +73,7 @@ func (b *chatBody) input() (message, id string, err error) {
 		id = *b.ConversationID
 	} else if len(b.ChatID) > 0 {
 		var s string
-		if json.Unmarshal(b.ChatID, &s) == nil && mesh.CheckToken(s) == nil {
+		if json.Unmarshal(b.ChatID, &s) == nil && mesh.CheckID(s) == nil {
 			id = s
 		}
 	}

@@ -256,7 +256,7 @@ func (c *Core) Group(name string) (*config.Group, error) {
 			return &c.cfg.Groups[i], nil
 		}
 	}
-	return nil, mesh.ErrGroupNotFound.With(fmt.Sprintf("group %q not found; GET /groups lists them", name))
+	return nil, mesh.ErrGroupNotFound.With(fmt.Sprintf("group %s not found; GET /groups lists them", mesh.Clip(name)))
 }
 
 // Groups are the group chats of the mesh.
@@ -265,8 +265,8 @@ func (c *Core) Groups() []config.Group { return c.cfg.Groups }
 // CreateChat is [Core.CreateConversation] for a chat of group (several
 // agents answer in turn); an empty group means the agent's conversation.
 func (c *Core) CreateChat(ctx context.Context, id, group string, caller Caller) (*mesh.Conversation, error) {
-	if err := mesh.CheckToken(id); err != nil {
-		return nil, mesh.ErrBadRequest.With(fmt.Sprintf("conversation id %q: use letters, digits, '-' and '_'", id))
+	if err := CheckID("conversation id", id); err != nil {
+		return nil, err
 	}
 	if d := c.Degradation(); d != nil {
 		return nil, mesh.ErrDegraded.With(fmt.Sprintf("the mesh is degraded since %s (%s): new conversations are paused, existing ones go on", d.Since.Format(time.RFC3339), d.Reason))
@@ -312,16 +312,52 @@ func (e *PendingError) Unwrap() error { return e.Err }
 
 // Send submits a user message as a turn of conversation id.
 func (c *Core) Send(ctx context.Context, id, text string, caller Caller) (*Run, error) {
-	return c.SendTurn(ctx, id, "", text, caller)
+	if err := CheckConversationID(id); err != nil {
+		return nil, err
+	}
+	return c.sendTurn(ctx, id, "", text, caller)
 }
 
 // SendTurn is [Core.Send] with the turn id chosen by the caller (an AG-UI
-// run id); empty means a new one.
+// run id); empty means a new one. A run id names one run of one
+// conversation across the mesh (the ids of everything the run makes
+// derive from it): one that another conversation holds is refused with
+// [ErrRunIDUsed], at once, rather than dropped as a duplicate further on.
 func (c *Core) SendTurn(ctx context.Context, id, turnID, text string, caller Caller) (*Run, error) {
+	if err := CheckConversationID(id); err != nil {
+		return nil, err
+	}
+	if turnID != "" {
+		if err := CheckID("run id", turnID); err != nil {
+			return nil, err
+		}
+		if err := c.reserveRun(ctx, id, turnID, caller); err != nil {
+			return nil, err
+		}
+	}
+	return c.sendTurn(ctx, id, turnID, text, caller)
+}
+
+// reserveRun reserves run id turnID for conversation id (the caller's:
+// a stranger's conversation is not found before any reservation).
+func (c *Core) reserveRun(ctx context.Context, id, turnID string, caller Caller) error {
+	if _, err := c.HeadFor(ctx, id, caller); err != nil {
+		return err
+	}
+	holder, err := c.Sessions.ReserveRun(ctx, turnID, id)
+	if err != nil {
+		return err
+	}
+	if holder != id {
+		return ErrRunIDUsed.With(fmt.Sprintf("run id %s belongs to another conversation: a run id names one run of one thread; use a new one", mesh.Clip(turnID)))
+	}
+	return nil
+}
+
+// sendTurn is SendTurn with a turn id the mesh chose (or derived).
+func (c *Core) sendTurn(ctx context.Context, id, turnID, text string, caller Caller) (*Run, error) {
 	if turnID == "" {
 		turnID = mesh.NewID()
-	} else if mesh.CheckToken(turnID) != nil {
-		return nil, mesh.ErrBadRequest.With(fmt.Sprintf("run id %q: use letters, digits, '-' and '_'", turnID))
 	}
 	if strings.TrimSpace(text) == "" {
 		return nil, mesh.ErrBadRequest.With(`"message" must not be empty`)
@@ -355,8 +391,8 @@ var idempotencyNamespace = uuid.MustParse("5c1d3a2e-0b7f-4f6e-8a41-9d2c6b7e3f10"
 // key, after a lost answer, waits for or reports the first turn instead of
 // starting a second one.
 func (c *Core) SendOnce(ctx context.Context, id, key, text string, caller Caller) (*Run, error) {
-	if key == "" || len(key) > 255 {
-		return nil, mesh.ErrBadRequest.With("Idempotency-Key must be 1 to 255 characters")
+	if err := CheckIdempotencyKey(key); err != nil {
+		return nil, err
 	}
 	turnID := keyedTurn(id, key)
 	conv, err := c.Sessions.Head(ctx, id)
@@ -381,7 +417,7 @@ func (c *Core) SendOnce(ctx context.Context, id, key, text string, caller Caller
 		r.end(nil)
 		return r, nil
 	}
-	return c.SendTurn(ctx, id, turnID, text, caller)
+	return c.sendTurn(ctx, id, turnID, text, caller)
 }
 
 // keyedTurn is the turn id the idempotency key names in conversation id.
@@ -413,12 +449,15 @@ func (c *Core) Decide(ctx context.Context, approvalID string, body []byte, calle
 	if !c.May(caller, auth.Decide) {
 		return nil, nil, ErrForbidden.With("deciding an approval needs the approver or admin role")
 	}
+	if err := CheckApprovalID(approvalID); err != nil {
+		return nil, nil, err
+	}
 	if _, err := mesh.ParseDecision(body); err != nil {
 		return nil, nil, err
 	}
 	subj, err := c.ns.ApprovalDecide(approvalID)
 	if err != nil {
-		return nil, nil, mesh.ErrApprovalNotFound.With(fmt.Sprintf("approval %q not found", approvalID))
+		return nil, nil, CheckApprovalID("")
 	}
 	// The resume's run id is the approval id: wait for it before it can end.
 	r := c.register(approvalID, "")
@@ -459,9 +498,17 @@ func (c *Core) Decide(ctx context.Context, approvalID string, body []byte, calle
 // empty runID, whatever turn it runs. A turn still queued is cancelled here:
 // no agent will run it.
 func (c *Core) Cancel(ctx context.Context, id, runID string) error {
+	if err := CheckConversationID(id); err != nil {
+		return err
+	}
+	if runID != "" {
+		if err := CheckID("run id", runID); err != nil {
+			return err
+		}
+	}
 	subj, err := c.ns.SessionCancel(id)
 	if err != nil {
-		return mesh.ErrSessionNotFound.With(fmt.Sprintf("conversation %q not found", id))
+		return CheckConversationID("")
 	}
 	if queued, err := c.cancelQueued(ctx, id, runID); err != nil || queued && runID != "" {
 		return err

@@ -85,3 +85,27 @@ func TestReadinessOffTheBus(t *testing.T) {
 		t.Errorf("readiness took %v off the bus", d)
 	}
 }
+
+// A role's connection (mesh.Connect) whose server went away reconnects
+// rather than closes; meanwhile /ready says the bus is down and why.
+func TestReadinessWhileReconnecting(t *testing.T) {
+	m := meshtest.New(t)
+	nc, err := mesh.Connect(mesh.ConnectConfig{URL: m.Server.ClientURL(), Name: "bridge-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	c, err := New(Config{NC: nc, JS: m.JS, Resources: m.Resources, Agent: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Server.Shutdown()
+	meshtest.Eventually(t, 5*time.Second, func() bool { return !nc.IsConnected() }, "the connection did not notice the server left")
+	ready, checks := c.Readiness(t.Context())
+	if ready || checks["event_bus"] != "failed: reconnecting" {
+		t.Errorf("ready %v, checks %v; want not ready, event_bus failed: reconnecting", ready, checks)
+	}
+	if nc.IsClosed() {
+		t.Error("the connection closed instead of reconnecting")
+	}
+}

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -88,8 +89,10 @@ func (c *Core) activeSessions(ctx context.Context) int {
 		return 0
 	}
 	n := 0
-	for range keys.Keys() {
-		n++
+	for k := range keys.Keys() {
+		if !strings.HasPrefix(k, mesh.RunKeyPrefix) {
+			n++
+		}
 	}
 	c.sessionCount.Store(&counted{n: n, at: time.Now()})
 	return n

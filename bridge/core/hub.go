@@ -153,9 +153,12 @@ func (h *hub) remove(f *Follower) {
 // (0: from the first), or only new ones with [FromNow]: first those the
 // stream holds, then live ones, in order, with no gap and no duplicate.
 func (c *Core) Follow(ctx context.Context, session string, after uint64) (*Follower, error) {
+	if err := CheckConversationID(session); err != nil {
+		return nil, err
+	}
 	subj, err := c.ns.EventsOf(session)
 	if err != nil {
-		return nil, mesh.ErrSessionNotFound.With(fmt.Sprintf("conversation %q not found", session))
+		return nil, CheckConversationID("")
 	}
 	if c.hub == nil || c.hub.cc == nil {
 		return nil, mesh.ErrUnavailable.With("the bridge is not following the events stream")

@@ -41,7 +41,7 @@ func (c *Core) owner(caller Caller) string {
 
 // notFound is the error for a conversation the caller may not reach.
 func notFound(id string) error {
-	return mesh.ErrSessionNotFound.With(fmt.Sprintf("conversation %q not found", id))
+	return mesh.ErrSessionNotFound.With(fmt.Sprintf("conversation %s not found", mesh.Clip(id)))
 }
 
 // check is nil when the caller may reach the conversation of head h, else

@@ -76,7 +76,7 @@ func (c *Core) enqueue(ctx context.Context, id, turnID, text string, caller Call
 		case cv.Queued != nil:
 			return mesh.ErrTurnInProgress.With(fmt.Sprintf("conversation %s has turn %s queued for an agent; send the next message when it ends", id, cv.Queued.ID))
 		case cv.HasTurn(turnID):
-			return ErrRunIDUsed.With(fmt.Sprintf("run id %s was already used in conversation %s", turnID, id))
+			return ErrRunIDUsed.With(fmt.Sprintf("run id %s was already used in conversation %s", mesh.Clip(turnID), id))
 		}
 		cv.Queued = &mesh.QueuedTurn{ID: turnID, Message: text, At: c.now().UTC(), By: c.cfg.NodeID}
 		cv.Status = mesh.StatusQueued

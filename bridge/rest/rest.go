@@ -278,7 +278,7 @@ func (a *api) listApprovals(w http.ResponseWriter, r *http.Request) {
 	switch status {
 	case "", mesh.ApprovalPending, mesh.ApprovalApproved, mesh.ApprovalRejected:
 	default:
-		core.WriteError(w, mesh.ErrBadRequest.With(fmt.Sprintf("status %q is not pending, approved or rejected", status)))
+		core.WriteError(w, mesh.ErrBadRequest.With(fmt.Sprintf("status %s is not pending, approved or rejected", mesh.Clip(string(status)))))
 		return
 	}
 	list, err := a.core.Approvals.List(r.Context(), status)
@@ -298,9 +298,14 @@ func (a *api) listApprovals(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) getApproval(w http.ResponseWriter, r *http.Request) {
-	ap, err := a.core.Approvals.Get(r.Context(), r.PathValue("uuid"))
+	id := r.PathValue("uuid")
+	if err := core.CheckApprovalID(id); err != nil {
+		core.WriteError(w, err)
+		return
+	}
+	ap, err := a.core.Approvals.Get(r.Context(), id)
 	if err == nil && !a.core.SeesApproval(r.Context(), core.CallerOf(r), ap, map[string]string{}) {
-		err = mesh.ErrApprovalNotFound.With(fmt.Sprintf("approval %q not found", r.PathValue("uuid")))
+		err = mesh.ErrApprovalNotFound.With(fmt.Sprintf("approval %s not found", mesh.Clip(id)))
 	}
 	if err != nil {
 		core.WriteError(w, err)

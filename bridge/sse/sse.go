@@ -30,8 +30,13 @@ func New(w http.ResponseWriter) *Writer {
 }
 
 // Start writes the headers, with extra ones; nothing can be refused with a
-// status afterwards.
+// status afterwards. A stream outlives the server's write timeout
+// (http.write_timeout) and the body's read deadline (http.read_timeout):
+// Start lifts both, and from then on each write has its own deadline,
+// [WriteTimeout].
 func (s *Writer) Start(extra http.Header) error {
+	_ = s.rc.SetReadDeadline(time.Time{})
+	_ = s.rc.SetWriteDeadline(time.Now().Add(WriteTimeout))
 	h := s.w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
