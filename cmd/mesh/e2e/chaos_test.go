@@ -314,18 +314,26 @@ func (d *chaosDriver) killWhileQueued(text, key string) bool {
 	defer d.st.queueMu.Unlock()
 	d.st.queueing.Add(1)
 	defer d.st.queueing.Add(-1)
-	agents := d.rolePIDs(role)
-	for _, p := range agents {
-		_ = syscall.Kill(p, syscall.SIGSTOP)
+	// A process the supervisor starts meanwhile (one the killer killed
+	// just before) is stopped too: each poll looks for newcomers.
+	stopped := map[int]bool{}
+	stopAll := func() {
+		for _, p := range d.rolePIDs(role) {
+			if !stopped[p] && syscall.Kill(p, syscall.SIGSTOP) == nil {
+				stopped[p] = true
+			}
+		}
 	}
+	stopAll()
 	defer func() {
-		for _, p := range agents {
+		for p := range stopped {
 			_ = syscall.Kill(p, syscall.SIGCONT)
 		}
 	}()
 	go d.m.try("POST", "/conversations/"+d.conv+"/messages", map[string]any{"message": text}, "Idempotency-Key", key)
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
+		stopAll()
 		status, out := d.m.try("GET", "/conversations/"+d.conv, nil)
 		c := obj(out, "conversation")
 		if status == http.StatusOK && str(c, "status") == "queued" {
