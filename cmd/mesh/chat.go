@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,8 +31,8 @@ Answers stream as they are written; tool calls and their results show on a
 line each; a destructive call shows its tool and arguments and asks
 "approve? [y/n]" (deciding needs a token with the approver or admin role;
 without one the chat waits for an approver's decision). Ctrl-C cancels the
-running turn, a second Ctrl-C quits (exit 130); Ctrl-D or /quit at the prompt
-quits. With CONVERSATION the chat resumes it and prints its history.
+running turn, a second Ctrl-C (or one at a prompt) quits with exit code 130;
+Ctrl-D or /quit at the prompt quits with 0. With CONVERSATION the chat resumes it and prints its history.
 
 In a pipe (stdin not a terminal) it reads one message per line and prints
 the answers; the line after an approval request answers it (y or n). The
@@ -307,14 +308,31 @@ type lineReader interface {
 type ttyReader struct {
 	fd int
 	t  *term.Terminal
+	in *ctrlCReader
 }
 
 func newTTYReader() *ttyReader {
+	in := &ctrlCReader{r: os.Stdin}
 	rw := struct {
 		io.Reader
 		io.Writer
-	}{os.Stdin, os.Stdout}
-	return &ttyReader{fd: int(os.Stdin.Fd()), t: term.NewTerminal(rw, "")}
+	}{in, os.Stdout}
+	return &ttyReader{fd: int(os.Stdin.Fd()), t: term.NewTerminal(rw, ""), in: in}
+}
+
+// ctrlCReader notes a Ctrl-C typed in raw mode, which x/term's ReadLine
+// reports as io.EOF like Ctrl-D: Ctrl-C quits with 130, Ctrl-D with 0.
+type ctrlCReader struct {
+	r     io.Reader
+	ctrlC bool
+}
+
+func (c *ctrlCReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if bytes.IndexByte(p[:n], 3) >= 0 {
+		c.ctrlC = true
+	}
+	return n, err
 }
 
 func (r *ttyReader) ReadLine(prompt string) (string, error) {
@@ -327,7 +345,12 @@ func (r *ttyReader) ReadLine(prompt string) (string, error) {
 		_ = r.t.SetSize(w, h)
 	}
 	r.t.SetPrompt(bold(prompt))
-	return r.t.ReadLine() // Ctrl-C and Ctrl-D: io.EOF
+	r.in.ctrlC = false
+	line, err := r.t.ReadLine()
+	if errors.Is(err, io.EOF) && r.in.ctrlC {
+		return "", errInterrupted
+	}
+	return line, err
 }
 
 // pipeReader reads lines of a pipe; a signal while it waits quits.

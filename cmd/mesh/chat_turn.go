@@ -229,10 +229,10 @@ func (s *chatSession) approve(ctx context.Context, w *turnWait, ids []string) (b
 		}
 		approved, err := s.ask(id)
 		if err != nil {
+			s.note("%s", yellow("[approval "+id+" left pending: mesh approve yes|no "+id+"]"))
 			if errors.Is(err, errInterrupted) {
 				return true, err
 			}
-			s.note("%s", yellow("[approval "+id+" left pending: mesh approve yes|no "+id+"]"))
 			return true, nil
 		}
 		asked = true
