@@ -241,7 +241,10 @@ func (s *chatSession) follow(ctx context.Context, stream *sseStream) {
 			}
 			var api *apiError
 			if errors.As(err, &api) && api.Status/100 == 4 {
-				s.events <- streamItem{err: err}
+				select {
+				case s.events <- streamItem{err: err}:
+				case <-ctx.Done():
+				}
 				return
 			}
 		}

@@ -97,6 +97,10 @@ func (s *chatSession) wait(ctx context.Context, w *turnWait) error {
 				s.out.endText()
 				return errInterrupted
 			}
+			if s.interactive {
+				s.out.endText()
+				os.Stdout.WriteString("\r") // over the terminal's echo of ^C
+			}
 			s.note("%s", dim("[cancelling the turn: Ctrl-C again quits]"))
 			go func() {
 				if err := s.c.do(ctx, "POST", "/conversations/"+url.PathEscape(s.conv.ID)+"/cancel", nil, nil); err != nil {
