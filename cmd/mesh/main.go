@@ -11,6 +11,15 @@
 //	mesh provision  create or update the streams and buckets, as the admin
 //	mesh version    print the version
 //
+// and, for people at a terminal (see cli.go and README's "From the terminal"):
+//
+//	mesh chat       chat with the agent or a group: streamed answers, approvals, Ctrl-C cancels
+//	mesh approve    list, show and decide pending approvals
+//	mesh tail       follow the events of a conversation, or of all
+//	mesh sessions   list, show and remove conversations
+//	mesh tools      list the tool catalog, call a read-only tool
+//	mesh completion shell completion for bash and zsh
+//
 // Every role reads config/agent.yaml (or $MESH_CONFIG) and connects to
 // $NATS_URL, or to the embedded server at $MESH_NATS_ADDR. See README.md.
 package main
@@ -20,10 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"runtime/pprof"
-	"syscall"
 
 	"github.com/agentmesh/agentmesh/config"
 )
@@ -35,73 +41,29 @@ var errConfig = errors.New("configuration")
 // version is set at build time with -ldflags "-X main.version=…".
 var version = "0.1.0-dev"
 
-const usage = `usage: mesh <command>
-
-commands:
-  up         run the embedded NATS server and every role, restarting any that dies
-  nats       run the embedded NATS server alone
-  agent      run the agent role (turns, model, tools); --agents a,b serves only those
-  group      run the group role (group chats: speaker selection, termination)
-  toolhost   run the tool host role (MCP servers)
-  approver   run the approver role (approval decisions)
-  bridge     run the HTTP bridge (REST, AG-UI, web page, docs)
-  monitor    watch heartbeats, find dead and stuck nodes, apply recovery
-  status     print the nodes of the mesh, their roles, state and last heartbeat
-  provision  create or update the streams and buckets (as the admin) on an external NATS
-  version    print the version
-
-mesh up --replicas agent=2,toolhost=2 runs several processes of a role.
-
-environment: MESH_CONFIG (config/agent.yaml), MESH_DATA_DIR (./data),
-MESH_HTTP_ADDR (127.0.0.1:8080), MESH_NATS_ADDR (127.0.0.1:4222), NATS_URL,
-NATS_CREDS or NATS_NKEY ({role} in the path is the role), MESH_NATS_AUTH
-(nkeys, or none for an open server), MESH_LOG_LEVEL, MESH_LOG_FORMAT; API
-keys GEMINI_API_KEY, ANTHROPIC_API_KEY, OPENAI_API_KEY.
-`
-
 func main() { os.Exit(run(os.Args[1:])) }
 
+// run executes the command line args and returns the exit code: 0 ok, 1 a
+// failure, 2 a usage or configuration error (130: a chat left with Ctrl-C).
 func run(args []string) int {
+	root := newRoot()
 	if len(args) == 0 {
-		fmt.Fprint(os.Stderr, usage)
-		return 2
-	}
-	cmd := args[0]
-	switch cmd {
-	case "help", "-h", "--help":
-		fmt.Print(usage)
-		return 0
-	case "version", "--version":
-		fmt.Println("mesh", version)
-		return 0
-	}
-	runner, ok := commands[cmd]
-	if !ok {
-		fmt.Fprintf(os.Stderr, "mesh: unknown command %q\n\n%s", cmd, usage)
-		return 2
-	}
-	cfg, err := config.FromEnvironment()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "mesh %s: %v\n", cmd, err)
+		root.SetOut(os.Stderr)
+		_ = root.Usage()
 		return exitConfigError
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if cfg.ProfileDir != "" {
-		f, err := os.Create(filepath.Join(cfg.ProfileDir, fmt.Sprintf("%s-%d.pprof", cmd, os.Getpid())))
-		if err == nil && pprof.StartCPUProfile(f) == nil {
-			defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
-		}
+	root.SetArgs(args)
+	cmd, err := root.ExecuteC()
+	if err == nil {
+		return 0
 	}
-	if err := runner(ctx, cfg, args[1:]); err != nil {
-		fmt.Fprintf(os.Stderr, "mesh %s: %v\n", cmd, err)
-		var ce *config.Error
-		if errors.As(err, &ce) || errors.Is(err, errConfig) {
-			return exitConfigError
-		}
-		return 1
+	if cmd == root && !errors.Is(err, errUsage) {
+		err = fmt.Errorf("%w: %w", errUsage, err) // an unknown command
 	}
-	return 0
+	if !errors.Is(err, errQuiet) {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", cmd.CommandPath(), err)
+	}
+	return exitCode(err)
 }
 
 var commands = map[string]func(context.Context, *config.Config, []string) error{

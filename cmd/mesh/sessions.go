@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/agentmesh/agentmesh/mesh"
+)
+
+// mesh sessions reads and removes conversations over NATS with the admin's
+// credentials (the sessions bucket, the events stream): every owner's, and
+// removal, which the bridge's API does not offer; it is the operator's tool.
+
+const sessionsLong = `List, show and remove the conversations of the mesh (every owner's).
+
+  mesh sessions                 the conversations, most recently updated first (same as list)
+  mesh sessions show ID         its messages, tool calls, results and pending approval
+  mesh sessions rm ID           remove it and its events (--force for one that runs or waits)
+
+It reads NATS as the mesh's admin (<data_dir>/creds/admin.nk), like the nats CLI.`
+
+func sessionsCommand(o *clientOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "sessions [list | show ID | rm ID]",
+		Short: "list, show and remove conversations",
+		Long:  sessionsLong,
+		Args:  usageArgs(cobra.NoArgs),
+		RunE:  func(*cobra.Command, []string) error { return sessionsList(o) },
+	}
+	o.jsonFlag(cmd)
+	list := &cobra.Command{
+		Use: "list", Short: "the conversations, most recently updated first", Args: usageArgs(cobra.NoArgs),
+		RunE: func(*cobra.Command, []string) error { return sessionsList(o) },
+	}
+	show := &cobra.Command{
+		Use: "show ID", Short: "one conversation", Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(_ *cobra.Command, args []string) error { return sessionsShow(o, args[0]) },
+	}
+	var force bool
+	rm := &cobra.Command{
+		Use: "rm ID", Short: "remove a conversation and its events", Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(_ *cobra.Command, args []string) error { return sessionsRemove(o, args[0], force) },
+	}
+	rm.Flags().BoolVar(&force, "force", false, "remove it even while a turn runs or an approval waits")
+	for _, c := range []*cobra.Command{list, show, rm} {
+		o.jsonFlag(c)
+		cmd.AddCommand(c)
+	}
+	return cmd
+}
+
+// sessionStore connects as the admin and opens the sessions bucket.
+func sessionStore(ctx context.Context, o *clientOptions) (*mesh.SessionStore, func(), jetstream.JetStream, mesh.Namespace, error) {
+	nc, js, ns, err := o.admin(ctx)
+	if err != nil {
+		return nil, nil, nil, ns, err
+	}
+	kv, err := js.KeyValue(ctx, ns.Bucket(mesh.BucketSessions))
+	if err != nil {
+		nc.Close()
+		return nil, nil, nil, ns, fmt.Errorf("sessions bucket: %w", err)
+	}
+	return mesh.NewSessionStore(kv), nc.Close, js, ns, nil
+}
+
+func sessionsList(o *clientOptions) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	store, closeNC, _, _, err := sessionStore(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer closeNC()
+	convs, err := store.List(ctx)
+	if err != nil {
+		return err
+	}
+	list := make([]mesh.ConversationSummary, 0, len(convs))
+	for _, c := range convs {
+		list = append(list, c.Summary())
+	}
+	if o.json {
+		return writeJSON(os.Stdout, list)
+	}
+	if len(list) == 0 {
+		fmt.Println("no conversations")
+		return nil
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tSTATUS\tAGENT\tOWNER\tMESSAGES\tUPDATED\tTITLE")
+	for _, s := range list {
+		agent := s.Agent
+		if s.Group != "" {
+			agent = "group " + s.Group
+		}
+		owner := s.Owner
+		if owner == "" {
+			owner = "-"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", s.ID, s.Status, agent, owner, s.MessageCount, s.UpdatedAt.Local().Format(time.DateTime), oneLine(s.Title, 50))
+	}
+	return w.Flush()
+}
+
+func sessionsShow(o *clientOptions, id string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	store, closeNC, _, _, err := sessionStore(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer closeNC()
+	c, err := store.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return writeJSON(os.Stdout, c)
+	}
+	agent := c.Agent
+	if c.Group != nil {
+		agent = "group " + c.Group.Name
+	}
+	fmt.Printf("conversation  %s (trace %s)\nstatus        %s\nagent         %s\n", c.ID, c.SessionID, c.Status, agent)
+	if c.Owner != "" {
+		fmt.Printf("owner         %s\n", c.Owner)
+	}
+	fmt.Printf("created       %s\nupdated       %s\n\n", c.CreatedAt.Local().Format(time.DateTime), c.UpdatedAt.Local().Format(time.DateTime))
+	p := newChatPrinter(os.Stdout, c.Agent)
+	p.history(c)
+	for _, ap := range pendingOfConv(c) {
+		p.approval(&mesh.Approval{UUID: ap.UUID, ToolName: ap.ToolName, Server: ap.Server, ToolArgs: ap.ToolArgs, Description: ap.Description})
+	}
+	return nil
+}
+
+func pendingOfConv(c *mesh.Conversation) []mesh.PendingApproval {
+	if len(c.PendingApprovals) > 0 {
+		return c.PendingApprovals
+	}
+	if c.PendingApproval != nil {
+		return []mesh.PendingApproval{*c.PendingApproval}
+	}
+	return nil
+}
+
+// sessionsRemove purges a conversation from the sessions bucket and its
+// events from the events stream.
+func sessionsRemove(o *clientOptions, id string, force bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	nc, js, ns, err := o.admin(ctx)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	kv, err := js.KeyValue(ctx, ns.Bucket(mesh.BucketSessions))
+	if err != nil {
+		return fmt.Errorf("sessions bucket: %w", err)
+	}
+	head, err := mesh.NewSessionStore(kv).Head(ctx, id)
+	if err != nil {
+		return err
+	}
+	switch head.Status {
+	case mesh.StatusRunning, mesh.StatusQueued, mesh.StatusWaitingApproval:
+		if !force {
+			return fmt.Errorf("conversation %s is %s: cancel it (or decide its approval) first, or --force", id, head.Status)
+		}
+	}
+	subj, err := ns.EventsOf(id)
+	if err != nil {
+		return err
+	}
+	if err := kv.Purge(ctx, id); err != nil {
+		return fmt.Errorf("purge %s: %w", id, err)
+	}
+	stream, err := js.Stream(ctx, ns.Stream(mesh.StreamEvents))
+	if err != nil {
+		return fmt.Errorf("events stream: %w", err)
+	}
+	if err := stream.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("purge events of %s: %w", id, err)
+	}
+	if o.json {
+		return writeJSON(os.Stdout, map[string]any{"removed": id})
+	}
+	fmt.Printf("removed %s\n", id)
+	return nil
+}
