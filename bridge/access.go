@@ -10,6 +10,7 @@ import (
 	"github.com/agentmesh/agentmesh/bridge/auth"
 	"github.com/agentmesh/agentmesh/bridge/core"
 	"github.com/agentmesh/agentmesh/bridge/docs"
+	"github.com/agentmesh/agentmesh/bridge/ops"
 	"github.com/agentmesh/agentmesh/bridge/rest"
 	"github.com/agentmesh/agentmesh/bridge/web"
 	"github.com/agentmesh/agentmesh/config"
@@ -56,6 +57,15 @@ var access = map[string]auth.Permission{
 	"POST /api/chat":                    auth.Converse,
 
 	"POST /approvals/{uuid}": auth.Decide,
+
+	// The operations API (bridge/ops): the inbox holds every approval of
+	// the mesh, its arguments and who asked, so approvers and admins only;
+	// the mesh view holds processes, counts and rates, no conversation.
+	"GET /ops/approvals":        auth.Decide,
+	"GET /ops/approvals/events": auth.Decide,
+	"GET /ops/mesh":             auth.Read,
+	"GET /ops/mesh/events":      auth.Read,
+	"GET /ops/stats":            auth.Read,
 }
 
 // rpcRoutes answer refusals as JSON-RPC errors.
@@ -108,6 +118,11 @@ func register(mux core.Mux, b *Bridge, cfg Config, c *core.Core) {
 		MaxBodyBytes: cfg.Agent.HTTP.MaxBodyBytes, WaitTimeout: cfg.Agent.HTTP.WaitTimeout.Std(),
 		Bearer: bearer, BearerFormat: format, Logger: cfg.Logger,
 	})
+	var o *ops.Service // nil when only the patterns are wanted
+	if b != nil {
+		o = b.ops
+	}
+	o.Register(mux)
 	docs.Register(mux)
 	web.Register(mux) // GET / and /web/…; the catch-all below answers every other path
 	mux.HandleFunc("GET /auth/me", b.me)

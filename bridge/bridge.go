@@ -24,6 +24,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/bridge/auth"
 	"github.com/agentmesh/agentmesh/bridge/core"
+	"github.com/agentmesh/agentmesh/bridge/ops"
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
 )
@@ -58,6 +59,7 @@ type Config struct {
 type Bridge struct {
 	cfg     Config
 	core    *core.Core
+	ops     *ops.Service
 	auth    *auth.Authenticator
 	handler http.Handler
 	log     zerolog.Logger
@@ -91,7 +93,12 @@ func New(cfg Config) (*Bridge, error) {
 		authn.Close()
 		return nil, fmt.Errorf("bridge: %w", err)
 	}
-	b := &Bridge{cfg: cfg, core: c, auth: authn, log: log}
+	o, err := ops.New(ops.Config{Core: c, Resources: cfg.Resources, Interval: cfg.Agent.Monitor.Interval.Std(), Missed: cfg.Agent.Monitor.Missed, Logger: log})
+	if err != nil {
+		authn.Close()
+		return nil, fmt.Errorf("bridge: %w", err)
+	}
+	b := &Bridge{cfg: cfg, core: c, ops: o, auth: authn, log: log}
 	mux := http.NewServeMux()
 	register(mux, b, cfg, c)
 	b.handler = b.middleware(b.edge(mux, b.guard(mux)))
@@ -116,6 +123,10 @@ func (b *Bridge) Run(ctx context.Context) error {
 		return fmt.Errorf("bridge: %w", err)
 	}
 	defer b.core.Stop()
+	opsCtx, stopOps := context.WithCancel(context.WithoutCancel(ctx))
+	opsDone := make(chan error, 1)
+	go func() { opsDone <- b.ops.Run(opsCtx) }()
+	defer func() { stopOps(); <-opsDone }()
 	if ln == nil {
 		var err error
 		ln, err = net.Listen("tcp", b.cfg.Addr)

@@ -36,6 +36,9 @@ const (
 	GrantConsume GrantKind = "consume"
 	// GrantConsumerInfo: read the state of consumers (no messages).
 	GrantConsumerInfo GrantKind = "consumer-info"
+	// GrantConsumerList: list the consumers of a stream with their state
+	// (no messages).
+	GrantConsumerList GrantKind = "consumer-list"
 	// GrantFollow: ordered and ephemeral consumers of a stream, filtered.
 	GrantFollow GrantKind = "follow"
 	// GrantStreamGet: read a stream's messages on Filter's subjects by
@@ -225,6 +228,7 @@ func (n Namespace) roleGrants(role string) []Grant {
 			{Kind: GrantSubscribe, Subject: p + ".evt.*." + string(EventRunFinished), Why: "wake waiting requests"},
 			{Kind: GrantSubscribe, Subject: p + ".evt.*." + string(EventRunError), Why: "wake waiting requests"},
 			{Kind: GrantConsumerInfo, Subject: n.Stream(StreamWork), Consumer: "*", Why: "/ready: is an agent pulling"},
+			{Kind: GrantConsumerList, Subject: n.Stream(StreamWork), Why: "/ops/mesh: the work queue of every agent and group"},
 			{Kind: GrantStreamGet, Subject: n.Stream(StreamWork), Filter: work("*"), Why: "is a queued turn's item still there (it published it, and holds the token it carries)"},
 			{Kind: GrantRequest, Subject: "$SRV.PING." + ToolServiceName, Why: "/ready"},
 			{Kind: GrantRequest, Subject: "$SRV.PING." + approvalServiceName, Why: "/ready"},
@@ -276,6 +280,8 @@ func (n Namespace) compile(g Grant) (pub, sub []string) {
 		}, nil
 	case GrantConsumerInfo:
 		return []string{api + "CONSUMER.INFO." + g.Subject + "." + g.Consumer}, nil
+	case GrantConsumerList:
+		return []string{api + "CONSUMER.LIST." + g.Subject}, nil
 	case GrantStreamGet:
 		// The API names no subject: the grant is the whole stream's. The
 		// stream's info binds it (jetstream.Stream).

@@ -38,6 +38,8 @@ func PermissionsMarkdown(n Namespace) string {
 				cons = append(cons, fmt.Sprintf("%s as %s (%s)", code(g.Subject), code(g.Consumer), code(g.Filter)))
 			case GrantConsumerInfo:
 				cons = append(cons, fmt.Sprintf("%s: state of %s", code(g.Subject), code(g.Consumer)))
+			case GrantConsumerList:
+				cons = append(cons, fmt.Sprintf("%s: list of consumers' state", code(g.Subject)))
 			case GrantStreamGet:
 				cons = append(cons, fmt.Sprintf("%s: get by subject (%s)", code(g.Subject), code(g.Filter)))
 			case GrantFollow:

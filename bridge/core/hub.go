@@ -56,6 +56,7 @@ type hub struct {
 
 	mu        sync.RWMutex
 	followers map[string]map[*Follower]struct{}
+	taps      map[*tap]struct{}
 	lastSeq   atomic.Uint64
 }
 
@@ -111,6 +112,9 @@ func (h *hub) dispatch(m jetstream.Msg) {
 	h.mu.RLock()
 	for f := range h.followers[ev.Session] {
 		f.push(ev)
+	}
+	for t := range h.taps {
+		t.fn(ev)
 	}
 	h.mu.RUnlock()
 }

@@ -15,6 +15,13 @@
 // and why a round ended (the CUSTOM events speaker_selected, speaker_skipped
 // and group_ended). It renders every text with textContent, never as HTML.
 //
+// The same page has two views for the people who run the mesh (ops.js),
+// clients of the read-only API of package bridge/ops: #/approvals, the
+// approvals inbox (approvers and admins: every pending approval of the mesh,
+// live, decided one by one or several at once with POST /approvals/{uuid}),
+// and #/mesh, the processes by role, breakers, work queues, degradation and
+// charts of the rates (charts.js, SVG drawn in the page), live over SSE.
+//
 // Files are served with a content-hash ETag and "Cache-Control: no-cache",
 // so a browser revalidates them cheaply and never runs a stale script after
 // an upgrade. Register holds no state and starts no goroutine.

@@ -25,6 +25,9 @@
 
 import { api, describeError, hasToken, onAuthRequired, setToken, streamURL } from './api.js';
 import { applyPatch } from './patch.js';
+import { ago, h } from './dom.js';
+import { argsHash } from './hash.js';
+import { createOps } from './ops.js';
 
 const $ = (sel) => document.querySelector(sel);
 
@@ -75,25 +78,12 @@ const ui = {
   who: $('#who'),
   whoName: $('#who-name'),
   signout: $('#signout'),
+  main: $('#main'),
+  opsMenu: $('#ops-menu'),
 };
 
-// h builds an element. Strings among children become text nodes; the "text"
-// property sets textContent. Nothing is ever parsed as HTML.
-function h(tag, props = {}, ...children) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(props)) {
-    if (v == null || v === false) continue;
-    if (k === 'class') e.className = v;
-    else if (k === 'text') e.textContent = v;
-    else if (k === 'dataset') {
-      for (const [dk, dv] of Object.entries(v)) if (dv != null) e.dataset[dk] = dv;
-    }
-    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
-    else e.setAttribute(k, v === true ? '' : String(v));
-  }
-  for (const c of children) if (c != null && c !== false) e.append(c);
-  return e;
-}
+// ops draws the approvals inbox (#/approvals) and the mesh view (#/mesh).
+const ops = createOps({ onNavigate: closeSidebar });
 
 // ---------------------------------------------------------------- view state
 
@@ -192,16 +182,6 @@ let listTimer = 0;
 function refreshListSoon() {
   clearTimeout(listTimer);
   listTimer = setTimeout(loadList, 250);
-}
-
-function ago(ts) {
-  const t = Date.parse(ts);
-  if (!t) return '';
-  const s = Math.max(0, (Date.now() - t) / 1000);
-  if (s < 45) return 'just now';
-  if (s < 3600) return `${Math.round(s / 60)} min ago`;
-  if (s < 86400) return `${Math.round(s / 3600)} h ago`;
-  return new Date(t).toLocaleDateString();
 }
 
 function statusLabel(s) {
@@ -990,41 +970,6 @@ function showApproval(ap) {
   scrollToEnd();
 }
 
-// argsHash is the mesh's hash of a call's arguments (mesh.ArgsHash):
-// "sha256:" and the hex SHA-256 of their canonical JSON (mesh.CanonicalJSON:
-// no whitespace, object keys sorted by code point, numbers as JSON.stringify
-// writes them, U+2028 and U+2029 escaped). Null where the browser has no
-// WebCrypto (a page not served from a secure context): the decision then
-// goes without it.
-async function argsHash(args) {
-  if (!(window.crypto && crypto.subtle)) return null;
-  const digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(canonicalJSON(args)));
-  return 'sha256:' + Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, '0')).join('');
-}
-
-function canonicalJSON(v) {
-  if (Array.isArray(v)) return '[' + v.map(canonicalJSON).join(',') + ']';
-  if (v && typeof v === 'object') {
-    return '{' + Object.keys(v).sort(byCodePoint).map((k) => jsonString(k) + ':' + canonicalJSON(v[k])).join(',') + '}';
-  }
-  if (typeof v === 'string') return jsonString(v);
-  if (Object.is(v, -0)) return '-0';
-  return JSON.stringify(v);
-}
-
-function jsonString(s) {
-  return JSON.stringify(s).replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029');
-}
-
-function byCodePoint(a, b) {
-  const x = Array.from(a, (c) => c.codePointAt(0));
-  const y = Array.from(b, (c) => c.codePointAt(0));
-  for (let i = 0; i < Math.min(x.length, y.length); i++) {
-    if (x[i] !== y[i]) return x[i] - y[i];
-  }
-  return x.length - y.length;
-}
-
 function hideApproval() {
   if (view) view.approval = null;
   ui.approval.hidden = true;
@@ -1219,12 +1164,29 @@ ui.brand.addEventListener('click', (e) => {
   e.preventDefault();
   closeSidebar();
   history.pushState(null, '', location.pathname);
-  open('');
+  route();
 });
 document.addEventListener('keydown', (e) => {
   if (e.key === 'Escape') closeSidebar();
 });
-window.addEventListener('hashchange', () => open(location.hash.slice(1)));
+window.addEventListener('hashchange', route);
+ui.opsMenu.addEventListener('click', openSidebar);
+
+// route shows what the address names: #/approvals or #/mesh (the
+// operations views), else a conversation by its id, or none.
+function route() {
+  const hash = location.hash.slice(1);
+  if (hash.startsWith('/')) {
+    close();
+    markActive();
+    ui.main.hidden = true;
+    ops.show(hash.slice(1));
+    return;
+  }
+  ops.hide();
+  ui.main.hidden = false;
+  open(hash);
+}
 
 // ---------------------------------------------------------------- sign in
 
@@ -1244,6 +1206,7 @@ function showSignIn(message) {
 
 onAuthRequired(() => {
   if (view && view.es) view.es.close();
+  ops.stop();
   showSignIn(hasToken() ? 'Your token was not accepted (expired or revoked). Sign in again.' : '');
 });
 
@@ -1260,15 +1223,16 @@ async function boot() {
   ui.app.removeAttribute('aria-hidden');
   ui.who.hidden = !me.auth;
   ui.whoName.textContent = me.auth && me.principal ? `Signed in as ${me.principal.name}` : '';
+  ops.setAccess(me.may || {});
   if (started) {
     loadList();
-    open(location.hash.slice(1));
+    route();
     return;
   }
   started = true;
   loadList();
   groupsLoaded = loadGroups();
-  open(location.hash.slice(1));
+  route();
   updateComposer();
   // Keep the "… ago" times fresh.
   setInterval(() => {
@@ -1287,6 +1251,7 @@ ui.signinForm.addEventListener('submit', (e) => {
 ui.signout.addEventListener('click', () => {
   setToken('');
   if (view && view.es) view.es.close();
+  ops.stop();
   showSignIn('');
 });
 

@@ -332,6 +332,13 @@ func routeRows(conv, approval string) map[string]func() routeRow {
 		"POST /groups/{name}/a2a": func() routeRow {
 			return routeRow{method: "POST", path: "/groups/nope/a2a", body: map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": map[string]any{"id": conv}}, need: auth.Read, ok: 404}
 		},
+		"GET /ops/approvals": func() routeRow { return routeRow{method: "GET", path: "/ops/approvals", need: auth.Decide, ok: 200} },
+		"GET /ops/approvals/events": func() routeRow {
+			return routeRow{method: "GET", path: "/ops/approvals/events", need: auth.Decide, ok: 200}
+		},
+		"GET /ops/mesh":        func() routeRow { return routeRow{method: "GET", path: "/ops/mesh", need: auth.Read, ok: 200} },
+		"GET /ops/mesh/events": func() routeRow { return routeRow{method: "GET", path: "/ops/mesh/events", need: auth.Read, ok: 200} },
+		"GET /ops/stats":       func() routeRow { return routeRow{method: "GET", path: "/ops/stats", need: auth.Read, ok: 200} },
 		"POST /approvals/{uuid}": func() routeRow {
 			// An approval that does not exist: the guard's answer is what is
 			// checked, and no decision is taken.

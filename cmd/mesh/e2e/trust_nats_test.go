@@ -191,6 +191,8 @@ func trustActions() []action {
 		reqAction("change the sessions bucket", "$JS.API.STREAM.UPDATE.KV_mesh_sessions"),
 		reqAction("create a stream", "$JS.API.STREAM.CREATE.THIEF"),
 		reqAction("delete a work consumer", "$JS.API.CONSUMER.DELETE.MESH_WORK.agent_resource-manager"),
+		// The bridge's ops API lists the work consumers' state (no message).
+		reqAction("list the work consumers", "$JS.API.CONSUMER.LIST.MESH_WORK", bridge),
 		pubAction("enqueue a turn", "mesh.work.agent.resource-manager.c1", agent, group, approver, bridge),
 		// The bridge ends and announces the turns it queued (run_queued, a
 		// queued turn cancelled, lost or not taken).
