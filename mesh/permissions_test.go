@@ -143,3 +143,21 @@ func TestSubjectMatches(t *testing.T) {
 		}
 	}
 }
+
+// ARCHITECTURE.md's summary of the permissions is the first table of
+// testdata/permissions.md, word for word: the document cannot drift from
+// the code.
+func TestArchitectureCarriesThePermissionsTable(t *testing.T) {
+	golden, err := os.ReadFile(filepath.Join("testdata", "permissions.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	summary, _, _ := strings.Cut(string(golden), "\n\n")
+	doc, err := os.ReadFile(filepath.Join("..", "ARCHITECTURE.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), summary) {
+		t.Errorf("ARCHITECTURE.md does not carry the summary table of testdata/permissions.md; copy it there:\n%s", summary)
+	}
+}
