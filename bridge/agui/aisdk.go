@@ -18,7 +18,8 @@ import (
 // exists, created when it does not). A last message of the assistant whose
 // tool part carries "approval": {id, approved, reason?} (useChat's
 // addToolApprovalResponse) decides that approval instead, and the stream
-// is the run it resumes. The answer is SSE with
+// is the run it resumes; any other last message is refused (400), so that
+// the user's message is never run twice. The answer is SSE with
 // x-vercel-ai-ui-message-stream: v1, each chunk "data: <json>", the last
 // "data: [DONE]":
 //
@@ -138,6 +139,10 @@ func (h *handler) aisdk(w http.ResponseWriter, r *http.Request) {
 		}
 	} else {
 		message, id, err := in.input()
+		if err == nil && len(in.Messages) > 0 && in.Messages[len(in.Messages)-1].Role != "user" {
+			// Not the last user message again: that would run it twice.
+			err = mesh.ErrBadRequest.With(`the last message must be the user's, or the assistant's with a tool part answering its "approval"`)
+		}
 		if err != nil {
 			writeError(w, err)
 			return

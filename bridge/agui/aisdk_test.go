@@ -60,3 +60,12 @@ func TestGoldenAISDK(t *testing.T) {
 		tr.golden("aisdk_approval.sse")
 	})
 }
+
+func TestAISDKRefusesALastAssistantMessage(t *testing.T) {
+	f := newFixture(t, offline.New(), nil)
+	resp := f.post(t.Context(), AISDKPath, `{"id":"aisdk-last","messages":[{"id":"m1","role":"user","parts":[{"type":"text","text":"hello"}]},{"id":"a1","role":"assistant","parts":[{"type":"text","text":"hi"}]}]}`)
+	defer resp.Body.Close()
+	if resp.StatusCode != 400 {
+		t.Errorf("status %d, want 400: the user's message is not sent again", resp.StatusCode)
+	}
+}
