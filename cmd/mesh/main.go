@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"syscall"
+	"time"
 
 	"github.com/agentmesh/agentmesh/config"
 )
@@ -92,6 +93,9 @@ func run(args []string) int {
 		if err == nil && pprof.StartCPUProfile(f) == nil {
 			defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
 		}
+		// And its heap every 5 s, so that the last one shows what a run
+		// left it holding.
+		go writeHeapProfiles(ctx, filepath.Join(cfg.ProfileDir, fmt.Sprintf("%s-%d.heap", cmd, os.Getpid())))
 	}
 	if err := runner(ctx, cfg, args[1:]); err != nil {
 		fmt.Fprintf(os.Stderr, "mesh %s: %v\n", cmd, err)
@@ -102,6 +106,20 @@ func run(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+func writeHeapProfiles(ctx context.Context, path string) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Second):
+		}
+		if f, err := os.Create(path); err == nil {
+			_ = pprof.Lookup("heap").WriteTo(f, 0)
+			_ = f.Close()
+		}
+	}
 }
 
 var commands = map[string]func(context.Context, *config.Config, []string) error{
