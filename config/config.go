@@ -19,7 +19,7 @@
 //	MESH_PREFIX      subject prefix (default mesh)
 //	MESH_LOG_LEVEL   debug, info (default), warn or error
 //	MESH_LOG_FORMAT  json, or console (the default on a terminal)
-//	MESH_CPU_PROFILE a directory: every role writes a CPU profile there as it runs
+//	MESH_CPU_PROFILE a directory: every role writes a CPU profile there as it runs, and its heap as it ends
 //	MESH_APPROVER_KEY          approvals.signing_key: the approver's nkey seed file
 //	MESH_APPROVER_PUBLIC_KEYS  approvals.public_keys, comma-separated
 //
@@ -353,6 +353,13 @@ type NATS struct {
 	Listen string `yaml:"listen"`
 	// MaxPayload of the embedded server. Zero means 8 MiB.
 	MaxPayload int32 `yaml:"max_payload"`
+	// MaxMemoryMB bounds the memory of the process that runs the embedded
+	// server (`mesh up`, `mesh nats`), in MiB: Go's memory limit, under
+	// which the garbage collector works harder and gives memory back to
+	// the system, and the bound of JetStream's memory store. JetStream's
+	// file store caches the blocks it writes, a few MiB per stream, and
+	// drops them after 10 s idle. Zero means 96; -1 sets no bound.
+	MaxMemoryMB int `yaml:"max_memory_mb"`
 	// Auth is how the embedded server admits clients: "nkeys" (the
 	// default: every role and the admin with an nkey of its own, generated
 	// under <data_dir>/creds, and the role's permissions) or "none" (an open
@@ -705,6 +712,20 @@ func (c *Config) DataPath(elem ...string) string {
 
 // EmbeddedNATS reports whether the mesh runs its own NATS server.
 func (c *Config) EmbeddedNATS() bool { return c.NATS.URL == "" }
+
+// DefaultNATSMaxMemoryMB is nats.max_memory_mb's default.
+const DefaultNATSMaxMemoryMB = 96
+
+// MaxMemory is nats.max_memory_mb in bytes; 0 when unbounded.
+func (n NATS) MaxMemory() int64 {
+	switch {
+	case n.MaxMemoryMB < 0:
+		return 0
+	case n.MaxMemoryMB == 0:
+		return DefaultNATSMaxMemoryMB << 20
+	}
+	return int64(n.MaxMemoryMB) << 20
+}
 
 // CredsDir is where the mesh keeps its NATS identities: <data_dir>/creds.
 func (c *Config) CredsDir() string { return c.DataPath("creds") }

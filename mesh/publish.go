@@ -2,7 +2,6 @@ package mesh
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"sync"
@@ -67,7 +66,9 @@ func (p *EventPublisher) Msg(session, runID, msgID string, ev Event) (*nats.Msg,
 	if ev.Timestamp == 0 {
 		ev.Timestamp = p.now().UnixMilli()
 	}
-	data, err := json.Marshal(ev)
+	// MarshalJSON itself, not json.Marshal: that would scan and compact
+	// what MarshalJSON wrote once more.
+	data, err := ev.MarshalJSON()
 	if err != nil {
 		return nil, fmt.Errorf("encode %s event: %w", ev.Type, err)
 	}

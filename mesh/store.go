@@ -221,6 +221,64 @@ func (s *SessionStore) update(ctx context.Context, id string, cur *Conversation,
 	return c, nil
 }
 
+// ConversationDoc is a conversation whose messages stay as the bucket
+// holds them, encoded: reading and writing it skips decoding and encoding
+// the messages, the bulk of a long conversation, for the readers and
+// writers that only need its head (the bridge queueing a turn or
+// answering one). It encodes as the conversation, its messages last.
+type ConversationDoc struct {
+	// Conversation is everything but the messages (Messages is nil).
+	*Conversation
+	// Messages shadows Conversation.Messages in JSON.
+	Messages json.RawMessage `json:"messages"`
+}
+
+// GetDoc is [SessionStore.Get] with the messages left encoded.
+func (s *SessionStore) GetDoc(ctx context.Context, id string) (*ConversationDoc, error) {
+	if CheckID(id) != nil {
+		return nil, ErrSessionNotFound.With(fmt.Sprintf("conversation %s not found: a conversation id is %s", Clip(id), IDRule))
+	}
+	d, rev, err := getJSON[ConversationDoc](ctx, s.kv, id, ErrSessionNotFound)
+	if err != nil {
+		return nil, err
+	}
+	d.ensure()
+	d.Revision = rev
+	return d, nil
+}
+
+// UpdateDoc is [SessionStore.Update] for a change that neither reads nor
+// writes the messages: change gets the conversation without them, and
+// they are written back as they were read.
+func (s *SessionStore) UpdateDoc(ctx context.Context, id string, change func(*Conversation) error) (*ConversationDoc, error) {
+	if CheckID(id) != nil {
+		return nil, ErrSessionNotFound.With(fmt.Sprintf("conversation %s not found: a conversation id is %s", Clip(id), IDRule))
+	}
+	d, rev, err := updateJSON(ctx, s.kv, id, ErrSessionNotFound, nil, 0, func(d *ConversationDoc) error {
+		d.ensure()
+		if err := change(d.Conversation); err != nil {
+			return err
+		}
+		d.Version++
+		d.UpdatedAt = s.now().UTC()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.ensure()
+	d.Revision = rev
+	return d, nil
+}
+
+// ensure gives a document decoded from a value without fields its
+// conversation.
+func (d *ConversationDoc) ensure() {
+	if d.Conversation == nil {
+		d.Conversation = &Conversation{}
+	}
+}
+
 // List returns the conversations, most recently updated first.
 func (s *SessionStore) List(ctx context.Context) ([]*Conversation, error) {
 	keys, err := s.kv.ListKeys(ctx)

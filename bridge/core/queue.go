@@ -62,7 +62,8 @@ func (c *Core) enqueue(ctx context.Context, id, turnID, text string, caller Call
 	// A client leaving mid-way must not leave the record without its item.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
 	defer cancel()
-	conv, err := c.Sessions.Update(ctx, id, func(cv *mesh.Conversation) error {
+	// The record touches only the head: the messages are not decoded.
+	conv, err := c.Sessions.UpdateDoc(ctx, id, func(cv *mesh.Conversation) error {
 		switch {
 		case !c.Sees(caller, cv.Owner):
 			return notFound(id) // someone else's: as if it did not exist (owner.go)

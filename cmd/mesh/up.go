@@ -270,7 +270,8 @@ func startEmbedded(cfg *config.Config, ns mesh.Namespace, log zerolog.Logger) (*
 	}
 	srv, err := mesh.StartServer(mesh.ServerConfig{
 		Listen: cfg.NATS.Listen, StoreDir: cfg.DataPath("jetstream"), MaxPayload: cfg.NATS.MaxPayload,
-		Users: users, TLS: tlsCfg,
+		MaxMemory: cfg.NATS.MaxMemory(),
+		Users:     users, TLS: tlsCfg,
 		Logger: log.With().Str("component", "nats-server").Logger().Level(zerolog.WarnLevel),
 	})
 	if err != nil {
