@@ -15,8 +15,8 @@ import (
 	"github.com/agentmesh/agentmesh/bridge/web"
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
-	"github.com/agentmesh/agentmesh/mesh/telemetry"
 	wire "github.com/agentmesh/agentmesh/mesh/a2a"
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 // access is what each route needs, by the pattern it is registered with.
