@@ -1,0 +1,42 @@
+package approver
+
+import (
+	"context"
+
+	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
+)
+
+// countPending keeps the set of approvals waiting for a person and
+// mesh_approvals_pending with it. a.mu is held.
+func (a *Approver) countPending(id string, pending bool) {
+	if pending {
+		a.pending[id] = true
+	} else {
+		delete(a.pending, id)
+	}
+	telemetry.SetApprovalsPending(len(a.pending))
+}
+
+// resumeSpan begins the span of enqueueing a resume in the trace of the
+// run that asked for the approval (its traceparent is in the record), so
+// that the resumed run, hours later on another replica, continues that
+// trace; the decider's request, when traced, is linked. The span's
+// context goes into h, the resume's headers.
+func resumeSpan(ctx context.Context, ap *mesh.Approval, h nats.Header) (context.Context, func()) {
+	decider := trace.SpanContextFromContext(ctx)
+	if ap.Traceparent != "" {
+		ctx = telemetry.FromTraceparent(ctx, ap.Traceparent)
+	}
+	ctx, span := telemetry.StartKind(ctx, "approval resume", trace.SpanKindProducer,
+		attribute.String("mesh.approval.status", string(ap.Status)), attribute.String("mesh.agent", ap.Agent))
+	if decider.IsValid() {
+		span.AddLink(trace.Link{SpanContext: decider})
+	}
+	telemetry.Inject(ctx, h)
+	return ctx, func() { span.End() }
+}
