@@ -103,8 +103,15 @@ func ApprovalDecided(approved bool, wait time.Duration) {
 	approvalWait.WithLabelValues().Observe(wait.Seconds())
 }
 
-// SetApprovalsPending sets the number of approvals waiting for a decision.
-func SetApprovalsPending(n int) { approvalsPending.WithLabelValues().Set(float64(n)) }
+// SetApprovalsPending sets the number of approvals waiting for a decision
+// and when the oldest of them was asked (zero when none waits).
+func SetApprovalsPending(n int, oldest time.Time) {
+	approvalsPending.WithLabelValues().Set(float64(n))
+	oldestPending.Store(oldest.UnixNano())
+	if oldest.IsZero() {
+		oldestPending.Store(0)
+	}
+}
 
 // WorkDelivered counts a redelivery of a work item of role's queue name
 // (attempt 2 or later).

@@ -2,6 +2,8 @@ package telemetry
 
 import (
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -18,19 +20,38 @@ var Registry = prometheus.NewRegistry()
 // and model calls take seconds, KV and tool calls milliseconds.
 var durations = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 
+// Names are the metrics this package defines, by full name, with their
+// type ("counter", "gauge", "histogram") and labels: the list README's
+// table and deploy/'s rules and dashboard are checked against.
+var Names = map[string]Metric{}
+
+// Metric describes one metric of [Names].
+type Metric struct {
+	Type   string
+	Help   string
+	Labels []string
+}
+
+func define(name, typ, help string, labels []string) {
+	Names[Namespace+"_"+name] = Metric{Type: typ, Help: help, Labels: labels}
+}
+
 func counter(name, help string, labels ...string) *prometheus.CounterVec {
+	define(name, "counter", help, labels)
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help}, labels)
 	Registry.MustRegister(c)
 	return c
 }
 
 func gauge(name, help string, labels ...string) *prometheus.GaugeVec {
+	define(name, "gauge", help, labels)
 	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help}, labels)
 	Registry.MustRegister(g)
 	return g
 }
 
 func histogram(name, help string, labels ...string) *prometheus.HistogramVec {
+	define(name, "histogram", help, labels)
 	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: name, Help: help, Buckets: durations}, labels)
 	Registry.MustRegister(h)
 	return h
@@ -61,6 +82,7 @@ var (
 	approvalsDecided   = counter("approvals_decided_total", "Approvals a person, a policy or a timeout decided, by outcome.", "outcome")
 	approvalWait       = histogram("approval_decision_seconds", "Time from an approval's request to its decision (human ones).")
 	approvalsPending   = gauge("approvals_pending", "Approvals waiting for a decision, as this approver sees the bucket.")
+	oldestPending      atomic.Int64 // unix nanoseconds; 0 when none waits
 
 	workRedeliveries = counter("work_redeliveries_total", "Work items delivered again (attempt 2 or later).", "role", "name")
 	workMaxDelivered = counter("work_max_deliveries_total", "Work items given up after their last delivery.", "role", "name")
@@ -91,7 +113,17 @@ var (
 )
 
 func init() {
-	Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), breakers)
+	define("approval_oldest_pending_seconds", "gauge", "Age of the oldest approval waiting for a decision; 0 when none waits.", nil)
+	define("breaker_state", "gauge", "Circuit breakers of this process: 0 closed, 1 half-open, 2 open.", []string{"breaker"})
+	Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), breakers,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: Namespace, Name: "approval_oldest_pending_seconds",
+			Help: "Age of the oldest approval waiting for a decision; 0 when none waits."}, func() float64 {
+			at := oldestPending.Load()
+			if at == 0 {
+				return 0
+			}
+			return time.Since(time.Unix(0, at)).Seconds()
+		}))
 }
 
 // breakerDesc is mesh_breaker_state: the state of each circuit breaker of

@@ -107,7 +107,7 @@ type Approver struct {
 	mu     sync.Mutex
 	orphan map[string]time.Time // decided approvals without an enqueued resume, by first sighting
 	// pending are the approvals waiting for a person, for mesh_approvals_pending.
-	pending map[string]bool
+	pending map[string]time.Time
 }
 
 // New validates cfg and returns an approver.
@@ -141,7 +141,7 @@ func New(cfg Config) (*Approver, error) {
 		trusted:   trusted,
 		now:       time.Now,
 		orphan:    map[string]time.Time{},
-		pending:   map[string]bool{},
+		pending:   map[string]time.Time{},
 	}, nil
 }
 
@@ -292,7 +292,7 @@ func (a *Approver) track(e jetstream.KeyValueEntry) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.countPending(ap.UUID, ap.Status == mesh.ApprovalPending)
+	a.countPending(ap.UUID, ap.Status == mesh.ApprovalPending, ap.CreatedAt)
 	if ap.Status != mesh.ApprovalPending && !ap.ResumeEnqueued {
 		if _, seen := a.orphan[ap.UUID]; !seen {
 			a.orphan[ap.UUID] = time.Now()

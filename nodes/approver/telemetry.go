@@ -2,6 +2,7 @@ package approver
 
 import (
 	"context"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/attribute"
@@ -11,15 +12,21 @@ import (
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
-// countPending keeps the set of approvals waiting for a person and
-// mesh_approvals_pending with it. a.mu is held.
-func (a *Approver) countPending(id string, pending bool) {
+// countPending keeps the set of approvals waiting for a person, and
+// mesh_approvals_pending and the oldest one's age with it. a.mu is held.
+func (a *Approver) countPending(id string, pending bool, created time.Time) {
 	if pending {
-		a.pending[id] = true
+		a.pending[id] = created
 	} else {
 		delete(a.pending, id)
 	}
-	telemetry.SetApprovalsPending(len(a.pending))
+	var oldest time.Time
+	for _, at := range a.pending {
+		if oldest.IsZero() || at.Before(oldest) {
+			oldest = at
+		}
+	}
+	telemetry.SetApprovalsPending(len(a.pending), oldest)
 }
 
 // resumeSpan begins the span of enqueueing a resume in the trace of the
