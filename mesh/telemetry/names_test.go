@@ -44,7 +44,9 @@ func TestDeployNamesExist(t *testing.T) {
 		}
 		if strings.HasSuffix(path, ".json") {
 			for name := range Names {
-				if name != "mesh_build_info" && !slices.ContainsFunc(names, func(n string) bool { return n == name || strings.TrimSuffix(strings.TrimSuffix(n, "_bucket"), "_count") == name }) {
+				if name != "mesh_build_info" && !slices.ContainsFunc(names, func(n string) bool {
+					return n == name || strings.TrimSuffix(strings.TrimSuffix(n, "_bucket"), "_count") == name
+				}) {
 					t.Errorf("the dashboard shows nothing of %s", name)
 				}
 			}

@@ -21,7 +21,7 @@ import (
 
 // span is one span an OTLP receiver got, with the service that sent it.
 type span struct {
-	service, name    string
+	service, name     string
 	trace, id, parent string
 }
 
@@ -241,4 +241,3 @@ func (m *meshProc) addPendingWith(conv, text string, headers ...string) map[stri
 	}
 	return ap
 }
-
