@@ -367,7 +367,7 @@ func (a *Approver) handleDecide(ctx context.Context, req micro.Request) {
 		_ = mesh.RespondError(req, err)
 		return
 	}
-	log.Info().Str("session", ap.ConversationID).Str("sid", ap.SessionID).Bool("approved", d.Approved).Str("by", d.By).Msg("approval decided")
+	withSID(log.Info().Str("session", ap.ConversationID), ap.SessionID).Bool("approved", d.Approved).Str("by", d.By).Msg("approval decided")
 	_ = req.RespondJSON(ap)
 }
 

@@ -87,7 +87,7 @@ func (a *Approver) Request(ctx context.Context, id string, ask *mesh.Approval) (
 	if ap.Policy != "" {
 		a.log.Debug().Str("approval", ap.UUID).Str("session", ap.ConversationID).Str("policy", ap.Policy).Str("tool", ap.Tool).Msg("approved by policy")
 	} else {
-		a.log.Info().Str("approval", ap.UUID).Str("session", ap.ConversationID).Str("sid", ap.SessionID).Str("tool", ap.Tool).Msg("approval requested")
+		withSID(a.log.Info().Str("approval", ap.UUID).Str("session", ap.ConversationID), ap.SessionID).Str("tool", ap.Tool).Msg("approval requested")
 	}
 	return ap, nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -46,4 +48,13 @@ func resumeSpan(ctx context.Context, ap *mesh.Approval, h nats.Header) (context.
 	}
 	telemetry.Inject(ctx, h)
 	return ctx, func() { span.End() }
+}
+
+// withSID adds the caller's session id to a log line when there is one: an
+// empty sid is no correlation id.
+func withSID(e *zerolog.Event, sid string) *zerolog.Event {
+	if sid == "" {
+		return e
+	}
+	return e.Str("sid", sid)
 }
