@@ -20,10 +20,10 @@
 //	MESH_LOG_LEVEL   debug, info (default), warn or error
 //	MESH_LOG_FORMAT  json, or console (the default on a terminal)
 //	MESH_CPU_PROFILE a directory: every role writes a CPU profile there as it runs
-//	MESH_METRICS_ADDR          metrics.listen: where a role serves Prometheus /metrics
-//	OTEL_EXPORTER_OTLP_ENDPOINT (and _TRACES_ENDPOINT, _PROTOCOL): traces on, see [Telemetry]
 //	MESH_APPROVER_KEY          approvals.signing_key: the approver's nkey seed file
 //	MESH_APPROVER_PUBLIC_KEYS  approvals.public_keys, comma-separated
+//	MESH_METRICS_ADDR          metrics.listen: where a role serves Prometheus /metrics
+//	OTEL_EXPORTER_OTLP_ENDPOINT (and _TRACES_ENDPOINT, _PROTOCOL): traces on, see [Telemetry]
 //
 // API keys come only from the environment (GEMINI_API_KEY, ANTHROPIC_API_KEY,
 // OPENAI_API_KEY) and are held as [Secret] values that never print.
