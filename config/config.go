@@ -22,6 +22,8 @@
 //	MESH_CPU_PROFILE a directory: every role writes a CPU profile there as it runs, and its heap as it ends
 //	MESH_APPROVER_KEY          approvals.signing_key: the approver's nkey seed file
 //	MESH_APPROVER_PUBLIC_KEYS  approvals.public_keys, comma-separated
+//	MESH_METRICS_ADDR          metrics.listen: where a role serves Prometheus /metrics
+//	OTEL_EXPORTER_OTLP_ENDPOINT (and _TRACES_ENDPOINT, _PROTOCOL): traces on, see [Telemetry]
 //
 // API keys come only from the environment (GEMINI_API_KEY, ANTHROPIC_API_KEY,
 // OPENAI_API_KEY) and are held as [Secret] values that never print.
@@ -56,6 +58,8 @@ const (
 	EnvLogFmt    = "MESH_LOG_FORMAT"
 	EnvProfile   = "MESH_CPU_PROFILE"
 	EnvNodeID    = "MESH_NODE_ID"
+	// EnvMetricsAddr sets metrics.listen.
+	EnvMetricsAddr = "MESH_METRICS_ADDR"
 	// EnvApproverKey and EnvApproverPublicKeys set approvals.signing_key
 	// and approvals.public_keys (comma-separated).
 	EnvApproverKey        = "MESH_APPROVER_KEY"
@@ -106,6 +110,8 @@ type Config struct {
 	Log      Log      `yaml:"log"`
 	Monitor  Monitor  `yaml:"monitor"`
 	Breakers Breakers `yaml:"breakers"`
+	// Metrics is where each role process serves Prometheus metrics.
+	Metrics Metrics `yaml:"metrics"`
 	// Approvals configures the signed approvals: the approver's signing
 	// key and the keys tool hosts trust.
 	Approvals Approvals `yaml:"approvals"`
@@ -126,6 +132,8 @@ type Config struct {
 	ProfileDir string `yaml:"-"`
 	// BaseURLs are provider base URLs given by the environment, by provider.
 	BaseURLs map[string]string `yaml:"-"`
+	// Telemetry is what the standard OTEL_* variables say about traces.
+	Telemetry Telemetry `yaml:"-"`
 
 	// authUnset names the ${ENV} variables of the auth section that are
 	// empty, by field, for [Config.CheckAuth].
@@ -587,6 +595,10 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 		c.Log.Format = v
 	}
 	c.ProfileDir = getenv(EnvProfile)
+	if v := getenv(EnvMetricsAddr); v != "" {
+		c.Metrics.Listen = v
+	}
+	c.Telemetry = telemetryFromEnv(getenv)
 	if v := getenv(EnvApproverKey); v != "" {
 		c.Approvals.SigningKey = v
 	}

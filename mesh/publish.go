@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 // Headers the mesh sets on its messages.
@@ -74,6 +76,7 @@ func (p *EventPublisher) Msg(session, runID, msgID string, ev Event) (*nats.Msg,
 	}
 	m := nats.NewMsg(subj)
 	m.Data = data
+	telemetry.EventPublished(string(ev.Type))
 	if msgID != "" {
 		m.Header.Set(HeaderMsgID, msgID)
 	}

@@ -44,6 +44,7 @@ import (
 	"github.com/agentmesh/agentmesh/bridge/auth"
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 // Config configures the core.
@@ -464,6 +465,7 @@ func (c *Core) Decide(ctx context.Context, approvalID string, body []byte, calle
 	m := nats.NewMsg(subj)
 	m.Data = body
 	m.Header = caller.headers(caller.SessionID)
+	telemetry.Inject(ctx, m.Header)
 	if c.cfg.Auth && caller.Principal != nil {
 		// Who decided is who authenticated, whatever the body says.
 		m.Header.Set(mesh.HeaderPrincipal, caller.Principal.Name)

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 // This file is the queue of a conversation: a user's message the bridge
@@ -256,6 +257,7 @@ func (c *Core) checkQueued(ctx context.Context, ref *queuedRef, caller Caller) b
 	// A new id: the lost item's may still be in the duplicate window. An
 	// agent drops a copy of a turn that is already claimed or done.
 	m.Header.Set(mesh.HeaderMsgID, fmt.Sprintf("%s:r%d", mesh.WorkMsgID(item), ref.q.Republished+1))
+	telemetry.Inject(ctx, m.Header)
 	if _, err := c.cfg.JS.PublishMsg(ctx, m); err != nil {
 		// The record says republished: the next check, QueueCheckAfter
 		// later, finds the item missing again and tries again.

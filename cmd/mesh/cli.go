@@ -115,6 +115,9 @@ func roleCommand(name string, runner func(context.Context, *config.Config, []str
 			if err != nil {
 				return err
 			}
+			if args, err = metricsFlag(cfg, args); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if cfg.ProfileDir != "" {

@@ -151,6 +151,9 @@ func upProcesses(cfg *config.Config, url string, replicas map[string]int, roleEn
 				config.EnvNATSURL + "=" + url,
 				config.EnvNodeID + "=" + fmt.Sprintf("%s-%s-%d", hostToken(), role, i),
 			}
+			if addr := childMetricsAddr(cfg.Metrics.Listen, len(procs)+1); addr != "" {
+				env = append(env, config.EnvMetricsAddr+"="+addr)
+			}
 			env = append(env, childIdentityEnv(cfg, role)...)
 			procs = append(procs, process{Name: name, Args: []string{role}, Env: append(env, roleEnv[role]...)})
 		}

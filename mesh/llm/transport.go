@@ -15,6 +15,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/agentmesh/agentmesh/config"
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 // The transport every cloud provider shares: one HTTP exchange per attempt,
@@ -221,6 +222,7 @@ func (e *endpoint) run(ctx context.Context, x *exchange, onText func(string)) (*
 		}
 		e.logger(parent).Warn().Str("provider", e.provider).Int("llm_attempt", attempt).Dur("wait", wait).
 			Str("err", f.err.Message).Msg("llm call failed; retrying")
+		telemetry.ModelRetry(e.provider)
 		if err := e.sleep(ctx, wait); err != nil {
 			return nil, e.contextError(parent, ctx)
 		}
