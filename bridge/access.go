@@ -16,6 +16,7 @@ import (
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
 	wire "github.com/agentmesh/agentmesh/mesh/a2a"
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 // access is what each route needs, by the pattern it is registered with.
@@ -70,6 +71,10 @@ var access = map[string]auth.Permission{
 	"GET /ops/mesh":             auth.Read,
 	"GET /ops/mesh/events":      auth.Read,
 	"GET /ops/stats":            auth.Read,
+
+	// Prometheus metrics of the bridge process: counts by route, agent,
+	// tool and outcome, nothing of a conversation.
+	"GET /metrics": auth.Read,
 }
 
 // rpcRoutes answer refusals as JSON-RPC errors.
@@ -132,6 +137,7 @@ func register(mux core.Mux, b *Bridge, cfg Config, c *core.Core) {
 	o.Register(mux)
 	docs.Register(mux)
 	web.Register(mux) // GET / and /web/…; the catch-all below answers every other path
+	mux.HandleFunc("GET /metrics", telemetry.Handler().ServeHTTP)
 	mux.HandleFunc("GET /auth/me", b.me)
 	mux.HandleFunc("POST /auth/stream-token", b.streamToken)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -21,12 +21,15 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentmesh/agentmesh/bridge/auth"
 	"github.com/agentmesh/agentmesh/bridge/core"
 	"github.com/agentmesh/agentmesh/bridge/ops"
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 // Config configures a bridge.
@@ -62,6 +65,7 @@ type Bridge struct {
 	ops     *ops.Service
 	auth    *auth.Authenticator
 	handler http.Handler
+	mux     *http.ServeMux
 	log     zerolog.Logger
 }
 
@@ -98,8 +102,8 @@ func New(cfg Config) (*Bridge, error) {
 		authn.Close()
 		return nil, fmt.Errorf("bridge: %w", err)
 	}
-	b := &Bridge{cfg: cfg, core: c, ops: o, auth: authn, log: log}
 	mux := http.NewServeMux()
+	b := &Bridge{cfg: cfg, core: c, ops: o, auth: authn, mux: mux, log: log}
 	register(mux, b, cfg, c)
 	b.handler = b.middleware(b.edge(mux, b.guard(mux)))
 	return b, nil
@@ -159,11 +163,17 @@ func (b *Bridge) Run(ctx context.Context) error {
 	return nil
 }
 
-// middleware logs every request with its trace id and turns panics into 500s.
+// middleware logs every request with its trace id, counts it by route
+// (mesh_http_*), traces it (a caller's traceparent is continued) and turns
+// panics into 500s.
 func (b *Bridge) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		_, route := b.mux.Handler(r)
+		ctx, span := telemetry.StartKind(telemetry.HTTPExtract(r.Context(), r.Header), route, trace.SpanKindServer,
+			attribute.String("http.request.method", r.Method), attribute.String("http.route", route))
+		r = r.WithContext(ctx)
 		defer func() {
 			if p := recover(); p != nil {
 				if p == http.ErrAbortHandler {
@@ -187,6 +197,15 @@ func (b *Bridge) middleware(next http.Handler) http.Handler {
 			if sw.principal != "" {
 				ev = ev.Str("principal", sw.principal)
 			}
+			if id := telemetry.TraceID(ctx); id != "" && span.IsRecording() {
+				ev = ev.Str("trace_id", id)
+			}
+			telemetry.HTTPRequest(route, sw.status, time.Since(start))
+			span.SetAttributes(attribute.Int("http.response.status_code", sw.status))
+			if sw.status >= 500 {
+				telemetry.Fail(span, http.StatusText(sw.status))
+			}
+			span.End()
 			ev.Str("method", clipLog(r.Method)).Str("path", clipLog(r.URL.Path)).Int("status", sw.status).Dur("latency", time.Since(start)).Msg("http")
 		}()
 		next.ServeHTTP(sw, r)

@@ -19,9 +19,11 @@
 //	MESH_PREFIX      subject prefix (default mesh)
 //	MESH_LOG_LEVEL   debug, info (default), warn or error
 //	MESH_LOG_FORMAT  json, or console (the default on a terminal)
-//	MESH_CPU_PROFILE a directory: every role writes a CPU profile there as it runs
+//	MESH_CPU_PROFILE a directory: every role writes a CPU profile there as it runs, and its heap as it ends
 //	MESH_APPROVER_KEY          approvals.signing_key: the approver's nkey seed file
 //	MESH_APPROVER_PUBLIC_KEYS  approvals.public_keys, comma-separated
+//	MESH_METRICS_ADDR          metrics.listen: where a role serves Prometheus /metrics
+//	OTEL_EXPORTER_OTLP_ENDPOINT (and _TRACES_ENDPOINT, _PROTOCOL): traces on, see [Telemetry]
 //
 // API keys come only from the environment (GEMINI_API_KEY, ANTHROPIC_API_KEY,
 // OPENAI_API_KEY) and are held as [Secret] values that never print.
@@ -56,6 +58,8 @@ const (
 	EnvLogFmt    = "MESH_LOG_FORMAT"
 	EnvProfile   = "MESH_CPU_PROFILE"
 	EnvNodeID    = "MESH_NODE_ID"
+	// EnvMetricsAddr sets metrics.listen.
+	EnvMetricsAddr = "MESH_METRICS_ADDR"
 	// EnvApproverKey and EnvApproverPublicKeys set approvals.signing_key
 	// and approvals.public_keys (comma-separated).
 	EnvApproverKey        = "MESH_APPROVER_KEY"
@@ -106,6 +110,8 @@ type Config struct {
 	Log      Log      `yaml:"log"`
 	Monitor  Monitor  `yaml:"monitor"`
 	Breakers Breakers `yaml:"breakers"`
+	// Metrics is where each role process serves Prometheus metrics.
+	Metrics Metrics `yaml:"metrics"`
 	// Approvals configures the signed approvals: the approver's signing
 	// key and the keys tool hosts trust.
 	Approvals Approvals `yaml:"approvals"`
@@ -126,6 +132,8 @@ type Config struct {
 	ProfileDir string `yaml:"-"`
 	// BaseURLs are provider base URLs given by the environment, by provider.
 	BaseURLs map[string]string `yaml:"-"`
+	// Telemetry is what the standard OTEL_* variables say about traces.
+	Telemetry Telemetry `yaml:"-"`
 
 	// authUnset names the ${ENV} variables of the auth section that are
 	// empty, by field, for [Config.CheckAuth].
@@ -353,6 +361,13 @@ type NATS struct {
 	Listen string `yaml:"listen"`
 	// MaxPayload of the embedded server. Zero means 8 MiB.
 	MaxPayload int32 `yaml:"max_payload"`
+	// MaxMemoryMB bounds the memory of the process that runs the embedded
+	// server (`mesh up`, `mesh nats`), in MiB: Go's memory limit, under
+	// which the garbage collector works harder and gives memory back to
+	// the system, and the bound of JetStream's memory store. JetStream's
+	// file store caches the blocks it writes, a few MiB per stream, and
+	// drops them after 10 s idle. Zero means 96; -1 sets no bound.
+	MaxMemoryMB int `yaml:"max_memory_mb"`
 	// Auth is how the embedded server admits clients: "nkeys" (the
 	// default: every role and the admin with an nkey of its own, generated
 	// under <data_dir>/creds, and the role's permissions) or "none" (an open
@@ -580,6 +595,10 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 		c.Log.Format = v
 	}
 	c.ProfileDir = getenv(EnvProfile)
+	if v := getenv(EnvMetricsAddr); v != "" {
+		c.Metrics.Listen = v
+	}
+	c.Telemetry = telemetryFromEnv(getenv)
 	if v := getenv(EnvApproverKey); v != "" {
 		c.Approvals.SigningKey = v
 	}
@@ -705,6 +724,20 @@ func (c *Config) DataPath(elem ...string) string {
 
 // EmbeddedNATS reports whether the mesh runs its own NATS server.
 func (c *Config) EmbeddedNATS() bool { return c.NATS.URL == "" }
+
+// DefaultNATSMaxMemoryMB is nats.max_memory_mb's default.
+const DefaultNATSMaxMemoryMB = 96
+
+// MaxMemory is nats.max_memory_mb in bytes; 0 when unbounded.
+func (n NATS) MaxMemory() int64 {
+	switch {
+	case n.MaxMemoryMB < 0:
+		return 0
+	case n.MaxMemoryMB == 0:
+		return DefaultNATSMaxMemoryMB << 20
+	}
+	return int64(n.MaxMemoryMB) << 20
+}
 
 // CredsDir is where the mesh keeps its NATS identities: <data_dir>/creds.
 func (c *Config) CredsDir() string { return c.DataPath("creds") }

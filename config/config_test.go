@@ -379,3 +379,11 @@ func TestSubAgents(t *testing.T) {
 		t.Errorf("SubAgents = %+v", got)
 	}
 }
+
+func TestNATSMaxMemory(t *testing.T) {
+	for mb, want := range map[int]int64{0: DefaultNATSMaxMemoryMB << 20, -1: 0, 200: 200 << 20} {
+		if got := (NATS{MaxMemoryMB: mb}).MaxMemory(); got != want {
+			t.Errorf("max_memory_mb %d: %d bytes, want %d", mb, got, want)
+		}
+	}
+}

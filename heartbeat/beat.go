@@ -31,6 +31,8 @@ type BeatConfig struct {
 	// NodeID names the node; required.
 	NodeID  string
 	Version string
+	// Metrics is the address of the node's /metrics, reported in beats.
+	Metrics string
 	// Interval between beats. Zero means 1s.
 	Interval time.Duration
 	// Health answers liveness probes: nil when the node's work loop actually
@@ -82,7 +84,7 @@ func NewBeat(cfg BeatConfig) (*Beat, error) {
 	host, _ := os.Hostname()
 	b := &Beat{cfg: cfg, subj: subj, log: cfg.Logger, info: mesh.NodeInfo{
 		Node: cfg.NodeID, Role: cfg.Role, State: mesh.NodeStarting, PID: os.Getpid(), Host: host,
-		Version: cfg.Version, StartedAt: time.Now().UTC(),
+		Version: cfg.Version, Metrics: cfg.Metrics, StartedAt: time.Now().UTC(),
 	}}
 	b.key = b.info.Key()
 	return b, nil

@@ -62,9 +62,12 @@ type Approval struct {
 	Status   ApprovalStatus `json:"status"`
 	Decision *Decision      `json:"decision,omitempty"`
 	// ResumeEnqueued is set once the resume work item is in the work queue.
-	ResumeEnqueued bool      `json:"resume_enqueued,omitempty"`
-	CreatedAt      time.Time `json:"created_at"`
-	DecidedAt      time.Time `json:"decided_at,omitzero"`
+	ResumeEnqueued bool `json:"resume_enqueued,omitempty"`
+	// Traceparent is the W3C trace context of the run that asked: the
+	// resume continues that trace, however late the decision comes.
+	Traceparent string    `json:"traceparent,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	DecidedAt   time.Time `json:"decided_at,omitzero"`
 
 	Revision uint64 `json:"-"`
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 // Policies the approver decides by at once, without a person. A call that
@@ -42,6 +44,9 @@ func RequestApproval(ctx context.Context, nc *nats.Conn, ns Namespace, ap *Appro
 	subj, err := ns.ApprovalRequest(ap.UUID)
 	if err != nil {
 		return nil, err
+	}
+	if ap.Traceparent == "" {
+		ap.Traceparent = telemetry.Traceparent(ctx)
 	}
 	data, err := json.Marshal(ap)
 	if err != nil {

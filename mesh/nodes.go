@@ -38,7 +38,9 @@ type NodeInfo struct {
 	Breakers map[string]string `json:"breakers,omitempty"`
 	// Serves names what the node does work for: an agent process's agents,
 	// a group process's groups.
-	Serves    []string  `json:"serves,omitempty"`
+	Serves []string `json:"serves,omitempty"`
+	// Metrics is the address the node serves Prometheus /metrics on.
+	Metrics   string    `json:"metrics,omitempty"`
 	Seq       uint64    `json:"seq"`
 	StartedAt time.Time `json:"started_at"`
 	BeatAt    time.Time `json:"beat_at"`

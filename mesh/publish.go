@@ -2,7 +2,6 @@ package mesh
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"sync"
@@ -10,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 // Headers the mesh sets on its messages.
@@ -67,12 +68,15 @@ func (p *EventPublisher) Msg(session, runID, msgID string, ev Event) (*nats.Msg,
 	if ev.Timestamp == 0 {
 		ev.Timestamp = p.now().UnixMilli()
 	}
-	data, err := json.Marshal(ev)
+	// MarshalJSON itself, not json.Marshal: that would scan and compact
+	// what MarshalJSON wrote once more.
+	data, err := ev.MarshalJSON()
 	if err != nil {
 		return nil, fmt.Errorf("encode %s event: %w", ev.Type, err)
 	}
 	m := nats.NewMsg(subj)
 	m.Data = data
+	telemetry.EventPublished(string(ev.Type))
 	if msgID != "" {
 		m.Header.Set(HeaderMsgID, msgID)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
@@ -24,6 +25,10 @@ type ServerConfig struct {
 	// MaxPayload is the largest message the server accepts. Zero means 8 MiB,
 	// room for a 1 MB session with its history of messages.
 	MaxPayload int32
+	// MaxMemory, when positive, bounds the memory of this process in bytes
+	// (Go's soft memory limit, debug.SetMemoryLimit: the whole process,
+	// whatever else it runs) and JetStream's memory store.
+	MaxMemory int64
 	// Name is the server's name. Empty means "mesh".
 	Name string
 	// Users are the identities the server accepts. Empty means an open
@@ -98,6 +103,10 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		// MaxPending must hold at least one max-size message per client.
 		MaxPending: int64(cfg.MaxPayload) * 8,
 		NoSigs:     true,
+	}
+	if cfg.MaxMemory > 0 {
+		opts.JetStreamMaxMemory = cfg.MaxMemory
+		debug.SetMemoryLimit(cfg.MaxMemory)
 	}
 	for _, u := range cfg.Users {
 		opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: u.NKey, Permissions: serverPermissions(u.Permissions)})

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 // ErrNoChange, returned by a change function, makes an update end without
@@ -67,8 +69,10 @@ func updateJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string, n
 			return cur, newRev, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) || attempt >= casAttempts {
-			return nil, 0, fmt.Errorf("update %s: %w", key, err)
+			telemetry.KVFailure(kv.Bucket())
+			return nil, 0, &writeError{key: key, err: err}
 		}
+		telemetry.KVConflict(kv.Bucket())
 		cur = nil
 		// A short random pause spreads writers that collided.
 		select {
@@ -78,6 +82,15 @@ func updateJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string, n
 		}
 	}
 }
+
+// writeError is a compare-and-set write that failed for good.
+type writeError struct {
+	key string
+	err error
+}
+
+func (e *writeError) Error() string { return fmt.Sprintf("update %s: %v", e.key, e.err) }
+func (e *writeError) Unwrap() error { return e.err }
 
 // WatchKV follows the keys of kv that keys names (a key, or a filter with
 // wildcards) until ctx ends: apply gets the current entries, then each put
@@ -126,10 +139,12 @@ func (s *SessionStore) Get(ctx context.Context, id string) (*Conversation, error
 	if CheckID(id) != nil {
 		return nil, ErrSessionNotFound.With(fmt.Sprintf("conversation %s not found: a conversation id is %s", Clip(id), IDRule))
 	}
+	start := time.Now()
 	c, rev, err := getJSON[Conversation](ctx, s.kv, id, ErrSessionNotFound)
 	if err != nil {
 		return nil, err
 	}
+	telemetry.SessionLoaded(time.Since(start))
 	c.Revision = rev
 	return c, nil
 }
@@ -215,10 +230,72 @@ func (s *SessionStore) update(ctx context.Context, id string, cur *Conversation,
 		return nil
 	})
 	if err != nil {
+		var we *writeError
+		if errors.As(err, &we) {
+			telemetry.SessionSaveFailed() // the write failed; a change's own refusal is not a failure
+		}
 		return nil, err
 	}
 	c.Revision = rev
 	return c, nil
+}
+
+// ConversationDoc is a conversation whose messages stay as the bucket
+// holds them, encoded: reading and writing it skips decoding and encoding
+// the messages, the bulk of a long conversation, for the readers and
+// writers that only need its head (the bridge queueing a turn or
+// answering one). It encodes as the conversation, its messages last.
+type ConversationDoc struct {
+	// Conversation is everything but the messages (Messages is nil).
+	*Conversation
+	// Messages shadows Conversation.Messages in JSON.
+	Messages json.RawMessage `json:"messages"`
+}
+
+// GetDoc is [SessionStore.Get] with the messages left encoded.
+func (s *SessionStore) GetDoc(ctx context.Context, id string) (*ConversationDoc, error) {
+	if CheckID(id) != nil {
+		return nil, ErrSessionNotFound.With(fmt.Sprintf("conversation %s not found: a conversation id is %s", Clip(id), IDRule))
+	}
+	d, rev, err := getJSON[ConversationDoc](ctx, s.kv, id, ErrSessionNotFound)
+	if err != nil {
+		return nil, err
+	}
+	d.ensure()
+	d.Revision = rev
+	return d, nil
+}
+
+// UpdateDoc is [SessionStore.Update] for a change that neither reads nor
+// writes the messages: change gets the conversation without them, and
+// they are written back as they were read.
+func (s *SessionStore) UpdateDoc(ctx context.Context, id string, change func(*Conversation) error) (*ConversationDoc, error) {
+	if CheckID(id) != nil {
+		return nil, ErrSessionNotFound.With(fmt.Sprintf("conversation %s not found: a conversation id is %s", Clip(id), IDRule))
+	}
+	d, rev, err := updateJSON(ctx, s.kv, id, ErrSessionNotFound, nil, 0, func(d *ConversationDoc) error {
+		d.ensure()
+		if err := change(d.Conversation); err != nil {
+			return err
+		}
+		d.Version++
+		d.UpdatedAt = s.now().UTC()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.ensure()
+	d.Revision = rev
+	return d, nil
+}
+
+// ensure gives a document decoded from a value without fields its
+// conversation.
+func (d *ConversationDoc) ensure() {
+	if d.Conversation == nil {
+		d.Conversation = &Conversation{}
+	}
 }
 
 // List returns the conversations, most recently updated first.

@@ -1,8 +1,10 @@
 package mesh_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 
@@ -184,5 +186,59 @@ func TestBindTheRolesResources(t *testing.T) {
 	p, _ = m.NS.Permissions(mesh.RoleToolhost)
 	if r, err = mesh.Bind(t.Context(), m.JS, m.NS, p); err != nil || r.Work != nil || r.Sessions != nil {
 		t.Errorf("toolhost bound work %v, sessions %v (err %v)", r != nil && r.Work != nil, r != nil && r.Sessions != nil, err)
+	}
+}
+
+// TestConversationDoc: a document written by UpdateDoc keeps the messages
+// as they were, changes the head, and decodes as the conversation.
+func TestConversationDoc(t *testing.T) {
+	s := mesh.NewSessionStore(meshtest.New(t).Sessions)
+	ctx := t.Context()
+	c := &mesh.Conversation{ID: mesh.NewID(), SessionID: "0a1b2c3d", Agent: "a", Status: mesh.StatusActive,
+		Messages: []mesh.Message{{ID: "m1", Role: mesh.RoleUser, Content: "<hi> & \u2028 \"there\""}, {ID: "m2", Role: mesh.RoleAssistant, Content: "ok", ToolCalls: []mesh.ToolCall{{ID: "c1", Name: "f", Arguments: map[string]any{"a": 1.0}}}}}}
+	if err := s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.UpdateDoc(ctx, c.ID, func(cv *mesh.Conversation) error {
+		if cv.Messages != nil {
+			t.Errorf("the change sees messages: %v", cv.Messages)
+		}
+		cv.Status = mesh.StatusQueued
+		cv.Queued = &mesh.QueuedTurn{ID: "t1", Message: "hello"}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Agent != "a" || d.Status != mesh.StatusQueued || d.Version != 2 || d.Revision == 0 {
+		t.Fatalf("doc after update: %+v", d.Conversation)
+	}
+	got, err := s.Get(ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != mesh.StatusQueued || got.Queued == nil || got.Queued.ID != "t1" || got.Version != 2 || got.Revision != d.Revision {
+		t.Fatalf("conversation after update: %+v", got)
+	}
+	want, _ := json.Marshal(c.Messages)
+	have, _ := json.Marshal(got.Messages)
+	if string(want) != string(have) {
+		t.Fatalf("messages changed:\n%s\n%s", want, have)
+	}
+	doc, err := s.GetDoc(ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The document encodes as the conversation it stands for.
+	var a, b map[string]any
+	ja, _ := json.Marshal(doc)
+	jb, _ := json.Marshal(got)
+	_ = json.Unmarshal(ja, &a)
+	_ = json.Unmarshal(jb, &b)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("document and conversation differ:\n%s\n%s", ja, jb)
+	}
+	if _, err := s.GetDoc(ctx, mesh.NewID()); !errors.Is(err, mesh.ErrSessionNotFound) {
+		t.Fatalf("GetDoc of a missing id: %v", err)
 	}
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 // WorkKind says what a work item asks for.
@@ -67,6 +69,7 @@ func PublishWork(ctx context.Context, js jetstream.JetStream, ns Namespace, role
 	if err != nil {
 		return err
 	}
+	telemetry.Inject(ctx, m.Header)
 	if _, err := js.PublishMsg(ctx, m); err != nil {
 		return fmt.Errorf("publish %s: %w", m.Subject, err)
 	}

@@ -256,7 +256,7 @@ func (c *call) failStream(err error) {
 	if e.Code == wire.CodeInternalError {
 		c.h.log.Error().Err(err).Str("method", c.method).Str("sid", c.caller.SessionID).Msg("a2a stream failed")
 	}
-	out := sse.New(c.w)
+	out := sse.New(c.w).Observe(c.r, "a2a")
 	if out.Start(nil) != nil {
 		return
 	}

@@ -93,7 +93,7 @@ func stream(ctx context.Context, c *call) {
 			return
 		}
 		t := taskOf(conv, view{history: req.history, hint: hint(req.text)})
-		s := &streamer{c: c, out: sse.New(c.w), task: p.id}
+		s := &streamer{c: c, out: sse.New(c.w).Observe(c.r, "a2a"), task: p.id}
 		if s.out.Start(nil) != nil || s.send(t) != nil {
 			return
 		}
@@ -111,7 +111,7 @@ func stream(ctx context.Context, c *call) {
 		c.failStream(toRPC(err, p.id))
 		return
 	}
-	s := &streamer{c: c, out: sse.New(c.w), f: f, task: p.id, started: map[string]bool{}, notices: map[string]bool{}, authors: map[string]string{}}
+	s := &streamer{c: c, out: sse.New(c.w).Observe(c.r, "a2a"), f: f, task: p.id, started: map[string]bool{}, notices: map[string]bool{}, authors: map[string]string{}}
 	if run == nil { // decided meanwhile by someone else: the task as it is
 		conv, err := c.h.core.Sessions.Get(ctx, p.id)
 		if err != nil {
@@ -179,7 +179,7 @@ func resubscribe(ctx context.Context, c *call) {
 		c.failStream(&rpcError{Code: wire.CodeUnsupportedOperation, Message: "task " + id + " is " + string(state) + ": there is nothing to subscribe to; read it with GetTask", Meta: map[string]string{"taskId": id}})
 		return
 	}
-	s := &streamer{c: c, out: sse.New(c.w), f: f, task: id, started: map[string]bool{}, notices: map[string]bool{}, authors: map[string]string{}}
+	s := &streamer{c: c, out: sse.New(c.w).Observe(c.r, "a2a"), f: f, task: id, started: map[string]bool{}, notices: map[string]bool{}, authors: map[string]string{}}
 	if s.out.Start(nil) != nil || s.send(t) != nil {
 		return
 	}
@@ -217,6 +217,7 @@ func (s *streamer) follow(ctx context.Context) {
 			}
 			continue
 		case errors.Is(err, core.ErrSlowConsumer):
+			s.out.CutOff()
 			_ = writeData(s.out, s.c.envelope(nil, errInternal("the client did not keep up with the stream; the task goes on: resubscribe to it or get it")))
 			return
 		case err != nil:

@@ -64,7 +64,7 @@ func (h *handler) dotted(w http.ResponseWriter, r *http.Request) {
 	}
 	defer rs.close()
 
-	out := sse.New(w)
+	out := sse.New(w).Observe(r, "dotted")
 	if err := out.Start(http.Header{headerConversationID: {rs.session}}); err != nil {
 		rs.cancelRun()
 		return
@@ -79,6 +79,9 @@ func (h *handler) dotted(w http.ResponseWriter, r *http.Request) {
 		return emit(tr.translate(ev))
 	})
 	if msg, ok := h.streamEndText(r, rs, tr.ended, err); ok {
+		if errors.Is(err, core.ErrSlowConsumer) {
+			out.CutOff()
+		}
 		_ = emit([]dottedEvent{{Type: "error", Timestamp: nowMillis(), Error: &dialectError{Code: slowOrInternal(err), Message: msg}}})
 	}
 }

@@ -42,7 +42,7 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer f.Close()
-	out := sse.New(w)
+	out := sse.New(w).Observe(r, "events")
 	if err := out.Start(nil); err != nil {
 		return
 	}
@@ -52,6 +52,7 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 	for {
 		ev, err := h.next(r.Context(), f, out)
 		if errors.Is(err, core.ErrSlowConsumer) {
+			out.CutOff()
 			// No id: the client resumes after the last event it did get.
 			data, _ := json.Marshal(mesh.RunError(CodeSlowConsumer, "the client did not keep up; reconnect with Last-Event-ID to resume"))
 			_ = out.Event(0, data)

@@ -164,7 +164,7 @@ func (h *handler) agui(w http.ResponseWriter, r *http.Request) {
 	}
 	defer rs.close()
 
-	out := sse.New(w)
+	out := sse.New(w).Observe(r, "agui")
 	if err := out.Start(http.Header{"X-Conversation-Id": {thread}}); err != nil {
 		rs.cancelRun()
 		return
@@ -190,6 +190,7 @@ func (h *handler) agui(w http.ResponseWriter, r *http.Request) {
 		return nil
 	})
 	if errors.Is(err, core.ErrSlowConsumer) {
+		out.CutOff()
 		_ = emit(0, mesh.RunError(CodeSlowConsumer, "the client did not keep up; the run goes on: follow GET /conversations/"+thread+"/events"))
 	}
 }

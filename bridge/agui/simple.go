@@ -2,6 +2,7 @@ package agui
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -103,7 +104,7 @@ func (h *handler) simple(w http.ResponseWriter, r *http.Request) {
 	}
 	defer rs.close()
 
-	out := sse.New(w)
+	out := sse.New(w).Observe(r, "simple")
 	if err := out.Start(http.Header{headerConversationID: {rs.session}}); err != nil {
 		rs.cancelRun()
 		return
@@ -118,6 +119,9 @@ func (h *handler) simple(w http.ResponseWriter, r *http.Request) {
 		return emit(tr.translate(ev))
 	})
 	if msg, ok := h.streamEndText(r, rs, tr.ended, err); ok {
+		if errors.Is(err, core.ErrSlowConsumer) {
+			out.CutOff()
+		}
 		_ = emit([]simpleEvent{{Type: "error", Error: &dialectError{Code: codeUnknown, Message: msg, Details: map[string]any{"meshCode": slowOrInternal(err)}}}})
 	}
 }

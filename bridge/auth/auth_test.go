@@ -5,6 +5,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -202,6 +203,39 @@ func TestJWTHS256(t *testing.T) {
 				t.Errorf("principal %+v, want alice with %v", p, tc.roles)
 			}
 		})
+	}
+}
+
+// A checked JWT is remembered, not checked again on every request, but
+// never past its expiry nor for more than verifiedTTL (so the cache adds at
+// most a minute to the JWKS refresh before a removed key stops its tokens).
+func TestJWTVerifiedCache(t *testing.T) {
+	secret := strings.Repeat("h", 32)
+	now := time.Now()
+	clock := func() time.Time { return now }
+	a, err := New(Config{StreamKey: streamKey, Now: clock, Auth: config.Auth{JWT: &config.JWT{HS256Secret: config.Secret(secret), Issuer: issuer, Audience: audience, PrincipalClaim: "sub", RolesClaim: "roles"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := sign(t, jwt.SigningMethodHS256, []byte(secret), "", claims("alice", []string{"user"}, time.Hour, audience))
+	short := sign(t, jwt.SigningMethodHS256, []byte(secret), "", claims("bob", []string{"user"}, 30*time.Second, audience))
+	for _, tok := range []string{long, short, long} {
+		if _, err := a.Authenticate(request("GET", tok)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	until := func(tok string) time.Duration { return a.jwt.verified[sha256.Sum256([]byte(tok))].until.Sub(now) }
+	if len(a.jwt.verified) != 2 || until(long) != verifiedTTL || until(short) > 30*time.Second || until(short) < 28*time.Second {
+		t.Fatalf("%d remembered, long for %v, short for %v; want 2, %v and its 30 s", len(a.jwt.verified), until(long), until(short), verifiedTTL)
+	}
+	// Past its expiry and the clock skew, the short one is checked again
+	// and refused.
+	now = now.Add(30*time.Second + config.DefaultClockSkew + time.Second)
+	if _, err := a.Authenticate(request("GET", short)); !errors.Is(err, ErrExpired) {
+		t.Errorf("a remembered token past its expiry: %v, want expired", err)
+	}
+	if _, err := a.Authenticate(request("GET", long)); err != nil {
+		t.Errorf("a token checked again after the minute: %v", err)
 	}
 }
 

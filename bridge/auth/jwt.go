@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rsa"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -31,7 +32,27 @@ type jwtVerifier struct {
 	parser *jwt.Parser
 	secret []byte
 	keys   *keySet
+	now    func() time.Time
+	// verified remembers tokens whose signature was checked: a client
+	// sends the same JWT on every request, and an RS256 or ES256 check
+	// costs a few hundred microseconds on a busy core.
+	mu       sync.Mutex
+	verified map[[sha256.Size]byte]verifiedJWT
 }
+
+// verifiedJWT is a checked token's principal, served until the token
+// expires or for verifiedTTL at most, so that a key taken out of the JWKS
+// stops its tokens within that time.
+type verifiedJWT struct {
+	p     *Principal
+	until time.Time
+}
+
+const (
+	verifiedTTL = time.Minute
+	// maxVerified bounds the cache; past it, it starts again empty.
+	maxVerified = 10000
+)
 
 func newJWTVerifier(cfg config.JWT, client *http.Client, now func() time.Time, log zerolog.Logger) (*jwtVerifier, error) {
 	methods := []string{"RS256", "ES256"}
@@ -41,7 +62,7 @@ func newJWTVerifier(cfg config.JWT, client *http.Client, now func() time.Time, l
 	v := &jwtVerifier{cfg: cfg, parser: jwt.NewParser(
 		jwt.WithValidMethods(methods), jwt.WithIssuer(cfg.Issuer), jwt.WithAudience(cfg.Audience),
 		jwt.WithLeeway(cfg.ClockSkew.Or(config.DefaultClockSkew)), jwt.WithExpirationRequired(), jwt.WithIssuedAt(), jwt.WithTimeFunc(now),
-	)}
+	), now: now, verified: map[[sha256.Size]byte]verifiedJWT{}}
 	if cfg.HS256Secret != "" {
 		v.secret = []byte(cfg.HS256Secret.Reveal())
 		return v, nil
@@ -66,6 +87,33 @@ func (v *jwtVerifier) close() {
 }
 
 func (v *jwtVerifier) verify(ctx context.Context, token string) (*Principal, error) {
+	sum := sha256.Sum256([]byte(token))
+	now := v.now()
+	v.mu.Lock()
+	c, ok := v.verified[sum]
+	v.mu.Unlock()
+	if ok && now.Before(c.until) {
+		return c.p, nil
+	}
+	p, exp, err := v.check(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	until := now.Add(verifiedTTL)
+	if exp.Before(until) {
+		until = exp
+	}
+	v.mu.Lock()
+	if len(v.verified) >= maxVerified {
+		clear(v.verified)
+	}
+	v.verified[sum] = verifiedJWT{p: p, until: until}
+	v.mu.Unlock()
+	return p, nil
+}
+
+// check verifies token and returns its principal and expiry.
+func (v *jwtVerifier) check(ctx context.Context, token string) (*Principal, time.Time, error) {
 	claims := jwt.MapClaims{}
 	_, err := v.parser.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
 		if v.secret != nil {
@@ -76,15 +124,19 @@ func (v *jwtVerifier) verify(ctx context.Context, token string) (*Principal, err
 	})
 	switch {
 	case errors.Is(err, jwt.ErrTokenExpired):
-		return nil, ErrExpired
+		return nil, time.Time{}, ErrExpired
 	case err != nil:
-		return nil, ErrBadCredentials
+		return nil, time.Time{}, ErrBadCredentials
 	}
 	name, _ := claim(claims, v.cfg.PrincipalClaim).(string)
 	if name == "" || len(name) > 256 {
-		return nil, ErrBadCredentials
+		return nil, time.Time{}, ErrBadCredentials
 	}
-	return &Principal{Name: name, Roles: knownRoles(rolesOf(claim(claims, v.cfg.RolesClaim))), Via: "jwt"}, nil
+	exp, err := claims.GetExpirationTime()
+	if err != nil || exp == nil {
+		return nil, time.Time{}, ErrBadCredentials // required by the parser: not reached
+	}
+	return &Principal{Name: name, Roles: knownRoles(rolesOf(claim(claims, v.cfg.RolesClaim))), Via: "jwt"}, exp.Time, nil
 }
 
 // claim is the claim named name; a dotted name that is not a claim walks

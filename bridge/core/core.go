@@ -44,6 +44,7 @@ import (
 	"github.com/agentmesh/agentmesh/bridge/auth"
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 // Config configures the core.
@@ -464,6 +465,7 @@ func (c *Core) Decide(ctx context.Context, approvalID string, body []byte, calle
 	m := nats.NewMsg(subj)
 	m.Data = body
 	m.Header = caller.headers(caller.SessionID)
+	telemetry.Inject(ctx, m.Header)
 	if c.cfg.Auth && caller.Principal != nil {
 		// Who decided is who authenticated, whatever the body says.
 		m.Header.Set(mesh.HeaderPrincipal, caller.Principal.Name)
@@ -605,6 +607,9 @@ func (r *Run) Started(ctx context.Context) bool {
 // Outcome is how a run ended, as its caller sees it.
 type Outcome struct {
 	Conversation *mesh.Conversation
+	// Doc is the conversation with its messages left encoded, from
+	// [Run.WaitDoc]; Conversation is then its head, without messages.
+	Doc *mesh.ConversationDoc
 	// Finished is false when the wait ended before the run did.
 	Finished bool
 	// Event is the run's last event (RUN_FINISHED or RUN_ERROR) when known.
@@ -613,37 +618,50 @@ type Outcome struct {
 
 // Wait waits until the run ends or ctx ends, then reads the conversation.
 // When ctx ends first, Finished is false and the conversation is as it is.
-func (r *Run) Wait(ctx context.Context) (*Outcome, error) {
+func (r *Run) Wait(ctx context.Context) (*Outcome, error) { return r.wait(ctx, false) }
+
+// WaitDoc is [Run.Wait] for a caller that passes the messages on as they
+// are stored (the REST answer): they are not decoded.
+func (r *Run) WaitDoc(ctx context.Context) (*Outcome, error) { return r.wait(ctx, true) }
+
+func (r *Run) wait(ctx context.Context, doc bool) (*Outcome, error) {
 	defer r.Close()
 	tick := time.NewTicker(r.core.cfg.PollInterval)
 	defer tick.Stop()
 	for {
 		select {
 		case <-r.done:
-			return r.outcome(context.WithoutCancel(ctx), true)
+			return r.outcome(context.WithoutCancel(ctx), true, doc)
 		case <-ctx.Done():
-			return r.outcome(context.WithoutCancel(ctx), false)
+			return r.outcome(context.WithoutCancel(ctx), false, doc)
 		case <-tick.C:
 			if r.session == "" {
 				continue
 			}
-			conv, err := r.core.Sessions.Get(ctx, r.session)
-			if err == nil && conv.HasTurn(r.ID) && (conv.Turn == nil || conv.Turn.ID != r.ID) {
-				return &Outcome{Conversation: conv, Finished: true}, nil
+			h, err := r.core.Sessions.Head(ctx, r.session)
+			if err == nil && slices.Contains(h.RecentTurns, r.ID) && (h.Turn == nil || h.Turn.ID != r.ID) {
+				return r.outcome(context.WithoutCancel(ctx), true, doc)
 			}
-			if err == nil && conv.Queued != nil && conv.Queued.ID == r.ID {
-				r.core.checkQueued(ctx, refOf(conv), r.caller)
+			if err == nil && h.Queued != nil && h.Queued.ID == r.ID {
+				r.core.checkQueued(ctx, refOfHead(h), r.caller)
 			}
 		}
 	}
 }
 
-func (r *Run) outcome(ctx context.Context, finished bool) (*Outcome, error) {
+func (r *Run) outcome(ctx context.Context, finished, doc bool) (*Outcome, error) {
 	if r.session == "" {
 		return &Outcome{Finished: finished, Event: r.last}, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	if doc {
+		d, err := r.core.Sessions.GetDoc(ctx, r.session)
+		if err != nil {
+			return nil, err
+		}
+		return &Outcome{Conversation: d.Conversation, Doc: d, Finished: finished, Event: r.last}, nil
+	}
 	conv, err := r.core.Sessions.Get(ctx, r.session)
 	if err != nil {
 		return nil, err

@@ -29,6 +29,8 @@ type Health struct {
 	Failed      []mesh.NodeInfo   `json:"failed,omitempty"`
 	Nodes       map[string]int    `json:"nodes"`
 	Breakers    map[string]string `json:"breakers,omitempty"`
+	// Metrics are the Prometheus endpoints of the live nodes, by node.
+	Metrics map[string]string `json:"metrics,omitempty"`
 	// Degradation is set while the mesh is in degradation mode.
 	Degradation *mesh.Degradation `json:"degradation,omitempty"`
 	Version     string            `json:"version"`
@@ -55,6 +57,12 @@ func (c *Core) Health(ctx context.Context, version string, uptime time.Duration)
 			continue
 		}
 		h.Nodes[n.Role]++
+		if n.Metrics != "" {
+			if h.Metrics == nil {
+				h.Metrics = map[string]string{}
+			}
+			h.Metrics[n.Node] = n.Metrics
+		}
 		for name, state := range n.Breakers {
 			if h.Breakers == nil {
 				h.Breakers = map[string]string{}

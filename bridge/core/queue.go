@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 // This file is the queue of a conversation: a user's message the bridge
@@ -62,7 +63,8 @@ func (c *Core) enqueue(ctx context.Context, id, turnID, text string, caller Call
 	// A client leaving mid-way must not leave the record without its item.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
 	defer cancel()
-	conv, err := c.Sessions.Update(ctx, id, func(cv *mesh.Conversation) error {
+	// The record touches only the head: the messages are not decoded.
+	conv, err := c.Sessions.UpdateDoc(ctx, id, func(cv *mesh.Conversation) error {
 		switch {
 		case !c.Sees(caller, cv.Owner):
 			return notFound(id) // someone else's: as if it did not exist (owner.go)
@@ -255,6 +257,7 @@ func (c *Core) checkQueued(ctx context.Context, ref *queuedRef, caller Caller) b
 	// A new id: the lost item's may still be in the duplicate window. An
 	// agent drops a copy of a turn that is already claimed or done.
 	m.Header.Set(mesh.HeaderMsgID, fmt.Sprintf("%s:r%d", mesh.WorkMsgID(item), ref.q.Republished+1))
+	telemetry.Inject(ctx, m.Header)
 	if _, err := c.cfg.JS.PublishMsg(ctx, m); err != nil {
 		// The record says republished: the next check, QueueCheckAfter
 		// later, finds the item missing again and tries again.

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 // queues reads the work queue of every agent and group: the stream's
@@ -65,6 +67,7 @@ func (s *Service) queues(ctx context.Context) ([]Queue, error) {
 	out := make([]Queue, 0, len(byName))
 	for _, q := range byName {
 		out = append(out, *q)
+		telemetry.SetWorkPending(q.Role+"_"+q.Name, q.Pending)
 	}
 	slices.SortFunc(out, func(a, b Queue) int { return cmp.Or(strings.Compare(a.Role, b.Role), strings.Compare(a.Name, b.Name)) })
 	if err := lister.Err(); err != nil {

@@ -78,7 +78,7 @@ func (s *Service) stream(w http.ResponseWriter, r *http.Request, body func(conte
 		return
 	}
 	defer s.core.ReleaseStream()
-	out := sse.New(w)
+	out := sse.New(w).Observe(r, "ops")
 	if err := out.Start(nil); err != nil {
 		return
 	}

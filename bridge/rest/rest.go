@@ -319,7 +319,7 @@ func (a *api) getApproval(w http.ResponseWriter, r *http.Request) {
 func (a *api) answerRun(w http.ResponseWriter, r *http.Request, run *core.Run, status int, extra map[string]any) {
 	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.WaitTimeout)
 	defer cancel()
-	out, err := run.Wait(ctx)
+	out, err := run.WaitDoc(ctx)
 	if err != nil {
 		core.WriteError(w, err)
 		return
@@ -327,7 +327,12 @@ func (a *api) answerRun(w http.ResponseWriter, r *http.Request, run *core.Run, s
 	if r.Context().Err() != nil {
 		return // the client left; the turn goes on
 	}
-	body := map[string]any{"conversation": out.Conversation}
+	// The conversation as stored: its messages are passed on, not decoded.
+	var conv any
+	if out.Doc != nil {
+		conv = out.Doc
+	}
+	body := map[string]any{"conversation": conv}
 	for k, v := range extra {
 		body[k] = v
 	}

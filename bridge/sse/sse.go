@@ -4,9 +4,12 @@
 package sse
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 // WriteTimeout bounds one write to a client: a client that stops reading
@@ -22,11 +25,28 @@ type Writer struct {
 	w   http.ResponseWriter
 	rc  *http.ResponseController
 	buf []byte
+	// dialect names the stream in metrics; "" counts nothing.
+	dialect string
+	closed  context.Context
 }
 
 // New returns a writer of w.
 func New(w http.ResponseWriter) *Writer {
 	return &Writer{w: w, rc: http.NewResponseController(w)}
+}
+
+// Observe makes the stream count in the mesh's metrics as one of dialect
+// (mesh_sse_*) until r's context ends, that is until its handler returns.
+func (s *Writer) Observe(r *http.Request, dialect string) *Writer {
+	s.dialect, s.closed = dialect, r.Context()
+	return s
+}
+
+// CutOff counts the stream's end for a client that fell too far behind.
+func (s *Writer) CutOff() {
+	if s.dialect != "" {
+		telemetry.SSECutOff(s.dialect)
+	}
 }
 
 // Start writes the headers, with extra ones; nothing can be refused with a
@@ -48,6 +68,9 @@ func (s *Writer) Start(extra http.Header) error {
 		}
 	}
 	s.w.WriteHeader(http.StatusOK)
+	if s.dialect != "" {
+		context.AfterFunc(s.closed, telemetry.SSEOpened(s.dialect))
+	}
 	return s.rc.Flush()
 }
 
@@ -68,6 +91,9 @@ func (s *Writer) Event(id uint64, data []byte) error {
 	s.buf = append(s.buf, "data: "...)
 	s.buf = append(s.buf, data...)
 	s.buf = append(s.buf, "\n\n"...)
+	if s.dialect != "" {
+		telemetry.SSESent(s.dialect)
+	}
 	return s.write(s.buf)
 }
 

@@ -42,6 +42,10 @@ const timeFormat = "2006-01-02T15:04:05.000Z"
 // busyTimeout is how long a statement waits for another process's lock.
 const busyTimeout = 5 * time.Second
 
+// maxConns bounds the store's connections: more concurrent calls wait for
+// one (SQLite runs one write at a time anyway).
+const maxConns = 8
+
 // resource is one row of the resources table, as the tools return it.
 type resource struct {
 	ID        string `json:"id"`
@@ -92,6 +96,11 @@ func openStore(ctx context.Context, cfg storeConfig) (*store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", cfg.Path, err)
 	}
+	// Connections stay open: database/sql keeps 2 idle by default, so that
+	// concurrent calls opened a connection each (PRAGMAs, schema read, WAL
+	// index mapped) and closed it again, thousands of times a minute.
+	db.SetMaxOpenConns(maxConns)
+	db.SetMaxIdleConns(maxConns)
 	if _, err := db.ExecContext(ctx, schema); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("create schema in %s: %w", cfg.Path, err)

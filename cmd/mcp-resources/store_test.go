@@ -364,3 +364,26 @@ func TestOpenStoreOddPath(t *testing.T) {
 		t.Errorf("resources in %s has %d rows, want 1", path, n)
 	}
 }
+
+// TestStoreKeepsConnections: concurrent calls share a few connections
+// that stay open, instead of opening and closing one per call.
+func TestStoreKeepsConnections(t *testing.T) {
+	st, _ := newTestStore(t)
+	mustAdd(t, st, "a", 1)
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			for range 40 {
+				if _, err := st.list(t.Context(), ""); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	stats := st.db.Stats()
+	if stats.MaxIdleClosed != 0 || stats.MaxLifetimeClosed != 0 || stats.OpenConnections > maxConns {
+		t.Fatalf("connections opened and closed again: %+v", stats)
+	}
+}

@@ -115,6 +115,9 @@ func roleCommand(name string, runner func(context.Context, *config.Config, []str
 			if err != nil {
 				return err
 			}
+			if args, err = metricsFlag(cfg, args); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if cfg.ProfileDir != "" {
@@ -122,6 +125,9 @@ func roleCommand(name string, runner func(context.Context, *config.Config, []str
 				if err == nil && pprof.StartCPUProfile(f) == nil {
 					defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
 				}
+				// And its heap every 5 s, so that the last one shows what a
+				// run left it holding.
+				go writeHeapProfiles(ctx, filepath.Join(cfg.ProfileDir, fmt.Sprintf("%s-%d.heap", name, os.Getpid())))
 			}
 			return runner(ctx, cfg, args)
 		},

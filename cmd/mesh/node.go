@@ -31,6 +31,8 @@ type node struct {
 
 	stopBeat context.CancelFunc
 	beatDone chan struct{}
+	// stopObs stops the metrics listener and flushes the traces.
+	stopObs func()
 
 	mu       sync.Mutex
 	health   func(context.Context) error
@@ -95,8 +97,14 @@ func startNode(ctx context.Context, cfg *config.Config, role string) (*node, err
 		return nil, err
 	}
 	n := &node{id: id, role: role, log: log, nc: nc, js: js, res: res}
+	metricsAddr, stopObs, err := startTelemetry(ctx, cfg, role, id, n.breakerStates, log)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	n.stopObs = stopObs
 	beat, err := heartbeat.NewBeat(heartbeat.BeatConfig{
-		NC: nc, JS: js, NS: ns, Nodes: res.Nodes, Role: role, NodeID: id, Version: version,
+		NC: nc, JS: js, NS: ns, Nodes: res.Nodes, Role: role, NodeID: id, Version: version, Metrics: metricsAddr,
 		Interval: cfg.Monitor.Interval.Std(), Health: n.check, Breakers: n.breakerStates, Logger: log,
 		OnRestart: func(reason string) {
 			// A monitor found this process a zombie: exit, so that its
@@ -106,6 +114,7 @@ func startNode(ctx context.Context, cfg *config.Config, role string) (*node, err
 		},
 	})
 	if err != nil {
+		stopObs()
 		nc.Close()
 		return nil, err
 	}
@@ -182,6 +191,7 @@ func (n *node) close() {
 	for i := 0; i < 100 && !n.nc.IsClosed(); i++ {
 		time.Sleep(20 * time.Millisecond)
 	}
+	n.stopObs()
 }
 
 // newNodeID names a process: <role>-<host>-<pid>, unique enough on one mesh

@@ -50,7 +50,7 @@ func runStatus(ctx context.Context, cfg *config.Config, _ []string) error {
 		return list[i].Node < list[j].Node
 	})
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ROLE\tNODE\tSTATE\tLAST HEARTBEAT\tPID\tHOST\tSERVES\tDETAIL")
+	fmt.Fprintln(w, "ROLE\tNODE\tSTATE\tLAST HEARTBEAT\tPID\tHOST\tSERVES\tMETRICS\tDETAIL")
 	now := time.Now()
 	for _, n := range list {
 		last := "-"
@@ -67,7 +67,11 @@ func runStatus(ctx context.Context, cfg *config.Config, _ []string) error {
 		if serves == "" {
 			serves = "-"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", n.Role, n.Node, n.State, last, n.PID, n.Host, serves, detail)
+		metrics := n.Metrics
+		if metrics == "" {
+			metrics = "-"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", n.Role, n.Node, n.State, last, n.PID, n.Host, serves, metrics, detail)
 	}
 	if err := w.Flush(); err != nil {
 		return err

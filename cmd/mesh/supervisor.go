@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 // process is one supervised child: the supervisor's binary run with Args.
@@ -164,6 +166,7 @@ func (s *supervisor) keep(ctx context.Context, p process) error {
 					return fmt.Errorf("%s cannot run as configured (exit code %d)", p.Name, exitConfigError)
 				}
 				log.Warn().Err(err).Dur("uptime", time.Since(started)).Msg("exited; restarting")
+				telemetry.ProcessRestarted(p.Args[0])
 			case <-ctx.Done():
 				s.stop(cmd, exited, log)
 				s.setPID(p.Name, 0)

@@ -151,6 +151,9 @@ func upProcesses(cfg *config.Config, url string, replicas map[string]int, roleEn
 				config.EnvNATSURL + "=" + url,
 				config.EnvNodeID + "=" + fmt.Sprintf("%s-%s-%d", hostToken(), role, i),
 			}
+			if addr := childMetricsAddr(cfg.Metrics.Listen, len(procs)+1); addr != "" {
+				env = append(env, config.EnvMetricsAddr+"="+addr)
+			}
 			env = append(env, childIdentityEnv(cfg, role)...)
 			procs = append(procs, process{Name: name, Args: []string{role}, Env: append(env, roleEnv[role]...)})
 		}
@@ -270,7 +273,8 @@ func startEmbedded(cfg *config.Config, ns mesh.Namespace, log zerolog.Logger) (*
 	}
 	srv, err := mesh.StartServer(mesh.ServerConfig{
 		Listen: cfg.NATS.Listen, StoreDir: cfg.DataPath("jetstream"), MaxPayload: cfg.NATS.MaxPayload,
-		Users: users, TLS: tlsCfg,
+		MaxMemory: cfg.NATS.MaxMemory(),
+		Users:     users, TLS: tlsCfg,
 		Logger: log.With().Str("component", "nats-server").Logger().Level(zerolog.WarnLevel),
 	})
 	if err != nil {

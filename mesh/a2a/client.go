@@ -12,6 +12,11 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 // Client calls remote agents over JSON-RPC 2.0, speaking version 0.3: it
@@ -217,6 +222,9 @@ func (c *Client) Call(ctx context.Context, endpoint, method string, params any, 
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
+	ctx, span := telemetry.StartKind(ctx, "a2a "+method, trace.SpanKindClient, attribute.String("rpc.method", method))
+	defer span.End()
+	telemetry.HTTPInject(ctx, req.Header) // the sub-agent continues this trace
 	resp, err := c.httpClient().Do(req)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, endpoint, err)

@@ -43,8 +43,10 @@ type Options struct {
 	// lets one probe call through; a successful probe closes it. Zero means
 	// 30s.
 	BreakerCooldown time.Duration
-	// HTTPClient sends the requests. Nil means a client on
-	// http.DefaultTransport, which honours HTTPS_PROXY and NO_PROXY.
+	// HTTPClient sends the requests. Nil means a client shared by the
+	// process's endpoints on a clone of http.DefaultTransport (which
+	// honours HTTPS_PROXY and NO_PROXY) keeping up to 256 idle connections
+	// per host.
 	HTTPClient *http.Client
 	// Log receives retries. The zero value logs nothing.
 	Log zerolog.Logger

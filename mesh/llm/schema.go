@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Tool schemas as each API takes them. MCP tools describe their arguments
@@ -16,7 +17,34 @@ import (
 // itself when it is a JSON object with a type, with "type": "object" added
 // when it has none, an empty object schema when it is missing or not an
 // object.
+// A tool's schema is the same on every call until its catalog changes, so
+// the result is kept by schema text (schemaCacheMax of them at most).
 func objectSchema(raw json.RawMessage) json.RawMessage {
+	schemaCache.Lock()
+	out, ok := schemaCache.m[string(raw)]
+	schemaCache.Unlock()
+	if ok {
+		return out
+	}
+	out = buildObjectSchema(raw)
+	schemaCache.Lock()
+	if len(schemaCache.m) >= schemaCacheMax {
+		clear(schemaCache.m)
+	}
+	schemaCache.m[string(raw)] = out
+	schemaCache.Unlock()
+	return out
+}
+
+// schemaCacheMax bounds the schemas objectSchema keeps.
+const schemaCacheMax = 1024
+
+var schemaCache = struct {
+	sync.Mutex
+	m map[string]json.RawMessage
+}{m: map[string]json.RawMessage{}}
+
+func buildObjectSchema(raw json.RawMessage) json.RawMessage {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
 		return json.RawMessage(`{"type":"object","properties":{}}`)

@@ -28,7 +28,7 @@ type sseReader struct {
 }
 
 func newSSEReader(r io.Reader) *sseReader {
-	return &sseReader{r: bufio.NewReaderSize(r, 64<<10)}
+	return &sseReader{r: bufio.NewReaderSize(r, 8<<10)}
 }
 
 // readError is a failure to read the body (connection reset, cut chunked

@@ -15,6 +15,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/agentmesh/agentmesh/config"
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 // The transport every cloud provider shares: one HTTP exchange per attempt,
@@ -38,6 +39,19 @@ const (
 	maxBody      = 32 << 20
 	maxErrorBody = 64 << 10
 )
+
+// defaultClient sends the requests of endpoints given no client: one pool
+// of connections for every endpoint of the process, keeping as many idle
+// connections per host as an agent's workers use at once. The default
+// transport keeps 2, so that at 10 concurrent calls most of them opened a
+// new connection (and left one in TIME_WAIT).
+var defaultClient = &http.Client{Transport: pooledTransport()}
+
+func pooledTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns, t.MaxIdleConnsPerHost = 512, 256
+	return t
+}
 
 // errCallTimeout is the cause of the per-call deadline.
 var errCallTimeout = errors.New("llm call timeout")
@@ -78,7 +92,7 @@ func newEndpoint(provider, base string, opts Options) *endpoint {
 		sleep:    sleepCtx,
 	}
 	if e.client == nil {
-		e.client = &http.Client{}
+		e.client = defaultClient
 	}
 	if e.timeout <= 0 {
 		e.timeout = defaultTimeout
@@ -208,6 +222,7 @@ func (e *endpoint) run(ctx context.Context, x *exchange, onText func(string)) (*
 		}
 		e.logger(parent).Warn().Str("provider", e.provider).Int("llm_attempt", attempt).Dur("wait", wait).
 			Str("err", f.err.Message).Msg("llm call failed; retrying")
+		telemetry.ModelRetry(e.provider)
 		if err := e.sleep(ctx, wait); err != nil {
 			return nil, e.contextError(parent, ctx)
 		}
@@ -261,7 +276,18 @@ func (e *endpoint) attempt(ctx context.Context, x *exchange, emit func(string)) 
 		return nil, ae
 	}
 	if x.stream && !isJSONType(resp.Header.Get("Content-Type")) {
-		return x.decodeStream(newSSEReader(resp.Body), emit)
+		out, err := x.decodeStream(newSSEReader(resp.Body), emit)
+		if err == nil {
+			// The stream's end after its last event ([DONE], a closing
+			// chunk) is read before Close, which would otherwise close the
+			// connection instead of keeping it for the next call. Only a
+			// complete answer, and not for long: a server may hold the
+			// stream open after its end.
+			stop := time.AfterFunc(100*time.Millisecond, func() { _ = resp.Body.Close() })
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+			stop.Stop()
+		}
+		return out, err
 	}
 	// A whole answer, asked for or given instead of a stream.
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))

@@ -17,6 +17,7 @@ import (
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 // Config configures an agent role.
@@ -345,6 +346,7 @@ func (a *Agent) handle(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	base := a.log.With().Str("session", item.Session).Str("turn", item.TurnID).Str("kind", string(item.Kind)).Int("attempt", attempt).Logger()
+	ctx, base, end := a.observe(ctx, msg.Headers(), item, attempt, base)
 	log := base
 	if sid := msg.Headers().Get(mesh.HeaderSessionID); sid != "" {
 		log = log.With().Str("sid", sid).Logger()
@@ -355,6 +357,7 @@ func (a *Agent) handle(ctx context.Context, msg jetstream.Msg) {
 
 	t := &turn{a: a, work: work{item: item, hdr: msg.Headers(), attempt: attempt, seq: seq}, log: log, baseLog: base, cancel: cancel}
 	err := t.run(turnCtx)
+	defer end(err)
 	log = t.log // with the conversation's sid once claimed
 	switch {
 	case err == nil:
@@ -364,6 +367,7 @@ func (a *Agent) handle(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.Nak()
 	case attempt >= a.maxDeliver:
 		log.Error().Err(err).Msg("turn failed on its last delivery")
+		telemetry.WorkGivenUp(mesh.RoleAgent, a.name)
 		t.fail(context.WithoutCancel(ctx), mesh.CodeMaxDeliveries, fmt.Sprintf("this turn failed %d times and was given up: %v", attempt, err))
 		_ = msg.Term()
 	default:

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 // This file ends a run. settle applies the step's outcome to the tree (see
@@ -122,6 +123,7 @@ func (t *turn) endRuns(ctx context.Context, p *plan) error {
 		if _, err := t.a.events.Publish(ctx, t.conv.ID, id, "end:"+id, ev); err != nil {
 			return err
 		}
+		telemetry.TurnFinished(t.a.name, p.runOutcome)
 	}
 	if p.runOutcome == mesh.OutcomeError || p.runOutcome == mesh.OutcomeCancelled {
 		// Branches still running elsewhere have nothing left to do.
@@ -183,6 +185,7 @@ func (t *turn) fail(ctx context.Context, code, text string) {
 		if _, err := t.a.events.Publish(ctx, t.item.Session, id, "end:"+id, mesh.RunError(code, text)); err != nil {
 			t.log.Error().Err(err).Str("run", id).Msg("publish the end of a failed run")
 		}
+		telemetry.TurnFinished(t.a.name, mesh.OutcomeError)
 	}
 }
 

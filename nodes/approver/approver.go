@@ -54,6 +54,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 // ServiceName is the micro service approvers register.
@@ -105,6 +106,8 @@ type Approver struct {
 
 	mu     sync.Mutex
 	orphan map[string]time.Time // decided approvals without an enqueued resume, by first sighting
+	// pending are the approvals waiting for a person, for mesh_approvals_pending.
+	pending map[string]time.Time
 }
 
 // New validates cfg and returns an approver.
@@ -138,6 +141,7 @@ func New(cfg Config) (*Approver, error) {
 		trusted:   trusted,
 		now:       time.Now,
 		orphan:    map[string]time.Time{},
+		pending:   map[string]time.Time{},
 	}, nil
 }
 
@@ -288,6 +292,7 @@ func (a *Approver) track(e jetstream.KeyValueEntry) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.countPending(ap.UUID, ap.Status == mesh.ApprovalPending, ap.CreatedAt)
 	if ap.Status != mesh.ApprovalPending && !ap.ResumeEnqueued {
 		if _, seen := a.orphan[ap.UUID]; !seen {
 			a.orphan[ap.UUID] = time.Now()
@@ -345,7 +350,7 @@ func (a *Approver) handleDecide(ctx context.Context, req micro.Request) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	ap, err := a.Decide(ctx, id, d, hdr)
+	ap, err := a.Decide(telemetry.Extract(ctx, hdr), id, d, hdr)
 	if err != nil {
 		if errors.Is(err, mesh.ErrApprovalDecided) {
 			// Say what the first decision was: the caller may be retrying.
@@ -362,7 +367,7 @@ func (a *Approver) handleDecide(ctx context.Context, req micro.Request) {
 		_ = mesh.RespondError(req, err)
 		return
 	}
-	log.Info().Str("session", ap.ConversationID).Str("sid", ap.SessionID).Bool("approved", d.Approved).Str("by", d.By).Msg("approval decided")
+	withSID(log.Info().Str("session", ap.ConversationID), ap.SessionID).Bool("approved", d.Approved).Str("by", d.By).Msg("approval decided")
 	_ = req.RespondJSON(ap)
 }
 
@@ -399,6 +404,7 @@ func (a *Approver) Decide(ctx context.Context, id string, d mesh.Decision, hdr n
 	if err != nil {
 		return nil, err
 	}
+	telemetry.ApprovalDecided(d.Approved, ap.DecidedAt.Sub(ap.CreatedAt))
 	// The event belongs to no run: it falls between the paused run and its
 	// resume. It is informative; the resume is what matters.
 	if _, err := a.publisher.Publish(ctx, ap.ConversationID, "", "approval_decided:"+ap.UUID, mesh.Custom(mesh.CustomApprovalDecided, ap.Public())); err != nil {
@@ -419,6 +425,8 @@ func (a *Approver) enqueueResume(ctx context.Context, ap *mesh.Approval, hdr nat
 	if h.Get(mesh.HeaderSessionID) == "" && ap.SessionID != "" {
 		h.Set(mesh.HeaderSessionID, ap.SessionID)
 	}
+	ctx, end := resumeSpan(ctx, ap, h)
+	defer end()
 	if err := mesh.PublishWork(ctx, a.cfg.JS, a.cfg.NS, mesh.RoleAgent, ap.Agent, item, h); err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 // This file creates approvals when agents ask for them, and holds what the
@@ -56,6 +57,7 @@ func (a *Approver) Request(ctx context.Context, id string, ask *mesh.Approval) (
 	if err != nil {
 		return nil, err
 	}
+	ap.Traceparent = ask.Traceparent
 	if ap.Policy != "" {
 		if err := a.checkPolicy(ctx, ap); err != nil {
 			return nil, err
@@ -81,10 +83,11 @@ func (a *Approver) Request(ctx context.Context, id string, ask *mesh.Approval) (
 	if err := a.store.Create(ctx, ap); err != nil {
 		return nil, err
 	}
+	telemetry.ApprovalRequested(ap.Policy)
 	if ap.Policy != "" {
 		a.log.Debug().Str("approval", ap.UUID).Str("session", ap.ConversationID).Str("policy", ap.Policy).Str("tool", ap.Tool).Msg("approved by policy")
 	} else {
-		a.log.Info().Str("approval", ap.UUID).Str("session", ap.ConversationID).Str("sid", ap.SessionID).Str("tool", ap.Tool).Msg("approval requested")
+		withSID(a.log.Info().Str("approval", ap.UUID).Str("session", ap.ConversationID), ap.SessionID).Str("tool", ap.Tool).Msg("approval requested")
 	}
 	return ap, nil
 }

@@ -59,6 +59,7 @@ import (
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 // Config configures the group role.
@@ -289,6 +290,8 @@ func (r *Role) handle(ctx context.Context, g *group, msg jetstream.Msg) {
 	if sid := msg.Headers().Get(mesh.HeaderSessionID); sid != "" {
 		log = log.With().Str("sid", sid).Logger()
 	}
+	ctx, log, end := observe(ctx, msg.Headers(), g.cfg.Name, item, attempt, log)
+	defer end(nil) // work items that end below without an error to report
 	x := &exec{r: r, g: g, item: item, hdr: mesh.CopyCallerHeaders(msg.Headers()), log: log}
 
 	var err error
@@ -320,6 +323,7 @@ func (r *Role) handle(ctx context.Context, g *group, msg jetstream.Msg) {
 		_ = msg.Term()
 		return
 	}
+	end(err)
 	var wait speakerWait
 	switch {
 	case err == nil:
@@ -334,6 +338,7 @@ func (r *Role) handle(ctx context.Context, g *group, msg jetstream.Msg) {
 		_ = msg.Nak()
 	case attempt >= r.cfg.MaxDeliver:
 		log.Error().Err(err).Msg("work item failed on its last delivery")
+		telemetry.WorkGivenUp(mesh.RoleGroup, g.cfg.Name)
 		x.giveUp(context.WithoutCancel(ctx), err)
 		_ = msg.Term()
 	default:

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 // Publishing a round's events and work, with deterministic ids.
@@ -42,6 +43,7 @@ func (x *exec) publishAll(ctx context.Context, msgs ...outMsg) error {
 		if o.err != nil {
 			return o.err
 		}
+		telemetry.Inject(ctx, o.m.Header)
 		f, err := x.r.cfg.JS.PublishMsgAsync(o.m)
 		if err != nil {
 			return fmt.Errorf("publish %s: %w", o.m.Subject, err)

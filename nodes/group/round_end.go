@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 // The end of a round: on a termination rule, a stop, or a failure.
@@ -73,6 +74,7 @@ func (x *exec) ended(ctx context.Context, c *mesh.Conversation, round *mesh.Grou
 		return err
 	}
 	x.log.Info().Str("reason", reason).Str("detail", detail).Int("turns", round.Turns).Msg("round ended")
+	telemetry.GroupRound(x.g.cfg.Name, reason)
 	return nil
 }
 

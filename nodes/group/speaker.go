@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 // The next speaker of a round: picked by the group's selector, then handed
@@ -17,10 +18,12 @@ import (
 // pick selects the next speaker and makes its turn the pending one.
 func (x *exec) pick(ctx context.Context, c *mesh.Conversation) error {
 	roundID := c.Group.Round.ID
+	started := time.Now()
 	choice, err := x.g.sel.Next(ctx, x.selection(ctx, c))
 	if err != nil {
 		return err
 	}
+	telemetry.SpeakerSelected(x.g.cfg.Name, choice.Strategy, time.Since(started))
 	if choice.Speaker == "" {
 		// Only while nothing is pending: a duplicate handler's pick may have
 		// found a speaker meanwhile.

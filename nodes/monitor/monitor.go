@@ -36,6 +36,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/heartbeat"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 // Strategy is what a monitor does about a node it found down (FR-008).
@@ -292,6 +293,7 @@ func (m *Monitor) check(ctx context.Context) {
 	}
 	m.mu.Unlock()
 	for _, info := range down {
+		telemetry.HeartbeatMissed(info.Role)
 		m.markDown(ctx, info, fmt.Sprintf("missed %d heartbeats", m.cfg.Missed), false)
 	}
 	m.updateDegradation(ctx)
@@ -366,6 +368,8 @@ func (m *Monitor) markDown(ctx context.Context, info mesh.NodeInfo, reason strin
 	m.mu.Unlock()
 	info.State, info.Detail, info.DownAt = mesh.NodeDown, reason, now.UTC()
 	m.log.Error().Str("peer", info.Node).Str("peer_role", info.Role).Int("pid", info.PID).Str("reason", reason).Str("strategy", string(strategy)).Msg("node down")
+	telemetry.NodeDown(info.Role, downReason(reason, zombie))
+	telemetry.Recovery(info.Role, string(strategy))
 	if data, err := json.Marshal(info); err == nil {
 		// The record outlives the node's own key, for `mesh status`.
 		msg := nats.NewMsg("$KV." + m.cfg.NS.Bucket(mesh.BucketNodes) + "." + info.Key())
@@ -449,6 +453,7 @@ func (m *Monitor) updateDegradation(ctx context.Context) {
 	switch {
 	case enter != nil:
 		m.log.Error().Str("reason", enter.Reason).Strs("failed", enter.Failed).Msg("entering degradation mode: new conversations are refused")
+		telemetry.SetDegraded(true)
 		if data, err := json.Marshal(enter); err == nil {
 			if _, err := m.cfg.Nodes.Put(ctx, mesh.DegradedKey, data); err != nil {
 				m.log.Warn().Err(err).Msg("record degradation")
@@ -457,6 +462,7 @@ func (m *Monitor) updateDegradation(ctx context.Context) {
 		m.publish(ctx, mesh.CustomDegradedEnter, enter)
 	case leave != nil:
 		m.log.Warn().Strs("still_down", downKeys).Msg("leaving degradation mode")
+		telemetry.SetDegraded(false)
 		if err := m.cfg.Nodes.Delete(ctx, mesh.DegradedKey); err != nil {
 			m.log.Warn().Err(err).Msg("clear degradation")
 		}
@@ -483,4 +489,17 @@ func (m *Monitor) Down() []mesh.NodeInfo {
 	}
 	sort.Slice(out, func(i, j int) bool { return strings.Compare(out[i].Key(), out[j].Key()) < 0 })
 	return out
+}
+
+// downReason is the bounded reason of mesh_nodes_down_total: silent (missed
+// heartbeats), zombie (failed probes) or restarted (came back with another
+// start time).
+func downReason(reason string, zombie bool) string {
+	switch {
+	case zombie:
+		return "zombie"
+	case strings.HasPrefix(reason, "missed"):
+		return "silent"
+	}
+	return "restarted"
 }

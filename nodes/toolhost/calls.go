@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 const (
@@ -53,6 +54,10 @@ func (c *conn) handle(req request, name string) {
 		c.replyErr(req, mesh.ErrToolNotFound.With(fmt.Sprintf("tool server %q has no tool %q", c.s.cfg.Name, name)))
 		return
 	}
+	sctx, observed := c.observe(req, t)
+	outcome := telemetry.ToolError
+	var err error
+	defer func() { observed(outcome, err) }()
 	tr, err := decodeRequest(req.data)
 	if err != nil {
 		c.replyErr(req, mesh.ErrBadRequest.With(fmt.Sprintf("tool request for %s.%s: %v", c.s.cfg.Name, name, err)))
@@ -64,12 +69,13 @@ func (c *conn) handle(req request, name string) {
 	if !t.readOnly {
 		if err := c.checkApproval(t, tr); err != nil {
 			c.s.log.Info().Err(err).Str("subject", req.subject).Str("call_id", tr.CallID).Str("error_kind", mesh.ErrorKind(err)).Msg("tool call refused")
+			outcome = telemetry.ToolRefused
 			c.replyErr(req, err)
 			return
 		}
 	}
 	log := c.s.log.With().Str("subject", req.subject).Str("call_id", tr.CallID).Str("session", tr.Session).Logger()
-	ctx, cancel := context.WithTimeout(c.ctx, c.s.timeout)
+	ctx, cancel := context.WithTimeout(sctx, c.s.timeout)
 	defer cancel()
 	if c.s.cfg.URL != "" {
 		ctx = withCall(ctx, req.header.Get("Authorization"))
@@ -86,6 +92,9 @@ func (c *conn) handle(req request, name string) {
 		return
 	}
 	log.Debug().Bool("is_error", res.IsError).Msg("tool called")
+	if !res.IsError {
+		outcome = telemetry.ToolOK
+	}
 	if err := c.respond(req, mustJSON(res), nil); err != nil {
 		log.Warn().Err(err).Msg("reply to tool call")
 	}
@@ -144,6 +153,8 @@ func (c *conn) call(ctx context.Context, t *tool, tr mesh.ToolRequest) (res *mes
 	if args == nil {
 		args = map[string]any{}
 	}
+	ctx, span := c.observeMCP(ctx, t)
+	defer func() { telemetry.End(span, err) }()
 	r, err := c.session.CallTool(ctx, &mcp.CallToolParams{
 		Meta:      mcp.Meta{mesh.MetaCallID: tr.CallID},
 		Name:      t.name,

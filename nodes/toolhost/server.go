@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 const (
@@ -69,6 +70,7 @@ func (s *server) supervise(ctx context.Context) {
 		}
 		wait := jitter(backoff)
 		s.log.Warn().Err(err).Dur("retry_in", wait).Msg("mcp server is down; starting it again")
+		telemetry.MCPRestart(s.cfg.Name)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

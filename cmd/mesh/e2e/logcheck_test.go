@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"testing"
 )
@@ -38,6 +39,14 @@ func checkLogLines(t testing.TB, path string) {
 			t.Errorf("%s:%d: %v:\n%s", filepath.Base(path), i+1, err, line)
 			continue
 		}
+		if err := documentedFields(line); err != nil {
+			if bad++; bad > 10 {
+				t.Errorf("%s: more bad log lines", filepath.Base(path))
+				return
+			}
+			t.Errorf("%s:%d: %v:\n%s", filepath.Base(path), i+1, err, line)
+			continue
+		}
 		if bytes.Contains(line, []byte(`"nats async error"`)) && bytes.Contains(line, []byte("permissions violation")) {
 			if bad++; bad > 10 {
 				t.Errorf("%s: more bad log lines", filepath.Base(path))
@@ -47,6 +56,37 @@ func checkLogLines(t testing.TB, path string) {
 		}
 	}
 }
+
+// documentedFields checks the fields README's "Observe it" documents for a
+// log pipeline: time, level and message on every line, role on every line
+// and node on every role process's line (the supervisor of `mesh up` is
+// role "up", the embedded server "nats"), and sid and trace_id, when
+// present, in their shapes.
+func documentedFields(line []byte) error {
+	var f map[string]any
+	if err := json.Unmarshal(line, &f); err != nil {
+		return err
+	}
+	for _, k := range []string{"time", "level", "message", "role"} {
+		if s, _ := f[k].(string); s == "" {
+			return fmt.Errorf("no %q", k)
+		}
+	}
+	if role := f["role"]; role != "up" && role != "nats" {
+		if s, _ := f["node"].(string); s == "" {
+			return errors.New(`no "node"`)
+		}
+	}
+	if v, ok := f["trace_id"]; ok && !traceID.MatchString(fmt.Sprint(v)) {
+		return fmt.Errorf("trace_id %v is not 32 hex digits", v)
+	}
+	if v, ok := f["sid"]; ok && fmt.Sprint(v) == "" {
+		return errors.New("an empty sid")
+	}
+	return nil
+}
+
+var traceID = regexp.MustCompile(`^[0-9a-f]{32}$`)
 
 // strictJSONObject decodes line token by token: one JSON object, nothing
 // after it, and no key twice in any object at any depth.
@@ -112,6 +152,29 @@ func strictValue(dec *json.Decoder, where string) error {
 		return err
 	}
 	return nil
+}
+
+func TestDocumentedFields(t *testing.T) {
+	tests := []struct {
+		name    string
+		line    string
+		wantErr bool
+	}{
+		{"role process", `{"level":"info","role":"agent","node":"h-agent-1","time":"2026-01-01T00:00:00Z","message":"turn done","sid":"ab12cd34","trace_id":"4bf92f3577b34da6a3ce929d0e0e4736"}`, false},
+		{"supervisor", `{"level":"info","role":"up","process":"agent","time":"2026-01-01T00:00:00Z","message":"started"}`, false},
+		{"no node", `{"level":"info","role":"agent","time":"2026-01-01T00:00:00Z","message":"x"}`, true},
+		{"no time", `{"level":"info","role":"agent","node":"n","message":"x"}`, true},
+		{"no message", `{"level":"info","role":"agent","node":"n","time":"t"}`, true},
+		{"no role", `{"level":"info","node":"n","time":"t","message":"x"}`, true},
+		{"bad trace id", `{"level":"info","role":"agent","node":"n","time":"t","message":"x","trace_id":"xyz"}`, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := documentedFields([]byte(tt.line)); (err != nil) != tt.wantErr {
+				t.Errorf("documentedFields(%s) = %v, want error %v", tt.line, err, tt.wantErr)
+			}
+		})
+	}
 }
 
 func TestStrictJSONObject(t *testing.T) {

@@ -348,6 +348,7 @@ func routeRows(conv, approval string) map[string]func() routeRow {
 		"GET /ops/mesh":        func() routeRow { return routeRow{method: "GET", path: "/ops/mesh", need: auth.Read, ok: 200} },
 		"GET /ops/mesh/events": func() routeRow { return routeRow{method: "GET", path: "/ops/mesh/events", need: auth.Read, ok: 200} },
 		"GET /ops/stats":       func() routeRow { return routeRow{method: "GET", path: "/ops/stats", need: auth.Read, ok: 200} },
+		"GET /metrics":         func() routeRow { return routeRow{method: "GET", path: "/metrics", need: auth.Read, ok: 200} },
 		"POST /approvals/{uuid}": func() routeRow {
 			// An approval that does not exist: the guard's answer is what is
 			// checked, and no decision is taken.

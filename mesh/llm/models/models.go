@@ -37,9 +37,13 @@ import (
 // [llm.ErrNoAPIKey] and names the environment variable to set.
 func New(model config.Model, opts llm.Options) (llm.Provider, error) {
 	if model.Provider == config.ProviderOffline {
-		return offline.New(), nil
+		return observe(offline.New(), model), nil
 	}
-	return llm.NewCloud(model, opts)
+	p, err := llm.NewCloud(model, opts)
+	if err != nil {
+		return nil, err
+	}
+	return observe(p, model), nil
 }
 
 // FromConfig returns the provider of a model name of cfg, with its key and

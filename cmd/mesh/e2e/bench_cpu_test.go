@@ -1,0 +1,363 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/agentmesh/mesh/llm/llmtest"
+)
+
+// The CPU a turn costs, process by process, read from /proc/<pid>/stat
+// (utime + stime) before and after a batch of turns: unlike latency, it does
+// not depend on what else the machine runs. "nats" is the process of
+// `mesh up` itself (the embedded server, the monitor and the supervisor);
+// the fake model and the load generator (this test) are not counted.
+
+// clockTick is the unit of /proc/<pid>/stat's times (USER_HZ, 100 on Linux).
+const clockTick = 10 * time.Millisecond
+
+// procStat is what /proc says of one process.
+type procStat struct {
+	name string
+	cpu  time.Duration
+	rss  int64 // bytes
+}
+
+// meshUsage reads every process of m: `mesh up` and its descendants (role
+// processes and their MCP servers), by pid.
+func (m *meshProc) meshUsage() map[int]procStat {
+	m.t.Helper()
+	m.mu.Lock()
+	cmd := m.cmd
+	m.mu.Unlock()
+	out := map[int]procStat{}
+	for _, pid := range append([]int{cmd.Process.Pid}, descendants(cmd.Process.Pid)...) {
+		st, ok := readProc(pid)
+		if !ok {
+			continue
+		}
+		st.name = procName(pid, cmd.Process.Pid)
+		out[pid] = st
+	}
+	return out
+}
+
+// procName is a role (mesh <role>), "nats" for `mesh up` itself, or the
+// base name of another program (an MCP server).
+func procName(pid, up int) string {
+	if pid == up {
+		return "nats"
+	}
+	args := cmdline(pid)
+	if len(args) == 0 {
+		return "?"
+	}
+	if filepath.Base(args[0]) == "mesh" && len(args) > 1 {
+		return args[1]
+	}
+	return filepath.Base(args[0])
+}
+
+// readProc reads a process's CPU time and resident set.
+func readProc(pid int) (procStat, bool) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return procStat{}, false
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return procStat{}, false
+	}
+	// After the comm: state(0) ppid … utime(11) stime(12) … rss(21), in pages.
+	f := strings.Fields(s[i+1:])
+	if len(f) < 22 {
+		return procStat{}, false
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	rss, _ := strconv.ParseInt(f[21], 10, 64)
+	return procStat{cpu: time.Duration(ut+st) * clockTick, rss: rss * int64(os.Getpagesize())}, true
+}
+
+// cpuByName is the CPU each kind of process spent between two readings.
+func cpuByName(before, after map[int]procStat) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for pid, a := range after {
+		out[a.name] += a.cpu - before[pid].cpu
+	}
+	return out
+}
+
+// rssByName sums the resident sets of each kind of process.
+func rssByName(usage map[int]procStat) (map[string]int64, int64) {
+	out, total := map[string]int64{}, int64(0)
+	for _, u := range usage {
+		out[u.name] += u.rss
+		total += u.rss
+	}
+	return out, total
+}
+
+// turnClient keeps a connection per concurrent conversation, as a load
+// generator should (the default transport keeps 2 and opens the rest anew).
+func turnClient(conc int) *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns, t.MaxIdleConnsPerHost = conc+10, conc+10
+	return &http.Client{Transport: t, Timeout: 2 * time.Minute}
+}
+
+// post sends a JSON body and returns the status and the answer's bytes.
+func post(c *http.Client, url string, body any) (int, []byte, error) {
+	data, _ := json.Marshal(body)
+	resp, err := c.Post(url, "application/json", bytes.NewReader(data))
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, out, err
+}
+
+// turnLoad is a fixed number of turns sent by conc concurrent clients, each
+// turn in a conversation of its own unless perConversation > 1.
+type turnLoad struct {
+	turns, conc, perConversation int
+}
+
+// loadResult is what a load measured.
+type loadResult struct {
+	lat     []time.Duration
+	elapsed time.Duration
+	cpu     map[string]time.Duration
+	after   map[int]procStat
+}
+
+// run sends the load and measures it.
+func (l turnLoad) run(b *testing.B, m *meshProc) loadResult {
+	b.Helper()
+	client := turnClient(l.conc)
+	defer client.CloseIdleConnections()
+	work := make(chan struct{}, l.turns)
+	for range l.turns {
+		work <- struct{}{}
+	}
+	close(work)
+	var mu sync.Mutex
+	res := loadResult{lat: make([]time.Duration, 0, l.turns)}
+	before := m.meshUsage()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range l.conc {
+		wg.Go(func() {
+			conv, turns := "", 0
+			for range work {
+				if l.perConversation <= 1 || turns%l.perConversation == 0 {
+					status, body, err := post(client, m.url("/conversations"), map[string]any{})
+					var created struct{ Conversation struct{ ID string } }
+					_ = json.Unmarshal(body, &created)
+					if err != nil || status != http.StatusCreated || created.Conversation.ID == "" {
+						b.Errorf("create: %d %v %s", status, err, body)
+						return
+					}
+					conv = created.Conversation.ID
+				}
+				turns++
+				t0 := time.Now()
+				status, body, err := post(client, m.url("/conversations/"+conv+"/messages"), map[string]any{"message": "list all resources"})
+				d := time.Since(t0)
+				if err != nil || status != http.StatusOK {
+					b.Errorf("turn: %d %v %.300s", status, err, body)
+					return
+				}
+				mu.Lock()
+				res.lat = append(res.lat, d)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	res.after = m.meshUsage()
+	res.cpu = cpuByName(before, res.after)
+	return res
+}
+
+// report prints the figures of a load as benchmark metrics.
+func (r loadResult) report(b *testing.B) {
+	b.Helper()
+	n := len(r.lat)
+	if n == 0 {
+		return
+	}
+	reportLatencies(b, r.lat)
+	b.ReportMetric(float64(n)/r.elapsed.Seconds(), "turns/s")
+	var total time.Duration
+	names := make([]string, 0, len(r.cpu))
+	for name, d := range r.cpu {
+		total += d
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	perTurn := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(n) }
+	b.ReportMetric(perTurn(total), "cpu-ms/turn")
+	line := make([]string, 0, len(names))
+	for _, name := range names {
+		b.ReportMetric(perTurn(r.cpu[name]), name+"-ms/turn")
+		line = append(line, fmt.Sprintf("%s %.2f", name, perTurn(r.cpu[name])))
+	}
+	b.Logf("%d turns in %v: CPU ms per turn %.2f (%s)", n, r.elapsed.Round(time.Millisecond), perTurn(total), strings.Join(line, ", "))
+}
+
+// benchModels are the models a turn is measured with: the offline planner
+// in the agent, and the same planner behind a local server speaking
+// OpenAI's wire format (the agent then builds requests, streams and parses
+// answers as with a cloud model).
+func benchModels(b *testing.B) map[string]meshOpts {
+	base := defaultConfig(b)
+	srv := llmtest.Start(b, llmtest.Config{API: llmtest.OpenAI})
+	return map[string]meshOpts{
+		"offline": {logLevel: "warn", config: base},
+		"openai": {logLevel: "warn", config: strings.Replace(base, "model: offline", "model: gpt-4o-mini", 1),
+			env: []string{"OPENAI_API_KEY=k", "OPENAI_BASE_URL=" + srv.BaseURL()}},
+	}
+}
+
+// BenchmarkTurnCPU measures a REST turn with one tool call (resources_list
+// on the sample MCP server) on `mesh up`, with the offline planner and with
+// a local OpenAI-format fake model, at 1, 10 and 50 concurrent
+// conversations (10 turns each): turns/s, p50/p99 latency, and the CPU a
+// turn costs in each process of the mesh (`<process>-ms/turn`) and in all
+// of them (`cpu-ms/turn`).
+func BenchmarkTurnCPU(b *testing.B) {
+	models := benchModels(b)
+	for _, model := range []string{"offline", "openai"} {
+		b.Run("model="+model, func(b *testing.B) {
+			m := startMesh(b, models[model])
+			m.send(m.newConversation(), "list all resources") // warm up
+			for _, conc := range []int{1, 10, 50} {
+				b.Run(fmt.Sprintf("conversations=%d", conc), func(b *testing.B) {
+					turns := max(b.N, conc)
+					turnLoad{turns: turns, conc: conc, perConversation: 10}.run(b, m).report(b)
+				})
+			}
+		})
+	}
+}
+
+// benchScale scales the fixed-size benchmarks: MESH_BENCH_SCALE=1 runs them
+// at the size of their acceptance figures; the default, 0.1, keeps `make
+// bench` short.
+func benchScale() float64 {
+	if v, err := strconv.ParseFloat(os.Getenv("MESH_BENCH_SCALE"), 64); err == nil && v > 0 {
+		return v
+	}
+	return 0.1
+}
+
+// BenchmarkMeshMemory runs 10,000 conversations of one turn each (times
+// MESH_BENCH_SCALE, 0.1 by default) at 100 concurrent on `mesh up` with the
+// offline planner, and reports the resident memory of every mesh process:
+// before, at the end (`rss-at-end-MB`) and 15 s later (`rss-MB` the
+// total, `<process>-MB` each).
+func BenchmarkMeshMemory(b *testing.B) {
+	conversations := int(10000 * benchScale())
+	m := startMesh(b, meshOpts{logLevel: "warn"})
+	m.send(m.newConversation(), "list all resources") // warm up
+	_, before := rssByName(m.meshUsage())
+	res := turnLoad{turns: conversations, conc: 100, perConversation: 1}.run(b, m)
+	_, atEnd := rssByName(m.meshUsage())
+	// JetStream drops the caches of the blocks it wrote after 10 s idle.
+	time.Sleep(15 * time.Second)
+	byName, total := rssByName(m.meshUsage())
+	mb := func(n int64) float64 { return float64(n) / (1 << 20) }
+	b.ReportMetric(mb(total), "rss-MB")
+	b.ReportMetric(mb(atEnd), "rss-at-end-MB")
+	b.ReportMetric(mb(before), "rss-before-MB")
+	line := []string{}
+	for _, name := range slices.Sorted(maps.Keys(byName)) {
+		b.ReportMetric(mb(byName[name]), name+"-MB")
+		line = append(line, fmt.Sprintf("%s %.1f", name, mb(byName[name])))
+	}
+	b.ReportMetric(float64(len(res.lat))/res.elapsed.Seconds(), "turns/s")
+	b.ReportMetric(0, "ns/op")
+	b.Logf("%d conversations at 100 concurrent: RSS %.1f MB before, %.1f MB at the end, %.1f MB 15 s later (%s)", len(res.lat), mb(before), mb(atEnd), mb(total), strings.Join(line, ", "))
+}
+
+// BenchmarkLongConversation compares turn 100 of a conversation with turn 2
+// (offline planner: no model time). 40 conversations are taken to turn 99
+// together; turn 2 and turn 100 of each are sent one at a time, and their
+// p50 latencies compared. The mesh's CPU per turn is compared over turns
+// 2-4 and 98-100 (a single turn is too few clock ticks to read).
+func BenchmarkLongConversation(b *testing.B) {
+	const convs, window = 40, 3
+	m := startMesh(b, meshOpts{logLevel: "warn"})
+	client := turnClient(convs)
+	defer client.CloseIdleConnections()
+	ids := make([]string, convs)
+	for i := range ids {
+		ids[i] = m.newConversation()
+	}
+	turn := func(conv string) time.Duration {
+		t0 := time.Now()
+		status, body, err := post(client, m.url("/conversations/"+conv+"/messages"), map[string]any{"message": "list all resources"})
+		if err != nil || status != http.StatusOK {
+			b.Fatalf("turn: %d %v %.300s", status, err, body)
+		}
+		return time.Since(t0)
+	}
+	// next sends the next window turns of every conversation, one turn at
+	// a time: the latencies of each of the window's turns, and the CPU per
+	// turn.
+	next := func() ([window][]time.Duration, time.Duration) {
+		before := m.meshUsage()
+		var lat [window][]time.Duration
+		for i := range window {
+			for _, id := range ids {
+				lat[i] = append(lat[i], turn(id))
+			}
+			slices.Sort(lat[i])
+		}
+		var cpu time.Duration
+		for _, d := range cpuByName(before, m.meshUsage()) {
+			cpu += d
+		}
+		return lat, cpu / (convs * window)
+	}
+	for _, id := range ids { // turn 1
+		turn(id)
+	}
+	early, cpu2 := next() // turns 2 to 4
+	var wg sync.WaitGroup
+	for _, id := range ids { // turns 5 to 97
+		wg.Go(func() {
+			for range 93 {
+				turn(id)
+			}
+		})
+	}
+	wg.Wait()
+	late, cpu100 := next() // turns 98 to 100
+	lat2, lat100 := early[0], late[window-1]
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	p50 := func(l []time.Duration) time.Duration { return l[len(l)/2] }
+	b.ReportMetric(ms(p50(lat2)), "turn2-p50-ms")
+	b.ReportMetric(ms(p50(lat100)), "turn100-p50-ms")
+	b.ReportMetric(ms(p50(lat100))/ms(p50(lat2)), "latency-ratio")
+	b.ReportMetric(ms(cpu2), "turn2-cpu-ms")
+	b.ReportMetric(ms(cpu100), "turn100-cpu-ms")
+	b.ReportMetric(ms(cpu100)/ms(cpu2), "cpu-ratio")
+	b.ReportMetric(0, "ns/op")
+}

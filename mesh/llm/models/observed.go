@@ -1,0 +1,50 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agentmesh/agentmesh/config"
+	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
+)
+
+// observed is a provider whose calls are counted (mesh_model_*) and
+// traced (a client span per call, a child of the turn's).
+type observed struct {
+	llm.Provider
+	provider, model string
+}
+
+func observe(p llm.Provider, m config.Model) llm.Provider {
+	return &observed{Provider: p, provider: m.Provider, model: m.Name}
+}
+
+func (o *observed) Generate(ctx context.Context, req llm.Request) (*llm.Response, error) {
+	start := time.Now()
+	ctx, span := telemetry.StartKind(ctx, "model "+o.provider, trace.SpanKindClient,
+		attribute.String("gen_ai.system", o.provider), attribute.String("gen_ai.request.model", o.model))
+	resp, err := o.Provider.Generate(ctx, req)
+	var in, out int
+	if resp != nil {
+		in, out = resp.Usage.InputTokens, resp.Usage.OutputTokens
+		span.SetAttributes(attribute.Int("gen_ai.usage.input_tokens", in), attribute.Int("gen_ai.usage.output_tokens", out))
+	}
+	code := ""
+	if err != nil {
+		code = llm.CodeError
+		var le *llm.Error
+		if errors.As(err, &le) {
+			code = le.Code
+		} else if errors.Is(err, context.Canceled) {
+			code = "cancelled"
+		}
+	}
+	telemetry.ModelCall(o.provider, o.model, time.Since(start), in, out, code)
+	telemetry.End(span, err)
+	return resp, err
+}

@@ -1,0 +1,195 @@
+package telemetry
+
+import (
+	"strconv"
+	"time"
+)
+
+// This file is the hooks roles call, one line at the place where a thing
+// happens. Each takes only bounded values; "" becomes "none" so that an
+// empty label never hides a series.
+
+func label(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// SetBuild records the version and role of this process (mesh_build_info).
+func SetBuild(version, role string) { buildInfo.WithLabelValues(version, role).Set(1) }
+
+// WatchBreakers makes mesh_breaker_state report states(), read at each
+// scrape: breaker name to "closed", "half-open" or "open".
+func WatchBreakers(states func() map[string]string) {
+	breakers.mu.Lock()
+	breakers.states = states
+	breakers.mu.Unlock()
+}
+
+// TurnStarted counts a work item an agent began to run (kind: turn,
+// resume, step) and returns the function that records its duration.
+func TurnStarted(agent, kind string) (done func()) {
+	turnsStarted.WithLabelValues(agent, kind).Inc()
+	start := time.Now()
+	return func() { turnDuration.WithLabelValues(agent, kind).Observe(time.Since(start).Seconds()) }
+}
+
+// TurnFinished counts a run an agent ended with outcome.
+func TurnFinished(agent, outcome string) { turnsFinished.WithLabelValues(agent, label(outcome)).Inc() }
+
+// ModelCall records one model call: its duration, the tokens it used and,
+// when code is not empty, its failure.
+func ModelCall(provider, model string, d time.Duration, in, out int, code string) {
+	modelCalls.WithLabelValues(provider, model).Inc()
+	modelDuration.WithLabelValues(provider, model).Observe(d.Seconds())
+	if in > 0 {
+		modelTokens.WithLabelValues(provider, model, "in").Add(float64(in))
+	}
+	if out > 0 {
+		modelTokens.WithLabelValues(provider, model, "out").Add(float64(out))
+	}
+	if code != "" {
+		modelErrors.WithLabelValues(provider, model, code).Inc()
+	}
+}
+
+// ModelRetry counts an attempt of a model call that is tried again.
+func ModelRetry(provider string) { modelRetries.WithLabelValues(provider).Inc() }
+
+// Outcomes of tool calls.
+const (
+	ToolOK          = "ok"
+	ToolError       = "error"       // the tool's own failure (isError), or the call failed
+	ToolRefused     = "refused"     // approval missing or invalid, or rejected by a person
+	ToolUnavailable = "unavailable" // no tool host answered, or its breaker is open
+	ToolReplayed    = "replayed"    // a tool host answered from mesh_calls
+)
+
+// ToolCall records a tool call the agent made.
+func ToolCall(server, tool, outcome string, d time.Duration) {
+	toolCalls.WithLabelValues(server, tool, outcome).Inc()
+	toolDuration.WithLabelValues(server, tool).Observe(d.Seconds())
+}
+
+// ToolhostCall records a call a tool host served; d is zero when the MCP
+// server was not called.
+func ToolhostCall(server, tool, outcome string, d time.Duration) {
+	toolhostCalls.WithLabelValues(server, tool, outcome).Inc()
+	if d > 0 {
+		toolhostDuration.WithLabelValues(server, tool).Observe(d.Seconds())
+	}
+}
+
+// MCPRestart counts a restart of an MCP server.
+func MCPRestart(server string) { mcpRestarts.WithLabelValues(server).Inc() }
+
+// ApprovalRequested counts an approval recorded; policy is empty for one a
+// person decides.
+func ApprovalRequested(policy string) {
+	if policy == "" {
+		policy = "human"
+	}
+	approvalsRequested.WithLabelValues(policy).Inc()
+}
+
+// ApprovalDecided counts a decision on a pending approval, waited for wait.
+func ApprovalDecided(approved bool, wait time.Duration) {
+	outcome := "rejected"
+	if approved {
+		outcome = "approved"
+	}
+	approvalsDecided.WithLabelValues(outcome).Inc()
+	approvalWait.WithLabelValues().Observe(wait.Seconds())
+}
+
+// SetApprovalsPending sets the number of approvals waiting for a decision
+// and when the oldest of them was asked (zero when none waits).
+func SetApprovalsPending(n int, oldest time.Time) {
+	approvalsPending.WithLabelValues().Set(float64(n))
+	oldestPending.Store(oldest.UnixNano())
+	if oldest.IsZero() {
+		oldestPending.Store(0)
+	}
+}
+
+// WorkDelivered counts a redelivery of a work item of role's queue name
+// (attempt 2 or later).
+func WorkDelivered(role, name string, attempt int) {
+	if attempt > 1 {
+		workRedeliveries.WithLabelValues(role, name).Inc()
+	}
+}
+
+// WorkGivenUp counts a work item failed after its last delivery.
+func WorkGivenUp(role, name string) { workMaxDelivered.WithLabelValues(role, name).Inc() }
+
+// SetWorkPending sets the pending count of a work consumer.
+func SetWorkPending(consumer string, n uint64) { workPending.WithLabelValues(consumer).Set(float64(n)) }
+
+// EventPublished counts an event published, by AG-UI type.
+func EventPublished(typ string) { eventsPublished.WithLabelValues(typ).Inc() }
+
+// SSEOpened counts an open stream of dialect; call the function it returns
+// when the stream ends.
+func SSEOpened(dialect string) (closed func()) {
+	g := sseClients.WithLabelValues(dialect)
+	g.Inc()
+	return g.Dec
+}
+
+// SSESent counts an event written to a client of dialect.
+func SSESent(dialect string) { sseEventsSent.WithLabelValues(dialect).Inc() }
+
+// SSECutOff counts a stream cut off for a slow client.
+func SSECutOff(dialect string) { sseCutOffs.WithLabelValues(dialect).Inc() }
+
+// KVConflict counts a compare-and-set that met a newer revision.
+func KVConflict(bucket string) { kvConflicts.WithLabelValues(bucket).Inc() }
+
+// KVFailure counts a compare-and-set write that failed for good.
+func KVFailure(bucket string) { kvFailures.WithLabelValues(bucket).Inc() }
+
+// SessionLoaded records the time a conversation took to read.
+func SessionLoaded(d time.Duration) { sessionLoad.WithLabelValues().Observe(d.Seconds()) }
+
+// SessionSaveFailed counts a save of a conversation that failed.
+func SessionSaveFailed() { sessionSaveFails.WithLabelValues().Inc() }
+
+// HeartbeatMissed counts a node found silent.
+func HeartbeatMissed(role string) { heartbeatMisses.WithLabelValues(role).Inc() }
+
+// NodeDown counts a node recorded down.
+func NodeDown(role, reason string) { nodesDown.WithLabelValues(role, label(reason)).Inc() }
+
+// Recovery counts a recovery strategy applied to a node of role.
+func Recovery(role, strategy string) { recoveries.WithLabelValues(role, strategy).Inc() }
+
+// ProcessRestarted counts a child of mesh up started again.
+func ProcessRestarted(role string) { restarts.WithLabelValues(role).Inc() }
+
+// SetDegraded records whether degradation mode is on.
+func SetDegraded(on bool) {
+	v := 0.0
+	if on {
+		v = 1
+	}
+	degraded.WithLabelValues().Set(v)
+}
+
+// GroupRound counts a round of a group chat that ended, by reason.
+func GroupRound(group, reason string) { groupRounds.WithLabelValues(group, label(reason)).Inc() }
+
+// SpeakerSelected records the choice of a speaker and the time it took.
+func SpeakerSelected(group, method string, d time.Duration) {
+	groupSelections.WithLabelValues(group, label(method)).Inc()
+	groupSelectTime.WithLabelValues(group).Observe(d.Seconds())
+}
+
+// HTTPRequest records a request the bridge answered; route is the pattern
+// it matched ("" for none).
+func HTTPRequest(route string, code int, d time.Duration) {
+	route = label(route)
+	httpRequests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+	httpDuration.WithLabelValues(route).Observe(d.Seconds())
+}

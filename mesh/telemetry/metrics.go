@@ -1,0 +1,161 @@
+package telemetry
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Namespace prefixes every metric of the mesh.
+const Namespace = "mesh"
+
+// Registry holds this process's collectors: the mesh's, and the Go
+// runtime's and process's (CPU seconds, resident memory, open files).
+var Registry = prometheus.NewRegistry()
+
+// durations are the buckets of latency histograms, 5 ms to 5 min: turns
+// and model calls take seconds, KV and tool calls milliseconds.
+var durations = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+
+// Names are the metrics this package defines, by full name, with their
+// type ("counter", "gauge", "histogram") and labels: the list README's
+// table and deploy/'s rules and dashboard are checked against.
+var Names = map[string]Metric{}
+
+// Metric describes one metric of [Names].
+type Metric struct {
+	Type   string
+	Help   string
+	Labels []string
+}
+
+func define(name, typ, help string, labels []string) {
+	Names[Namespace+"_"+name] = Metric{Type: typ, Help: help, Labels: labels}
+}
+
+func counter(name, help string, labels ...string) *prometheus.CounterVec {
+	define(name, "counter", help, labels)
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help}, labels)
+	Registry.MustRegister(c)
+	return c
+}
+
+func gauge(name, help string, labels ...string) *prometheus.GaugeVec {
+	define(name, "gauge", help, labels)
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help}, labels)
+	Registry.MustRegister(g)
+	return g
+}
+
+func histogram(name, help string, labels ...string) *prometheus.HistogramVec {
+	define(name, "histogram", help, labels)
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: name, Help: help, Buckets: durations}, labels)
+	Registry.MustRegister(h)
+	return h
+}
+
+// The collectors, by area. Roles call the hooks of hooks.go rather than
+// these, so that label values stay bounded in one place.
+var (
+	buildInfo = gauge("build_info", "Always 1: the mesh version and role of this process.", "version", "role")
+
+	turnsStarted  = counter("turns_started_total", "Work items an agent began to run, by kind (turn, resume, step).", "agent", "kind")
+	turnsFinished = counter("turns_finished_total", "Runs an agent ended, by outcome (success, interrupt, cancelled, error).", "agent", "outcome")
+	turnDuration  = histogram("turn_duration_seconds", "Time an agent spent on one work item, by kind.", "agent", "kind")
+
+	modelCalls    = counter("model_calls_total", "Calls to a model, by provider and model.", "provider", "model")
+	modelDuration = histogram("model_call_duration_seconds", "Duration of model calls, retries included.", "provider", "model")
+	modelTokens   = counter("model_tokens_total", "Tokens the models read (direction in) and wrote (out).", "provider", "model", "direction")
+	modelErrors   = counter("model_errors_total", "Model calls that failed, by error code.", "provider", "model", "code")
+	modelRetries  = counter("model_retries_total", "Attempts of a model call that were retried.", "provider")
+
+	toolCalls        = counter("tool_calls_total", "Tool calls an agent made, by outcome (ok, error, refused, unavailable).", "server", "tool", "outcome")
+	toolDuration     = histogram("tool_call_duration_seconds", "Duration of tool calls as the agent saw them.", "server", "tool")
+	toolhostCalls    = counter("toolhost_calls_total", "Calls a tool host served, by outcome (ok, error, refused, replayed).", "server", "tool", "outcome")
+	toolhostDuration = histogram("toolhost_call_duration_seconds", "Duration of the MCP server's tools/call.", "server", "tool")
+	mcpRestarts      = counter("mcp_server_restarts_total", "Restarts of an MCP server by its tool host.", "server")
+
+	approvalsRequested = counter("approvals_requested_total", "Approvals recorded, by policy (human for those a person decides).", "policy")
+	approvalsDecided   = counter("approvals_decided_total", "Approvals a person, a policy or a timeout decided, by outcome.", "outcome")
+	approvalWait       = histogram("approval_decision_seconds", "Time from an approval's request to its decision (human ones).")
+	approvalsPending   = gauge("approvals_pending", "Approvals waiting for a decision, as this approver sees the bucket.")
+	oldestPending      atomic.Int64 // unix nanoseconds; 0 when none waits
+
+	workRedeliveries = counter("work_redeliveries_total", "Work items delivered again (attempt 2 or later).", "role", "name")
+	workMaxDelivered = counter("work_max_deliveries_total", "Work items given up after their last delivery.", "role", "name")
+	workPending      = gauge("work_pending", "Work items waiting in a consumer of MESH_WORK, by consumer, as the bridge last read them.", "consumer")
+
+	eventsPublished = counter("events_published_total", "AG-UI events published to MESH_EVENTS, by type.", "type")
+	sseClients      = gauge("sse_clients", "Open event streams, by dialect.", "dialect")
+	sseEventsSent   = counter("sse_events_sent_total", "Events written to SSE clients, by dialect.", "dialect")
+	sseCutOffs      = counter("sse_slow_consumer_cutoffs_total", "Streams cut off because their client fell too far behind, by dialect.", "dialect")
+
+	kvConflicts      = counter("kv_cas_conflicts_total", "Compare-and-set writes that met a newer revision and were applied again.", "bucket")
+	kvFailures       = counter("kv_update_failures_total", "Compare-and-set writes that failed for good.", "bucket")
+	sessionLoad      = histogram("session_load_duration_seconds", "Time to read a conversation from mesh_sessions (session restore).")
+	sessionSaveFails = counter("session_save_failures_total", "Saves of a conversation that failed.")
+
+	heartbeatMisses = counter("heartbeat_misses_total", "Nodes the monitor found silent past their deadline, by role.", "role")
+	nodesDown       = counter("nodes_down_total", "Nodes the monitor recorded down, by role and reason (silent, zombie, restarted).", "role", "reason")
+	recoveries      = counter("recoveries_total", "Recovery actions the monitor applied, by role and strategy.", "role", "strategy")
+	restarts        = counter("process_restarts_total", "Children of mesh up started again after they exited, by role.", "role")
+	degraded        = gauge("degraded", "1 while the mesh is in degradation mode.")
+
+	groupRounds     = counter("group_rounds_total", "Rounds of a group chat that ended, by reason.", "group", "reason")
+	groupSelections = counter("group_speaker_selections_total", "Speakers chosen, by selection method.", "group", "method")
+	groupSelectTime = histogram("group_speaker_selection_duration_seconds", "Time to choose the next speaker.", "group")
+
+	httpRequests = counter("http_requests_total", "HTTP requests the bridge answered, by route pattern and status code.", "route", "code")
+	httpDuration = histogram("http_request_duration_seconds", "Duration of HTTP requests, by route pattern (streams last as long as their client).", "route")
+)
+
+func init() {
+	define("approval_oldest_pending_seconds", "gauge", "Age of the oldest approval waiting for a decision; 0 when none waits.", nil)
+	define("breaker_state", "gauge", "Circuit breakers of this process: 0 closed, 1 half-open, 2 open.", []string{"breaker"})
+	Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), breakers,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: Namespace, Name: "approval_oldest_pending_seconds",
+			Help: "Age of the oldest approval waiting for a decision; 0 when none waits."}, func() float64 {
+			at := oldestPending.Load()
+			if at == 0 {
+				return 0
+			}
+			return time.Since(time.Unix(0, at)).Seconds()
+		}))
+}
+
+// breakerDesc is mesh_breaker_state: the state of each circuit breaker of
+// the process, read from the role when scraped.
+var breakerDesc = prometheus.NewDesc(Namespace+"_breaker_state",
+	"Circuit breakers of this process: 0 closed, 1 half-open, 2 open.", []string{"breaker"}, nil)
+
+// breakerCollector reports the states the role's function gives.
+type breakerCollector struct {
+	mu     sync.Mutex
+	states func() map[string]string
+}
+
+var breakers = &breakerCollector{}
+
+func (c *breakerCollector) Describe(ch chan<- *prometheus.Desc) { ch <- breakerDesc }
+
+func (c *breakerCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	f := c.states
+	c.mu.Unlock()
+	if f == nil {
+		return
+	}
+	for name, state := range f() {
+		v := 0.0
+		switch state {
+		case "half-open":
+			v = 1
+		case "open":
+			v = 2
+		}
+		ch <- prometheus.MustNewConstMetric(breakerDesc, prometheus.GaugeValue, v, name)
+	}
+}

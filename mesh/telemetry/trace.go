@@ -1,0 +1,170 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// TracerName names the mesh's instrumentation scope.
+const TracerName = "github.com/agentmesh/agentmesh"
+
+// propagator is W3C trace context and baggage, set whether tracing is on or
+// not, so that a process without an exporter still passes a caller's
+// context on.
+var propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+
+func init() { otel.SetTextMapPropagator(propagator) }
+
+// TraceConfig configures [Setup].
+type TraceConfig struct {
+	// Endpoint and Protocol are config.Telemetry's: an empty Endpoint
+	// leaves tracing off. Protocol "grpc" exports over gRPC, anything else
+	// over HTTP (protobuf). The exporters read the endpoint, headers and
+	// timeouts from the OTEL_EXPORTER_OTLP_* variables themselves.
+	Endpoint, Protocol string
+	// Service is the default service.name (OTEL_SERVICE_NAME wins), e.g.
+	// "mesh-agent"; Node the service.instance.id.
+	Service, Node string
+}
+
+// Setup installs the global tracer provider: spans batched to the OTLP
+// exporter, sampled as OTEL_TRACES_SAMPLER says (parent-based, always on
+// by default). It returns the function that flushes and stops it; with no
+// endpoint it installs nothing and returns a no-op.
+func Setup(ctx context.Context, cfg TraceConfig) (shutdown func(context.Context) error, err error) {
+	if cfg.Endpoint == "" {
+		return func(context.Context) error { return nil }, nil
+	}
+	var exp *otlptrace.Exporter
+	if cfg.Protocol == "grpc" {
+		exp, err = otlptracegrpc.New(ctx)
+	} else {
+		exp, err = otlptracehttp.New(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	// Later options win: the environment's service name over the default.
+	res, err := resource.New(ctx,
+		resource.WithAttributes(attribute.String("service.name", cfg.Service), attribute.String("service.instance.id", cfg.Node)),
+		resource.WithFromEnv(), resource.WithTelemetrySDK())
+	if err != nil && res == nil {
+		return nil, err
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	otel.SetTracerProvider(tp)
+	return tp.Shutdown, nil
+}
+
+// Start starts a span named name as a child of ctx's span (or of the
+// remote context [Extract] put there).
+func Start(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	return otel.Tracer(TracerName).Start(ctx, name, trace.WithAttributes(attrs...))
+}
+
+// StartKind is [Start] with a span kind (server for a request taken,
+// client for one sent, consumer for a work item).
+func StartKind(ctx context.Context, name string, kind trace.SpanKind, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	return otel.Tracer(TracerName).Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
+}
+
+// End ends span, marking it failed with err when err is not nil.
+func End(span trace.Span, err error) {
+	if err != nil && !errors.Is(err, context.Canceled) {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
+// Fail marks span failed with a code, for failures that are not Go errors
+// (a model error code, a tool's error result).
+func Fail(span trace.Span, code string) { span.SetStatus(codes.Error, code) }
+
+// TraceID is the trace id of ctx's span in hex, "" when there is none.
+func TraceID(ctx context.Context) string {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.HasTraceID() {
+		return ""
+	}
+	return sc.TraceID().String()
+}
+
+// Traceparent is the W3C traceparent of ctx's span, "" when there is none:
+// what a record that outlives the request keeps to continue its trace.
+func Traceparent(ctx context.Context) string {
+	c := propagation.MapCarrier{}
+	propagator.Inject(ctx, c)
+	return c["traceparent"]
+}
+
+// FromTraceparent returns ctx with the remote span context tp names.
+func FromTraceparent(ctx context.Context, tp string) context.Context {
+	if tp == "" {
+		return ctx
+	}
+	return propagator.Extract(ctx, propagation.MapCarrier{"traceparent": tp})
+}
+
+// natsCarrier reads and writes trace context in NATS headers under their
+// W3C names (traceparent, tracestate, baggage), exactly as written.
+type natsCarrier nats.Header
+
+func (c natsCarrier) Get(key string) string {
+	if v := c[key]; len(v) > 0 {
+		return v[0]
+	}
+	return http.Header(c).Get(key) // a peer that canonicalised the name
+}
+
+func (c natsCarrier) Set(key, value string) { c[key] = []string{value} }
+
+func (c natsCarrier) Keys() []string {
+	out := make([]string, 0, len(c))
+	for k := range c {
+		out = append(out, k)
+	}
+	return out
+}
+
+// Inject writes ctx's trace context into h (which must not be nil).
+func Inject(ctx context.Context, h nats.Header) {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return
+	}
+	propagator.Inject(ctx, natsCarrier(h))
+}
+
+// Extract returns ctx with the remote trace context of h, if any.
+func Extract(ctx context.Context, h nats.Header) context.Context {
+	if h == nil {
+		return ctx
+	}
+	return propagator.Extract(ctx, natsCarrier(h))
+}
+
+// HTTPInject writes ctx's trace context into an outgoing request's header.
+func HTTPInject(ctx context.Context, h http.Header) {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return
+	}
+	propagator.Inject(ctx, propagation.HeaderCarrier(h))
+}
+
+// HTTPExtract returns ctx with a caller's trace context (traceparent).
+func HTTPExtract(ctx context.Context, h http.Header) context.Context {
+	return propagator.Extract(ctx, propagation.HeaderCarrier(h))
+}
