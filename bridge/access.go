@@ -56,6 +56,10 @@ var access = map[string]auth.Permission{
 	"POST /agui":                        auth.Converse, // a resume also needs Decide (core.Decide)
 	"POST /api/conversation":            auth.Converse,
 	"POST /api/chat":                    auth.Converse,
+	"POST " + agui.AISDKPath:            auth.Converse,
+	// A socket converses: its frames start runs and follow threads (the
+	// caller's own); a resume in a frame also needs Decide (core.Decide).
+	"GET " + agui.SocketPath: auth.Converse,
 
 	"POST /approvals/{uuid}": auth.Decide,
 
@@ -113,10 +117,13 @@ func register(mux core.Mux, b *Bridge, cfg Config, c *core.Core) {
 		Core: c, MaxBodyBytes: cfg.Agent.HTTP.MaxBodyBytes, WaitTimeout: cfg.Agent.HTTP.WaitTimeout.Std(),
 		Version: cfg.Version, SubAgents: subAgents, Logger: cfg.Logger,
 	})
-	agui.Register(mux, agui.Config{
+	acfg := agui.Config{
 		Core: c, MaxBodyBytes: cfg.Agent.HTTP.MaxBodyBytes,
 		PingAfter: cfg.Agent.HTTP.PingAfter.Std(), PingEvery: cfg.Agent.HTTP.PingEvery.Std(), Logger: cfg.Logger,
-	})
+	}
+	agui.Register(mux, acfg)
+	cors := &cfg.Agent.HTTP.CORS
+	agui.RegisterSocket(mux, acfg, agui.SocketConfig{OriginAllowed: func(o string) bool { _, ok := cors.OriginAllowed(o); return ok }})
 	a2a.Register(mux, a2a.Config{
 		Core: c, Name: cfg.Agent.Name, Description: cfg.Agent.Description, Version: cfg.Version,
 		PublicURL: cfg.Agent.HTTP.PublicURL, SubAgents: subAgents,

@@ -124,6 +124,14 @@ type handler struct {
 
 // Register mounts the endpoints on mux.
 func Register(mux core.Mux, cfg Config) {
+	h := newHandler(cfg)
+	mux.HandleFunc("GET /conversations/{id}/events", h.events)
+	mux.HandleFunc("POST /agui", h.agui)
+	h.registerDialects(mux)
+}
+
+// newHandler copies cfg with its defaults.
+func newHandler(cfg Config) *handler {
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = config.DefaultMaxBodyBytes
 	}
@@ -136,10 +144,7 @@ func Register(mux core.Mux, cfg Config) {
 	if cfg.PingEvery == 0 {
 		cfg.PingEvery = 5 * time.Second
 	}
-	h := &handler{cfg: cfg, core: cfg.Core, log: cfg.Logger}
-	mux.HandleFunc("GET /conversations/{id}/events", h.events)
-	mux.HandleFunc("POST /agui", h.agui)
-	h.registerDialects(mux)
+	return &handler{cfg: cfg, core: cfg.Core, log: cfg.Logger}
 }
 
 // ErrTooManyStreams refuses a stream past the core's MaxStreams.

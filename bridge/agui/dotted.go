@@ -21,10 +21,12 @@ const (
 	headerConversationID = "X-Conversation-Id"
 )
 
-// registerDialects mounts the endpoints of the two seed dialects.
+// registerDialects mounts the endpoints of the two seed dialects and the
+// AI SDK's (aisdk.go).
 func (h *handler) registerDialects(mux core.Mux) {
 	mux.HandleFunc("POST /api/conversation", h.dotted)
 	mux.HandleFunc("POST /api/chat", h.simple)
+	mux.HandleFunc("POST "+AISDKPath, h.aisdk)
 }
 
 // conversationBody is the dotted dialect's request.

@@ -1,6 +1,7 @@
 package agui
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -141,38 +142,13 @@ func (h *handler) agui(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if err := in.validate(); err != nil {
-		writeError(w, err)
-		return
-	}
-	thread, runID := *in.ThreadID, *in.RunID
 	caller := core.CallerOf(r)
-	group, err := in.group()
-	if err == nil && group != "" {
-		_, err = h.core.Group(group)
-	}
+	group, start, err := h.starter(r.Context(), &in, caller)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	// Everything the request says is checked before anything is created.
-	var start func() (*core.Run, error)
-	if len(in.Resume) > 0 {
-		for _, e := range in.Resume {
-			if _, err := e.decision(); err != nil {
-				writeError(w, err)
-				return
-			}
-		}
-		start = func() (*core.Run, error) { return h.resume(r, in.Resume, caller) }
-	} else {
-		text, err := lastUserText(in.Messages)
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		start = func() (*core.Run, error) { return h.core.SendTurn(r.Context(), thread, runID, text, caller) }
-	}
+	thread, runID := *in.ThreadID, *in.RunID
 	if !h.acquire(w) {
 		return
 	}
@@ -219,16 +195,46 @@ func (h *handler) agui(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// starter checks everything a RunAgentInput says before anything is
+// created, and returns the group a new thread is a chat of and what starts
+// its run: a turn with the last user message, or the decisions of resume.
+func (h *handler) starter(ctx context.Context, in *runAgentInput, caller core.Caller) (string, func() (*core.Run, error), error) {
+	if err := in.validate(); err != nil {
+		return "", nil, err
+	}
+	group, err := in.group()
+	if err == nil && group != "" {
+		_, err = h.core.Group(group)
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	if len(in.Resume) > 0 {
+		for _, e := range in.Resume {
+			if _, err := e.decision(); err != nil {
+				return "", nil, err
+			}
+		}
+		return group, func() (*core.Run, error) { return h.resume(ctx, in.Resume, caller) }, nil
+	}
+	text, err := lastUserText(in.Messages)
+	if err != nil {
+		return "", nil, err
+	}
+	thread, runID := *in.ThreadID, *in.RunID
+	return group, func() (*core.Run, error) { return h.core.SendTurn(ctx, thread, runID, text, caller) }, nil
+}
+
 // resume decides the interrupts the client answers and returns the run of
 // the first decision (the resume of its approval).
-func (h *handler) resume(r *http.Request, entries []resumeEntry, caller core.Caller) (*core.Run, error) {
+func (h *handler) resume(ctx context.Context, entries []resumeEntry, caller core.Caller) (*core.Run, error) {
 	var first *core.Run
 	for _, e := range entries {
 		body, err := e.decision()
 		if err != nil {
 			return nil, err
 		}
-		_, run, err := h.core.Decide(r.Context(), e.InterruptID, body, caller)
+		_, run, err := h.core.Decide(ctx, e.InterruptID, body, caller)
 		if err != nil {
 			if first != nil {
 				first.Close()

@@ -66,7 +66,7 @@ func (rs *runStream) each(ctx context.Context, interval time.Duration, tick func
 		case err != nil:
 			return err
 		}
-		if sev.Run != rs.runID && !(sev.Run == "" && sev.Type == mesh.EventCustom) {
+		if !ofRun(sev, rs.runID) {
 			continue
 		}
 		var ev mesh.Event

@@ -326,6 +326,15 @@ func routeRows(conv, approval string) map[string]func() routeRow {
 		"POST /api/chat": func() routeRow {
 			return routeRow{method: "POST", path: "/api/chat", body: map[string]any{"message": "list all resources"}, need: auth.Converse, ok: 200}
 		},
+		"POST /api/ai-sdk": func() routeRow {
+			return routeRow{method: "POST", path: "/api/ai-sdk", need: auth.Converse, ok: 200, body: map[string]any{
+				"messages": []any{map[string]any{"id": "m1", "role": "user", "parts": []any{map[string]any{"type": "text", "text": "list all resources"}}}}}}
+		},
+		"GET /agui/ws": func() routeRow {
+			// A GET that asks for no upgrade: past the guard, the socket
+			// answers 426 Upgrade Required.
+			return routeRow{method: "GET", path: "/agui/ws", need: auth.Converse, ok: http.StatusUpgradeRequired}
+		},
 		"POST /a2a": func() routeRow {
 			return routeRow{method: "POST", path: "/a2a", body: map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": map[string]any{"id": conv}}, need: auth.Read, ok: 200}
 		},

@@ -1,0 +1,302 @@
+package agui
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/agentmesh/agentmesh/bridge/core"
+	"github.com/agentmesh/agentmesh/bridge/sse"
+	"github.com/agentmesh/agentmesh/mesh"
+)
+
+// The AI SDK dialect: POST /api/ai-sdk speaks the Vercel AI SDK's UI
+// message stream protocol (v1), which useChat's default transport reads.
+//
+// The body is useChat's: {"id", "messages": [{id, role, parts}], …}; the
+// last user message is the input, "id" the conversation (continued when it
+// exists, created when it does not). A last message of the assistant whose
+// tool part carries "approval": {id, approved, reason?} (useChat's
+// addToolApprovalResponse) decides that approval instead, and the stream
+// is the run it resumes; any other last message is refused (400), so that
+// the user's message is never run twice. The answer is SSE with
+// x-vercel-ai-ui-message-stream: v1, each chunk "data: <json>", the last
+// "data: [DONE]":
+//
+//	(stream start)        start {messageId: run id, messageMetadata: {conversationId}}, start-step
+//	TEXT_MESSAGE_*        text-start {id} / text-delta {id, delta} / text-end {id}
+//	TOOL_CALL_START       tool-input-start {toolCallId, toolName, dynamic: true}
+//	TOOL_CALL_ARGS        tool-input-delta {toolCallId, inputTextDelta}
+//	TOOL_CALL_END         tool-input-available {toolCallId, toolName, input, dynamic}
+//	TOOL_CALL_RESULT      tool-output-available {toolCallId, output, dynamic}, or
+//	                      tool-output-error {toolCallId, errorText}, or, rejected,
+//	                      tool-output-denied {toolCallId}
+//	CUSTOM approval_*     data-approval {id: uuid, data: {uuid, status, toolName, …}}
+//	RUN_FINISHED          finish-step, then success: finish {finishReason: "stop"};
+//	                      interrupt: tool-approval-request {approvalId, toolCallId}
+//	                      per approval, finish {finishReason: "tool-calls"};
+//	                      cancelled: abort {reason}
+//	RUN_ERROR             error {errorText}
+//
+// The mesh's tools are its own, not the client's: tool parts are dynamic
+// (useChat's "dynamic-tool" parts). A result of a call this stream did not
+// see start (the run resumed after an approval) gets its tool-input-available
+// first.
+
+// AISDKPath is the route of the AI SDK dialect.
+const AISDKPath = "/api/ai-sdk"
+
+// headerUIMessageStream marks a UI message stream for the AI SDK's client.
+const headerUIMessageStream = "x-vercel-ai-ui-message-stream"
+
+// aiChunk is one chunk of the UI message stream; each type fills its fields.
+type aiChunk struct {
+	Type            string `json:"type"`
+	MessageID       string `json:"messageId,omitempty"`
+	MessageMetadata any    `json:"messageMetadata,omitempty"`
+	ID              string `json:"id,omitempty"`
+	Delta           string `json:"delta,omitempty"`
+	ToolCallID      string `json:"toolCallId,omitempty"`
+	ToolName        string `json:"toolName,omitempty"`
+	InputTextDelta  string `json:"inputTextDelta,omitempty"`
+	Input           any    `json:"input,omitempty"`
+	Output          any    `json:"output,omitempty"`
+	Dynamic         bool   `json:"dynamic,omitempty"`
+	ErrorText       string `json:"errorText,omitempty"`
+	ApprovalID      string `json:"approvalId,omitempty"`
+	FinishReason    string `json:"finishReason,omitempty"`
+	Reason          string `json:"reason,omitempty"`
+	Data            any    `json:"data,omitempty"`
+}
+
+// aiMessagePart is the part of a useChat message part the dialect reads
+// for an approval answer.
+type aiMessagePart struct {
+	Type     string `json:"type"`
+	Approval *struct {
+		ID       string `json:"id"`
+		Approved *bool  `json:"approved"`
+		Reason   string `json:"reason"`
+	} `json:"approval"`
+}
+
+// aiApprovalAnswer finds useChat's answer to an approval in the last
+// message, when it is the assistant's: the decision's body and approval id.
+func aiApprovalAnswer(in *chatBody) (uuid string, body []byte, ok bool) {
+	if len(in.Messages) == 0 {
+		return "", nil, false
+	}
+	last := in.Messages[len(in.Messages)-1]
+	if last.Role != "assistant" {
+		return "", nil, false
+	}
+	var parts []aiMessagePart
+	if json.Unmarshal(last.Parts, &parts) != nil {
+		return "", nil, false
+	}
+	for _, p := range parts {
+		if a := p.Approval; a != nil && a.Approved != nil && a.ID != "" {
+			body, _ := json.Marshal(map[string]any{"approved": *a.Approved, "by": "ai-sdk", "reason": a.Reason})
+			return a.ID, body, true
+		}
+	}
+	return "", nil, false
+}
+
+// aisdk serves POST /api/ai-sdk.
+func (h *handler) aisdk(w http.ResponseWriter, r *http.Request) {
+	var in chatBody
+	if err := core.DecodeBody(w, r, h.cfg.MaxBodyBytes, &in, false); err != nil {
+		writeError(w, err)
+		return
+	}
+	caller := core.CallerOf(r)
+	var rs *runStream
+	if uuid, body, ok := aiApprovalAnswer(&in); ok {
+		if err := core.CheckApprovalID(uuid); err != nil {
+			writeError(w, err)
+			return
+		}
+		if !h.acquire(w) {
+			return
+		}
+		defer h.release()
+		ap, err := h.core.Approvals.Get(r.Context(), uuid)
+		if err == nil && !h.core.SeesApproval(r.Context(), caller, ap, map[string]string{}) {
+			err = mesh.ErrApprovalNotFound.With("approval " + uuid + " not found")
+		}
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		rs, err = h.startRun(r.Context(), ap.ConversationID, func() (*core.Run, error) {
+			_, run, err := h.core.Decide(r.Context(), uuid, body, caller)
+			return run, err
+		})
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+	} else {
+		message, id, err := in.input()
+		if err == nil && len(in.Messages) > 0 && in.Messages[len(in.Messages)-1].Role != "user" {
+			// Not the last user message again: that would run it twice.
+			err = mesh.ErrBadRequest.With(`the last message must be the user's, or the assistant's with a tool part answering its "approval"`)
+		}
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		if !h.acquire(w) {
+			return
+		}
+		defer h.release()
+		var ok bool
+		if rs, ok = h.startDialectRun(w, r, id, message); !ok {
+			return
+		}
+	}
+	defer rs.close()
+	h.streamAISDK(w, r, rs)
+}
+
+// streamAISDK writes the run's chunks.
+func (h *handler) streamAISDK(w http.ResponseWriter, r *http.Request, rs *runStream) {
+	out := sse.New(w)
+	if err := out.Start(http.Header{headerConversationID: {rs.session}, headerUIMessageStream: {"v1"}}); err != nil {
+		rs.cancelRun()
+		return
+	}
+	tr := newAITranslator(rs.runID)
+	emit := func(cs []aiChunk) error { return writeJSON(out, cs) }
+	start := []aiChunk{{Type: "start", MessageID: rs.runID, MessageMetadata: map[string]any{"conversationId": rs.session}}, {Type: "start-step"}}
+	if err := emit(start); err != nil {
+		rs.cancelRun()
+		return
+	}
+	err := rs.each(r.Context(), h.cfg.KeepAlive, func() error { return out.Comment("keep-alive") }, func(_ core.StreamEvent, ev *mesh.Event) error {
+		return emit(tr.translate(ev))
+	})
+	if msg, ok := h.streamEndText(r, rs, tr.ended, err); ok {
+		_ = emit([]aiChunk{{Type: "error", ErrorText: msg}})
+	}
+	if r.Context().Err() == nil {
+		_ = out.Event(0, []byte("[DONE]"))
+	}
+}
+
+// aiTranslator turns the AG-UI events of one run into UI message stream
+// chunks, after the official translator (which drops what a retried
+// attempt sends twice).
+type aiTranslator struct {
+	norm  *officialTranslator
+	calls toolCalls
+	seen  map[string]bool // tool calls whose input this stream sent
+	ended bool
+}
+
+func newAITranslator(run string) *aiTranslator {
+	return &aiTranslator{norm: newOfficialTranslator("", run), calls: newToolCalls(), seen: map[string]bool{}}
+}
+
+func (t *aiTranslator) translate(ev *mesh.Event) []aiChunk {
+	var out []aiChunk
+	for _, e := range t.norm.translate(ev) {
+		out = t.one(out, &e)
+	}
+	return out
+}
+
+func (t *aiTranslator) one(out []aiChunk, e *mesh.Event) []aiChunk {
+	switch e.Type {
+	case mesh.EventTextMessageStart:
+		out = append(out, aiChunk{Type: "text-start", ID: e.MessageID})
+	case mesh.EventTextMessageContent:
+		if d := e.DeltaText(); d != "" {
+			out = append(out, aiChunk{Type: "text-delta", ID: e.MessageID, Delta: d})
+		}
+	case mesh.EventTextMessageEnd:
+		out = append(out, aiChunk{Type: "text-end", ID: e.MessageID})
+	case mesh.EventToolCallStart:
+		t.calls.add(e)
+		out = append(out, aiChunk{Type: "tool-input-start", ToolCallID: e.ToolCallID, ToolName: e.ToolCallName, Dynamic: true})
+	case mesh.EventToolCallArgs:
+		t.calls.add(e)
+		if d := e.DeltaText(); d != "" {
+			out = append(out, aiChunk{Type: "tool-input-delta", ToolCallID: e.ToolCallID, InputTextDelta: d})
+		}
+	case mesh.EventToolCallEnd:
+		name, input := t.calls.end(e.ToolCallID)
+		t.seen[e.ToolCallID] = true
+		out = append(out, aiChunk{Type: "tool-input-available", ToolCallID: e.ToolCallID, ToolName: name, Input: input, Dynamic: true})
+	case mesh.EventToolCallResult:
+		out = t.result(out, e)
+	case mesh.EventCustom:
+		switch e.Name {
+		case mesh.CustomApprovalRequested, mesh.CustomApprovalDecided:
+			if ap := approvalOf(e.Value); ap != nil {
+				t.calls.approval(ap)
+				out = append(out, aiChunk{Type: "data-approval", ID: ap.UUID, Data: map[string]any{
+					"uuid": ap.UUID, "status": ap.Status, "toolName": ap.ToolName, "toolCallId": ap.ToolCallID, "description": ap.Description}})
+			}
+		}
+	case mesh.EventRunError:
+		t.ended = true
+		out = append(out, aiChunk{Type: "error", ErrorText: strings.TrimSpace(e.Code + ": " + e.Message)})
+	case mesh.EventRunFinished:
+		t.ended = true
+		out = t.finish(append(out, aiChunk{Type: "finish-step"}), e)
+	}
+	return out
+}
+
+// result is a tool's result; a call this stream did not see start gets
+// its input first, as the AI SDK's reader needs the part.
+func (t *aiTranslator) result(out []aiChunk, e *mesh.Event) []aiChunk {
+	if !t.seen[e.ToolCallID] {
+		t.seen[e.ToolCallID] = true
+		var input any = map[string]any{}
+		for _, ap := range t.calls.approvals {
+			if ap.ToolCallID == e.ToolCallID && ap.ToolArgs != nil {
+				input = ap.ToolArgs
+			}
+		}
+		out = append(out, aiChunk{Type: "tool-input-available", ToolCallID: e.ToolCallID, ToolName: t.calls.name(e.ToolCallID), Input: input, Dynamic: true})
+	}
+	code, msg, failed := toolFailure(e)
+	switch {
+	case failed && code == "REJECTED":
+		return append(out, aiChunk{Type: "tool-output-denied", ToolCallID: e.ToolCallID})
+	case failed:
+		return append(out, aiChunk{Type: "tool-output-error", ToolCallID: e.ToolCallID, ErrorText: msg, Dynamic: true})
+	}
+	return append(out, aiChunk{Type: "tool-output-available", ToolCallID: e.ToolCallID, Output: parseOutput(e.Content), Dynamic: true})
+}
+
+// finish ends the message by the run's outcome.
+func (t *aiTranslator) finish(out []aiChunk, e *mesh.Event) []aiChunk {
+	outcome := mesh.OutcomeSuccess
+	if e.Outcome != nil {
+		outcome = e.Outcome.Type
+	}
+	meta := map[string]any{}
+	if n, ok := totalTokens(e.Result); ok {
+		meta["totalTokens"] = n
+	}
+	if intent := intentOf(e); intent != "" {
+		meta["intent"] = intent
+	}
+	switch outcome {
+	case mesh.OutcomeCancelled:
+		return append(out, aiChunk{Type: "abort", Reason: "the turn was cancelled"})
+	case mesh.OutcomeInterrupt:
+		for _, in := range e.Outcome.Interrupts {
+			v := t.calls.view(in)
+			if v.ToolCallID != "" && t.seen[v.ToolCallID] {
+				out = append(out, aiChunk{Type: "tool-approval-request", ApprovalID: v.UUID, ToolCallID: v.ToolCallID})
+			}
+		}
+		return append(out, aiChunk{Type: "finish", FinishReason: "tool-calls", MessageMetadata: meta})
+	}
+	return append(out, aiChunk{Type: "finish", FinishReason: "stop", MessageMetadata: meta})
+}

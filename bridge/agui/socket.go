@@ -1,0 +1,339 @@
+package agui
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/rs/zerolog"
+
+	"github.com/agentmesh/agentmesh/bridge/core"
+	"github.com/agentmesh/agentmesh/bridge/sse"
+	"github.com/agentmesh/agentmesh/mesh"
+)
+
+// AG-UI over a WebSocket: GET /agui/ws.
+//
+// A socket carries JSON text frames both ways. The client sends:
+//
+//	RunAgentInput                         start a run, as POST /agui (with
+//	                                      "resume" it answers interrupts); an
+//	                                      optional "type":"run" is allowed
+//	{"type":"reattach","threadId","runId","cursor"}
+//	                                      after a reconnect: the rest of a run,
+//	                                      after the frame whose cursor this is
+//	{"type":"follow","threadId","after"?} every event of a thread, as GET
+//	                                      /conversations/{id}/events from after
+//	{"type":"unfollow","threadId"}        stop sending a thread's events
+//	{"type":"cancel","threadId","runId"?} stop the thread's run
+//
+// The server sends one frame per event of the events stream, in order:
+//
+//	{"type":"events","threadId","runId","seq","cursor","events":[…]}
+//	{"type":"error","code","message","status","threadId"?,"runId"?}
+//
+// events holds the AG-UI events that stream event became, exactly those
+// POST /agui sends for it (none is never sent); a follow's frames hold the
+// stored event as is, and no runId or cursor. seq is the stream sequence;
+// a run's first frame is its RUN_STARTED, with the sequence the run
+// started after. One frame is delivered whole or not at all, so a client
+// that reconnects and sends the last cursor it got (or a follow's last
+// seq as after) gets every later event once: none missing, none twice.
+//
+// A socket follows any number of threads up to SocketConfig.MaxThreads,
+// one run or follow each; the socket and each of them take a stream slot
+// (core.AcquireStream). A run does not end with its socket: the client
+// reattaches, or cancels. A frame that cannot be read or done gets an
+// error frame and the socket stays up; one larger than MaxBodyBytes closes
+// it (status 1009), as the WebSocket protocol has it. The server pings
+// every Heartbeat and closes a socket whose pong does not come within it.
+
+// SocketPath is the route of AG-UI over a WebSocket.
+const SocketPath = "/agui/ws"
+
+// SocketConfig configures GET /agui/ws.
+type SocketConfig struct {
+	// OriginAllowed admits a browser's Origin that is not the bridge's own
+	// host (http.cors.origins). Nil admits the same host only.
+	OriginAllowed func(origin string) bool
+	// MaxThreads bounds the runs and follows one socket has open at once.
+	// Zero means 16.
+	MaxThreads int
+	// Heartbeat is the interval of the server's pings and the time a pong
+	// has to come back. Zero means 15s.
+	Heartbeat time.Duration
+}
+
+// ErrOriginNotAllowed refuses a browser's socket from a page of another
+// site: browsers do not apply CORS to WebSockets, so the bridge checks.
+var ErrOriginNotAllowed = &mesh.Error{Kind: "origin_not_allowed", Status: http.StatusForbidden, Message: "origin not allowed"}
+
+// RegisterSocket mounts GET /agui/ws on mux.
+func RegisterSocket(mux core.Mux, cfg Config, sc SocketConfig) {
+	if sc.MaxThreads == 0 {
+		sc.MaxThreads = 16
+	}
+	if sc.Heartbeat == 0 {
+		sc.Heartbeat = sse.DefaultKeepAlive
+	}
+	s := &sockets{h: newHandler(cfg), cfg: sc}
+	mux.HandleFunc("GET "+SocketPath, s.serve)
+}
+
+type sockets struct {
+	h   *handler
+	cfg SocketConfig
+}
+
+// serve upgrades the request after the checks a WebSocket needs beyond the
+// edge's (its Origin) and serves the socket until either side closes it.
+func (s *sockets) serve(w http.ResponseWriter, r *http.Request) {
+	if !s.originAllowed(r) {
+		writeError(w, ErrOriginNotAllowed.With("origin "+mesh.Clip(r.Header.Get("Origin"))+" may not open a socket here: add it to http.cors.origins"))
+		return
+	}
+	if !s.h.acquire(w) {
+		return
+	}
+	defer s.h.release()
+	// The server's read and write timeouts would end the socket; frames get
+	// deadlines of their own (sse.WriteTimeout, Heartbeat).
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Time{})
+	caller := core.CallerOf(r)
+	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true}) // Origin checked above
+	if err != nil {
+		return // Accept answered the request
+	}
+	conn.SetReadLimit(s.h.cfg.MaxBodyBytes)
+	ctx, cancel := context.WithCancel(r.Context())
+	sock := &socket{s: s, h: s.h, conn: conn, caller: caller, ctx: ctx, cancel: cancel, subs: map[string]*subscription{},
+		log: s.h.log.With().Str("surface", "agui-ws").Logger()}
+	sock.run()
+}
+
+// originAllowed admits a request without Origin (not a browser), one from
+// the bridge's own host, and those http.cors.origins admits.
+func (s *sockets) originAllowed(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	if u, err := url.Parse(origin); err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host) {
+		return true
+	}
+	return s.cfg.OriginAllowed != nil && s.cfg.OriginAllowed(origin)
+}
+
+// socket is one client's connection; it owns the goroutines of its
+// subscriptions and its heartbeat, and waits for them before it returns.
+type socket struct {
+	s      *sockets
+	h      *handler
+	conn   *websocket.Conn
+	caller core.Caller
+	ctx    context.Context
+	cancel context.CancelFunc
+	log    zerolog.Logger
+	wg     sync.WaitGroup
+
+	mu   sync.Mutex
+	subs map[string]*subscription // by thread
+}
+
+// subscription is a run or a follow of one thread on a socket.
+type subscription struct {
+	thread string
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// clientFrame is the part of a client's frame that says what it is.
+type clientFrame struct {
+	Type     string  `json:"type"`
+	ThreadID string  `json:"threadId"`
+	RunID    string  `json:"runId"`
+	Cursor   string  `json:"cursor"`
+	After    *uint64 `json:"after"`
+}
+
+// serverFrame is a frame the server sends.
+type serverFrame struct {
+	Type     string            `json:"type"`
+	ThreadID string            `json:"threadId,omitempty"`
+	RunID    string            `json:"runId,omitempty"`
+	Seq      uint64            `json:"seq,omitempty"`
+	Cursor   string            `json:"cursor,omitempty"`
+	Events   []json.RawMessage `json:"events,omitempty"`
+	Code     string            `json:"code,omitempty"`
+	Message  string            `json:"message,omitempty"`
+	Status   int               `json:"status,omitempty"`
+}
+
+// run reads frames until the socket closes, then stops its subscriptions
+// (not their runs) and waits for them.
+func (c *socket) run() {
+	defer func() {
+		c.cancel()
+		c.wg.Wait()
+		_ = c.conn.CloseNow()
+	}()
+	c.wg.Add(1)
+	go c.heartbeat()
+	for {
+		typ, data, err := c.conn.Read(c.ctx)
+		if err != nil {
+			return
+		}
+		if typ != websocket.MessageText {
+			c.fail("", "", mesh.ErrBadRequest.With("frames are JSON text, not binary"))
+			continue
+		}
+		c.handle(data)
+	}
+}
+
+// heartbeat pings every Heartbeat; a pong that does not come in time
+// closes the socket.
+func (c *socket) heartbeat() {
+	defer c.wg.Done()
+	t := time.NewTicker(c.s.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.Heartbeat)
+		err := c.conn.Ping(ctx)
+		cancel()
+		if err != nil {
+			if c.ctx.Err() == nil {
+				c.log.Info().Err(err).Msg("no pong: socket closed")
+			}
+			c.cancel()
+			_ = c.conn.CloseNow()
+			return
+		}
+	}
+}
+
+// handle does what one frame asks, or answers it with an error frame.
+func (c *socket) handle(data []byte) {
+	var f clientFrame
+	if err := json.Unmarshal(data, &f); err != nil {
+		c.fail("", "", mesh.ErrBadRequest.With("invalid frame: "+mesh.JSONErrorText(err)))
+		return
+	}
+	var err error
+	switch f.Type {
+	case "", "run":
+		var in runAgentInput
+		if err := json.Unmarshal(data, &in); err != nil {
+			c.fail(f.ThreadID, f.RunID, mesh.ErrBadRequest.With("invalid RunAgentInput: "+mesh.JSONErrorText(err)))
+			return
+		}
+		err = c.startRun(&in)
+	case "reattach":
+		err = c.reattach(f)
+	case "follow":
+		err = c.follow(f)
+	case "unfollow":
+		if err = core.CheckID(`"threadId"`, f.ThreadID); err == nil {
+			c.unsubscribe(f.ThreadID)
+		}
+	case "cancel":
+		err = c.cancelRun(f)
+	default:
+		err = mesh.ErrBadRequest.With(fmt.Sprintf("frame type %s is not run, reattach, follow, unfollow or cancel", mesh.Clip(f.Type)))
+	}
+	if err != nil {
+		c.fail(f.ThreadID, f.RunID, err)
+	}
+}
+
+// fail sends an error frame.
+func (c *socket) fail(thread, run string, err error) {
+	if mesh.CheckID(thread) != nil {
+		thread = ""
+	}
+	if mesh.CheckID(run) != nil {
+		run = ""
+	}
+	msg := err.Error()
+	status := mesh.HTTPStatus(err)
+	if status >= 500 && !errors.Is(err, mesh.ErrUnavailable) {
+		msg = "internal error: " + msg
+	}
+	c.send(serverFrame{Type: "error", ThreadID: thread, RunID: run, Code: mesh.ErrorKind(err), Message: msg, Status: status})
+}
+
+// send writes a frame within sse.WriteTimeout; a failed write closes the
+// socket.
+func (c *socket) send(f serverFrame) bool {
+	data, err := json.Marshal(f)
+	if err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, sse.WriteTimeout)
+	defer cancel()
+	if err := c.conn.Write(ctx, websocket.MessageText, data); err != nil {
+		c.cancel()
+		return false
+	}
+	return true
+}
+
+// ErrTooManyThreads refuses a run or follow past SocketConfig.MaxThreads.
+var ErrTooManyThreads = &mesh.Error{Kind: "too_many_threads", Status: http.StatusTooManyRequests, Message: "too many threads on this socket"}
+
+// ErrThreadBusy refuses a second run or follow of a thread on one socket.
+var ErrThreadBusy = &mesh.Error{Kind: "thread_busy", Status: http.StatusConflict, Message: "thread already followed on this socket"}
+
+// subscribe takes a place for thread on the socket and a stream slot.
+func (c *socket) subscribe(thread string) (*subscription, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.subs[thread] != nil:
+		return nil, ErrThreadBusy.With("thread " + thread + " already has a run or follow on this socket: unfollow it first")
+	case len(c.subs) >= c.s.cfg.MaxThreads:
+		return nil, ErrTooManyThreads.With(fmt.Sprintf("a socket follows at most %d threads at once", c.s.cfg.MaxThreads))
+	case !c.h.core.AcquireStream():
+		return nil, ErrTooManyStreams
+	}
+	ctx, cancel := context.WithCancel(c.ctx)
+	sub := &subscription{thread: thread, ctx: ctx, cancel: cancel}
+	c.subs[thread] = sub
+	return sub, nil
+}
+
+// drop ends sub and gives its slot back; dropping twice does nothing.
+func (c *socket) drop(sub *subscription) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.subs[sub.thread] != sub {
+		return
+	}
+	delete(c.subs, sub.thread)
+	sub.cancel()
+	c.h.core.ReleaseStream()
+}
+
+func (c *socket) unsubscribe(thread string) {
+	c.mu.Lock()
+	sub := c.subs[thread]
+	c.mu.Unlock()
+	if sub != nil {
+		c.drop(sub)
+	}
+}
