@@ -16,6 +16,10 @@
 //	NATS_CREDS       a JWT creds file to connect with (nats.creds)
 //	NATS_NKEY        an nkey seed file to connect with (nats.nkey)
 //	MESH_NATS_AUTH   nkeys (default) or none: identities on the embedded server (nats.auth)
+//	MESH_NATS_SERVER_NAME, MESH_NATS_CLUSTER_NAME, MESH_NATS_CLUSTER_LISTEN,
+//	MESH_NATS_ROUTES, MESH_NATS_LEAF_LISTEN, MESH_NATS_LEAF_REMOTES,
+//	MESH_NATS_REPLICAS, MESH_NATS_CREDS_DIR: the nats section's cluster,
+//	leaf node, replication and credentials settings (see [NATS])
 //	MESH_PREFIX      subject prefix (default mesh)
 //	MESH_LOG_LEVEL   debug, info (default), warn or error
 //	MESH_LOG_FORMAT  json, or console (the default on a terminal)
@@ -379,31 +383,6 @@ type HTTP struct {
 	QueueCheckAfter Duration `yaml:"queue_check_after"`
 }
 
-// NATS says where the server is and how each role proves who it is.
-type NATS struct {
-	// URL of an existing server; empty means the embedded one.
-	URL string `yaml:"url"`
-	// Listen is the embedded server's address. Empty means 127.0.0.1:4222.
-	Listen string `yaml:"listen"`
-	// MaxPayload of the embedded server. Zero means 8 MiB.
-	MaxPayload int32 `yaml:"max_payload"`
-	// Auth is how the embedded server admits clients: "nkeys" (the
-	// default: every role and the admin with an nkey of its own, generated
-	// under <data_dir>/creds, and the role's permissions) or "none" (an open
-	// server: anyone who reaches the port may do anything).
-	Auth string `yaml:"auth"`
-	// Creds is a JWT creds file and NKey an nkey seed file to connect with
-	// (NATS_CREDS, NATS_NKEY); "{role}" in them is replaced by the role's
-	// name. Empty both means the role's file under <data_dir>/creds
-	// (<role>.creds, else <role>.nk), when there is one.
-	Creds string `yaml:"creds"`
-	NKey  string `yaml:"nkey"`
-	// TLS secures the connections to NATS: ca verifies the server, cert and
-	// key are a client certificate (and the embedded server's certificate,
-	// whose listener then takes TLS only).
-	TLS NATSTLS `yaml:"tls"`
-}
-
 // Approvals configures the signing of approval decisions. The approver
 // signs every decision with its key; a tool host runs a tool that is not
 // read-only only with a decision signed by a key it trusts.
@@ -417,22 +396,6 @@ type Approvals struct {
 	// the approvals bucket (_keys.<key>), which only the approver may write.
 	PublicKeys []string `yaml:"public_keys"`
 }
-
-// Values of nats.auth.
-const (
-	NATSAuthNKeys = "nkeys"
-	NATSAuthNone  = "none"
-)
-
-// NATSTLS are the PEM files of TLS to NATS.
-type NATSTLS struct {
-	CA   string `yaml:"ca"`
-	Cert string `yaml:"cert"`
-	Key  string `yaml:"key"`
-}
-
-// Empty reports whether no TLS file is set.
-func (t NATSTLS) Empty() bool { return t.CA == "" && t.Cert == "" && t.Key == "" }
 
 // Sessions tunes the sessions bucket.
 type Sessions struct {
@@ -604,6 +567,9 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	if v := getenv(EnvNATSAuth); v != "" {
 		c.NATS.Auth = v
 	}
+	if err := c.applyNATSEnv(getenv); err != nil {
+		return err
+	}
 	if v := getenv(EnvPrefix); v != "" {
 		c.Mesh.Prefix = v
 	}
@@ -739,8 +705,14 @@ func (c *Config) DataPath(elem ...string) string {
 // EmbeddedNATS reports whether the mesh runs its own NATS server.
 func (c *Config) EmbeddedNATS() bool { return c.NATS.URL == "" }
 
-// CredsDir is where the mesh keeps its NATS identities: <data_dir>/creds.
-func (c *Config) CredsDir() string { return c.DataPath("creds") }
+// CredsDir is where the mesh keeps its NATS identities: nats.creds_dir,
+// else <data_dir>/creds.
+func (c *Config) CredsDir() string {
+	if c.NATS.CredsDir != "" {
+		return c.NATS.CredsDir
+	}
+	return c.DataPath("creds")
+}
 
 // DefaultPrompt is the system prompt of an agent whose file sets none.
 const DefaultPrompt = "You are a helpful agent. Use the tools you have to do what the user asks."

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"slices"
 	"strconv"
 	"sync"
@@ -31,6 +32,11 @@ type ServerConfig struct {
 	Users []ServerUser
 	// TLS, when not nil, secures the listener (clients must use TLS).
 	TLS *tls.Config
+	// Cluster, when its Listen is set, makes the server a node of a
+	// JetStream cluster (Name then must be the node's own).
+	Cluster ClusterConfig
+	// LeafNodes accepts leaf nodes, or connects to a central cluster as one.
+	LeafNodes LeafConfig
 	// Logger receives the server's notices, warnings and errors. The zero
 	// value discards them.
 	Logger zerolog.Logger
@@ -42,6 +48,38 @@ type ServerUser struct {
 	// NKey is the user's public key (U…).
 	NKey        string
 	Permissions *Permissions
+}
+
+// ClusterConfig is a server's place in a cluster.
+type ClusterConfig struct {
+	// Name of the cluster, the same on every node. Empty means "mesh".
+	Name string
+	// Listen is host:port for routes from the other nodes; port 0 picks a
+	// free one (see [Server.ClusterAddr]). Empty means no cluster.
+	Listen string
+	// Routes are the nodes to connect to (nats-route://host:port); the
+	// server adds the route credentials. A node may list itself.
+	Routes []*url.URL
+	// User and Password authenticate routes both ways: the server accepts
+	// only routes that present them and presents them to the nodes it
+	// connects to. Empty means routes without authentication.
+	User, Password string
+}
+
+// LeafConfig are a server's leaf node connections.
+type LeafConfig struct {
+	// Listen is host:port where leaf nodes connect. Empty means none.
+	Listen string
+	// NKey is the public key leaf nodes must connect with (a leaf node then
+	// joins the clients' account with no permissions of its own: its own
+	// server checks its clients). Empty means any leaf node.
+	NKey string
+	// Remotes, when set, make the server a leaf node of the servers they
+	// name (nats-leaf://host:port); it then runs no JetStream of its own, so
+	// that its clients reach the central cluster's streams through the link.
+	Remotes []*url.URL
+	// Seed is the nkey seed the server connects to its remotes with.
+	Seed string
 }
 
 // DefaultMaxPayload is the embedded server's default max payload.
@@ -67,30 +105,17 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	if cfg.Name == "" {
 		cfg.Name = "mesh"
 	}
-	host, portText, err := net.SplitHostPort(cfg.Listen)
+	host, port, err := listenAddr("listen", cfg.Listen)
 	if err != nil {
-		return nil, fmt.Errorf("mesh: listen address %q: %w", cfg.Listen, err)
-	}
-	port, err := strconv.Atoi(portText)
-	if err != nil || port < 0 || port > 65535 {
-		return nil, fmt.Errorf("mesh: listen address %q: bad port", cfg.Listen)
-	}
-	if port == 0 {
-		port = server.RANDOM_PORT
-	} else {
-		// The server only logs a failed listen and then never gets ready:
-		// find out now, with a clear error, rather than after a timeout.
-		l, err := net.Listen("tcp", cfg.Listen)
-		if err != nil {
-			return nil, fmt.Errorf("mesh: embedded server cannot listen on %s: %w", cfg.Listen, err)
-		}
-		_ = l.Close()
+		return nil, err
 	}
 	opts := &server.Options{
 		ServerName: cfg.Name,
 		Host:       host,
 		Port:       port,
-		JetStream:  true,
+		// An edge (a leaf node) keeps no state: the central cluster's
+		// JetStream answers its clients through the link.
+		JetStream:  len(cfg.LeafNodes.Remotes) == 0,
 		StoreDir:   cfg.StoreDir,
 		MaxPayload: cfg.MaxPayload,
 		// The line limit the wire guard of Connect keeps to (wire.go).
@@ -104,6 +129,9 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	}
 	if cfg.TLS != nil {
 		opts.TLS, opts.TLSConfig, opts.TLSTimeout = true, cfg.TLS, 2
+	}
+	if err := cfg.clusterOptions(opts); err != nil {
+		return nil, err
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
@@ -128,6 +156,70 @@ func serverPermissions(p *Permissions) *server.Permissions {
 		Subscribe: &server.SubjectPermission{Allow: slices.Clone(p.Subscribe)},
 		Response:  &server.ResponsePermission{MaxMsgs: p.ResponseMax, Expires: p.ResponseTTL},
 	}
+}
+
+// listenAddr splits a listen address, with port 0 as the server's random
+// port. The server only logs a failed listen and then never gets ready:
+// a port taken is found now, with a clear error, rather than after a timeout.
+func listenAddr(what, addr string) (string, int, error) {
+	host, portText, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("mesh: %s address %q: %w", what, addr, err)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("mesh: %s address %q: bad port", what, addr)
+	}
+	if port == 0 {
+		return host, server.RANDOM_PORT, nil
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("mesh: embedded server cannot listen on %s (%s): %w", addr, what, err)
+	}
+	_ = l.Close()
+	return host, port, nil
+}
+
+// clusterOptions sets the cluster and leaf node options of opts.
+func (cfg ServerConfig) clusterOptions(opts *server.Options) error {
+	if c := cfg.Cluster; c.Listen != "" {
+		host, port, err := listenAddr("cluster", c.Listen)
+		if err != nil {
+			return err
+		}
+		if c.Name == "" {
+			c.Name = "mesh"
+		}
+		opts.Cluster = server.ClusterOpts{Name: c.Name, Host: host, Port: port, Username: c.User, Password: c.Password}
+		for _, r := range c.Routes {
+			u := *r
+			if c.User != "" {
+				u.User = url.UserPassword(c.User, c.Password)
+			}
+			opts.Routes = append(opts.Routes, &u)
+		}
+	}
+	l := cfg.LeafNodes
+	if l.Listen != "" {
+		host, port, err := listenAddr("leafnodes", l.Listen)
+		if err != nil {
+			return err
+		}
+		opts.LeafNode.Host, opts.LeafNode.Port, opts.LeafNode.Nkey = host, port, l.NKey
+	}
+	if len(l.Remotes) > 0 {
+		opts.LeafNode.Remotes = []*server.RemoteLeafOpts{{URLs: l.Remotes, Nkey: l.Seed}}
+	}
+	return nil
+}
+
+// ClusterAddr is the address of the cluster's route listener, "" without one.
+func (s *Server) ClusterAddr() string {
+	if a := s.ns.ClusterAddr(); a != nil {
+		return a.String()
+	}
+	return ""
 }
 
 // ClientURL is the URL clients connect to.

@@ -9,6 +9,7 @@
 //	mesh monitor    heartbeats, failure detection and recovery (also inside mesh up)
 //	mesh status     the nodes of the mesh and their state
 //	mesh provision  create or update the streams and buckets, as the admin
+//	mesh creds      write the identities a cluster shares (seeds, route secret, nats-server auth)
 //	mesh version    print the version
 //
 // Every role reads config/agent.yaml (or $MESH_CONFIG) and connects to
@@ -48,6 +49,7 @@ commands:
   monitor    watch heartbeats, find dead and stuck nodes, apply recovery
   status     print the nodes of the mesh, their roles, state and last heartbeat
   provision  create or update the streams and buckets (as the admin) on an external NATS
+  creds      write the identities every server and role of a cluster shares (--dir, --routes)
   version    print the version
 
 mesh up --replicas agent=2,toolhost=2 runs several processes of a role.
@@ -56,7 +58,10 @@ environment: MESH_CONFIG (config/agent.yaml), MESH_DATA_DIR (./data),
 MESH_HTTP_ADDR (127.0.0.1:8080), MESH_NATS_ADDR (127.0.0.1:4222), NATS_URL,
 NATS_CREDS or NATS_NKEY ({role} in the path is the role), MESH_NATS_AUTH
 (nkeys, or none for an open server), MESH_LOG_LEVEL, MESH_LOG_FORMAT; API
-keys GEMINI_API_KEY, ANTHROPIC_API_KEY, OPENAI_API_KEY.
+keys GEMINI_API_KEY, ANTHROPIC_API_KEY, OPENAI_API_KEY. A cluster node or an
+edge: MESH_NATS_SERVER_NAME, MESH_NATS_CLUSTER_NAME, MESH_NATS_CLUSTER_LISTEN,
+MESH_NATS_ROUTES, MESH_NATS_LEAF_LISTEN, MESH_NATS_LEAF_REMOTES,
+MESH_NATS_REPLICAS, MESH_NATS_CREDS_DIR.
 `
 
 func main() { os.Exit(run(os.Args[1:])) }
@@ -115,6 +120,7 @@ var commands = map[string]func(context.Context, *config.Config, []string) error{
 	"monitor":   runMonitor,
 	"status":    runStatus,
 	"provision": runProvision,
+	"creds":     runCreds,
 }
 
 // ownDir is the directory of the mesh binary: commands of MCP servers that

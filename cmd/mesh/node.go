@@ -49,6 +49,7 @@ func provisionConfig(cfg *config.Config) mesh.ProvisionConfig {
 		EventsMaxAge:   cfg.Mesh.EventsMaxAge.Std(),
 		SessionHistory: cfg.Sessions.History,
 		SessionTTL:     cfg.Sessions.TTL.Std(),
+		Replicas:       cfg.NATS.Replicas,
 	}
 }
 

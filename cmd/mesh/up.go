@@ -268,9 +268,13 @@ func startEmbedded(cfg *config.Config, ns mesh.Namespace, log zerolog.Logger) (*
 			return nil, fmt.Errorf("%w: %w", errConfig, err)
 		}
 	}
+	cluster, leaf, err := topology(cfg)
+	if err != nil {
+		return nil, err
+	}
 	srv, err := mesh.StartServer(mesh.ServerConfig{
 		Listen: cfg.NATS.Listen, StoreDir: cfg.DataPath("jetstream"), MaxPayload: cfg.NATS.MaxPayload,
-		Users: users, TLS: tlsCfg,
+		Name: cfg.NATS.ServerName, Users: users, TLS: tlsCfg, Cluster: cluster, LeafNodes: leaf,
 		Logger: log.With().Str("component", "nats-server").Logger().Level(zerolog.WarnLevel),
 	})
 	if err != nil {
