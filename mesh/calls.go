@@ -106,8 +106,9 @@ func ContentText(content json.RawMessage) string {
 // CallToolWatched is [CallTool] for callers that must not wait for a
 // toolhost that died: the toolhost that takes the call says so at once
 // (HeaderCallHost), and while the result is awaited its key in the nodes
-// bucket is checked every second; once it is gone or marked down, the call
-// is sent again with the same call id, for a live toolhost to take over
+// bucket is checked every second; once it is gone or marked down, or the
+// caller's connection moved to another server (the reply may be lost), the
+// call is sent again with the same call id, for a live toolhost to take over
 // (which replies the recorded result, or runs the call again only where that
 // is safe). With nodes nil it only waits, as [CallTool] does.
 func CallToolWatched(ctx context.Context, nc *nats.Conn, ns Namespace, nodes jetstream.KeyValue, server, tool string, req ToolRequest, hdr nats.Header) (*ToolResult, error) {
@@ -141,6 +142,9 @@ func CallToolWatched(ctx context.Context, nc *nats.Conn, ns Namespace, nodes jet
 	if err := send(); err != nil {
 		return nil, fmt.Errorf("call %s: %w", subj, err)
 	}
+	// A reply sent while this connection was moving to another server of a
+	// cluster is lost: a reconnection since the last send sends it again.
+	reconnects := nc.Stats().Reconnects
 	// A ticker even without nodes keeps the select simple; it does nothing then.
 	check := time.NewTicker(time.Second)
 	defer check.Stop()
@@ -170,13 +174,15 @@ func CallToolWatched(ctx context.Context, nc *nats.Conn, ns Namespace, nodes jet
 			switch {
 			case nodes == nil:
 				continue
+			case nc.Stats().Reconnects != reconnects && nc.IsConnected():
+				// The toolhost still runs the call, or answers its record.
 			case host == "" && time.Since(taken) > 5*time.Second:
 				// Nobody said it took the call (lost on the way): send it again.
 			case host != "" && nodeGone(ctx, nodes, RoleToolhost+"."+host):
 			default:
 				continue
 			}
-			host, taken = "", time.Now()
+			host, taken, reconnects = "", time.Now(), nc.Stats().Reconnects
 			if err := send(); err != nil {
 				return nil, fmt.Errorf("call %s: %w", subj, err)
 			}
