@@ -18,8 +18,9 @@
 //	MESH_NATS_AUTH   nkeys (default) or none: identities on the embedded server (nats.auth)
 //	MESH_NATS_SERVER_NAME, MESH_NATS_CLUSTER_NAME, MESH_NATS_CLUSTER_LISTEN,
 //	MESH_NATS_ROUTES, MESH_NATS_LEAF_LISTEN, MESH_NATS_LEAF_REMOTES,
-//	MESH_NATS_REPLICAS, MESH_NATS_CREDS_DIR: the nats section's cluster,
-//	leaf node, replication and credentials settings (see [NATS])
+//	MESH_NATS_REPLICAS, MESH_NATS_CREDS_DIR, MESH_NATS_MONITOR_ADDR: the nats
+//	section's cluster, leaf node, replication and credentials settings (see [NATS])
+//	MESH_HEALTH_ADDR a role's /health and /ready for container probes
 //	MESH_PREFIX      subject prefix (default mesh)
 //	MESH_LOG_LEVEL   debug, info (default), warn or error
 //	MESH_LOG_FORMAT  json, or console (the default on a terminal)
@@ -60,6 +61,8 @@ const (
 	EnvLogFmt    = "MESH_LOG_FORMAT"
 	EnvProfile   = "MESH_CPU_PROFILE"
 	EnvNodeID    = "MESH_NODE_ID"
+	// EnvHealthAddr is where a role answers /health and /ready ([Config.HealthAddr]).
+	EnvHealthAddr = "MESH_HEALTH_ADDR"
 	// EnvApproverKey and EnvApproverPublicKeys set approvals.signing_key
 	// and approvals.public_keys (comma-separated).
 	EnvApproverKey        = "MESH_APPROVER_KEY"
@@ -126,6 +129,10 @@ type Config struct {
 	// NodeID names this process in heartbeats and logs (MESH_NODE_ID; `mesh
 	// up` gives each child a stable one). Empty means <role>-<host>-<pid>.
 	NodeID string `yaml:"-"`
+	// HealthAddr, when set (MESH_HEALTH_ADDR), is host:port where a role
+	// process without HTTP of its own answers /health and /ready, for
+	// container probes.
+	HealthAddr string `yaml:"-"`
 	// ProfileDir, when set, is where each role writes a CPU profile of its run.
 	ProfileDir string `yaml:"-"`
 	// BaseURLs are provider base URLs given by the environment, by provider.
@@ -592,6 +599,7 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 		}
 	}
 	c.NodeID = getenv(EnvNodeID)
+	c.HealthAddr = getenv(EnvHealthAddr)
 	switch v := getenv(EnvHTTPAddr); {
 	case v != "":
 		c.HTTPAddr = v

@@ -19,6 +19,7 @@ const (
 	EnvNATSRoutes        = "MESH_NATS_ROUTES"
 	EnvNATSLeafListen    = "MESH_NATS_LEAF_LISTEN"
 	EnvNATSLeafRemotes   = "MESH_NATS_LEAF_REMOTES"
+	EnvNATSMonitorAddr   = "MESH_NATS_MONITOR_ADDR"
 )
 
 // MaxReplicas is the largest replication factor JetStream takes.
@@ -56,6 +57,10 @@ type NATS struct {
 	// whose listener then takes TLS only).
 	TLS NATSTLS `yaml:"tls"`
 
+	// MonitorListen is host:port of the embedded server's monitoring
+	// endpoint (MESH_NATS_MONITOR_ADDR): /healthz for probes, /varz,
+	// /jsz … Empty means none.
+	MonitorListen string `yaml:"monitor_listen"`
 	// ServerName names the embedded server (MESH_NATS_SERVER_NAME); every
 	// server of a cluster needs its own. Empty means "mesh".
 	ServerName string `yaml:"server_name"`
@@ -133,7 +138,7 @@ func (c *Config) applyNATSEnv(getenv func(string) string) error {
 	}{
 		{EnvNATSServerName, &n.ServerName}, {EnvNATSCredsDir, &n.CredsDir},
 		{EnvNATSClusterName, &n.Cluster.Name}, {EnvNATSClusterListen, &n.Cluster.Listen},
-		{EnvNATSLeafListen, &n.LeafNodes.Listen},
+		{EnvNATSLeafListen, &n.LeafNodes.Listen}, {EnvNATSMonitorAddr, &n.MonitorListen},
 	} {
 		if s := getenv(v.env); s != "" {
 			*v.dst = s
@@ -185,6 +190,7 @@ func (c *Config) checkNATS() *fieldErr {
 	}{
 		{"nats.cluster.listen (" + EnvNATSClusterListen + ")", n.Cluster.Listen},
 		{"nats.leafnodes.listen (" + EnvNATSLeafListen + ")", n.LeafNodes.Listen},
+		{"nats.monitor_listen (" + EnvNATSMonitorAddr + ")", n.MonitorListen},
 	}
 	for _, a := range addrs {
 		if a.addr == "" {

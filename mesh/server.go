@@ -37,6 +37,9 @@ type ServerConfig struct {
 	Cluster ClusterConfig
 	// LeafNodes accepts leaf nodes, or connects to a central cluster as one.
 	LeafNodes LeafConfig
+	// MonitorListen is host:port of the monitoring endpoint (/healthz,
+	// /varz, /jsz …). Empty means none.
+	MonitorListen string
 	// Logger receives the server's notices, warnings and errors. The zero
 	// value discards them.
 	Logger zerolog.Logger
@@ -199,6 +202,13 @@ func (cfg ServerConfig) clusterOptions(opts *server.Options) error {
 			}
 			opts.Routes = append(opts.Routes, &u)
 		}
+	}
+	if cfg.MonitorListen != "" {
+		host, port, err := listenAddr("monitor", cfg.MonitorListen)
+		if err != nil {
+			return err
+		}
+		opts.HTTPHost, opts.HTTPPort = host, port
 	}
 	l := cfg.LeafNodes
 	if l.Listen != "" {

@@ -51,6 +51,7 @@ commands:
   provision  create or update the streams and buckets (as the admin) on an external NATS
   creds      write the identities every server and role of a cluster shares (--dir, --routes)
   version    print the version
+  healthcheck <url>  exit 0 when the URL answers 200 (a container's health check)
 
 mesh up --replicas agent=2,toolhost=2 runs several processes of a role.
 
@@ -61,7 +62,8 @@ NATS_CREDS or NATS_NKEY ({role} in the path is the role), MESH_NATS_AUTH
 keys GEMINI_API_KEY, ANTHROPIC_API_KEY, OPENAI_API_KEY. A cluster node or an
 edge: MESH_NATS_SERVER_NAME, MESH_NATS_CLUSTER_NAME, MESH_NATS_CLUSTER_LISTEN,
 MESH_NATS_ROUTES, MESH_NATS_LEAF_LISTEN, MESH_NATS_LEAF_REMOTES,
-MESH_NATS_REPLICAS, MESH_NATS_CREDS_DIR.
+MESH_NATS_REPLICAS, MESH_NATS_CREDS_DIR, MESH_NATS_MONITOR_ADDR. In a container:
+MESH_HEALTH_ADDR (a role's /health and /ready).
 `
 
 func main() { os.Exit(run(os.Args[1:])) }
@@ -78,6 +80,14 @@ func run(args []string) int {
 		return 0
 	case "version", "--version":
 		fmt.Println("mesh", version)
+		return 0
+	case "healthcheck":
+		// A container's health check, in an image without curl: it needs
+		// no configuration.
+		if err := runHealthcheck(context.Background(), args[1:]); err != nil {
+			fmt.Fprintf(os.Stderr, "mesh healthcheck: %v\n", err)
+			return 1
+		}
 		return 0
 	}
 	runner, ok := commands[cmd]

@@ -118,6 +118,12 @@ func startNode(ctx context.Context, cfg *config.Config, role string) (*node, err
 		_ = beat.Run(bctx)
 	}()
 	go n.markReady(bctx)
+	if cfg.HealthAddr != "" {
+		if err := n.serveHealth(bctx, cfg.HealthAddr); err != nil {
+			n.close()
+			return nil, err
+		}
+	}
 	return n, nil
 }
 

@@ -275,7 +275,8 @@ func startEmbedded(cfg *config.Config, ns mesh.Namespace, log zerolog.Logger) (*
 	srv, err := mesh.StartServer(mesh.ServerConfig{
 		Listen: cfg.NATS.Listen, StoreDir: cfg.DataPath("jetstream"), MaxPayload: cfg.NATS.MaxPayload,
 		Name: cfg.NATS.ServerName, Users: users, TLS: tlsCfg, Cluster: cluster, LeafNodes: leaf,
-		Logger: log.With().Str("component", "nats-server").Logger().Level(zerolog.WarnLevel),
+		MonitorListen: cfg.NATS.MonitorListen,
+		Logger:        log.With().Str("component", "nats-server").Logger().Level(zerolog.WarnLevel),
 	})
 	if err != nil {
 		return nil, err
