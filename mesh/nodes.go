@@ -38,10 +38,14 @@ type NodeInfo struct {
 	Breakers map[string]string `json:"breakers,omitempty"`
 	// Serves names what the node does work for: an agent process's agents,
 	// a group process's groups.
-	Serves    []string  `json:"serves,omitempty"`
-	Seq       uint64    `json:"seq"`
-	StartedAt time.Time `json:"started_at"`
-	BeatAt    time.Time `json:"beat_at"`
+	Serves []string `json:"serves,omitempty"`
+	// Reconnects counts the times the node's NATS connection moved to
+	// another server: a reply it sends to a request received before a move
+	// is refused by the new server, so a caller waiting on it asks again.
+	Reconnects uint64    `json:"reconnects,omitempty"`
+	Seq        uint64    `json:"seq"`
+	StartedAt  time.Time `json:"started_at"`
+	BeatAt     time.Time `json:"beat_at"`
 	// DownAt is when a monitor marked the node down.
 	DownAt time.Time `json:"down_at,omitzero"`
 }
