@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -83,7 +84,17 @@ type LeafConfig struct {
 	Remotes []*url.URL
 	// Seed is the nkey seed the server connects to its remotes with.
 	Seed string
+	// Domain is the JetStream domain of the central cluster: a hub's own
+	// (set where it takes leaf nodes), the one an edge's clients reach. A
+	// server forwards no JetStream request of the plain $JS.API and $KV
+	// subjects over a leaf node link, so an edge maps its clients' to the
+	// hub's domain ($JS.<domain>.API…), and roles keep their subjects and
+	// permissions. Empty means "mesh".
+	Domain string
 }
+
+// DefaultDomain is the JetStream domain of a mesh with leaf nodes.
+const DefaultDomain = "mesh"
 
 // DefaultMaxPayload is the embedded server's default max payload.
 const DefaultMaxPayload = 8 << 20
@@ -128,7 +139,12 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		NoSigs:     true,
 	}
 	for _, u := range cfg.Users {
-		opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: u.NKey, Permissions: serverPermissions(u.Permissions)})
+		perms := serverPermissions(u.Permissions)
+		if perms != nil && len(cfg.LeafNodes.Remotes) > 0 {
+			// The server checks a publish after mapping its subject.
+			perms.Publish.Allow = append(perms.Publish.Allow, cfg.LeafNodes.hubSubjects(perms.Publish.Allow)...)
+		}
+		opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: u.NKey, Permissions: perms})
 	}
 	if cfg.TLS != nil {
 		opts.TLS, opts.TLSConfig, opts.TLSTimeout = true, cfg.TLS, 2
@@ -139,6 +155,9 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	ns, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("mesh: embedded server: %w", err)
+	}
+	if err := cfg.LeafNodes.mapToHub(ns); err != nil {
+		return nil, err
 	}
 	ns.SetLoggerV2(serverLogger{cfg.Logger}, false, false, false)
 	go ns.Start()
@@ -217,9 +236,55 @@ func (cfg ServerConfig) clusterOptions(opts *server.Options) error {
 			return err
 		}
 		opts.LeafNode.Host, opts.LeafNode.Port, opts.LeafNode.Nkey = host, port, l.NKey
+		// Edges connect to the addresses they are given (a hub behind a
+		// load balancer or NAT), not to the ones its servers would announce.
+		opts.LeafNode.NoAdvertise = true
 	}
 	if len(l.Remotes) > 0 {
 		opts.LeafNode.Remotes = []*server.RemoteLeafOpts{{URLs: l.Remotes, Nkey: l.Seed}}
+	}
+	if l.Listen != "" && opts.JetStream {
+		opts.JetStreamDomain = l.domain()
+	}
+	return nil
+}
+
+func (l LeafConfig) domain() string {
+	if l.Domain == "" {
+		return DefaultDomain
+	}
+	return l.Domain
+}
+
+// hubMappings are the subject mappings of an edge: its clients' JetStream
+// and KV subjects to the hub's domain.
+func (l LeafConfig) hubMappings() map[string]string {
+	d := l.domain()
+	return map[string]string{"$JS.API.": "$JS." + d + ".API.", "$KV.": "$JS." + d + ".API.$KV."}
+}
+
+// hubSubjects are the subjects of allow as an edge maps them.
+func (l LeafConfig) hubSubjects(allow []string) []string {
+	var out []string
+	for _, subj := range allow {
+		for src, dst := range l.hubMappings() {
+			if strings.HasPrefix(subj, src) {
+				out = append(out, dst+strings.TrimPrefix(subj, src))
+			}
+		}
+	}
+	return out
+}
+
+// mapToHub maps an edge's JetStream and KV subjects to the hub's domain.
+func (l LeafConfig) mapToHub(ns *server.Server) error {
+	if len(l.Remotes) == 0 {
+		return nil
+	}
+	for src, dst := range l.hubMappings() {
+		if err := ns.GlobalAccount().AddMapping(src+">", dst+">"); err != nil {
+			return fmt.Errorf("mesh: map %s to the hub's domain: %w", src, err)
+		}
 	}
 	return nil
 }

@@ -81,7 +81,7 @@ func runUp(ctx context.Context, cfg *config.Config, args []string) error {
 	// The monitor lives in this process, so that it can kill a stuck child
 	// by its pid.
 	monCfg := withURL(cfg, url)
-	monCfg.NodeID = hostToken() + "-monitor"
+	monCfg.NodeID = upNodePrefix(cfg) + "-monitor"
 	n, err := startNode(ctx, monCfg, mesh.RoleMonitor)
 	if err != nil {
 		return err
@@ -149,13 +149,23 @@ func upProcesses(cfg *config.Config, url string, replicas map[string]int, roleEn
 			}
 			env := []string{
 				config.EnvNATSURL + "=" + url,
-				config.EnvNodeID + "=" + fmt.Sprintf("%s-%s-%d", hostToken(), role, i),
+				config.EnvNodeID + "=" + fmt.Sprintf("%s-%s-%d", upNodePrefix(cfg), role, i),
 			}
 			env = append(env, childIdentityEnv(cfg, role)...)
 			procs = append(procs, process{Name: name, Args: []string{role}, Env: append(env, roleEnv[role]...)})
 		}
 	}
 	return procs
+}
+
+// upNodePrefix starts the node ids of `mesh up`'s processes: the host,
+// and the server's name when nats.server_name sets one, so that two meshes
+// on one host sharing a cluster (an edge beside its center) keep apart.
+func upNodePrefix(cfg *config.Config) string {
+	if cfg.NATS.ServerName != "" {
+		return hostToken() + "-" + cfg.NATS.ServerName
+	}
+	return hostToken()
 }
 
 // parseReplicas merges mesh.replicas with a --replicas agent=2,toolhost=2
