@@ -30,6 +30,8 @@ type natsCluster struct {
 	plain    bool
 	nodes    []*clusterNode
 	procs    []*clusterProc // roles
+	// bridgeAddr is the HTTP address of a bridge a benchmark started.
+	bridgeAddr string
 }
 
 type clusterNode struct {
@@ -110,7 +112,7 @@ var buildNATSServer = sync.OnceValue(func() error {
 	return nil
 })
 
-// startCluster starts n NATS servers as a cluster, writes the shared
+// startCluster starts n NATS servers as a cluster (one: a single server), writes the shared
 // credentials first, and waits until JetStream answers on every node.
 func startCluster(t testing.TB, n int, plain bool, config string) *natsCluster {
 	t.Helper()
@@ -161,8 +163,10 @@ func startCluster(t testing.TB, n int, plain bool, config string) *natsCluster {
 		} else {
 			p.args = []string{filepath.Join(binDir, "mesh"), "nats"}
 			p.env = []string{"MESH_CONFIG=" + c.config, "MESH_DATA_DIR=" + nodeDir, "MESH_NATS_CREDS_DIR=" + c.credsDir,
-				"MESH_NATS_ADDR=" + node.client, "MESH_NATS_SERVER_NAME=" + node.name, "MESH_NATS_MONITOR_ADDR=" + node.monitor,
-				"MESH_NATS_CLUSTER_LISTEN=" + node.route, "MESH_NATS_ROUTES=" + strings.Join(routes, ",")}
+				"MESH_NATS_ADDR=" + node.client, "MESH_NATS_SERVER_NAME=" + node.name, "MESH_NATS_MONITOR_ADDR=" + node.monitor}
+			if n > 1 { // one node is a single server, the comparison's baseline
+				p.env = append(p.env, "MESH_NATS_CLUSTER_LISTEN="+node.route, "MESH_NATS_ROUTES="+strings.Join(routes, ","))
+			}
 		}
 		node.proc = p
 		p.start()
@@ -176,7 +180,7 @@ func startCluster(t testing.TB, n int, plain bool, config string) *natsCluster {
 		}
 		for _, p := range append(c.procs, c.nodeProcs()...) {
 			if p.name != "" && !strings.HasPrefix(filepath.Base(p.args[0]), "nats-server") {
-				checkLogLines(t, p.logPath)
+				checkLogLinesOf(t, p.logPath, true)
 			}
 			if t.Failed() {
 				t.Logf("%s log:\n%s", p.name, tail(p.logs(), 40))
