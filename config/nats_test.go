@@ -28,12 +28,12 @@ func TestNATSClusterSettings(t *testing.T) {
 	}
 	c, err = Parse("a.yaml", []byte(minimal), env(
 		EnvNATSServerName, "edge-1", EnvNATSReplicas, "1", EnvNATSCredsDir, "/c",
-		EnvNATSLeafRemotes, "hub-1:7422, nats-leaf://hub-2:7422", EnvNATSLeafListen, "127.0.0.1:7422"))
+		EnvNATSLeafRemotes, "hub-1:7422, nats-leaf://hub-2:7422", EnvNATSLeafListen, "127.0.0.1:7422", EnvNATSMonitorAddr, "127.0.0.1:8222"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	n = c.NATS
-	if n.ServerName != "edge-1" || n.Replicas != 1 || c.CredsDir() != "/c" || !n.LeafNodes.Edge() ||
+	if n.ServerName != "edge-1" || n.Replicas != 1 || c.CredsDir() != "/c" || !n.LeafNodes.Edge() || n.MonitorListen != "127.0.0.1:8222" ||
 		!slices.Equal(n.LeafNodes.Remotes, []string{"hub-1:7422", "nats-leaf://hub-2:7422"}) || n.Cluster.Enabled() {
 		t.Errorf("from the environment: %+v", n)
 	}

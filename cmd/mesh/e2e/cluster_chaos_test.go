@@ -148,7 +148,7 @@ func (tc *turnClock) longest() (during, otherwise time.Duration, overlapping int
 }
 
 func runClusterChaos(t *testing.T, plain bool) {
-	seconds, conversations := envInt("MESH_CLUSTER_SECONDS", 36), envInt("MESH_CLUSTER_CONVERSATIONS", 4)
+	seconds, conversations := envInt("MESH_CLUSTER_SECONDS", 24), envInt("MESH_CLUSTER_CONVERSATIONS", 4)
 	c := startCluster(t, 3, plain, clusterConfig(t))
 	m := startClusterMesh(t, c, !plain, 2)
 	js := clusterAdmin(t, c)

@@ -446,3 +446,26 @@ func decodeManifests(t *testing.T, dir string, files []string) k8sObjects {
 	}
 	return o
 }
+
+// TestClusterDeployBuildAll checks that `make build-all` names the six
+// platforms of seed 002 NFR-010 and that the binary cross-compiles for one
+// that is not this machine's (windows/amd64, as make build-all does it).
+func TestClusterDeployBuildAll(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a cross-compilation takes a while")
+	}
+	mk, err := os.ReadFile("../../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^PLATFORMS\s*:=\s*(.+)$`).FindSubmatch(mk)
+	want := []string{"darwin/amd64", "darwin/arm64", "linux/amd64", "linux/arm64", "windows/amd64", "windows/arm64"}
+	if m == nil || !slices.Equal(slices.Sorted(slices.Values(strings.Fields(string(m[1])))), want) {
+		t.Fatalf("Makefile PLATFORMS = %q, want %v", m, want)
+	}
+	cmd := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(t.TempDir(), "mesh"), "../..")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=windows", "GOARCH=amd64")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("mesh for windows/amd64: %v\n%s", err, out)
+	}
+}
