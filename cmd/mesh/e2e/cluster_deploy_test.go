@@ -463,7 +463,7 @@ func TestClusterDeployBuildAll(t *testing.T) {
 	if m == nil || !slices.Equal(slices.Sorted(slices.Values(strings.Fields(string(m[1])))), want) {
 		t.Fatalf("Makefile PLATFORMS = %q, want %v", m, want)
 	}
-	cmd := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(t.TempDir(), "mesh"), "../..")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(t.TempDir(), "mesh.exe"), "..")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=windows", "GOARCH=amd64")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("mesh for windows/amd64: %v\n%s", err, out)

@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -146,4 +148,28 @@ mcp_servers:
 
 func mustJSON(v any) string {
 	return string(meshtest.JSON(v))
+}
+
+// TestClusterReplicasMismatch: a mesh whose streams exist with one replica
+// and a configuration that asks for three stops with exit code 2 and a
+// message naming the stream, both counts and the way out, at once.
+func TestClusterReplicasMismatch(t *testing.T) {
+	c := startCluster(t, 1, false, defaultConfig(t))
+	start := time.Now()
+	cmd := exec.Command(filepath.Join(binDir, "mesh"), "provision")
+	cmd.Env = append(os.Environ(), "MESH_CONFIG="+c.config, "MESH_DATA_DIR="+filepath.Join(c.dir, "roles"), "MESH_LOG_FORMAT=json",
+		"NATS_URL="+c.urls()[0], "NATS_NKEY="+filepath.Join(c.credsDir, "admin.nk"), "MESH_NATS_REPLICAS=3")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 {
+		t.Fatalf("mesh provision with nats.replicas 3 over R1 streams: %v\n%s", err, out)
+	}
+	for _, want := range []string{"stream MESH_EVENTS has 1 replica(s) but nats.replicas asks for 3", "nats stream edit MESH_EVENTS --replicas 3"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the error does not say %q:\n%s", want, out)
+		}
+	}
+	if time.Since(start) > 20*time.Second {
+		t.Errorf("took %s to give up", time.Since(start))
+	}
 }
