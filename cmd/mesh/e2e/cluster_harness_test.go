@@ -186,8 +186,8 @@ func startCluster(t testing.TB, n int, plain bool, config string) *natsCluster {
 				t.Logf("%s log:\n%s", p.name, tail(p.logs(), 40))
 			}
 		}
-		if keep := os.Getenv("MESH_KEEP_LOGS"); keep != "" && t.Failed() {
-			// A failed run's logs, whole, for a person to read.
+		if keep := os.Getenv("MESH_KEEP_LOGS"); keep != "" {
+			// The run's logs, whole, for a person to read.
 			_ = exec.Command("cp", "-r", dir, filepath.Join(keep, strings.ReplaceAll(t.Name(), "/", "_"))).Run()
 		}
 	})
