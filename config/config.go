@@ -16,6 +16,11 @@
 //	NATS_CREDS       a JWT creds file to connect with (nats.creds)
 //	NATS_NKEY        an nkey seed file to connect with (nats.nkey)
 //	MESH_NATS_AUTH   nkeys (default) or none: identities on the embedded server (nats.auth)
+//	MESH_NATS_SERVER_NAME, MESH_NATS_CLUSTER_NAME, MESH_NATS_CLUSTER_LISTEN,
+//	MESH_NATS_ROUTES, MESH_NATS_LEAF_LISTEN, MESH_NATS_LEAF_REMOTES,
+//	MESH_NATS_REPLICAS, MESH_NATS_CREDS_DIR, MESH_NATS_MONITOR_ADDR: the nats
+//	section's cluster, leaf node, replication and credentials settings (see [NATS])
+//	MESH_HEALTH_ADDR a role's /health and /ready for container probes
 //	MESH_PREFIX      subject prefix (default mesh)
 //	MESH_LOG_LEVEL   debug, info (default), warn or error
 //	MESH_LOG_FORMAT  json, or console (the default on a terminal)
@@ -60,6 +65,8 @@ const (
 	EnvNodeID    = "MESH_NODE_ID"
 	// EnvMetricsAddr sets metrics.listen.
 	EnvMetricsAddr = "MESH_METRICS_ADDR"
+	// EnvHealthAddr is where a role answers /health and /ready ([Config.HealthAddr]).
+	EnvHealthAddr = "MESH_HEALTH_ADDR"
 	// EnvApproverKey and EnvApproverPublicKeys set approvals.signing_key
 	// and approvals.public_keys (comma-separated).
 	EnvApproverKey        = "MESH_APPROVER_KEY"
@@ -128,6 +135,10 @@ type Config struct {
 	// NodeID names this process in heartbeats and logs (MESH_NODE_ID; `mesh
 	// up` gives each child a stable one). Empty means <role>-<host>-<pid>.
 	NodeID string `yaml:"-"`
+	// HealthAddr, when set (MESH_HEALTH_ADDR), is host:port where a role
+	// process without HTTP of its own answers /health and /ready, for
+	// container probes.
+	HealthAddr string `yaml:"-"`
 	// ProfileDir, when set, is where each role writes a CPU profile of its run.
 	ProfileDir string `yaml:"-"`
 	// BaseURLs are provider base URLs given by the environment, by provider.
@@ -353,38 +364,6 @@ type Mesh struct {
 	RestartBackoff Duration `yaml:"restart_backoff"`
 }
 
-// NATS says where the server is and how each role proves who it is.
-type NATS struct {
-	// URL of an existing server; empty means the embedded one.
-	URL string `yaml:"url"`
-	// Listen is the embedded server's address. Empty means 127.0.0.1:4222.
-	Listen string `yaml:"listen"`
-	// MaxPayload of the embedded server. Zero means 8 MiB.
-	MaxPayload int32 `yaml:"max_payload"`
-	// MaxMemoryMB bounds the memory of the process that runs the embedded
-	// server (`mesh up`, `mesh nats`), in MiB: Go's memory limit, under
-	// which the garbage collector works harder and gives memory back to
-	// the system, and the bound of JetStream's memory store. JetStream's
-	// file store caches the blocks it writes, a few MiB per stream, and
-	// drops them after 10 s idle. Zero means 96; -1 sets no bound.
-	MaxMemoryMB int `yaml:"max_memory_mb"`
-	// Auth is how the embedded server admits clients: "nkeys" (the
-	// default: every role and the admin with an nkey of its own, generated
-	// under <data_dir>/creds, and the role's permissions) or "none" (an open
-	// server: anyone who reaches the port may do anything).
-	Auth string `yaml:"auth"`
-	// Creds is a JWT creds file and NKey an nkey seed file to connect with
-	// (NATS_CREDS, NATS_NKEY); "{role}" in them is replaced by the role's
-	// name. Empty both means the role's file under <data_dir>/creds
-	// (<role>.creds, else <role>.nk), when there is one.
-	Creds string `yaml:"creds"`
-	NKey  string `yaml:"nkey"`
-	// TLS secures the connections to NATS: ca verifies the server, cert and
-	// key are a client certificate (and the embedded server's certificate,
-	// whose listener then takes TLS only).
-	TLS NATSTLS `yaml:"tls"`
-}
-
 // Approvals configures the signing of approval decisions. The approver
 // signs every decision with its key; a tool host runs a tool that is not
 // read-only only with a decision signed by a key it trusts.
@@ -398,22 +377,6 @@ type Approvals struct {
 	// the approvals bucket (_keys.<key>), which only the approver may write.
 	PublicKeys []string `yaml:"public_keys"`
 }
-
-// Values of nats.auth.
-const (
-	NATSAuthNKeys = "nkeys"
-	NATSAuthNone  = "none"
-)
-
-// NATSTLS are the PEM files of TLS to NATS.
-type NATSTLS struct {
-	CA   string `yaml:"ca"`
-	Cert string `yaml:"cert"`
-	Key  string `yaml:"key"`
-}
-
-// Empty reports whether no TLS file is set.
-func (t NATSTLS) Empty() bool { return t.CA == "" && t.Cert == "" && t.Key == "" }
 
 // Sessions tunes the sessions bucket.
 type Sessions struct {
@@ -585,6 +548,9 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	if v := getenv(EnvNATSAuth); v != "" {
 		c.NATS.Auth = v
 	}
+	if err := c.applyNATSEnv(getenv); err != nil {
+		return err
+	}
 	if v := getenv(EnvPrefix); v != "" {
 		c.Mesh.Prefix = v
 	}
@@ -611,6 +577,7 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 		}
 	}
 	c.NodeID = getenv(EnvNodeID)
+	c.HealthAddr = getenv(EnvHealthAddr)
 	switch v := getenv(EnvHTTPAddr); {
 	case v != "":
 		c.HTTPAddr = v
@@ -725,22 +692,14 @@ func (c *Config) DataPath(elem ...string) string {
 // EmbeddedNATS reports whether the mesh runs its own NATS server.
 func (c *Config) EmbeddedNATS() bool { return c.NATS.URL == "" }
 
-// DefaultNATSMaxMemoryMB is nats.max_memory_mb's default.
-const DefaultNATSMaxMemoryMB = 96
-
-// MaxMemory is nats.max_memory_mb in bytes; 0 when unbounded.
-func (n NATS) MaxMemory() int64 {
-	switch {
-	case n.MaxMemoryMB < 0:
-		return 0
-	case n.MaxMemoryMB == 0:
-		return DefaultNATSMaxMemoryMB << 20
+// CredsDir is where the mesh keeps its NATS identities: nats.creds_dir,
+// else <data_dir>/creds.
+func (c *Config) CredsDir() string {
+	if c.NATS.CredsDir != "" {
+		return c.NATS.CredsDir
 	}
-	return int64(n.MaxMemoryMB) << 20
+	return c.DataPath("creds")
 }
-
-// CredsDir is where the mesh keeps its NATS identities: <data_dir>/creds.
-func (c *Config) CredsDir() string { return c.DataPath("creds") }
 
 // DefaultPrompt is the system prompt of an agent whose file sets none.
 const DefaultPrompt = "You are a helpful agent. Use the tools you have to do what the user asks."

@@ -180,6 +180,7 @@ func (b *Beat) publish(ctx context.Context, sync bool) {
 	b.mu.Lock()
 	b.info.Seq++
 	b.info.BeatAt = time.Now().UTC()
+	b.info.Reconnects = b.cfg.NC.Stats().Reconnects
 	if b.cfg.Breakers != nil {
 		b.info.Breakers = b.cfg.Breakers()
 	}

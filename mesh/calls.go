@@ -106,8 +106,10 @@ func ContentText(content json.RawMessage) string {
 // CallToolWatched is [CallTool] for callers that must not wait for a
 // toolhost that died: the toolhost that takes the call says so at once
 // (HeaderCallHost), and while the result is awaited its key in the nodes
-// bucket is checked every second; once it is gone or marked down, the call
-// is sent again with the same call id, for a live toolhost to take over
+// bucket is checked every second; once it is gone or marked down, or the
+// caller's connection moved to another server (the reply may be lost), the
+// call is sent again with the same call id (so too when the toolhost's own
+// connection moved: the server it moved to refuses its reply), for a live toolhost to take over
 // (which replies the recorded result, or runs the call again only where that
 // is safe). With nodes nil it only waits, as [CallTool] does.
 func CallToolWatched(ctx context.Context, nc *nats.Conn, ns Namespace, nodes jetstream.KeyValue, server, tool string, req ToolRequest, hdr nats.Header) (*ToolResult, error) {
@@ -141,11 +143,17 @@ func CallToolWatched(ctx context.Context, nc *nats.Conn, ns Namespace, nodes jet
 	if err := send(); err != nil {
 		return nil, fmt.Errorf("call %s: %w", subj, err)
 	}
+	// A reply sent while this connection was moving to another server of a
+	// cluster is lost: a reconnection since the last send sends it again.
+	reconnects := nc.Stats().Reconnects
 	// A ticker even without nodes keeps the select simple; it does nothing then.
 	check := time.NewTicker(time.Second)
 	defer check.Stop()
 	host := ""
 	taken := time.Now()
+	// The host's reconnections when it was first seen after taking the
+	// call (-1: not yet): a move since then lost its reply.
+	hostMoves := int64(-1)
 	for {
 		select {
 		case <-ctx.Done():
@@ -170,13 +178,23 @@ func CallToolWatched(ctx context.Context, nc *nats.Conn, ns Namespace, nodes jet
 			switch {
 			case nodes == nil:
 				continue
+			case nc.Stats().Reconnects != reconnects && nc.IsConnected():
+				// The toolhost still runs the call, or answers its record.
 			case host == "" && time.Since(taken) > 5*time.Second:
 				// Nobody said it took the call (lost on the way): send it again.
-			case host != "" && nodeGone(ctx, nodes, RoleToolhost+"."+host):
+			case host != "":
+				gone, moves := hostState(ctx, nodes, RoleToolhost+"."+host)
+				if !gone && (moves < 0 || hostMoves < 0) {
+					hostMoves = max(hostMoves, moves) // the first count known
+					continue
+				}
+				if !gone && moves == hostMoves {
+					continue
+				}
 			default:
 				continue
 			}
-			host, taken = "", time.Now()
+			host, taken, reconnects, hostMoves = "", time.Now(), nc.Stats().Reconnects, -1
 			if err := send(); err != nil {
 				return nil, fmt.Errorf("call %s: %w", subj, err)
 			}
@@ -184,20 +202,24 @@ func CallToolWatched(ctx context.Context, nc *nats.Conn, ns Namespace, nodes jet
 	}
 }
 
-// nodeGone reports whether a node's key expired (it stopped beating) or a
-// monitor marked it down.
-func nodeGone(ctx context.Context, nodes jetstream.KeyValue, key string) bool {
+// hostState reports whether a node's key expired (it stopped beating) or a
+// monitor marked it down, and how often its connection moved to another
+// server (-1 when unknown: the bucket did not answer).
+func hostState(ctx context.Context, nodes jetstream.KeyValue, key string) (gone bool, moves int64) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	e, err := nodes.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return true
+		return true, -1
 	}
 	if err != nil {
-		return false
+		return false, -1
 	}
 	var info NodeInfo
-	return json.Unmarshal(e.Value(), &info) == nil && info.State == NodeDown
+	if json.Unmarshal(e.Value(), &info) != nil {
+		return false, -1
+	}
+	return info.State == NodeDown, int64(info.Reconnects)
 }
 
 // SubAgentCallPrefix starts the keys of the call records an agent keeps in

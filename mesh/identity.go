@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/nats-io/nkeys"
 )
@@ -27,7 +28,7 @@ func EnsureSeeds(dir string, roles []string) (map[string]string, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creds dir: %w", err)
 	}
-	if err := os.Chmod(dir, 0o700); err != nil {
+	if err := os.Chmod(dir, 0o700); err != nil && !errors.Is(err, syscall.EROFS) {
 		return nil, fmt.Errorf("creds dir: %w", err)
 	}
 	keys := map[string]string{}
@@ -55,7 +56,9 @@ func readSeed(path string) (nkeys.KeyPair, error) {
 		return nil, err
 	}
 	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
-		if err := os.Chmod(path, 0o600); err != nil {
+		// A read-only mount (a Kubernetes Secret readable by the pod's
+		// group) cannot be tightened: its mode is the mount's business.
+		if err := os.Chmod(path, 0o600); err != nil && !errors.Is(err, syscall.EROFS) {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 	}

@@ -40,10 +40,14 @@ type NodeInfo struct {
 	// a group process's groups.
 	Serves []string `json:"serves,omitempty"`
 	// Metrics is the address the node serves Prometheus /metrics on.
-	Metrics   string    `json:"metrics,omitempty"`
-	Seq       uint64    `json:"seq"`
-	StartedAt time.Time `json:"started_at"`
-	BeatAt    time.Time `json:"beat_at"`
+	Metrics string `json:"metrics,omitempty"`
+	// Reconnects counts the times the node's NATS connection moved to
+	// another server: a reply it sends to a request received before a move
+	// is refused by the new server, so a caller waiting on it asks again.
+	Reconnects uint64    `json:"reconnects,omitempty"`
+	Seq        uint64    `json:"seq"`
+	StartedAt  time.Time `json:"started_at"`
+	BeatAt     time.Time `json:"beat_at"`
 	// DownAt is when a monitor marked the node down.
 	DownAt time.Time `json:"down_at,omitzero"`
 }

@@ -23,9 +23,31 @@ type ProvisionConfig struct {
 	SessionTTL time.Duration
 	// CallsTTL is how long tool call records are kept. Zero means 7 days.
 	CallsTTL time.Duration
-	// Replicas is the replication factor on a cluster. Zero means 1.
+	// Replicas is the replication factor of every stream and bucket. Zero
+	// means: those that exist keep theirs, new ones get 3 when the server
+	// is a cluster node and 1 otherwise. A stream or bucket that exists
+	// with another count than a Replicas set is a [*ReplicasError].
 	Replicas int
 }
+
+// ErrReplicas matches a [*ReplicasError] with errors.Is.
+var ErrReplicas = errors.New("mesh: replica count differs")
+
+// ReplicasError says that a stream or bucket exists with another replica
+// count than provisioning asks for. Provisioning changes no replica count
+// by itself: moving a stream's data between servers is the operator's call.
+type ReplicasError struct {
+	Stream     string // the stream (a bucket's is KV_<bucket>)
+	Have, Want int
+}
+
+func (e *ReplicasError) Error() string {
+	return fmt.Sprintf("stream %s has %d replica(s) but nats.replicas asks for %d: set nats.replicas to %d (or leave it unset), "+
+		"or change the stream with `nats stream edit %s --replicas %d` as the admin first", e.Stream, e.Have, e.Want, e.Have, e.Stream, e.Want)
+}
+
+// Is makes errors.Is(err, ErrReplicas) true.
+func (e *ReplicasError) Is(target error) bool { return target == ErrReplicas }
 
 func (c ProvisionConfig) withDefaults() ProvisionConfig {
 	if c.EventsMaxAge == 0 {
@@ -39,9 +61,6 @@ func (c ProvisionConfig) withDefaults() ProvisionConfig {
 	}
 	if c.CallsTTL == 0 {
 		c.CallsTTL = 7 * 24 * time.Hour
-	}
-	if c.Replicas == 0 {
-		c.Replicas = 1
 	}
 	return c
 }
@@ -66,7 +85,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, ns Namespace, cfg Pr
 	cfg = cfg.withDefaults()
 	r := &Resources{NS: ns}
 	var err error
-	r.Events, err = ensureStream(ctx, js, jetstream.StreamConfig{
+	r.Events, err = ensureStream(ctx, js, cfg.Replicas, jetstream.StreamConfig{
 		Name:        ns.Stream(StreamEvents),
 		Description: "Agent Mesh: every AG-UI event of every session",
 		Subjects:    []string{ns.EventsAll()},
@@ -74,19 +93,17 @@ func Provision(ctx context.Context, js jetstream.JetStream, ns Namespace, cfg Pr
 		Storage:     jetstream.FileStorage,
 		MaxAge:      cfg.EventsMaxAge,
 		Duplicates:  cfg.DuplicateWindow,
-		Replicas:    cfg.Replicas,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("provision stream %s: %w", ns.Stream(StreamEvents), err)
 	}
-	r.Work, err = ensureStream(ctx, js, jetstream.StreamConfig{
+	r.Work, err = ensureStream(ctx, js, cfg.Replicas, jetstream.StreamConfig{
 		Name:        ns.Stream(StreamWork),
 		Description: "Agent Mesh: work queue of turns and resumes",
 		Subjects:    []string{ns.WorkAll()},
 		Retention:   jetstream.WorkQueuePolicy,
 		Storage:     jetstream.FileStorage,
 		Duplicates:  cfg.DuplicateWindow,
-		Replicas:    cfg.Replicas,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("provision stream %s: %w", ns.Stream(StreamWork), err)
@@ -104,8 +121,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, ns Namespace, cfg Pr
 	}
 	for _, b := range buckets {
 		b.conf.Storage = jetstream.FileStorage
-		b.conf.Replicas = cfg.Replicas
-		kv, err := ensureKeyValue(ctx, js, b.conf)
+		kv, err := ensureKeyValue(ctx, js, cfg.Replicas, b.conf)
 		if err != nil {
 			return nil, fmt.Errorf("provision bucket %s: %w", b.conf.Bucket, err)
 		}
@@ -119,7 +135,11 @@ func Provision(ctx context.Context, js jetstream.JetStream, ns Namespace, cfg Pr
 // whereas an update rewrites the store's configuration while other roles may
 // be creating consumers on it (a race inside nats-server's file store that
 // every role starting at once used to hit).
-func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+func ensureStream(ctx context.Context, js jetstream.JetStream, replicas int, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	var err error
+	if cfg.Replicas, err = replicasFor(ctx, js, cfg.Name, replicas); err != nil {
+		return nil, err
+	}
 	s, err := js.CreateStream(ctx, cfg)
 	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 		return js.UpdateStream(ctx, cfg)
@@ -128,13 +148,43 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.Str
 }
 
 // ensureKeyValue is [ensureStream] for a bucket.
-func ensureKeyValue(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+func ensureKeyValue(ctx context.Context, js jetstream.JetStream, replicas int, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	var err error
+	if cfg.Replicas, err = replicasFor(ctx, js, "KV_"+cfg.Bucket, replicas); err != nil {
+		return nil, err
+	}
 	kv, err := js.CreateKeyValue(ctx, cfg)
 	if errors.Is(err, jetstream.ErrBucketExists) {
 		return js.UpdateKeyValue(ctx, cfg)
 	}
 	return kv, err
 }
+
+// replicasFor is the replica count of stream: want, when it is set and the
+// stream has it or does not exist yet; the stream's own when want is 0;
+// else 3 on a cluster and 1 on a single server.
+func replicasFor(ctx context.Context, js jetstream.JetStream, stream string, want int) (int, error) {
+	s, err := js.Stream(ctx, stream)
+	switch {
+	case err == nil:
+		have := s.CachedInfo().Config.Replicas
+		if want != 0 && have != want {
+			return 0, &ReplicasError{Stream: stream, Have: have, Want: want}
+		}
+		return have, nil
+	case !errors.Is(err, jetstream.ErrStreamNotFound):
+		return 0, err
+	case want != 0:
+		return want, nil
+	case js.Conn().ConnectedClusterName() != "":
+		return DefaultClusterReplicas, nil
+	}
+	return 1, nil
+}
+
+// DefaultClusterReplicas is the replica count of new streams and buckets on
+// a cluster when none is configured.
+const DefaultClusterReplicas = 3
 
 // ProvisionRetry runs [Provision] until it succeeds or ctx ends, so that a
 // role started before its NATS server comes up waits for it.
@@ -192,8 +242,9 @@ func retry(ctx context.Context, what string, onRetry func(error), attempt func(c
 		if err == nil {
 			return r, nil
 		}
-		if errors.Is(err, nats.ErrConnectionClosed) {
-			// Closed for good (its credentials refused): waiting is vain.
+		if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, ErrReplicas) {
+			// Closed for good (its credentials refused), or a replica count
+			// only the operator can settle: waiting is vain.
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		if onRetry != nil {

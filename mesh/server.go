@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net"
 	"runtime/debug"
+	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,6 +38,14 @@ type ServerConfig struct {
 	Users []ServerUser
 	// TLS, when not nil, secures the listener (clients must use TLS).
 	TLS *tls.Config
+	// Cluster, when its Listen is set, makes the server a node of a
+	// JetStream cluster (Name then must be the node's own).
+	Cluster ClusterConfig
+	// LeafNodes accepts leaf nodes, or connects to a central cluster as one.
+	LeafNodes LeafConfig
+	// MonitorListen is host:port of the monitoring endpoint (/healthz,
+	// /varz, /jsz …). Empty means none.
+	MonitorListen string
 	// Logger receives the server's notices, warnings and errors. The zero
 	// value discards them.
 	Logger zerolog.Logger
@@ -48,6 +58,48 @@ type ServerUser struct {
 	NKey        string
 	Permissions *Permissions
 }
+
+// ClusterConfig is a server's place in a cluster.
+type ClusterConfig struct {
+	// Name of the cluster, the same on every node. Empty means "mesh".
+	Name string
+	// Listen is host:port for routes from the other nodes; port 0 picks a
+	// free one (see [Server.ClusterAddr]). Empty means no cluster.
+	Listen string
+	// Routes are the nodes to connect to (nats-route://host:port); the
+	// server adds the route credentials. A node may list itself.
+	Routes []*url.URL
+	// User and Password authenticate routes both ways: the server accepts
+	// only routes that present them and presents them to the nodes it
+	// connects to. Empty means routes without authentication.
+	User, Password string
+}
+
+// LeafConfig are a server's leaf node connections.
+type LeafConfig struct {
+	// Listen is host:port where leaf nodes connect. Empty means none.
+	Listen string
+	// NKey is the public key leaf nodes must connect with (a leaf node then
+	// joins the clients' account with no permissions of its own: its own
+	// server checks its clients). Empty means any leaf node.
+	NKey string
+	// Remotes, when set, make the server a leaf node of the servers they
+	// name (nats-leaf://host:port); it then runs no JetStream of its own, so
+	// that its clients reach the central cluster's streams through the link.
+	Remotes []*url.URL
+	// Seed is the nkey seed the server connects to its remotes with.
+	Seed string
+	// Domain is the JetStream domain of the central cluster: a hub's own
+	// (set where it takes leaf nodes), the one an edge's clients reach. A
+	// server forwards no JetStream request of the plain $JS.API and $KV
+	// subjects over a leaf node link, so an edge maps its clients' to the
+	// hub's domain ($JS.<domain>.API…), and roles keep their subjects and
+	// permissions. Empty means "mesh".
+	Domain string
+}
+
+// DefaultDomain is the JetStream domain of a mesh with leaf nodes.
+const DefaultDomain = "mesh"
 
 // DefaultMaxPayload is the embedded server's default max payload.
 const DefaultMaxPayload = 8 << 20
@@ -72,30 +124,17 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	if cfg.Name == "" {
 		cfg.Name = "mesh"
 	}
-	host, portText, err := net.SplitHostPort(cfg.Listen)
+	host, port, err := listenAddr("listen", cfg.Listen)
 	if err != nil {
-		return nil, fmt.Errorf("mesh: listen address %q: %w", cfg.Listen, err)
-	}
-	port, err := strconv.Atoi(portText)
-	if err != nil || port < 0 || port > 65535 {
-		return nil, fmt.Errorf("mesh: listen address %q: bad port", cfg.Listen)
-	}
-	if port == 0 {
-		port = server.RANDOM_PORT
-	} else {
-		// The server only logs a failed listen and then never gets ready:
-		// find out now, with a clear error, rather than after a timeout.
-		l, err := net.Listen("tcp", cfg.Listen)
-		if err != nil {
-			return nil, fmt.Errorf("mesh: embedded server cannot listen on %s: %w", cfg.Listen, err)
-		}
-		_ = l.Close()
+		return nil, err
 	}
 	opts := &server.Options{
 		ServerName: cfg.Name,
 		Host:       host,
 		Port:       port,
-		JetStream:  true,
+		// An edge (a leaf node) keeps no state: the central cluster's
+		// JetStream answers its clients through the link.
+		JetStream:  len(cfg.LeafNodes.Remotes) == 0,
 		StoreDir:   cfg.StoreDir,
 		MaxPayload: cfg.MaxPayload,
 		// The line limit the wire guard of Connect keeps to (wire.go).
@@ -109,14 +148,25 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		debug.SetMemoryLimit(cfg.MaxMemory)
 	}
 	for _, u := range cfg.Users {
-		opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: u.NKey, Permissions: serverPermissions(u.Permissions)})
+		perms := serverPermissions(u.Permissions)
+		if perms != nil && len(cfg.LeafNodes.Remotes) > 0 {
+			// The server checks a publish after mapping its subject.
+			perms.Publish.Allow = append(perms.Publish.Allow, cfg.LeafNodes.hubSubjects(perms.Publish.Allow)...)
+		}
+		opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: u.NKey, Permissions: perms})
 	}
 	if cfg.TLS != nil {
 		opts.TLS, opts.TLSConfig, opts.TLSTimeout = true, cfg.TLS, 2
 	}
+	if err := cfg.clusterOptions(opts); err != nil {
+		return nil, err
+	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("mesh: embedded server: %w", err)
+	}
+	if err := cfg.LeafNodes.mapToHub(ns); err != nil {
+		return nil, err
 	}
 	ns.SetLoggerV2(serverLogger{cfg.Logger}, false, false, false)
 	go ns.Start()
@@ -137,6 +187,123 @@ func serverPermissions(p *Permissions) *server.Permissions {
 		Subscribe: &server.SubjectPermission{Allow: slices.Clone(p.Subscribe)},
 		Response:  &server.ResponsePermission{MaxMsgs: p.ResponseMax, Expires: p.ResponseTTL},
 	}
+}
+
+// listenAddr splits a listen address, with port 0 as the server's random
+// port. The server only logs a failed listen and then never gets ready:
+// a port taken is found now, with a clear error, rather than after a timeout.
+func listenAddr(what, addr string) (string, int, error) {
+	host, portText, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("mesh: %s address %q: %w", what, addr, err)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("mesh: %s address %q: bad port", what, addr)
+	}
+	if port == 0 {
+		return host, server.RANDOM_PORT, nil
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("mesh: embedded server cannot listen on %s (%s): %w", addr, what, err)
+	}
+	_ = l.Close()
+	return host, port, nil
+}
+
+// clusterOptions sets the cluster and leaf node options of opts.
+func (cfg ServerConfig) clusterOptions(opts *server.Options) error {
+	if c := cfg.Cluster; c.Listen != "" {
+		host, port, err := listenAddr("cluster", c.Listen)
+		if err != nil {
+			return err
+		}
+		if c.Name == "" {
+			c.Name = "mesh"
+		}
+		opts.Cluster = server.ClusterOpts{Name: c.Name, Host: host, Port: port, Username: c.User, Password: c.Password}
+		for _, r := range c.Routes {
+			u := *r
+			if c.User != "" {
+				u.User = url.UserPassword(c.User, c.Password)
+			}
+			opts.Routes = append(opts.Routes, &u)
+		}
+	}
+	if cfg.MonitorListen != "" {
+		host, port, err := listenAddr("monitor", cfg.MonitorListen)
+		if err != nil {
+			return err
+		}
+		opts.HTTPHost, opts.HTTPPort = host, port
+	}
+	l := cfg.LeafNodes
+	if l.Listen != "" {
+		host, port, err := listenAddr("leafnodes", l.Listen)
+		if err != nil {
+			return err
+		}
+		opts.LeafNode.Host, opts.LeafNode.Port, opts.LeafNode.Nkey = host, port, l.NKey
+		// Edges connect to the addresses they are given (a hub behind a
+		// load balancer or NAT), not to the ones its servers would announce.
+		opts.LeafNode.NoAdvertise = true
+	}
+	if len(l.Remotes) > 0 {
+		opts.LeafNode.Remotes = []*server.RemoteLeafOpts{{URLs: l.Remotes, Nkey: l.Seed}}
+	}
+	if l.Listen != "" && opts.JetStream {
+		opts.JetStreamDomain = l.domain()
+	}
+	return nil
+}
+
+func (l LeafConfig) domain() string {
+	if l.Domain == "" {
+		return DefaultDomain
+	}
+	return l.Domain
+}
+
+// hubMappings are the subject mappings of an edge: its clients' JetStream
+// and KV subjects to the hub's domain.
+func (l LeafConfig) hubMappings() map[string]string {
+	d := l.domain()
+	return map[string]string{"$JS.API.": "$JS." + d + ".API.", "$KV.": "$JS." + d + ".API.$KV."}
+}
+
+// hubSubjects are the subjects of allow as an edge maps them.
+func (l LeafConfig) hubSubjects(allow []string) []string {
+	var out []string
+	for _, subj := range allow {
+		for src, dst := range l.hubMappings() {
+			if strings.HasPrefix(subj, src) {
+				out = append(out, dst+strings.TrimPrefix(subj, src))
+			}
+		}
+	}
+	return out
+}
+
+// mapToHub maps an edge's JetStream and KV subjects to the hub's domain.
+func (l LeafConfig) mapToHub(ns *server.Server) error {
+	if len(l.Remotes) == 0 {
+		return nil
+	}
+	for src, dst := range l.hubMappings() {
+		if err := ns.GlobalAccount().AddMapping(src+">", dst+">"); err != nil {
+			return fmt.Errorf("mesh: map %s to the hub's domain: %w", src, err)
+		}
+	}
+	return nil
+}
+
+// ClusterAddr is the address of the cluster's route listener, "" without one.
+func (s *Server) ClusterAddr() string {
+	if a := s.ns.ClusterAddr(); a != nil {
+		return a.String()
+	}
+	return ""
 }
 
 // ClientURL is the URL clients connect to.

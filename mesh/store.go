@@ -25,6 +25,17 @@ const casAttempts = 50
 // getJSON reads key and decodes it; a missing key is notFound.
 func getJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string, notFound *Error) (*T, uint64, error) {
 	e, err := kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) && replicated(ctx, kv) {
+		// Any replica answers a get, and one still applying a create just
+		// acknowledged by the others says "not found": ask again, briefly.
+		for i := 0; i < 3 && errors.Is(err, jetstream.ErrKeyNotFound); i++ {
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+			e, err = kv.Get(ctx, key)
+		}
+	}
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 		return nil, 0, notFound.With(fmt.Sprintf("%s: %s", notFound.Message, key))
 	}
@@ -39,6 +50,16 @@ func getJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string, notF
 		return nil, 0, fmt.Errorf("decode %s: %w", key, err)
 	}
 	return v, e.Revision(), nil
+}
+
+// replicated reports whether the bucket has replicas (a cluster's).
+func replicated(ctx context.Context, kv jetstream.KeyValue) bool {
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return false
+	}
+	b, ok := st.(*jetstream.KeyValueBucketStatus)
+	return ok && b.StreamInfo() != nil && b.StreamInfo().Config.Replicas > 1
 }
 
 // updateJSON applies change to the value of key and writes it back with

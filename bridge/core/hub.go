@@ -75,7 +75,10 @@ func (h *hub) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("core: events consumer: %w", err)
 	}
-	cc, err := cons.Consume(h.dispatch)
+	// A heartbeat every second: when the events stream's leader moves to
+	// another server (a cluster node died), two missed ones make the ordered
+	// consumer start again from the last event, in 2 s instead of 10 s.
+	cc, err := cons.Consume(h.dispatch, jetstream.PullHeartbeat(time.Second))
 	if err != nil {
 		return fmt.Errorf("core: consume events: %w", err)
 	}

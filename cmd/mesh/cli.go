@@ -52,6 +52,7 @@ var roleHelp = map[string]string{
 	"monitor":   "watch heartbeats, find dead and stuck nodes, apply recovery",
 	"status":    "print the nodes of the mesh, their roles, state and last heartbeat",
 	"provision": "create or update the streams and buckets (as the admin) on an external NATS",
+	"creds":     "write the identities every server and role of a cluster shares (--dir, --routes)",
 }
 
 const rootLong = `Agent Mesh: LLM agents, MCP tool hosts and human approvers over NATS JetStream.
@@ -69,7 +70,11 @@ MESH_HTTP_ADDR (127.0.0.1:8080), MESH_URL (the bridge, for chat and approve),
 MESH_TOKEN, MESH_NATS_ADDR (127.0.0.1:4222), NATS_URL, NATS_CREDS or NATS_NKEY
 ({role} in the path is the role), MESH_NATS_AUTH (nkeys, or none for an open
 server), MESH_LOG_LEVEL, MESH_LOG_FORMAT, NO_COLOR; API keys GEMINI_API_KEY,
-ANTHROPIC_API_KEY, OPENAI_API_KEY.`
+ANTHROPIC_API_KEY, OPENAI_API_KEY. A cluster node or an edge:
+MESH_NATS_SERVER_NAME, MESH_NATS_CLUSTER_NAME, MESH_NATS_CLUSTER_LISTEN,
+MESH_NATS_ROUTES, MESH_NATS_LEAF_LISTEN, MESH_NATS_LEAF_REMOTES,
+MESH_NATS_REPLICAS, MESH_NATS_CREDS_DIR, MESH_NATS_MONITOR_ADDR. In a container:
+MESH_HEALTH_ADDR (a role's /health and /ready), MESH_METRICS_ADDR (/metrics).`
 
 // newRoot builds the command tree: the roles of `commands`, version, the
 // terminal commands and shell completion.
@@ -95,6 +100,13 @@ func newRoot() *cobra.Command {
 	root.AddCommand(&cobra.Command{
 		Use: "version", Short: "print the version", Args: cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), "mesh", version) },
+	})
+	root.AddCommand(&cobra.Command{
+		// A container's health check, in an image without curl: it needs
+		// no configuration.
+		Use: "healthcheck <url>", Short: "exit 0 when the URL answers 200 (a container's health check)",
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error { return runHealthcheck(cmd.Context(), args) },
 	})
 	client := &clientOptions{}
 	for _, c := range []*cobra.Command{chatCommand(client), approveCommand(client), tailCommand(client), sessionsCommand(client), toolsCommand(client)} {

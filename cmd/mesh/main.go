@@ -9,6 +9,7 @@
 //	mesh monitor    heartbeats, failure detection and recovery (also inside mesh up)
 //	mesh status     the nodes of the mesh and their state
 //	mesh provision  create or update the streams and buckets, as the admin
+//	mesh creds      write the identities a cluster shares (seeds, route secret, nats-server auth)
 //	mesh version    print the version
 //
 // and, for people at a terminal (see cli.go and README's "From the terminal"):
@@ -93,6 +94,7 @@ var commands = map[string]func(context.Context, *config.Config, []string) error{
 	"monitor":   runMonitor,
 	"status":    runStatus,
 	"provision": runProvision,
+	"creds":     runCreds,
 }
 
 // ownDir is the directory of the mesh binary: commands of MCP servers that

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -121,6 +122,10 @@ func provisionAsAdmin(ctx context.Context, cfg *config.Config, ns mesh.Namespace
 	_, err = mesh.ProvisionRetry(ctx, js, ns, provisionConfig(cfg), func(err error) {
 		log.Warn().Err(err).Str("url", natsURL(cfg)).Msg("waiting for NATS to provision")
 	})
+	if errors.Is(err, mesh.ErrReplicas) {
+		// nats.replicas and the streams disagree: a restart cannot fix it.
+		return fmt.Errorf("%w: %w", errConfig, err)
+	}
 	return err
 }
 

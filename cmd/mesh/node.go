@@ -51,6 +51,7 @@ func provisionConfig(cfg *config.Config) mesh.ProvisionConfig {
 		EventsMaxAge:   cfg.Mesh.EventsMaxAge.Std(),
 		SessionHistory: cfg.Sessions.History,
 		SessionTTL:     cfg.Sessions.TTL.Std(),
+		Replicas:       cfg.NATS.Replicas,
 	}
 }
 
@@ -126,6 +127,12 @@ func startNode(ctx context.Context, cfg *config.Config, role string) (*node, err
 		_ = beat.Run(bctx)
 	}()
 	go n.markReady(bctx)
+	if cfg.HealthAddr != "" {
+		if err := n.serveHealth(bctx, cfg.HealthAddr); err != nil {
+			n.close()
+			return nil, err
+		}
+	}
 	return n, nil
 }
 

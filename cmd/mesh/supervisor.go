@@ -112,7 +112,8 @@ func (s *supervisor) kill(pid int, reason string) bool {
 		return false
 	}
 	s.log.Warn().Str("process", name).Int("pid", pid).Str("reason", reason).Msg("killing for a restart")
-	return syscall.Kill(pid, syscall.SIGKILL) == nil
+	p, err := os.FindProcess(pid)
+	return err == nil && p.Kill() == nil
 }
 
 // run starts the children and keeps them running until ctx is cancelled;

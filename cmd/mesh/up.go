@@ -81,7 +81,7 @@ func runUp(ctx context.Context, cfg *config.Config, args []string) error {
 	// The monitor lives in this process, so that it can kill a stuck child
 	// by its pid.
 	monCfg := withURL(cfg, url)
-	monCfg.NodeID = hostToken() + "-monitor"
+	monCfg.NodeID = upNodePrefix(cfg) + "-monitor"
 	n, err := startNode(ctx, monCfg, mesh.RoleMonitor)
 	if err != nil {
 		return err
@@ -149,7 +149,7 @@ func upProcesses(cfg *config.Config, url string, replicas map[string]int, roleEn
 			}
 			env := []string{
 				config.EnvNATSURL + "=" + url,
-				config.EnvNodeID + "=" + fmt.Sprintf("%s-%s-%d", hostToken(), role, i),
+				config.EnvNodeID + "=" + fmt.Sprintf("%s-%s-%d", upNodePrefix(cfg), role, i),
 			}
 			if addr := childMetricsAddr(cfg.Metrics.Listen, len(procs)+1); addr != "" {
 				env = append(env, config.EnvMetricsAddr+"="+addr)
@@ -159,6 +159,16 @@ func upProcesses(cfg *config.Config, url string, replicas map[string]int, roleEn
 		}
 	}
 	return procs
+}
+
+// upNodePrefix starts the node ids of `mesh up`'s processes: the host,
+// and the server's name when nats.server_name sets one, so that two meshes
+// on one host sharing a cluster (an edge beside its center) keep apart.
+func upNodePrefix(cfg *config.Config) string {
+	if cfg.NATS.ServerName != "" {
+		return hostToken() + "-" + cfg.NATS.ServerName
+	}
+	return hostToken()
 }
 
 // parseReplicas merges mesh.replicas with a --replicas agent=2,toolhost=2
@@ -271,11 +281,16 @@ func startEmbedded(cfg *config.Config, ns mesh.Namespace, log zerolog.Logger) (*
 			return nil, fmt.Errorf("%w: %w", errConfig, err)
 		}
 	}
+	cluster, leaf, err := topology(cfg)
+	if err != nil {
+		return nil, err
+	}
 	srv, err := mesh.StartServer(mesh.ServerConfig{
 		Listen: cfg.NATS.Listen, StoreDir: cfg.DataPath("jetstream"), MaxPayload: cfg.NATS.MaxPayload,
-		MaxMemory: cfg.NATS.MaxMemory(),
-		Users:     users, TLS: tlsCfg,
-		Logger: log.With().Str("component", "nats-server").Logger().Level(zerolog.WarnLevel),
+		Name: cfg.NATS.ServerName, MaxMemory: cfg.NATS.MaxMemory(),
+		Users: users, TLS: tlsCfg, Cluster: cluster, LeafNodes: leaf,
+		MonitorListen: cfg.NATS.MonitorListen,
+		Logger:        log.With().Str("component", "nats-server").Logger().Level(zerolog.WarnLevel),
 	})
 	if err != nil {
 		return nil, err

@@ -262,7 +262,7 @@ func (c *conn) callOnce(ctx context.Context, log zerolog.Logger, t *tool, tr mes
 	}
 	for range recordAttempts {
 		rec := c.startedRecord(t, id)
-		rev, err := c.s.calls.Create(ctx, id, mustJSON(rec))
+		rev, err := c.createRecord(ctx, id, rec)
 		if err == nil {
 			return c.runRecorded(ctx, log, t, tr, rec, rev)
 		}
@@ -368,6 +368,52 @@ func (c *conn) record(ctx context.Context, id string) (mesh.CallRecord, uint64, 
 		return r, 0, mesh.ErrInternal.With(fmt.Sprintf("call record %s: %v", id, err))
 	}
 	return r, e.Revision(), nil
+}
+
+// createRecord creates the started record rec of call id. A JetStream
+// cluster that is electing the bucket's leader (a server died) answers
+// nothing for a few seconds: the create is tried again meanwhile, for up
+// to storeRetryFor, rather than failing a call a human approved. A create
+// whose answer was lost may have been stored: a record found afterwards
+// that is rec itself is this attempt's.
+func (c *conn) createRecord(ctx context.Context, id string, rec mesh.CallRecord) (uint64, error) {
+	deadline := time.Now().Add(storeRetryFor)
+	retried := false
+	for {
+		// Each try has its own deadline: a request lost with a dying server
+		// is not answered by the next one.
+		tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		rev, err := c.s.calls.Create(tctx, id, mustJSON(rec))
+		cancel()
+		switch {
+		case err == nil:
+			return rev, nil
+		case retried && errors.Is(err, jetstream.ErrKeyExists):
+			if prev, rev, gerr := c.record(ctx, id); gerr == nil && prev.Host == rec.Host && prev.State == rec.State && prev.StartedAt.Equal(rec.StartedAt) {
+				return rev, nil
+			}
+			return 0, err
+		case !transientStoreErr(err) || ctx.Err() != nil || time.Now().After(deadline):
+			return 0, err
+		}
+		retried = true
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// storeRetryFor is how long a store operation is tried again while the
+// cluster answers nothing (see [conn.createRecord]).
+const storeRetryFor = 15 * time.Second
+
+// transientStoreErr reports whether err is JetStream not answering (no
+// stream leader for now), as opposed to an answer that refuses.
+func transientStoreErr(err error) bool {
+	return errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // runRecorded calls the tool under a started record at rev, then records

@@ -217,6 +217,10 @@ type chaosDriver struct {
 	queueKill, queueKilled bool
 	queueAt                time.Time
 	upPID                  int
+
+	// onTurn, when set, learns when each message was sent and when its
+	// turn had settled (the cluster tests measure pauses with it).
+	onTurn func(start, end time.Time)
 }
 
 func (d *chaosDriver) run(deadline time.Time) {
@@ -239,9 +243,13 @@ func (d *chaosDriver) run(deadline time.Time) {
 		if d.queueKill && !d.queueKilled && time.Now().After(d.queueAt) && (name != "" || d.group != "") {
 			d.queueKilled = d.killWhileQueued(text, strconv.Itoa(n))
 		}
+		sentAt := time.Now()
 		d.retry("POST", "/conversations/"+d.conv+"/messages", map[string]any{"message": text}, "Idempotency-Key", strconv.Itoa(n))
 		d.st.turns.Add(1)
 		d.settle()
+		if d.onTurn != nil {
+			d.onTurn(sentAt, time.Now())
+		}
 		// The answer may have been lost with a killed bridge: the
 		// conversation says whether the turn waits for an approval.
 		c := obj(d.retry("GET", "/conversations/"+d.conv, nil), "conversation")

@@ -1,0 +1,224 @@
+package mesh_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/meshtest"
+)
+
+// The auth.conf `mesh creds` writes gives a plain nats-server exactly the
+// users and permissions of the embedded server, and cluster.conf the route
+// credentials, both ways.
+func TestServerAuthConfigMatchesTheEmbeddedServer(t *testing.T) {
+	ns, _ := mesh.NewNamespace("mesh")
+	dir := t.TempDir()
+	roles := append(append([]string(nil), mesh.IdentityRoles...), mesh.RoleAdmin)
+	keys, err := mesh.EnsureSeeds(filepath.Join(dir, "creds"), roles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var users []mesh.ServerUser
+	for _, role := range roles {
+		p, _ := ns.Permissions(role)
+		users = append(users, mesh.ServerUser{NKey: keys[role], Permissions: &p})
+	}
+	write := func(name, content string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("auth.conf", mesh.ServerAuthConfig(users))
+	cluster, err := mesh.ClusterAuthConfig("s3cret-s3cret-s3cret", []string{"nats-1:6222", "nats-2:6222"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write("cluster.conf", cluster)
+	write("nats.conf", "server_name: n1\nport: 4222\ninclude ./auth.conf\ncluster {\n  name: mesh\n  listen: 0.0.0.0:6222\n  include ./cluster.conf\n}\n")
+	opts, err := server.ProcessConfigFile(filepath.Join(dir, "nats.conf"))
+	if err != nil {
+		t.Fatalf("nats-server does not take the files: %v", err)
+	}
+	if len(opts.Nkeys) != len(roles) {
+		t.Fatalf("%d users, want %d", len(opts.Nkeys), len(roles))
+	}
+	for i, u := range opts.Nkeys {
+		want := mesh.ServerPermissionsForTest(users[i].Permissions)
+		if u.Nkey != keys[roles[i]] {
+			t.Errorf("user %d: key %s, want %s's", i, u.Nkey, roles[i])
+		}
+		if !reflect.DeepEqual(u.Permissions, want) {
+			t.Errorf("%s: permissions from the file\n%+v\nwant\n%+v", roles[i], describe(u.Permissions), describe(want))
+		}
+	}
+	if opts.Cluster.Username != mesh.RouteUser || opts.Cluster.Password != "s3cret-s3cret-s3cret" || len(opts.Routes) != 2 {
+		t.Fatalf("cluster: %+v, routes %v", opts.Cluster, opts.Routes)
+	}
+	for _, r := range opts.Routes {
+		if p, _ := r.User.Password(); r.User.Username() != mesh.RouteUser || p != "s3cret-s3cret-s3cret" {
+			t.Errorf("route %s does not carry the route credentials", r.Redacted())
+		}
+	}
+}
+
+func describe(p *server.Permissions) string {
+	if p == nil {
+		return "everything"
+	}
+	return fmt.Sprintf("pub %v sub %v resp %+v", p.Publish, p.Subscribe, p.Response)
+}
+
+// On a single server, existing streams keep their replica count when
+// none is set, and a count that differs stops provisioning with an error
+// that names the stream and both counts instead of a server error.
+func TestProvisionReplicasOnASingleServer(t *testing.T) {
+	m := meshtest.New(t)
+	ctx := t.Context()
+	info, err := m.Resources.Events.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Config.Replicas != 1 {
+		t.Fatalf("a single server's stream has %d replicas", info.Config.Replicas)
+	}
+	if _, err := mesh.Provision(ctx, m.JS, m.NS, mesh.ProvisionConfig{}); err != nil {
+		t.Fatalf("provision again without a count: %v", err)
+	}
+	_, err = mesh.Provision(ctx, m.JS, m.NS, mesh.ProvisionConfig{Replicas: 3})
+	var re *mesh.ReplicasError
+	if !errors.Is(err, mesh.ErrReplicas) || !errors.As(err, &re) || re.Stream != "MESH_EVENTS" || re.Have != 1 || re.Want != 3 {
+		t.Fatalf("provision R3 over R1: %v", err)
+	}
+	if !strings.Contains(err.Error(), "nats.replicas") || !strings.Contains(err.Error(), "--replicas 3") {
+		t.Errorf("the error does not say what to do: %v", err)
+	}
+	// ProvisionRetry gives up at once: waiting does not change a count.
+	start := time.Now()
+	if _, err := mesh.ProvisionRetry(ctx, m.JS, m.NS, mesh.ProvisionConfig{Replicas: 3}, nil); !errors.Is(err, mesh.ErrReplicas) || time.Since(start) > 5*time.Second {
+		t.Errorf("ProvisionRetry: %v after %s", err, time.Since(start))
+	}
+}
+
+// freePorts finds n free loopback ports.
+func freePorts(t *testing.T, n int) []string {
+	var out []string
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, l.Addr().String())
+		defer l.Close()
+	}
+	return out
+}
+
+// Three embedded servers form a JetStream cluster with authenticated
+// routes; provisioning without a count makes every stream and bucket R3,
+// which survive the loss of a server; a route without the secret is
+// refused.
+func TestEmbeddedClusterReplicates(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a cluster takes seconds to form")
+	}
+	clients, routes := freePorts(t, 3), freePorts(t, 3)
+	var routeURLs []*url.URL
+	for _, r := range routes {
+		routeURLs = append(routeURLs, &url.URL{Scheme: "nats-route", Host: r})
+	}
+	servers := make([]*mesh.Server, 3)
+	for i := range servers {
+		s, err := mesh.StartServer(mesh.ServerConfig{
+			Listen: clients[i], StoreDir: t.TempDir(), Name: fmt.Sprintf("n%d", i+1),
+			Cluster: mesh.ClusterConfig{Name: "test", Listen: routes[i], Routes: routeURLs, User: mesh.RouteUser, Password: "a-route-secret-of-some-length"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Shutdown)
+		servers[i] = s
+	}
+	nc := meshtest.Conn(t, strings.Join([]string{servers[0].ClientURL(), servers[1].ClientURL(), servers[2].ClientURL()}, ","))
+	js, _ := jetstream.New(nc)
+	ns, _ := mesh.NewNamespace("mesh")
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	res, err := mesh.ProvisionRetry(ctx, js, ns, mesh.ProvisionConfig{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"MESH_EVENTS", "MESH_WORK", "KV_mesh_sessions", "KV_mesh_approvals", "KV_mesh_tools", "KV_mesh_nodes", "KV_mesh_calls"} {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := s.CachedInfo().Config.Replicas; r != 3 {
+			t.Errorf("%s has %d replicas, want 3", name, r)
+		}
+	}
+	if _, err := res.Sessions.Put(ctx, "k", []byte("v1")); err != nil {
+		t.Fatal(err)
+	}
+	// The server the connection uses goes; the others keep the data.
+	for i, s := range servers {
+		if s.ClientURL() == "nats://"+nc.ConnectedAddr() {
+			s.Shutdown()
+			servers[i] = nil
+		}
+	}
+	var last error
+	defer func() {
+		if t.Failed() {
+			t.Logf("the bucket's last answer: %v", last)
+		}
+	}()
+	// Each try has a deadline of its own, as a role's requests have: a
+	// request sent while the client reconnects, or to a stream still
+	// electing its leader, may never be answered.
+	meshtest.Eventually(t, 45*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		e, err := res.Sessions.Get(ctx, "k")
+		if err != nil || string(e.Value()) != "v1" {
+			last = fmt.Errorf("get: %v", err)
+			return false
+		}
+		_, err = res.Sessions.Put(ctx, "k", []byte("v2"))
+		last = fmt.Errorf("put: %v", err)
+		return err == nil
+	}, "the bucket does not answer after a server's loss")
+
+	// A server with the wrong route secret never joins.
+	rogue, err := mesh.StartServer(mesh.ServerConfig{
+		Listen: "127.0.0.1:0", StoreDir: t.TempDir(), Name: "rogue",
+		Cluster: mesh.ClusterConfig{Name: "test", Listen: "127.0.0.1:0", Routes: routeURLs, User: mesh.RouteUser, Password: "not-the-route-secret-at-all"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rogue.Shutdown()
+	// It keeps trying: for two seconds, it must get nowhere.
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if n := rogue.NumRoutesForTest(); n != 0 {
+			t.Fatalf("the rogue server has %d routes", n)
+		}
+	}
+	for _, s := range servers {
+		if s != nil && s.NumRoutesForTest() == 0 {
+			t.Error("a server of the cluster has no routes either: the check above proves nothing")
+		}
+	}
+}
