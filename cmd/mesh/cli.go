@@ -106,7 +106,7 @@ func newRoot() *cobra.Command {
 		// no configuration.
 		Use: "healthcheck <url>", Short: "exit 0 when the URL answers 200 (a container's health check)",
 		DisableFlagParsing: true,
-		RunE: func(cmd *cobra.Command, args []string) error { return runHealthcheck(cmd.Context(), args) },
+		RunE:               func(cmd *cobra.Command, args []string) error { return runHealthcheck(cmd.Context(), args) },
 	})
 	client := &clientOptions{}
 	for _, c := range []*cobra.Command{chatCommand(client), approveCommand(client), tailCommand(client), sessionsCommand(client), toolsCommand(client)} {
