@@ -38,13 +38,16 @@ type convHead struct {
 	Messages *struct{} `json:"messages,omitempty"`
 }
 
-// memo keeps the messages this process saved last, by conversation, so
-// that reading them back (the next turn's claim) copies them instead of
+// memo keeps the messages of long conversations this process saved last,
+// so that reading them back (the next turn's claim) copies them instead of
 // decoding them: an entry serves only a read whose stored bytes are equal.
-var memo = &messageMemo{max: 16 << 20, entries: map[string]*storedMessages{}}
+// Short ones decode quickly and are not kept: many conversations of a few
+// turns cost no memory.
+var memo = &messageMemo{min: 8 << 10, max: 24 << 20, entries: map[string]*storedMessages{}}
 
 type messageMemo struct {
 	mu      sync.Mutex
+	min     int // the encoding of the messages kept, at least
 	max     int // bytes, counting an entry as thrice its encoding
 	size    int
 	entries map[string]*storedMessages
@@ -68,9 +71,11 @@ func (m *messageMemo) put(id string, s *storedMessages) {
 		m.size -= 3 * len(old.raw)
 		delete(m.entries, id)
 	}
-	if id == "" || cost > m.max/8 {
+	if id == "" || len(s.raw) < m.min || cost > m.max/8 {
 		return
 	}
+	// Its own copy: raw is part of the whole value's encoding.
+	s = &storedMessages{raw: bytes.Clone(s.raw), snap: s.snap}
 	for k, e := range m.entries { // map order: evicts at random
 		if m.size+cost <= m.max {
 			break

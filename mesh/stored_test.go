@@ -116,6 +116,7 @@ func TestStoredConversationAppends(t *testing.T) {
 func TestStoredConversationMemo(t *testing.T) {
 	c := storedConv()
 	c.ID = "memo1"
+	c.Messages[0].Content = strings.Repeat("x", memo.min)
 	data := must(c.encodeStored())
 	a, b := &Conversation{}, &Conversation{}
 	if err := a.decodeStored(data); err != nil {
@@ -129,9 +130,9 @@ func TestStoredConversationMemo(t *testing.T) {
 	if err := b.decodeStored(data); err != nil {
 		t.Fatal(err)
 	}
-	want, _ := json.Marshal(storedConv())
-	bj, _ := json.Marshal(b)
-	sameJSON(t, []byte(strings.Replace(string(want), `"c1"`, `"memo1"`, 1)), bj)
+	want := storedConv()
+	want.ID, want.Messages[0].Content = "memo1", strings.Repeat("x", memo.min)
+	sameJSON(t, must(json.Marshal(want)), must(json.Marshal(b)))
 	// Another writer's messages: decoded, not taken from the memo.
 	other := storedConv()
 	other.ID = "memo1"
@@ -144,7 +145,7 @@ func TestStoredConversationMemo(t *testing.T) {
 }
 
 func TestMessageMemoBound(t *testing.T) {
-	m := &messageMemo{max: 3000, entries: map[string]*storedMessages{}}
+	m := &messageMemo{min: 50, max: 3000, entries: map[string]*storedMessages{}}
 	for i := range 50 {
 		m.put(strings.Repeat("x", i+1), &storedMessages{raw: make([]byte, 100)})
 		if m.size > m.max || m.size != 300*len(m.entries) {
@@ -152,8 +153,9 @@ func TestMessageMemoBound(t *testing.T) {
 		}
 	}
 	m.put("big", &storedMessages{raw: make([]byte, 1000)})
-	if m.entries["big"] != nil {
-		t.Fatal("an entry over an eighth of the bound kept")
+	m.put("small", &storedMessages{raw: make([]byte, 40)})
+	if m.entries["big"] != nil || m.entries["small"] != nil {
+		t.Fatal("an entry over an eighth of the bound, or under the least kept, kept")
 	}
 }
 
