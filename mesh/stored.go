@@ -42,7 +42,8 @@ type convHead struct {
 // so that reading them back (the next turn's claim) copies them instead of
 // decoding them: an entry serves only a read whose stored bytes are equal.
 // Short ones decode quickly and are not kept: many conversations of a few
-// turns cost no memory.
+// turns cost no memory. (An entry's raw is part of the value it saved,
+// whose head is small beside such messages.)
 var memo = &messageMemo{min: 8 << 10, max: 24 << 20, entries: map[string]*storedMessages{}}
 
 type messageMemo struct {
@@ -74,8 +75,6 @@ func (m *messageMemo) put(id string, s *storedMessages) {
 	if id == "" || len(s.raw) < m.min || cost > m.max/8 {
 		return
 	}
-	// Its own copy: raw is part of the whole value's encoding.
-	s = &storedMessages{raw: bytes.Clone(s.raw), snap: s.snap}
 	for k, e := range m.entries { // map order: evicts at random
 		if m.size+cost <= m.max {
 			break
