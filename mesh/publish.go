@@ -123,7 +123,23 @@ func (r *RunEvents) Emit(ev Event) {
 		return
 	}
 	r.n++
-	m, err := r.p.Msg(r.session, r.run, r.prefix+strconv.Itoa(r.n), ev)
+	r.publish(r.run, r.prefix+strconv.Itoa(r.n), ev)
+}
+
+// EmitAs is [RunEvents.Emit] for an event of run runID with its own
+// deduplication id: the end of a run, stored once whichever attempt
+// publishes it, waited for with the run's other events.
+func (r *RunEvents) EmitAs(runID, msgID string, ev Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err == nil {
+		r.publish(runID, msgID, ev)
+	}
+}
+
+// publish publishes ev asynchronously; r.mu is held.
+func (r *RunEvents) publish(runID, msgID string, ev Event) {
+	m, err := r.p.Msg(r.session, runID, msgID, ev)
 	if err != nil {
 		r.err = err
 		return

@@ -76,6 +76,8 @@ type Conversation struct {
 
 	// Revision is the KV revision the conversation was read at.
 	Revision uint64 `json:"-"`
+	// stored are the messages as read or saved, encoded (stored.go).
+	stored *storedMessages
 }
 
 // recentTurnsKept bounds Conversation.RecentTurns.

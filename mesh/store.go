@@ -46,7 +46,7 @@ func getJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string, notF
 		return nil, 0, fmt.Errorf("get %s: %w", key, err)
 	}
 	v := new(T)
-	if err := json.Unmarshal(e.Value(), v); err != nil {
+	if err := decodeValue(e.Value(), v); err != nil {
 		return nil, 0, fmt.Errorf("decode %s: %w", key, err)
 	}
 	return v, e.Revision(), nil
@@ -60,6 +60,22 @@ func replicated(ctx context.Context, kv jetstream.KeyValue) bool {
 	}
 	b, ok := st.(*jetstream.KeyValueBucketStatus)
 	return ok && b.StreamInfo() != nil && b.StreamInfo().Config.Replicas > 1
+}
+
+// decodeValue decodes data into v, by its own stored encoding if it has one.
+func decodeValue(data []byte, v any) error {
+	if sv, ok := v.(storedValue); ok {
+		return sv.decodeStored(data)
+	}
+	return json.Unmarshal(data, v)
+}
+
+// encodeValue encodes v, by its own stored encoding if it has one.
+func encodeValue(v any) ([]byte, error) {
+	if sv, ok := v.(storedValue); ok {
+		return sv.encodeStored()
+	}
+	return json.Marshal(v)
 }
 
 // updateJSON applies change to the value of key and writes it back with
@@ -81,7 +97,7 @@ func updateJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string, n
 			}
 			return nil, 0, err
 		}
-		data, err := json.Marshal(cur)
+		data, err := encodeValue(cur)
 		if err != nil {
 			return nil, 0, fmt.Errorf("encode %s: %w", key, err)
 		}

@@ -568,6 +568,17 @@ func (r *Run) end(ev *mesh.Event) {
 	})
 }
 
+// lastEvent is the run's last event once the run is known to have ended:
+// a wait that ends on the poll or its deadline may race with end.
+func (r *Run) lastEvent() *mesh.Event {
+	select {
+	case <-r.done:
+		return r.last
+	default:
+		return nil
+	}
+}
+
 // Close stops waiting. It is idempotent.
 func (r *Run) Close() {
 	r.core.mu.Lock()
@@ -651,7 +662,7 @@ func (r *Run) wait(ctx context.Context, doc bool) (*Outcome, error) {
 
 func (r *Run) outcome(ctx context.Context, finished, doc bool) (*Outcome, error) {
 	if r.session == "" {
-		return &Outcome{Finished: finished, Event: r.last}, nil
+		return &Outcome{Finished: finished, Event: r.lastEvent()}, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -660,13 +671,13 @@ func (r *Run) outcome(ctx context.Context, finished, doc bool) (*Outcome, error)
 		if err != nil {
 			return nil, err
 		}
-		return &Outcome{Conversation: d.Conversation, Doc: d, Finished: finished, Event: r.last}, nil
+		return &Outcome{Conversation: d.Conversation, Doc: d, Finished: finished, Event: r.lastEvent()}, nil
 	}
 	conv, err := r.core.Sessions.Get(ctx, r.session)
 	if err != nil {
 		return nil, err
 	}
-	return &Outcome{Conversation: conv, Finished: finished, Event: r.last}, nil
+	return &Outcome{Conversation: conv, Finished: finished, Event: r.lastEvent()}, nil
 }
 
 // Result is the answer of a synchronous turn, in the shape of seed 002:

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -63,6 +64,37 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(v)
+}
+
+// WriteJSONDoc is [WriteJSON] for a body whose "conversation" is doc: its
+// messages go out as stored, not scanned again by encoding/json.
+func WriteJSONDoc(w http.ResponseWriter, status int, body map[string]any, doc *mesh.ConversationDoc) {
+	rest := make(map[string]any, len(body))
+	for k, v := range body {
+		if k != "conversation" {
+			rest[k] = v
+		}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(rest); err != nil {
+		WriteError(w, err)
+		return
+	}
+	out, err := doc.AppendJSON([]byte(`{"conversation":`))
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	if tail := bytes.TrimSpace(buf.Bytes()); len(tail) > 2 {
+		out = append(append(out, ','), tail[1:]...)
+	} else {
+		out = append(out, '}')
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(out, '\n'))
 }
 
 // WriteError writes err as {"error", "code"} with its status; a refusal of a

@@ -349,5 +349,9 @@ func (a *api) answerRun(w http.ResponseWriter, r *http.Request, run *core.Run, s
 		return
 	}
 	body["result"] = core.ResultOf(out.Conversation, run.ID, out.Event)
+	if out.Doc != nil {
+		core.WriteJSONDoc(w, status, body, out.Doc)
+		return
+	}
 	core.WriteJSON(w, status, body)
 }

@@ -69,6 +69,14 @@ func (t *turn) settle(ctx context.Context, o outcome) error {
 		return t.ev.Flush(ctx)
 	}
 	t.publishPlan(&p)
+	// With nothing to enqueue first, the end of the runs goes with the
+	// run's other events: one wait for the stream's acks.
+	joined := len(p.schedule) == 0 && p.groupNext == nil
+	if joined {
+		for _, id := range p.endRuns {
+			t.ev.EmitAs(id, "end:"+id, t.endEvent(&p, id))
+		}
+	}
 	if err := t.ev.Flush(ctx); err != nil {
 		return err
 	}
@@ -87,7 +95,7 @@ func (t *turn) settle(ctx context.Context, o outcome) error {
 		t.log.Info().Str("outcome", p.runOutcome).Str("group", p.group).Int("iterations", t.ex.iterations).Msg("member turn done")
 		return nil
 	}
-	return t.endRuns(ctx, &p)
+	return t.endRuns(ctx, &p, joined)
 }
 
 // publishPlan emits the events of an applied outcome: the steps it began,
@@ -110,17 +118,14 @@ func (t *turn) publishPlan(p *plan) {
 }
 
 // endRuns publishes the end of the runs the plan ends (RUN_FINISHED, or
-// RUN_ERROR), and stops what still runs of a tree that failed.
-func (t *turn) endRuns(ctx context.Context, p *plan) error {
+// RUN_ERROR), unless they were published with the run's events (published),
+// and stops what still runs of a tree that failed.
+func (t *turn) endRuns(ctx context.Context, p *plan, published bool) error {
 	for _, id := range p.endRuns {
-		ev := mesh.RunFinished(t.conv.ID, id, mesh.Outcome{Type: p.runOutcome}, runResult(p.response, p.usage))
-		switch p.runOutcome {
-		case mesh.OutcomeError:
-			ev = mesh.RunError(p.errCode, p.errText)
-		case mesh.OutcomeInterrupt:
-			ev.Outcome.Interrupts = p.interrupts
+		if published {
+			break
 		}
-		if _, err := t.a.events.Publish(ctx, t.conv.ID, id, "end:"+id, ev); err != nil {
+		if _, err := t.a.events.Publish(ctx, t.conv.ID, id, "end:"+id, t.endEvent(p, id)); err != nil {
 			return err
 		}
 		telemetry.TurnFinished(t.a.name, p.runOutcome)
@@ -133,6 +138,19 @@ func (t *turn) endRuns(ctx context.Context, p *plan) error {
 		t.log.Info().Str("outcome", p.runOutcome).Strs("runs", p.endRuns).Int("iterations", t.ex.iterations).Msg("turn done")
 	}
 	return nil
+}
+
+// endEvent is the event that ends run id as the plan decided.
+func (t *turn) endEvent(p *plan, id string) mesh.Event {
+	switch p.runOutcome {
+	case mesh.OutcomeError:
+		return mesh.RunError(p.errCode, p.errText)
+	case mesh.OutcomeInterrupt:
+		ev := mesh.RunFinished(t.conv.ID, id, mesh.Outcome{Type: p.runOutcome}, runResult(p.response, p.usage))
+		ev.Outcome.Interrupts = p.interrupts
+		return ev
+	}
+	return mesh.RunFinished(t.conv.ID, id, mesh.Outcome{Type: p.runOutcome}, runResult(p.response, p.usage))
 }
 
 func runResult(response string, usage *mesh.Usage) map[string]any {
