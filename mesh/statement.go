@@ -115,7 +115,9 @@ func (s *ApprovalStatement) Verify(trusted *KeySet) error {
 	if err != nil {
 		return ErrApprovalInvalid.With(fmt.Sprintf("the approval's key %s is not an nkey: %v", short(s.Key), err))
 	}
-	sig, err := base64.RawURLEncoding.DecodeString(s.Sig)
+	// Strict: one signature has one spelling (no stray padding bits), so a
+	// statement cannot be told apart from itself by its bytes.
+	sig, err := base64.RawURLEncoding.Strict().DecodeString(s.Sig)
 	if err != nil {
 		return ErrApprovalInvalid.With("the approval's signature is not base64url")
 	}

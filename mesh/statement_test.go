@@ -57,8 +57,19 @@ func TestStatementSignAndVerify(t *testing.T) {
 		"decision":  func(s *ApprovalStatement) { s.Decision = ApprovalRejected },
 		"by":        func(s *ApprovalStatement) { s.By = "mallory" },
 		"at":        func(s *ApprovalStatement) { s.At = time.Now().UTC().Format(time.RFC3339Nano) },
-		"signature": func(s *ApprovalStatement) { s.Sig = s.Sig[:len(s.Sig)-2] + "AA" },
-		"garbage":   func(s *ApprovalStatement) { s.Sig = "%%%" },
+		// The first character carries six bits of the signature: another
+		// one always changes it.
+		"signature": func(s *ApprovalStatement) {
+			first := "A"
+			if s.Sig[0] == 'A' {
+				first = "B"
+			}
+			s.Sig = first + s.Sig[1:]
+		},
+		// The last character of 64 bytes carries two bits and four of
+		// padding: the same signature spelt with padding bits set.
+		"padding bits": func(s *ApprovalStatement) { s.Sig = s.Sig[:len(s.Sig)-1] + string(s.Sig[len(s.Sig)-1]+1) },
+		"garbage":      func(s *ApprovalStatement) { s.Sig = "%%%" },
 	} {
 		c := *st
 		edit(&c)
