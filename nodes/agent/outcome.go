@@ -122,11 +122,10 @@ func (t *turn) publishPlan(p *plan) {
 // and stops what still runs of a tree that failed.
 func (t *turn) endRuns(ctx context.Context, p *plan, published bool) error {
 	for _, id := range p.endRuns {
-		if published {
-			break
-		}
-		if _, err := t.a.events.Publish(ctx, t.conv.ID, id, "end:"+id, t.endEvent(p, id)); err != nil {
-			return err
+		if !published {
+			if _, err := t.a.events.Publish(ctx, t.conv.ID, id, "end:"+id, t.endEvent(p, id)); err != nil {
+				return err
+			}
 		}
 		telemetry.TurnFinished(t.a.name, p.runOutcome)
 	}
