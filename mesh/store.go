@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -52,14 +53,24 @@ func getJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string, notF
 	return v, e.Revision(), nil
 }
 
+// replicatedBuckets remembers, by bucket handle, whether a bucket has
+// replicas: the answer costs a stream info request, and every read of a
+// missing key asks it.
+var replicatedBuckets sync.Map // jetstream.KeyValue → bool
+
 // replicated reports whether the bucket has replicas (a cluster's).
 func replicated(ctx context.Context, kv jetstream.KeyValue) bool {
+	if r, ok := replicatedBuckets.Load(kv); ok {
+		return r.(bool)
+	}
 	st, err := kv.Status(ctx)
 	if err != nil {
-		return false
+		return false // not remembered: asked again next time
 	}
 	b, ok := st.(*jetstream.KeyValueBucketStatus)
-	return ok && b.StreamInfo() != nil && b.StreamInfo().Config.Replicas > 1
+	r := ok && b.StreamInfo() != nil && b.StreamInfo().Config.Replicas > 1
+	replicatedBuckets.Store(kv, r)
+	return r
 }
 
 // decodeValue decodes data into v, by its own stored encoding if it has one.
