@@ -10,6 +10,7 @@ import (
 	"runtime/pprof"
 	"sort"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -168,5 +169,21 @@ func exitCode(err error) int {
 		return exitConfigError
 	default:
 		return exitFailure
+	}
+}
+
+// writeHeapProfiles writes the heap profile to path every 5 s until ctx
+// ends, so that the last one shows what a run left it holding.
+func writeHeapProfiles(ctx context.Context, path string) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Second):
+		}
+		if f, err := os.Create(path); err == nil {
+			_ = pprof.Lookup("heap").WriteTo(f, 0)
+			_ = f.Close()
+		}
 	}
 }

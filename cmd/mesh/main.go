@@ -31,8 +31,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime/pprof"
-	"time"
 
 	"github.com/agentmesh/agentmesh/config"
 )
@@ -67,20 +65,6 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", cmd.CommandPath(), err)
 	}
 	return exitCode(err)
-}
-
-func writeHeapProfiles(ctx context.Context, path string) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(5 * time.Second):
-		}
-		if f, err := os.Create(path); err == nil {
-			_ = pprof.Lookup("heap").WriteTo(f, 0)
-			_ = f.Close()
-		}
-	}
 }
 
 var commands = map[string]func(context.Context, *config.Config, []string) error{

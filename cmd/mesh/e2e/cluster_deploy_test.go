@@ -47,7 +47,7 @@ func readMeshCLI(t *testing.T) meshCLI {
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
-		case line == "commands:" || line == "Available Commands:":
+		case line == "Available Commands:":
 			inCommands = true
 		case inCommands && strings.HasPrefix(line, "  "):
 			cli.commands[strings.Fields(line)[0]] = true
