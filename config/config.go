@@ -162,8 +162,9 @@ type LLM struct {
 	Timeout Duration `yaml:"timeout"`
 	// MaxRetries bounds retries of a failed call. Zero means 3; -1 disables.
 	MaxRetries int `yaml:"max_retries"`
-	// MaxTokens caps the reply length where the API needs it. Zero means 4096.
-	MaxTokens int `yaml:"max_tokens"`
+	// Sampling: max_tokens, temperature and top_p of every call (a tree
+	// node's own settings replace them for its calls).
+	Sampling `yaml:",inline"`
 }
 
 // MCPServer is a tool server: a command run over stdio, or a URL spoken to
@@ -250,6 +251,9 @@ type Node struct {
 	// Model overrides the agent's llm.model for an llm node.
 	Model  string `yaml:"model"`
 	Prompt string `yaml:"prompt"`
+	// Sampling: an llm node's max_tokens, temperature and top_p, over the
+	// agent's llm section.
+	Sampling `yaml:",inline"`
 	// OutputKey stores the node's reply in session state.
 	OutputKey   string `yaml:"output_key"`
 	CanExitLoop bool   `yaml:"can_exit_loop"`
@@ -333,6 +337,9 @@ type Participant struct {
 	Patterns []string `yaml:"patterns"`
 	Prompt   string   `yaml:"prompt"`
 	Model    string   `yaml:"model"`
+	// Sampling: the member's max_tokens, temperature and top_p, over the
+	// llm section, when it is defined here.
+	Sampling `yaml:",inline"`
 }
 
 // Defined reports whether the participant is an agent defined by the group.
@@ -744,6 +751,7 @@ func (c *Config) Agents() []*Config {
 			if p.Model != "" {
 				a.LLM.Model = p.Model
 			}
+			a.LLM.Sampling = a.LLM.Sampling.Over(p.Sampling)
 			out = append(out, &a)
 		}
 	}

@@ -35,7 +35,17 @@ var (
 		"openai": ProviderOpenAI, "ollama": ProviderOllama,
 	}
 	openAISeries = regexp.MustCompile(`^(gpt-|chatgpt-|o[0-9])`)
+	// openAIReasoning matches OpenAI's reasoning models (o1, o3, o4-mini,
+	// gpt-5 …), wherever they are served.
+	openAIReasoning = regexp.MustCompile(`^(o[0-9]|gpt-5)`)
 )
+
+// OpenAIReasoning reports whether the model is one of OpenAI's reasoning
+// models: they take max_completion_tokens, never max_tokens, and only the
+// default temperature and top_p.
+func (m Model) OpenAIReasoning() bool {
+	return (m.Provider == ProviderOpenAI || m.Provider == ProviderOllama) && openAIReasoning.MatchString(m.Name)
+}
 
 // KeyEnv is the environment variable holding provider's API key, or "" when
 // the provider needs none.

@@ -64,7 +64,7 @@ func (c *Config) checkModels() *fieldErr {
 			return &fieldErr{b.field + ".cooldown", "must not be negative"}
 		}
 	}
-	return nil
+	return c.checkSamplings()
 }
 
 // checkRuntime checks logging, the addresses, the mesh and http sections,

@@ -29,9 +29,10 @@ const (
 )
 
 type anthropicProvider struct {
-	model     config.Model
-	ep        *endpoint
-	maxTokens int
+	model config.Model
+	ep    *endpoint
+	// sampling is the settings of every call (llm section).
+	sampling config.Sampling
 }
 
 func newAnthropic(model config.Model, opts Options) *anthropicProvider {
@@ -39,7 +40,7 @@ func newAnthropic(model config.Model, opts Options) *anthropicProvider {
 	if base == "" {
 		base = anthropicDefaultBase
 	}
-	return &anthropicProvider{model: model, ep: newEndpoint(config.ProviderAnthropic, base, opts), maxTokens: opts.MaxTokens}
+	return &anthropicProvider{model: model, ep: newEndpoint(config.ProviderAnthropic, base, opts), sampling: opts.Sampling}
 }
 
 func (p *anthropicProvider) Model() string { return p.model.String() }
@@ -72,12 +73,14 @@ func (p *anthropicProvider) Generate(ctx context.Context, req Request) (*Respons
 // Request body.
 
 type anthropicRequest struct {
-	Model     string             `json:"model"`
-	MaxTokens int                `json:"max_tokens"`
-	System    string             `json:"system,omitempty"`
-	Messages  []anthropicMessage `json:"messages"`
-	Tools     []anthropicTool    `json:"tools,omitempty"`
-	Stream    bool               `json:"stream,omitempty"`
+	Model       string             `json:"model"`
+	MaxTokens   int                `json:"max_tokens"`
+	Temperature *float64           `json:"temperature,omitempty"`
+	TopP        *float64           `json:"top_p,omitempty"`
+	System      string             `json:"system,omitempty"`
+	Messages    []anthropicMessage `json:"messages"`
+	Tools       []anthropicTool    `json:"tools,omitempty"`
+	Stream      bool               `json:"stream,omitempty"`
 }
 
 type anthropicMessage struct {
@@ -104,12 +107,15 @@ type anthropicTool struct {
 }
 
 func (p *anthropicProvider) request(req Request, stream bool) anthropicRequest {
+	s := sampling(req, p.sampling)
 	out := anthropicRequest{
-		Model:     p.model.Name,
-		MaxTokens: maxTokens(req, p.maxTokens),
-		System:    req.System,
-		Messages:  anthropicMessages(req.Messages),
-		Stream:    stream,
+		Model:       p.model.Name,
+		MaxTokens:   s.MaxTokens,
+		Temperature: s.Temperature,
+		TopP:        s.TopP,
+		System:      req.System,
+		Messages:    anthropicMessages(req.Messages),
+		Stream:      stream,
 	}
 	for _, t := range req.Tools {
 		out.Tools = append(out.Tools, anthropicTool{Name: t.Name, Description: t.Description, InputSchema: objectSchema(t.Parameters)})

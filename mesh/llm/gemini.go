@@ -50,10 +50,11 @@ const (
 var geminiMajor = regexp.MustCompile(`gemini-(\d+)`)
 
 type geminiProvider struct {
-	model     config.Model
-	ep        *endpoint
-	maxTokens int
-	sigs      *signatureCache
+	model config.Model
+	ep    *endpoint
+	// sampling is the settings of every call (llm section).
+	sampling config.Sampling
+	sigs     *signatureCache
 	// needsSignature: the model validates thought signatures on replayed
 	// function calls (Gemini 3 and later).
 	needsSignature bool
@@ -64,7 +65,7 @@ func newGemini(model config.Model, opts Options) *geminiProvider {
 	if base == "" {
 		base = geminiDefaultBase
 	}
-	p := &geminiProvider{model: model, ep: newEndpoint(config.ProviderGoogle, base, opts), maxTokens: opts.MaxTokens, sigs: newSignatureCache(geminiSignatures)}
+	p := &geminiProvider{model: model, ep: newEndpoint(config.ProviderGoogle, base, opts), sampling: opts.Sampling, sigs: newSignatureCache(geminiSignatures)}
 	p.ep.provider = "gemini"
 	if m := geminiMajor.FindStringSubmatch(model.Name); m != nil {
 		n, _ := strconv.Atoi(m[1])
@@ -153,13 +154,16 @@ type geminiFunctionDeclaration struct {
 }
 
 type geminiGenConfig struct {
-	MaxOutputTokens int `json:"maxOutputTokens"`
+	MaxOutputTokens int      `json:"maxOutputTokens"`
+	Temperature     *float64 `json:"temperature,omitempty"`
+	TopP            *float64 `json:"topP,omitempty"`
 }
 
 func (p *geminiProvider) request(req Request) geminiRequest {
+	s := sampling(req, p.sampling)
 	out := geminiRequest{
 		Contents:         p.contents(req.Messages),
-		GenerationConfig: geminiGenConfig{MaxOutputTokens: maxTokens(req, p.maxTokens)},
+		GenerationConfig: geminiGenConfig{MaxOutputTokens: s.MaxTokens, Temperature: s.Temperature, TopP: s.TopP},
 	}
 	if req.System != "" {
 		out.SystemInstruction = &geminiContent{Parts: []geminiPart{{Text: req.System}}}

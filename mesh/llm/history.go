@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+
+	"github.com/agentmesh/agentmesh/config"
 )
 
 // normalizeHistory makes msgs safe for APIs that pair tool calls and tool
@@ -134,13 +136,12 @@ func errorText(content string) string {
 	return "Error: " + content
 }
 
-// maxTokens is the cap of one reply: the request's, else the provider's.
-func maxTokens(req Request, opts int) int {
-	if req.MaxTokens > 0 {
-		return req.MaxTokens
+// sampling is the settings of one call: the request's over the
+// provider's, with the default cap of a reply when neither sets one.
+func sampling(req Request, provider config.Sampling) config.Sampling {
+	s := provider.Over(req.Sampling)
+	if s.MaxTokens <= 0 {
+		s.MaxTokens = defaultMaxTokens
 	}
-	if opts > 0 {
-		return opts
-	}
-	return defaultMaxTokens
+	return s
 }

@@ -94,6 +94,8 @@ package llm
 import (
 	"context"
 	"encoding/json"
+
+	"github.com/agentmesh/agentmesh/config"
 )
 
 // Role is the author of a message sent to a model.
@@ -148,8 +150,9 @@ type Request struct {
 	// OnText, when set, receives the reply's text as it is generated, in
 	// order; the concatenation of the deltas is Response.Text.
 	OnText func(delta string)
-	// MaxTokens caps the reply. Zero means the provider's default.
-	MaxTokens int
+	// Sampling: max_tokens, temperature and top_p of this call, over the
+	// provider's (Options.Sampling). Zero and nil mean the provider's.
+	config.Sampling
 }
 
 // Usage counts tokens.

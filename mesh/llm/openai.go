@@ -25,7 +25,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
 
 	"github.com/agentmesh/agentmesh/config"
@@ -36,14 +35,11 @@ const (
 	ollamaDefaultBase = "http://localhost:11434/v1"
 )
 
-// reasoningModel matches OpenAI's reasoning models (o1, o3, o4-mini, gpt-5 …),
-// which take max_completion_tokens even behind a gateway.
-var reasoningModel = regexp.MustCompile(`^(o[0-9]|gpt-5)`)
-
 type openAIProvider struct {
-	model     config.Model
-	ep        *endpoint
-	maxTokens int
+	model config.Model
+	ep    *endpoint
+	// sampling is the settings of every call (llm section).
+	sampling config.Sampling
 	// completionTokens sends max_completion_tokens (OpenAI itself, where
 	// max_tokens is deprecated, and OpenAI's reasoning models wherever they
 	// are served, which refuse max_tokens) instead of max_tokens (what
@@ -56,11 +52,12 @@ func newOpenAI(model config.Model, opts Options, defaultBase string) *openAIProv
 	if base == "" {
 		base = defaultBase
 	}
-	p := &openAIProvider{model: model, ep: newEndpoint(model.Provider, base, opts), maxTokens: opts.MaxTokens}
+	p := &openAIProvider{model: model, ep: newEndpoint(model.Provider, base, opts), sampling: opts.Sampling}
 	if u, err := url.Parse(base); err == nil && u.Host == "api.openai.com" {
 		p.completionTokens = true
 	}
-	if reasoningModel.MatchString(model.Name) {
+	// Reasoning models take max_completion_tokens even behind a gateway.
+	if model.OpenAIReasoning() {
 		p.completionTokens = true
 	}
 	return p
@@ -100,6 +97,8 @@ type openAIRequest struct {
 	Tools               []openAITool    `json:"tools,omitempty"`
 	MaxTokens           int             `json:"max_tokens,omitempty"`
 	MaxCompletionTokens int             `json:"max_completion_tokens,omitempty"`
+	Temperature         *float64        `json:"temperature,omitempty"`
+	TopP                *float64        `json:"top_p,omitempty"`
 	Stream              bool            `json:"stream,omitempty"`
 	StreamOptions       *struct {
 		IncludeUsage bool `json:"include_usage"`
@@ -132,11 +131,12 @@ type openAITool struct {
 }
 
 func (p *openAIProvider) request(req Request, stream bool) openAIRequest {
-	out := openAIRequest{Model: p.model.Name, Messages: openAIMessages(req.System, req.Messages), Stream: stream}
-	if n := maxTokens(req, p.maxTokens); p.completionTokens {
-		out.MaxCompletionTokens = n
+	s := sampling(req, p.sampling)
+	out := openAIRequest{Model: p.model.Name, Messages: openAIMessages(req.System, req.Messages), Stream: stream, Temperature: s.Temperature, TopP: s.TopP}
+	if p.completionTokens {
+		out.MaxCompletionTokens = s.MaxTokens
 	} else {
-		out.MaxTokens = n
+		out.MaxTokens = s.MaxTokens
 	}
 	if stream {
 		out.StreamOptions = &struct {

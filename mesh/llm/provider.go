@@ -26,8 +26,9 @@ type Options struct {
 	Timeout time.Duration
 	// MaxRetries bounds retries of a failed call. Zero means 3; -1 none.
 	MaxRetries int
-	// MaxTokens caps replies. Zero means 4096.
-	MaxTokens int
+	// Sampling: max_tokens (zero means 4096), temperature and top_p (nil
+	// means the API's default) of every call; a request's replace them.
+	config.Sampling
 	// RetryBaseDelay is the backoff ceiling before the first retry; it
 	// doubles each retry up to RetryMaxDelay, and the wait is random below
 	// it (full jitter). A provider's Retry-After replaces the backoff. Zero
@@ -114,9 +115,7 @@ func OptionsFromConfig(cfg *config.Config, provider string, base Options) Option
 	if cfg.LLM.MaxRetries != 0 {
 		opts.MaxRetries = cfg.LLM.MaxRetries
 	}
-	if cfg.LLM.MaxTokens != 0 {
-		opts.MaxTokens = cfg.LLM.MaxTokens
-	}
+	opts.Sampling = opts.Sampling.Over(cfg.LLM.Sampling)
 	if b := cfg.Breakers.LLM; b.Failures != 0 {
 		opts.BreakerFailures = b.Failures
 	}

@@ -76,6 +76,8 @@ func (t *turn) generate(ctx context.Context) (*llm.Response, string, error) {
 		System:   t.systemPrompt(),
 		Messages: t.history(),
 		Tools:    t.offer.tools,
+		// The step's own settings; the provider holds the llm section's.
+		Sampling: t.step.cfg.Sampling,
 		OnText: func(delta string) {
 			if delta == "" {
 				return

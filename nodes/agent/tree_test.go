@@ -312,6 +312,38 @@ func TestTreeStepModelOverridesTheAgents(t *testing.T) {
 	}
 }
 
+// TestTreeStepSamplingReachesItsCalls: an llm step's max_tokens,
+// temperature and top_p go with its own model calls only; a step without
+// sends none (its provider holds the llm section's).
+func TestTreeStepSamplingReachesItsCalls(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string]config.Sampling{}
+	record := func(name string) script {
+		return func(_ context.Context, req llm.Request) (*llm.Response, error) {
+			mu.Lock()
+			got[name] = req.Sampling
+			mu.Unlock()
+			return &llm.Response{Text: name}, nil
+		}
+	}
+	f := newTreeFixture(t, byPrompt{"one": record("first"), "two": record("second")}, treeYAML(`  name: pipeline
+  type: sequential
+  agents:
+    - {name: first, type: llm, prompt: one, temperature: 0, top_p: 0.8, max_tokens: 64}
+    - {name: second, type: llm, prompt: two}
+`), nil)
+	f.turn(f.conversation(), "go")
+	mu.Lock()
+	defer mu.Unlock()
+	first, second := got["first"], got["second"]
+	if first.Temperature == nil || *first.Temperature != 0 || first.TopP == nil || *first.TopP != 0.8 || first.MaxTokens != 64 {
+		t.Errorf("first step's call carried %+v, want temperature 0, top_p 0.8, max_tokens 64", first)
+	}
+	if second != (config.Sampling{}) {
+		t.Errorf("second step's call carried %+v, want no settings of its own", second)
+	}
+}
+
 func TestTreeStepModelWithoutFactoryIsRefused(t *testing.T) {
 	parsed, err := config.Parse("tree.yaml", []byte(treeYAML(`  name: p
   type: sequential

@@ -64,16 +64,16 @@ func (anthropicWire) unknownModel(model string) *apiError {
 }
 
 type anthropicRequest struct {
-	Model     string             `json:"model"`
-	Messages  []anthropicMessage `json:"messages"`
-	MaxTokens *int               `json:"max_tokens"`
-	System    json.RawMessage    `json:"system"`
-	Tools     []json.RawMessage  `json:"tools"`
-	Stream    bool               `json:"stream"`
+	Model       string             `json:"model"`
+	Messages    []anthropicMessage `json:"messages"`
+	MaxTokens   *int               `json:"max_tokens"`
+	System      json.RawMessage    `json:"system"`
+	Tools       []json.RawMessage  `json:"tools"`
+	Stream      bool               `json:"stream"`
+	Temperature json.RawMessage    `json:"temperature"`
+	TopP        json.RawMessage    `json:"top_p"`
 	// Accepted and not used.
 	ToolChoice        json.RawMessage `json:"tool_choice"`
-	Temperature       json.RawMessage `json:"temperature"`
-	TopP              json.RawMessage `json:"top_p"`
 	TopK              json.RawMessage `json:"top_k"`
 	StopSequences     json.RawMessage `json:"stop_sequences"`
 	Metadata          json.RawMessage `json:"metadata"`
@@ -184,6 +184,9 @@ func (anthropicWire) decode(_ *Server, r *http.Request, body []byte, c *call) *a
 		return anthropicBad("messages: at least one message is required")
 	}
 	c.model, c.stream, c.req.MaxTokens = req.Model, req.Stream, *req.MaxTokens
+	if e := anthropicSampling(req.Temperature, req.TopP, c); e != nil {
+		return e
+	}
 	system, e := anthropicSystem(req.System)
 	if e != nil {
 		return e

@@ -167,6 +167,9 @@ func runContract(t *testing.T, srv *llmtest.Server, tg target, c contractCase, s
 	if got.MaxTokens != 4096 {
 		t.Errorf("max tokens = %d, want the provider's default 4096", got.MaxTokens)
 	}
+	if got.Temperature != nil || got.TopP != nil {
+		t.Errorf("temperature %v top_p %v sent with no settings, want the API's defaults", got.Temperature, got.TopP)
+	}
 	checkTools(t, got.Tools)
 	checkMessages(t, tg, got.Messages, c.messages)
 

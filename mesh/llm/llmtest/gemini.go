@@ -178,7 +178,9 @@ type geminiDeclaration struct {
 }
 
 type geminiGenerationConfig struct {
-	MaxOutputTokens *int `json:"maxOutputTokens"`
+	MaxOutputTokens *int            `json:"maxOutputTokens"`
+	Temperature     json.RawMessage `json:"temperature"`
+	TopP            json.RawMessage `json:"topP"`
 	// Accepted and not used.
 	StopSequences              json.RawMessage `json:"stopSequences"`
 	ResponseMimeType           json.RawMessage `json:"responseMimeType"`
@@ -186,8 +188,6 @@ type geminiGenerationConfig struct {
 	ResponseJSONSchema         json.RawMessage `json:"responseJsonSchema"`
 	ResponseModalities         json.RawMessage `json:"responseModalities"`
 	CandidateCount             json.RawMessage `json:"candidateCount"`
-	Temperature                json.RawMessage `json:"temperature"`
-	TopP                       json.RawMessage `json:"topP"`
 	TopK                       json.RawMessage `json:"topK"`
 	Seed                       json.RawMessage `json:"seed"`
 	PresencePenalty            json.RawMessage `json:"presencePenalty"`
@@ -225,8 +225,13 @@ func (geminiWire) decode(s *Server, r *http.Request, body []byte, c *call) *apiE
 		}
 		return geminiBad("Invalid JSON payload received. %s", p.text)
 	}
-	if req.GenerationConfig != nil && req.GenerationConfig.MaxOutputTokens != nil {
-		c.req.MaxTokens = *req.GenerationConfig.MaxOutputTokens
+	if g := req.GenerationConfig; g != nil {
+		if g.MaxOutputTokens != nil {
+			c.req.MaxTokens = *g.MaxOutputTokens
+		}
+		if e := geminiSampling(g.Temperature, g.TopP, c); e != nil {
+			return e
+		}
 	}
 	if si := req.SystemInstruction; si != nil {
 		var texts []string

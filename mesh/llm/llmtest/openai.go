@@ -81,11 +81,11 @@ type openAIRequest struct {
 		IncludeUsage       bool  `json:"include_usage"`
 		IncludeObfuscation *bool `json:"include_obfuscation"`
 	} `json:"stream_options"`
+	Temperature json.RawMessage `json:"temperature"`
+	TopP        json.RawMessage `json:"top_p"`
 	// Accepted and not used.
 	ToolChoice        json.RawMessage `json:"tool_choice"`
 	ParallelToolCalls json.RawMessage `json:"parallel_tool_calls"`
-	Temperature       json.RawMessage `json:"temperature"`
-	TopP              json.RawMessage `json:"top_p"`
 	N                 json.RawMessage `json:"n"`
 	Stop              json.RawMessage `json:"stop"`
 	PresencePenalty   json.RawMessage `json:"presence_penalty"`
@@ -194,6 +194,9 @@ func (openAIWire) decode(_ *Server, r *http.Request, body []byte, c *call) *apiE
 		c.req.MaxTokens = *req.MaxCompletionTokens
 	case req.MaxTokens != nil:
 		c.req.MaxTokens = *req.MaxTokens
+	}
+	if e := openAISampling(req.Model, req.Temperature, req.TopP, c); e != nil {
+		return e
 	}
 	for i, t := range req.Tools {
 		tool, e := openAIDecodeTool(i, t)
