@@ -31,6 +31,8 @@ var access = map[string]auth.Permission{
 	"GET " + wire.LegacyCardPath:               auth.Open,
 	"GET /groups/{name}" + wire.CardPath:       auth.Open,
 	"GET /groups/{name}" + wire.LegacyCardPath: auth.Open,
+	"GET /agents/{name}" + wire.CardPath:       auth.Open,
+	"GET /agents/{name}" + wire.LegacyCardPath: auth.Open,
 	"/": auth.Open, // no such route: 404
 
 	"GET /auth/me":            auth.Authenticated,
@@ -39,6 +41,8 @@ var access = map[string]auth.Permission{
 	"GET /docs":                      auth.Read,
 	"GET /tools":                     auth.Read,
 	"GET /groups":                    auth.Read,
+	"GET /agents":                    auth.Read,
+	"GET /agents/{name}":             auth.Read,
 	"GET /conversations":             auth.Read, // the caller's own
 	"GET /conversations/{id}":        auth.Read,
 	"GET /conversations/{id}/events": auth.Read,
@@ -49,6 +53,7 @@ var access = map[string]auth.Permission{
 	// approval decide: the a2a package asks per method.
 	"POST " + a2a.Path:               auth.Read,
 	"POST /groups/{name}" + a2a.Path: auth.Read,
+	"POST /agents/{name}" + a2a.Path: auth.Read,
 
 	"POST /conversations":               auth.Converse,
 	"POST /conversations/{id}/messages": auth.Converse,
@@ -78,7 +83,7 @@ var access = map[string]auth.Permission{
 }
 
 // rpcRoutes answer refusals as JSON-RPC errors.
-var rpcRoutes = []string{"POST " + a2a.Path, "POST /groups/{name}" + a2a.Path}
+var rpcRoutes = []string{"POST " + a2a.Path, "POST /groups/{name}" + a2a.Path, "POST /agents/{name}" + a2a.Path}
 
 // Route is one route of the bridge and what it needs.
 type Route struct {

@@ -89,7 +89,7 @@ func New(cfg Config) (*Bridge, error) {
 		return nil, fmt.Errorf("bridge: %w", err)
 	}
 	c, err := core.New(core.Config{
-		NC: cfg.NC, JS: cfg.JS, Resources: cfg.Resources, Agent: cfg.Agent.Name, Prompt: cfg.Agent.Prompt, Groups: cfg.Agent.Groups,
+		NC: cfg.NC, JS: cfg.JS, Resources: cfg.Resources, Agent: cfg.Agent.Name, Prompt: cfg.Agent.Prompt, Agents: agentDefs(cfg.Agent), Groups: cfg.Agent.Groups,
 		FollowerBuffer: cfg.Agent.HTTP.StreamBuffer, MaxStreams: cfg.Agent.HTTP.MaxStreams, NoToolServers: len(cfg.Agent.MCPServers) == 0,
 		QueueCheckAfter: cfg.Agent.HTTP.QueueCheckAfter.Std(), NodeID: cfg.NodeID, Auth: authn.Enabled(), Logger: log,
 	})
@@ -253,3 +253,12 @@ func (w *statusWriter) Flush() {
 
 // Unwrap gives http.ResponseController the underlying writer.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// agentDefs are the agents the configuration defines, for the directory.
+func agentDefs(cfg *config.Config) []core.AgentDef {
+	var out []core.AgentDef
+	for _, a := range cfg.Agents() {
+		out = append(out, core.AgentDef{Name: a.Name, Description: a.Description, Prompt: a.Prompt})
+	}
+	return out
+}

@@ -61,9 +61,10 @@ type Beat struct {
 	// pub makes publishes leave in the order their infos were taken: a
 	// tick marshalled before SetServes must not land after it and leave a
 	// stale key for a whole interval.
-	pub  sync.Mutex
-	mu   sync.Mutex
-	info mesh.NodeInfo
+	pub    sync.Mutex
+	mu     sync.Mutex
+	info   mesh.NodeInfo
+	agents func() []mesh.AgentInfo
 }
 
 // NewBeat validates cfg.
@@ -107,6 +108,16 @@ func (b *Beat) SetState(state, detail string) {
 func (b *Beat) SetServes(names []string) {
 	b.mu.Lock()
 	b.info.Serves = append([]string(nil), names...)
+	b.mu.Unlock()
+	b.beat(context.Background())
+}
+
+// SetAgents gives the node's beats what it says of the agents it serves
+// (their tools, their busy workers); agents is called at every beat. The
+// change goes out at once.
+func (b *Beat) SetAgents(agents func() []mesh.AgentInfo) {
+	b.mu.Lock()
+	b.agents = agents
 	b.mu.Unlock()
 	b.beat(context.Background())
 }
@@ -183,6 +194,9 @@ func (b *Beat) publish(ctx context.Context, sync bool) {
 	b.info.Reconnects = b.cfg.NC.Stats().Reconnects
 	if b.cfg.Breakers != nil {
 		b.info.Breakers = b.cfg.Breakers()
+	}
+	if b.agents != nil {
+		b.info.Agents = b.agents()
 	}
 	data, err := json.Marshal(b.info)
 	b.mu.Unlock()

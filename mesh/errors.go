@@ -62,6 +62,7 @@ var (
 	ErrTurnInProgress   = &Error{Kind: "turn_in_progress", Status: http.StatusConflict, Message: "mesh: a turn is already running in this conversation"}
 	ErrToolNotFound     = &Error{Kind: "tool_not_found", Status: http.StatusNotFound, Message: "mesh: tool not found"}
 	ErrGroupNotFound    = &Error{Kind: "group_not_found", Status: http.StatusNotFound, Message: "mesh: group not found"}
+	ErrAgentNotFound    = &Error{Kind: "agent_not_found", Status: http.StatusNotFound, Message: "mesh: agent not found"}
 	ErrToolUnavailable  = &Error{Kind: "tool_unavailable", Status: http.StatusServiceUnavailable, Message: "mesh: tool server unavailable"}
 	ErrCallInterrupted  = &Error{Kind: "call_interrupted", Status: http.StatusConflict, Message: "mesh: an earlier attempt of this call was interrupted"}
 	ErrUnavailable      = &Error{Kind: "unavailable", Status: http.StatusServiceUnavailable, Message: "mesh: service unavailable"}

@@ -39,6 +39,9 @@ type NodeInfo struct {
 	// Serves names what the node does work for: an agent process's agents,
 	// a group process's groups.
 	Serves []string `json:"serves,omitempty"`
+	// Agents is what an agent process says of the agents it serves: the
+	// agent directory (GET /agents) is built from these.
+	Agents []AgentInfo `json:"agents,omitempty"`
 	// Metrics is the address the node serves Prometheus /metrics on.
 	Metrics string `json:"metrics,omitempty"`
 	// Reconnects counts the times the node's NATS connection moved to
@@ -50,6 +53,22 @@ type NodeInfo struct {
 	BeatAt     time.Time `json:"beat_at"`
 	// DownAt is when a monitor marked the node down.
 	DownAt time.Time `json:"down_at,omitzero"`
+}
+
+// AgentInfo is an agent as the process serving it describes it in every
+// heartbeat.
+type AgentInfo struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	// Tools are the function names the agent's models are offered (the
+	// catalog as it stands, cut to the steps' tools lists); SubAgents the
+	// A2A agents it delegates to.
+	Tools     []string `json:"tools,omitempty"`
+	SubAgents []string `json:"sub_agents,omitempty"`
+	// Workers is how many turns the process runs at once for the agent,
+	// Busy how many it is running.
+	Workers int `json:"workers"`
+	Busy    int `json:"busy"`
 }
 
 // Key is the node's key in the nodes bucket.

@@ -171,4 +171,7 @@ func Register(mux core.Mux, cfg Config) {
 	mux.HandleFunc("GET "+groupPrefix+wire.CardPath, h.group(h.card))
 	mux.HandleFunc("GET "+groupPrefix+wire.LegacyCardPath, h.group(h.card))
 	mux.HandleFunc("POST "+groupPrefix+Path, h.group(h.rpc))
+	mux.HandleFunc("GET "+agentPrefix+wire.CardPath, h.named(h.card))
+	mux.HandleFunc("GET "+agentPrefix+wire.LegacyCardPath, h.named(h.card))
+	mux.HandleFunc("POST "+agentPrefix+Path, h.named(h.rpc))
 }

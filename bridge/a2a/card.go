@@ -3,6 +3,7 @@ package a2a
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/agentmesh/agentmesh/bridge/core"
@@ -66,6 +67,26 @@ func (h *handler) publicURL(r *http.Request) string {
 		scheme = "https"
 	}
 	return scheme + "://" + r.Host
+}
+
+// agentSkills are the skills of an agent target: the default agent's
+// ([handler.skills]), or those of an agent under /agents that its
+// processes offer (the directory's tools and sub-agents).
+func (h *handler) agentSkills(ctx context.Context, t target) ([]wire.Skill, error) {
+	all, err := h.skills(ctx)
+	if err != nil || t.agent == nil || t.agent.Name == h.cfg.Name {
+		return all, err
+	}
+	skills := []wire.Skill{}
+	for _, s := range all {
+		if slices.Contains(t.agent.Tools, s.ID) {
+			skills = append(skills, s)
+		}
+	}
+	for _, name := range t.agent.SubAgents {
+		skills = append(skills, wire.Skill{ID: "a2a." + name, Name: name, Description: "Delegates to the A2A agent " + name, Tags: []string{"a2a", "sub-agent"}})
+	}
+	return skills, nil
 }
 
 // skills are one skill per tool of the catalog (id = tool name; tags: the

@@ -90,7 +90,7 @@ func (c *call) plan(ctx context.Context, req *sendRequest) (*plan, error) {
 			if converse != nil {
 				return nil, converse
 			}
-			_, err = c.h.core.CreateChat(ctx, ctxID, c.t.groupName(), c.caller)
+			_, err = c.t.create(ctx, c.h, ctxID, c.caller)
 			if errors.Is(err, jetstream.ErrKeyExists) {
 				head, err = c.h.core.Sessions.Head(ctx, ctxID)
 			} else if err == nil {
@@ -105,7 +105,7 @@ func (c *call) plan(ctx context.Context, req *sendRequest) (*plan, error) {
 		if converse != nil {
 			return nil, converse
 		}
-		conv, err := c.h.core.CreateChat(ctx, mesh.NewID(), c.t.groupName(), c.caller)
+		conv, err := c.t.create(ctx, c.h, mesh.NewID(), c.caller)
 		if err != nil {
 			return nil, err
 		}
@@ -115,7 +115,7 @@ func (c *call) plan(ctx context.Context, req *sendRequest) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !c.t.owns(headGroup(head)) || !c.reaches(head, taskID != "", req) {
+	if !c.t.owns(headGroup(head), head.Agent) || !c.reaches(head, taskID != "", req) {
 		return nil, errTaskNotFound(p.id)
 	}
 	switch {
@@ -284,7 +284,7 @@ func (c *call) conversation(ctx context.Context, id string) (*mesh.Conversation,
 	if err != nil {
 		return nil, err
 	}
-	if !c.t.owns(groupOf(conv)) {
+	if !c.t.owns(groupOf(conv), conv.Agent) {
 		return nil, errTaskNotFound(id)
 	}
 	return conv, nil
@@ -499,7 +499,7 @@ func listTasks(ctx context.Context, c *call) {
 	var matched []*mesh.Conversation
 	for _, conv := range convs {
 		switch {
-		case !c.t.owns(groupOf(conv)), !c.h.core.Sees(c.caller, conv.Owner):
+		case !c.t.owns(groupOf(conv), conv.Agent), !c.h.core.Sees(c.caller, conv.Owner):
 		case p.ContextID != "" && conv.ID != p.ContextID:
 		case want != "" && stateOf(conv, view{}) != want:
 		case !after.IsZero() && conv.UpdatedAt.Before(after):

@@ -12,22 +12,62 @@ import (
 	wire "github.com/agentmesh/agentmesh/mesh/a2a"
 )
 
-// groupPrefix is the pattern under which a group's card and endpoint are
-// mounted; {name} is the group.
-const groupPrefix = "/groups/{name}"
+// groupPrefix and agentPrefix are the patterns under which a group's and
+// an agent's card and endpoint are mounted; {name} is the group or agent.
+const (
+	groupPrefix = "/groups/{name}"
+	agentPrefix = "/agents/{name}"
+)
 
 // target is the A2A agent an endpoint serves: the mesh's agent, or one of
 // its group chats. Its tasks are its own conversations: the agent's have
 // no group, a group's are chats of that group; a task of another target
 // is unknown to it (-32001).
 type target struct {
-	// group is the group served; nil means the mesh's agent.
+	// group is the group served; nil means an agent.
 	group *config.Group
+	// agent is the agent served under /agents/<name> (GET /agents); nil
+	// with no group means the mesh's default agent at the root.
+	agent *core.Agent
 }
 
 // agent adapts a handler of a target to the agent's routes.
 func (h *handler) agent(f func(http.ResponseWriter, *http.Request, target)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) { f(w, r, target{}) }
+}
+
+// named adapts a handler of a target to an agent's routes under /agents:
+// the agent of the directory named by the path, or 404 (agent_not_found).
+func (h *handler) named(f func(http.ResponseWriter, *http.Request, target)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		a, err := h.core.Agent(r.Context(), r.PathValue("name"))
+		if err != nil {
+			core.WriteError(w, err)
+			return
+		}
+		f(w, r, target{agent: a})
+	}
+}
+
+// agentName is the agent whose conversations the target serves, empty for
+// a group.
+func (t target) agentName(cfg Config) string {
+	switch {
+	case t.group != nil:
+		return ""
+	case t.agent != nil:
+		return t.agent.Name
+	}
+	return cfg.Name
+}
+
+// create starts a conversation of the target: a chat of its group, or a
+// conversation with its agent.
+func (t target) create(ctx context.Context, h *handler, id string, caller core.Caller) (*mesh.Conversation, error) {
+	if t.group != nil {
+		return h.core.CreateChat(ctx, id, t.group.Name, caller)
+	}
+	return h.core.CreateFor(ctx, id, t.agentName(h.cfg), caller)
 }
 
 // group adapts a handler of a target to a group's routes: the group named
@@ -54,10 +94,13 @@ func (t target) groupName() string {
 
 // path is the target's JSON-RPC endpoint: /a2a, or /groups/<name>/a2a.
 func (t target) path() string {
-	if t.group == nil {
-		return Path
+	switch {
+	case t.group != nil:
+		return "/groups/" + url.PathEscape(t.group.Name) + Path
+	case t.agent != nil:
+		return "/agents/" + url.PathEscape(t.agent.Name) + Path
 	}
-	return "/groups/" + url.PathEscape(t.group.Name) + Path
+	return Path
 }
 
 // cardPath is where the target's card is: /.well-known/agent-card.json,
@@ -67,8 +110,15 @@ func (t target) cardPath() string {
 }
 
 // owns reports whether a conversation of group (empty: not a group chat)
-// is a task of the target.
-func (t target) owns(group string) bool { return group == t.groupName() }
+// and agent is a task of the target: a group's chats; an agent's
+// conversations under /agents/<name>; at the root, as before there were
+// several, every conversation that is not a group chat.
+func (t target) owns(group, agent string) bool {
+	if group != "" || t.group != nil {
+		return group == t.groupName()
+	}
+	return t.agent == nil || agent == t.agent.Name
+}
 
 // groupOf is the group of a conversation, empty when it is not a chat.
 func groupOf(c *mesh.Conversation) string {
@@ -92,7 +142,7 @@ func (t target) name(cfg Config) string {
 	if t.group != nil {
 		return t.group.Name
 	}
-	return cfg.Name
+	return t.agentName(cfg)
 }
 
 func (t target) description(cfg Config) string {
@@ -106,10 +156,14 @@ func (t target) description(cfg Config) string {
 		}
 		return "Group chat " + g.Name + " of an Agent Mesh: " + joinAnd(members) + " answer each message in turn; the last answer is the reply."
 	}
-	if strings.TrimSpace(cfg.Description) != "" {
-		return cfg.Description
+	desc := cfg.Description
+	if t.agent != nil && t.agent.Name != cfg.Name {
+		desc = t.agent.Description
 	}
-	return "Agent " + cfg.Name + " of an Agent Mesh: its tools are MCP servers, its destructive calls wait for a human's approval."
+	if strings.TrimSpace(desc) != "" {
+		return desc
+	}
+	return "Agent " + t.agentName(cfg) + " of an Agent Mesh: its tools are MCP servers, its destructive calls wait for a human's approval."
 }
 
 // skillsOf are the agent's tools and sub-agents ([handler.skills]), or a
@@ -120,7 +174,7 @@ func (t target) description(cfg Config) string {
 func (h *handler) skillsOf(ctx context.Context, t target) ([]wire.Skill, error) {
 	g := t.group
 	if g == nil {
-		return h.skills(ctx)
+		return h.agentSkills(ctx, t)
 	}
 	skills := make([]wire.Skill, 0, len(g.Participants))
 	for _, p := range g.Participants {

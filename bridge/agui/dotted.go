@@ -126,16 +126,21 @@ func (h *handler) openConversation(ctx context.Context, id string, caller core.C
 		}
 		return conv.ID, nil
 	}
-	return id, h.openThread(ctx, id, "", caller)
+	return id, h.openThread(ctx, id, threadFor{}, caller)
 }
 
 // openThread makes sure conversation id exists and is the caller's: it
-// creates it (a chat of group when group is set) when it does not exist;
-// one that belongs to someone else is not found, never joined.
-func (h *handler) openThread(ctx context.Context, id, group string, caller core.Caller) error {
+// creates it (a chat of a group, or a conversation with an agent, as target
+// says) when it does not exist; one that belongs to someone else is not
+// found, never joined.
+func (h *handler) openThread(ctx context.Context, id string, target threadFor, caller core.Caller) error {
 	head, err := h.core.Sessions.Head(ctx, id)
 	if errors.Is(err, mesh.ErrSessionNotFound) {
-		_, err = h.core.CreateChat(ctx, id, group, caller)
+		if target.agent != "" {
+			_, err = h.core.CreateFor(ctx, id, target.agent, caller)
+		} else {
+			_, err = h.core.CreateChat(ctx, id, target.group, caller)
+		}
 		if !isExists(err) {
 			return err
 		}

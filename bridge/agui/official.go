@@ -114,25 +114,42 @@ func (in *runAgentInput) validate() error {
 	return nil
 }
 
-// group is the group chat named by forwardedProps.group: a new thread is a
-// chat of that group (an existing one keeps what it is).
-func (in *runAgentInput) group() (string, error) {
+// threadFor is what a new thread is: a chat of group, or a conversation
+// with agent (empty: the default agent).
+type threadFor struct{ group, agent string }
+
+// target is what forwardedProps names: a new thread is a chat of the group
+// of forwardedProps.group, or a conversation with the agent of
+// forwardedProps.agent (an existing one keeps what it is).
+func (in *runAgentInput) target() (threadFor, error) {
 	if len(in.ForwardedProps) == 0 || string(in.ForwardedProps) == "null" {
-		return "", nil
+		return threadFor{}, nil
 	}
 	var props struct {
 		Group any `json:"group"`
+		Agent any `json:"agent"`
 	}
 	if err := json.Unmarshal(in.ForwardedProps, &props); err != nil {
-		return "", nil // forwardedProps is the client's business; only group is read
+		return threadFor{}, nil // forwardedProps is the client's business; only group and agent are read
 	}
-	switch g := props.Group.(type) {
-	case nil:
-		return "", nil
-	case string:
-		return g, nil
+	var t threadFor
+	for _, f := range []struct {
+		v    any
+		out  *string
+		what string
+	}{{props.Group, &t.group, "group"}, {props.Agent, &t.agent, "agent"}} {
+		switch v := f.v.(type) {
+		case nil:
+		case string:
+			*f.out = v
+		default:
+			return threadFor{}, mesh.ErrBadRequest.With("RunAgentInput: forwardedProps." + f.what + " must be the name of a " + f.what)
+		}
 	}
-	return "", mesh.ErrBadRequest.With(`RunAgentInput: forwardedProps.group must be the name of a group`)
+	if t.group != "" && t.agent != "" {
+		return threadFor{}, mesh.ErrBadRequest.With("RunAgentInput: forwardedProps names a group or an agent, not both")
+	}
+	return t, nil
 }
 
 // agui serves POST /agui: the official AG-UI endpoint.
@@ -143,7 +160,7 @@ func (h *handler) agui(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	caller := core.CallerOf(r)
-	group, start, err := h.starter(r.Context(), &in, caller)
+	dest, start, err := h.starter(r.Context(), &in, caller)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -153,7 +170,7 @@ func (h *handler) agui(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.release()
-	if err := h.openThread(r.Context(), thread, group, caller); err != nil {
+	if err := h.openThread(r.Context(), thread, dest, caller); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -196,33 +213,37 @@ func (h *handler) agui(w http.ResponseWriter, r *http.Request) {
 }
 
 // starter checks everything a RunAgentInput says before anything is
-// created, and returns the group a new thread is a chat of and what starts
+// created, and returns what a new thread is (threadFor) and what starts
 // its run: a turn with the last user message, or the decisions of resume.
-func (h *handler) starter(ctx context.Context, in *runAgentInput, caller core.Caller) (string, func() (*core.Run, error), error) {
+func (h *handler) starter(ctx context.Context, in *runAgentInput, caller core.Caller) (threadFor, func() (*core.Run, error), error) {
 	if err := in.validate(); err != nil {
-		return "", nil, err
+		return threadFor{}, nil, err
 	}
-	group, err := in.group()
-	if err == nil && group != "" {
-		_, err = h.core.Group(group)
+	dest, err := in.target()
+	switch {
+	case err != nil:
+	case dest.group != "":
+		_, err = h.core.Group(dest.group)
+	case dest.agent != "":
+		_, err = h.core.Agent(ctx, dest.agent)
 	}
 	if err != nil {
-		return "", nil, err
+		return threadFor{}, nil, err
 	}
 	if len(in.Resume) > 0 {
 		for _, e := range in.Resume {
 			if _, err := e.decision(); err != nil {
-				return "", nil, err
+				return threadFor{}, nil, err
 			}
 		}
-		return group, func() (*core.Run, error) { return h.resume(ctx, in.Resume, caller) }, nil
+		return dest, func() (*core.Run, error) { return h.resume(ctx, in.Resume, caller) }, nil
 	}
 	text, err := lastUserText(in.Messages)
 	if err != nil {
-		return "", nil, err
+		return threadFor{}, nil, err
 	}
 	thread, runID := *in.ThreadID, *in.RunID
-	return group, func() (*core.Run, error) { return h.core.SendTurn(ctx, thread, runID, text, caller) }, nil
+	return dest, func() (*core.Run, error) { return h.core.SendTurn(ctx, thread, runID, text, caller) }, nil
 }
 
 // resume decides the interrupts the client answers and returns the run of

@@ -43,7 +43,7 @@ func parseCursor(s string) (runCursor, error) {
 // startRun starts the run a RunAgentInput asks for, as POST /agui does,
 // and sends its frames from RUN_STARTED on.
 func (c *socket) startRun(in *runAgentInput) error {
-	group, start, err := c.h.starter(c.ctx, in, c.caller)
+	dest, start, err := c.h.starter(c.ctx, in, c.caller)
 	if err != nil {
 		return err
 	}
@@ -52,7 +52,7 @@ func (c *socket) startRun(in *runAgentInput) error {
 	if err != nil {
 		return err
 	}
-	if err := c.h.openThread(sub.ctx, thread, group, c.caller); err != nil {
+	if err := c.h.openThread(sub.ctx, thread, dest, c.caller); err != nil {
 		c.drop(sub)
 		return err
 	}

@@ -56,6 +56,9 @@ type Config struct {
 	Agent string
 	// Prompt is the system prompt, the first message of every conversation.
 	Prompt string
+	// Agents are the agents the configuration defines, the default one
+	// first (config.Config.Agents); empty means Agent and Prompt only.
+	Agents []AgentDef
 	// Groups are the group chats conversations may be created for.
 	Groups []config.Group
 	// NoToolServers says the mesh has no MCP servers: readiness then needs
@@ -266,6 +269,11 @@ func (c *Core) Groups() []config.Group { return c.cfg.Groups }
 // CreateChat is [Core.CreateConversation] for a chat of group (several
 // agents answer in turn); an empty group means the agent's conversation.
 func (c *Core) CreateChat(ctx context.Context, id, group string, caller Caller) (*mesh.Conversation, error) {
+	return c.create(ctx, id, group, c.cfg.Agent, caller)
+}
+
+// create makes a conversation for agent, or a chat of group.
+func (c *Core) create(ctx context.Context, id, group, agent string, caller Caller) (*mesh.Conversation, error) {
 	if err := CheckID("conversation id", id); err != nil {
 		return nil, err
 	}
@@ -277,9 +285,13 @@ func (c *Core) CreateChat(ctx context.Context, id, group string, caller Caller) 
 		sid = mesh.NewTraceID()
 	}
 	now := time.Now().UTC()
-	conv := &mesh.Conversation{
-		ID: id, SessionID: sid, Agent: c.cfg.Agent, Owner: c.owner(caller), Status: mesh.StatusActive,
-		Messages: []mesh.Message{{ID: id + "-system", Role: mesh.RoleSystem, Content: c.cfg.Prompt, CreatedAt: now}},
+	conv := &mesh.Conversation{ID: id, SessionID: sid, Agent: agent, Owner: c.owner(caller), Status: mesh.StatusActive}
+	// The system prompt heads the conversation when this bridge knows it
+	// (an agent its configuration defines); the agent sends its own.
+	for _, d := range c.agentDefs() {
+		if d.Name == agent && (d.Prompt != "" || agent == c.cfg.Agent) {
+			conv.Messages = []mesh.Message{{ID: id + "-system", Role: mesh.RoleSystem, Content: d.Prompt, CreatedAt: now}}
+		}
 	}
 	if group != "" {
 		g, err := c.Group(group)

@@ -72,6 +72,8 @@ func Register(mux core.Mux, cfg Config) {
 	mux.HandleFunc("GET /ready", a.ready)
 	mux.HandleFunc("GET /tools", a.tools)
 	mux.HandleFunc("GET /groups", a.groups)
+	mux.HandleFunc("GET /agents", a.agents)
+	mux.HandleFunc("GET /agents/{name}", a.agent)
 	mux.HandleFunc("POST /conversations", a.createConversation)
 	mux.HandleFunc("GET /conversations", a.listConversations)
 	mux.HandleFunc("GET /conversations/{id}", a.getConversation)
@@ -122,6 +124,9 @@ type messageBody struct {
 	Message *string `json:"message"`
 	// Group makes the new conversation a chat of that group.
 	Group string `json:"group"`
+	// Agent makes it a conversation with that agent (GET /agents lists
+	// them); empty means the default agent.
+	Agent string `json:"agent"`
 }
 
 // groups lists the group chats.
@@ -167,7 +172,16 @@ func (a *api) createConversation(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	caller := core.CallerOf(r)
-	conv, err := a.core.CreateChat(r.Context(), mesh.NewID(), body.Group, caller)
+	var conv *mesh.Conversation
+	var err error
+	switch {
+	case body.Group != "" && body.Agent != "":
+		err = mesh.ErrBadRequest.With(`a conversation is with one agent ("agent") or a group chat ("group"), not both`)
+	case body.Agent != "":
+		conv, err = a.core.CreateFor(r.Context(), mesh.NewID(), body.Agent, caller)
+	default:
+		conv, err = a.core.CreateChat(r.Context(), mesh.NewID(), body.Group, caller)
+	}
 	if err != nil {
 		core.WriteError(w, err)
 		return

@@ -85,6 +85,13 @@ func runAgent(ctx context.Context, cfg *config.Config, args []string) error {
 		return out
 	})
 	n.beat.SetServes(names)
+	n.beat.SetAgents(func() []mesh.AgentInfo {
+		out := make([]mesh.AgentInfo, 0, len(roles))
+		for _, a := range roles {
+			out = append(out, a.Info())
+		}
+		return out
+	})
 	return runAll(ctx, roles)
 }
 

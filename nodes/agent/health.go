@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -112,4 +113,29 @@ func (p *remotePool) states() map[string]string {
 		out["a2a:"+r.cfg.Name] = r.gate.State().String()
 	}
 	return out
+}
+
+// Info is what the agent says of itself in its node's heartbeats, for the
+// agent directory: the tools and sub-agents its llm steps are offered as
+// the catalog stands, and its workers, busy or not.
+func (a *Agent) Info() mesh.AgentInfo {
+	info := mesh.AgentInfo{Name: a.name, Description: a.cfg.Agent.Description, Workers: a.workers, Busy: a.loop.Busy()}
+	tools, subs := map[string]bool{}, map[string]bool{}
+	for _, s := range a.steps {
+		switch s.cfg.Type {
+		case config.NodeA2A:
+			subs[s.cfg.Name] = true
+		case config.NodeLLM:
+			o := a.stepTools(s)
+			for _, t := range o.tools {
+				if r, ok := o.remote[t.Name]; ok {
+					subs[r.cfg.Name] = true
+				} else {
+					tools[t.Name] = true
+				}
+			}
+		}
+	}
+	info.Tools, info.SubAgents = slices.Sorted(maps.Keys(tools)), slices.Sorted(maps.Keys(subs))
+	return info
 }

@@ -123,8 +123,23 @@ var exitLoopSpec = llm.Tool{
 // sub-agents, cut to the step's tools list when it has one, exit_loop when
 // the step may end its loop, and end_chat to a member of a group chat.
 func (t *turn) stepOffer() *offer {
-	o := t.a.offer(t.remoteSet())
-	if allow := t.step.cfg.Tools; allow != nil {
+	o := t.a.stepTools(t.step)
+	if t.step.cfg.CanExitLoop {
+		o.tools = append(o.tools, exitLoopSpec)
+		o.exitLoop = true
+	}
+	if t.chat.name != "" && t.step.cfg.Type == config.NodeLLM {
+		o.tools = append(o.tools, endChatSpec)
+		o.endChat = true
+	}
+	return o
+}
+
+// stepTools is the catalog and the sub-agents of an llm step, cut to its
+// tools list when it has one.
+func (a *Agent) stepTools(s *step) *offer {
+	o := a.offer(s.remotes)
+	if allow := s.cfg.Tools; allow != nil {
 		keep := map[string]bool{}
 		for _, name := range *allow {
 			keep[name] = true
@@ -151,14 +166,6 @@ func (t *turn) stepOffer() *offer {
 			}
 		}
 		o.tools = tools
-	}
-	if t.step.cfg.CanExitLoop {
-		o.tools = append(o.tools, exitLoopSpec)
-		o.exitLoop = true
-	}
-	if t.chat.name != "" && t.step.cfg.Type == config.NodeLLM {
-		o.tools = append(o.tools, endChatSpec)
-		o.endChat = true
 	}
 	return o
 }

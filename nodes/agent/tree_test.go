@@ -526,3 +526,30 @@ func TestTreeLoopPausesEachIteration(t *testing.T) {
 		t.Errorf("last message %q, want the loop's stop notice", last.Content)
 	}
 }
+
+// TestInfoListsTheToolsAndSubAgentsOfItsSteps: what the agent says of
+// itself in its beats (the agent directory) is the union of what its llm
+// steps are offered, tools lists applied, and its a2a steps.
+func TestInfoListsTheToolsAndSubAgentsOfItsSteps(t *testing.T) {
+	f := newTreeFixture(t, text("ok"), treeYAML(`  name: pipeline
+  type: sequential
+  agents:
+    - {name: reader, type: llm, prompt: one, tools: [safe]}
+    - {name: remote, type: a2a, url: "http://127.0.0.1:9/a2a"}
+    - {name: quiet, type: llm, prompt: two, tools: []}
+`), nil)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		info := f.agent.Info()
+		if slices.Equal(info.Tools, []string{"safe"}) {
+			if info.Name != "tester" || !slices.Equal(info.SubAgents, []string{"remote"}) || info.Workers < 1 || info.Busy != 0 {
+				t.Errorf("info = %+v, want tester with sub-agent remote, idle workers", info)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("info tools = %v, want [safe] (the catalog cut to reader's list; quiet has none)", info.Tools)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -21,6 +21,11 @@
 // while the stream replays from the start they are put back after the
 // element of the last event that named something already shown.
 //
+// Agents: GET /agents is the agent directory; the same select offers every
+// agent the mesh serves besides the default one, with its live status
+// (online, busy, offline), refreshed every few seconds; a new conversation
+// with one is POST /conversations {"agent"}.
+//
 // Untrusted text is only ever set with textContent or as text nodes.
 
 import { api, describeError, hasToken, onAuthRequired, setToken, streamURL } from './api.js';
@@ -195,23 +200,82 @@ const groups = new Map();
 // wantedGroup is ?group=<name>: the group new conversations go to.
 const wantedGroup = new URLSearchParams(location.search).get('group') || '';
 
+// agents are GET /agents by name; defaultAgent the one a conversation
+// that names none goes to.
+const agents = new Map();
+let defaultAgent = '';
+// agentPrefix marks an agent's value in the select (group names have no
+// ':'); '' is the default agent.
+const agentPrefix = 'agent:';
+
+async function loadAgents() {
+  let data;
+  try {
+    data = await api('GET', '/agents');
+  } catch {
+    return false; // the picker keeps what it showed
+  }
+  agents.clear();
+  for (const a of (data && data.agents) || []) {
+    agents.set(a.name, a);
+    if (a.default) defaultAgent = a.name;
+  }
+  return true;
+}
+
+function agentLabel(a) {
+  return `${a.name} · ${a.status}`;
+}
+
+// refreshAgents updates the statuses the picker shows, every few seconds
+// while the page is visible.
+async function refreshAgents() {
+  if (document.hidden || !ui.signin.hidden || !(await loadAgents())) return;
+  const known = new Set([...ui.targetSelect.options].map((o) => o.value));
+  const fresh = [...agents.keys()].some((n) => n !== defaultAgent && !known.has(agentPrefix + n));
+  if (fresh) {
+    fillTargets();
+    return;
+  }
+  for (const o of ui.targetSelect.options) {
+    const a = o.value === '' ? agents.get(defaultAgent) : o.value.startsWith(agentPrefix) && agents.get(o.value.slice(agentPrefix.length));
+    if (a) o.textContent = o.value === '' ? `the agent (${agentLabel(a)})` : agentLabel(a);
+  }
+  onTargetChange();
+}
+
+// fillTargets lists the default agent, the other agents and the groups.
+function fillTargets() {
+  const chosen = ui.targetSelect.value;
+  const main = agents.get(defaultAgent);
+  const options = [h('option', { value: '', text: main ? `the agent (${agentLabel(main)})` : 'the agent' })];
+  const others = [...agents.values()].filter((a) => a.name !== defaultAgent);
+  if (others.length) {
+    options.push(h('optgroup', { label: 'Agents' }, ...others.map((a) => h('option', { value: agentPrefix + a.name, text: agentLabel(a) }))));
+  }
+  if (groups.size) {
+    options.push(h('optgroup', { label: 'Group chats' }, ...[...groups.values()].map((g) => {
+      const n = (g.participants || []).length;
+      return h('option', { value: g.name, text: `group ${g.name} (${n} ${n === 1 ? 'agent' : 'agents'})` });
+    })));
+  }
+  ui.targetSelect.replaceChildren(...options);
+  if ([...ui.targetSelect.options].some((o) => o.value === chosen)) ui.targetSelect.value = chosen;
+  ui.target.hidden = groups.size === 0 && others.length === 0;
+}
+
 async function loadGroups() {
   let data;
+  await loadAgents();
   try {
     data = await api('GET', '/groups');
   } catch (err) {
     if (wantedGroup) showError(`Could not load the groups: ${describeError(err)}`);
-    return;
+    data = null;
   }
   groups.clear();
   for (const g of (data && data.groups) || []) groups.set(g.name, g);
-  const options = [h('option', { value: '', text: 'the agent' })];
-  for (const g of groups.values()) {
-    const n = (g.participants || []).length;
-    options.push(h('option', { value: g.name, text: `group ${g.name} (${n} ${n === 1 ? 'agent' : 'agents'})` }));
-  }
-  ui.targetSelect.replaceChildren(...options);
-  ui.target.hidden = groups.size === 0;
+  fillTargets();
   if (wantedGroup) {
     if (groups.has(wantedGroup)) ui.targetSelect.value = wantedGroup;
     else showError(`There is no group ${wantedGroup}; new conversations go to the agent.`);
@@ -223,15 +287,35 @@ async function loadGroups() {
   }
 }
 
-// target is the group new conversations go to; '' for the agent.
+// target is the group new conversations go to; '' for an agent.
 function target() {
-  return ui.target.hidden ? '' : ui.targetSelect.value;
+  const v = ui.target.hidden ? '' : ui.targetSelect.value;
+  return v.startsWith(agentPrefix) ? '' : v;
+}
+
+// targetAgent is the agent new conversations go to when it is not the
+// default one; '' otherwise.
+function targetAgent() {
+  const v = ui.target.hidden ? '' : ui.targetSelect.value;
+  return v.startsWith(agentPrefix) ? v.slice(agentPrefix.length) : '';
 }
 
 function onTargetChange() {
   const g = groups.get(target());
-  ui.targetHint.textContent = g ? `Members: ${members(g).join(', ')} (${strategyLabel(g.strategy)}).` : 'One agent answers.';
+  const a = agents.get(targetAgent() || defaultAgent);
+  if (g) ui.targetHint.textContent = `Members: ${members(g).join(', ')} (${strategyLabel(g.strategy)}).`;
+  else if (a) ui.targetHint.textContent = `${a.description ? `${a.description} ` : ''}${agentStatusText(a)}`;
+  else ui.targetHint.textContent = 'One agent answers.';
   if (!view) showIntro();
+}
+
+// agentStatusText says in words whether an agent can answer now.
+function agentStatusText(a) {
+  return {
+    online: `Online: ${a.workers - a.busy} of ${a.workers} workers free.`,
+    busy: 'Busy: every worker is answering; a message waits its turn.',
+    offline: 'Offline: no process serves it; a message waits until one does.',
+  }[a.status] || '';
 }
 
 function members(g) {
@@ -272,12 +356,17 @@ function showIntro() {
     ui.welcomeText.textContent = g
       ? `${g.description ? `${g.description}. ` : ''}Its members ${members(g).join(', ')} answer each message in up to ${g.max_turns} turns, the speakers chosen ${strategyLabel(g.strategy)}.`
       : 'Its members answer each message in turn.';
+  } else if (!view && targetAgent()) {
+    const a = agents.get(targetAgent());
+    ui.welcomeTitle.textContent = `What should ${targetAgent()} do?`;
+    ui.welcomeText.textContent = (a && a.description) || `The agent ${targetAgent()} answers.`;
   } else {
     ui.welcomeTitle.textContent = 'What should the agent do?';
     ui.welcomeText.textContent = 'It manages named resources through MCP tools. Reading them runs at once; adding or removing one waits for your approval.';
   }
-  ui.input.placeholder = name ? 'Message the group…' : 'Message the agent…';
-  if (!view) ui.meta.textContent = name ? `Start a chat with the group ${name}.` : 'Start a conversation with the agent.';
+  const agent = !view && targetAgent();
+  ui.input.placeholder = name ? 'Message the group…' : agent ? `Message ${agent}…` : 'Message the agent…';
+  if (!view) ui.meta.textContent = name ? `Start a chat with the group ${name}.` : agent ? `Start a conversation with ${agent}.` : 'Start a conversation with the agent.';
 }
 
 // ---------------------------------------------------------------- opening
@@ -1013,7 +1102,8 @@ async function decide(approved) {
 // group chosen next to "New conversation".
 async function newConversation() {
   const group = target();
-  const conv = (await api('POST', '/conversations', group ? { group } : undefined)).conversation;
+  const agent = targetAgent();
+  const conv = (await api('POST', '/conversations', group ? { group } : agent ? { agent } : undefined)).conversation;
   // Listed at once, in the list's shape; the next refresh confirms it.
   if (!ui.convList.querySelector(`.conv-item[data-id="${CSS.escape(conv.id)}"]`)) {
     ui.convList.prepend(convItem({ ...conv, title: '', group: conv.group ? conv.group.name : '' }));
@@ -1232,6 +1322,7 @@ async function boot() {
   started = true;
   loadList();
   groupsLoaded = loadGroups();
+  setInterval(refreshAgents, 5000);
   route();
   updateComposer();
   // Keep the "… ago" times fresh.

@@ -36,6 +36,12 @@ type webGroupResult struct {
 	WelcomeTitle  string   `json:"welcomeTitle"`
 	TargetHint    string   `json:"targetHint"`
 	Placeholder   string   `json:"placeholder"`
+	// AgentPick is the page with the agent alice chosen in the picker.
+	AgentPick struct {
+		WelcomeTitle string `json:"welcomeTitle"`
+		TargetHint   string `json:"targetHint"`
+		Placeholder  string `json:"placeholder"`
+	} `json:"agentPick"`
 
 	ConversationID string `json:"conversationId"`
 	// ListedAs is what the conversation list says of the new chat.
@@ -150,8 +156,13 @@ func TestWebGroupChatInChromium(t *testing.T) {
 	}
 
 	// The choice next to "New conversation": the agent unless one picks the group.
-	if want := []string{"the agent", "group team (3 agents)"}; !slices.Equal(res.Options, want) || res.DefaultTarget != "" || res.TargetLabel != "With" {
+	// The agent picker: every agent of the directory with its live status
+	// (the members defined inline are agents the mesh serves), then the group.
+	if want := []string{"the agent (resource-manager · online)", "alice · online", "bob · online", "carol · online", "group team (3 agents)"}; !slices.Equal(res.Options, want) || res.DefaultTarget != "" || res.TargetLabel != "With" {
 		t.Errorf("new conversation target: options %q (default %q, label %q), want %q, the agent by default, labelled", res.Options, res.DefaultTarget, res.TargetLabel, want)
+	}
+	if p := res.AgentPick; p.WelcomeTitle != "What should alice do?" || !strings.HasPrefix(p.TargetHint, "lists resources Online:") || p.Placeholder != "Message alice…" {
+		t.Errorf("with the agent alice chosen: %+v; want alice named, its description and its free workers", p)
 	}
 	if !strings.Contains(res.WelcomeTitle, "group team") || !strings.Contains(res.TargetHint, "alice, bob, carol") || res.Placeholder != "Message the group…" {
 		t.Errorf("with the group chosen: welcome %q, hint %q, placeholder %q; want the group and its members named", res.WelcomeTitle, res.TargetHint, res.Placeholder)

@@ -106,6 +106,15 @@ try {
   out.defaultTarget = await page.locator('#new-target').inputValue();
   out.targetLabel = await page.evaluate(() => document.querySelector('#new-target').labels[0]?.textContent ?? '');
 
+  step('choose the agent alice');
+  await page.locator('#new-target').selectOption('agent:alice');
+  out.agentPick = {
+    welcomeTitle: await page.locator('#welcome-title').textContent(),
+    targetHint: await page.locator('#target-hint').textContent(),
+    placeholder: await page.locator('#message-input').getAttribute('placeholder'),
+  };
+  await shot(page, 'agent-picked');
+
   step(`choose the group ${group}`);
   await page.locator('#new-target').selectOption(group);
   out.welcomeTitle = await page.locator('#welcome-title').textContent();

@@ -1,0 +1,161 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/agentmesh/agentmesh/mesh"
+)
+
+// The agent directory: every agent this bridge's configuration defines and
+// every agent a live process serves, with what their processes say of them
+// in their heartbeats (mesh_nodes), so that GET /agents, the per-agent A2A
+// cards and the web page's picker show each one's status.
+
+// Statuses of an agent in the directory.
+const (
+	// AgentOnline: a live process serves it with a worker free.
+	AgentOnline = "online"
+	// AgentBusy: every worker of every live process serving it is running
+	// a turn; a new turn waits in the work queue.
+	AgentBusy = "busy"
+	// AgentOffline: no live process serves it; its turns wait in the work
+	// queue until one does.
+	AgentOffline = "offline"
+)
+
+// AgentDef is an agent the bridge's configuration defines: the main agent,
+// and the group members defined with a prompt or a model.
+type AgentDef struct {
+	Name, Description string
+	// Prompt is the system prompt stored as the first message of its
+	// conversations.
+	Prompt string
+}
+
+// Agent is an agent of the directory.
+type Agent struct {
+	Name        string   `json:"name"`
+	Description string   `json:"description,omitempty"`
+	Status      string   `json:"status"`
+	Tools       []string `json:"tools"`
+	SubAgents   []string `json:"sub_agents"`
+	// Nodes are the live processes serving it; Workers and Busy their
+	// workers for it, all together.
+	Nodes   []string `json:"nodes"`
+	Workers int      `json:"workers"`
+	Busy    int      `json:"busy"`
+	// Default marks the agent a conversation is for when it names none.
+	Default bool `json:"default,omitempty"`
+}
+
+// Agents lists the directory, by name: the configured agents and every
+// agent a process says it serves, offline when no live process does (a
+// process a monitor found dead keeps its record, and so its agents, for
+// ten minutes; one that stopped cleanly takes its agents with it).
+func (c *Core) Agents(ctx context.Context) ([]Agent, error) {
+	nodes, err := mesh.NewNodes(c.cfg.Resources.Nodes).List(ctx)
+	if err != nil {
+		return nil, mesh.ErrUnavailable.With("the nodes bucket cannot be read: " + err.Error())
+	}
+	byName := map[string]*Agent{}
+	get := func(name string) *Agent {
+		a := byName[name]
+		if a == nil {
+			a = &Agent{Name: name, Tools: []string{}, SubAgents: []string{}, Nodes: []string{}}
+			byName[name] = a
+		}
+		return a
+	}
+	for _, d := range c.agentDefs() {
+		get(d.Name).Description = d.Description
+	}
+	for _, n := range nodes {
+		if n.Role != mesh.RoleAgent {
+			continue
+		}
+		for _, info := range n.Agents {
+			a := get(info.Name)
+			if a.Description == "" {
+				a.Description = info.Description
+			}
+			if !serving(n.State) {
+				continue
+			}
+			a.Tools = union(a.Tools, info.Tools)
+			a.SubAgents = union(a.SubAgents, info.SubAgents)
+			a.Nodes = append(a.Nodes, n.Node)
+			a.Workers += info.Workers
+			a.Busy += min(info.Busy, info.Workers)
+		}
+	}
+	out := make([]Agent, 0, len(byName))
+	for _, a := range byName {
+		switch {
+		case len(a.Nodes) == 0:
+			a.Status = AgentOffline
+		case a.Busy >= a.Workers:
+			a.Status = AgentBusy
+		default:
+			a.Status = AgentOnline
+		}
+		sort.Strings(a.Nodes)
+		a.Default = a.Name == c.cfg.Agent
+		out = append(out, *a)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Agent is one agent of the directory, or ErrAgentNotFound.
+func (c *Core) Agent(ctx context.Context, name string) (*Agent, error) {
+	list, err := c.Agents(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i := range list {
+		if list[i].Name == name {
+			return &list[i], nil
+		}
+	}
+	return nil, mesh.ErrAgentNotFound.With(fmt.Sprintf("agent %s is neither configured nor served by a live process; GET /agents lists them", mesh.Clip(name)))
+}
+
+// CreateFor is [Core.CreateConversation] for the agent of that name (empty:
+// the default agent): a configured agent, or one a live process serves.
+func (c *Core) CreateFor(ctx context.Context, id, agent string, caller Caller) (*mesh.Conversation, error) {
+	if agent == "" || agent == c.cfg.Agent {
+		return c.CreateConversation(ctx, id, caller)
+	}
+	if mesh.CheckToken(agent) != nil || len(agent) > mesh.MaxIDLen {
+		return nil, mesh.ErrAgentNotFound.With(fmt.Sprintf("agent %s not found: an agent name is letters, digits, '_' and '-'", mesh.Clip(agent)))
+	}
+	if _, err := c.Agent(ctx, agent); err != nil {
+		return nil, err
+	}
+	return c.create(ctx, id, "", agent, caller)
+}
+
+// agentDefs are the configured agents, the default one first.
+func (c *Core) agentDefs() []AgentDef {
+	if len(c.cfg.Agents) > 0 {
+		return c.cfg.Agents
+	}
+	return []AgentDef{{Name: c.cfg.Agent, Prompt: c.cfg.Prompt}}
+}
+
+// serving says a node in that state takes work.
+func serving(state string) bool { return state == mesh.NodeReady || state == mesh.NodeDegraded }
+
+// union adds the names of more missing from list, sorted.
+func union(list, more []string) []string {
+	for _, m := range more {
+		if !slices.Contains(list, m) {
+			list = append(list, m)
+		}
+	}
+	sort.Strings(list)
+	return list
+}
