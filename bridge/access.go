@@ -39,6 +39,7 @@ var access = map[string]auth.Permission{
 	"POST /auth/stream-token": auth.Authenticated,
 
 	"GET /docs":                      auth.Read,
+	"GET " + OpenAPIPath:             auth.Read,
 	"GET /tools":                     auth.Read,
 	"GET /groups":                    auth.Read,
 	"GET /agents":                    auth.Read,
@@ -141,6 +142,7 @@ func register(mux core.Mux, b *Bridge, cfg Config, c *core.Core) {
 	}
 	o.Register(mux)
 	docs.Register(mux)
+	mux.HandleFunc("GET "+OpenAPIPath, openAPIHandler(cfg))
 	web.Register(mux) // GET / and /web/…; the catch-all below answers every other path
 	mux.HandleFunc("GET /metrics", telemetry.Handler().ServeHTTP)
 	mux.HandleFunc("GET /auth/me", b.me)

@@ -1,5 +1,6 @@
-// Package docs serves GET /docs: an HTML page documenting every route of the
-// bridge with request and response examples (seed 002 FR-017).
+// Package docs serves GET /docs: an HTML page that renders the bridge's
+// OpenAPI document (GET /openapi.json) with a "Try it" per route (seed 002
+// FR-017).
 package docs
 
 import (

@@ -294,6 +294,18 @@ func routeRows(conv, approval string) map[string]func() routeRow {
 		"GET /docs":          func() routeRow { return routeRow{method: "GET", path: "/docs", need: auth.Read, ok: 200} },
 		"GET /tools":         func() routeRow { return routeRow{method: "GET", path: "/tools", need: auth.Read, ok: 200} },
 		"GET /groups":        func() routeRow { return routeRow{method: "GET", path: "/groups", need: auth.Read, ok: 200} },
+		"GET /agents":        func() routeRow { return routeRow{method: "GET", path: "/agents", need: auth.Read, ok: 200} },
+		"GET /agents/{name}": func() routeRow { return routeRow{method: "GET", path: "/agents/nope", need: auth.Read, ok: 404} },
+		"GET /openapi.json":  func() routeRow { return routeRow{method: "GET", path: "/openapi.json", need: auth.Read, ok: 200} },
+		"GET /agents/{name}/.well-known/agent-card.json": func() routeRow {
+			return routeRow{method: "GET", path: "/agents/nope/.well-known/agent-card.json", need: auth.Open, ok: 404}
+		},
+		"GET /agents/{name}/.well-known/agent.json": func() routeRow {
+			return routeRow{method: "GET", path: "/agents/nope/.well-known/agent.json", need: auth.Open, ok: 404}
+		},
+		"POST /agents/{name}/a2a": func() routeRow {
+			return routeRow{method: "POST", path: "/agents/nope/a2a", body: map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": map[string]any{"id": conv}}, need: auth.Read, ok: 404}
+		},
 		"GET /conversations": func() routeRow { return routeRow{method: "GET", path: "/conversations", need: auth.Read, ok: 200} },
 		"GET /conversations/{id}": func() routeRow {
 			return routeRow{method: "GET", path: "/conversations/" + conv, need: auth.Read, ok: 200, others: notMine}

@@ -1,0 +1,326 @@
+package bridge
+
+import (
+	"encoding/json"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/agentmesh/agentmesh/bridge/auth"
+	"github.com/agentmesh/agentmesh/bridge/core"
+	"github.com/agentmesh/agentmesh/bridge/ops"
+	"github.com/agentmesh/agentmesh/mesh"
+	wire "github.com/agentmesh/agentmesh/mesh/a2a"
+)
+
+// The OpenAPI 3.1 document of the bridge (GET /openapi.json), built from
+// the router's own patterns (bridge.Routes), their access rules and the Go
+// types the handlers encode, so that a route cannot be served undocumented
+// (TestOpenAPICoversEveryRoute) and a schema cannot drift from its type.
+// GET /docs renders it.
+
+// OpenAPIPath is where the document is served.
+const OpenAPIPath = "/openapi.json"
+
+// operation documents one route.
+type operation struct {
+	summary, description string
+	tag                  string
+	query                []param
+	// body is the JSON request body's schema; optional says it may be
+	// left out.
+	body     map[string]any
+	optional bool
+	example  any
+	// responses by status; default is the error body for the rest.
+	responses map[string]response
+}
+
+type param struct{ name, description, typ string }
+
+// response is one answer: JSON with a schema, or another content type.
+type response struct {
+	description string
+	schema      map[string]any
+	contentType string // empty: application/json
+}
+
+// Content types of the non-JSON answers.
+const (
+	contentSSE  = "text/event-stream"
+	contentHTML = "text/html"
+	contentText = "text/plain"
+)
+
+// operations documents every route by its pattern; s gives schemas of Go
+// types.
+func operations(s *schemas) map[string]operation {
+	obj := func(props map[string]any, required ...string) map[string]any {
+		o := map[string]any{"type": "object", "properties": props}
+		if len(required) > 0 {
+			o["required"] = required
+		}
+		return o
+	}
+	str := map[string]any{"type": "string"}
+	arr := func(items map[string]any) map[string]any { return map[string]any{"type": "array", "items": items} }
+	ok := func(desc string, schema map[string]any) map[string]response {
+		return map[string]response{"200": {description: desc, schema: schema}}
+	}
+	stream := func(desc string) map[string]response {
+		return map[string]response{"200": {description: desc, contentType: contentSSE}}
+	}
+	conv := s.ref(mesh.Conversation{})
+	runAnswer := obj(map[string]any{
+		"conversation": conv,
+		"result":       s.ref(core.Result{}),
+		"approval":     s.ref(mesh.Approval{}),
+	}, "conversation")
+	queued := obj(map[string]any{
+		"conversation":    conv,
+		"conversation_id": str, "run_id": str, "events_url": str,
+		"status": map[string]any{"type": "string", "enum": []any{"queued", "running"}},
+	}, "conversation_id", "run_id", "status")
+	runResponses := func(okStatus string) map[string]response {
+		return map[string]response{
+			okStatus: {description: "the turn ran: the conversation as stored and the run's result", schema: runAnswer},
+			"202":    {description: "the wait limit (http.wait_timeout) passed first: the turn goes on; follow events_url", schema: queued},
+		}
+	}
+	messageBody := obj(map[string]any{
+		"message": map[string]any{"type": "string", "description": "the user's message"},
+		"group":   map[string]any{"type": "string", "description": "POST /conversations only: make it a chat of this group (GET /groups)"},
+		"agent":   map[string]any{"type": "string", "description": "POST /conversations only: a conversation with this agent (GET /agents); empty: the default agent"},
+	})
+	rpc := obj(map[string]any{"jsonrpc": map[string]any{"const": "2.0"}, "id": map[string]any{}, "method": str, "params": map[string]any{}}, "jsonrpc", "method")
+	rpcAnswer := obj(map[string]any{"jsonrpc": map[string]any{"const": "2.0"}, "id": map[string]any{}, "result": map[string]any{}, "error": obj(map[string]any{"code": map[string]any{"type": "integer"}, "message": str, "data": map[string]any{}}, "code", "message")}, "jsonrpc")
+	card := ok("the agent card (A2A 0.3 fields and 1.0 supportedInterfaces); skills only for an authenticated caller when authentication is on", s.ref(wire.AgentCard{}))
+	a2aOp := func(who string) operation {
+		return operation{tag: "A2A", summary: "A2A JSON-RPC endpoint of " + who,
+			description: "message/send, message/stream (SSE), tasks/get, tasks/list, tasks/cancel, tasks/resubscribe in A2A 0.3 (no header) or 1.0 (A2A-Version: 1.0: SendMessage, GetTask …). A task is a conversation; refusals are JSON-RPC errors.",
+			body:        rpc, responses: map[string]response{"200": {description: "a JSON-RPC response, or for the streaming methods a stream of them as server-sent events", schema: rpcAnswer}}}
+	}
+	run := obj(map[string]any{"threadId": str, "runId": str, "messages": arr(map[string]any{}), "tools": arr(map[string]any{}), "context": arr(map[string]any{}),
+		"state": map[string]any{}, "forwardedProps": map[string]any{"type": "object", "description": "group: a new thread is a chat of that group; agent: a conversation with that agent"},
+		"resume": arr(map[string]any{})}, "threadId", "runId")
+	agent := obj(map[string]any{"card": str, "a2a": str}, "card", "a2a")
+	agent["allOf"] = []any{s.ref(core.Agent{})}
+	group := obj(map[string]any{"name": str, "description": str, "strategy": str, "max_turns": map[string]any{"type": "integer"},
+		"participants": arr(obj(map[string]any{"agent": str, "description": str}, "agent"))}, "name")
+
+	return map[string]operation{
+		"GET /health": {tag: "Operations", summary: "The mesh's health", description: "Healthy, degraded (1 to 3 nodes failed, or a breaker not closed) or unhealthy; live nodes by role, failed nodes, breakers, metrics endpoints, degradation. Open.",
+			responses: ok("the mesh's health", s.ref(core.Health{}))},
+		"GET /ready": {tag: "Operations", summary: "Readiness: can a turn run now?", description: "NATS, storage, a toolhost, an approver and an agent pulling work. 503 with Retry-After when not. Open.",
+			responses: map[string]response{"200": {description: "ready", schema: obj(map[string]any{"ready": map[string]any{"type": "boolean"}, "checks": map[string]any{"type": "object", "additionalProperties": str}}, "ready", "checks")},
+				"503": {description: "not ready: checks say what is missing", schema: obj(map[string]any{"ready": map[string]any{"type": "boolean"}, "checks": map[string]any{"type": "object", "additionalProperties": str}}, "ready", "checks")}}},
+		"GET /tools": {tag: "Catalog", summary: "The tool catalog and the A2A sub-agents",
+			responses: ok("tools with their JSON schemas and hints; sub-agents the model sees as tools a2a_<name>", obj(map[string]any{
+				"tools":      arr(s.ref(mesh.ToolEntry{})),
+				"sub_agents": arr(obj(map[string]any{"name": str, "url": str, "description": str, "destructive": map[string]any{"type": "boolean"}}, "name", "url", "destructive")),
+			}, "tools", "sub_agents"))},
+		"GET /groups": {tag: "Catalog", summary: "The group chats", responses: ok("the configured group chats", obj(map[string]any{"groups": arr(group)}, "groups"))},
+		"GET /agents": {tag: "Catalog", summary: "The agent directory", description: "Every configured agent and every agent a live process serves, with its status (online, busy, offline), tools, sub-agents, nodes and workers.",
+			responses: ok("the agents, by name", obj(map[string]any{"agents": arr(agent)}, "agents"))},
+		"GET /agents/{name}": {tag: "Catalog", summary: "One agent of the directory", responses: ok("the agent", agent)},
+		"POST /conversations": {tag: "Conversations", summary: "Create a conversation, and run its first turn when a message is given",
+			description: "With agent, a conversation with that agent; with group, a chat of that group. X-Session-ID sets the trace id; Authorization is forwarded to sub-agents.",
+			body:        messageBody, optional: true, example: map[string]any{"message": "list all resources"},
+			responses: func() map[string]response {
+				r := runResponses("201")
+				r["201"] = response{description: "created (and the first turn's result when a message was given)", schema: runAnswer}
+				return r
+			}()},
+		"GET /conversations": {tag: "Conversations", summary: "The caller's conversations", description: "Newest first, with counts by status (admins: every conversation).",
+			responses: ok("summaries", obj(map[string]any{"conversations": arr(s.ref(mesh.ConversationSummary{})), "summary": map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "integer"}}}, "conversations"))},
+		"GET /conversations/{id}": {tag: "Conversations", summary: "A conversation", responses: ok("the conversation as stored", obj(map[string]any{"conversation": conv}, "conversation"))},
+		"POST /conversations/{id}/messages": {tag: "Conversations", summary: "Send a message: run a turn and wait for its answer",
+			description: "Idempotency-Key runs a message once. 409 while a turn runs or an approval waits (the body names the approval).",
+			body:        messageBody, example: map[string]any{"message": "add resource web-1 with value 7"}, responses: runResponses("200")},
+		"POST /conversations/{id}/cancel": {tag: "Conversations", summary: "Stop the running turn",
+			responses: map[string]response{"202": {description: "the cancel was sent", schema: obj(map[string]any{"conversation_id": str, "cancel_requested": map[string]any{"type": "boolean"}}, "conversation_id", "cancel_requested")}}},
+		"GET /conversations/{id}/events": {tag: "Streams", summary: "A conversation's AG-UI events, replayed then live",
+			description: "Server-sent events; each id is the event's stream sequence: Last-Event-ID or ?after= resumes after it.",
+			query:       []param{{"after", "resume after this event id", "integer"}, {"access_token", "a stream token (POST /auth/stream-token) for clients that cannot send headers", "string"}},
+			responses:   stream("AG-UI events (RUN_STARTED, TEXT_MESSAGE_*, TOOL_CALL_*, CUSTOM …), one per SSE event")},
+		"GET /approvals": {tag: "Approvals", summary: "Approvals of the caller's conversations (approvers: all)",
+			query:     []param{{"status", "pending, approved or rejected", "string"}},
+			responses: ok("approvals", obj(map[string]any{"approvals": arr(s.ref(mesh.Approval{}))}, "approvals"))},
+		"GET /approvals/{uuid}": {tag: "Approvals", summary: "An approval", responses: ok("the approval", obj(map[string]any{"approval": s.ref(mesh.Approval{})}, "approval"))},
+		"POST /approvals/{uuid}": {tag: "Approvals", summary: "Decide an approval and wait for the resumed turn",
+			description: `{"approved": true}, {"action": "approve"} or {"answer": "yes"} (and their rejections, with an optional reason). A second decision is 409 with the approval.`,
+			body:        obj(map[string]any{"approved": map[string]any{"type": "boolean"}, "action": str, "answer": str, "reason": str}), example: map[string]any{"approved": true},
+			responses: runResponses("200")},
+		"POST /agui": {tag: "Streams", summary: "The official AG-UI endpoint", description: "RunAgentInput in; the run's events out, RUN_STARTED to RUN_FINISHED (outcome interrupt on an approval; the next run's resume decides it).",
+			body: run, responses: stream("AG-UI events of the run")},
+		"POST /api/conversation": {tag: "Streams", summary: "The dotted dialect (message.start, tool_call.end, state.delta …)",
+			body: obj(map[string]any{"message": str, "sessionId": str}, "message"), responses: stream("dotted-dialect events")},
+		"POST /api/chat": {tag: "Streams", summary: "The simple dialect (log, text, data, done, error, ping)",
+			body: obj(map[string]any{"message": str, "messages": arr(map[string]any{})}), responses: stream("simple-dialect events")},
+		"POST /api/ai-sdk": {tag: "Streams", summary: "The Vercel AI SDK UI message stream (useChat's default transport)",
+			body: obj(map[string]any{"id": str, "messages": arr(map[string]any{})}, "messages"), responses: stream("UI message stream parts, then data: [DONE]")},
+		"GET /agui/ws": {tag: "Streams", summary: "AG-UI over a WebSocket", description: "Upgrade to a WebSocket: RunAgentInput, reattach, follow, unfollow and cancel frames in; event frames with sequence ids and cursors out.",
+			responses: map[string]response{"101": {description: "switching protocols: the socket is open"}}},
+		"GET " + wire.CardPath:                     {tag: "A2A", summary: "The default agent's A2A card", responses: card},
+		"GET " + wire.LegacyCardPath:               {tag: "A2A", summary: "The default agent's A2A card (the 0.2 path)", responses: card},
+		"POST /a2a":                                a2aOp("the default agent (every conversation that is not a group chat)"),
+		"GET /groups/{name}" + wire.CardPath:       {tag: "A2A", summary: "A group chat's A2A card", responses: card},
+		"GET /groups/{name}" + wire.LegacyCardPath: {tag: "A2A", summary: "A group chat's A2A card (the 0.2 path)", responses: card},
+		"POST /groups/{name}/a2a":                  a2aOp("a group chat"),
+		"GET /agents/{name}" + wire.CardPath:       {tag: "A2A", summary: "An agent's A2A card", responses: card},
+		"GET /agents/{name}" + wire.LegacyCardPath: {tag: "A2A", summary: "An agent's A2A card (the 0.2 path)", responses: card},
+		"POST /agents/{name}/a2a":                  a2aOp("an agent of the directory"),
+		"GET /ops/approvals":                       {tag: "Operations", summary: "The approver's inbox: every pending approval, oldest first, and recent decisions", query: []param{{"history", "how many decided approvals to include", "integer"}}, responses: ok("the inbox", s.ref(ops.Inbox{}))},
+		"GET /ops/approvals/events":                {tag: "Operations", summary: "The inbox, live", responses: stream("inbox snapshots as they change")},
+		"GET /ops/mesh":                            {tag: "Operations", summary: "The mesh view: processes by role, breakers, work queues, degradation", responses: ok("the mesh view", s.ref(ops.View{}))},
+		"GET /ops/mesh/events":                     {tag: "Operations", summary: "The mesh view, live", responses: stream("mesh views and system events as they change")},
+		"GET /ops/stats":                           {tag: "Operations", summary: "Recent rates: turns, events, p95 turn time, approvals waiting", responses: ok("samples", obj(map[string]any{"tick_ms": map[string]any{"type": "integer"}, "samples": arr(s.ref(ops.Sample{}))}, "tick_ms", "samples"))},
+		"GET /metrics":                             {tag: "Operations", summary: "The bridge process's Prometheus metrics", responses: map[string]response{"200": {description: "Prometheus text exposition", contentType: contentText}}},
+		"GET /docs":                                {tag: "Documentation", summary: "This document, rendered", responses: map[string]response{"200": {description: "an HTML page", contentType: contentHTML}}},
+		"GET " + OpenAPIPath:                       {tag: "Documentation", summary: "This document (OpenAPI 3.1)", responses: ok("the document", map[string]any{"type": "object"})},
+		"GET /{$}":                                 {tag: "Web", summary: "The web chat page", responses: map[string]response{"200": {description: "the page", contentType: contentHTML}}},
+		"GET /web/{name}":                          {tag: "Web", summary: "The web page's scripts, styles and icon", responses: map[string]response{"200": {description: "a static file"}}},
+		"GET /auth/me": {tag: "Identity", summary: "Who the caller is and what it may do", responses: ok("the caller", obj(map[string]any{"auth": map[string]any{"type": "boolean"}, "principal": s.ref(auth.Principal{}),
+			"may": map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "boolean"}}}, "auth", "principal", "may"))},
+		"POST /auth/stream-token": {tag: "Identity", summary: "A short-lived token for an EventSource's query (?access_token=)", responses: ok("the token", obj(map[string]any{"token": str, "expires_at": map[string]any{"type": "string", "format": "date-time"},
+			"expires_in": map[string]any{"type": "integer"}, "param": str}, "token", "expires_at", "expires_in", "param"))},
+	}
+}
+
+// openAPIDoc builds the document for the routes of cfg.
+func openAPIDoc(cfg Config) map[string]any {
+	s := newSchemas()
+	ops := operations(s)
+	paths := map[string]any{}
+	for _, r := range Routes(cfg) {
+		method, pattern, found := strings.Cut(r.Pattern, " ")
+		if !found {
+			continue // the catch-all: every other path is 404
+		}
+		op, known := ops[r.Pattern]
+		if !known {
+			continue // TestOpenAPICoversEveryRoute fails
+		}
+		path := strings.ReplaceAll(pattern, "{$}", "")
+		if path == "" {
+			path = "/"
+		}
+		item, _ := paths[path].(map[string]any)
+		if item == nil {
+			item = map[string]any{}
+			paths[path] = item
+		}
+		if note := routeNotes[r.Pattern]; note != "" {
+			op.description = note
+		}
+		item[strings.ToLower(method)] = op.encode(path, method, r.Need)
+	}
+	s.defs["Error"] = map[string]any{"type": "object", "required": []any{"error", "code"}, "properties": map[string]any{
+		"error": map[string]any{"type": "string"}, "code": map[string]any{"type": "string", "description": "the error's kind: bad_request, session_not_found, turn_in_progress, waiting_approval, forbidden …"},
+		"approval": map[string]any{"description": "the approval a conversation waits for (409 waiting_approval) or that was already decided (409 approval_decided)"},
+	}}
+	return map[string]any{
+		"openapi": "3.1.0",
+		"info": map[string]any{"title": "Agent Mesh bridge", "version": version(cfg),
+			"description": "HTTP surface of an Agent Mesh: REST, AG-UI (SSE, WebSocket and its dialects), A2A JSON-RPC, the web page and operations. Authentication, when configured, is a bearer token (static or JWT); the roles viewer, user, approver and admin grant read, converse and decide."},
+		"paths": paths,
+		"components": map[string]any{
+			"schemas":         s.defs,
+			"securitySchemes": map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer", "description": "a static token or a JWT, when auth is configured"}},
+		},
+	}
+}
+
+func version(cfg Config) string {
+	if cfg.Version == "" {
+		return "dev"
+	}
+	return cfg.Version
+}
+
+// encode is the operation object of the route at path.
+func (op operation) encode(path, method string, need auth.Permission) map[string]any {
+	out := map[string]any{"summary": op.summary, "tags": []any{op.tag}, "operationId": operationID(method, path)}
+	if op.description != "" {
+		out["description"] = op.description
+	}
+	var params []any
+	for _, seg := range strings.Split(path, "/") {
+		if strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}") {
+			params = append(params, map[string]any{"name": seg[1 : len(seg)-1], "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
+		}
+	}
+	for _, q := range op.query {
+		params = append(params, map[string]any{"name": q.name, "in": "query", "description": q.description, "schema": map[string]any{"type": q.typ}})
+	}
+	if len(params) > 0 {
+		out["parameters"] = params
+	}
+	if op.body != nil {
+		media := map[string]any{"schema": op.body}
+		if op.example != nil {
+			media["example"] = op.example
+		}
+		out["requestBody"] = map[string]any{"required": !op.optional, "content": map[string]any{"application/json": media}}
+	}
+	responses := map[string]any{}
+	for status, r := range op.responses {
+		resp := map[string]any{"description": r.description}
+		switch {
+		case r.contentType != "":
+			resp["content"] = map[string]any{r.contentType: map[string]any{"schema": map[string]any{"type": "string"}}}
+		case r.schema != nil:
+			resp["content"] = map[string]any{"application/json": map[string]any{"schema": r.schema}}
+		}
+		responses[status] = resp
+	}
+	responses["default"] = map[string]any{"description": "an error: 400 bad input, 401/403 authentication and roles, 404 unknown ids, 409 conflicts, 413, 415, 429, 503 (Retry-After) …",
+		"content": map[string]any{"application/json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/Error"}}}}
+	out["responses"] = responses
+	if need == auth.Open {
+		out["security"] = []any{}
+	} else {
+		// Anonymous when the mesh configures no auth; a bearer token when it does.
+		out["security"] = []any{map[string]any{"bearer": []any{}}, map[string]any{}}
+	}
+	return out
+}
+
+// operationID names an operation from its method and path:
+// get_conversations_id_events.
+func operationID(method, path string) string {
+	var parts []string
+	for _, seg := range strings.Split(path, "/") {
+		seg = strings.Trim(seg, "{}")
+		seg = strings.NewReplacer(".", "_", "-", "_").Replace(seg)
+		if seg != "" {
+			parts = append(parts, seg)
+		}
+	}
+	if len(parts) == 0 {
+		parts = []string{"root"}
+	}
+	return strings.ToLower(method) + "_" + strings.Join(parts, "_")
+}
+
+// openAPIHandler serves the document, built once.
+func openAPIHandler(cfg Config) http.HandlerFunc {
+	var once sync.Once
+	var body []byte
+	return func(w http.ResponseWriter, _ *http.Request) {
+		once.Do(func() { body, _ = json.Marshal(openAPIDoc(cfg)) })
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
+	}
+}
+
+// documentedPatterns are the route patterns the document describes.
+func documentedPatterns() []string {
+	var out []string
+	for p := range operations(newSchemas()) {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,25 @@
+package bridge
+
+// routeNotes are the longer descriptions of the routes, what /docs showed
+// before it was rendered from the OpenAPI document; an operation without
+// one keeps its own.
+var routeNotes = map[string]string{
+	"GET /approvals":                    "Approvals, optionally filtered: ?status=pending|approved|rejected.",
+	"GET /approvals/{uuid}":             "One approval.",
+	"GET /auth/me":                      "Whether authentication is on, who the token names and what its roles allow. 401 with WWW-Authenticate: Bearer when the token is missing, bad or expired.",
+	"GET /conversations":                "All conversations, newest first, with counts by status; a group chat names its group.",
+	"GET /conversations/{id}":           "One conversation with every message, tool call, result and pending approval. A message no agent has taken up yet shows as status queued with queued_turn {id, message, at}.",
+	"GET /health":                       "Liveness of the bridge. Open: no token needed (so is /ready).",
+	"GET /metrics":                      "The bridge process's Prometheus metrics (text exposition): HTTP requests by route and code, SSE clients and events by dialect, events published, the work queue, and the Go runtime and process. Every role process serves its own on metrics.listen; README's table lists them all. Viewer and up.",
+	"GET /ops/approvals":                "Operations API, read-only (the web page's #/approvals). Every approval that waits for a person, across the mesh, oldest first, each with its conversation (id, title, agent, group, owner), the tree step or group member whose call waits (member), the user message of that turn (request), who asked (asked_by: the conversation's owner) and waited_seconds; the decided ones newest first (?history=N, default 50, at most 200) with decision.by and decision.reason; counts since the bridge started. A policy's decisions are left out. Approver or admin role (403 otherwise).",
+	"GET /ops/approvals/events":         "The same as Server-Sent Events: {\"type\":\"approvals\", …} at once, then again whenever an approval is created or decided. An EventSource passes ?access_token=<stream token> (POST /auth/stream-token). Approver or admin role.",
+	"GET /ops/mesh":                     "Operations API, read-only (the web page's #/mesh): every process of the mesh from its last heartbeat or a monitor's down record (node, role, state, pid, host, version, serves, breakers, beat_at, beat_age_ms, late: silent longer than detection_ms and not marked down yet), counts per role, circuit breakers (kind mcp, sub_agent, model), the work queue of every agent and group (messages: items in the stream; pending: not delivered yet; working: delivered, not acknowledged; redelivered; pulling: workers waiting for work), the degradation mode, the latest rates and the mesh's own events (node_down, node_up, recovery_applied, degradation_*). No conversation content: any role that reads (viewer and up).",
+	"GET /ops/mesh/events":              "Server-Sent Events: {\"type\":\"history\",\"samples\":[…]} (the rates of the last five minutes) at once, then {\"type\":\"mesh\", …} (GET /ops/mesh) every second. Viewer and up.",
+	"GET /ops/stats":                    "The mesh's rates, one sample a second for the last five minutes, oldest first: events_per_s (every event of the mesh), turns_per_s (runs that ended), p95_turn_ms (RUN_STARTED to the run's end, over the runs that ended in the last minute), approvals_waiting. Counted by each bridge from the events it reads. Viewer and up.",
+	"GET /tools":                        "The tool catalog published by the toolhosts, with schemas and the effective destructiveHint (destructive tools need approval), and the A2A sub-agents the agents delegate to (the model sees each as a tool a2a_<name>).",
+	"POST /approvals/{uuid}":            "Approve or reject (approver or admin role; the decision records the authenticated principal as by). Any of three formats. The tool runs once with the arguments that were approved; a second decision answers 409.",
+	"POST /auth/stream-token":           "A short-lived token (60 s by default) for an EventSource, which cannot send headers: GET /conversations/{id}/events?access_token=<token>. Bound to the caller; accepted by every bridge of the mesh; GET requests only.",
+	"POST /conversations":               "Create a conversation (system prompt first). With a message, the first turn runs and the answer waits for it. Optional headers: Authorization (forwarded to sub-agents), X-Session-ID (trace id).",
+	"POST /conversations/{id}/cancel":   "Stop the running turn of a conversation, or cancel the one still queued.",
+	"POST /conversations/{id}/messages": "Send a message; answers when the turn finishes or pauses for approval, or after the wait limit with 202 {conversation_id, run_id, status (queued until an agent takes the turn up, then running), events_url (the run's AG-UI events)}. 409 when the conversation waits for an approval (the body carries it), runs a turn or has one queued (turn_in_progress). With an Idempotency-Key, sending again after a lost answer waits for the first turn.",
+}
