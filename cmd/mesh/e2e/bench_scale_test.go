@@ -85,15 +85,16 @@ func BenchmarkManyConversations(b *testing.B) {
 		var created struct{ Conversation struct{ ID string } }
 		_ = json.Unmarshal(body, &created)
 		if err != nil || status != http.StatusCreated || created.Conversation.ID == "" {
-			return fmt.Errorf("create: %d %v %.300s", status, err, body)
+			return fmt.Errorf("create %d of %d: %d %v %.300s", i, n, status, err, body)
 		}
 		ids[i] = created.Conversation.ID
 		return nil
 	})
+	fmt.Printf("BenchmarkManyConversations: %d conversations created in %v\n", n, createTime.Round(time.Millisecond))
 	turnLat, turnTime := concurrently(b, n, conc, func(i int) error {
 		status, body, err := post(client, m.url("/conversations/"+ids[i]+"/messages"), map[string]any{"message": "list all resources"})
 		if err != nil || status != http.StatusOK {
-			return fmt.Errorf("turn: %d %v %.300s", status, err, body)
+			return fmt.Errorf("turn %d of %d: %d %v %.300s", i, n, status, err, body)
 		}
 		return nil
 	})
