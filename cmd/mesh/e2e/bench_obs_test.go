@@ -100,8 +100,8 @@ func scrapeEvery(b *testing.B, m *meshProc, period time.Duration) {
 // a time) and the event path of BenchmarkEventLatency (an event published
 // as an agent publishes it, to an SSE client of the bridge), with each
 // variant of obsVariants. Every variant's mesh runs from the start and the
-// variants take turns, five rounds, so that a machine whose load drifts
-// weighs on all alike. It prints each variant's turn p50, CPU per turn
+// variants take turns, five rounds each begun by another variant, so that
+// a machine whose load drifts weighs on all alike. It prints each variant's turn p50, CPU per turn
 // (all the mesh's processes, from /proc) and event p99, the medians of the
 // rounds, against "off".
 func BenchmarkTelemetry(b *testing.B) {
@@ -125,8 +125,12 @@ func BenchmarkTelemetry(b *testing.B) {
 	}
 	for round := 1; round <= rounds; round++ {
 		for _, what := range []string{"turn", "event"} {
-			for i, v := range obsVariants {
-				m := meshes[i]
+			// Each round starts with another variant: the one measured
+			// after another follows its exporter's flushes and the
+			// machine's drift alike.
+			for k := range obsVariants {
+				i := (k + round) % len(obsVariants)
+				v, m := obsVariants[i], meshes[i]
 				b.Run(fmt.Sprintf("%s/%s/round=%d", v.name, what, round), func(b *testing.B) {
 					if what == "turn" {
 						p50, cpu := benchObsTurn(b, m)
