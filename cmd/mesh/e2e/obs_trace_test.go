@@ -19,9 +19,10 @@ import (
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
 )
 
-// span is one span an OTLP receiver got, with the service that sent it.
+// span is one span an OTLP receiver got, with the service that sent it
+// (and its service.namespace, which tells two meshes apart).
 type span struct {
-	service, name     string
+	service, ns, name string
 	trace, id, parent string
 }
 
@@ -68,15 +69,20 @@ func (r *otlpReceiver) add(ex *coltrace.ExportTraceServiceRequest) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, rs := range ex.ResourceSpans {
-		service := ""
+		service, ns := "", ""
 		for _, a := range rs.GetResource().GetAttributes() {
-			if a.Key == "service.name" {
+			switch a.Key {
+			case "service.name":
 				service = a.GetValue().GetStringValue()
+			case "service.namespace":
+				ns = a.GetValue().GetStringValue()
 			}
 		}
 		for _, ss := range rs.ScopeSpans {
 			for _, s := range ss.Spans {
-				r.spans = append(r.spans, spanOf(service, s))
+				sp := spanOf(service, s)
+				sp.ns = ns
+				r.spans = append(r.spans, sp)
 			}
 		}
 	}
