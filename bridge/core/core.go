@@ -129,7 +129,7 @@ func New(cfg Config) (*Core, error) {
 	return &Core{
 		cfg:       cfg,
 		ns:        cfg.Resources.NS,
-		Sessions:  mesh.NewSessionStore(cfg.Resources.Sessions),
+		Sessions:  mesh.NewSessionStore(cfg.Resources.Sessions, cfg.Resources.Messages),
 		Approvals: mesh.NewApprovalStore(cfg.Resources.Approvals),
 		Catalog:   mesh.NewCatalog(cfg.Resources.Tools),
 		events:    mesh.NewEventPublisher(cfg.JS, cfg.Resources.NS),

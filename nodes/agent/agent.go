@@ -143,7 +143,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg:        cfg,
 		name:       cfg.Agent.Name,
 		ns:         cfg.Resources.NS,
-		sessions:   mesh.NewSessionStore(cfg.Resources.Sessions),
+		sessions:   mesh.NewSessionStore(cfg.Resources.Sessions, cfg.Resources.Messages),
 		approvals:  mesh.NewApprovalStore(cfg.Resources.Approvals),
 		events:     mesh.NewEventPublisher(cfg.JS, cfg.Resources.NS),
 		maxIter:    cfg.Agent.Mesh.MaxToolIterations,

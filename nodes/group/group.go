@@ -134,7 +134,7 @@ func New(cfg Config) (*Role, error) {
 	r := &Role{
 		cfg:      cfg,
 		ns:       cfg.Resources.NS,
-		sessions: mesh.NewSessionStore(cfg.Resources.Sessions),
+		sessions: mesh.NewSessionStore(cfg.Resources.Sessions, cfg.Resources.Messages),
 		events:   mesh.NewEventPublisher(cfg.JS, cfg.Resources.NS),
 		log:      cfg.Logger,
 		groups:   map[string]*group{},
