@@ -104,7 +104,7 @@ func (l *MessageLog) append(ctx context.Context, conv string, prev uint64, msgs 
 		}
 		p := strconv.FormatUint(prev, 10)
 		msg := &nats.Msg{Subject: subj, Data: data, Header: nats.Header{
-			HeaderPrev:   []string{p},
+			HeaderPrev:    []string{p},
 			nats.MsgIdHdr: []string{conv + ":" + p + ":" + m.ID},
 		}}
 		ack, err := l.js.PublishMsg(ctx, msg)

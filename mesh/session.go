@@ -43,8 +43,8 @@ type Conversation struct {
 	// Owner is the HTTP principal who created the conversation: only it
 	// and admins reach it while authentication is on. Empty when it was
 	// created with authentication off (or over NATS): admins only.
-	Owner           string           `json:"owner,omitempty"`
-	Status          Status           `json:"status"`
+	Owner  string `json:"owner,omitempty"`
+	Status Status `json:"status"`
 	// Title is the conversation's first user message, clipped.
 	Title string `json:"title,omitempty"`
 	// Messages are the newest messages, as read (the history the model
