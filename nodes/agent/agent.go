@@ -154,6 +154,9 @@ func New(cfg Config) (*Agent, error) {
 		running:    map[*runningTurn]struct{}{},
 		cancelled:  map[string]time.Time{},
 	}
+	// The history the model gets: the newest messages within
+	// sessions.max_bytes (mesh.SessionStore.Get).
+	a.sessions.HistoryBytes = int(cfg.Agent.Sessions.MaxBytes)
 	if a.maxIter <= 0 {
 		a.maxIter = config.DefaultMaxToolIterations
 	}
