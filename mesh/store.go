@@ -114,6 +114,16 @@ func updateJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string, n
 	}
 }
 
+// IsSaveFailure reports whether err is a write that failed (a conversation
+// not saved), rather than a change's own refusal or a missing key.
+func IsSaveFailure(err error) bool {
+	var we *writeError
+	return errors.As(err, &we)
+}
+
+// SaveFailure makes err a failed write, as [IsSaveFailure] tells.
+func SaveFailure(err error) error { return &writeError{key: "", err: err} }
+
 // writeError is a compare-and-set write that failed for good.
 type writeError struct {
 	key string

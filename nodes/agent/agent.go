@@ -53,6 +53,12 @@ type Config struct {
 	// fails, so liveness probes catch a process that beats but no longer
 	// works. Zero means 5 minutes.
 	StuckAfter time.Duration
+	// SaveRetry are the pauses before each new try of a save of a run's
+	// outcome that failed (save.go). Nil means 1 s, 5 s, 30 s.
+	SaveRetry []time.Duration
+	// saveFault, when set (tests), fails the save's try n (from 1) with
+	// the error it returns.
+	saveFault func(n int) error
 	// Logger receives the role's logs. The zero value discards them.
 	Logger zerolog.Logger
 }
