@@ -19,16 +19,15 @@ import (
 // head (the sessions bucket), one stream message each in MESH_MESSAGES on
 // mesh.msg.<conversation>. A save publishes only the messages it adds,
 // then writes the head by compare-and-set; the head names the messages
-// that count (MessageTail, and each message's Mesh-Prev header before
-// that), so messages published by a save whose head write lost (a
-// conflict, a crash) are never read: they are left behind in the stream.
-
-// Message log headers.
-const (
-	// HeaderPrev is the stream sequence of the conversation's message
-	// before this one, 0 for its first: the chain a reader follows back.
-	HeaderPrev = "Mesh-Prev"
-)
+// that count (MessageTail, and before that each message's prev), so
+// messages published by a save whose head write lost (a conflict, a crash)
+// are never read: they are left behind in the stream.
+//
+// A stored message is "<prev>\n<message JSON>": prev is the stream sequence
+// of the conversation's message before it, 0 for its first, the chain a
+// reader follows back. It is in the payload, not a header: the server
+// rebuilds every header of each message a batched direct get sends, which
+// cost more than the rest of the read.
 
 // TailKept bounds Conversation.MessageTail: the newest messages a read
 // can find without following the chain back, and so the most messages
@@ -44,29 +43,70 @@ const DefaultPageSize = 50
 const DefaultHistoryBytes = 4 << 20
 
 // MessageRef locates one stored message: its stream sequence and the size
-// of its JSON. It is encoded as [seq, bytes] to keep heads small.
+// of its JSON.
 type MessageRef struct {
 	Seq   uint64
 	Bytes int
 }
 
-// MarshalJSON encodes the reference as [seq, bytes].
-func (r MessageRef) MarshalJSON() ([]byte, error) {
-	b := make([]byte, 0, 24)
+// MessageTail is the places of a conversation's newest messages, oldest
+// first. It is encoded as [[seq, bytes], …], by hand: the head is decoded
+// on every read, and encoding/json's way with 64 small arrays cost more
+// than the rest of the head.
+type MessageTail []MessageRef
+
+// MarshalJSON encodes the tail as [[seq, bytes], …].
+func (t MessageTail) MarshalJSON() ([]byte, error) {
+	b := make([]byte, 0, 2+len(t)*20)
 	b = append(b, '[')
-	b = strconv.AppendUint(b, r.Seq, 10)
-	b = append(b, ',')
-	b = strconv.AppendInt(b, int64(r.Bytes), 10)
+	for i, r := range t {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '[')
+		b = strconv.AppendUint(b, r.Seq, 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, int64(r.Bytes), 10)
+		b = append(b, ']')
+	}
 	return append(b, ']'), nil
 }
 
-// UnmarshalJSON decodes [seq, bytes].
-func (r *MessageRef) UnmarshalJSON(data []byte) error {
-	var pair [2]uint64
-	if err := json.Unmarshal(data, &pair); err != nil {
-		return err
+// UnmarshalJSON decodes [[seq, bytes], …] (or null).
+func (t *MessageTail) UnmarshalJSON(data []byte) error {
+	bad := errors.New("mesh: message_tail is not [[seq, bytes], …]")
+	data = bytes.TrimSpace(data)
+	if string(data) == "null" {
+		*t = nil
+		return nil
 	}
-	r.Seq, r.Bytes = pair[0], int(pair[1])
+	if len(data) < 2 || data[0] != '[' || data[len(data)-1] != ']' {
+		return bad
+	}
+	var out MessageTail
+	var nums [2]uint64
+	n, inPair, digits := 0, false, false
+	for _, c := range data[1 : len(data)-1] {
+		switch {
+		case c >= '0' && c <= '9' && inPair && n < 2:
+			nums[n] = nums[n]*10 + uint64(c-'0')
+			digits = true
+		case c == '[' && !inPair:
+			inPair, n, nums, digits = true, 0, [2]uint64{}, false
+		case c == ',' && inPair && digits && n == 0:
+			n, digits = 1, false
+		case c == ']' && inPair && digits && n == 1:
+			out = append(out, MessageRef{Seq: nums[0], Bytes: int(nums[1])})
+			inPair = false
+		case c == ',' && !inPair, c == ' ' || c == '\n' || c == '\t' || c == '\r':
+		default:
+			return bad
+		}
+	}
+	if inPair {
+		return bad
+	}
+	*t = out
 	return nil
 }
 
@@ -89,8 +129,8 @@ type storedMsg struct {
 }
 
 // append publishes msgs after the message at sequence prev and returns
-// their references. A publish repeated after a lost acknowledgement is
-// deduplicated (Nats-Msg-Id: conversation, prev and message id).
+// their references. Each is published once: one whose acknowledgement was
+// lost, or whose save then lost its head write, is left unread.
 func (l *MessageLog) append(ctx context.Context, conv string, prev uint64, msgs []Message) ([]MessageRef, error) {
 	subj, err := l.ns.Messages(conv)
 	if err != nil {
@@ -102,12 +142,9 @@ func (l *MessageLog) append(ctx context.Context, conv string, prev uint64, msgs 
 		if err != nil {
 			return nil, fmt.Errorf("encode message %s: %w", m.ID, err)
 		}
-		p := strconv.FormatUint(prev, 10)
-		msg := &nats.Msg{Subject: subj, Data: data, Header: nats.Header{
-			HeaderPrev:    []string{p},
-			nats.MsgIdHdr: []string{conv + ":" + p + ":" + m.ID},
-		}}
-		ack, err := l.js.PublishMsg(ctx, msg)
+		body := make([]byte, 0, len(data)+21)
+		body = append(strconv.AppendUint(body, prev, 10), '\n')
+		ack, err := l.js.Publish(ctx, subj, append(body, data...))
 		if err != nil {
 			return nil, fmt.Errorf("append message %s: %w", m.ID, err)
 		}
@@ -183,7 +220,10 @@ func (l *MessageLog) get(ctx context.Context, conv string, seq uint64) (storedMs
 func (l *MessageLog) batch(ctx context.Context, subj string, from uint64, n, maxBytes int) (out []storedMsg, next uint64, err error) {
 	nc := l.js.Conn()
 	inbox := nc.NewInbox()
-	sub, err := nc.SubscribeSync(inbox)
+	// A channel the size of the batch and its end: SubscribeSync's own
+	// (512 Ki messages) cost more to make than the read.
+	ch := make(chan *nats.Msg, n+2)
+	sub, err := nc.ChanSubscribe(inbox, ch)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -196,9 +236,11 @@ func (l *MessageLog) batch(ctx context.Context, subj string, from uint64, n, max
 	defer cancel()
 	next = from
 	for {
-		m, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			return nil, 0, fmt.Errorf("read messages: %w", err)
+		var m *nats.Msg
+		select {
+		case m = <-ch:
+		case <-ctx.Done():
+			return nil, 0, fmt.Errorf("read messages: %w", ctx.Err())
 		}
 		switch m.Header.Get("Status") {
 		case "":
@@ -208,8 +250,12 @@ func (l *MessageLog) batch(ctx context.Context, subj string, from uint64, n, max
 			return nil, 0, fmt.Errorf("read messages: %s %s", m.Header.Get("Status"), m.Header.Get("Description"))
 		}
 		seq, _ := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
-		prev, _ := strconv.ParseUint(m.Header.Get(HeaderPrev), 10, 64)
-		out = append(out, storedMsg{seq: seq, prev: prev, data: m.Data})
+		i := bytes.IndexByte(m.Data, '\n')
+		prev, err := strconv.ParseUint(string(m.Data[:max(i, 0)]), 10, 64)
+		if i < 0 || err != nil {
+			return nil, 0, fmt.Errorf("read messages: message %d is not <prev> and a message", seq)
+		}
+		out = append(out, storedMsg{seq: seq, prev: prev, data: m.Data[i+1:]})
 		next = seq + 1
 	}
 }

@@ -55,7 +55,7 @@ type Conversation struct {
 	MessageCount int `json:"message_count,omitempty"`
 	// MessageTail locates the newest [TailKept] messages in the log,
 	// oldest first.
-	MessageTail     []MessageRef     `json:"message_tail,omitempty"`
+	MessageTail     MessageTail      `json:"message_tail,omitempty"`
 	PendingApproval *PendingApproval `json:"pending_approval,omitempty"`
 	// PendingApprovals lists every approval the conversation waits for: more
 	// than one when parallel branches of an agent tree each paused.
