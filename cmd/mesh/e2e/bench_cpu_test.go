@@ -322,7 +322,8 @@ func BenchmarkLongConversation(b *testing.B) {
 	// next sends the next window turns of every conversation, one turn at
 	// a time: the latencies of each of the window's turns, and the CPU per
 	// turn.
-	next := func() ([window][]time.Duration, time.Duration) {
+	byRole := map[string]map[string]time.Duration{} // window → role → CPU per turn
+	next := func(name string) ([window][]time.Duration, time.Duration) {
 		before := m.meshUsage()
 		var lat [window][]time.Duration
 		for i := range window {
@@ -332,8 +333,10 @@ func BenchmarkLongConversation(b *testing.B) {
 			slices.Sort(lat[i])
 		}
 		var cpu time.Duration
-		for _, d := range cpuByName(before, m.meshUsage()) {
+		byRole[name] = map[string]time.Duration{}
+		for role, d := range cpuByName(before, m.meshUsage()) {
 			cpu += d
+			byRole[name][role] = d / (convs * window)
 		}
 		return lat, cpu / (convs * window)
 	}
@@ -348,8 +351,8 @@ func BenchmarkLongConversation(b *testing.B) {
 	}
 	cpu1 /= convs
 	slices.Sort(lat1)
-	early, cpu2 := next() // turns 2 to 4
-	upTo := func(n int) { // the turns before turn n, concurrently
+	early, cpu2 := next("turn2") // turns 2 to 4
+	upTo := func(n int) {        // the turns before turn n, concurrently
 		var wg sync.WaitGroup
 		for _, id := range ids {
 			wg.Go(func() {
@@ -360,10 +363,10 @@ func BenchmarkLongConversation(b *testing.B) {
 		}
 		wg.Wait()
 	}
-	upTo(93)               // turns 5 to 97
-	late, cpu100 := next() // turns 98 to 100
-	upTo(397)              // turns 101 to 497
-	last, cpu500 := next() // turns 498 to 500
+	upTo(93)                        // turns 5 to 97
+	late, cpu100 := next("turn100") // turns 98 to 100
+	upTo(397)                       // turns 101 to 497
+	last, cpu500 := next("turn500") // turns 498 to 500
 	lat2, lat100, lat500 := early[0], late[window-1], last[window-1]
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	p50 := func(l []time.Duration) time.Duration { return l[len(l)/2] }
@@ -379,5 +382,10 @@ func BenchmarkLongConversation(b *testing.B) {
 	b.ReportMetric(ms(cpu500), "turn500-cpu-ms")
 	b.ReportMetric(ms(cpu100)/ms(cpu2), "cpu-ratio")
 	b.ReportMetric(ms(cpu500)/ms(cpu2), "cpu-ratio-500")
+	for _, w := range []string{"turn2", "turn500"} {
+		for role, d := range byRole[w] {
+			b.ReportMetric(ms(d), w+"-"+role+"-cpu-ms")
+		}
+	}
 	b.ReportMetric(0, "ns/op")
 }
