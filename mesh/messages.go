@@ -154,12 +154,10 @@ func (l *MessageLog) append(ctx context.Context, conv string, prev uint64, msgs 
 	return refs, nil
 }
 
-// read returns the messages of conv at the sequences refs names, in
-// order: one direct get by sequence each, all sent at once and answered on
-// one inbox. (A batched get by subject made the server count the subject's
-// pending messages and walk its block on every request, a cost that grew
-// with the stream.) A replica that has not applied the newest messages yet
-// is asked again, briefly.
+// read returns the messages of conv at the sequences refs names (in
+// order), by batched direct gets; a message published by a save that lost
+// its head write may sit between them and is skipped. A replica that has
+// not applied the newest messages yet is asked again, briefly.
 func (l *MessageLog) read(ctx context.Context, conv string, refs []MessageRef) ([]storedMsg, error) {
 	if len(refs) == 0 {
 		return nil, nil
@@ -168,29 +166,43 @@ func (l *MessageLog) read(ctx context.Context, conv string, refs []MessageRef) (
 	if err != nil {
 		return nil, err
 	}
-	out := make([]storedMsg, len(refs))
-	todo := make([]int, len(refs)) // indexes of refs still to read
-	for i := range todo {
-		todo[i] = i
+	want := make(map[uint64]int, len(refs))
+	size := 0
+	for i, r := range refs {
+		want[r.Seq] = i
+		size += r.Bytes + 256
 	}
-	for tries := 0; ; tries++ {
-		missing, err := l.gets(ctx, subj, refs, todo, out)
+	out := make([]storedMsg, len(refs))
+	found, from := 0, refs[0].Seq
+	for tries := 0; found < len(refs); {
+		got, next, err := l.batch(ctx, subj, from, len(refs)-found, size)
 		if err != nil {
 			return nil, err
 		}
-		if len(missing) == 0 {
-			return out, nil
+		for _, m := range got {
+			if i, ok := want[m.seq]; ok && out[i].data == nil {
+				out[i] = m
+				found++
+			}
 		}
-		if tries >= 3 {
-			return nil, fmt.Errorf("read messages of %s: %d of %d not found", conv, len(missing), len(refs))
+		if next > refs[len(refs)-1].Seq || len(got) == 0 {
+			if found == len(refs) {
+				break
+			}
+			if tries++; tries > 3 {
+				return nil, fmt.Errorf("read messages of %s: %d of %d not found", conv, len(refs)-found, len(refs))
+			}
+			select { // a replica behind the others: ask again
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+			from = refs[0].Seq
+			continue
 		}
-		select { // a replica behind the others: ask again
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-		todo = missing
+		from = next
 	}
+	return out, nil
 }
 
 // get returns the message of conv at sequence seq.
@@ -202,62 +214,50 @@ func (l *MessageLog) get(ctx context.Context, conv string, seq uint64) (storedMs
 	return got[0], nil
 }
 
-// gets asks for the messages refs[i] for i in todo, fills out[i], and
-// returns the indexes not found. A message on another subject than subj
-// (another conversation's) is an error.
-func (l *MessageLog) gets(ctx context.Context, subj string, refs []MessageRef, todo []int, out []storedMsg) (missing []int, err error) {
+// batch asks for up to n messages on subj from sequence from (at most
+// about maxBytes of them); next is the sequence after the last
+// one received.
+func (l *MessageLog) batch(ctx context.Context, subj string, from uint64, n, maxBytes int) (out []storedMsg, next uint64, err error) {
 	nc := l.js.Conn()
 	inbox := nc.NewInbox()
-	// A channel the size of the answers: SubscribeSync's own (512 Ki
-	// slots) cost more to make than the read.
-	ch := make(chan *nats.Msg, len(todo))
+	// A channel the size of the batch and its end: SubscribeSync's own
+	// (512 Ki messages) cost more to make than the read.
+	ch := make(chan *nats.Msg, n+2)
 	sub, err := nc.ChanSubscribe(inbox, ch)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	api := "$JS.API.DIRECT.GET." + l.stream
-	at := make(map[uint64]int, len(todo))
-	for _, i := range todo {
-		at[refs[i].Seq] = i
-		req := strconv.AppendUint([]byte(`{"seq":`), refs[i].Seq, 10)
-		if err := nc.PublishRequest(api, inbox, append(req, '}')); err != nil {
-			return nil, err
-		}
+	req, _ := json.Marshal(map[string]any{"seq": from, "next_by_subj": subj, "batch": n, "max_bytes": maxBytes})
+	if err := nc.PublishRequest("$JS.API.DIRECT.GET."+l.stream, inbox, req); err != nil {
+		return nil, 0, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	for range todo {
+	next = from
+	for {
 		var m *nats.Msg
 		select {
 		case m = <-ch:
 		case <-ctx.Done():
-			return nil, fmt.Errorf("read messages: %w", ctx.Err())
+			return nil, 0, fmt.Errorf("read messages: %w", ctx.Err())
 		}
 		switch m.Header.Get("Status") {
 		case "":
-		case "404": // not there (yet): which one, the answers that came say
-			continue
+		case "204", "404": // end of the batch; nothing (more) there
+			return out, next, nil
 		default:
-			return nil, fmt.Errorf("read messages: %s %s", m.Header.Get("Status"), m.Header.Get("Description"))
+			return nil, 0, fmt.Errorf("read messages: %s %s", m.Header.Get("Status"), m.Header.Get("Description"))
 		}
 		seq, _ := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
-		i, ok := at[seq]
-		if !ok || m.Header.Get(jetstream.SubjectHeader) != subj {
-			return nil, fmt.Errorf("read messages: message %d is not one of %s", seq, subj)
+		i := bytes.IndexByte(m.Data, '\n')
+		prev, err := strconv.ParseUint(string(m.Data[:max(i, 0)]), 10, 64)
+		if i < 0 || err != nil {
+			return nil, 0, fmt.Errorf("read messages: message %d is not <prev> and a message", seq)
 		}
-		nl := bytes.IndexByte(m.Data, '\n')
-		prev, err := strconv.ParseUint(string(m.Data[:max(nl, 0)]), 10, 64)
-		if nl < 0 || err != nil {
-			return nil, fmt.Errorf("read messages: message %d is not <prev> and a message", seq)
-		}
-		out[i] = storedMsg{seq: seq, prev: prev, data: m.Data[nl+1:]}
-		delete(at, seq)
+		out = append(out, storedMsg{seq: seq, prev: prev, data: m.Data[i+1:]})
+		next = seq + 1
 	}
-	for _, i := range at {
-		missing = append(missing, i)
-	}
-	return missing, nil
 }
 
 // historyStart is where the messages read for the model begin in tail:
@@ -321,7 +321,7 @@ func (l *MessageLog) page(ctx context.Context, c *Conversation, n int, before ui
 			rev = append(rev, got[i])
 		}
 	}
-	// Past the tail: the chain of Mesh-Prev, one message at a time.
+	// Past the tail: the chain of prevs, one message at a time.
 	cur := uint64(0)
 	switch {
 	case len(rev) > 0:
