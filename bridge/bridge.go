@@ -91,7 +91,7 @@ func New(cfg Config) (*Bridge, error) {
 	c, err := core.New(core.Config{
 		NC: cfg.NC, JS: cfg.JS, Resources: cfg.Resources, Agent: cfg.Agent.Name, Prompt: cfg.Agent.Prompt, Agents: agentDefs(cfg.Agent), Groups: cfg.Agent.Groups,
 		FollowerBuffer: cfg.Agent.HTTP.StreamBuffer, MaxStreams: cfg.Agent.HTTP.MaxStreams, NoToolServers: len(cfg.Agent.MCPServers) == 0,
-		QueueCheckAfter: cfg.Agent.HTTP.QueueCheckAfter.Std(), NodeID: cfg.NodeID, Auth: authn.Enabled(), Logger: log,
+		QueueCheckAfter: cfg.Agent.HTTP.QueueCheckAfter.Std(), HistoryBytes: int(cfg.Agent.Sessions.MaxBytes), NodeID: cfg.NodeID, Auth: authn.Enabled(), Logger: log,
 	})
 	if err != nil {
 		authn.Close()

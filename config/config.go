@@ -81,6 +81,7 @@ const (
 	DefaultNATSAddr          = "127.0.0.1:4222"
 	DefaultMaxToolIterations = 10
 	DefaultMaxBodyBytes      = 1 << 20
+	DefaultSessionMaxBytes   = 4 << 20
 	DefaultWaitTimeout       = 30 * time.Second
 	DefaultLLMTimeout        = 60 * time.Second
 	DefaultAckWait           = 10 * time.Second
@@ -391,6 +392,12 @@ type Sessions struct {
 	History uint8 `yaml:"history"`
 	// TTL expires conversations untouched for that long. Zero means never.
 	TTL Duration `yaml:"ttl"`
+	// MaxBytes bounds the messages a read of a conversation loads: the
+	// history sent to the model (the newest messages whose JSON fits, 64
+	// at most) and a page of GET /conversations/{id}. At least
+	// http.max_body_bytes (one message always fits), at most 64 MiB. Zero
+	// means 4 MiB.
+	MaxBytes int64 `yaml:"max_bytes"`
 }
 
 // Monitor configures heartbeats, failure detection and recovery.
@@ -663,6 +670,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.HTTP.WaitTimeout == 0 {
 		c.HTTP.WaitTimeout = Duration(DefaultWaitTimeout)
+	}
+	if c.Sessions.MaxBytes == 0 {
+		c.Sessions.MaxBytes = max(DefaultSessionMaxBytes, c.HTTP.MaxBodyBytes)
 	}
 	c.HTTP.applyDefaults()
 	if c.LLM.Timeout == 0 {

@@ -109,6 +109,9 @@ func (c *Config) checkRuntime() *fieldErr {
 	if c.HTTP.MaxBodyBytes < 0 {
 		return &fieldErr{"http.max_body_bytes", "must not be negative"}
 	}
+	if c.Sessions.MaxBytes < c.HTTP.MaxBodyBytes || c.Sessions.MaxBytes > 64<<20 {
+		return &fieldErr{"sessions.max_bytes", fmt.Sprintf("%d: use http.max_body_bytes (%d) to 64 MiB, so that one message always fits", c.Sessions.MaxBytes, c.HTTP.MaxBodyBytes)}
+	}
 	if u, err := url.Parse(c.HTTP.PublicURL); c.HTTP.PublicURL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "") {
 		return &fieldErr{"http.public_url", fmt.Sprintf("%q is not an http(s) URL without query, such as https://agents.example.com", c.HTTP.PublicURL)}
 	}

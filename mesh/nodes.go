@@ -80,11 +80,15 @@ const SystemSession = "_mesh"
 
 // Names of the CUSTOM events the monitor publishes on SystemSession.
 const (
-	CustomNodeDown        = "node_down"
-	CustomNodeUp          = "node_up"
-	CustomDegradedEnter   = "degradation_entered"
-	CustomDegradedLeave   = "degradation_left"
-	CustomRecoveryApplied = "recovery_applied"
+	CustomNodeDown = "node_down"
+	// CustomSessionSaveFailed: an agent failed to save a run's outcome
+	// three times in a row (it keeps trying); value is {conversation,
+	// runId, agent, node, failures, error}.
+	CustomSessionSaveFailed = "session_save_failed"
+	CustomNodeUp            = "node_up"
+	CustomDegradedEnter     = "degradation_entered"
+	CustomDegradedLeave     = "degradation_left"
+	CustomRecoveryApplied   = "recovery_applied"
 )
 
 // DegradedKey is the key of the nodes bucket that holds the degradation

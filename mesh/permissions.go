@@ -44,6 +44,9 @@ const (
 	// GrantStreamGet: read a stream's messages on Filter's subjects by
 	// subject and sequence (no consumer).
 	GrantStreamGet GrantKind = "stream-get"
+	// GrantLog: append to a stream on Filter's subjects and read it by
+	// batched direct gets (the message log, MESH_MESSAGES).
+	GrantLog GrantKind = "log"
 	// GrantKVRead: get keys of a bucket (Filter: which keys).
 	GrantKVRead GrantKind = "kv-read"
 	// GrantKVWatch: watch and list keys of a bucket (ordered consumers).
@@ -103,7 +106,7 @@ func (n Namespace) Permissions(role string) (p Permissions, ok bool) {
 		p.Inbox = ""
 		p.Publish, p.Subscribe = []string{">"}, []string{">"}
 		p.Buckets = []string{BucketSessions, BucketApprovals, BucketTools, BucketNodes, BucketCalls}
-		p.Streams = []string{StreamEvents, StreamWork}
+		p.Streams = []string{StreamEvents, StreamWork, StreamMessages}
 		return p, true
 	}
 	grants := n.roleGrants(role)
@@ -129,7 +132,7 @@ func (n Namespace) Permissions(role string) (p Permissions, ok bool) {
 		switch g.Kind {
 		case GrantKVRead, GrantKVWatch, GrantKVWrite:
 			p.Buckets = appendNew(p.Buckets, g.Subject)
-		case GrantStreamGet:
+		case GrantStreamGet, GrantLog:
 			p.Streams = appendNew(p.Streams, strings.TrimPrefix(g.Subject, n.Stream("")))
 		}
 	}
@@ -165,6 +168,7 @@ func (n Namespace) roleGrants(role string) []Grant {
 			{Kind: GrantPublish, Subject: n.SessionCancelAll(), Why: "stop the rest of a failed tree"},
 			{Kind: GrantKVRead, Subject: BucketSessions, Why: "conversations"},
 			{Kind: GrantKVWrite, Subject: BucketSessions, Why: "conversations, by compare-and-set"},
+			{Kind: GrantLog, Subject: n.Stream(StreamMessages), Filter: n.MessagesAll(), Why: "conversations' messages: append, read"},
 			{Kind: GrantKVRead, Subject: BucketApprovals, Why: "the decided approval a resume carries on"},
 			{Kind: GrantKVRead, Subject: BucketTools, Why: "the tool catalog"},
 			{Kind: GrantKVWatch, Subject: BucketTools, Why: "the tool catalog"},
@@ -182,6 +186,7 @@ func (n Namespace) roleGrants(role string) []Grant {
 			{Kind: GrantSubscribe, Subject: n.SessionCancelAll(), Why: "cancel requests"},
 			{Kind: GrantKVRead, Subject: BucketSessions, Why: "conversations"},
 			{Kind: GrantKVWrite, Subject: BucketSessions, Why: "conversations, by compare-and-set"},
+			{Kind: GrantLog, Subject: n.Stream(StreamMessages), Filter: n.MessagesAll(), Why: "conversations' messages: append, read"},
 			{Kind: GrantKVRead, Subject: BucketNodes, Filter: RoleAgent + ".*", Why: "which members are alive"},
 			{Kind: GrantKVWatch, Subject: BucketNodes, Filter: RoleAgent + ".*", Why: "which members are alive"},
 		}
@@ -235,6 +240,7 @@ func (n Namespace) roleGrants(role string) []Grant {
 			{Kind: GrantKVRead, Subject: BucketSessions, Why: "conversations"},
 			{Kind: GrantKVWatch, Subject: BucketSessions, Why: "list conversations"},
 			{Kind: GrantKVWrite, Subject: BucketSessions, Why: "create conversations"},
+			{Kind: GrantLog, Subject: n.Stream(StreamMessages), Filter: n.MessagesAll(), Why: "conversations' messages: pages, notices of lost turns"},
 			{Kind: GrantKVRead, Subject: BucketApprovals, Why: "show approvals"},
 			{Kind: GrantKVWatch, Subject: BucketApprovals, Why: "list approvals"},
 			{Kind: GrantKVRead, Subject: BucketTools, Why: "/tools, the agent card"},
@@ -286,6 +292,10 @@ func (n Namespace) compile(g Grant) (pub, sub []string) {
 		// The API names no subject: the grant is the whole stream's. The
 		// stream's info binds it (jetstream.Stream).
 		return []string{api + "STREAM.INFO." + g.Subject, api + "STREAM.MSG.GET." + g.Subject}, nil
+	case GrantLog:
+		// A batched direct get names its subject in the body, not the API
+		// subject: the grant reads the whole log.
+		return []string{g.Filter, api + "STREAM.INFO." + g.Subject, api + "DIRECT.GET." + g.Subject}, nil
 	case GrantFollow:
 		s := g.Subject
 		return []string{
@@ -345,7 +355,7 @@ func (p Permissions) CanRead(subject string, streams map[string]string) bool {
 	}
 	for _, g := range p.Grants {
 		switch g.Kind {
-		case GrantConsume, GrantFollow, GrantStreamGet:
+		case GrantConsume, GrantFollow, GrantStreamGet, GrantLog:
 			if SubjectMatches(streams[g.Subject], subject) && SubjectMatches(g.Filter, subject) {
 				return true
 			}

@@ -42,6 +42,8 @@ func PermissionsMarkdown(n Namespace) string {
 				cons = append(cons, fmt.Sprintf("%s: list of consumers' state", code(g.Subject)))
 			case GrantStreamGet:
 				cons = append(cons, fmt.Sprintf("%s: get by subject (%s)", code(g.Subject), code(g.Filter)))
+			case GrantLog:
+				cons = append(cons, fmt.Sprintf("%s: append (%s), direct get", code(g.Subject), code(g.Filter)))
 			case GrantFollow:
 				cons = append(cons, fmt.Sprintf("%s, ordered (%s)", code(g.Subject), code(g.Filter)))
 			case GrantKVRead, GrantKVWatch, GrantKVWrite:
@@ -66,10 +68,10 @@ func PermissionsMarkdown(n Namespace) string {
 		"\"taken\" then the result of a call, one answer per MCP server to a discovery ping). The toolhost and the approver also answer the micro service discovery "+
 		"subjects (`$SRV.*`) of %s and %s. No role but %s creates, updates, purges or deletes a stream or bucket, "+
 		"reads a stream's messages by sequence (`STREAM.MSG.GET`, `DIRECT.GET` of a stream) except the bridge's "+
-		"look-up of the work items it queued, or consumes %s except through the consumers above.\n\n",
+		"look-up of the work items it queued and the direct gets of the message log %s by the roles that keep conversations, or consumes %s except through the consumers above.\n\n",
 		code(n.prefix+".hb.<role>.*"), code("<role>.*"), code(n.Bucket(BucketNodes)), code(n.prefix+".node.*.probe"),
 		code(n.prefix+".node.*.restart"), code(n.Inbox("<role>")+".>"),
-		code(ToolServiceName), code(approvalServiceName), RoleAdmin, code(n.Stream(StreamWork)))
+		code(ToolServiceName), code(approvalServiceName), RoleAdmin, code(n.Stream(StreamMessages)), code(n.Stream(StreamWork)))
 	b.WriteString("Exact subjects the server allows (`mesh.Namespace.Permissions`):\n\n")
 	b.WriteString("| role | publish | subscribe | replies |\n|---|---|---|---|\n")
 	for _, role := range append(slices.Clone(IdentityRoles), RoleAdmin) {

@@ -75,6 +75,9 @@ type Resources struct {
 	Tools     jetstream.KeyValue
 	Nodes     jetstream.KeyValue
 	Calls     jetstream.KeyValue
+	// Messages is the message log (MESH_MESSAGES) over the same
+	// connection, for the roles that bind it.
+	Messages *MessageLog
 }
 
 // Provision creates or updates every stream and bucket of the mesh. It is
@@ -108,6 +111,20 @@ func Provision(ctx context.Context, js jetstream.JetStream, ns Namespace, cfg Pr
 	if err != nil {
 		return nil, fmt.Errorf("provision stream %s: %w", ns.Stream(StreamWork), err)
 	}
+	if _, err = ensureStream(ctx, js, cfg.Replicas, jetstream.StreamConfig{
+		Name:        ns.Stream(StreamMessages),
+		Description: "Agent Mesh: conversations' messages, one stream message each",
+		Subjects:    []string{ns.MessagesAll()},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		Duplicates:  cfg.DuplicateWindow,
+		// Direct gets: batched reads of a conversation's messages, served
+		// by any replica.
+		AllowDirect: true,
+	}); err != nil {
+		return nil, fmt.Errorf("provision stream %s: %w", ns.Stream(StreamMessages), err)
+	}
+	r.Messages = NewMessageLog(js, ns)
 	buckets := []struct {
 		dst  *jetstream.KeyValue
 		conf jetstream.KeyValueConfig
@@ -212,7 +229,7 @@ func Bind(ctx context.Context, js jetstream.JetStream, ns Namespace, p Permissio
 		}
 		*dst = kv
 	}
-	streams := map[string]*jetstream.Stream{StreamEvents: &r.Events, StreamWork: &r.Work}
+	streams := map[string]*jetstream.Stream{StreamEvents: &r.Events, StreamWork: &r.Work, StreamMessages: new(jetstream.Stream)}
 	for _, name := range p.Streams {
 		dst, ok := streams[name]
 		if !ok {
@@ -223,6 +240,9 @@ func Bind(ctx context.Context, js jetstream.JetStream, ns Namespace, p Permissio
 			return nil, fmt.Errorf("bind stream %s: %w", ns.Stream(name), err)
 		}
 		*dst = s
+		if name == StreamMessages {
+			r.Messages = NewMessageLog(js, ns)
+		}
 	}
 	return r, nil
 }

@@ -43,9 +43,19 @@ type Conversation struct {
 	// Owner is the HTTP principal who created the conversation: only it
 	// and admins reach it while authentication is on. Empty when it was
 	// created with authentication off (or over NATS): admins only.
-	Owner           string           `json:"owner,omitempty"`
-	Status          Status           `json:"status"`
-	Messages        []Message        `json:"messages"`
+	Owner  string `json:"owner,omitempty"`
+	Status Status `json:"status"`
+	// Title is the conversation's first user message, clipped.
+	Title string `json:"title,omitempty"`
+	// Messages are the newest messages, as read (the history the model
+	// gets, or a page); the log holds them all (messages.go). A change
+	// appends to them; it never edits those read.
+	Messages []Message `json:"messages"`
+	// MessageCount counts the messages in the log.
+	MessageCount int `json:"message_count,omitempty"`
+	// MessageTail locates the newest [TailKept] messages in the log,
+	// oldest first.
+	MessageTail     MessageTail      `json:"message_tail,omitempty"`
 	PendingApproval *PendingApproval `json:"pending_approval,omitempty"`
 	// PendingApprovals lists every approval the conversation waits for: more
 	// than one when parallel branches of an agent tree each paused.
@@ -76,8 +86,10 @@ type Conversation struct {
 
 	// Revision is the KV revision the conversation was read at.
 	Revision uint64 `json:"-"`
-	// stored are the messages as read or saved, encoded (stored.go).
-	stored *storedMessages
+	// stored counts the first Messages that are in the log; snap is a copy
+	// of them, to tell that a change left them as they were.
+	stored int
+	snap   []Message
 }
 
 // recentTurnsKept bounds Conversation.RecentTurns.
@@ -365,6 +377,11 @@ func (c *Conversation) MarkTurn(id string) {
 	}
 }
 
+// Stored counts the first Messages that the message log holds: those
+// read, and those saved since. A change may append after them, never edit
+// them.
+func (c *Conversation) Stored() int { return c.stored }
+
 // HasMessage reports whether a message with this id is in the conversation.
 func (c *Conversation) HasMessage(id string) bool {
 	for i := len(c.Messages) - 1; i >= 0; i-- {
@@ -404,23 +421,18 @@ type ConversationSummary struct {
 }
 
 // Summary returns the list form of c; its title is its first user message.
+// It needs only the head.
 func (c *Conversation) Summary() ConversationSummary {
 	s := ConversationSummary{
 		ID: c.ID, SessionID: c.SessionID, Agent: c.Agent, Owner: c.Owner, Status: c.Status,
-		MessageCount: len(c.Messages), PendingApproval: c.PendingApproval, QueuedTurn: c.Queued,
+		MessageCount: c.MessageCount, Title: c.Title, PendingApproval: c.PendingApproval, QueuedTurn: c.Queued,
 		CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
 	}
 	if c.Group != nil {
 		s.Group = c.Group.Name
 	}
-	for _, m := range c.Messages {
-		if m.Role == RoleUser {
-			s.Title = m.Content
-			if r := []rune(s.Title); len(r) > 80 {
-				s.Title = string(r[:80]) + "…"
-			}
-			break
-		}
+	if c.MessageCount == 0 { // a head of an earlier version
+		s.MessageCount, s.Title = len(c.Messages), titleOf(c.Messages)
 	}
 	return s
 }

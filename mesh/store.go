@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sort"
 	"sync"
 	"time"
 
@@ -47,7 +46,7 @@ func getJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string, notF
 		return nil, 0, fmt.Errorf("get %s: %w", key, err)
 	}
 	v := new(T)
-	if err := decodeValue(e.Value(), v); err != nil {
+	if err := json.Unmarshal(e.Value(), v); err != nil {
 		return nil, 0, fmt.Errorf("decode %s: %w", key, err)
 	}
 	return v, e.Revision(), nil
@@ -73,22 +72,6 @@ func replicated(ctx context.Context, kv jetstream.KeyValue) bool {
 	return r
 }
 
-// decodeValue decodes data into v, by its own stored encoding if it has one.
-func decodeValue(data []byte, v any) error {
-	if sv, ok := v.(storedValue); ok {
-		return sv.decodeStored(data)
-	}
-	return json.Unmarshal(data, v)
-}
-
-// encodeValue encodes v, by its own stored encoding if it has one.
-func encodeValue(v any) ([]byte, error) {
-	if sv, ok := v.(storedValue); ok {
-		return sv.encodeStored()
-	}
-	return json.Marshal(v)
-}
-
 // updateJSON applies change to the value of key and writes it back with
 // compare-and-set. cur, when not nil, is the value as read at rev and saves
 // the first read. On a revision conflict it reloads and applies change again,
@@ -108,7 +91,7 @@ func updateJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string, n
 			}
 			return nil, 0, err
 		}
-		data, err := encodeValue(cur)
+		data, err := json.Marshal(cur)
 		if err != nil {
 			return nil, 0, fmt.Errorf("encode %s: %w", key, err)
 		}
@@ -130,6 +113,16 @@ func updateJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string, n
 		}
 	}
 }
+
+// IsSaveFailure reports whether err is a write that failed (a conversation
+// not saved), rather than a change's own refusal or a missing key.
+func IsSaveFailure(err error) bool {
+	var we *writeError
+	return errors.As(err, &we)
+}
+
+// SaveFailure makes err a failed write, as [IsSaveFailure] tells.
+func SaveFailure(err error) error { return &writeError{key: "", err: err} }
 
 // writeError is a compare-and-set write that failed for good.
 type writeError struct {
@@ -169,203 +162,6 @@ func WatchKV(ctx context.Context, kv jetstream.KeyValue, keys string, apply func
 		}
 	}()
 	return nil
-}
-
-// SessionStore keeps conversations in the sessions bucket.
-type SessionStore struct {
-	kv  jetstream.KeyValue
-	now func() time.Time
-}
-
-// NewSessionStore returns a store over the sessions bucket.
-func NewSessionStore(kv jetstream.KeyValue) *SessionStore {
-	return &SessionStore{kv: kv, now: time.Now}
-}
-
-// Get returns the conversation, or an error matching [ErrSessionNotFound].
-func (s *SessionStore) Get(ctx context.Context, id string) (*Conversation, error) {
-	if CheckID(id) != nil {
-		return nil, ErrSessionNotFound.With(fmt.Sprintf("conversation %s not found: a conversation id is %s", Clip(id), IDRule))
-	}
-	start := time.Now()
-	c, rev, err := getJSON[Conversation](ctx, s.kv, id, ErrSessionNotFound)
-	if err != nil {
-		return nil, err
-	}
-	telemetry.SessionLoaded(time.Since(start))
-	c.Revision = rev
-	return c, nil
-}
-
-// SessionHead is the part of a conversation that says whether it can take a
-// message: decoding only this skips the messages, the bulk of a session.
-type SessionHead struct {
-	ID              string           `json:"id"`
-	SessionID       string           `json:"session_id"`
-	Agent           string           `json:"agent"`
-	Owner           string           `json:"owner,omitempty"`
-	Status          Status           `json:"status"`
-	PendingApproval *PendingApproval `json:"pending_approval,omitempty"`
-	Turn            *Turn            `json:"turn,omitempty"`
-	Queued          *QueuedTurn      `json:"queued_turn,omitempty"`
-	RecentTurns     []string         `json:"recent_turns,omitempty"`
-	// Group is set on a group conversation: messages go to its group.
-	Group *struct {
-		Name string `json:"name"`
-	} `json:"group,omitempty"`
-}
-
-// Head returns the head of the conversation, or an error matching
-// [ErrSessionNotFound].
-func (s *SessionStore) Head(ctx context.Context, id string) (*SessionHead, error) {
-	if CheckID(id) != nil {
-		return nil, ErrSessionNotFound.With(fmt.Sprintf("conversation %s not found: a conversation id is %s", Clip(id), IDRule))
-	}
-	h, _, err := getJSON[SessionHead](ctx, s.kv, id, ErrSessionNotFound)
-	return h, err
-}
-
-// Create stores a new conversation; it fails if the id exists.
-func (s *SessionStore) Create(ctx context.Context, c *Conversation) error {
-	if err := CheckID(c.ID); err != nil {
-		return err
-	}
-	now := s.now().UTC()
-	if c.CreatedAt.IsZero() {
-		c.CreatedAt = now
-	}
-	c.UpdatedAt = now
-	c.Version = 1
-	data, err := json.Marshal(c)
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", c.ID, err)
-	}
-	rev, err := s.kv.Create(ctx, c.ID, data)
-	if err != nil {
-		return fmt.Errorf("create %s: %w", c.ID, err)
-	}
-	c.Revision = rev
-	return nil
-}
-
-// Update loads the conversation, applies change and saves it by
-// compare-and-set, re-applying change to a fresh copy after a conflict.
-func (s *SessionStore) Update(ctx context.Context, id string, change func(*Conversation) error) (*Conversation, error) {
-	return s.update(ctx, id, nil, change)
-}
-
-// UpdateLoaded is [SessionStore.Update] starting from c, a conversation read
-// by [SessionStore.Get], which saves one read when nobody wrote in between.
-// c must not be used afterwards: use the returned conversation.
-func (s *SessionStore) UpdateLoaded(ctx context.Context, c *Conversation, change func(*Conversation) error) (*Conversation, error) {
-	return s.update(ctx, c.ID, c, change)
-}
-
-func (s *SessionStore) update(ctx context.Context, id string, cur *Conversation, change func(*Conversation) error) (*Conversation, error) {
-	if CheckID(id) != nil {
-		return nil, ErrSessionNotFound.With(fmt.Sprintf("conversation %s not found: a conversation id is %s", Clip(id), IDRule))
-	}
-	var rev uint64
-	if cur != nil {
-		rev = cur.Revision
-	}
-	c, rev, err := updateJSON(ctx, s.kv, id, ErrSessionNotFound, cur, rev, func(c *Conversation) error {
-		if err := change(c); err != nil {
-			return err
-		}
-		c.Version++
-		c.UpdatedAt = s.now().UTC()
-		return nil
-	})
-	if err != nil {
-		var we *writeError
-		if errors.As(err, &we) {
-			telemetry.SessionSaveFailed() // the write failed; a change's own refusal is not a failure
-		}
-		return nil, err
-	}
-	c.Revision = rev
-	return c, nil
-}
-
-// ConversationDoc is a conversation whose messages stay as the bucket
-// holds them, encoded: reading and writing it skips decoding and encoding
-// the messages, the bulk of a long conversation, for the readers and
-// writers that only need its head (the bridge queueing a turn or
-// answering one). It encodes as the conversation, its messages last.
-type ConversationDoc struct {
-	// Conversation is everything but the messages (Messages is nil).
-	*Conversation
-	// Messages shadows Conversation.Messages in JSON.
-	Messages json.RawMessage `json:"messages"`
-}
-
-// GetDoc is [SessionStore.Get] with the messages left encoded.
-func (s *SessionStore) GetDoc(ctx context.Context, id string) (*ConversationDoc, error) {
-	if CheckID(id) != nil {
-		return nil, ErrSessionNotFound.With(fmt.Sprintf("conversation %s not found: a conversation id is %s", Clip(id), IDRule))
-	}
-	d, rev, err := getJSON[ConversationDoc](ctx, s.kv, id, ErrSessionNotFound)
-	if err != nil {
-		return nil, err
-	}
-	d.ensure()
-	d.Revision = rev
-	return d, nil
-}
-
-// UpdateDoc is [SessionStore.Update] for a change that neither reads nor
-// writes the messages: change gets the conversation without them, and
-// they are written back as they were read.
-func (s *SessionStore) UpdateDoc(ctx context.Context, id string, change func(*Conversation) error) (*ConversationDoc, error) {
-	if CheckID(id) != nil {
-		return nil, ErrSessionNotFound.With(fmt.Sprintf("conversation %s not found: a conversation id is %s", Clip(id), IDRule))
-	}
-	d, rev, err := updateJSON(ctx, s.kv, id, ErrSessionNotFound, nil, 0, func(d *ConversationDoc) error {
-		d.ensure()
-		if err := change(d.Conversation); err != nil {
-			return err
-		}
-		d.Version++
-		d.UpdatedAt = s.now().UTC()
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	d.ensure()
-	d.Revision = rev
-	return d, nil
-}
-
-// ensure gives a document decoded from a value without fields its
-// conversation.
-func (d *ConversationDoc) ensure() {
-	if d.Conversation == nil {
-		d.Conversation = &Conversation{}
-	}
-}
-
-// List returns the conversations, most recently updated first.
-func (s *SessionStore) List(ctx context.Context) ([]*Conversation, error) {
-	keys, err := s.kv.ListKeys(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list sessions: %w", err)
-	}
-	var out []*Conversation
-	for key := range keys.Keys() {
-		c, err := s.Get(ctx, key)
-		if errors.Is(err, ErrSessionNotFound) {
-			continue // deleted between the listing and the read
-		}
-		if err != nil {
-			_ = keys.Stop()
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].UpdatedAt.After(out[j].UpdatedAt) })
-	return out, nil
 }
 
 // RunKeyPrefix starts the keys of the sessions bucket that reserve run ids:

@@ -36,7 +36,7 @@ func bigConversation(turns, size int) *mesh.Conversation {
 // server, reporting p50/p95/p99.
 func BenchmarkSessionStore(b *testing.B) {
 	m := meshtest.New(b)
-	store := mesh.NewSessionStore(m.Sessions)
+	store := mesh.NewSessionStore(m.Sessions, m.Messages)
 	ctx := b.Context()
 	conv := bigConversation(100, 500<<10)
 	if err := store.Create(ctx, conv); err != nil {

@@ -14,7 +14,7 @@ import (
 
 func TestSessionStoreCompareAndSet(t *testing.T) {
 	m := meshtest.New(t)
-	store := mesh.NewSessionStore(m.Sessions)
+	store := mesh.NewSessionStore(m.Sessions, m.Messages)
 	ctx := t.Context()
 	conv := &mesh.Conversation{ID: mesh.NewID(), SessionID: mesh.NewTraceID(), Status: mesh.StatusActive}
 	if err := store.Create(ctx, conv); err != nil {
@@ -148,7 +148,7 @@ func TestProvisionIsIdempotent(t *testing.T) {
 // no conversations.
 func TestSessionStoreReserveRun(t *testing.T) {
 	m := meshtest.New(t)
-	store := mesh.NewSessionStore(m.Sessions)
+	store := mesh.NewSessionStore(m.Sessions, m.Messages)
 	ctx := t.Context()
 	a, b := mesh.NewID(), mesh.NewID()
 	for _, id := range []string{a, b} {
@@ -189,17 +189,18 @@ func TestBindTheRolesResources(t *testing.T) {
 	}
 }
 
-// TestConversationDoc: a document written by UpdateDoc keeps the messages
+// TestConversationDoc: a head written by UpdateHead keeps the messages
 // as they were, changes the head, and decodes as the conversation.
 func TestConversationDoc(t *testing.T) {
-	s := mesh.NewSessionStore(meshtest.New(t).Sessions)
+	m := meshtest.New(t)
+	s := mesh.NewSessionStore(m.Sessions, m.Messages)
 	ctx := t.Context()
 	c := &mesh.Conversation{ID: mesh.NewID(), SessionID: "0a1b2c3d", Agent: "a", Status: mesh.StatusActive,
 		Messages: []mesh.Message{{ID: "m1", Role: mesh.RoleUser, Content: "<hi> & \u2028 \"there\""}, {ID: "m2", Role: mesh.RoleAssistant, Content: "ok", ToolCalls: []mesh.ToolCall{{ID: "c1", Name: "f", Arguments: map[string]any{"a": 1.0}}}}}}
 	if err := s.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	d, err := s.UpdateDoc(ctx, c.ID, func(cv *mesh.Conversation) error {
+	d, err := s.UpdateHead(ctx, c.ID, func(cv *mesh.Conversation) error {
 		if cv.Messages != nil {
 			t.Errorf("the change sees messages: %v", cv.Messages)
 		}
@@ -211,7 +212,7 @@ func TestConversationDoc(t *testing.T) {
 		t.Fatal(err)
 	}
 	if d.Agent != "a" || d.Status != mesh.StatusQueued || d.Version != 2 || d.Revision == 0 {
-		t.Fatalf("doc after update: %+v", d.Conversation)
+		t.Fatalf("head after update: %+v", d)
 	}
 	got, err := s.Get(ctx, c.ID)
 	if err != nil {

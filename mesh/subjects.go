@@ -54,6 +54,7 @@ const (
 const (
 	StreamEvents    = "EVENTS"
 	StreamWork      = "WORK"
+	StreamMessages  = "MESSAGES"
 	BucketSessions  = "sessions"
 	BucketApprovals = "approvals"
 	BucketTools     = "tools"
@@ -116,6 +117,18 @@ func (n Namespace) EventsOf(session string) (string, error) {
 	}
 	return n.prefix + ".evt." + session + ".>", nil
 }
+
+// Messages returns mesh.msg.<conversation>: the conversation's messages
+// in the message log (messages.go).
+func (n Namespace) Messages(conv string) (string, error) {
+	if err := CheckToken(conv); err != nil {
+		return "", err
+	}
+	return n.prefix + ".msg." + conv, nil
+}
+
+// MessagesAll is the wildcard of every conversation's messages: mesh.msg.*.
+func (n Namespace) MessagesAll() string { return n.prefix + ".msg.*" }
 
 // EventsOfType is the wildcard of one event type in every session: mesh.evt.*.<TYPE>.
 func (n Namespace) EventsOfType(typ EventType) (string, error) {

@@ -516,6 +516,16 @@ func listTasks(ctx context.Context, c *call) {
 	}
 	end := min(start+size, len(matched))
 	for _, conv := range matched[start:end] {
+		if *history != 0 || includeArtifacts {
+			// The list has heads only: the task's history (its newest
+			// messages) is read for the tasks of the page alone.
+			full, err := c.h.core.Sessions.Get(ctx, conv.ID)
+			if err != nil {
+				c.fail(err)
+				return
+			}
+			conv = full
+		}
 		res.Tasks = append(res.Tasks, *taskOf(conv, view{history: history, noArtifacts: !includeArtifacts}).V1())
 	}
 	if end < len(matched) {

@@ -52,7 +52,7 @@ type fixture struct {
 func newFixture(t *testing.T, p llm.Provider, tweak func(*Config)) *fixture {
 	t.Helper()
 	m := meshtest.New(t)
-	f := &fixture{t: t, m: m, store: mesh.NewSessionStore(m.Sessions)}
+	f := &fixture{t: t, m: m, store: mesh.NewSessionStore(m.Sessions, m.Messages)}
 	f.tools = meshtest.StartResources(t, m)
 
 	cfg, err := config.Parse("test.yaml", []byte("name: tester\nllm:\n  model: offline\nmesh:\n  ack_wait: 2s\n"), func(string) string { return "" })

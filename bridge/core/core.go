@@ -82,6 +82,9 @@ type Config struct {
 	// of its conversation checks that its work item is still in the work
 	// stream ([Core.CheckQueued]). Zero means [DefaultQueueCheckAfter].
 	QueueCheckAfter time.Duration
+	// HistoryBytes bounds the messages a read of a conversation loads, a
+	// page too (sessions.max_bytes). Zero means mesh.DefaultHistoryBytes.
+	HistoryBytes int
 	// NodeID is this bridge process's node id (its key in mesh_nodes is
 	// bridge.<NodeID>): it signs the turns it queues, so that another
 	// bridge can tell when their writer is gone. Empty signs nothing.
@@ -129,10 +132,12 @@ func New(cfg Config) (*Core, error) {
 	if cfg.QueueCheckAfter == 0 {
 		cfg.QueueCheckAfter = DefaultQueueCheckAfter
 	}
+	sessions := mesh.NewSessionStore(cfg.Resources.Sessions, cfg.Resources.Messages)
+	sessions.HistoryBytes = cfg.HistoryBytes
 	return &Core{
 		cfg:       cfg,
 		ns:        cfg.Resources.NS,
-		Sessions:  mesh.NewSessionStore(cfg.Resources.Sessions),
+		Sessions:  sessions,
 		Approvals: mesh.NewApprovalStore(cfg.Resources.Approvals),
 		Catalog:   mesh.NewCatalog(cfg.Resources.Tools),
 		events:    mesh.NewEventPublisher(cfg.JS, cfg.Resources.NS),

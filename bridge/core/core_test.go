@@ -30,7 +30,7 @@ func TestRunStartedWaitsForTheClaim(t *testing.T) {
 		t.Fatal("Started before any agent took the turn")
 	}
 	// An agent claims it.
-	store := mesh.NewSessionStore(m.Sessions)
+	store := mesh.NewSessionStore(m.Sessions, m.Messages)
 	if _, err := store.Update(t.Context(), conv.ID, func(c *mesh.Conversation) error {
 		c.Turn = &mesh.Turn{ID: run.ID, Kind: mesh.WorkTurn, StartedAt: time.Now()}
 		c.Status = mesh.StatusRunning

@@ -64,7 +64,7 @@ func (c *Core) enqueue(ctx context.Context, id, turnID, text string, caller Call
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
 	defer cancel()
 	// The record touches only the head: the messages are not decoded.
-	conv, err := c.Sessions.UpdateDoc(ctx, id, func(cv *mesh.Conversation) error {
+	conv, err := c.Sessions.UpdateHead(ctx, id, func(cv *mesh.Conversation) error {
 		switch {
 		case !c.Sees(caller, cv.Owner):
 			return notFound(id) // someone else's: as if it did not exist (owner.go)
@@ -180,6 +180,25 @@ func (c *Core) Conversation(ctx context.Context, id string, caller Caller) (*mes
 		return c.Sessions.Get(ctx, id)
 	}
 	return conv, nil
+}
+
+// MaxPageSize bounds the messages of a page (GET
+// /conversations/{id}?messages=N).
+const MaxPageSize = 500
+
+// ConversationPage is [Core.Conversation] with a page of up to n messages
+// (0: mesh.DefaultPageSize) older than the cursor before (empty: the
+// newest), left as stored.
+func (c *Core) ConversationPage(ctx context.Context, id string, caller Caller, n int, before string) (*mesh.ConversationDoc, error) {
+	if n < 0 || n > MaxPageSize {
+		return nil, mesh.ErrBadRequest.With(fmt.Sprintf("messages=%d: a page holds 1 to %d messages", n, MaxPageSize))
+	}
+	h, err := c.HeadFor(ctx, id, caller)
+	if err != nil {
+		return nil, err
+	}
+	c.checkQueued(ctx, refOfHead(h), caller)
+	return c.Sessions.GetPage(ctx, id, n, before)
 }
 
 // CheckQueued repairs the queued turn of conversation id, if it has one

@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -223,13 +224,28 @@ func (a *api) listConversations(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// getConversation answers the conversation with a page of its messages:
+// ?messages=N (default mesh.DefaultPageSize, at most core.MaxPageSize, and
+// within sessions.max_bytes) older than ?before=<cursor> (default: the
+// newest); messages_before is the cursor of the page before, absent on
+// the first page of the conversation.
 func (a *api) getConversation(w http.ResponseWriter, r *http.Request) {
-	conv, err := a.core.Conversation(r.Context(), r.PathValue("id"), core.CallerOf(r))
+	q := r.URL.Query()
+	n := 0
+	if s := q.Get("messages"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 1 {
+			core.WriteError(w, mesh.ErrBadRequest.With(fmt.Sprintf("messages=%s: a page holds 1 to %d messages", mesh.Clip(s), core.MaxPageSize)))
+			return
+		}
+		n = v
+	}
+	doc, err := a.core.ConversationPage(r.Context(), r.PathValue("id"), core.CallerOf(r), n, q.Get("before"))
 	if err != nil {
 		core.WriteError(w, err)
 		return
 	}
-	core.WriteJSON(w, http.StatusOK, map[string]any{"conversation": conv})
+	core.WriteJSONDoc(w, http.StatusOK, map[string]any{"conversation": doc}, doc)
 }
 
 func (a *api) sendMessage(w http.ResponseWriter, r *http.Request) {

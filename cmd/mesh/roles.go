@@ -133,7 +133,7 @@ func runGroup(ctx context.Context, cfg *config.Config, _ []string) error {
 		NC: n.nc, JS: n.js, Resources: n.res, Groups: cfg.Groups, NodeID: n.id,
 		Providers:    func(model string) (llm.Provider, error) { return models.FromConfigWith(cfg, model, llmOpts) },
 		DefaultModel: cfg.LLM.Model, Workers: cfg.Mesh.Workers, AckWait: cfg.Mesh.AckWait.Std(), MaxDeliver: cfg.Mesh.MaxDeliver,
-		CheckInterval: cfg.Monitor.Interval.Std(), Logger: n.log,
+		CheckInterval: cfg.Monitor.Interval.Std(), HistoryBytes: int(cfg.Sessions.MaxBytes), Logger: n.log,
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", errConfig, err)

@@ -67,7 +67,7 @@ func sessionStore(ctx context.Context, o *clientOptions) (*mesh.SessionStore, fu
 		nc.Close()
 		return nil, nil, nil, ns, fmt.Errorf("sessions bucket: %w", err)
 	}
-	return mesh.NewSessionStore(kv), nc.Close, js, ns, nil
+	return mesh.NewSessionStore(kv, mesh.NewMessageLog(js, ns)), nc.Close, js, ns, nil
 }
 
 func sessionsList(o *clientOptions) error {
@@ -165,7 +165,7 @@ func sessionsRemove(o *clientOptions, id string, force bool) error {
 	if err != nil {
 		return fmt.Errorf("sessions bucket: %w", err)
 	}
-	head, err := mesh.NewSessionStore(kv).Head(ctx, id)
+	head, err := mesh.NewSessionStore(kv, mesh.NewMessageLog(js, ns)).Head(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -188,6 +188,17 @@ func sessionsRemove(o *clientOptions, id string, force bool) error {
 	}
 	if err := stream.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return fmt.Errorf("purge events of %s: %w", id, err)
+	}
+	msgs, err := ns.Messages(id)
+	if err != nil {
+		return err
+	}
+	log, err := js.Stream(ctx, ns.Stream(mesh.StreamMessages))
+	if err != nil {
+		return fmt.Errorf("messages stream: %w", err)
+	}
+	if err := log.Purge(ctx, jetstream.WithPurgeSubject(msgs)); err != nil {
+		return fmt.Errorf("purge messages of %s: %w", id, err)
 	}
 	if o.json {
 		return writeJSON(os.Stdout, map[string]any{"removed": id})

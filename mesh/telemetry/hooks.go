@@ -156,6 +156,10 @@ func SessionLoaded(d time.Duration) { sessionLoad.WithLabelValues().Observe(d.Se
 // SessionSaveFailed counts a save of a conversation that failed.
 func SessionSaveFailed() { sessionSaveFails.WithLabelValues().Inc() }
 
+// SessionSaveAlert counts an alert raised by a save that failed three
+// times in a row.
+func SessionSaveAlert() { sessionSaveAlert.WithLabelValues().Inc() }
+
 // HeartbeatMissed counts a node found silent.
 func HeartbeatMissed(role string) { heartbeatMisses.WithLabelValues(role).Inc() }
 

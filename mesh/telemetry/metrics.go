@@ -97,6 +97,7 @@ var (
 	kvFailures       = counter("kv_update_failures_total", "Compare-and-set writes that failed for good.", "bucket")
 	sessionLoad      = histogram("session_load_duration_seconds", "Time to read a conversation from mesh_sessions (session restore).")
 	sessionSaveFails = counter("session_save_failures_total", "Saves of a conversation that failed.")
+	sessionSaveAlert = counter("session_save_alerts_total", "Alerts raised by saves of a run's outcome that failed three times in a row.")
 
 	heartbeatMisses = counter("heartbeat_misses_total", "Nodes the monitor found silent past their deadline, by role.", "role")
 	nodesDown       = counter("nodes_down_total", "Nodes the monitor recorded down, by role and reason (silent, zombie, restarted).", "role", "reason")

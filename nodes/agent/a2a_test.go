@@ -308,14 +308,16 @@ func TestA2AProxyApprovalTwice(t *testing.T) {
 	if c.Status != mesh.StatusWaitingApproval || second == nil || second.UUID == first.UUID || second.RemoteTaskID != first.RemoteTaskID || !strings.Contains(second.Description, "step 2 of 2") {
 		t.Fatalf("after the first decision: status %s, approval %+v", c.Status, second)
 	}
-	var marked string
+	// The message log appends and never edits: the call keeps the approval
+	// it first waited for, and the second names the same call.
+	var marked, call string
 	for _, m := range c.Messages {
 		for _, tc := range m.ToolCalls {
-			marked = tc.ApprovalID
+			marked, call = tc.ApprovalID, tc.ID
 		}
 	}
-	if marked != second.UUID {
-		t.Errorf("the call's approval id = %s, want the latest %s", marked, second.UUID)
+	if marked != first.UUID || second.ToolCallID != call {
+		t.Errorf("the call %s has approval id %s, want the first %s; the second approval names call %s", call, marked, first.UUID, second.ToolCallID)
 	}
 	c = f.decide(conv, second.UUID, true)
 	if res := toolMessages(c); len(res) != 1 || res[0].Content != "done: two steps" {

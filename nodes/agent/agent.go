@@ -53,6 +53,12 @@ type Config struct {
 	// fails, so liveness probes catch a process that beats but no longer
 	// works. Zero means 5 minutes.
 	StuckAfter time.Duration
+	// SaveRetry are the pauses before each new try of a save of a run's
+	// outcome that failed (save.go). Nil means 1 s, 5 s, 30 s.
+	SaveRetry []time.Duration
+	// saveFault, when set (tests), fails the save's try n (from 1) with
+	// the error it returns.
+	saveFault func(n int) error
 	// Logger receives the role's logs. The zero value discards them.
 	Logger zerolog.Logger
 }
@@ -143,7 +149,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg:        cfg,
 		name:       cfg.Agent.Name,
 		ns:         cfg.Resources.NS,
-		sessions:   mesh.NewSessionStore(cfg.Resources.Sessions),
+		sessions:   mesh.NewSessionStore(cfg.Resources.Sessions, cfg.Resources.Messages),
 		approvals:  mesh.NewApprovalStore(cfg.Resources.Approvals),
 		events:     mesh.NewEventPublisher(cfg.JS, cfg.Resources.NS),
 		maxIter:    cfg.Agent.Mesh.MaxToolIterations,
@@ -154,6 +160,9 @@ func New(cfg Config) (*Agent, error) {
 		running:    map[*runningTurn]struct{}{},
 		cancelled:  map[string]time.Time{},
 	}
+	// The history the model gets: the newest messages within
+	// sessions.max_bytes (mesh.SessionStore.Get).
+	a.sessions.HistoryBytes = int(cfg.Agent.Sessions.MaxBytes)
 	if a.maxIter <= 0 {
 		a.maxIter = config.DefaultMaxToolIterations
 	}

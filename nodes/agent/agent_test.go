@@ -77,7 +77,7 @@ func newFixture(t *testing.T, p llm.Provider, tweak func(*config.Config)) *fixtu
 func newFixtureWith(t *testing.T, p llm.Provider, tweak func(*config.Config), tweakAgent func(*Config)) *fixture {
 	t.Helper()
 	m := meshtest.New(t)
-	f := &fixture{t: t, m: m, store: mesh.NewSessionStore(m.Sessions), aps: mesh.NewApprovalStore(m.Approvals), calls: map[string]int{}, args: map[string]string{},
+	f := &fixture{t: t, m: m, store: mesh.NewSessionStore(m.Sessions, m.Messages), aps: mesh.NewApprovalStore(m.Approvals), calls: map[string]int{}, args: map[string]string{},
 		approvals: map[string]*mesh.ApprovalStatement{}, auth: map[string]string{}}
 	for _, e := range []mesh.ToolEntry{
 		{Server: "srv", Name: "safe", Description: "a safe tool", InputSchema: json.RawMessage(`{"type":"object"}`), ReadOnlyHint: true},

@@ -58,7 +58,7 @@ func (t *turn) cancelled(ctx context.Context) {
 // work to do next.
 func (t *turn) settle(ctx context.Context, o outcome) error {
 	var p plan
-	_, err := t.a.sessions.UpdateLoaded(ctx, t.conv, func(c *mesh.Conversation) error {
+	_, err := t.save(ctx, t.conv, func(c *mesh.Conversation) error {
 		return t.apply(c, t.step.key, t.gen, o, &p)
 	})
 	if err != nil && !errors.Is(err, mesh.ErrNoChange) {

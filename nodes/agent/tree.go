@@ -390,10 +390,11 @@ func stringState(state map[string]any) map[string]string {
 }
 
 // markApprovalIDs records on each paused call the approval it waits for,
-// wherever its message is.
+// in the messages this save appends (the log keeps those stored as they
+// were written: a call paused again on a resume keeps its first mark).
 func markApprovalIDs(c *mesh.Conversation, aps []*mesh.Approval) {
 	for _, ap := range aps {
-		for i := range c.Messages {
+		for i := c.Stored(); i < len(c.Messages); i++ {
 			for j := range c.Messages[i].ToolCalls {
 				if c.Messages[i].ToolCalls[j].ID == ap.ToolCallID {
 					c.Messages[i].ToolCalls[j].ApprovalID = ap.UUID

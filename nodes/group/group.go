@@ -69,6 +69,9 @@ type Config struct {
 	Resources *mesh.Resources
 	// Groups are the groups to run, validated (config.Load sets defaults).
 	Groups []config.Group
+	// HistoryBytes bounds the messages a read of a conversation loads
+	// (sessions.max_bytes). Zero means mesh.DefaultHistoryBytes.
+	HistoryBytes int
 	// Providers makes the selector model of an llm strategy (the group's
 	// model, else DefaultModel).
 	Providers    func(model string) (llm.Provider, error)
@@ -134,12 +137,13 @@ func New(cfg Config) (*Role, error) {
 	r := &Role{
 		cfg:      cfg,
 		ns:       cfg.Resources.NS,
-		sessions: mesh.NewSessionStore(cfg.Resources.Sessions),
+		sessions: mesh.NewSessionStore(cfg.Resources.Sessions, cfg.Resources.Messages),
 		events:   mesh.NewEventPublisher(cfg.JS, cfg.Resources.NS),
 		log:      cfg.Logger,
 		groups:   map[string]*group{},
 		live:     newLiveness(cfg.Resources.Nodes),
 	}
+	r.sessions.HistoryBytes = cfg.HistoryBytes
 	for _, g := range cfg.Groups {
 		var selector llm.Provider
 		if g.Strategy == config.StrategyLLM {

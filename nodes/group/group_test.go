@@ -57,7 +57,7 @@ func newHarness(t *testing.T, g config.Group, members []*fakeMember, down ...str
 func newHarnessWith(t *testing.T, g config.Group, members []*fakeMember, opt func(*Config), down ...string) *harness {
 	t.Helper()
 	m := meshtest.New(t)
-	h := &harness{t: t, m: m, store: mesh.NewSessionStore(m.Sessions), members: map[string]*fakeMember{}}
+	h := &harness{t: t, m: m, store: mesh.NewSessionStore(m.Sessions, m.Messages), members: map[string]*fakeMember{}}
 	for _, mem := range members {
 		h.members[mem.name] = mem
 		if !contains(down, mem.name) {
@@ -498,7 +498,7 @@ func TestDrainDeadlineHandsTheItemBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, m: m, store: mesh.NewSessionStore(m.Sessions)}
+	h := &harness{t: t, m: m, store: mesh.NewSessionStore(m.Sessions, m.Messages)}
 	for _, p := range g.Participants {
 		h.announce(p.Agent)
 	}

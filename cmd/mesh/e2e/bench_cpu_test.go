@@ -296,11 +296,12 @@ func BenchmarkMeshMemory(b *testing.B) {
 	b.Logf("%d conversations at 100 concurrent: RSS %.1f MB before, %.1f MB at the end, %.1f MB 15 s later (%s)", len(res.lat), mb(before), mb(atEnd), mb(total), strings.Join(line, ", "))
 }
 
-// BenchmarkLongConversation compares turn 100 of a conversation with turn 2
-// (offline planner: no model time). 40 conversations are taken to turn 99
-// together; turn 2 and turn 100 of each are sent one at a time, and their
-// p50 latencies compared. The mesh's CPU per turn is compared over turns
-// 2-4 and 98-100 (a single turn is too few clock ticks to read).
+// BenchmarkLongConversation compares turns 100 and 500 of a conversation
+// with turns 1 and 2 (offline planner: no model time). 40 conversations
+// are taken to turn 500 together; turns 1, 2, 100 and 500 of each are sent
+// one at a time, and their p50 latencies compared. The mesh's CPU per turn
+// is compared over turn 1 (of the 40), turns 2-4, 98-100 and 498-500 (a
+// single turn is too few clock ticks to read).
 func BenchmarkLongConversation(b *testing.B) {
 	const convs, window = 40, 3
 	m := startMesh(b, meshOpts{logLevel: "warn"})
@@ -321,7 +322,8 @@ func BenchmarkLongConversation(b *testing.B) {
 	// next sends the next window turns of every conversation, one turn at
 	// a time: the latencies of each of the window's turns, and the CPU per
 	// turn.
-	next := func() ([window][]time.Duration, time.Duration) {
+	byRole := map[string]map[string]time.Duration{} // window → role → CPU per turn
+	next := func(name string) ([window][]time.Duration, time.Duration) {
 		before := m.meshUsage()
 		var lat [window][]time.Duration
 		for i := range window {
@@ -331,33 +333,59 @@ func BenchmarkLongConversation(b *testing.B) {
 			slices.Sort(lat[i])
 		}
 		var cpu time.Duration
-		for _, d := range cpuByName(before, m.meshUsage()) {
+		byRole[name] = map[string]time.Duration{}
+		for role, d := range cpuByName(before, m.meshUsage()) {
 			cpu += d
+			byRole[name][role] = d / (convs * window)
 		}
 		return lat, cpu / (convs * window)
 	}
+	before := m.meshUsage()
+	var lat1 []time.Duration
 	for _, id := range ids { // turn 1
-		turn(id)
+		lat1 = append(lat1, turn(id))
 	}
-	early, cpu2 := next() // turns 2 to 4
-	var wg sync.WaitGroup
-	for _, id := range ids { // turns 5 to 97
-		wg.Go(func() {
-			for range 93 {
-				turn(id)
-			}
-		})
+	var cpu1 time.Duration
+	for _, d := range cpuByName(before, m.meshUsage()) {
+		cpu1 += d
 	}
-	wg.Wait()
-	late, cpu100 := next() // turns 98 to 100
-	lat2, lat100 := early[0], late[window-1]
+	cpu1 /= convs
+	slices.Sort(lat1)
+	early, cpu2 := next("turn2") // turns 2 to 4
+	upTo := func(n int) {        // the turns before turn n, concurrently
+		var wg sync.WaitGroup
+		for _, id := range ids {
+			wg.Go(func() {
+				for range n {
+					turn(id)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	upTo(93)                        // turns 5 to 97
+	late, cpu100 := next("turn100") // turns 98 to 100
+	upTo(397)                       // turns 101 to 497
+	last, cpu500 := next("turn500") // turns 498 to 500
+	lat2, lat100, lat500 := early[0], late[window-1], last[window-1]
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	p50 := func(l []time.Duration) time.Duration { return l[len(l)/2] }
+	b.ReportMetric(ms(p50(lat1)), "turn1-p50-ms")
 	b.ReportMetric(ms(p50(lat2)), "turn2-p50-ms")
 	b.ReportMetric(ms(p50(lat100)), "turn100-p50-ms")
+	b.ReportMetric(ms(p50(lat500)), "turn500-p50-ms")
 	b.ReportMetric(ms(p50(lat100))/ms(p50(lat2)), "latency-ratio")
+	b.ReportMetric(ms(p50(lat500))/ms(p50(lat1)), "latency-ratio-500")
+	b.ReportMetric(ms(cpu1), "turn1-cpu-ms")
 	b.ReportMetric(ms(cpu2), "turn2-cpu-ms")
 	b.ReportMetric(ms(cpu100), "turn100-cpu-ms")
+	b.ReportMetric(ms(cpu500), "turn500-cpu-ms")
 	b.ReportMetric(ms(cpu100)/ms(cpu2), "cpu-ratio")
+	b.ReportMetric(ms(cpu500)/ms(cpu2), "cpu-ratio-500")
+	for _, w := range []string{"turn2", "turn500"} {
+		for role, d := range byRole[w] {
+			b.ReportMetric(ms(d), w+"-"+role+"-cpu-ms")
+		}
+	}
 	b.ReportMetric(0, "ns/op")
 }

@@ -53,6 +53,18 @@ func TestMain(m *testing.M) {
 				return 1
 			}
 		}
+		// MESH_BENCH_BIN runs another build of mesh (another branch's), to
+		// compare two builds alternately with the same benchmarks.
+		if other := os.Getenv("MESH_BENCH_BIN"); other != "" {
+			data, err := os.ReadFile(other) // a copy: children find themselves by the name mesh
+			if err == nil {
+				err = os.WriteFile(filepath.Join(dir, "mesh"), data, 0o755)
+			}
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "MESH_BENCH_BIN:", err)
+				return 1
+			}
+		}
 		// The test binary doubles as a test MCP server (see testmcp_test.go).
 		self, _ := os.Executable()
 		if err := os.Symlink(self, filepath.Join(dir, "mesh-test-mcp")); err != nil {

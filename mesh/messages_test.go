@@ -1,0 +1,231 @@
+package mesh
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// sameMessage must compare every field: a field it does not know would let
+// a change made in place to a stored message go unseen.
+func TestSameMessageFields(t *testing.T) {
+	if n := reflect.TypeFor[Message]().NumField(); n != 13 {
+		t.Errorf("Message has %d fields: compare the new ones in sameMessage, then update this count", n)
+	}
+	if n := reflect.TypeFor[ToolCall]().NumField(); n != 7 {
+		t.Errorf("ToolCall has %d fields: compare the new ones in sameMessage, then update this count", n)
+	}
+}
+
+func TestMessageTailJSON(t *testing.T) {
+	b, err := json.Marshal(MessageTail{{Seq: 12, Bytes: 345}, {Seq: 1 << 40, Bytes: 0}})
+	if err != nil || string(b) != "[[12,345],[1099511627776,0]]" {
+		t.Fatalf("encoded %s, %v", b, err)
+	}
+	var got MessageTail
+	if err := json.Unmarshal([]byte(" [ [12, 345] ,[1099511627776,0]] "), &got); err != nil || len(got) != 2 || got[1].Seq != 1<<40 || got[0].Bytes != 345 {
+		t.Fatalf("decoded %+v, %v", got, err)
+	}
+	for _, bad := range []string{`[[1]]`, `[[1,2,3]]`, `[1,2]`, `[[1,2]`, `[["1",2]]`, `{}`, `[[,2]]`} {
+		if err := json.Unmarshal([]byte(bad), &got); err == nil {
+			t.Errorf("%s decoded as %+v", bad, got)
+		}
+	}
+}
+
+func TestHistoryStart(t *testing.T) {
+	tail := []MessageRef{{1, 100}, {2, 100}, {3, 900}, {4, 100}, {5, 50}}
+	for _, c := range []struct{ budget, want int }{
+		{10_000, 0}, {1250, 0}, {1249, 1}, {1050, 2}, {1049, 3}, {150, 3}, {149, 4}, {10, 4},
+	} {
+		if got := historyStart(tail, c.budget); got != c.want {
+			t.Errorf("budget %d: start %d, want %d", c.budget, got, c.want)
+		}
+	}
+	msgs := []Message{{ID: "r1", Role: RoleTool}, {ID: "r2", Role: RoleTool}, {ID: "a", Role: RoleAssistant}, {ID: "r3", Role: RoleTool}}
+	if got := cutHistory(msgs); len(got) != 2 || got[0].ID != "a" {
+		t.Fatalf("cut: %+v", got)
+	}
+}
+
+// testStore is a session store on an embedded server of its own.
+func testStore(t *testing.T) (*SessionStore, jetstream.JetStream) {
+	t.Helper()
+	s, err := StartServer(ServerConfig{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Shutdown)
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := Provision(ctx, js, DefaultNamespace, ProvisionConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewSessionStore(r.Sessions, r.Messages), js
+}
+
+func ids(msgs []Message) string {
+	var b strings.Builder
+	for i, m := range msgs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(m.ID)
+	}
+	return b.String()
+}
+
+// A save whose head write is lost leaves its messages in the log unread:
+// neither a later save nor a read shows them, nor the save tried again
+// after a conflict.
+func TestHalfWrittenSave(t *testing.T) {
+	s, _ := testStore(t)
+	ctx := t.Context()
+	c := &Conversation{ID: NewID(), Status: StatusActive, Messages: []Message{{ID: "u1", Role: RoleUser, Content: "first"}}}
+	if err := s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	// A process killed between its append and its head write.
+	if _, err := s.log.append(ctx, c.ID, c.MessageTail[0].Seq, []Message{{ID: "ghost", Role: RoleAssistant, Content: "never saved"}}); err != nil {
+		t.Fatal(err)
+	}
+	// A save that loses its compare-and-set once: another writer changes
+	// the head between its append and its write.
+	tries := 0
+	got, err := s.Update(ctx, c.ID, func(cv *Conversation) error {
+		tries++
+		if tries == 1 {
+			if _, err := s.UpdateHead(ctx, c.ID, func(h *Conversation) error { h.Status = StatusRunning; return nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if cv.HasMessage("a1") {
+			return ErrNoChange
+		}
+		cv.Messages = append(cv.Messages, Message{ID: "a1", Role: RoleAssistant, Content: "answer"}, Message{ID: "u2", Role: RoleUser, Content: "again"})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tries != 2 || got.Status != StatusRunning {
+		t.Fatalf("tries %d, status %s: the conflict did not happen", tries, got.Status)
+	}
+	read, err := s.Get(ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids(read.Messages) != "u1,a1,u2" || read.MessageCount != 3 {
+		t.Fatalf("messages %s (count %d), want u1,a1,u2", ids(read.Messages), read.MessageCount)
+	}
+	page, err := s.GetDoc(ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(page.Messages); n != 3 || strings.Contains(string(joinMessages(page.Messages)), "ghost") {
+		t.Fatalf("page: %s", joinMessages(page.Messages))
+	}
+	// The log holds u1, the ghost, a1 and u2 of the attempt that lost and
+	// a1 and u2 of the one that won: three unread.
+	info, err := s.log.js.Stream(ctx, s.log.stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := info.CachedInfo().State.Msgs; n != 6 {
+		t.Fatalf("log holds %d messages, want 6", n)
+	}
+	// A stored message cannot be edited.
+	_, err = s.Update(ctx, c.ID, func(cv *Conversation) error { cv.Messages[0].Content = "edited"; return nil })
+	if err == nil {
+		t.Fatal("editing a stored message was saved")
+	}
+}
+
+// Pages go back through the whole conversation, past the tail, each
+// message once and in order; the history read for the model keeps to its
+// budget.
+func TestPagesAndHistory(t *testing.T) {
+	s, _ := testStore(t)
+	ctx := t.Context()
+	c := &Conversation{ID: NewID(), Status: StatusActive}
+	if err := s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	const total = 150
+	for i := 0; i < total; i += 10 {
+		if _, err := s.Update(ctx, c.ID, func(cv *Conversation) error {
+			for j := i; j < i+10; j++ {
+				cv.Messages = append(cv.Messages, Message{ID: fmt.Sprintf("m%03d", j), Role: RoleUser, Content: strings.Repeat("x", 100)})
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read, err := s.Get(ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(read.Messages) != TailKept || read.Messages[TailKept-1].ID != "m149" || read.MessageCount != total || len(read.MessageTail) != TailKept {
+		t.Fatalf("history: %d messages, last %s, count %d", len(read.Messages), read.Messages[len(read.Messages)-1].ID, read.MessageCount)
+	}
+	var all []string
+	before := ""
+	for pages := 0; ; pages++ {
+		if pages > 10 {
+			t.Fatal("too many pages")
+		}
+		p, err := s.GetPage(ctx, c.ID, 40, before)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ms []Message
+		if err := json.Unmarshal(joinMessages(p.Messages), &ms); err != nil {
+			t.Fatal(err)
+		}
+		if len(ms) != 40 && p.Before != 0 {
+			t.Fatalf("page of %d", len(ms))
+		}
+		all = append(strings.Split(ids(ms), ","), all...)
+		if p.Before == 0 {
+			break
+		}
+		before = fmt.Sprint(p.Before)
+	}
+	if len(all) != total {
+		t.Fatalf("pages gave %d messages", len(all))
+	}
+	for i, id := range all {
+		if id != fmt.Sprintf("m%03d", i) {
+			t.Fatalf("message %d is %s", i, id)
+		}
+	}
+	s.HistoryBytes = 1000 // about 7 messages of 140 bytes
+	read, err = s.Get(ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(read.Messages); n < 5 || n > 8 || read.Messages[n-1].ID != "m149" {
+		t.Fatalf("history within 1000 bytes: %s", ids(read.Messages))
+	}
+	if _, err := s.GetPage(ctx, c.ID, 10, "nope"); err == nil {
+		t.Fatal("a bad cursor was taken")
+	}
+}

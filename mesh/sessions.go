@@ -1,0 +1,413 @@
+package mesh
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
+)
+
+// SessionStore keeps conversations: the head of each in the sessions
+// bucket, its messages in the message log (messages.go).
+type SessionStore struct {
+	kv  jetstream.KeyValue
+	log *MessageLog
+	now func() time.Time
+	// HistoryBytes bounds the messages a read loads (the history the model
+	// gets, a page): the newest that fit, at most [TailKept]. Zero means
+	// [DefaultHistoryBytes] (sessions.max_bytes sets it).
+	HistoryBytes int
+}
+
+// NewSessionStore returns a store over the sessions bucket and the message
+// log.
+func NewSessionStore(kv jetstream.KeyValue, log *MessageLog) *SessionStore {
+	return &SessionStore{kv: kv, log: log, now: time.Now}
+}
+
+func (s *SessionStore) budget() int {
+	if s.HistoryBytes > 0 {
+		return s.HistoryBytes
+	}
+	return DefaultHistoryBytes
+}
+
+func badID(id string) error {
+	return ErrSessionNotFound.With(fmt.Sprintf("conversation %s not found: a conversation id is %s", Clip(id), IDRule))
+}
+
+// Get returns the conversation with its newest messages (the history:
+// HistoryBytes, [TailKept] at most, no tool result without its call), or
+// an error matching [ErrSessionNotFound].
+func (s *SessionStore) Get(ctx context.Context, id string) (*Conversation, error) {
+	if CheckID(id) != nil {
+		return nil, badID(id)
+	}
+	start := time.Now()
+	c, rev, err := getJSON[Conversation](ctx, s.kv, id, ErrSessionNotFound)
+	if err != nil {
+		return nil, err
+	}
+	c.Revision = rev
+	if err := s.loadHistory(ctx, c); err != nil {
+		return nil, err
+	}
+	telemetry.SessionLoaded(time.Since(start))
+	return c, nil
+}
+
+// loadHistory reads the newest messages of c that fit the budget.
+func (s *SessionStore) loadHistory(ctx context.Context, c *Conversation) error {
+	if c.MessageCount == 0 {
+		// Nothing in the log yet: messages a head of an earlier version
+		// holds are appended to the log by the next save.
+		c.stored, c.snap = 0, nil
+		return nil
+	}
+	k := historyStart(c.MessageTail, s.budget())
+	got, err := s.log.read(ctx, c.ID, c.MessageTail[k:])
+	if err != nil {
+		return err
+	}
+	msgs := make([]Message, len(got))
+	for i, m := range got {
+		if err := json.Unmarshal(m.data, &msgs[i]); err != nil {
+			return fmt.Errorf("decode message %d of %s: %w", m.seq, c.ID, err)
+		}
+	}
+	c.Messages = cutHistory(msgs)
+	c.stored, c.snap = len(c.Messages), snapshot(c.Messages)
+	return nil
+}
+
+// Head returns the head of the conversation, or an error matching
+// [ErrSessionNotFound].
+func (s *SessionStore) Head(ctx context.Context, id string) (*SessionHead, error) {
+	if CheckID(id) != nil {
+		return nil, badID(id)
+	}
+	h, _, err := getJSON[SessionHead](ctx, s.kv, id, ErrSessionNotFound)
+	return h, err
+}
+
+// SessionHead is the part of a conversation that says whether it can take a
+// message.
+type SessionHead struct {
+	ID              string           `json:"id"`
+	SessionID       string           `json:"session_id"`
+	Agent           string           `json:"agent"`
+	Owner           string           `json:"owner,omitempty"`
+	Status          Status           `json:"status"`
+	PendingApproval *PendingApproval `json:"pending_approval,omitempty"`
+	Turn            *Turn            `json:"turn,omitempty"`
+	Queued          *QueuedTurn      `json:"queued_turn,omitempty"`
+	RecentTurns     []string         `json:"recent_turns,omitempty"`
+	// Group is set on a group conversation: messages go to its group.
+	Group *struct {
+		Name string `json:"name"`
+	} `json:"group,omitempty"`
+}
+
+// Create stores a new conversation; it fails if the id exists.
+func (s *SessionStore) Create(ctx context.Context, c *Conversation) error {
+	if err := CheckID(c.ID); err != nil {
+		return err
+	}
+	now := s.now().UTC()
+	if c.CreatedAt.IsZero() {
+		c.CreatedAt = now
+	}
+	c.UpdatedAt = now
+	c.Version = 1
+	c.stored, c.snap = 0, nil
+	return s.save(ctx, c, true)
+}
+
+// Update loads the conversation, applies change and saves it by
+// compare-and-set, re-applying change to a fresh copy after a conflict.
+// The messages change appends are added to the log; a change to a message
+// read is refused.
+func (s *SessionStore) Update(ctx context.Context, id string, change func(*Conversation) error) (*Conversation, error) {
+	return s.update(ctx, id, nil, change, false)
+}
+
+// UpdateLoaded is [SessionStore.Update] starting from c, a conversation read
+// by [SessionStore.Get], which saves one read when nobody wrote in between.
+// c must not be used afterwards: use the returned conversation.
+func (s *SessionStore) UpdateLoaded(ctx context.Context, c *Conversation, change func(*Conversation) error) (*Conversation, error) {
+	return s.update(ctx, c.ID, c, change, false)
+}
+
+// UpdateHead is [SessionStore.Update] for a change of the head alone: no
+// message is read, and change must add none.
+func (s *SessionStore) UpdateHead(ctx context.Context, id string, change func(*Conversation) error) (*Conversation, error) {
+	return s.update(ctx, id, nil, func(c *Conversation) error {
+		n := len(c.Messages)
+		if err := change(c); err != nil {
+			return err
+		}
+		if len(c.Messages) != n {
+			return errors.New("mesh: UpdateHead added messages")
+		}
+		return nil
+	}, true)
+}
+
+func (s *SessionStore) update(ctx context.Context, id string, cur *Conversation, change func(*Conversation) error, headOnly bool) (*Conversation, error) {
+	if CheckID(id) != nil {
+		return nil, badID(id)
+	}
+	for attempt := 0; ; attempt++ {
+		if cur == nil {
+			var err error
+			if headOnly {
+				cur, err = s.headOf(ctx, id)
+			} else {
+				cur, err = s.Get(ctx, id)
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		if err := change(cur); err != nil {
+			if errors.Is(err, ErrNoChange) {
+				return cur, nil
+			}
+			return nil, err // a change's own refusal is not a failed save
+		}
+		cur.Version++
+		cur.UpdatedAt = s.now().UTC()
+		err := s.save(ctx, cur, false)
+		if err == nil {
+			return cur, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) || attempt >= casAttempts {
+			telemetry.KVFailure(s.kv.Bucket())
+			telemetry.SessionSaveFailed()
+			return nil, &writeError{key: id, err: err}
+		}
+		telemetry.KVConflict(s.kv.Bucket())
+		cur = nil
+		// A short random pause spreads writers that collided.
+		select {
+		case <-time.After(time.Duration(rand.IntN(1000)) * time.Microsecond * time.Duration(attempt+1)):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// headOf reads the head alone: Messages holds only what a head of an
+// earlier version carries.
+func (s *SessionStore) headOf(ctx context.Context, id string) (*Conversation, error) {
+	c, rev, err := getJSON[Conversation](ctx, s.kv, id, ErrSessionNotFound)
+	if err != nil {
+		return nil, err
+	}
+	c.Revision = rev
+	c.stored, c.snap = len(c.Messages), snapshot(c.Messages)
+	if c.MessageCount == 0 {
+		c.stored, c.snap = 0, nil
+	}
+	return c, nil
+}
+
+// save appends the messages added since c was read to the log, then
+// writes the head: created, or by compare-and-set at c.Revision. Messages
+// appended by a save whose head write fails are left in the log unread; a
+// save tried again after a conflict publishes them with the same
+// deduplication ids, so the log keeps them once.
+func (s *SessionStore) save(ctx context.Context, c *Conversation, create bool) error {
+	if c.stored > len(c.Messages) || !unchanged(c.snap, c.Messages[:c.stored]) {
+		return errStoredChanged
+	}
+	added := c.Messages[c.stored:]
+	head := *c
+	if len(added) > 0 {
+		var prev uint64
+		if n := len(c.MessageTail); n > 0 {
+			prev = c.MessageTail[n-1].Seq
+		}
+		refs, err := s.log.append(ctx, c.ID, prev, added)
+		if err != nil {
+			return err
+		}
+		tail := append(slices.Clip(c.MessageTail), refs...)
+		if len(tail) > TailKept {
+			tail = slices.Clone(tail[len(tail)-TailKept:])
+		}
+		head.MessageTail, head.MessageCount = tail, c.MessageCount+len(added)
+		if head.Title == "" {
+			head.Title = titleOf(added)
+		}
+	}
+	data, err := json.Marshal(headOf(&head))
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", c.ID, err)
+	}
+	var rev uint64
+	if create {
+		rev, err = s.kv.Create(ctx, c.ID, data)
+		if err != nil {
+			return fmt.Errorf("create %s: %w", c.ID, err)
+		}
+	} else if rev, err = s.kv.Update(ctx, c.ID, data, c.Revision); err != nil {
+		return err
+	}
+	c.MessageTail, c.MessageCount, c.Title, c.Revision = head.MessageTail, head.MessageCount, head.Title, rev
+	c.snap = append(slices.Clip(c.snap), snapshot(added)...)
+	c.stored = len(c.Messages)
+	return nil
+}
+
+// storedHead encodes a conversation's head: its messages are the log's,
+// except those of a head of an earlier version not appended yet.
+type storedHead struct {
+	*Conversation
+	Messages []Message `json:"messages,omitempty"`
+}
+
+func headOf(c *Conversation) storedHead {
+	h := storedHead{Conversation: c}
+	if c.MessageCount == 0 {
+		h.Messages = c.Messages
+	}
+	return h
+}
+
+// titleOf is the title of a conversation whose first messages are msgs:
+// its first user message, clipped.
+func titleOf(msgs []Message) string {
+	for _, m := range msgs {
+		if m.Role == RoleUser {
+			if r := []rune(m.Content); len(r) > 80 {
+				return string(r[:80]) + "…"
+			}
+			return m.Content
+		}
+	}
+	return ""
+}
+
+// ConversationDoc is a conversation with a page of its messages as the
+// log holds them, encoded: the bridge passes them on without decoding
+// them. It encodes as the conversation, with messages_before, the cursor
+// of the page before, when there is one.
+type ConversationDoc struct {
+	// Conversation is everything but the messages (Messages is nil).
+	*Conversation
+	// Messages are the page's messages, oldest first.
+	Messages []json.RawMessage
+	// Before is the cursor of the older page (0: none).
+	Before uint64
+}
+
+// GetDoc is [SessionStore.Get] with the newest page of messages
+// ([DefaultPageSize] within HistoryBytes), left encoded.
+func (s *SessionStore) GetDoc(ctx context.Context, id string) (*ConversationDoc, error) {
+	return s.GetPage(ctx, id, DefaultPageSize, "")
+}
+
+// GetPage is the conversation with a page of up to n of its messages
+// (within HistoryBytes, one at least) older than the cursor before
+// (empty: the newest).
+func (s *SessionStore) GetPage(ctx context.Context, id string, n int, before string) (*ConversationDoc, error) {
+	if CheckID(id) != nil {
+		return nil, badID(id)
+	}
+	var cursor uint64
+	if before != "" {
+		var err error
+		if cursor, err = strconv.ParseUint(before, 10, 64); err != nil || cursor == 0 {
+			return nil, ErrBadRequest.With(fmt.Sprintf("before %s: a cursor is the messages_before of a page", Clip(before)))
+		}
+	}
+	if n <= 0 {
+		n = DefaultPageSize
+	}
+	c, rev, err := getJSON[Conversation](ctx, s.kv, id, ErrSessionNotFound)
+	if err != nil {
+		return nil, err
+	}
+	c.Revision = rev
+	d := &ConversationDoc{Conversation: c}
+	if c.MessageCount == 0 { // a head of an earlier version: its own messages
+		for _, m := range c.Messages {
+			b, err := json.Marshal(m)
+			if err != nil {
+				return nil, err
+			}
+			d.Messages = append(d.Messages, b)
+		}
+		c.Messages = nil
+		return d, nil
+	}
+	p, err := s.log.page(ctx, c, n, cursor, s.budget())
+	if err != nil {
+		if cursor != 0 {
+			return nil, ErrBadRequest.With(fmt.Sprintf("before %d: no such message in conversation %s", cursor, id))
+		}
+		return nil, err
+	}
+	d.Messages, d.Before = p.Messages, p.Before
+	return d, nil
+}
+
+// AppendJSON appends the conversation's JSON to b, its messages as stored:
+// unlike json.Marshal, it does not scan them again.
+func (d *ConversationDoc) AppendJSON(b []byte) ([]byte, error) {
+	head, err := json.Marshal(storedHead{Conversation: d.Conversation})
+	if err != nil {
+		return nil, err
+	}
+	b = append(b, head[:len(head)-1]...)
+	if len(head) > 2 {
+		b = append(b, ',')
+	}
+	b = append(b, `"messages":`...)
+	b = append(b, joinMessages(d.Messages)...)
+	if d.Before != 0 {
+		b = append(b, `,"messages_before":"`...)
+		b = strconv.AppendUint(b, d.Before, 10)
+		b = append(b, '"')
+	}
+	return append(b, '}'), nil
+}
+
+// MarshalJSON encodes the conversation, its messages as stored.
+func (d *ConversationDoc) MarshalJSON() ([]byte, error) { return d.AppendJSON(nil) }
+
+// List returns the conversations' heads (no messages), most recently
+// updated first.
+func (s *SessionStore) List(ctx context.Context) ([]*Conversation, error) {
+	keys, err := s.kv.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	var out []*Conversation
+	for key := range keys.Keys() {
+		if CheckID(key) != nil {
+			continue
+		}
+		c, err := s.headOf(ctx, key)
+		if errors.Is(err, ErrSessionNotFound) {
+			continue // deleted between the listing and the read
+		}
+		if err != nil {
+			_ = keys.Stop()
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].UpdatedAt.After(out[j].UpdatedAt) })
+	return out, nil
+}

@@ -1,0 +1,112 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/agentmesh/agentmesh/config"
+	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/llm/offline"
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
+)
+
+// A save of a run's outcome that fails is tried again after each pause of
+// the schedule, the outcome kept meanwhile; the third failure in a row
+// raises the alert (the CUSTOM event and the counter) and the fourth try
+// saves the turn once.
+func TestSaveRetriedThenAlert(t *testing.T) {
+	var mu sync.Mutex
+	var tries []time.Time
+	f := newFixtureWith(t, offline.New(), func(*config.Config) {}, func(c *Config) {
+		c.SaveRetry = []time.Duration{20 * time.Millisecond, 60 * time.Millisecond, 100 * time.Millisecond}
+		c.saveFault = func(n int) error {
+			mu.Lock()
+			defer mu.Unlock()
+			tries = append(tries, time.Now())
+			if n <= 3 {
+				return errors.New("injected: the server lost its disk")
+			}
+			return nil
+		}
+	})
+	alerts := make(chan map[string]any, 4)
+	sub, err := f.m.NC.Subscribe("mesh.evt._mesh.CUSTOM", func(msg *nats.Msg) {
+		var ev mesh.Event
+		if json.Unmarshal(msg.Data, &ev) == nil && ev.Name == mesh.CustomSessionSaveFailed {
+			v, _ := ev.Value.(map[string]any)
+			alerts <- v
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	before := counterValue(t, "mesh_session_save_alerts_total")
+
+	conv := f.conversation()
+	id, c := f.turn(conv, "list resources")
+	select {
+	case v := <-alerts:
+		if v["conversation"] != conv || v["runId"] != id || v["failures"] != 3.0 {
+			t.Errorf("alert = %v", v)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no alert after three failed saves")
+	}
+	if got := counterValue(t, "mesh_session_save_alerts_total") - before; got != 1 {
+		t.Errorf("alerts counted %v, want 1", got)
+	}
+	mu.Lock()
+	n := len(tries)
+	var waits []time.Duration
+	for i := 1; i < n; i++ {
+		waits = append(waits, tries[i].Sub(tries[i-1]))
+	}
+	mu.Unlock()
+	if n != 4 {
+		t.Fatalf("%d tries, want 4", n)
+	}
+	for i, min := range []time.Duration{20, 60, 100} {
+		if waits[i] < min*time.Millisecond {
+			t.Errorf("pause %d was %v, want %v at least", i+1, waits[i], min*time.Millisecond)
+		}
+	}
+	// The outcome was kept: the turn is applied once, with its answer.
+	if c.LastRun == nil || c.LastRun.ID != id || c.LastRun.Outcome != mesh.OutcomeSuccess || c.Status != mesh.StatusActive {
+		t.Fatalf("last run %+v, status %s", c.LastRun, c.Status)
+	}
+	seen := map[string]int{}
+	for _, m := range c.Messages {
+		seen[m.ID]++
+		if seen[m.ID] > 1 {
+			t.Errorf("message %s twice", m.ID)
+		}
+	}
+	if seen[id] != 1 || c.LastAssistantText() == "" {
+		t.Errorf("messages %+v", c.Messages)
+	}
+}
+
+// counterValue is the value of the process's counter name (no labels).
+func counterValue(t *testing.T, name string) float64 {
+	t.Helper()
+	families, err := telemetry.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name {
+			sum := 0.0
+			for _, m := range f.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+			return sum
+		}
+	}
+	return 0
+}
