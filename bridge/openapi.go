@@ -306,6 +306,9 @@ func operationID(method, path string) string {
 	return strings.ToLower(method) + "_" + strings.Join(parts, "_")
 }
 
+// OpenAPI is the OpenAPI document of the routes of cfg, encoded.
+func OpenAPI(cfg Config) ([]byte, error) { return json.Marshal(openAPIDoc(cfg)) }
+
 // openAPIHandler serves the document, built once.
 func openAPIHandler(cfg Config) http.HandlerFunc {
 	var once sync.Once

@@ -301,6 +301,7 @@ func (m *meshProc) try(method, path string, body any, headers ...string) (int, m
 		// with half a body is no answer.
 		return 0, nil
 	}
+	checkAnswer(m.t, req, resp, data)
 	_ = json.Unmarshal(data, &out)
 	if out == nil {
 		out = map[string]any{"_raw": string(data)}
