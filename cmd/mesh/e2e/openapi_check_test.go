@@ -11,7 +11,7 @@ import (
 	"github.com/pb33f/libopenapi"
 	validator "github.com/pb33f/libopenapi-validator"
 
-	"github.com/agentmesh/agentmesh/bridge"
+	bridgehttp "github.com/agentmesh/agentmesh/bridge"
 	"github.com/agentmesh/agentmesh/config"
 )
 
@@ -29,7 +29,7 @@ var (
 
 func openAPIValidator() (validator.Validator, error) {
 	specOnce.Do(func() {
-		data, err := bridge.OpenAPI(bridge.Config{Agent: &config.Config{Name: "a"}})
+		data, err := bridgehttp.OpenAPI(bridgehttp.Config{Agent: &config.Config{Name: "a"}})
 		if err != nil {
 			specErr = err
 			return
