@@ -44,6 +44,9 @@ const (
 	// GrantStreamGet: read a stream's messages on Filter's subjects by
 	// subject and sequence (no consumer).
 	GrantStreamGet GrantKind = "stream-get"
+	// GrantStreamPurge: purge a stream's messages (the API names no
+	// subject: the grant is the whole stream's).
+	GrantStreamPurge GrantKind = "stream-purge"
 	// GrantKVRead: get keys of a bucket (Filter: which keys).
 	GrantKVRead GrantKind = "kv-read"
 	// GrantKVWatch: watch and list keys of a bucket (ordered consumers).
@@ -225,6 +228,7 @@ func (n Namespace) roleGrants(role string) []Grant {
 			{Kind: GrantStore, Subject: p + ".evt.*." + string(EventRunError), Why: "a queued turn not taken or lost (UNAVAILABLE, TURN_LOST)"},
 			{Kind: GrantStore, Subject: p + ".evt.*." + string(EventRunFinished), Why: "a queued turn cancelled before an agent took it"},
 			{Kind: GrantFollow, Subject: n.Stream(StreamEvents), Filter: n.EventsAll(), Why: "stream events to clients"},
+			{Kind: GrantStreamPurge, Subject: n.Stream(StreamEvents), Why: "DELETE /conversations/{id}?purge=true (admins): a conversation's events"},
 			{Kind: GrantSubscribe, Subject: p + ".evt.*." + string(EventRunFinished), Why: "wake waiting requests"},
 			{Kind: GrantSubscribe, Subject: p + ".evt.*." + string(EventRunError), Why: "wake waiting requests"},
 			{Kind: GrantConsumerInfo, Subject: n.Stream(StreamWork), Consumer: "*", Why: "/ready: is an agent pulling"},
@@ -286,6 +290,8 @@ func (n Namespace) compile(g Grant) (pub, sub []string) {
 		// The API names no subject: the grant is the whole stream's. The
 		// stream's info binds it (jetstream.Stream).
 		return []string{api + "STREAM.INFO." + g.Subject, api + "STREAM.MSG.GET." + g.Subject}, nil
+	case GrantStreamPurge:
+		return []string{api + "STREAM.INFO." + g.Subject, api + "STREAM.PURGE." + g.Subject}, nil
 	case GrantFollow:
 		s := g.Subject
 		return []string{

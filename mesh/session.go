@@ -69,6 +69,10 @@ type Conversation struct {
 	RecentTurns []string `json:"recent_turns,omitempty"`
 	// LastRun is the outcome of the most recent run.
 	LastRun *RunSummary `json:"last_run,omitempty"`
+	// DeletedAt and DeletedBy are set on a tombstone (status deleted,
+	// lifecycle.go): when and by whom the conversation was deleted.
+	DeletedAt *time.Time `json:"deleted_at,omitempty"`
+	DeletedBy string     `json:"deleted_by,omitempty"`
 	// Version counts the saves of the conversation.
 	Version   uint64    `json:"version"`
 	CreatedAt time.Time `json:"created_at"`

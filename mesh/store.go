@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
@@ -175,6 +176,7 @@ func WatchKV(ctx context.Context, kv jetstream.KeyValue, keys string, apply func
 type SessionStore struct {
 	kv  jetstream.KeyValue
 	now func() time.Time
+	nc  *nats.Conn // reads limit markers (lifecycle.go); nil: none
 }
 
 // NewSessionStore returns a store over the sessions bucket.
@@ -190,6 +192,9 @@ func (s *SessionStore) Get(ctx context.Context, id string) (*Conversation, error
 	start := time.Now()
 	c, rev, err := getJSON[Conversation](ctx, s.kv, id, ErrSessionNotFound)
 	if err != nil {
+		return nil, s.missing(ctx, id, err)
+	}
+	if err := live(id, c.Status, c.DeletedAt); err != nil {
 		return nil, err
 	}
 	telemetry.SessionLoaded(time.Since(start))
@@ -213,6 +218,9 @@ type SessionHead struct {
 	Group *struct {
 		Name string `json:"name"`
 	} `json:"group,omitempty"`
+	// DeletedAt and DeletedBy are set on a tombstone (lifecycle.go).
+	DeletedAt *time.Time `json:"deleted_at,omitempty"`
+	DeletedBy string     `json:"deleted_by,omitempty"`
 }
 
 // Head returns the head of the conversation, or an error matching
@@ -222,7 +230,13 @@ func (s *SessionStore) Head(ctx context.Context, id string) (*SessionHead, error
 		return nil, ErrSessionNotFound.With(fmt.Sprintf("conversation %s not found: a conversation id is %s", Clip(id), IDRule))
 	}
 	h, _, err := getJSON[SessionHead](ctx, s.kv, id, ErrSessionNotFound)
-	return h, err
+	if err != nil {
+		return nil, s.missing(ctx, id, err)
+	}
+	if err := live(id, h.Status, h.DeletedAt); err != nil {
+		return nil, err
+	}
+	return h, nil
 }
 
 // Create stores a new conversation; it fails if the id exists.
@@ -240,7 +254,7 @@ func (s *SessionStore) Create(ctx context.Context, c *Conversation) error {
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", c.ID, err)
 	}
-	rev, err := s.kv.Create(ctx, c.ID, data)
+	rev, err := s.create(ctx, c.ID, data)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", c.ID, err)
 	}
@@ -270,6 +284,9 @@ func (s *SessionStore) update(ctx context.Context, id string, cur *Conversation,
 		rev = cur.Revision
 	}
 	c, rev, err := updateJSON(ctx, s.kv, id, ErrSessionNotFound, cur, rev, func(c *Conversation) error {
+		if err := live(id, c.Status, c.DeletedAt); err != nil {
+			return err // a tombstone takes no change
+		}
 		if err := change(c); err != nil {
 			return err
 		}
@@ -307,9 +324,12 @@ func (s *SessionStore) GetDoc(ctx context.Context, id string) (*ConversationDoc,
 	}
 	d, rev, err := getJSON[ConversationDoc](ctx, s.kv, id, ErrSessionNotFound)
 	if err != nil {
-		return nil, err
+		return nil, s.missing(ctx, id, err)
 	}
 	d.ensure()
+	if err := live(id, d.Status, d.DeletedAt); err != nil {
+		return nil, err
+	}
 	d.Revision = rev
 	return d, nil
 }
@@ -323,6 +343,9 @@ func (s *SessionStore) UpdateDoc(ctx context.Context, id string, change func(*Co
 	}
 	d, rev, err := updateJSON(ctx, s.kv, id, ErrSessionNotFound, nil, 0, func(d *ConversationDoc) error {
 		d.ensure()
+		if err := live(id, d.Status, d.DeletedAt); err != nil {
+			return err
+		}
 		if err := change(d.Conversation); err != nil {
 			return err
 		}
