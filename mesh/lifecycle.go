@@ -42,22 +42,38 @@ func IsGone(err error) bool {
 // goneKinds are the kinds that also match ErrSessionNotFound.
 var goneKinds = map[string]bool{ErrSessionDeleted.Kind: true, ErrSessionExpired.Kind: true}
 
-// deletedError is the 410 of tombstone h.
-func deletedError(id string, at *time.Time) error {
-	msg := fmt.Sprintf("conversation %s was deleted", Clip(id))
-	if at != nil {
-		msg += " at " + at.UTC().Format(time.RFC3339)
+// GoneError is the 410 of a tombstone, with its owner: the bridge answers
+// it only to those who may see the conversation (others get 404, as for
+// any conversation not theirs).
+type GoneError struct {
+	Err   *Error
+	Owner string
+}
+
+func (e *GoneError) Error() string { return e.Err.Error() }
+func (e *GoneError) Unwrap() error { return e.Err }
+
+// GoneOwner is the owner of the tombstone err reports; ok is false when err
+// is no tombstone's.
+func GoneOwner(err error) (owner string, ok bool) {
+	var g *GoneError
+	if errors.As(err, &g) {
+		return g.Owner, true
 	}
-	return ErrSessionDeleted.With(msg)
+	return "", false
 }
 
 // live is nil for a conversation that may be read and changed, the 410 of
 // a tombstone.
-func live(id string, status Status, at *time.Time) error {
-	if status == StatusDeleted {
-		return deletedError(id, at)
+func live(id string, status Status, owner string, at *time.Time) error {
+	if status != StatusDeleted {
+		return nil
 	}
-	return nil
+	msg := fmt.Sprintf("conversation %s was deleted", Clip(id))
+	if at != nil {
+		msg += " at " + at.UTC().Format(time.RFC3339)
+	}
+	return &GoneError{Err: ErrSessionDeleted.With(msg), Owner: owner}
 }
 
 // WithConn lets the store tell an expired conversation from one that never

@@ -405,6 +405,9 @@ type ConversationSummary struct {
 	QueuedTurn      *QueuedTurn      `json:"queued_turn,omitempty"`
 	CreatedAt       time.Time        `json:"created_at"`
 	UpdatedAt       time.Time        `json:"updated_at"`
+	// DeletedAt and DeletedBy: a tombstone's (lifecycle.go).
+	DeletedAt *time.Time `json:"deleted_at,omitempty"`
+	DeletedBy string     `json:"deleted_by,omitempty"`
 }
 
 // Summary returns the list form of c; its title is its first user message.
@@ -412,7 +415,7 @@ func (c *Conversation) Summary() ConversationSummary {
 	s := ConversationSummary{
 		ID: c.ID, SessionID: c.SessionID, Agent: c.Agent, Owner: c.Owner, Status: c.Status,
 		MessageCount: len(c.Messages), PendingApproval: c.PendingApproval, QueuedTurn: c.Queued,
-		CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
+		CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt, DeletedAt: c.DeletedAt, DeletedBy: c.DeletedBy,
 	}
 	if c.Group != nil {
 		s.Group = c.Group.Name

@@ -194,7 +194,7 @@ func (s *SessionStore) Get(ctx context.Context, id string) (*Conversation, error
 	if err != nil {
 		return nil, s.missing(ctx, id, err)
 	}
-	if err := live(id, c.Status, c.DeletedAt); err != nil {
+	if err := live(id, c.Status, c.Owner, c.DeletedAt); err != nil {
 		return nil, err
 	}
 	telemetry.SessionLoaded(time.Since(start))
@@ -233,7 +233,7 @@ func (s *SessionStore) Head(ctx context.Context, id string) (*SessionHead, error
 	if err != nil {
 		return nil, s.missing(ctx, id, err)
 	}
-	if err := live(id, h.Status, h.DeletedAt); err != nil {
+	if err := live(id, h.Status, h.Owner, h.DeletedAt); err != nil {
 		return nil, err
 	}
 	return h, nil
@@ -284,7 +284,7 @@ func (s *SessionStore) update(ctx context.Context, id string, cur *Conversation,
 		rev = cur.Revision
 	}
 	c, rev, err := updateJSON(ctx, s.kv, id, ErrSessionNotFound, cur, rev, func(c *Conversation) error {
-		if err := live(id, c.Status, c.DeletedAt); err != nil {
+		if err := live(id, c.Status, c.Owner, c.DeletedAt); err != nil {
 			return err // a tombstone takes no change
 		}
 		if err := change(c); err != nil {
@@ -327,7 +327,7 @@ func (s *SessionStore) GetDoc(ctx context.Context, id string) (*ConversationDoc,
 		return nil, s.missing(ctx, id, err)
 	}
 	d.ensure()
-	if err := live(id, d.Status, d.DeletedAt); err != nil {
+	if err := live(id, d.Status, d.Owner, d.DeletedAt); err != nil {
 		return nil, err
 	}
 	d.Revision = rev
@@ -343,7 +343,7 @@ func (s *SessionStore) UpdateDoc(ctx context.Context, id string, change func(*Co
 	}
 	d, rev, err := updateJSON(ctx, s.kv, id, ErrSessionNotFound, nil, 0, func(d *ConversationDoc) error {
 		d.ensure()
-		if err := live(id, d.Status, d.DeletedAt); err != nil {
+		if err := live(id, d.Status, d.Owner, d.DeletedAt); err != nil {
 			return err
 		}
 		if err := change(d.Conversation); err != nil {
