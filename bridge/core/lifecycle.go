@@ -208,3 +208,20 @@ func (c *Core) hideGone(caller Caller, id string, err error) error {
 	}
 	return err
 }
+
+// TombstoneFor is [Core.HeadFor] that also returns a tombstone: a deleted
+// conversation's events stay readable by its owner and admins until the
+// events stream's age limit (or a purge).
+func (c *Core) TombstoneFor(ctx context.Context, id string, caller Caller) (*mesh.SessionHead, error) {
+	if err := CheckConversationID(id); err != nil {
+		return nil, err
+	}
+	h, err := c.Sessions.HeadAny(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.check(caller, h); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
