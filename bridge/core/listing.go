@@ -166,6 +166,19 @@ func (c *Core) listReady(ctx context.Context) error {
 	}
 }
 
+// listsLoaded reports whether the indexes hold the buckets.
+func (c *Core) listsLoaded() bool {
+	if c.lists == nil {
+		return false
+	}
+	select {
+	case <-c.lists.ready:
+		return true
+	default:
+		return false
+	}
+}
+
 // scope applies who the caller is to q: an owner filter is for those who
 // see everything (admins; approvers too for approvals), others list their
 // own.
