@@ -299,7 +299,7 @@ func (s *SessionStore) update(ctx context.Context, id string, cur *Conversation,
 		if errors.As(err, &we) {
 			telemetry.SessionSaveFailed() // the write failed; a change's own refusal is not a failure
 		}
-		return nil, err
+		return nil, s.missing(ctx, id, err)
 	}
 	c.Revision = rev
 	return c, nil
@@ -354,7 +354,7 @@ func (s *SessionStore) UpdateDoc(ctx context.Context, id string, change func(*Co
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, s.missing(ctx, id, err)
 	}
 	d.ensure()
 	d.Revision = rev

@@ -116,7 +116,14 @@ func (c *Core) applyApproval(e jetstream.KeyValueEntry) {
 const sweepEvery = 30 * time.Second
 
 func (c *Core) sweepListings(ctx context.Context) {
-	t := time.NewTicker(sweepEvery)
+	// Often enough for a short TTL (tests, demos) to be kept alive too.
+	every := sweepEvery
+	for _, d := range []time.Duration{c.cfg.SessionTTL / 4, c.cfg.ExpiredKept / 4} {
+		if d > 0 && d < every {
+			every = max(d, 250*time.Millisecond)
+		}
+	}
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {

@@ -103,8 +103,14 @@ func (c *Core) SeesApproval(ctx context.Context, caller Caller, ap *mesh.Approva
 	}
 	owner, ok := owners[ap.ConversationID]
 	if !ok {
-		if h, err := c.Sessions.Head(ctx, ap.ConversationID); err == nil {
+		// A deleted conversation's tombstone keeps its owner; an expired
+		// one's is still in the listing for a while.
+		if h, err := c.Sessions.HeadAny(ctx, ap.ConversationID); err == nil {
 			owner = h.Owner
+		} else if c.lists != nil {
+			if e := c.lists.sessions.get(ap.ConversationID); e != nil {
+				owner = e.owner
+			}
 		}
 		owners[ap.ConversationID] = owner
 	}
