@@ -136,6 +136,8 @@ type Deleted struct {
 	// Before is its head before the deletion: the turn that ran, the turn
 	// queued, the approvals it waited for. Nil when it was deleted already.
 	Before *Conversation
+	// Revision is the tombstone's revision in the bucket.
+	Revision uint64
 }
 
 // Delete replaces conversation id by its tombstone: status deleted, the id,
@@ -149,7 +151,7 @@ func (s *SessionStore) Delete(ctx context.Context, id, by string) (*Deleted, err
 		return nil, ErrSessionNotFound.With(fmt.Sprintf("conversation %s not found: a conversation id is %s", Clip(id), IDRule))
 	}
 	out := &Deleted{}
-	d, _, err := updateJSON(ctx, s.kv, id, ErrSessionNotFound, nil, 0, func(d *ConversationDoc) error {
+	d, rev, err := updateJSON(ctx, s.kv, id, ErrSessionNotFound, nil, 0, func(d *ConversationDoc) error {
 		d.ensure()
 		out.Before = nil
 		if d.Status == StatusDeleted {
@@ -171,6 +173,7 @@ func (s *SessionStore) Delete(ctx context.Context, id, by string) (*Deleted, err
 	}
 	d.ensure()
 	c := d.Conversation
+	out.Revision = rev
 	out.Tombstone = &SessionHead{ID: c.ID, SessionID: c.SessionID, Agent: c.Agent, Owner: c.Owner, Status: c.Status, DeletedAt: c.DeletedAt, DeletedBy: c.DeletedBy}
 	return out, nil
 }

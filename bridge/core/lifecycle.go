@@ -91,7 +91,7 @@ func (c *Core) Delete(ctx context.Context, id string, purge bool, caller Caller)
 		if d.Tombstone.DeletedAt != nil {
 			s.UpdatedAt = *d.Tombstone.DeletedAt
 		}
-		c.lists.sessions.put(sessionEntry(s, 0))
+		c.lists.sessions.put(sessionEntry(s, d.Revision))
 	}
 	if purge {
 		return c.purge(ctx, id, out)
