@@ -59,10 +59,12 @@ var access = map[string]auth.Permission{
 	"POST /conversations":               auth.Converse,
 	"POST /conversations/{id}/messages": auth.Converse,
 	"POST /conversations/{id}/cancel":   auth.Converse,
-	"POST /agui":                        auth.Converse, // a resume also needs Decide (core.Decide)
-	"POST /api/conversation":            auth.Converse,
-	"POST /api/chat":                    auth.Converse,
-	"POST " + agui.AISDKPath:            auth.Converse,
+	// Its owner or an admin (the core checks); ?purge=true admins only.
+	"DELETE /conversations/{id}": auth.Converse,
+	"POST /agui":                 auth.Converse, // a resume also needs Decide (core.Decide)
+	"POST /api/conversation":     auth.Converse,
+	"POST /api/chat":             auth.Converse,
+	"POST " + agui.AISDKPath:     auth.Converse,
 	// A socket converses: its frames start runs and follow threads (the
 	// caller's own); a resume in a frame also needs Decide (core.Decide).
 	"GET " + agui.SocketPath: auth.Converse,

@@ -30,7 +30,7 @@ var ErrUnsupportedMediaType = &mesh.Error{Kind: "unsupported_media_type", Status
 
 // CORS headers: what a browser may send and read.
 const (
-	corsMethods = "GET, POST, OPTIONS"
+	corsMethods = "GET, POST, DELETE, OPTIONS"
 	corsHeaders = "Authorization, Content-Type, Idempotency-Key, X-Session-ID, Last-Event-ID, A2A-Version, Accept"
 	corsExpose  = "X-Conversation-Id, Retry-After, WWW-Authenticate"
 )

@@ -4,10 +4,8 @@ package bridge
 // before it was rendered from the OpenAPI document; an operation without
 // one keeps its own.
 var routeNotes = map[string]string{
-	"GET /approvals":                    "Approvals, optionally filtered: ?status=pending|approved|rejected.",
 	"GET /approvals/{uuid}":             "One approval.",
 	"GET /auth/me":                      "Whether authentication is on, who the token names and what its roles allow. 401 with WWW-Authenticate: Bearer when the token is missing, bad or expired.",
-	"GET /conversations":                "All conversations, newest first, with counts by status; a group chat names its group.",
 	"GET /conversations/{id}":           "One conversation with a page of its messages (tool calls, results) and its pending approval. ?messages=N (1 to 500, default 50; also bounded by sessions.max_bytes) pages back from ?before=<cursor> (default: the newest); message_count counts them all, and messages_before is the cursor of the page before (absent on the conversation's first page). A message no agent has taken up yet shows as status queued with queued_turn {id, message, at}.",
 	"GET /health":                       "Liveness of the bridge. Open: no token needed (so is /ready).",
 	"GET /metrics":                      "The bridge process's Prometheus metrics (text exposition): HTTP requests by route and code, SSE clients and events by dialect, events published, the work queue, and the Go runtime and process. Every role process serves its own on metrics.listen; README's table lists them all. Viewer and up.",

@@ -390,7 +390,9 @@ type Approvals struct {
 type Sessions struct {
 	// History is how many revisions of each conversation are kept. Zero means 5.
 	History uint8 `yaml:"history"`
-	// TTL expires conversations untouched for that long. Zero means never.
+	// TTL expires conversations untouched for that long (every save
+	// renews it). Zero means 7 days; "never" (or a negative duration)
+	// means never.
 	TTL Duration `yaml:"ttl"`
 	// MaxBytes bounds the messages a read of a conversation loads: the
 	// history sent to the model (the newest messages whose JSON fits, 64
@@ -398,7 +400,32 @@ type Sessions struct {
 	// http.max_body_bytes (one message always fits), at most 64 MiB. Zero
 	// means 4 MiB.
 	MaxBytes int64 `yaml:"max_bytes"`
+	// ExpiredKept is how long an expired conversation still answers 410
+	// expired (the bucket keeps the key's limit marker that long) before
+	// it is not found. Zero means 24h.
+	ExpiredKept Duration `yaml:"expired_kept"`
 }
+
+// DefaultSessionTTL and DefaultExpiredKept are the defaults of sessions.ttl
+// and sessions.expired_kept.
+const (
+	DefaultSessionTTL  = 7 * 24 * time.Hour
+	DefaultExpiredKept = 24 * time.Hour
+)
+
+// Never is the duration "never" (sessions.ttl: never).
+const Never Duration = -1
+
+// ExpireAfter is sessions.ttl: zero when conversations never expire.
+func (s Sessions) ExpireAfter() time.Duration {
+	if s.TTL < 0 {
+		return 0
+	}
+	return s.TTL.Or(DefaultSessionTTL)
+}
+
+// KeptExpired is sessions.expired_kept, its default when zero.
+func (s Sessions) KeptExpired() time.Duration { return s.ExpiredKept.Or(DefaultExpiredKept) }
 
 // Monitor configures heartbeats, failure detection and recovery.
 type Monitor struct {
@@ -454,10 +481,15 @@ type Log struct {
 // Duration is a time.Duration written as "30s" or "1m30s" in YAML.
 type Duration time.Duration
 
-// UnmarshalYAML reads a Go duration string or a number of seconds.
+// UnmarshalYAML reads a Go duration string, a number of seconds, or
+// "never" ([Never]).
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
 		return fmt.Errorf("line %d: expected a duration such as 30s", n.Line)
+	}
+	if n.Value == "never" {
+		*d = Never
+		return nil
 	}
 	if secs, err := strconv.ParseFloat(n.Value, 64); err == nil {
 		*d = Duration(secs * float64(time.Second))

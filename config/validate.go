@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nkeys"
 )
@@ -70,6 +71,13 @@ func (c *Config) checkModels() *fieldErr {
 // checkRuntime checks logging, the addresses, the mesh and http sections,
 // replicas, recovery strategies and the node id.
 func (c *Config) checkRuntime() *fieldErr {
+	if k := c.Sessions.ExpiredKept; k != 0 && k.Std() < time.Second {
+		// The bucket's limit markers live at least a second (NATS).
+		return &fieldErr{"sessions.expired_kept", "must be at least 1s"}
+	}
+	if t := c.Sessions.TTL; t > 0 && t.Std() < time.Second {
+		return &fieldErr{"sessions.ttl", `must be at least 1s, or "never"`}
+	}
 	switch c.Log.Level {
 	case "", "trace", "debug", "info", "warn", "error":
 	default:

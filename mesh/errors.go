@@ -40,10 +40,11 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Message }
 
-// Is matches errors of the same kind.
+// Is matches errors of the same kind; a conversation deleted or expired
+// (lifecycle.go) is also not found.
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
-	return ok && t.Kind == e.Kind
+	return ok && (t.Kind == e.Kind || t.Kind == ErrSessionNotFound.Kind && goneKinds[e.Kind])
 }
 
 // With returns an error of the same kind and status with a specific message.

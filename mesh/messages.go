@@ -117,6 +117,22 @@ type MessageLog struct {
 	stream string
 }
 
+// purge removes every message of conversation id from the log.
+func (l *MessageLog) purge(ctx context.Context, id string) error {
+	subj, err := l.ns.Messages(id)
+	if err != nil {
+		return err
+	}
+	st, err := l.js.Stream(ctx, l.stream)
+	if err != nil {
+		return fmt.Errorf("messages stream: %w", err)
+	}
+	if err := st.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
+		return fmt.Errorf("purge messages of %s: %w", id, err)
+	}
+	return nil
+}
+
 // NewMessageLog returns the message log of namespace ns over js.
 func NewMessageLog(js jetstream.JetStream, ns Namespace) *MessageLog {
 	return &MessageLog{js: js, ns: ns, stream: ns.Stream(StreamMessages)}

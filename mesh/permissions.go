@@ -47,6 +47,9 @@ const (
 	// GrantLog: append to a stream on Filter's subjects and read it by
 	// batched direct gets (the message log, MESH_MESSAGES).
 	GrantLog GrantKind = "log"
+	// GrantStreamPurge: purge a stream's messages (the API names no
+	// subject: the grant is the whole stream's).
+	GrantStreamPurge GrantKind = "stream-purge"
 	// GrantKVRead: get keys of a bucket (Filter: which keys).
 	GrantKVRead GrantKind = "kv-read"
 	// GrantKVWatch: watch and list keys of a bucket (ordered consumers).
@@ -230,6 +233,8 @@ func (n Namespace) roleGrants(role string) []Grant {
 			{Kind: GrantStore, Subject: p + ".evt.*." + string(EventRunError), Why: "a queued turn not taken or lost (UNAVAILABLE, TURN_LOST)"},
 			{Kind: GrantStore, Subject: p + ".evt.*." + string(EventRunFinished), Why: "a queued turn cancelled before an agent took it"},
 			{Kind: GrantFollow, Subject: n.Stream(StreamEvents), Filter: n.EventsAll(), Why: "stream events to clients"},
+			{Kind: GrantStreamPurge, Subject: n.Stream(StreamEvents), Why: "DELETE /conversations/{id}?purge=true (admins): a conversation's events"},
+			{Kind: GrantStreamPurge, Subject: n.Stream(StreamMessages), Why: "DELETE /conversations/{id}?purge=true (admins): a conversation's messages"},
 			{Kind: GrantSubscribe, Subject: p + ".evt.*." + string(EventRunFinished), Why: "wake waiting requests"},
 			{Kind: GrantSubscribe, Subject: p + ".evt.*." + string(EventRunError), Why: "wake waiting requests"},
 			{Kind: GrantConsumerInfo, Subject: n.Stream(StreamWork), Consumer: "*", Why: "/ready: is an agent pulling"},
@@ -296,6 +301,8 @@ func (n Namespace) compile(g Grant) (pub, sub []string) {
 		// A batched direct get names its subject in the body, not the API
 		// subject: the grant reads the whole log.
 		return []string{g.Filter, api + "STREAM.INFO." + g.Subject, api + "DIRECT.GET." + g.Subject}, nil
+	case GrantStreamPurge:
+		return []string{api + "STREAM.INFO." + g.Subject, api + "STREAM.PURGE." + g.Subject}, nil
 	case GrantFollow:
 		s := g.Subject
 		return []string{

@@ -59,7 +59,12 @@ func TestPermissionsHold(t *testing.T) {
 		{"only agents (and the bridge) read work", "mesh.work.agent.resource-manager.c1", false, []string{mesh.RoleAgent, mesh.RoleBridge, mesh.RoleAdmin}},
 		{"only groups (and the bridge) read group work", "mesh.work.group.panel.c1", false, []string{mesh.RoleGroup, mesh.RoleBridge, mesh.RoleAdmin}},
 		{"only the admin deletes a stream", "$JS.API.STREAM.DELETE.MESH_WORK", true, []string{mesh.RoleAdmin}},
-		{"only the admin purges a stream", "$JS.API.STREAM.PURGE.MESH_EVENTS", true, []string{mesh.RoleAdmin}},
+		// The bridge purges a deleted conversation's events for an admin's
+		// DELETE ?purge=true (issue 16): the events stream only.
+		{"only the admin and the bridge purge the events stream", "$JS.API.STREAM.PURGE.MESH_EVENTS", true, []string{mesh.RoleBridge, mesh.RoleAdmin}},
+		{"only the admin purges the work stream", "$JS.API.STREAM.PURGE.MESH_WORK", true, []string{mesh.RoleAdmin}},
+		{"only the admin purges a bucket's stream", "$JS.API.STREAM.PURGE.KV_mesh_sessions", true, []string{mesh.RoleAdmin}},
+		{"only the admin purges the approvals", "$JS.API.STREAM.PURGE.KV_mesh_approvals", true, []string{mesh.RoleAdmin}},
 		{"only the admin creates a stream", "$JS.API.STREAM.CREATE.X", true, []string{mesh.RoleAdmin}},
 		{"only the admin reads work by sequence", "$JS.API.DIRECT.GET.MESH_WORK", true, []string{mesh.RoleAdmin}},
 		{"only the admin and the bridge (its queued turns) read work by sequence", "$JS.API.STREAM.MSG.GET.MESH_WORK", true, []string{mesh.RoleBridge, mesh.RoleAdmin}},

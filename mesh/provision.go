@@ -21,6 +21,11 @@ type ProvisionConfig struct {
 	SessionHistory uint8
 	// SessionTTL expires conversations that were not updated for that long. Zero means never.
 	SessionTTL time.Duration
+	// ExpiredKept is how long the sessions bucket keeps the limit marker of
+	// a conversation that expired, so that it answers 410 expired meanwhile
+	// (lifecycle.go). Zero means 24 hours. The bucket has limit markers
+	// even without a TTL: NATS cannot turn them off again once on.
+	ExpiredKept time.Duration
 	// CallsTTL is how long tool call records are kept. Zero means 7 days.
 	CallsTTL time.Duration
 	// Replicas is the replication factor of every stream and bucket. Zero
@@ -58,6 +63,12 @@ func (c ProvisionConfig) withDefaults() ProvisionConfig {
 	}
 	if c.SessionHistory == 0 {
 		c.SessionHistory = 5
+	}
+	if c.ExpiredKept == 0 {
+		c.ExpiredKept = 24 * time.Hour
+	}
+	if c.SessionTTL < 0 {
+		c.SessionTTL = 0
 	}
 	if c.CallsTTL == 0 {
 		c.CallsTTL = 7 * 24 * time.Hour
@@ -129,7 +140,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, ns Namespace, cfg Pr
 		dst  *jetstream.KeyValue
 		conf jetstream.KeyValueConfig
 	}{
-		{&r.Sessions, jetstream.KeyValueConfig{Bucket: ns.Bucket(BucketSessions), Description: "Agent Mesh: conversations", History: cfg.SessionHistory, TTL: cfg.SessionTTL}},
+		{&r.Sessions, jetstream.KeyValueConfig{Bucket: ns.Bucket(BucketSessions), Description: "Agent Mesh: conversations", History: cfg.SessionHistory, TTL: cfg.SessionTTL, LimitMarkerTTL: cfg.ExpiredKept}},
 		{&r.Approvals, jetstream.KeyValueConfig{Bucket: ns.Bucket(BucketApprovals), Description: "Agent Mesh: approvals", History: 5}},
 		{&r.Tools, jetstream.KeyValueConfig{Bucket: ns.Bucket(BucketTools), Description: "Agent Mesh: tool catalog"}},
 		// Per-key TTLs (node liveness) need limit markers.

@@ -79,6 +79,10 @@ type Conversation struct {
 	RecentTurns []string `json:"recent_turns,omitempty"`
 	// LastRun is the outcome of the most recent run.
 	LastRun *RunSummary `json:"last_run,omitempty"`
+	// DeletedAt and DeletedBy are set on a tombstone (status deleted,
+	// lifecycle.go): when and by whom the conversation was deleted.
+	DeletedAt *time.Time `json:"deleted_at,omitempty"`
+	DeletedBy string     `json:"deleted_by,omitempty"`
 	// Version counts the saves of the conversation.
 	Version   uint64    `json:"version"`
 	CreatedAt time.Time `json:"created_at"`
@@ -418,6 +422,9 @@ type ConversationSummary struct {
 	QueuedTurn      *QueuedTurn      `json:"queued_turn,omitempty"`
 	CreatedAt       time.Time        `json:"created_at"`
 	UpdatedAt       time.Time        `json:"updated_at"`
+	// DeletedAt and DeletedBy: a tombstone's (lifecycle.go).
+	DeletedAt *time.Time `json:"deleted_at,omitempty"`
+	DeletedBy string     `json:"deleted_by,omitempty"`
 }
 
 // Summary returns the list form of c; its title is its first user message.
@@ -426,7 +433,7 @@ func (c *Conversation) Summary() ConversationSummary {
 	s := ConversationSummary{
 		ID: c.ID, SessionID: c.SessionID, Agent: c.Agent, Owner: c.Owner, Status: c.Status,
 		MessageCount: c.MessageCount, Title: c.Title, PendingApproval: c.PendingApproval, QueuedTurn: c.Queued,
-		CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
+		CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt, DeletedAt: c.DeletedAt, DeletedBy: c.DeletedBy,
 	}
 	if c.Group != nil {
 		s.Group = c.Group.Name

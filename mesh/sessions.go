@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
@@ -22,6 +23,7 @@ type SessionStore struct {
 	kv  jetstream.KeyValue
 	log *MessageLog
 	now func() time.Time
+	nc  *nats.Conn // reads limit markers (lifecycle.go); nil: none
 	// HistoryBytes bounds the messages a read loads (the history the model
 	// gets, a page): the newest that fit, at most [TailKept]. Zero means
 	// [DefaultHistoryBytes] (sessions.max_bytes sets it).
@@ -55,6 +57,9 @@ func (s *SessionStore) Get(ctx context.Context, id string) (*Conversation, error
 	start := time.Now()
 	c, rev, err := getJSON[Conversation](ctx, s.kv, id, ErrSessionNotFound)
 	if err != nil {
+		return nil, s.missing(ctx, id, err)
+	}
+	if err := live(id, c.Status, c.Owner, c.DeletedAt); err != nil {
 		return nil, err
 	}
 	c.Revision = rev
@@ -96,7 +101,13 @@ func (s *SessionStore) Head(ctx context.Context, id string) (*SessionHead, error
 		return nil, badID(id)
 	}
 	h, _, err := getJSON[SessionHead](ctx, s.kv, id, ErrSessionNotFound)
-	return h, err
+	if err != nil {
+		return nil, s.missing(ctx, id, err)
+	}
+	if err := live(id, h.Status, h.Owner, h.DeletedAt); err != nil {
+		return nil, err
+	}
+	return h, nil
 }
 
 // SessionHead is the part of a conversation that says whether it can take a
@@ -115,6 +126,9 @@ type SessionHead struct {
 	Group *struct {
 		Name string `json:"name"`
 	} `json:"group,omitempty"`
+	// DeletedAt and DeletedBy are set on a tombstone (lifecycle.go).
+	DeletedAt *time.Time `json:"deleted_at,omitempty"`
+	DeletedBy string     `json:"deleted_by,omitempty"`
 }
 
 // Create stores a new conversation; it fails if the id exists.
@@ -175,8 +189,11 @@ func (s *SessionStore) update(ctx context.Context, id string, cur *Conversation,
 				cur, err = s.Get(ctx, id)
 			}
 			if err != nil {
-				return nil, err
+				return nil, s.missing(ctx, id, err)
 			}
+		}
+		if err := live(id, cur.Status, cur.Owner, cur.DeletedAt); err != nil {
+			return nil, err // a tombstone takes no change
 		}
 		if err := change(cur); err != nil {
 			if errors.Is(err, ErrNoChange) {
@@ -256,7 +273,7 @@ func (s *SessionStore) save(ctx context.Context, c *Conversation, create bool) e
 	}
 	var rev uint64
 	if create {
-		rev, err = s.kv.Create(ctx, c.ID, data)
+		rev, err = s.create(ctx, c.ID, data)
 		if err != nil {
 			return fmt.Errorf("create %s: %w", c.ID, err)
 		}
@@ -336,6 +353,9 @@ func (s *SessionStore) GetPage(ctx context.Context, id string, n int, before str
 	}
 	c, rev, err := getJSON[Conversation](ctx, s.kv, id, ErrSessionNotFound)
 	if err != nil {
+		return nil, s.missing(ctx, id, err)
+	}
+	if err := live(id, c.Status, c.Owner, c.DeletedAt); err != nil {
 		return nil, err
 	}
 	c.Revision = rev

@@ -45,6 +45,14 @@ func errNotCancelable(id, why string) *rpcError {
 	return &rpcError{Code: wire.CodeTaskNotCancelable, Message: fmt.Sprintf("task %s cannot be canceled: %s", id, why), Meta: map[string]string{"taskId": id}}
 }
 
+// errGone answers a task whose conversation was deleted or expired:
+// -32050 (the mesh's code), HTTP 410, the kind (deleted, expired) in the
+// metadata of 1.0 errors.
+func errGone(err error, taskID string) *rpcError {
+	return &rpcError{Code: wire.CodeTaskGone, Message: err.Error(), Status: http.StatusGone,
+		Meta: map[string]string{"taskId": clip(taskID), "code": mesh.ErrorKind(err)}}
+}
+
 func errUnsupported(msg string) *rpcError {
 	return &rpcError{Code: wire.CodeUnsupportedOperation, Message: msg}
 }
@@ -59,6 +67,7 @@ func errInternal(msg string) *rpcError { return &rpcError{Code: wire.CodeInterna
 
 // toRPC maps an error of the core or the mesh to a JSON-RPC error:
 //
+//	conversation deleted or expired           -32050 task gone (HTTP 410)
 //	conversation not found                    -32001 task not found
 //	a turn runs, or it waits for an approval  -32004 unsupported operation (busy)
 //	bad request                               -32602 invalid params
@@ -70,6 +79,8 @@ func toRPC(err error, taskID string) *rpcError {
 	switch {
 	case errors.As(err, &re):
 		return re
+	case mesh.IsGone(err):
+		return errGone(err, taskID)
 	case errors.Is(err, mesh.ErrSessionNotFound):
 		return errTaskNotFound(taskID)
 	case errors.Is(err, core.ErrForbidden):

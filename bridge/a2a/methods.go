@@ -77,12 +77,18 @@ func (c *call) plan(ctx context.Context, req *sendRequest) (*plan, error) {
 		}
 		p.id = taskID
 		head, err = c.h.core.Sessions.Head(ctx, taskID)
+		if mesh.IsGone(err) {
+			return nil, c.gone(err, taskID)
+		}
 		if errors.Is(err, mesh.ErrSessionNotFound) {
 			return nil, errTaskNotFound(taskID)
 		}
 	case ctxID != "":
 		p.id = ctxID
 		head, err = c.h.core.Sessions.Head(ctx, ctxID)
+		if mesh.IsGone(err) {
+			return nil, c.gone(err, ctxID)
+		}
 		if errors.Is(err, mesh.ErrSessionNotFound) {
 			if req.text == "" {
 				return nil, errParams("message.parts", "the message has no text part")
@@ -533,4 +539,13 @@ func listTasks(ctx context.Context, c *call) {
 		res.NextPageToken = pageToken{Time: last.UpdatedAt, ID: last.ID}.encode()
 	}
 	c.reply(res)
+}
+
+// gone answers a task whose conversation was deleted or expired: 410 to
+// those who may see it, not found to others.
+func (c *call) gone(err error, id string) *rpcError {
+	if owner, ok := mesh.GoneOwner(err); ok && !c.h.core.Sees(c.caller, owner) {
+		return errTaskNotFound(id)
+	}
+	return errGone(err, id)
 }

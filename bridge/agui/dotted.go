@@ -147,6 +147,9 @@ func (h *handler) openThread(ctx context.Context, id string, target threadFor, c
 		// Created meanwhile by another request: whose is it?
 		head, err = h.core.Sessions.Head(ctx, id)
 	}
+	if owner, gone := mesh.GoneOwner(err); gone && !h.core.Sees(caller, owner) {
+		return mesh.ErrSessionNotFound.With(fmt.Sprintf("conversation %q not found", id)) // deleted, and not theirs
+	}
 	if err != nil {
 		return err
 	}

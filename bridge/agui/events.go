@@ -25,7 +25,8 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if _, err := h.core.HeadFor(r.Context(), id, core.CallerOf(r)); err != nil {
+	// A deleted conversation's events stay readable (its tombstone).
+	if _, err := h.core.TombstoneFor(r.Context(), id, core.CallerOf(r)); err != nil {
 		writeError(w, err)
 		return
 	}

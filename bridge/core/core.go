@@ -89,6 +89,12 @@ type Config struct {
 	// bridge.<NodeID>): it signs the turns it queues, so that another
 	// bridge can tell when their writer is gone. Empty signs nothing.
 	NodeID string
+	// SessionTTL is sessions.ttl (zero: conversations never expire): the
+	// listing keeps conversations that wait for an approval from expiring.
+	SessionTTL time.Duration
+	// ExpiredKept is sessions.expired_kept: how long the listing shows an
+	// expired conversation. Zero means 24h.
+	ExpiredKept time.Duration
 	// Logger receives the core's logs. The zero value discards them.
 	Logger zerolog.Logger
 }
@@ -112,6 +118,7 @@ type Core struct {
 	draining     atomic.Bool
 	sessionCount atomic.Pointer[counted]
 	stopWatch    context.CancelFunc
+	lists        *listings // the listing indexes (listing.go), from Start
 
 	mu      sync.Mutex
 	waiters map[string]*Run // by run id
@@ -132,7 +139,10 @@ func New(cfg Config) (*Core, error) {
 	if cfg.QueueCheckAfter == 0 {
 		cfg.QueueCheckAfter = DefaultQueueCheckAfter
 	}
-	sessions := mesh.NewSessionStore(cfg.Resources.Sessions, cfg.Resources.Messages)
+	if cfg.ExpiredKept == 0 {
+		cfg.ExpiredKept = 24 * time.Hour
+	}
+	sessions := mesh.NewSessionStore(cfg.Resources.Sessions, cfg.Resources.Messages).WithConn(cfg.NC)
 	sessions.HistoryBytes = cfg.HistoryBytes
 	return &Core{
 		cfg:       cfg,
@@ -177,6 +187,9 @@ func (c *Core) Start(ctx context.Context) error {
 	c.stopWatch = cancel
 	if err := c.watchDegradation(wctx); err != nil {
 		return fmt.Errorf("core: watch degradation: %w", err)
+	}
+	if err := c.startListings(wctx); err != nil {
+		return err
 	}
 	for _, typ := range []mesh.EventType{mesh.EventRunFinished, mesh.EventRunError} {
 		subj, err := c.ns.EventsOfType(typ)
@@ -309,6 +322,7 @@ func (c *Core) create(ctx context.Context, id, group, agent string, caller Calle
 	if err := c.Sessions.Create(ctx, conv); err != nil {
 		return nil, err
 	}
+	c.indexConversation(conv)
 	return conv, nil
 }
 
@@ -415,7 +429,7 @@ func (c *Core) SendOnce(ctx context.Context, id, key, text string, caller Caller
 	turnID := keyedTurn(id, key)
 	conv, err := c.Sessions.Head(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, c.hideGone(caller, id, err)
 	}
 	if err := c.check(caller, conv); err != nil {
 		return nil, err
@@ -667,6 +681,9 @@ func (r *Run) wait(ctx context.Context, doc bool) (*Outcome, error) {
 				continue
 			}
 			h, err := r.core.Sessions.Head(ctx, r.session)
+			if mesh.IsGone(err) {
+				return nil, err // deleted or expired meanwhile: the run will not end
+			}
 			if err == nil && slices.Contains(h.RecentTurns, r.ID) && (h.Turn == nil || h.Turn.ID != r.ID) {
 				return r.outcome(context.WithoutCancel(ctx), true, doc)
 			}

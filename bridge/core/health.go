@@ -23,6 +23,9 @@ type Health struct {
 	Status         string `json:"status"`
 	UptimeSeconds  int    `json:"uptime_seconds"`
 	ActiveSessions int    `json:"active_sessions"`
+	// Sessions counts the conversations by status (FR-038), deleted and
+	// expired ones among them while they are kept.
+	Sessions map[string]int `json:"sessions"`
 	// FailedNodes are the nodes a monitor marked down in the last minutes
 	// (seed 003's failed_agents, for every role).
 	FailedNodes int               `json:"failed_nodes"`
@@ -72,6 +75,7 @@ func (c *Core) Health(ctx context.Context, version string, uptime time.Duration)
 	}
 	h.FailedNodes = len(h.Failed)
 	h.ActiveSessions = c.activeSessions(ctx)
+	h.Sessions = c.SessionCounts()
 	h.Degradation = c.Degradation()
 	switch {
 	case h.Degradation != nil || h.FailedNodes > 3:
@@ -89,6 +93,15 @@ func (c *Core) Health(ctx context.Context, version string, uptime time.Duration)
 
 // activeSessions counts conversations, cached for a few seconds.
 func (c *Core) activeSessions(ctx context.Context) int {
+	if c.listsLoaded() {
+		n := 0
+		for s, k := range c.SessionCounts() {
+			if s != string(mesh.StatusDeleted) && s != string(mesh.StatusExpired) {
+				n += k
+			}
+		}
+		return n
+	}
 	if v := c.sessionCount.Load(); v != nil && time.Since(v.at) < 5*time.Second {
 		return v.n
 	}

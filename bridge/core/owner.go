@@ -58,7 +58,7 @@ func (c *Core) check(caller Caller, h *mesh.SessionHead) error {
 func (c *Core) HeadFor(ctx context.Context, id string, caller Caller) (*mesh.SessionHead, error) {
 	h, err := c.Sessions.Head(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, c.hideGone(caller, id, err)
 	}
 	if err := c.check(caller, h); err != nil {
 		return nil, err
@@ -71,7 +71,7 @@ func (c *Core) HeadFor(ctx context.Context, id string, caller Caller) (*mesh.Ses
 func (c *Core) GetFor(ctx context.Context, id string, caller Caller) (*mesh.Conversation, error) {
 	conv, err := c.Sessions.Get(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, c.hideGone(caller, id, err)
 	}
 	if !c.Sees(caller, conv.Owner) {
 		return nil, notFound(id)
@@ -103,8 +103,14 @@ func (c *Core) SeesApproval(ctx context.Context, caller Caller, ap *mesh.Approva
 	}
 	owner, ok := owners[ap.ConversationID]
 	if !ok {
-		if h, err := c.Sessions.Head(ctx, ap.ConversationID); err == nil {
+		// A deleted conversation's tombstone keeps its owner; an expired
+		// one's is still in the listing for a while.
+		if h, err := c.Sessions.HeadAny(ctx, ap.ConversationID); err == nil {
 			owner = h.Owner
+		} else if c.lists != nil {
+			if e := c.lists.sessions.get(ap.ConversationID); e != nil {
+				owner = e.owner
+			}
 		}
 		owners[ap.ConversationID] = owner
 	}

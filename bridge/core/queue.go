@@ -85,7 +85,7 @@ func (c *Core) enqueue(ctx context.Context, id, turnID, text string, caller Call
 		return nil
 	})
 	if err != nil {
-		return 0, err
+		return 0, c.hideGone(caller, id, err)
 	}
 	role, name := c.target(conv.Agent, groupName(conv.Group))
 	queued := mesh.Custom(mesh.CustomRunQueued, map[string]any{"runId": turnID, "message": text})

@@ -6,12 +6,13 @@
 //	POST /conversations               create, optionally with a first message; {"group": name} for a group chat
 //	GET  /groups                      the group chats: participants, strategy, limits
 //	GET  /groups/{name}/.well-known/agent-card.json  a group's A2A card (also agent.json); POST /groups/{name}/a2a its A2A endpoint (bridge/a2a)
-//	GET  /conversations               summaries, newest first, with counts by status
+//	GET  /conversations               summaries, newest first, a page (?limit, cursor, status, owner), counts by status
 //	GET  /conversations/{id}          one conversation, all messages; a message still queued for an agent in queued_turn
+//	DELETE /conversations/{id}        delete: a tombstone, 410 afterwards; ?purge=true (admins) removes its events too
 //	POST /conversations/{id}/messages send a message (Idempotency-Key: a retry after a lost answer does not run it twice)
 //	POST /conversations/{id}/cancel   stop the running turn, or cancel the queued one
 //	POST /approvals/{uuid}            decide: {"approved":true}, {"action":"approve"}, {"answer":"yes"}
-//	GET  /approvals                   approvals, ?status=pending|approved|rejected
+//	GET  /approvals                   approvals, newest first, a page (?limit, cursor, status=pending|approved|rejected, owner)
 //	GET  /approvals/{uuid}            one approval
 //
 // The POSTs that start a turn answer when the turn finishes or pauses for an
@@ -80,6 +81,7 @@ func Register(mux core.Mux, cfg Config) {
 	mux.HandleFunc("GET /conversations/{id}", a.getConversation)
 	mux.HandleFunc("POST /conversations/{id}/messages", a.sendMessage)
 	mux.HandleFunc("POST /conversations/{id}/cancel", a.cancel)
+	mux.HandleFunc("DELETE /conversations/{id}", a.deleteConversation)
 	mux.HandleFunc("POST /approvals/{uuid}", a.decide)
 	mux.HandleFunc("GET /approvals", a.listApprovals)
 	mux.HandleFunc("GET /approvals/{uuid}", a.getApproval)
@@ -199,31 +201,6 @@ func (a *api) createConversation(w http.ResponseWriter, r *http.Request) {
 	a.answerRun(w, r, run, http.StatusCreated, nil)
 }
 
-func (a *api) listConversations(w http.ResponseWriter, r *http.Request) {
-	convs, err := a.core.ListFor(r.Context(), core.CallerOf(r))
-	if err != nil {
-		core.WriteError(w, err)
-		return
-	}
-	counts := map[mesh.Status]int{}
-	list := make([]mesh.ConversationSummary, 0, len(convs))
-	for _, c := range convs {
-		counts[c.Status]++
-		list = append(list, c.Summary())
-	}
-	core.WriteJSON(w, http.StatusOK, map[string]any{
-		"conversations": list,
-		"summary": map[string]int{
-			"total":            len(convs),
-			"active":           counts[mesh.StatusActive],
-			"queued":           counts[mesh.StatusQueued],
-			"running":          counts[mesh.StatusRunning],
-			"waiting_approval": counts[mesh.StatusWaitingApproval],
-			"completed":        counts[mesh.StatusCompleted],
-		},
-	})
-}
-
 // getConversation answers the conversation with a page of its messages:
 // ?messages=N (default mesh.DefaultPageSize, at most core.MaxPageSize, and
 // within sessions.max_bytes) older than ?before=<cursor> (default: the
@@ -301,30 +278,6 @@ func (a *api) decide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.answerRun(w, r, run, http.StatusOK, map[string]any{"approval": ap})
-}
-
-func (a *api) listApprovals(w http.ResponseWriter, r *http.Request) {
-	status := mesh.ApprovalStatus(r.URL.Query().Get("status"))
-	switch status {
-	case "", mesh.ApprovalPending, mesh.ApprovalApproved, mesh.ApprovalRejected:
-	default:
-		core.WriteError(w, mesh.ErrBadRequest.With(fmt.Sprintf("status %s is not pending, approved or rejected", mesh.Clip(string(status)))))
-		return
-	}
-	list, err := a.core.Approvals.List(r.Context(), status)
-	if err != nil {
-		core.WriteError(w, err)
-		return
-	}
-	caller, owners := core.CallerOf(r), map[string]string{}
-	seen := []*mesh.Approval{}
-	for _, ap := range list {
-		if a.core.SeesApproval(r.Context(), caller, ap, owners) {
-			seen = append(seen, ap)
-		}
-	}
-	list = seen
-	core.WriteJSON(w, http.StatusOK, map[string]any{"approvals": list})
 }
 
 func (a *api) getApproval(w http.ResponseWriter, r *http.Request) {

@@ -50,7 +50,8 @@ func provisionConfig(cfg *config.Config) mesh.ProvisionConfig {
 	return mesh.ProvisionConfig{
 		EventsMaxAge:   cfg.Mesh.EventsMaxAge.Std(),
 		SessionHistory: cfg.Sessions.History,
-		SessionTTL:     cfg.Sessions.TTL.Std(),
+		SessionTTL:     cfg.Sessions.ExpireAfter(),
+		ExpiredKept:    cfg.Sessions.KeptExpired(),
 		Replicas:       cfg.NATS.Replicas,
 	}
 }

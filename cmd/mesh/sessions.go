@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sort"
 	"text/tabwriter"
 	"time"
 
@@ -20,24 +21,39 @@ import (
 
 const sessionsLong = `List, show and remove the conversations of the mesh (every owner's).
 
-  mesh sessions                 the conversations, most recently updated first (same as list)
+  mesh sessions                 the conversations, newest first (same as list; --limit, --status, --owner)
   mesh sessions show ID         its messages, tool calls, results and pending approval
   mesh sessions rm ID           remove it and its events (--force for one that runs or waits)
 
+Deleted conversations (DELETE /conversations/{id}) are listed as deleted until
+they are removed; expired ones are no longer in the bucket.
+
 It reads NATS as the mesh's admin (<data_dir>/creds/admin.nk), like the nats CLI.`
 
+// listFilter is what mesh sessions list lists.
+type listFilter struct {
+	limit         int
+	status, owner string
+}
+
 func sessionsCommand(o *clientOptions) *cobra.Command {
+	f := &listFilter{}
 	cmd := &cobra.Command{
 		Use:   "sessions [list | show ID | rm ID]",
 		Short: "list, show and remove conversations",
 		Long:  sessionsLong,
 		Args:  usageArgs(cobra.NoArgs),
-		RunE:  func(*cobra.Command, []string) error { return sessionsList(o) },
+		RunE:  func(*cobra.Command, []string) error { return sessionsList(o, f) },
 	}
 	o.jsonFlag(cmd)
 	list := &cobra.Command{
-		Use: "list", Short: "the conversations, most recently updated first", Args: usageArgs(cobra.NoArgs),
-		RunE: func(*cobra.Command, []string) error { return sessionsList(o) },
+		Use: "list", Short: "the conversations, newest first", Args: usageArgs(cobra.NoArgs),
+		RunE: func(*cobra.Command, []string) error { return sessionsList(o, f) },
+	}
+	for _, c := range []*cobra.Command{cmd, list} {
+		c.Flags().IntVar(&f.limit, "limit", 50, "list at most this many (0: all)")
+		c.Flags().StringVar(&f.status, "status", "", "only conversations of this status (active, running, waiting_approval, deleted …)")
+		c.Flags().StringVar(&f.owner, "owner", "", "only this principal's conversations")
 	}
 	show := &cobra.Command{
 		Use: "show ID", Short: "one conversation", Args: usageArgs(cobra.ExactArgs(1)),
@@ -70,7 +86,7 @@ func sessionStore(ctx context.Context, o *clientOptions) (*mesh.SessionStore, fu
 	return mesh.NewSessionStore(kv, mesh.NewMessageLog(js, ns)), nc.Close, js, ns, nil
 }
 
-func sessionsList(o *clientOptions) error {
+func sessionsList(o *clientOptions, f *listFilter) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	store, closeNC, _, _, err := sessionStore(ctx, o)
@@ -78,13 +94,26 @@ func sessionsList(o *clientOptions) error {
 		return err
 	}
 	defer closeNC()
-	convs, err := store.List(ctx)
+	all, err := store.Summaries(ctx)
 	if err != nil {
 		return err
 	}
-	list := make([]mesh.ConversationSummary, 0, len(convs))
-	for _, c := range convs {
-		list = append(list, c.Summary())
+	// Newest first, as GET /conversations pages them.
+	sort.Slice(all, func(i, j int) bool {
+		if !all[i].CreatedAt.Equal(all[j].CreatedAt) {
+			return all[i].CreatedAt.After(all[j].CreatedAt)
+		}
+		return all[i].ID < all[j].ID
+	})
+	list := make([]mesh.ConversationSummary, 0, len(all))
+	for _, s := range all {
+		if f.status != "" && string(s.Status) != f.status || f.owner != "" && s.Owner != f.owner {
+			continue
+		}
+		if f.limit > 0 && len(list) == f.limit {
+			break
+		}
+		list = append(list, s)
 	}
 	if o.json {
 		return writeJSON(os.Stdout, list)
@@ -151,8 +180,8 @@ func pendingOfConv(c *mesh.Conversation) []mesh.PendingApproval {
 	return nil
 }
 
-// sessionsRemove purges a conversation from the sessions bucket and its
-// events from the events stream.
+// sessionsRemove purges a conversation from the sessions bucket, its
+// messages from the message log and its events from the events stream.
 func sessionsRemove(o *clientOptions, id string, force bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -165,7 +194,8 @@ func sessionsRemove(o *clientOptions, id string, force bool) error {
 	if err != nil {
 		return fmt.Errorf("sessions bucket: %w", err)
 	}
-	head, err := mesh.NewSessionStore(kv, mesh.NewMessageLog(js, ns)).Head(ctx, id)
+	store := mesh.NewSessionStore(kv, mesh.NewMessageLog(js, ns))
+	head, err := store.HeadAny(ctx, id) // a deleted one too
 	if err != nil {
 		return err
 	}
@@ -175,30 +205,13 @@ func sessionsRemove(o *clientOptions, id string, force bool) error {
 			return fmt.Errorf("conversation %s is %s: cancel it (or decide its approval) first, or --force", id, head.Status)
 		}
 	}
-	subj, err := ns.EventsOf(id)
-	if err != nil {
+	// Purge takes the head and the messages; the events are in a stream
+	// of their own.
+	if err := store.Purge(ctx, id); err != nil {
 		return err
 	}
-	if err := kv.Purge(ctx, id); err != nil {
-		return fmt.Errorf("purge %s: %w", id, err)
-	}
-	stream, err := js.Stream(ctx, ns.Stream(mesh.StreamEvents))
-	if err != nil {
-		return fmt.Errorf("events stream: %w", err)
-	}
-	if err := stream.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
-		return fmt.Errorf("purge events of %s: %w", id, err)
-	}
-	msgs, err := ns.Messages(id)
-	if err != nil {
+	if err := mesh.PurgeEvents(ctx, js, ns, id); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return err
-	}
-	log, err := js.Stream(ctx, ns.Stream(mesh.StreamMessages))
-	if err != nil {
-		return fmt.Errorf("messages stream: %w", err)
-	}
-	if err := log.Purge(ctx, jetstream.WithPurgeSubject(msgs)); err != nil {
-		return fmt.Errorf("purge messages of %s: %w", id, err)
 	}
 	if o.json {
 		return writeJSON(os.Stdout, map[string]any{"removed": id})

@@ -62,6 +62,10 @@ const (
 	CodeUnsupportedOperation        = -32004
 	CodeContentTypeNotSupported     = -32005
 	CodeVersionNotSupported         = -32009
+	// CodeTaskGone is the mesh's own (in JSON-RPC's range for servers):
+	// the task's conversation was deleted or expired. A2A 0.3 has no
+	// deletion; the HTTP status is 410 and data.code says which.
+	CodeTaskGone = -32050
 )
 
 // Request is a JSON-RPC 2.0 request.

@@ -72,6 +72,8 @@ func ErrorReason(code int) string {
 		return "CONTENT_TYPE_NOT_SUPPORTED"
 	case CodeVersionNotSupported:
 		return "VERSION_NOT_SUPPORTED"
+	case CodeTaskGone:
+		return "TASK_GONE"
 	}
 	return ""
 }

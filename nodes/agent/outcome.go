@@ -61,6 +61,13 @@ func (t *turn) settle(ctx context.Context, o outcome) error {
 	_, err := t.save(ctx, t.conv, func(c *mesh.Conversation) error {
 		return t.apply(c, t.step.key, t.gen, o, &p)
 	})
+	if mesh.IsGone(err) {
+		// Deleted (or expired) while it ran: the outcome applies to
+		// nothing; the run ends so that its followers stop.
+		t.log.Info().Err(err).Msg("conversation gone; the run's outcome is dropped")
+		t.ev.EmitAs(t.runID(), "end:"+t.runID(), mesh.RunError(mesh.ErrorKind(err), err.Error()))
+		return t.ev.Flush(ctx)
+	}
 	if err != nil && !errors.Is(err, mesh.ErrNoChange) {
 		return err
 	}

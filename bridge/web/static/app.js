@@ -141,18 +141,44 @@ function clearError() {
 
 // ---------------------------------------------------------------- conversation list
 
+// loadList shows the first page of GET /conversations (newest first); a
+// "more" item at its end asks for the next page (next_cursor).
 async function loadList() {
   let data;
   try {
-    data = await api('GET', '/conversations');
+    data = await api('GET', '/conversations?limit=50');
   } catch (err) {
     showError(`Could not load the conversations: ${describeError(err)}`);
     return;
   }
   const convs = (data && data.conversations) || [];
-  ui.convList.replaceChildren(...convs.map(convItem));
+  ui.convList.replaceChildren(...convs.map(convItem), ...moreItem(data && data.next_cursor));
   ui.convEmpty.hidden = convs.length > 0;
   markActive();
+}
+
+// moreItem is the list item that loads the page after cursor; none
+// without one.
+function moreItem(cursor) {
+  if (!cursor) return [];
+  const li = h('li', { class: 'conv-more' });
+  li.append(h('button', {
+    type: 'button',
+    class: 'conv-item',
+    text: 'More conversations',
+    onclick: async () => {
+      let data;
+      try {
+        data = await api('GET', `/conversations?limit=50&cursor=${encodeURIComponent(cursor)}`);
+      } catch (err) {
+        showError(`Could not load more conversations: ${describeError(err)}`);
+        return;
+      }
+      li.replaceWith(...((data && data.conversations) || []).map(convItem), ...moreItem(data && data.next_cursor));
+      markActive();
+    },
+  }));
+  return [li];
 }
 
 function convItem(c) {
@@ -190,7 +216,7 @@ function refreshListSoon() {
 }
 
 function statusLabel(s) {
-  return { queued: 'queued', running: 'running', waiting_approval: 'waiting approval', completed: 'completed', error: 'error' }[s] || 'idle';
+  return { queued: 'queued', running: 'running', waiting_approval: 'waiting approval', completed: 'completed', error: 'error', deleted: 'deleted', expired: 'expired' }[s] || 'idle';
 }
 
 // ---------------------------------------------------------------- groups

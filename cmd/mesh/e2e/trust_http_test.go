@@ -327,6 +327,11 @@ func routeRows(conv, approval string) map[string]func() routeRow {
 		"POST /conversations/{id}/cancel": func() routeRow {
 			return routeRow{method: "POST", path: "/conversations/" + conv + "/cancel", need: auth.Converse, ok: 202}
 		},
+		"DELETE /conversations/{id}": func() routeRow {
+			// A conversation that does not exist: the guard's answer is what
+			// is checked (TestLifecycleDelete deletes real ones).
+			return routeRow{method: "DELETE", path: "/conversations/" + next(), need: auth.Converse, ok: 404}
+		},
 		"POST /agui": func() routeRow {
 			return routeRow{method: "POST", path: "/agui", need: auth.Converse, ok: 200, body: map[string]any{
 				"threadId": next(), "runId": next(), "messages": []any{map[string]any{"id": "m1", "role": "user", "content": "list all resources"}},

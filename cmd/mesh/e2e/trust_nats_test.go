@@ -186,7 +186,11 @@ func trustActions() []action {
 		reqAction("get work by sequence", "$JS.API.STREAM.MSG.GET.MESH_WORK", bridge),
 		reqAction("get work directly", "$JS.API.DIRECT.GET.MESH_WORK"),
 		reqAction("delete the work stream", "$JS.API.STREAM.DELETE.MESH_WORK"),
-		reqAction("purge the events", "$JS.API.STREAM.PURGE.MESH_EVENTS"),
+		// The bridge purges a deleted conversation's events for an admin
+		// (DELETE /conversations/{id}?purge=true): that stream only.
+		reqAction("purge the events", "$JS.API.STREAM.PURGE.MESH_EVENTS", bridge),
+		reqAction("purge the work", "$JS.API.STREAM.PURGE.MESH_WORK"),
+		reqAction("purge the sessions bucket", "$JS.API.STREAM.PURGE.KV_mesh_sessions"),
 		reqAction("delete the approvals bucket", "$JS.API.STREAM.DELETE.KV_mesh_approvals"),
 		reqAction("change the sessions bucket", "$JS.API.STREAM.UPDATE.KV_mesh_sessions"),
 		reqAction("create a stream", "$JS.API.STREAM.CREATE.THIEF"),
