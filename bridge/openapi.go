@@ -99,7 +99,11 @@ func operations(s *schemas) map[string]operation {
 	a2aOp := func(who string) operation {
 		return operation{tag: "A2A", summary: "A2A JSON-RPC endpoint of " + who,
 			description: "message/send, message/stream (SSE), tasks/get, tasks/list, tasks/cancel, tasks/resubscribe in A2A 0.3 (no header) or 1.0 (A2A-Version: 1.0: SendMessage, GetTask …). A task is a conversation; refusals are JSON-RPC errors.",
-			body:        rpc, responses: map[string]response{"200": {description: "a JSON-RPC response, or for the streaming methods a stream of them as server-sent events", schema: rpcAnswer}}}
+			body:        rpc, responses: map[string]response{
+				"200": {description: "a JSON-RPC response, or for the streaming methods a stream of them as server-sent events", schema: rpcAnswer},
+				// Refusals are JSON-RPC errors too, with the HTTP status of
+				// their kind (401, 403, 404, 410, 429 …).
+				"default": {description: "a JSON-RPC error: authentication (-32600), a task deleted or expired (-32050, 410), limits …", schema: rpcAnswer}}}
 	}
 	run := obj(map[string]any{"threadId": str, "runId": str, "messages": arr(map[string]any{}), "tools": arr(map[string]any{}), "context": arr(map[string]any{}),
 		"state": map[string]any{}, "forwardedProps": map[string]any{"type": "object", "description": "group: a new thread is a chat of that group; agent: a conversation with that agent"},
@@ -285,8 +289,16 @@ func (op operation) encode(path, method string, need auth.Permission) map[string
 		}
 		responses[status] = resp
 	}
+	if _, own := op.responses["default"]; own {
+		return finish(out, responses, need)
+	}
 	responses["default"] = map[string]any{"description": "an error: 400 bad input, 401/403 authentication and roles, 404 unknown ids, 409 conflicts, 413, 415, 429, 503 (Retry-After) …",
 		"content": map[string]any{"application/json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/Error"}}}}
+	return finish(out, responses, need)
+}
+
+// finish sets an operation's responses and security.
+func finish(out, responses map[string]any, need auth.Permission) map[string]any {
 	out["responses"] = responses
 	if need == auth.Open {
 		out["security"] = []any{}

@@ -193,6 +193,15 @@ func (s *SessionStore) Purge(ctx context.Context, id string) error {
 	return nil
 }
 
+// PurgeMessages empties the message log of conversation id, whose head is
+// gone (it expired): nothing reads them any more.
+func (s *SessionStore) PurgeMessages(ctx context.Context, id string) error {
+	if s.log == nil || CheckID(id) != nil {
+		return nil
+	}
+	return s.log.purge(ctx, id)
+}
+
 // PurgeEvents removes the events of conversation id from the events
 // stream (a purge by subject mesh.evt.<id>.>).
 func PurgeEvents(ctx context.Context, js jetstream.JetStream, ns Namespace, id string) error {

@@ -71,6 +71,9 @@ func (c *Core) applySession(e jetstream.KeyValueEntry) {
 			return
 		}
 		// Gone without being deleted: it aged out (the bucket's max age).
+		// Its messages go with it: no head points at them any more. Every
+		// bridge that sees the expiry purges; the second finds nothing.
+		go c.purgeExpired(old.id)
 		s, _ := old.item.(mesh.ConversationSummary)
 		s.Status = mesh.StatusExpired
 		x.put(&entry{id: old.id, created: old.created, status: string(mesh.StatusExpired), owner: old.owner, rev: e.Revision(), updated: e.Created(), item: s})
@@ -82,6 +85,15 @@ func (c *Core) applySession(e jetstream.KeyValueEntry) {
 		return
 	}
 	x.put(sessionEntry(s, e.Revision()))
+}
+
+// purgeExpired empties the message log of an expired conversation.
+func (c *Core) purgeExpired(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Sessions.PurgeMessages(ctx, id); err != nil {
+		c.log.Warn().Err(err).Str("session", id).Msg("purge the messages of an expired conversation")
+	}
 }
 
 func sessionEntry(s mesh.ConversationSummary, rev uint64) *entry {

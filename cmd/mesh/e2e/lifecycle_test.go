@@ -283,10 +283,25 @@ func TestLifecycleDeleteStopsARunningTurn(t *testing.T) {
 // Expiry with a short TTL: an idle conversation answers 410 expired, then
 // 404 once cleaned up; one in use, and one waiting for an approval, stay.
 func TestLifecycleExpiry(t *testing.T) {
-	m := startMesh(t, meshOpts{config: defaultConfig(t) + "\nsessions:\n  ttl: 3s\n  expired_kept: 5s\n"})
+	m := startMesh(t, meshOpts{config: defaultConfig(t) + "\nsessions:\n  ttl: 3s\n  expired_kept: 12s\n"})
 	idle := m.newConversation()
 	busy := m.newConversation()
 	waiting := m.newConversation()
+	js := meshJS(t, m)
+	logged := func(conv string) uint64 {
+		st, err := js.Stream(t.Context(), "MESH_MESSAGES")
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(t.Context(), jetstream.WithSubjectFilter("mesh.msg."+conv))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Subjects["mesh.msg."+conv]
+	}
+	if logged(idle) == 0 {
+		t.Fatal("the idle conversation has no message in MESH_MESSAGES to expire")
+	}
 	m.addPending(waiting, "add resource patient with value 3")
 	start := time.Now()
 	for time.Since(start) < 6*time.Second {
@@ -308,10 +323,17 @@ func TestLifecycleExpiry(t *testing.T) {
 	if h := m.do(http.StatusOK, "GET", "/health", nil); obj(h, "sessions")["expired"] != 1.0 {
 		t.Errorf("/health sessions: %v", h["sessions"])
 	}
-	meshtest.Eventually(t, 30*time.Second, func() bool {
+	// expired_kept (12 s, long enough for a loaded machine to see the
+	// 410s above) after it expired, it is not found.
+	meshtest.Eventually(t, 45*time.Second, func() bool {
 		status, _ := m.try("GET", "/conversations/"+idle, nil)
 		return status == http.StatusNotFound
 	}, "the expired conversation is never cleaned up")
+	// Its messages went with it; the others' stay.
+	meshtest.Eventually(t, 15*time.Second, func() bool { return logged(idle) == 0 }, "the expired conversation's messages are still in MESH_MESSAGES")
+	if logged(busy) == 0 {
+		t.Error("the busy conversation lost its messages")
+	}
 	m.do(http.StatusOK, "GET", "/conversations/"+waiting, nil)
 }
 
