@@ -374,6 +374,24 @@ func (d *chaosDriver) rolePIDs(role string) []int {
 	return out
 }
 
+// allMessages reads every message of the conversation, a page at a time
+// (GET answers a page: messages_before is the cursor of the one before).
+func (d *chaosDriver) allMessages() []any {
+	var all []any
+	path := "/conversations/" + d.conv + "?messages=500"
+	for range 1000 {
+		c := obj(d.retry("GET", path, nil), "conversation")
+		all = append(list(c, "messages"), all...)
+		before := c["messages_before"]
+		if before == nil {
+			return all
+		}
+		path = fmt.Sprintf("/conversations/%s?messages=500&before=%v", d.conv, before)
+	}
+	d.t.Fatalf("%s: the pages do not end", d.conv)
+	return nil
+}
+
 // check verifies the conversation: settled, its messages those sent, once
 // each and in order, and a pending approval still listed.
 func (d *chaosDriver) check() {
@@ -382,7 +400,7 @@ func (d *chaosDriver) check() {
 	c := obj(out, "conversation")
 	var users []string
 	ids := map[string]bool{}
-	for _, msg := range list(c, "messages") {
+	for _, msg := range d.allMessages() {
 		if ids[str(msg, "id")] {
 			d.t.Errorf("%s: message %s twice", d.conv, str(msg, "id"))
 		}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -126,6 +127,9 @@ func TestGroupSurvivesKillOfTheGroupProcess(t *testing.T) {
       - {agent: first, prompt: "You list items."}
       - {agent: second, prompt: "You list items too."}
 `)})
+	// The offline planner picks the tool that matches best: items_list,
+	// once the members' process has the items server's tools.
+	offered(t, m, "items_list", "first", "second")
 	conv := m.newGroupChat("pair")
 	wait := m.sendLater(conv, "list items")
 	// The first member is in its tool call, which waits for the gate.
@@ -163,6 +167,21 @@ func TestGroupSurvivesKillOfTheGroupProcess(t *testing.T) {
 	if strings.Join(selected, ",") != "first,second" {
 		t.Errorf("speaker_selected %v, want first then second once each", selected)
 	}
+}
+
+// offered waits until the agent directory says every agent is offered
+// tool: the processes serving them have it in their catalog.
+func offered(t *testing.T, m *meshProc, tool string, agents ...string) {
+	t.Helper()
+	meshtest.Eventually(t, 30*time.Second, func() bool {
+		for _, a := range agents {
+			status, body := m.try("GET", "/agents/"+a, nil)
+			if status != http.StatusOK || !slices.Contains(list(body, "tools"), any(tool)) {
+				return false
+			}
+		}
+		return true
+	}, "%v not offered %s", agents, tool)
 }
 
 // outsiderConfig is the configuration of an agent served by a process of
