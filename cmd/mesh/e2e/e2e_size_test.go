@@ -29,7 +29,7 @@ func TestHugeConversationKeepsAnswering(t *testing.T) {
 
 	const turns, size = 20, 900_000
 	const budget = 4 << 20 // sessions.max_bytes' default
-	var peak float64
+	var peak, firstHalf float64
 	for i := range turns {
 		text := fmt.Sprintf("turn %02d ", i) + strings.Repeat(string(rune('a'+i%26)), size)
 		n := srv.Count()
@@ -57,12 +57,20 @@ func TestHugeConversationKeepsAnswering(t *testing.T) {
 		}
 		rss := rssMiB(agent)
 		peak = max(peak, rss)
+		if i < turns/2 {
+			firstHalf = peak
+		}
 		t.Logf("turn %d: %v, agent RSS %.0f MiB", i, time.Since(start).Round(time.Millisecond), rss)
 	}
 	// Bounded: the agent holds the history of one turn at a time (4 MiB,
-	// decoded and encoded a few times), not the 18 MB conversation.
-	if peak > 160 {
-		t.Errorf("agent RSS peaked at %.0f MiB", peak)
+	// decoded and encoded a few times), not the 18 MB conversation: its
+	// RSS levels off once the history fills the budget (turn 5 or so),
+	// and the second half of the turns, 9 MB more of conversation, adds
+	// no more than noise. The absolute cap is loose: the race detector
+	// multiplies a heap (80 MiB without it, 200 under it on a loaded
+	// machine).
+	if peak > 1.25*firstHalf || peak > 400 {
+		t.Errorf("agent RSS peaked at %.0f MiB, %.0f MiB in the first %d turns: it grows with the conversation", peak, firstHalf, turns/2)
 	}
 
 	// Paging: back from the newest, 7 messages a page, every message once.
