@@ -89,7 +89,13 @@ type Config struct {
 	// forgets it (a restarted process under a new id never comes back under
 	// the old one). Zero means 5 minutes.
 	ForgetAfter time.Duration
-	Logger      zerolog.Logger
+	// StallHold is how long the monitor waits before it marks down every
+	// node at once: when all of them fall silent together, the bus (a
+	// NATS server stalled by a store of a gigabyte) or the monitor itself
+	// stalled, far likelier than every process dying in the same second.
+	// Zero means 10 intervals.
+	StallHold time.Duration
+	Logger    zerolog.Logger
 	// Now is the clock. Nil means time.Now.
 	Now func() time.Time
 }
@@ -109,6 +115,10 @@ type Monitor struct {
 	degraded *mesh.Degradation
 	calmFrom time.Time // since when few enough nodes are down
 	stats    Stats
+	// lastBeat is when the last heartbeat of any node arrived; stallSince
+	// when every live node fell silent together (zero: they did not).
+	lastBeat   time.Time
+	stallSince time.Time
 }
 
 type tracked struct {
@@ -170,6 +180,9 @@ func New(cfg Config) (*Monitor, error) {
 	if cfg.ForgetAfter <= 0 {
 		cfg.ForgetAfter = 5 * time.Minute
 	}
+	if cfg.StallHold <= 0 {
+		cfg.StallHold = 10 * cfg.Interval
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -191,6 +204,21 @@ func (m *Monitor) Stats() Stats {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.stats
+}
+
+// holdForStall reports whether the late nodes are left alone for now: every
+// live node (two at least) fell silent at once, and for less than
+// StallHold. m.mu is held.
+func (m *Monitor) holdForStall(now time.Time, late, live int) bool {
+	if late < 2 || live > 0 || now.Sub(m.lastBeat) <= m.deadline() {
+		m.stallSince = time.Time{}
+		return false
+	}
+	if m.stallSince.IsZero() {
+		m.stallSince = now
+		m.log.Warn().Int("silent", late).Dur("hold", m.cfg.StallHold).Msg("every node fell silent at once: the bus or this monitor stalled; holding off before marking them down")
+	}
+	return now.Sub(m.stallSince) < m.cfg.StallHold
 }
 
 // deadline is how long a node may stay silent.
@@ -259,6 +287,7 @@ func (m *Monitor) seen(ctx context.Context, info mesh.NodeInfo) {
 	}
 	m.mu.Lock()
 	t.info, t.seen, t.down = info, m.cfg.Now(), false
+	m.lastBeat = t.seen
 	if wasDown {
 		t.probeFails = 0
 		m.stats.NodesUp++
@@ -273,14 +302,19 @@ func (m *Monitor) seen(ctx context.Context, info mesh.NodeInfo) {
 // check marks down the nodes that stopped beating.
 func (m *Monitor) check(ctx context.Context) {
 	now := m.cfg.Now()
-	var down []mesh.NodeInfo
+	var late []*tracked
+	live := 0
 	m.mu.Lock()
 	for key, t := range m.nodes {
 		if t.down && now.Sub(t.seen) > m.cfg.ForgetAfter {
 			delete(m.nodes, key)
 			continue
 		}
-		if t.down || now.Sub(t.seen) <= m.deadline() {
+		if t.down {
+			continue
+		}
+		if now.Sub(t.seen) <= m.deadline() {
+			live++
 			continue
 		}
 		if t.info.State == mesh.NodeDraining {
@@ -288,6 +322,15 @@ func (m *Monitor) check(ctx context.Context) {
 			delete(m.nodes, key)
 			continue
 		}
+		late = append(late, t)
+	}
+	if m.holdForStall(now, len(late), live) {
+		m.mu.Unlock()
+		m.updateDegradation(ctx)
+		return
+	}
+	var down []mesh.NodeInfo
+	for _, t := range late {
 		t.down = true
 		down = append(down, t.info)
 	}

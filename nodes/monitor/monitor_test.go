@@ -272,3 +272,53 @@ func TestQuickRestartIsStillReportedDown(t *testing.T) {
 		return rec.count(mesh.CustomNodeDown) == 1 && rec.count(mesh.CustomNodeUp) == 1
 	}, "the restart was not reported as a death and a return")
 }
+
+// TestEveryNodeSilentAtOnceIsHeldAsAStall: when every live node falls
+// silent in the same check (a NATS server that stalls for seconds under a
+// huge store, or this monitor paused), the monitor holds off for
+// StallHold instead of marking the whole mesh down and restarting healthy
+// processes; a node still silent once the others beat again is down, and
+// a silence longer than the hold is a real loss.
+func TestEveryNodeSilentAtOnceIsHeldAsAStall(t *testing.T) {
+	m := meshtest.New(t)
+	var mu sync.Mutex
+	clock := time.Now()
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
+	mon, err := New(Config{NC: m.NC, JS: m.JS, NS: m.NS, Nodes: m.Nodes, Interval: time.Second, StallHold: 10 * time.Second,
+		Now: now, Restart: func(mesh.NodeInfo, string) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
+	beat := func(ids ...string) {
+		for _, id := range ids {
+			mon.seen(t.Context(), mesh.NodeInfo{Node: id, Role: mesh.RoleAgent, State: mesh.NodeReady, StartedAt: started})
+		}
+	}
+	downs := func() int { return mon.Stats().NodesDown }
+
+	beat("a", "b", "c")
+	advance(5 * time.Second) // past the 2.5 s deadline, every node at once
+	mon.check(t.Context())
+	if n := downs(); n != 0 {
+		t.Fatalf("%d nodes marked down when all fell silent together", n)
+	}
+	// The bus is back: a and b beat, c does not: c alone is down.
+	beat("a", "b")
+	mon.check(t.Context())
+	if n := downs(); n != 1 || !mon.nodes["agent.c"].down || mon.nodes["agent.a"].down {
+		t.Fatalf("after a and b beat again: %d down, want c alone", n)
+	}
+	// Silent together again, longer than the hold: they are gone.
+	advance(5 * time.Second)
+	mon.check(t.Context())
+	if n := downs(); n != 1 {
+		t.Fatalf("%d down within the hold, want 1", n)
+	}
+	advance(11 * time.Second)
+	mon.check(t.Context())
+	if n := downs(); n != 3 {
+		t.Fatalf("%d down after the hold, want 3", n)
+	}
+}
