@@ -75,6 +75,7 @@ type Resources struct {
 	Tools     jetstream.KeyValue
 	Nodes     jetstream.KeyValue
 	Calls     jetstream.KeyValue
+	Limits    jetstream.KeyValue
 }
 
 // Provision creates or updates every stream and bucket of the mesh. It is
@@ -118,6 +119,8 @@ func Provision(ctx context.Context, js jetstream.JetStream, ns Namespace, cfg Pr
 		// Per-key TTLs (node liveness) need limit markers.
 		{&r.Nodes, jetstream.KeyValueConfig{Bucket: ns.Bucket(BucketNodes), Description: "Agent Mesh: node liveness", LimitMarkerTTL: time.Minute}},
 		{&r.Calls, jetstream.KeyValueConfig{Bucket: ns.Bucket(BucketCalls), Description: "Agent Mesh: tool call records", TTL: cfg.CallsTTL}},
+		// Every write of a limit key carries its own TTL (ratelimit.go).
+		{&r.Limits, jetstream.KeyValueConfig{Bucket: ns.Bucket(BucketLimits), Description: "Agent Mesh: request budgets and active conversations", LimitMarkerTTL: time.Minute}},
 	}
 	for _, b := range buckets {
 		b.conf.Storage = jetstream.FileStorage
@@ -199,7 +202,7 @@ func Bind(ctx context.Context, js jetstream.JetStream, ns Namespace, p Permissio
 	r := &Resources{NS: ns}
 	buckets := map[string]*jetstream.KeyValue{
 		BucketSessions: &r.Sessions, BucketApprovals: &r.Approvals, BucketTools: &r.Tools,
-		BucketNodes: &r.Nodes, BucketCalls: &r.Calls,
+		BucketNodes: &r.Nodes, BucketCalls: &r.Calls, BucketLimits: &r.Limits,
 	}
 	for _, b := range p.Buckets {
 		dst, ok := buckets[b]
