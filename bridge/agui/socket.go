@@ -99,10 +99,11 @@ func (s *sockets) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, ErrOriginNotAllowed.With("origin "+mesh.Clip(r.Header.Get("Origin"))+" may not open a socket here: add it to http.cors.origins"))
 		return
 	}
-	if !s.h.acquire(w) {
+	closeStream, opened := s.h.acquire(w, r)
+	if !opened {
 		return
 	}
-	defer s.h.release()
+	defer closeStream()
 	// The server's read and write timeouts would end the socket; frames get
 	// deadlines of their own (sse.WriteTimeout, Heartbeat).
 	rc := http.NewResponseController(w)

@@ -83,6 +83,12 @@ type Config struct {
 	// bridge.<NodeID>): it signs the turns it queues, so that another
 	// bridge can tell when their writer is gone. Empty signs nothing.
 	NodeID string
+	// Admit, when set, is asked before a message is queued: an error
+	// (a [LimitError]) refuses the message (limit.go).
+	Admit func(ctx context.Context, conversation string) error
+	// StreamLimit, when set, takes a stream slot of ctx's caller, or
+	// refuses it ([Core.OpenStream]).
+	StreamLimit func(ctx context.Context) (release func(), err error)
 	// Logger receives the core's logs. The zero value discards them.
 	Logger zerolog.Logger
 }
@@ -362,6 +368,9 @@ func (c *Core) sendTurn(ctx context.Context, id, turnID, text string, caller Cal
 	}
 	if strings.TrimSpace(text) == "" {
 		return nil, mesh.ErrBadRequest.With(`"message" must not be empty`)
+	}
+	if err := c.admit(ctx, id); err != nil {
+		return nil, err
 	}
 	r := c.register(turnID, id)
 	r.caller = caller

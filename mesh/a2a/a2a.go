@@ -62,6 +62,13 @@ const (
 	CodeUnsupportedOperation        = -32004
 	CodeContentTypeNotSupported     = -32005
 	CodeVersionNotSupported         = -32009
+	// CodeRateLimited and CodeOverCapacity are this mesh's refusals by a
+	// limit (HTTP 429 and 503, which the answer keeps), outside the codes
+	// A2A reserves: data is {code, resetAt, retryAfter} in 0.3, an
+	// ErrorInfo (reason RATE_LIMITED or OVER_CAPACITY) whose metadata
+	// holds code and resetAt in 1.0.
+	CodeRateLimited  = -32029
+	CodeOverCapacity = -32053
 )
 
 // Request is a JSON-RPC 2.0 request.

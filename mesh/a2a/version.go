@@ -72,6 +72,10 @@ func ErrorReason(code int) string {
 		return "CONTENT_TYPE_NOT_SUPPORTED"
 	case CodeVersionNotSupported:
 		return "VERSION_NOT_SUPPORTED"
+	case CodeRateLimited:
+		return "RATE_LIMITED"
+	case CodeOverCapacity:
+		return "OVER_CAPACITY"
 	}
 	return ""
 }

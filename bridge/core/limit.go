@@ -1,0 +1,114 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
+)
+
+// What the core does for the bridge's limits (package bridge, limit.go):
+// it asks [Config.Admit] before a message makes its conversation active,
+// [Config.StreamLimit] before a stream starts, and answers a refusal with
+// its resetAt.
+
+// Kinds of limit refusals: the "code" of their JSON body.
+var (
+	// ErrRateLimited refuses a request past its principal's or client IP's
+	// budget (429).
+	ErrRateLimited = &mesh.Error{Kind: "rate_limited", Status: http.StatusTooManyRequests, Message: "too many requests"}
+	// ErrTooManyConversations refuses a message that would make one more
+	// conversation of its principal active (429).
+	ErrTooManyConversations = &mesh.Error{Kind: "too_many_conversations", Status: http.StatusTooManyRequests, Message: "too many active conversations", RetryAfter: 30}
+	// ErrOverCapacity refuses a message that would make one more
+	// conversation of the mesh active past limits.max_active_sessions (503).
+	ErrOverCapacity = &mesh.Error{Kind: "over_capacity", Status: http.StatusServiceUnavailable, Message: "the mesh has as many active conversations as it takes", RetryAfter: 60}
+	// ErrTooManyStreams refuses a stream past http.max_streams (503), or,
+	// with status 429, past one principal's limits.streams_per_principal.
+	ErrTooManyStreams = &mesh.Error{Kind: "too_many_streams", Status: http.StatusServiceUnavailable, Message: "too many concurrent streams on this bridge; retry shortly", RetryAfter: 1}
+)
+
+// LimitError is a refusal by a limit: its kind and status, and when the
+// client may try again (Retry-After, and resetAt in the body).
+type LimitError struct {
+	Err     *mesh.Error
+	ResetAt time.Time
+}
+
+func (e *LimitError) Error() string { return e.Err.Error() }
+func (e *LimitError) Unwrap() error { return e.Err }
+
+// Refusal is a [LimitError] of kind err that may be tried again at reset
+// (rounded up to a second); Retry-After says as much.
+func Refusal(err *mesh.Error, reset time.Time, msg string) *LimitError {
+	reset = reset.Truncate(time.Second).Add(time.Second)
+	out := err.With(msg)
+	out.RetryAfter = max(1, int(time.Until(reset).Round(time.Second).Seconds()))
+	return &LimitError{Err: out, ResetAt: reset.UTC()}
+}
+
+// LimitOf returns the refusal err carries, or nil.
+func LimitOf(err error) *LimitError {
+	var le *LimitError
+	if errors.As(err, &le) {
+		return le
+	}
+	return nil
+}
+
+type limitKey struct{}
+
+// WithLimitKey returns ctx naming who the limits count a request against:
+// a principal, or a client IP for the anonymous principal.
+func WithLimitKey(ctx context.Context, who string) context.Context {
+	return context.WithValue(ctx, limitKey{}, who)
+}
+
+// LimitKeyOf is who ctx names for the limits, or "".
+func LimitKeyOf(ctx context.Context) string {
+	s, _ := ctx.Value(limitKey{}).(string)
+	return s
+}
+
+// OpenStream takes one of the bridge's stream slots and, with limits on,
+// one of its caller's (ctx's); it returns the function that gives them
+// back. A refusal is [ErrTooManyStreams] (503 for the bridge's, 429 for
+// the caller's).
+func (c *Core) OpenStream(ctx context.Context) (release func(), err error) {
+	if !c.AcquireStream() {
+		telemetry.LimitRefused(telemetry.LimitStreams)
+		return nil, Refusal(ErrTooManyStreams, time.Now(), fmt.Sprintf("too many concurrent streams on this bridge (http.max_streams: %d); retry shortly", c.cfg.MaxStreams))
+	}
+	if c.cfg.StreamLimit == nil {
+		return c.ReleaseStream, nil
+	}
+	done, err := c.cfg.StreamLimit(ctx)
+	if err != nil {
+		c.ReleaseStream()
+		return nil, err
+	}
+	return func() { done(); c.ReleaseStream() }, nil
+}
+
+// Active reports whether conversation id holds a turn: queued for an
+// agent, run by one, or paused for an approval. A conversation that cannot
+// be read is not.
+func (c *Core) Active(ctx context.Context, id string) bool {
+	h, err := c.Sessions.Head(ctx, id)
+	if err != nil {
+		return false
+	}
+	return h.Queued != nil || h.Turn != nil || h.Status == mesh.StatusQueued || h.Status == mesh.StatusRunning || h.Status == mesh.StatusWaitingApproval
+}
+
+// admit asks the limits whether conversation id may take a turn.
+func (c *Core) admit(ctx context.Context, id string) error {
+	if c.cfg.Admit == nil {
+		return nil
+	}
+	return c.cfg.Admit(ctx, id)
+}

@@ -1,0 +1,177 @@
+package bridge
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/agentmesh/bridge/auth"
+	"github.com/agentmesh/agentmesh/config"
+	"github.com/agentmesh/agentmesh/mesh/meshtest"
+)
+
+const limitsYAML = `name: limited
+llm:
+  model: offline
+auth:
+  stream_key: "0123456789abcdef0123456789abcdef"
+  tokens:
+    - {name: alice, token: "alice-token-0123456789", roles: [user]}
+    - {name: bob, token: "bob-token-0123456789", roles: [user]}
+limits:
+  requests_per_minute: 3
+  ip_requests_per_minute: 5
+  trusted_proxies: [10.0.0.0/8]
+`
+
+// limitedBridges are two bridges of one mesh with limitsYAML's limits.
+func limitedBridges(t *testing.T, yaml string) (*Bridge, *Bridge) {
+	m := meshtest.New(t)
+	cfg, err := config.Parse("agent.yaml", []byte(yaml), func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*Bridge
+	for range 2 {
+		b, err := New(Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: cfg, StreamKey: []byte("0123456789abcdef0123456789abcdef")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(b.auth.Close)
+		out = append(out, b)
+	}
+	return out[0], out[1]
+}
+
+func call(b *Bridge, method, path, token, peer string, body string, hdr ...string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(method, "http://127.0.0.1"+path, strings.NewReader(body))
+	r.RemoteAddr = peer
+	if token != "" {
+		r.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != "" {
+		r.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		r.Header.Set(hdr[i], hdr[i+1])
+	}
+	w := httptest.NewRecorder()
+	b.Handler().ServeHTTP(w, r)
+	return w
+}
+
+// A principal's budget holds across two bridges: 3 requests a minute,
+// the 4th refused with 429, Retry-After and a JSON body with code and
+// resetAt; another principal, from another address, is not affected;
+// /health is never limited.
+func TestLimitPrincipalAcrossBridges(t *testing.T) {
+	a, b := limitedBridges(t, limitsYAML)
+	for i := range 3 {
+		br := []*Bridge{a, b}[i%2]
+		if w := call(br, "GET", "/tools", "alice-token-0123456789", "192.0.2.1:1000", ""); w.Code != http.StatusOK {
+			t.Fatalf("request %d: %d %s", i+1, w.Code, w.Body)
+		}
+	}
+	w := call(b, "GET", "/tools", "alice-token-0123456789", "192.0.2.1:1000", "")
+	if w.Code != http.StatusTooManyRequests {
+		t.Fatalf("4th request: %d %s", w.Code, w.Body)
+	}
+	var body struct{ Error, Code, ResetAt string }
+	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+		t.Fatal(err)
+	}
+	reset, err := time.Parse(time.RFC3339, body.ResetAt)
+	ra, _ := strconv.Atoi(w.Header().Get("Retry-After"))
+	if body.Code != "rate_limited" || err != nil || time.Until(reset) <= 0 || time.Until(reset) > 21*time.Second || ra < 1 || ra > 21 {
+		t.Errorf("refusal: %s, Retry-After %q", w.Body, w.Header().Get("Retry-After"))
+	}
+	if w := call(a, "GET", "/tools", "bob-token-0123456789", "192.0.2.2:1000", ""); w.Code != http.StatusOK {
+		t.Errorf("bob: %d %s", w.Code, w.Body)
+	}
+	for range 10 {
+		if w := call(a, "GET", "/health", "", "192.0.2.1:1000", ""); w.Code == http.StatusTooManyRequests {
+			t.Fatal("/health was limited")
+		}
+	}
+}
+
+// A client IP's budget counts every principal from it; behind a trusted
+// proxy the client is the X-Forwarded-For address, and a client's own
+// X-Forwarded-For, from an untrusted peer, is ignored.
+func TestLimitClientIP(t *testing.T) {
+	a, b := limitedBridges(t, strings.Replace(limitsYAML, "requests_per_minute: 3", "requests_per_minute: 100", 1))
+	for i := range 5 {
+		tok := []string{"alice-token-0123456789", "bob-token-0123456789"}[i%2]
+		if w := call([]*Bridge{a, b}[i%2], "GET", "/tools", tok, "10.1.2.3:999", "", "X-Forwarded-For", "198.51.100.7, 10.9.9.9"); w.Code != http.StatusOK {
+			t.Fatalf("request %d: %d", i+1, w.Code)
+		}
+	}
+	if w := call(a, "GET", "/tools", "alice-token-0123456789", "10.1.2.4:999", "", "X-Forwarded-For", "198.51.100.7"); w.Code != http.StatusTooManyRequests {
+		t.Fatalf("6th request from 198.51.100.7 through another proxy: %d", w.Code)
+	}
+	// The proxy's own address, or a forged header from an untrusted peer,
+	// is another client.
+	if w := call(a, "GET", "/tools", "alice-token-0123456789", "10.1.2.3:999", ""); w.Code != http.StatusOK {
+		t.Errorf("the proxy itself: %d", w.Code)
+	}
+	if w := call(b, "GET", "/tools", "bob-token-0123456789", "203.0.113.9:5", "", "X-Forwarded-For", "198.51.100.7"); w.Code != http.StatusOK {
+		t.Errorf("a forged X-Forwarded-For counted: %d", w.Code)
+	}
+}
+
+// The streaming dialects and A2A get their own error forms.
+func TestLimitRefusalForms(t *testing.T) {
+	a, _ := limitedBridges(t, strings.Replace(limitsYAML, "requests_per_minute: 3", "requests_per_minute: 1", 1))
+	tok := "alice-token-0123456789"
+	call(a, "GET", "/tools", tok, "192.0.2.1:1", "")
+	tests := []struct {
+		name, path string
+		hdr        []string
+		status     int
+		want       []string
+	}{
+		{"agui", "/agui", nil, 200, []string{`data: {"code":"RATE_LIMIT"`, `"type":"RUN_ERROR"`, `"resetAt":"`}},
+		{"ai-sdk", "/api/ai-sdk", nil, 200, []string{`"type":"error"`, `"errorText":"rate limit`, "data: [DONE]"}},
+		{"simple", "/api/chat", nil, 200, []string{`"code":"RATE_LIMIT"`, `"resetAt":"`}},
+		{"dotted", "/api/conversation", nil, 200, []string{`"code":"RATE_LIMIT"`, `"resetAt":"`, `"retryAfter":`}},
+		{"a2a 0.3", "/a2a", nil, 429, []string{`"code":-32029`, `"data":{"code":"rate_limited","resetAt":"`}},
+		{"a2a 1.0", "/a2a", []string{"A2A-Version", "1.0"}, 429, []string{`"code":-32029`, `"reason":"RATE_LIMITED"`, `"resetAt":"`}},
+		{"rest", "/conversations", nil, 429, []string{`"code":"rate_limited"`, `"resetAt":"`}},
+	}
+	for _, tt := range tests {
+		w := call(a, "POST", tt.path, tok, "192.0.2.1:1", "{}", tt.hdr...)
+		if w.Code != tt.status || w.Header().Get("Retry-After") == "" {
+			t.Errorf("%s: status %d, Retry-After %q: %s", tt.name, w.Code, w.Header().Get("Retry-After"), w.Body)
+		}
+		for _, s := range tt.want {
+			if !strings.Contains(w.Body.String(), s) {
+				t.Errorf("%s: no %s in %s", tt.name, s, w.Body)
+			}
+		}
+	}
+}
+
+// Without authentication the limits are off unless configured; on, the
+// anonymous principal counts by client IP.
+func TestLimitAnonymous(t *testing.T) {
+	off, err := config.Parse("agent.yaml", []byte("name: x\nllm:\n  model: offline\n"), func(string) string { return "" })
+	if err != nil || off.LimitsOn() {
+		t.Fatalf("limits on without auth: %v", err)
+	}
+	if got := limitKey(auth.Anonymous, "192.0.2.1"); got != "ip:192.0.2.1" {
+		t.Errorf("anonymous counts as %q", got)
+	}
+	if got := limitKey(nil, "192.0.2.1"); got != "" {
+		t.Errorf("no principal counts as %q", got)
+	}
+	l := &limiter{}
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = "[2001:db8:1:2:3:4:5:6]:443"
+	if got := l.clientIP(r); got != "2001:db8:1:2::/64" {
+		t.Errorf("IPv6 client %q", got)
+	}
+}
