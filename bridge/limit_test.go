@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/bridge/auth"
+	"github.com/agentmesh/agentmesh/bridge/core"
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
 )
@@ -173,5 +174,95 @@ func TestLimitAnonymous(t *testing.T) {
 	r.RemoteAddr = "[2001:db8:1:2:3:4:5:6]:443"
 	if got := l.clientIP(r); got != "2001:db8:1:2::/64" {
 		t.Errorf("IPv6 client %q", got)
+	}
+}
+
+// convOf creates a conversation and sends it a message that no agent takes
+// up: the conversation stays active (queued). It returns the status of
+// the message's answer.
+func convOf(t *testing.T, b *Bridge, tok string) (string, *httptest.ResponseRecorder) {
+	t.Helper()
+	w := call(b, "POST", "/conversations", tok, "192.0.2.1:1", "{}")
+	if w.Code != http.StatusCreated && w.Code != http.StatusOK {
+		t.Fatalf("create: %d %s", w.Code, w.Body)
+	}
+	var c struct{ Conversation struct{ ID string } }
+	if err := json.Unmarshal(w.Body.Bytes(), &c); err != nil || c.Conversation.ID == "" {
+		t.Fatalf("create: %s", w.Body)
+	}
+	return c.Conversation.ID, call(b, "POST", "/conversations/"+c.Conversation.ID+"/messages", tok, "192.0.2.1:1", `{"message":"hello"}`)
+}
+
+// A principal has at most 2 active conversations across bridges (429
+// too_many_conversations, with resetAt), and the mesh at most
+// max_active_sessions (503 over_capacity with Retry-After: 60); a
+// conversation whose turn ended leaves room again.
+func TestLimitActiveConversations(t *testing.T) {
+	yaml := strings.Replace(limitsYAML, "requests_per_minute: 3", "requests_per_minute: 100", 1)
+	yaml = strings.Replace(yaml, "ip_requests_per_minute: 5", "ip_requests_per_minute: 100\n  max_active_sessions: 3", 1)
+	yaml += "http:\n  wait_timeout: 50ms\n"
+	a, b := limitedBridges(t, yaml)
+	alice, bob := "alice-token-0123456789", "bob-token-0123456789"
+	first, w := convOf(t, a, alice)
+	if w.Code != http.StatusAccepted {
+		t.Fatalf("alice's 1st: %d %s", w.Code, w.Body)
+	}
+	if _, w := convOf(t, b, alice); w.Code != http.StatusAccepted {
+		t.Fatalf("alice's 2nd: %d %s", w.Code, w.Body)
+	}
+	_, w = convOf(t, a, alice)
+	if w.Code != http.StatusTooManyRequests || !strings.Contains(w.Body.String(), `"code":"too_many_conversations"`) || !strings.Contains(w.Body.String(), `"resetAt"`) {
+		t.Fatalf("alice's 3rd: %d %s", w.Code, w.Body)
+	}
+	if _, w := convOf(t, b, bob); w.Code != http.StatusAccepted {
+		t.Fatalf("bob's 1st: %d %s", w.Code, w.Body)
+	}
+	_, w = convOf(t, a, bob)
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "60" || !strings.Contains(w.Body.String(), `"code":"over_capacity"`) {
+		t.Fatalf("the mesh's 4th: %d %s %v", w.Code, w.Body, w.Header())
+	}
+	if strings.Contains(w.Body.String(), "internal error") {
+		t.Errorf("503 says internal error: %s", w.Body)
+	}
+	// Cancelling alice's first queued turn makes it idle: room again.
+	if w := call(a, "POST", "/conversations/"+first+"/cancel", alice, "192.0.2.1:1", "{}"); w.Code >= 300 {
+		t.Fatalf("cancel: %d %s", w.Code, w.Body)
+	}
+	if _, w := convOf(t, b, alice); w.Code != http.StatusAccepted {
+		t.Errorf("alice after a turn ended: %d %s", w.Code, w.Body)
+	}
+}
+
+// A principal's streams on one bridge are bounded besides the bridge's
+// own bound; the refusal says which.
+func TestLimitStreams(t *testing.T) {
+	yaml := strings.Replace(limitsYAML, "requests_per_minute: 3", "requests_per_minute: 100\n  streams_per_principal: 1", 1)
+	yaml = strings.Replace(yaml, "ip_requests_per_minute: 5", "ip_requests_per_minute: 100", 1)
+	a, _ := limitedBridges(t, yaml)
+	ctx := core.WithLimitKey(t.Context(), "p:alice")
+	release, err := a.core.OpenStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.core.OpenStream(ctx)
+	if le := core.LimitOf(err); le == nil || le.Err.Status != http.StatusTooManyRequests || !strings.Contains(le.Error(), "streams_per_principal") {
+		t.Fatalf("2nd stream of alice: %v", err)
+	}
+	if r2, err := a.core.OpenStream(core.WithLimitKey(t.Context(), "p:bob")); err != nil {
+		t.Errorf("bob's stream: %v", err)
+	} else {
+		r2()
+	}
+	release()
+	release() // twice gives back one slot
+	if r3, err := a.core.OpenStream(ctx); err != nil {
+		t.Errorf("alice after closing: %v", err)
+	} else {
+		r3()
+	}
+	w := httptest.NewRecorder()
+	core.WriteError(w, core.Refusal(core.ErrTooManyStreams, time.Now(), "too many concurrent streams on this bridge (http.max_streams: 1)"))
+	if w.Code != http.StatusServiceUnavailable || strings.Contains(w.Body.String(), "internal error") || !strings.Contains(w.Body.String(), "too many concurrent streams") {
+		t.Errorf("global refusal: %d %s", w.Code, w.Body)
 	}
 }

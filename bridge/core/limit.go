@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/agentmesh/agentmesh/mesh"
@@ -76,22 +77,23 @@ func LimitKeyOf(ctx context.Context) string {
 
 // OpenStream takes one of the bridge's stream slots and, with limits on,
 // one of its caller's (ctx's); it returns the function that gives them
-// back. A refusal is [ErrTooManyStreams] (503 for the bridge's, 429 for
+// back (once, however often it is called). A refusal is [ErrTooManyStreams] (503 for the bridge's, 429 for
 // the caller's).
 func (c *Core) OpenStream(ctx context.Context) (release func(), err error) {
 	if !c.AcquireStream() {
 		telemetry.LimitRefused(telemetry.LimitStreams)
 		return nil, Refusal(ErrTooManyStreams, time.Now(), fmt.Sprintf("too many concurrent streams on this bridge (http.max_streams: %d); retry shortly", c.cfg.MaxStreams))
 	}
-	if c.cfg.StreamLimit == nil {
-		return c.ReleaseStream, nil
+	done := func() {}
+	if c.cfg.StreamLimit != nil {
+		var err error
+		if done, err = c.cfg.StreamLimit(ctx); err != nil {
+			c.ReleaseStream()
+			return nil, err
+		}
 	}
-	done, err := c.cfg.StreamLimit(ctx)
-	if err != nil {
-		c.ReleaseStream()
-		return nil, err
-	}
-	return func() { done(); c.ReleaseStream() }, nil
+	var once sync.Once
+	return func() { once.Do(func() { done(); c.ReleaseStream() }) }, nil
 }
 
 // Active reports whether conversation id holds a turn: queued for an
