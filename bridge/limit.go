@@ -146,8 +146,9 @@ func (l *limiter) take(ctx context.Context, who, ip string) *core.LimitError {
 		}
 		if !d.Allowed {
 			telemetry.LimitRefused(b.metric)
-			return core.Refusal(core.ErrRateLimited, d.ResetAt, fmt.Sprintf("rate limit: more than %d %s a minute; try again at %s",
-				b.n, b.what, d.ResetAt.UTC().Truncate(time.Second).Add(time.Second).Format(time.RFC3339)))
+			le := core.Refusal(core.ErrRateLimited, d.ResetAt, "")
+			le.Err.Message = fmt.Sprintf("rate limit: more than %d %s a minute; try again at %s", b.n, b.what, le.ResetAt.Format(time.RFC3339))
+			return le
 		}
 	}
 	return nil
@@ -163,7 +164,7 @@ func (l *limiter) admit(ctx context.Context, id string) error {
 			l.failed(err)
 		case !ok:
 			telemetry.LimitRefused(telemetry.LimitConversations)
-			return core.Refusal(core.ErrTooManyConversations, time.Now().Add(30*time.Second), fmt.Sprintf(
+			return core.RefusalFor(core.ErrTooManyConversations, 30*time.Second, fmt.Sprintf(
 				"%d conversations of yours already have a turn queued, running or waiting for an approval (limits.conversations_per_principal); send again when one of them is done", l.conversations))
 		}
 	}
@@ -175,7 +176,7 @@ func (l *limiter) admit(ctx context.Context, id string) error {
 		case !ok:
 			telemetry.LimitRefused(telemetry.LimitActiveSessions)
 			l.log.Warn().Str("session", id).Int("max_active_sessions", l.active).Msg("conversation refused: the mesh is at limits.max_active_sessions")
-			return core.Refusal(core.ErrOverCapacity, time.Now().Add(59*time.Second), fmt.Sprintf(
+			return core.RefusalFor(core.ErrOverCapacity, time.Minute, fmt.Sprintf(
 				"the mesh already has %d active conversations (limits.max_active_sessions); try again in a minute", l.active))
 		}
 	}
@@ -193,7 +194,7 @@ func (l *limiter) openStream(ctx context.Context) (func(), error) {
 	defer l.mu.Unlock()
 	if l.open[who] >= l.streams {
 		telemetry.LimitRefused(telemetry.LimitStreamsPrincipal)
-		le := core.Refusal(core.ErrTooManyStreams, time.Now(), fmt.Sprintf(
+		le := core.RefusalFor(core.ErrTooManyStreams, time.Second, fmt.Sprintf(
 			"you already have %d streams open on this bridge (limits.streams_per_principal); close one first", l.streams))
 		le.Err.Status = http.StatusTooManyRequests
 		return nil, le

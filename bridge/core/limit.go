@@ -43,13 +43,24 @@ type LimitError struct {
 func (e *LimitError) Error() string { return e.Err.Error() }
 func (e *LimitError) Unwrap() error { return e.Err }
 
-// Refusal is a [LimitError] of kind err that may be tried again at reset
-// (rounded up to a second); Retry-After says as much.
+// Refusal is a [LimitError] of kind err that may be tried again at reset:
+// resetAt is reset rounded up to a second, Retry-After the seconds until
+// then (at least 1).
 func Refusal(err *mesh.Error, reset time.Time, msg string) *LimitError {
-	reset = reset.Truncate(time.Second).Add(time.Second)
+	if reset.Truncate(time.Second) != reset {
+		reset = reset.Truncate(time.Second).Add(time.Second)
+	}
 	out := err.With(msg)
-	out.RetryAfter = max(1, int(time.Until(reset).Round(time.Second).Seconds()))
+	out.RetryAfter = max(1, int((time.Until(reset)+time.Second-1)/time.Second))
 	return &LimitError{Err: out, ResetAt: reset.UTC()}
+}
+
+// RefusalFor is a [LimitError] of kind err that says to try again in d
+// (Retry-After: d, resetAt: now + d).
+func RefusalFor(err *mesh.Error, d time.Duration, msg string) *LimitError {
+	le := Refusal(err, time.Now().Add(d), msg)
+	le.Err.RetryAfter = int(d / time.Second)
+	return le
 }
 
 // LimitOf returns the refusal err carries, or nil.
@@ -82,7 +93,7 @@ func LimitKeyOf(ctx context.Context) string {
 func (c *Core) OpenStream(ctx context.Context) (release func(), err error) {
 	if !c.AcquireStream() {
 		telemetry.LimitRefused(telemetry.LimitStreams)
-		return nil, Refusal(ErrTooManyStreams, time.Now(), fmt.Sprintf("too many concurrent streams on this bridge (http.max_streams: %d); retry shortly", c.cfg.MaxStreams))
+		return nil, RefusalFor(ErrTooManyStreams, time.Second, fmt.Sprintf("too many concurrent streams on this bridge (http.max_streams: %d); retry shortly", c.cfg.MaxStreams))
 	}
 	done := func() {}
 	if c.cfg.StreamLimit != nil {
