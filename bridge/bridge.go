@@ -94,12 +94,12 @@ func New(cfg Config) (*Bridge, error) {
 		authn.Close()
 		return nil, fmt.Errorf("bridge: %w", err)
 	}
-	admit, streamLimit := lim.coreHooks()
+	admit, streamLimit, take := lim.coreHooks()
 	c, err := core.New(core.Config{
 		NC: cfg.NC, JS: cfg.JS, Resources: cfg.Resources, Agent: cfg.Agent.Name, Prompt: cfg.Agent.Prompt, Groups: cfg.Agent.Groups,
 		FollowerBuffer: cfg.Agent.HTTP.StreamBuffer, MaxStreams: cfg.Agent.HTTP.MaxStreams, NoToolServers: len(cfg.Agent.MCPServers) == 0,
 		QueueCheckAfter: cfg.Agent.HTTP.QueueCheckAfter.Std(), NodeID: cfg.NodeID, Auth: authn.Enabled(), Logger: log,
-		Admit: admit, StreamLimit: streamLimit,
+		Admit: admit, StreamLimit: streamLimit, Take: take,
 	})
 	if err != nil {
 		authn.Close()

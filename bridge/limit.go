@@ -83,12 +83,18 @@ func newLimiter(cfg Config) (*limiter, error) {
 	}, nil
 }
 
-// coreHooks are the core's Admit and StreamLimit: nil with limits off.
-func (l *limiter) coreHooks() (func(context.Context, string) error, func(context.Context) (func(), error)) {
+// coreHooks are the core's Admit, StreamLimit and Take: nil with limits
+// off.
+func (l *limiter) coreHooks() (func(context.Context, string) error, func(context.Context) (func(), error), func(context.Context) error) {
 	if l == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
-	return l.admit, l.openStream
+	return l.admit, l.openStream, func(ctx context.Context) error {
+		if le := l.take(ctx, core.LimitKeyOf(ctx), core.LimitIPOf(ctx)); le != nil {
+			return le
+		}
+		return nil
+	}
 }
 
 // handler spends each request's budgets before next serves it.
@@ -104,7 +110,7 @@ func (l *limiter) handler(mux *http.ServeMux, next http.Handler) http.Handler {
 		}
 		ip := l.clientIP(r)
 		who := limitKey(auth.FromContext(r.Context()), ip)
-		ctx := core.WithLimitKey(r.Context(), who)
+		ctx := core.WithLimitKey(r.Context(), who, ip)
 		if le := l.take(ctx, who, ip); le != nil {
 			writeRefusal(w, r, pattern, le)
 			return

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
+	"github.com/agentmesh/agentmesh/bridge/agui"
 	"github.com/agentmesh/agentmesh/bridge/auth"
 	"github.com/agentmesh/agentmesh/bridge/core"
 	"github.com/agentmesh/agentmesh/config"
@@ -30,7 +33,7 @@ limits:
 `
 
 // limitedBridges are two bridges of one mesh with limitsYAML's limits.
-func limitedBridges(t *testing.T, yaml string) (*Bridge, *Bridge) {
+func limitedBridges(t testing.TB, yaml string) (*Bridge, *Bridge) {
 	m := meshtest.New(t)
 	cfg, err := config.Parse("agent.yaml", []byte(yaml), func(string) string { return "" })
 	if err != nil {
@@ -239,7 +242,7 @@ func TestLimitStreams(t *testing.T) {
 	yaml := strings.Replace(limitsYAML, "requests_per_minute: 3", "requests_per_minute: 100\n  streams_per_principal: 1", 1)
 	yaml = strings.Replace(yaml, "ip_requests_per_minute: 5", "ip_requests_per_minute: 100", 1)
 	a, _ := limitedBridges(t, yaml)
-	ctx := core.WithLimitKey(t.Context(), "p:alice")
+	ctx := core.WithLimitKey(t.Context(), "p:alice", "192.0.2.1")
 	release, err := a.core.OpenStream(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -248,7 +251,7 @@ func TestLimitStreams(t *testing.T) {
 	if le := core.LimitOf(err); le == nil || le.Err.Status != http.StatusTooManyRequests || !strings.Contains(le.Error(), "streams_per_principal") {
 		t.Fatalf("2nd stream of alice: %v", err)
 	}
-	if r2, err := a.core.OpenStream(core.WithLimitKey(t.Context(), "p:bob")); err != nil {
+	if r2, err := a.core.OpenStream(core.WithLimitKey(t.Context(), "p:bob", "192.0.2.1")); err != nil {
 		t.Errorf("bob's stream: %v", err)
 	} else {
 		r2()
@@ -264,5 +267,46 @@ func TestLimitStreams(t *testing.T) {
 	core.WriteError(w, core.Refusal(core.ErrTooManyStreams, time.Now(), "too many concurrent streams on this bridge (http.max_streams: 1)"))
 	if w.Code != http.StatusServiceUnavailable || strings.Contains(w.Body.String(), "internal error") || !strings.Contains(w.Body.String(), "too many concurrent streams") {
 		t.Errorf("global refusal: %d %s", w.Code, w.Body)
+	}
+}
+
+// On the AG-UI socket a run frame spends a request of its caller's budget:
+// past it, the socket's error frame carries rate_limited, 429 and resetAt.
+func TestLimitSocketRunFrames(t *testing.T) {
+	a, _ := limitedBridges(t, strings.Replace(limitsYAML, "requests_per_minute: 3", "requests_per_minute: 2", 1))
+	srv := httptest.NewServer(a.Handler())
+	defer srv.Close()
+	conn, _, err := websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(srv.URL, "http")+agui.SocketPath,
+		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer alice-token-0123456789"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.CloseNow()
+	// The upgrade spent one request; the first run frame the second, the
+	// next one is refused.
+	var last map[string]any
+	for i := range 2 {
+		frame := `{"type":"run","threadId":"thread-` + strconv.Itoa(i) + `","runId":"run-` + strconv.Itoa(i) + `","messages":[{"id":"m","role":"user","content":"hi"}]}`
+		if err := conn.Write(t.Context(), websocket.MessageText, []byte(frame)); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			_, data, err := conn.Read(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var f map[string]any
+			_ = json.Unmarshal(data, &f)
+			if f["threadId"] == "thread-"+strconv.Itoa(i) && (f["type"] == "error" || f["type"] == "events") {
+				last = f
+				break
+			}
+		}
+		if i == 0 && last["code"] == "rate_limited" {
+			t.Fatalf("first run frame refused: %v", last)
+		}
+	}
+	if last["type"] != "error" || last["code"] != "rate_limited" || last["status"] != float64(429) || last["resetAt"] == nil {
+		t.Errorf("second run frame: %v", last)
 	}
 }

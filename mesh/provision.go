@@ -119,11 +119,16 @@ func Provision(ctx context.Context, js jetstream.JetStream, ns Namespace, cfg Pr
 		// Per-key TTLs (node liveness) need limit markers.
 		{&r.Nodes, jetstream.KeyValueConfig{Bucket: ns.Bucket(BucketNodes), Description: "Agent Mesh: node liveness", LimitMarkerTTL: time.Minute}},
 		{&r.Calls, jetstream.KeyValueConfig{Bucket: ns.Bucket(BucketCalls), Description: "Agent Mesh: tool call records", TTL: cfg.CallsTTL}},
-		// Every write of a limit key carries its own TTL (ratelimit.go).
-		{&r.Limits, jetstream.KeyValueConfig{Bucket: ns.Bucket(BucketLimits), Description: "Agent Mesh: request budgets and active conversations", LimitMarkerTTL: time.Minute}},
+		// Every write of a limit key carries its own TTL (ratelimit.go); in
+		// memory: budgets lost with a server start again full, and the sets
+		// of active conversations are checked against mesh_sessions anyway.
+		{&r.Limits, jetstream.KeyValueConfig{Bucket: ns.Bucket(BucketLimits), Description: "Agent Mesh: request budgets and active conversations",
+			LimitMarkerTTL: time.Minute, Storage: jetstream.MemoryStorage}},
 	}
 	for _, b := range buckets {
-		b.conf.Storage = jetstream.FileStorage
+		if b.conf.Storage != jetstream.MemoryStorage {
+			b.conf.Storage = jetstream.FileStorage
+		}
 		kv, err := ensureKeyValue(ctx, js, cfg.Replicas, b.conf)
 		if err != nil {
 			return nil, fmt.Errorf("provision bucket %s: %w", b.conf.Bucket, err)

@@ -177,6 +177,8 @@ type serverFrame struct {
 	Code     string            `json:"code,omitempty"`
 	Message  string            `json:"message,omitempty"`
 	Status   int               `json:"status,omitempty"`
+	// ResetAt is when a limit's refusal may be tried again (RFC 3339).
+	ResetAt string `json:"resetAt,omitempty"`
 }
 
 // run reads frames until the socket closes, then stops its subscriptions
@@ -243,7 +245,11 @@ func (c *socket) handle(data []byte) {
 			c.fail(f.ThreadID, f.RunID, mesh.ErrBadRequest.With("invalid RunAgentInput: "+mesh.JSONErrorText(err)))
 			return
 		}
-		err = c.startRun(&in)
+		// A run is a request: it spends its caller's budgets as a POST
+		// /agui would.
+		if err = c.h.core.Take(c.ctx); err == nil {
+			err = c.startRun(&in)
+		}
 	case "reattach":
 		err = c.reattach(f)
 	case "follow":
@@ -275,7 +281,11 @@ func (c *socket) fail(thread, run string, err error) {
 	if status >= 500 && !errors.Is(err, mesh.ErrUnavailable) {
 		msg = "internal error: " + msg
 	}
-	c.send(serverFrame{Type: "error", ThreadID: thread, RunID: run, Code: mesh.ErrorKind(err), Message: msg, Status: status})
+	f := serverFrame{Type: "error", ThreadID: thread, RunID: run, Code: mesh.ErrorKind(err), Message: msg, Status: status}
+	if le := core.LimitOf(err); le != nil {
+		f.Message, f.ResetAt = le.Error(), le.ResetAt.Format(time.RFC3339)
+	}
+	c.send(f)
 }
 
 // send writes a frame within sse.WriteTimeout; a failed write closes the

@@ -89,6 +89,9 @@ type Config struct {
 	// StreamLimit, when set, takes a stream slot of ctx's caller, or
 	// refuses it ([Core.OpenStream]).
 	StreamLimit func(ctx context.Context) (release func(), err error)
+	// Take, when set, spends one request of ctx's caller's budgets
+	// ([Core.Take]).
+	Take func(ctx context.Context) error
 	// Logger receives the core's logs. The zero value discards them.
 	Logger zerolog.Logger
 }

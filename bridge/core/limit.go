@@ -74,16 +74,35 @@ func LimitOf(err error) *LimitError {
 
 type limitKey struct{}
 
-// WithLimitKey returns ctx naming who the limits count a request against:
-// a principal, or a client IP for the anonymous principal.
-func WithLimitKey(ctx context.Context, who string) context.Context {
-	return context.WithValue(ctx, limitKey{}, who)
+type limitWho struct{ who, ip string }
+
+// WithLimitKey returns ctx naming who the limits count a request against
+// (a principal, or a client IP for the anonymous principal) and its
+// client IP.
+func WithLimitKey(ctx context.Context, who, ip string) context.Context {
+	return context.WithValue(ctx, limitKey{}, limitWho{who, ip})
 }
 
 // LimitKeyOf is who ctx names for the limits, or "".
 func LimitKeyOf(ctx context.Context) string {
-	s, _ := ctx.Value(limitKey{}).(string)
-	return s
+	w, _ := ctx.Value(limitKey{}).(limitWho)
+	return w.who
+}
+
+// LimitIPOf is the client IP ctx names for the limits, or "".
+func LimitIPOf(ctx context.Context) string {
+	w, _ := ctx.Value(limitKey{}).(limitWho)
+	return w.ip
+}
+
+// Take spends one request of ctx's caller's budgets, for what starts
+// work without a request of its own (a run frame on a socket): nil, or a
+// [LimitError] (429).
+func (c *Core) Take(ctx context.Context) error {
+	if c.cfg.Take == nil {
+		return nil
+	}
+	return c.cfg.Take(ctx)
 }
 
 // OpenStream takes one of the bridge's stream slots and, with limits on,

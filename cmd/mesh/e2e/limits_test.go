@@ -61,9 +61,9 @@ func rawPost(t *testing.T, url, name, body string, hdr ...string) (int, http.Hea
 
 // Two bridge processes behind one NATS: a principal's budget holds across
 // both (8 requests a minute, the 9th refused on either with 429,
-// Retry-After (the 7.5 s a token takes, rounded up) and a JSON body with
-// code and resetAt), and the streaming
-// dialects and A2A answer a refusal in their own forms.
+// Retry-After, the 7.5 s a token takes rounded up, and a JSON body with
+// code and resetAt), and the streaming dialects and A2A answer a refusal
+// in their own forms.
 func TestLimitsAcrossTwoBridges(t *testing.T) {
 	m := startMesh(t, meshOpts{config: limitsConfig(t), logLevel: "info"})
 	second := &meshProc{t: t, httpAddr: freeAddr(t)}
