@@ -131,33 +131,36 @@ func limitKey(p *auth.Principal, ip string) string {
 	return "p:" + p.Name
 }
 
-// take spends one request of who's budget and of ip's; it returns the
-// refusal of the first one that is spent.
+// take spends one request of who's budget and of ip's, the two at once;
+// it returns the refusal of one that is spent.
 func (l *limiter) take(ctx context.Context, who, ip string) *core.LimitError {
-	budgets := []struct {
-		key, what, metric string
-		n                 int
-	}{
-		{mesh.LimitKey(mesh.LimitRatePrincipal, who), "requests of yours", telemetry.LimitRatePrincipal, l.perPrincipal},
-		{mesh.LimitKey(mesh.LimitRateIP, ip), "requests from your address", telemetry.LimitRateIP, l.perIP},
+	var byWho *core.LimitError
+	var wg sync.WaitGroup
+	if who != "" {
+		wg.Go(func() { byWho = l.spend(ctx, mesh.LimitKey(mesh.LimitRatePrincipal, who), l.perPrincipal, "requests of yours", telemetry.LimitRatePrincipal) })
 	}
-	if who == "" {
-		budgets = budgets[1:]
+	byIP := l.spend(ctx, mesh.LimitKey(mesh.LimitRateIP, ip), l.perIP, "requests from your address", telemetry.LimitRateIP)
+	wg.Wait()
+	if byWho != nil {
+		return byWho
 	}
-	for _, b := range budgets {
-		d, err := l.store.Take(ctx, b.key, b.n)
-		if err != nil {
-			l.failed(err)
-			continue
-		}
-		if !d.Allowed {
-			telemetry.LimitRefused(b.metric)
-			le := core.Refusal(core.ErrRateLimited, d.ResetAt, "")
-			le.Err.Message = fmt.Sprintf("rate limit: more than %d %s a minute; try again at %s", b.n, b.what, le.ResetAt.Format(time.RFC3339))
-			return le
-		}
+	return byIP
+}
+
+// spend takes one request from the budget key of n a minute.
+func (l *limiter) spend(ctx context.Context, key string, n int, what, metric string) *core.LimitError {
+	d, err := l.store.Take(ctx, key, n)
+	if err != nil {
+		l.failed(err)
+		return nil
 	}
-	return nil
+	if d.Allowed {
+		return nil
+	}
+	telemetry.LimitRefused(metric)
+	le := core.Refusal(core.ErrRateLimited, d.ResetAt, "")
+	le.Err.Message = fmt.Sprintf("rate limit: more than %d %s a minute; try again at %s", n, what, le.ResetAt.Format(time.RFC3339))
+	return le
 }
 
 // admit is the core's Admit: conversation id may become active if its

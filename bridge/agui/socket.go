@@ -278,7 +278,7 @@ func (c *socket) fail(thread, run string, err error) {
 	}
 	msg := err.Error()
 	status := mesh.HTTPStatus(err)
-	if status >= 500 && !errors.Is(err, mesh.ErrUnavailable) {
+	if status >= 500 && !errors.Is(err, mesh.ErrUnavailable) && core.LimitOf(err) == nil {
 		msg = "internal error: " + msg
 	}
 	f := serverFrame{Type: "error", ThreadID: thread, RunID: run, Code: mesh.ErrorKind(err), Message: msg, Status: status}
@@ -320,7 +320,7 @@ func (c *socket) subscribe(thread string) (*subscription, error) {
 	case len(c.subs) >= c.s.cfg.MaxThreads:
 		return nil, ErrTooManyThreads.With(fmt.Sprintf("a socket follows at most %d threads at once", c.s.cfg.MaxThreads))
 	case !c.h.core.AcquireStream():
-		return nil, ErrTooManyStreams
+		return nil, core.RefusalFor(ErrTooManyStreams, time.Second, "too many concurrent streams on this bridge (http.max_streams); retry shortly")
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
 	sub := &subscription{thread: thread, ctx: ctx, cancel: cancel}
