@@ -137,7 +137,9 @@ func (l *limiter) take(ctx context.Context, who, ip string) *core.LimitError {
 	var byWho *core.LimitError
 	var wg sync.WaitGroup
 	if who != "" {
-		wg.Go(func() { byWho = l.spend(ctx, mesh.LimitKey(mesh.LimitRatePrincipal, who), l.perPrincipal, "requests of yours", telemetry.LimitRatePrincipal) })
+		wg.Go(func() {
+			byWho = l.spend(ctx, mesh.LimitKey(mesh.LimitRatePrincipal, who), l.perPrincipal, "requests of yours", telemetry.LimitRatePrincipal)
+		})
 	}
 	byIP := l.spend(ctx, mesh.LimitKey(mesh.LimitRateIP, ip), l.perIP, "requests from your address", telemetry.LimitRateIP)
 	wg.Wait()
