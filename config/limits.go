@@ -15,6 +15,9 @@ const (
 	DefaultConversationsPerPrincipal = 2
 	DefaultMaxActiveSessions         = 100
 	DefaultStreamsPerPrincipal       = 10
+	// MaxActiveSessionsLimit bounds limits.max_active_sessions and
+	// limits.conversations_per_principal.
+	MaxActiveSessionsLimit = 10000
 )
 
 // Limits are what the bridge lets one caller, and the mesh as a whole, do
@@ -42,7 +45,7 @@ type Limits struct {
 	// approval. Zero means 2.
 	ConversationsPerPrincipal int `yaml:"conversations_per_principal"`
 	// MaxActiveSessions bounds the active conversations of the whole mesh
-	// (503 with Retry-After: 60 past it). Zero means 100.
+	// (503 with Retry-After: 60 past it). Zero means 100; at most 10000.
 	MaxActiveSessions int `yaml:"max_active_sessions"`
 	// StreamsPerPrincipal bounds one principal's concurrent streams (SSE,
 	// WebSocket) on one bridge, besides http.max_streams for all of them.
@@ -107,6 +110,11 @@ func (l *Limits) validate() *fieldErr {
 		if n < -1 {
 			return &fieldErr{"limits." + name, fmt.Sprintf("%d: use -1 (no limit), 0 (the default) or more", n)}
 		}
+	}
+	// A set of active conversations is one value of mesh_limits (about
+	// 50 bytes an entry): it must stay well under the 1 MiB a message holds.
+	if l.MaxActiveSessions > MaxActiveSessionsLimit || l.ConversationsPerPrincipal > MaxActiveSessionsLimit {
+		return &fieldErr{"limits.max_active_sessions", fmt.Sprintf("at most %d, and so conversations_per_principal", MaxActiveSessionsLimit)}
 	}
 	if _, err := l.ProxyNets(); err != nil {
 		return &fieldErr{"limits.trusted_proxies", err.Error()}

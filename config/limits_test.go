@@ -20,6 +20,7 @@ func TestLimitsSettings(t *testing.T) {
 		{name: "off when asked", yaml: minimal + tokens + "limits:\n  enabled: false\n"},
 		{name: "no limit", yaml: minimal + "limits:\n  requests_per_minute: -1\n  max_active_sessions: -1\n"},
 		{name: "below -1", yaml: minimal + "limits:\n  conversations_per_principal: -2\n", wantErr: "limits.conversations_per_principal"},
+		{name: "too many", yaml: minimal + "limits:\n  max_active_sessions: 10001\n", wantErr: "limits.max_active_sessions"},
 		{name: "bad proxy", yaml: minimal + "limits:\n  trusted_proxies: [10.0.0.0/33]\n", wantErr: "limits.trusted_proxies"},
 		{name: "proxies", yaml: minimal + "limits:\n  trusted_proxies: [10.0.0.0/8, 192.0.2.1, \"2001:db8::/32\"]\n"},
 	}
