@@ -46,12 +46,15 @@ import (
 
 // limiter enforces the limits of one bridge.
 type limiter struct {
+	// The numbers of limits:, 0 for no limit.
 	perPrincipal, perIP, conversations, active, streams int
-	proxies                                             []*net.IPNet
-	store                                               *mesh.Limits
-	core                                                *core.Core
-	log                                                 zerolog.Logger
-	lastLog                                             atomic.Int64 // unix nanos of the last failed check logged
+
+	proxies []*net.IPNet
+	store   *mesh.Limits
+	core    *core.Core
+	log     zerolog.Logger
+	// lastLog is when a failed check was logged last (unix nanoseconds).
+	lastLog atomic.Int64
 
 	mu   sync.Mutex
 	open map[string]int // streams on this bridge, by who
@@ -62,7 +65,7 @@ func newLimiter(cfg Config) (*limiter, error) {
 	if !cfg.Agent.LimitsOn() {
 		return nil, nil
 	}
-	if cfg.Resources.Limits == nil {
+	if cfg.Resources == nil || cfg.Resources.Limits == nil {
 		return nil, errors.New("limits are on but the mesh_limits bucket is not bound: provision the mesh again (mesh provision, or mesh up)")
 	}
 	lc := &cfg.Agent.Limits
