@@ -168,11 +168,31 @@ func (l *limiter) spend(ctx context.Context, key string, n int, what, metric str
 	return le
 }
 
+// recheckAfter is how long a full set waits before it is checked once
+// more: a run's end reaches its client a moment before its conversation's
+// head says it is idle, and a client that starts its next conversation at
+// once would otherwise find the one it just left still active.
+const recheckAfter = 250 * time.Millisecond
+
+// admitTo adds id to the set key of at most n, checking a full set twice.
+func (l *limiter) admitTo(ctx context.Context, key, id string, n int) (bool, error) {
+	ok, err := l.store.Admit(ctx, key, id, n, l.core.Active)
+	if ok || err != nil {
+		return ok, err
+	}
+	select {
+	case <-ctx.Done():
+		return false, nil
+	case <-time.After(recheckAfter):
+	}
+	return l.store.Admit(ctx, key, id, n, l.core.Active)
+}
+
 // admit is the core's Admit: conversation id may become active if its
 // principal and the mesh have room for one more active conversation.
 func (l *limiter) admit(ctx context.Context, id string) error {
 	if who := core.LimitKeyOf(ctx); who != "" && l.conversations > 0 {
-		ok, err := l.store.Admit(ctx, mesh.LimitKey(mesh.LimitActiveOwner, who), id, l.conversations, l.core.Active)
+		ok, err := l.admitTo(ctx, mesh.LimitKey(mesh.LimitActiveOwner, who), id, l.conversations)
 		switch {
 		case err != nil:
 			l.failed(err)
@@ -183,7 +203,7 @@ func (l *limiter) admit(ctx context.Context, id string) error {
 		}
 	}
 	if l.active > 0 {
-		ok, err := l.store.Admit(ctx, mesh.LimitActiveAll, id, l.active, l.core.Active)
+		ok, err := l.admitTo(ctx, mesh.LimitActiveAll, id, l.active)
 		switch {
 		case err != nil:
 			l.failed(err)
