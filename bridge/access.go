@@ -172,9 +172,9 @@ func Routes(cfg Config) []Route {
 
 // guard authenticates every request and lets through those whose
 // principal the route's rule admits, with the principal in the request's
-// context; a route with no rule needs admin. A stream token in the query is
-// removed before anything else sees the URL.
-func (b *Bridge) guard(mux *http.ServeMux) http.Handler {
+// context, to next; a route with no rule needs admin. A stream token in
+// the query is removed before anything else sees the URL.
+func (b *Bridge) guard(mux *http.ServeMux, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, pattern := mux.Handler(r)
 		need, known := access[pattern]
@@ -204,7 +204,7 @@ func (b *Bridge) guard(mux *http.ServeMux) http.Handler {
 		if p != nil {
 			r = r.WithContext(auth.WithPrincipal(r.Context(), p))
 		}
-		mux.ServeHTTP(w, r)
+		next.ServeHTTP(w, r)
 	})
 }
 

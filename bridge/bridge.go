@@ -62,6 +62,7 @@ type Config struct {
 type Bridge struct {
 	cfg     Config
 	core    *core.Core
+	limits  *limiter
 	ops     *ops.Service
 	auth    *auth.Authenticator
 	handler http.Handler
@@ -88,11 +89,18 @@ func New(cfg Config) (*Bridge, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bridge: %w", err)
 	}
+	lim, err := newLimiter(cfg)
+	if err != nil {
+		authn.Close()
+		return nil, fmt.Errorf("bridge: %w", err)
+	}
+	admit, streamLimit, take := lim.coreHooks()
 	c, err := core.New(core.Config{
 		NC: cfg.NC, JS: cfg.JS, Resources: cfg.Resources, Agent: cfg.Agent.Name, Prompt: cfg.Agent.Prompt, Agents: agentDefs(cfg.Agent), Groups: cfg.Agent.Groups,
 		FollowerBuffer: cfg.Agent.HTTP.StreamBuffer, MaxStreams: cfg.Agent.HTTP.MaxStreams, NoToolServers: len(cfg.Agent.MCPServers) == 0,
 		QueueCheckAfter: cfg.Agent.HTTP.QueueCheckAfter.Std(), HistoryBytes: int(cfg.Agent.Sessions.MaxBytes), NodeID: cfg.NodeID, Auth: authn.Enabled(), Logger: log,
 		SessionTTL: cfg.Agent.Sessions.ExpireAfter(), ExpiredKept: cfg.Agent.Sessions.KeptExpired(),
+		Admit: admit, StreamLimit: streamLimit, Take: take,
 	})
 	if err != nil {
 		authn.Close()
@@ -104,9 +112,12 @@ func New(cfg Config) (*Bridge, error) {
 		return nil, fmt.Errorf("bridge: %w", err)
 	}
 	mux := http.NewServeMux()
-	b := &Bridge{cfg: cfg, core: c, ops: o, auth: authn, mux: mux, log: log}
+	if lim != nil {
+		lim.core = c
+	}
+	b := &Bridge{cfg: cfg, core: c, limits: lim, ops: o, auth: authn, mux: mux, log: log}
 	register(mux, b, cfg, c)
-	b.handler = b.middleware(b.edge(mux, b.guard(mux)))
+	b.handler = b.middleware(b.edge(mux, b.guard(mux, lim.handler(mux, mux))))
 	return b, nil
 }
 

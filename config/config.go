@@ -5,7 +5,7 @@
 // The file has the shape of seed 002 FR-001 (name, description, prompt,
 // llm.model, host, port, data_dir, mcp, mcp_servers, a2a, agent) plus the
 // mesh's own sections (mesh, http, nats, sessions, groups, approvals, auth:
-// HTTP authentication, see [Auth]). Environment
+// HTTP authentication, see [Auth]; limits, see [Limits]). Environment
 // variables override the file:
 //
 //	MESH_CONFIG      path of the file (default config/agent.yaml)
@@ -126,6 +126,8 @@ type Config struct {
 	// Auth is HTTP authentication at the bridge; absent means off (loopback
 	// only, see [Config.CheckExposure]).
 	Auth Auth `yaml:"auth"`
+	// Limits are the bridge's rate and capacity limits, see [Limits].
+	Limits Limits `yaml:"limits"`
 
 	// Path is the file the configuration was read from.
 	Path string `yaml:"-"`

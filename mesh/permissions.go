@@ -108,7 +108,7 @@ func (n Namespace) Permissions(role string) (p Permissions, ok bool) {
 	if role == RoleAdmin {
 		p.Inbox = ""
 		p.Publish, p.Subscribe = []string{">"}, []string{">"}
-		p.Buckets = []string{BucketSessions, BucketApprovals, BucketTools, BucketNodes, BucketCalls}
+		p.Buckets = []string{BucketSessions, BucketApprovals, BucketTools, BucketNodes, BucketCalls, BucketLimits}
 		p.Streams = []string{StreamEvents, StreamWork, StreamMessages}
 		return p, true
 	}
@@ -252,6 +252,8 @@ func (n Namespace) roleGrants(role string) []Grant {
 			{Kind: GrantKVWatch, Subject: BucketTools, Why: "/tools, the agent card"},
 			{Kind: GrantKVRead, Subject: BucketNodes, Why: "/health"},
 			{Kind: GrantKVWatch, Subject: BucketNodes, Why: "/health, degradation mode"},
+			{Kind: GrantKVRead, Subject: BucketLimits, Why: "request budgets, active conversations"},
+			{Kind: GrantKVWrite, Subject: BucketLimits, Why: "request budgets, active conversations, by compare-and-set"},
 		}
 	case RoleMonitor:
 		return []Grant{

@@ -12,7 +12,7 @@ import (
 // mesh/testdata/permissions.md is its golden copy).
 func PermissionsMarkdown(n Namespace) string {
 	var b strings.Builder
-	buckets := []string{BucketSessions, BucketApprovals, BucketTools, BucketNodes, BucketCalls}
+	buckets := []string{BucketSessions, BucketApprovals, BucketTools, BucketNodes, BucketCalls, BucketLimits}
 	b.WriteString("| role | publishes | requests | subscribes, serves | consumes |")
 	for _, bk := range buckets {
 		fmt.Fprintf(&b, " `%s` |", n.Bucket(bk))

@@ -78,6 +78,8 @@ func TestPermissionsHold(t *testing.T) {
 		{"only the approver publishes its keys", "$KV.mesh_approvals." + mesh.ApprovalKeysPrefix + "K", true, []string{mesh.RoleApprover, mesh.RoleAdmin}},
 		{"only tool hosts write tool call records", "$KV.mesh_calls.c1", true, []string{mesh.RoleToolhost, mesh.RoleAdmin}},
 		{"agents write their sub-agent call records", "$KV.mesh_calls." + mesh.SubAgentCallKey("c1"), true, []string{mesh.RoleAgent, mesh.RoleToolhost, mesh.RoleAdmin}},
+		{"only bridges spend request budgets", "$KV.mesh_limits." + mesh.LimitKey(mesh.LimitRatePrincipal, "alice"), true, []string{mesh.RoleBridge, mesh.RoleAdmin}},
+		{"only bridges read the limits", "$JS.API.DIRECT.GET.KV_mesh_limits.$KV.mesh_limits." + mesh.LimitActiveAll, true, []string{mesh.RoleBridge, mesh.RoleAdmin}},
 	} {
 		var got []string
 		for _, role := range append(slices.Clone(mesh.IdentityRoles), mesh.RoleAdmin) {

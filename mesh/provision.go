@@ -89,6 +89,7 @@ type Resources struct {
 	// Messages is the message log (MESH_MESSAGES) over the same
 	// connection, for the roles that bind it.
 	Messages *MessageLog
+	Limits   jetstream.KeyValue
 }
 
 // Provision creates or updates every stream and bucket of the mesh. It is
@@ -146,9 +147,16 @@ func Provision(ctx context.Context, js jetstream.JetStream, ns Namespace, cfg Pr
 		// Per-key TTLs (node liveness) need limit markers.
 		{&r.Nodes, jetstream.KeyValueConfig{Bucket: ns.Bucket(BucketNodes), Description: "Agent Mesh: node liveness", LimitMarkerTTL: time.Minute}},
 		{&r.Calls, jetstream.KeyValueConfig{Bucket: ns.Bucket(BucketCalls), Description: "Agent Mesh: tool call records", TTL: cfg.CallsTTL}},
+		// Every write of a limit key carries its own TTL (ratelimit.go); in
+		// memory: budgets lost with a server start again full, and the sets
+		// of active conversations are checked against mesh_sessions anyway.
+		{&r.Limits, jetstream.KeyValueConfig{Bucket: ns.Bucket(BucketLimits), Description: "Agent Mesh: request budgets and active conversations",
+			LimitMarkerTTL: time.Minute, Storage: jetstream.MemoryStorage}},
 	}
 	for _, b := range buckets {
-		b.conf.Storage = jetstream.FileStorage
+		if b.conf.Storage != jetstream.MemoryStorage {
+			b.conf.Storage = jetstream.FileStorage
+		}
 		kv, err := ensureKeyValue(ctx, js, cfg.Replicas, b.conf)
 		if err != nil {
 			return nil, fmt.Errorf("provision bucket %s: %w", b.conf.Bucket, err)
@@ -227,7 +235,7 @@ func Bind(ctx context.Context, js jetstream.JetStream, ns Namespace, p Permissio
 	r := &Resources{NS: ns}
 	buckets := map[string]*jetstream.KeyValue{
 		BucketSessions: &r.Sessions, BucketApprovals: &r.Approvals, BucketTools: &r.Tools,
-		BucketNodes: &r.Nodes, BucketCalls: &r.Calls,
+		BucketNodes: &r.Nodes, BucketCalls: &r.Calls, BucketLimits: &r.Limits,
 	}
 	for _, b := range p.Buckets {
 		dst, ok := buckets[b]

@@ -60,6 +60,9 @@ const (
 	BucketTools     = "tools"
 	BucketNodes     = "nodes"
 	BucketCalls     = "calls"
+	// BucketLimits holds the request budgets and the sets of active
+	// conversations every bridge counts together (ratelimit.go).
+	BucketLimits = "limits"
 )
 
 // ToolServiceName is the NATS micro service every toolhost registers, so

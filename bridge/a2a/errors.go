@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/agentmesh/agentmesh/bridge/core"
 	"github.com/agentmesh/agentmesh/mesh"
@@ -23,6 +24,9 @@ type rpcError struct {
 	Status int
 	// RetryAfter, when not zero, goes in a Retry-After header (seconds).
 	RetryAfter int
+	// Data is the 0.3 error's data (a limit's {code, resetAt, retryAfter});
+	// 1.0 has Meta instead.
+	Data map[string]any
 }
 
 func (e *rpcError) Error() string { return fmt.Sprintf("a2a error %d: %s", e.Code, e.Message) }
@@ -81,6 +85,8 @@ func toRPC(err error, taskID string) *rpcError {
 		return re
 	case mesh.IsGone(err):
 		return errGone(err, taskID)
+	case core.LimitOf(err) != nil:
+		return limitError(core.LimitOf(err))
 	case errors.Is(err, mesh.ErrSessionNotFound):
 		return errTaskNotFound(taskID)
 	case errors.Is(err, core.ErrForbidden):
@@ -99,12 +105,29 @@ func toRPC(err error, taskID string) *rpcError {
 	return errInternal("internal error: " + err.Error())
 }
 
+// limitError is a limit's refusal: CodeRateLimited (429) or
+// CodeOverCapacity (503), keeping its HTTP status and Retry-After, with
+// the limit's code and resetAt.
+func limitError(le *core.LimitError) *rpcError {
+	code := wire.CodeRateLimited
+	if le.Err.Status == http.StatusServiceUnavailable {
+		code = wire.CodeOverCapacity
+	}
+	reset := le.ResetAt.Format(time.RFC3339)
+	return &rpcError{Code: code, Message: le.Error(), Status: le.Err.Status, RetryAfter: le.Err.RetryAfter,
+		Meta: map[string]string{"code": le.Err.Kind, "resetAt": reset},
+		Data: map[string]any{"code": le.Err.Kind, "resetAt": reset, "retryAfter": le.Err.RetryAfter}}
+}
+
 // object writes the error in the shape of a version: 0.3 clients (a2a-go
 // 0.3) decode "data" as an object, so it is left out; 1.0 carries details,
 // ErrorInfo for A2A errors and BadRequest for invalid params.
 func (e *rpcError) object(version string) *wire.Error {
 	out := &wire.Error{Code: e.Code, Message: e.Message}
 	if version != wire.Version10 {
+		if e.Data != nil {
+			out.Data = e.Data
+		}
 		return out
 	}
 	var details []any

@@ -76,11 +76,12 @@ func stream(ctx context.Context, c *call) {
 		c.failStream(rerr)
 		return
 	}
-	if !c.h.core.AcquireStream() {
-		c.failStream(errBusy())
+	closeStream, err := c.h.core.OpenStream(ctx)
+	if err != nil {
+		c.failStream(err)
 		return
 	}
-	defer c.h.core.ReleaseStream()
+	defer closeStream()
 	p, err := c.plan(ctx, req)
 	if err != nil {
 		c.failStream(err)
@@ -156,11 +157,12 @@ func resubscribe(ctx context.Context, c *call) {
 		c.failStream(rerr)
 		return
 	}
-	if !c.h.core.AcquireStream() {
-		c.failStream(errBusy())
+	closeStream, err := c.h.core.OpenStream(ctx)
+	if err != nil {
+		c.failStream(err)
 		return
 	}
-	defer c.h.core.ReleaseStream()
+	defer closeStream()
 	// Follow before reading, so that nothing published in between is lost.
 	f, err := c.h.core.Follow(ctx, id, core.FromNow)
 	if err != nil {
@@ -317,9 +319,4 @@ func (s *streamer) finish(ctx context.Context, end *mesh.Event) {
 		}
 	}
 	_ = s.status(t.Status, true)
-}
-
-// errBusy refuses a stream past the core's MaxStreams.
-func errBusy() *rpcError {
-	return errInternal("too many concurrent streams; retry shortly")
 }

@@ -100,7 +100,6 @@ import (
 	"github.com/agentmesh/agentmesh/bridge/core"
 	"github.com/agentmesh/agentmesh/bridge/sse"
 	"github.com/agentmesh/agentmesh/config"
-	"github.com/agentmesh/agentmesh/mesh"
 )
 
 // Config configures the streaming endpoints.
@@ -147,20 +146,20 @@ func newHandler(cfg Config) *handler {
 	return &handler{cfg: cfg, core: cfg.Core, log: cfg.Logger}
 }
 
-// ErrTooManyStreams refuses a stream past the core's MaxStreams.
-var ErrTooManyStreams = &mesh.Error{Kind: "too_many_streams", Status: http.StatusServiceUnavailable, Message: "too many concurrent streams; retry shortly"}
+// ErrTooManyStreams refuses a stream past the core's MaxStreams, or past
+// its caller's limits.streams_per_principal.
+var ErrTooManyStreams = core.ErrTooManyStreams
 
-// acquire takes a stream slot, or answers 503 and returns false.
-func (h *handler) acquire(w http.ResponseWriter) bool {
-	if h.core.AcquireStream() {
-		return true
+// acquire takes a stream slot of the bridge and of r's caller, or answers
+// 503 (the bridge's) or 429 (the caller's) and returns false.
+func (h *handler) acquire(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
+	release, err := h.core.OpenStream(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return nil, false
 	}
-	w.Header().Set("Retry-After", "1")
-	writeError(w, ErrTooManyStreams)
-	return false
+	return release, true
 }
-
-func (h *handler) release() { h.core.ReleaseStream() }
 
 // next waits for the follower's next event, writing keep-alive comments
 // while there is none.

@@ -117,10 +117,11 @@ func (h *handler) aisdk(w http.ResponseWriter, r *http.Request) {
 			writeError(w, err)
 			return
 		}
-		if !h.acquire(w) {
+		closeStream, opened := h.acquire(w, r)
+		if !opened {
 			return
 		}
-		defer h.release()
+		defer closeStream()
 		ap, err := h.core.Approvals.Get(r.Context(), uuid)
 		if err == nil && !h.core.SeesApproval(r.Context(), caller, ap, map[string]string{}) {
 			err = mesh.ErrApprovalNotFound.With("approval " + uuid + " not found")
@@ -147,10 +148,11 @@ func (h *handler) aisdk(w http.ResponseWriter, r *http.Request) {
 			writeError(w, err)
 			return
 		}
-		if !h.acquire(w) {
+		closeStream, opened := h.acquire(w, r)
+		if !opened {
 			return
 		}
-		defer h.release()
+		defer closeStream()
 		var ok bool
 		if rs, ok = h.startDialectRun(w, r, id, message); !ok {
 			return

@@ -33,10 +33,11 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 	// A follower of a queued turn whose work item was lost would wait for
 	// good: it is repaired first.
 	h.core.CheckQueued(r.Context(), id, core.CallerOf(r))
-	if !h.acquire(w) {
+	closeStream, opened := h.acquire(w, r)
+	if !opened {
 		return
 	}
-	defer h.release()
+	defer closeStream()
 	f, err := h.core.Follow(r.Context(), id, after)
 	if err != nil {
 		writeError(w, err)

@@ -166,10 +166,11 @@ func (h *handler) agui(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	thread, runID := *in.ThreadID, *in.RunID
-	if !h.acquire(w) {
+	closeStream, opened := h.acquire(w, r)
+	if !opened {
 		return
 	}
-	defer h.release()
+	defer closeStream()
 	if err := h.openThread(r.Context(), thread, dest, caller); err != nil {
 		writeError(w, err)
 		return

@@ -94,10 +94,11 @@ func (h *handler) simple(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if !h.acquire(w) {
+	closeStream, opened := h.acquire(w, r)
+	if !opened {
 		return
 	}
-	defer h.release()
+	defer closeStream()
 	rs, ok := h.startDialectRun(w, r, id, message)
 	if !ok {
 		return

@@ -99,10 +99,11 @@ func (s *sockets) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, ErrOriginNotAllowed.With("origin "+mesh.Clip(r.Header.Get("Origin"))+" may not open a socket here: add it to http.cors.origins"))
 		return
 	}
-	if !s.h.acquire(w) {
+	closeStream, opened := s.h.acquire(w, r)
+	if !opened {
 		return
 	}
-	defer s.h.release()
+	defer closeStream()
 	// The server's read and write timeouts would end the socket; frames get
 	// deadlines of their own (sse.WriteTimeout, Heartbeat).
 	rc := http.NewResponseController(w)
@@ -176,6 +177,8 @@ type serverFrame struct {
 	Code     string            `json:"code,omitempty"`
 	Message  string            `json:"message,omitempty"`
 	Status   int               `json:"status,omitempty"`
+	// ResetAt is when a limit's refusal may be tried again (RFC 3339).
+	ResetAt string `json:"resetAt,omitempty"`
 }
 
 // run reads frames until the socket closes, then stops its subscriptions
@@ -242,7 +245,11 @@ func (c *socket) handle(data []byte) {
 			c.fail(f.ThreadID, f.RunID, mesh.ErrBadRequest.With("invalid RunAgentInput: "+mesh.JSONErrorText(err)))
 			return
 		}
-		err = c.startRun(&in)
+		// A run is a request: it spends its caller's budgets as a POST
+		// /agui would.
+		if err = c.h.core.Take(c.ctx); err == nil {
+			err = c.startRun(&in)
+		}
 	case "reattach":
 		err = c.reattach(f)
 	case "follow":
@@ -271,10 +278,14 @@ func (c *socket) fail(thread, run string, err error) {
 	}
 	msg := err.Error()
 	status := mesh.HTTPStatus(err)
-	if status >= 500 && !errors.Is(err, mesh.ErrUnavailable) {
+	if status >= 500 && !errors.Is(err, mesh.ErrUnavailable) && core.LimitOf(err) == nil {
 		msg = "internal error: " + msg
 	}
-	c.send(serverFrame{Type: "error", ThreadID: thread, RunID: run, Code: mesh.ErrorKind(err), Message: msg, Status: status})
+	f := serverFrame{Type: "error", ThreadID: thread, RunID: run, Code: mesh.ErrorKind(err), Message: msg, Status: status}
+	if le := core.LimitOf(err); le != nil {
+		f.Message, f.ResetAt = le.Error(), le.ResetAt.Format(time.RFC3339)
+	}
+	c.send(f)
 }
 
 // send writes a frame within sse.WriteTimeout; a failed write closes the
@@ -309,7 +320,7 @@ func (c *socket) subscribe(thread string) (*subscription, error) {
 	case len(c.subs) >= c.s.cfg.MaxThreads:
 		return nil, ErrTooManyThreads.With(fmt.Sprintf("a socket follows at most %d threads at once", c.s.cfg.MaxThreads))
 	case !c.h.core.AcquireStream():
-		return nil, ErrTooManyStreams
+		return nil, core.RefusalFor(ErrTooManyStreams, time.Second, "too many concurrent streams on this bridge (http.max_streams); retry shortly")
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
 	sub := &subscription{thread: thread, ctx: ctx, cancel: cancel}

@@ -95,6 +95,15 @@ type Config struct {
 	// ExpiredKept is sessions.expired_kept: how long the listing shows an
 	// expired conversation. Zero means 24h.
 	ExpiredKept time.Duration
+	// Admit, when set, is asked before a message is queued: an error
+	// (a [LimitError]) refuses the message (limit.go).
+	Admit func(ctx context.Context, conversation string) error
+	// StreamLimit, when set, takes a stream slot of ctx's caller, or
+	// refuses it ([Core.OpenStream]).
+	StreamLimit func(ctx context.Context) (release func(), err error)
+	// Take, when set, spends one request of ctx's caller's budgets
+	// ([Core.Take]).
+	Take func(ctx context.Context) error
 	// Logger receives the core's logs. The zero value discards them.
 	Logger zerolog.Logger
 }
@@ -393,6 +402,9 @@ func (c *Core) sendTurn(ctx context.Context, id, turnID, text string, caller Cal
 	}
 	if strings.TrimSpace(text) == "" {
 		return nil, mesh.ErrBadRequest.With(`"message" must not be empty`)
+	}
+	if err := c.admit(ctx, id); err != nil {
+		return nil, err
 	}
 	r := c.register(turnID, id)
 	r.caller = caller

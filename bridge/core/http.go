@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/agentmesh/agentmesh/bridge/auth"
 	"github.com/agentmesh/agentmesh/mesh"
@@ -98,18 +99,23 @@ func WriteJSONDoc(w http.ResponseWriter, status int, body map[string]any, doc *m
 }
 
 // WriteError writes err as {"error", "code"} with its status; a refusal of a
-// conversation waiting for approval also carries the approval.
+// conversation waiting for approval also carries the approval, and a
+// limit's refusal ([LimitError]) its resetAt (RFC 3339).
 func WriteError(w http.ResponseWriter, err error) {
 	body := map[string]any{"error": err.Error(), "code": mesh.ErrorKind(err)}
 	var pending *PendingError
 	if errors.As(err, &pending) {
 		body["approval"] = pending.Approval
 	}
+	limit := LimitOf(err)
+	if limit != nil {
+		body["resetAt"] = limit.ResetAt.Format(time.RFC3339)
+	}
 	status := mesh.HTTPStatus(err)
 	if ra := mesh.RetryAfter(err); ra > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(ra))
 	}
-	if status >= 500 && !errors.Is(err, mesh.ErrUnavailable) && !errors.Is(err, mesh.ErrDegraded) {
+	if status >= 500 && limit == nil && !errors.Is(err, mesh.ErrUnavailable) && !errors.Is(err, mesh.ErrDegraded) {
 		body["error"] = "internal error: " + err.Error()
 	}
 	WriteJSON(w, status, body)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/agentmesh/agentmesh/bridge/core"
 	"github.com/agentmesh/agentmesh/bridge/sse"
-	"github.com/agentmesh/agentmesh/mesh"
 )
 
 // The SSE streams of the API carry one JSON object per event, its "type"
@@ -72,12 +71,12 @@ func (s *Service) meshEvents(w http.ResponseWriter, r *http.Request) {
 // stream starts an SSE response on one of the bridge's stream slots and
 // runs body until the client leaves or the body fails.
 func (s *Service) stream(w http.ResponseWriter, r *http.Request, body func(context.Context, *sse.Writer) error) {
-	if !s.core.AcquireStream() {
-		w.Header().Set("Retry-After", "5")
-		core.WriteError(w, mesh.ErrUnavailable.With("too many streams; retry later"))
+	closeStream, err := s.core.OpenStream(r.Context())
+	if err != nil {
+		core.WriteError(w, err)
 		return
 	}
-	defer s.core.ReleaseStream()
+	defer closeStream()
 	out := sse.New(w).Observe(r, "ops")
 	if err := out.Start(nil); err != nil {
 		return

@@ -66,6 +66,13 @@ const (
 	// the task's conversation was deleted or expired. A2A 0.3 has no
 	// deletion; the HTTP status is 410 and data.code says which.
 	CodeTaskGone = -32050
+	// CodeRateLimited and CodeOverCapacity are this mesh's refusals by a
+	// limit (HTTP 429 and 503, which the answer keeps), outside the codes
+	// A2A reserves: data is {code, resetAt, retryAfter} in 0.3, an
+	// ErrorInfo (reason RATE_LIMITED or OVER_CAPACITY) whose metadata
+	// holds code and resetAt in 1.0.
+	CodeRateLimited  = -32029
+	CodeOverCapacity = -32053
 )
 
 // Request is a JSON-RPC 2.0 request.

@@ -74,6 +74,10 @@ func ErrorReason(code int) string {
 		return "VERSION_NOT_SUPPORTED"
 	case CodeTaskGone:
 		return "TASK_GONE"
+	case CodeRateLimited:
+		return "RATE_LIMITED"
+	case CodeOverCapacity:
+		return "OVER_CAPACITY"
 	}
 	return ""
 }

@@ -39,7 +39,7 @@ var trustVariants = []trustVariant{
 	{name: "nats-creds=off", env: []string{"MESH_NATS_AUTH=none"}},
 	{name: "nats-creds=on"},
 	{name: "nats-creds=on+http=token", auth: func(*testing.B) (string, []string) {
-		return "auth:\n  tokens:\n    - {name: bench, token: " + adminToken + ", roles: [admin]}\n", []string{"Authorization", "Bearer " + adminToken}
+		return "auth:\n  tokens:\n    - {name: bench, token: " + adminToken + ", roles: [admin]}\n" + noLimits, []string{"Authorization", "Bearer " + adminToken}
 	}},
 	{name: "nats-creds=on+http=jwt", auth: func(b *testing.B) (string, []string) {
 		keys := newJWTKeys(b)
@@ -48,9 +48,14 @@ var trustVariants = []trustVariant{
 			b.Fatal(err)
 		}
 		tok := keys.token(b, "RS256", "bench", []string{"user"}, 24*time.Hour, jwtAudience)
-		return "auth:\n  jwt:\n    jwks_file: " + file + "\n    issuer: " + jwtIssuer + "\n    audience: " + jwtAudience + "\n", []string{"Authorization", "Bearer " + tok}
+		return "auth:\n  jwt:\n    jwks_file: " + file + "\n    issuer: " + jwtIssuer + "\n    audience: " + jwtAudience + "\n" + noLimits, []string{"Authorization", "Bearer " + tok}
 	}},
 }
+
+// noLimits turns off the limits that auth turns on: one principal's turns
+// at full speed are what the benchmark measures (BenchmarkLimits in
+// bridge/ measures the limits).
+const noLimits = "limits:\n  enabled: false\n"
 
 // BenchmarkTrust is the cost of trust, measured in one run: the REST turn
 // of BenchmarkRESTTurn (one read-only tool call) and the event path of

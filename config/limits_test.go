@@ -1,0 +1,52 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestLimitsSettings(t *testing.T) {
+	tokens := "auth:\n  tokens:\n    - {name: alice, token: alice-token-0123456789, roles: [user]}\n"
+	tests := []struct {
+		name    string
+		yaml    string
+		on      bool
+		wantErr string
+	}{
+		{name: "off without auth", yaml: minimal},
+		{name: "on with auth", yaml: minimal + tokens, on: true},
+		{name: "on when asked", yaml: minimal + "limits:\n  enabled: true\n", on: true},
+		{name: "off when asked", yaml: minimal + tokens + "limits:\n  enabled: false\n"},
+		{name: "no limit", yaml: minimal + "limits:\n  requests_per_minute: -1\n  max_active_sessions: -1\n"},
+		{name: "below -1", yaml: minimal + "limits:\n  conversations_per_principal: -2\n", wantErr: "limits.conversations_per_principal"},
+		{name: "too many", yaml: minimal + "limits:\n  max_active_sessions: 10001\n", wantErr: "limits.max_active_sessions"},
+		{name: "bad proxy", yaml: minimal + "limits:\n  trusted_proxies: [10.0.0.0/33]\n", wantErr: "limits.trusted_proxies"},
+		{name: "proxies", yaml: minimal + "limits:\n  trusted_proxies: [10.0.0.0/8, 192.0.2.1, \"2001:db8::/32\"]\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse("agent.yaml", []byte(tt.yaml), env())
+			var ce *Error
+			switch {
+			case tt.wantErr != "":
+				if !errors.As(err, &ce) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want one naming %s", err, tt.wantErr)
+				}
+				return
+			case err != nil:
+				t.Fatal(err)
+			}
+			if c.LimitsOn() != tt.on {
+				t.Errorf("LimitsOn() = %v, want %v", c.LimitsOn(), tt.on)
+			}
+		})
+	}
+	if Limit(0, 100) != 100 || Limit(-1, 100) != 0 || Limit(7, 100) != 7 {
+		t.Error("Limit: 0 is the default, -1 none, else the number")
+	}
+	nets, err := (&Limits{TrustedProxies: []string{"192.0.2.1", "10.0.0.0/8"}}).ProxyNets()
+	if err != nil || len(nets) != 2 || !nets[0].Contains([]byte{192, 0, 2, 1}) || nets[0].Contains([]byte{192, 0, 2, 2}) || !nets[1].Contains([]byte{10, 9, 8, 7}) {
+		t.Errorf("ProxyNets: %v, %v", nets, err)
+	}
+}
