@@ -103,7 +103,8 @@ func operations(s *schemas) map[string]operation {
 				"200": {description: "a JSON-RPC response, or for the streaming methods a stream of them as server-sent events", schema: rpcAnswer},
 				// Refusals are JSON-RPC errors too, with the HTTP status of
 				// their kind (401, 403, 404, 410, 429 …).
-				"default": {description: "a JSON-RPC error: authentication (-32600), a task deleted or expired (-32050, 410), limits …", schema: rpcAnswer}}}
+				"default": {description: "a JSON-RPC error: authentication (-32600), a task deleted or expired (-32050, 410), limits (-32029, -32053) …; or the bridge's JSON error when the path names no group or agent (404)",
+					schema: map[string]any{"anyOf": []any{rpcAnswer, map[string]any{"$ref": "#/components/schemas/Error"}}}}}}
 	}
 	run := obj(map[string]any{"threadId": str, "runId": str, "messages": arr(map[string]any{}), "tools": arr(map[string]any{}), "context": arr(map[string]any{}),
 		"state": map[string]any{}, "forwardedProps": map[string]any{"type": "object", "description": "group: a new thread is a chat of that group; agent: a conversation with that agent"},
