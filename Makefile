@@ -55,9 +55,11 @@ compose-down:
 run: build
 	PATH="$(BIN):$$PATH" $(BIN)/mesh up
 
-## test: the whole suite, with the race detector
+## test: the whole suite, with the race detector (about 16 minutes on 2
+## cores, the end-to-end package the longest; the timeout is only a guard
+## against a hang, not the budget)
 test: $(if $(HAVE_NODE),peers)
-	$(GO) test -race -timeout 20m $(TEST_FLAGS) ./...
+	$(GO) test -race -timeout 30m $(TEST_FLAGS) ./...
 
 ## peers: install the tests' npm peers in cmd/mesh/e2e/testdata/peers (npm ci)
 peers: $(PEERS)/node_modules/.package-lock.json
