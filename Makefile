@@ -55,9 +55,7 @@ compose-down:
 run: build
 	PATH="$(BIN):$$PATH" $(BIN)/mesh up
 
-## test: the whole suite, with the race detector (about 16 minutes on 2
-## cores, the end-to-end package the longest; the timeout is only a guard
-## against a hang, not the budget)
+## test: the whole suite, with the race detector (the timeout only guards against a hang)
 test: $(if $(HAVE_NODE),peers)
 	$(GO) test -race -timeout 30m $(TEST_FLAGS) ./...
 
