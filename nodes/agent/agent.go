@@ -57,7 +57,8 @@ type Config struct {
 	// outcome that failed (save.go). Nil means 1 s, 5 s, 30 s.
 	SaveRetry []time.Duration
 	// saveFault, when set (tests), fails the save's try n (from 1) with
-	// the error it returns.
+	// the error it returns, after the change applied (as a write that
+	// fails does: the claimed conversation is already changed).
 	saveFault func(n int) error
 	// Logger receives the role's logs. The zero value discards them.
 	Logger zerolog.Logger

@@ -97,7 +97,10 @@ func (t *turn) hasResult(callID string) bool {
 
 // treeID is the turn whose tree run this work item belongs to.
 func (t *turn) treeID() string {
-	if t.conv != nil && t.conv.Tree != nil {
+	switch {
+	case t.tree != "":
+		return t.tree
+	case t.conv != nil && t.conv.Tree != nil:
 		return t.conv.Tree.ID
 	}
 	return t.item.TurnID

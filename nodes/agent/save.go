@@ -51,8 +51,15 @@ func (t *turn) save(ctx context.Context, c *mesh.Conversation, change func(*mesh
 
 func (t *turn) trySave(ctx context.Context, n int, c *mesh.Conversation, change func(*mesh.Conversation) error) (*mesh.Conversation, error) {
 	if f := t.a.cfg.saveFault; f != nil {
-		if err := f(n); err != nil {
-			return nil, mesh.SaveFailure(err)
+		inner := change
+		change = func(c *mesh.Conversation) error {
+			if err := inner(c); err != nil {
+				return err
+			}
+			if err := f(n); err != nil {
+				return mesh.SaveFailure(err)
+			}
+			return nil
 		}
 	}
 	if c != nil {

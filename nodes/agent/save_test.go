@@ -3,7 +3,9 @@ package agent
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,4 +111,38 @@ func counterValue(t *testing.T, name string) float64 {
 		}
 	}
 	return 0
+}
+
+// TestResumeSavedAfterAFailedFirstTry: the first try of a resume's save
+// fails after its change applied to the claimed conversation (the tree run
+// completed in it); the retry still applies the outcome to the run the
+// claim found. (It was dropped as "the tree moved on": the retry named the
+// run from the changed conversation, and a resume's work item names
+// another — a conversation stuck running in the cluster chaos test.)
+func TestResumeSavedAfterAFailedFirstTry(t *testing.T) {
+	var armed atomic.Bool
+	var failed atomic.Int32
+	f := newFixtureWith(t, calling("danger", `{"b":2}`, "done: "), nil, func(c *Config) {
+		c.SaveRetry = []time.Duration{10 * time.Millisecond}
+		c.saveFault = func(n int) error {
+			if armed.Load() && n == 1 {
+				failed.Add(1)
+				return errors.New("injected: the write timed out")
+			}
+			return nil
+		}
+	})
+	conv := f.conversation()
+	_, c := f.turn(conv, "do the dangerous thing")
+	if c.Status != mesh.StatusWaitingApproval || c.PendingApproval == nil {
+		t.Fatalf("status %s, want waiting for an approval", c.Status)
+	}
+	armed.Store(true)
+	done := f.decide(conv, c.PendingApproval.UUID, true)
+	if failed.Load() == 0 {
+		t.Fatal("no save failed: the test tested nothing")
+	}
+	if done.Status != mesh.StatusActive || done.LastRun == nil || done.LastRun.Outcome != mesh.OutcomeSuccess || !strings.HasPrefix(done.LastRun.Response, "done: ran danger") {
+		t.Fatalf("after the resume: status %s, last run %+v", done.Status, done.LastRun)
+	}
 }

@@ -25,6 +25,10 @@ type turn struct {
 	cancel  context.CancelCauseFunc
 
 	conv *mesh.Conversation // as claimed
+	// tree is the tree run the claim found (conv.Tree.ID): kept apart
+	// because a save's first try changes conv in place, and a retry must
+	// still name the run it applies to (treeID).
+	tree string
 	ev   *mesh.RunEvents
 	// step is the step of the tree this work item runs, gen which run of it.
 	step *step
@@ -81,6 +85,9 @@ func (t *turn) run(ctx context.Context) error {
 		return err
 	}
 	t.conv = c
+	if c.Tree != nil {
+		t.tree = c.Tree.ID
+	}
 	t.setSID(c.SessionID)
 	defer t.keepClaim(ctx, c)()
 	if t.step.key != rootKey || !t.step.leaf() {
