@@ -52,6 +52,9 @@ func TestOpsAPIFieldsMatchTheMesh(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The conversation as stored: its head, and its messages from the
+		// message log.
+		store := mesh.NewSessionStore(sessions, mesh.NewMessageLog(js, mesh.DefaultNamespace))
 		pending, decided := list(in, "pending"), list(in, "decided")
 		if len(pending) != 2 || len(decided) != 1 || str(decided[0], "uuid") != rejected {
 			t.Fatalf("pending %d, decided %v; want A's two pending, B's rejected", len(pending), decided)
@@ -64,8 +67,11 @@ func TestOpsAPIFieldsMatchTheMesh(t *testing.T) {
 			item := obj(it)
 			var ap mesh.Approval
 			getJSON(t, kv, str(item, "uuid"), &ap)
-			var conv mesh.Conversation
-			getJSON(t, sessions, ap.ConversationID, &conv)
+			stored, err := store.Get(ctx, ap.ConversationID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conv := *stored
 			want := map[string]any{
 				"uuid": ap.UUID, "conversation_id": ap.ConversationID, "agent": ap.Agent, "run_id": ap.RunID, "tool_call_id": ap.ToolCallID,
 				"tool_name": ap.ToolName, "server": ap.Server, "tool": ap.Tool, "call_id": ap.CallID, "args_hash": ap.ArgsHash,
