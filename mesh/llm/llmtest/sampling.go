@@ -2,7 +2,6 @@ package llmtest
 
 import (
 	"encoding/json"
-	"fmt"
 	"strconv"
 )
 
@@ -42,26 +41,17 @@ var (
 	geminiTopP           = samplingRange{"top_p", 0, 1}
 )
 
-// openAISampling fills temperature and top_p, as Chat Completions checks
-// them; reasoning models take only the default.
-func openAISampling(model string, temperature, topP json.RawMessage, c *call) *apiError {
-	for _, f := range []struct {
+// fillSampling decodes temperature and top_p into c's request, each in
+// its API's range; refuse words a value the API refuses (why is "not a
+// number", "below" or "above"; empty for a value in range, which an API
+// may still refuse), or returns nil to take it.
+func fillSampling(c *call, temperature, topP json.RawMessage, ranges [2]samplingRange, refuse func(r samplingRange, why string, raw json.RawMessage, v *float64) *apiError) *apiError {
+	for i, f := range []struct {
 		raw json.RawMessage
-		r   samplingRange
 		out **float64
-	}{{temperature, openAITemperature, &c.req.Temperature}, {topP, openAITopP, &c.req.TopP}} {
-		v, why := decodeSampling(f.raw, f.r)
-		switch why {
-		case "not a number":
-			return openAIBad(f.r.name, "Invalid type for '%s': expected a decimal, but got a string instead.", f.r.name)
-		case "below":
-			return openAIBad(f.r.name, "Invalid '%s': decimal below minimum value. Expected a value >= %g, but got %s instead.", f.r.name, f.r.lo, f.raw)
-		case "above":
-			return openAIBad(f.r.name, "Invalid '%s': decimal above maximum value. Expected a value <= %g, but got %s instead.", f.r.name, f.r.hi, f.raw)
-		}
-		if v != nil && *v != 1 && openAIReasoning.MatchString(model) {
-			e := openAIBad(f.r.name, "Unsupported value: '%s' does not support %s with this model. Only the default (1) value is supported.", f.r.name, f.raw)
-			e.code = "unsupported_value"
+	}{{temperature, &c.req.Temperature}, {topP, &c.req.TopP}} {
+		v, why := decodeSampling(f.raw, ranges[i])
+		if e := refuse(ranges[i], why, f.raw, v); e != nil {
 			return e
 		}
 		*f.out = v
@@ -69,44 +59,53 @@ func openAISampling(model string, temperature, topP json.RawMessage, c *call) *a
 	return nil
 }
 
+// openAISampling fills temperature and top_p, as Chat Completions checks
+// them; reasoning models take only the default.
+func openAISampling(model string, temperature, topP json.RawMessage, c *call) *apiError {
+	return fillSampling(c, temperature, topP, [2]samplingRange{openAITemperature, openAITopP}, func(r samplingRange, why string, raw json.RawMessage, v *float64) *apiError {
+		switch why {
+		case "not a number":
+			return openAIBad(r.name, "Invalid type for '%s': expected a decimal, but got a string instead.", r.name)
+		case "below":
+			return openAIBad(r.name, "Invalid '%s': decimal below minimum value. Expected a value >= %g, but got %s instead.", r.name, r.lo, raw)
+		case "above":
+			return openAIBad(r.name, "Invalid '%s': decimal above maximum value. Expected a value <= %g, but got %s instead.", r.name, r.hi, raw)
+		}
+		if v != nil && *v != 1 && openAIReasoning.MatchString(model) {
+			e := openAIBad(r.name, "Unsupported value: '%s' does not support %s with this model. Only the default (1) value is supported.", r.name, raw)
+			e.code = "unsupported_value"
+			return e
+		}
+		return nil
+	})
+}
+
 // anthropicSampling fills temperature and top_p, as the Messages API
 // checks them.
 func anthropicSampling(temperature, topP json.RawMessage, c *call) *apiError {
-	for _, f := range []struct {
-		raw json.RawMessage
-		r   samplingRange
-		out **float64
-	}{{temperature, anthropicTemperature, &c.req.Temperature}, {topP, anthropicTopP, &c.req.TopP}} {
-		v, why := decodeSampling(f.raw, f.r)
+	return fillSampling(c, temperature, topP, [2]samplingRange{anthropicTemperature, anthropicTopP}, func(r samplingRange, why string, _ json.RawMessage, _ *float64) *apiError {
 		switch why {
 		case "not a number":
-			return anthropicBad("%s: Input should be a valid number", f.r.name)
+			return anthropicBad("%s: Input should be a valid number", r.name)
 		case "below":
-			return anthropicBad("%s: Input should be greater than or equal to %g", f.r.name, f.r.lo)
+			return anthropicBad("%s: Input should be greater than or equal to %g", r.name, r.lo)
 		case "above":
-			return anthropicBad("%s: Input should be less than or equal to %g", f.r.name, f.r.hi)
+			return anthropicBad("%s: Input should be less than or equal to %g", r.name, r.hi)
 		}
-		*f.out = v
-	}
-	return nil
+		return nil
+	})
 }
 
 // geminiSampling fills generationConfig's temperature and topP, as
 // generateContent checks them.
 func geminiSampling(temperature, topP json.RawMessage, c *call) *apiError {
-	for _, f := range []struct {
-		raw json.RawMessage
-		r   samplingRange
-		out **float64
-	}{{temperature, geminiTemperature, &c.req.Temperature}, {topP, geminiTopP, &c.req.TopP}} {
-		v, why := decodeSampling(f.raw, f.r)
+	return fillSampling(c, temperature, topP, [2]samplingRange{geminiTemperature, geminiTopP}, func(r samplingRange, why string, raw json.RawMessage, _ *float64) *apiError {
 		switch why {
 		case "not a number":
-			return geminiBad("Invalid value at 'generation_config.%s' (TYPE_FLOAT), %s", f.r.name, f.raw)
+			return geminiBad("Invalid value at 'generation_config.%s' (TYPE_FLOAT), %s", r.name, raw)
 		case "below", "above":
-			return geminiBad("* GenerateContentRequest.generation_config.%s: %s must be in the range [%g, %g]", f.r.name, fmt.Sprint(string(f.raw)), f.r.lo, f.r.hi)
+			return geminiBad("* GenerateContentRequest.generation_config.%s: %s must be in the range [%g, %g]", r.name, raw, r.lo, r.hi)
 		}
-		*f.out = v
-	}
-	return nil
+		return nil
+	})
 }
