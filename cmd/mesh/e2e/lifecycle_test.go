@@ -283,10 +283,13 @@ func TestLifecycleDeleteStopsARunningTurn(t *testing.T) {
 // Expiry with a short TTL: an idle conversation answers 410 expired, then
 // 404 once cleaned up; one in use, and one waiting for an approval, stay.
 func TestLifecycleExpiry(t *testing.T) {
-	m := startMesh(t, meshOpts{config: defaultConfig(t) + "\nsessions:\n  ttl: 3s\n  expired_kept: 12s\n"})
-	idle := m.newConversation()
+	m := startMesh(t, meshOpts{config: defaultConfig(t) + "\nsessions:\n  ttl: 3s\n  expired_kept: 15s\n"})
 	busy := m.newConversation()
 	waiting := m.newConversation()
+	m.addPending(waiting, "add resource patient with value 3")
+	// The idle one is made last: its 410s below are checked about 6 s
+	// later, well inside ttl + expired_kept however slow the approval was.
+	idle := m.newConversation()
 	js := meshJS(t, m)
 	logged := func(conv string) uint64 {
 		st, err := js.Stream(t.Context(), "MESH_MESSAGES")
@@ -302,7 +305,6 @@ func TestLifecycleExpiry(t *testing.T) {
 	if logged(idle) == 0 {
 		t.Fatal("the idle conversation has no message in MESH_MESSAGES to expire")
 	}
-	m.addPending(waiting, "add resource patient with value 3")
 	start := time.Now()
 	for time.Since(start) < 6*time.Second {
 		m.send(busy, "list all resources")
@@ -323,7 +325,7 @@ func TestLifecycleExpiry(t *testing.T) {
 	if h := m.do(http.StatusOK, "GET", "/health", nil); obj(h, "sessions")["expired"] != 1.0 {
 		t.Errorf("/health sessions: %v", h["sessions"])
 	}
-	// expired_kept (12 s, long enough for a loaded machine to see the
+	// expired_kept (15 s, long enough for a loaded machine to see the
 	// 410s above) after it expired, it is not found.
 	meshtest.Eventually(t, 45*time.Second, func() bool {
 		status, _ := m.try("GET", "/conversations/"+idle, nil)
