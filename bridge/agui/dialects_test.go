@@ -3,6 +3,7 @@ package agui
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -19,8 +20,9 @@ import (
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
 )
 
-// checkChunks checks chunks of one message against the rules of seed 001.
-func checkChunks(t *testing.T, chunks []string, want string) {
+// checkChunks checks chunks of one message against size (seed 001's rules
+// for the simple dialect, seed 000's for the dotted one).
+func checkChunks(t *testing.T, size chunkSize, chunks []string, want string) {
 	t.Helper()
 	if got := strings.Join(chunks, ""); got != want {
 		t.Fatalf("chunks join to\n%q\nwant\n%q", got, want)
@@ -31,14 +33,14 @@ func checkChunks(t *testing.T, chunks []string, want string) {
 		switch {
 		case !utf8.ValidString(c):
 			t.Errorf("chunk %d %q splits a rune", i, c)
-		case n > maxChunk, n < minChunk && !last, n == 0:
+		case n > size.max, n < size.min && !last, n == 0:
 			t.Errorf("chunk %d has %d characters: %q", i, n, c)
 		}
 		if r, _ := utf8.DecodeLastRuneInString(c); !last && !unicode.IsSpace(r) {
-			// A hard cut: only when no space lay between 20 and 50.
+			// A hard cut: only when no space lay between min and max.
 			runes := []rune(c)
-			if n != maxChunk || strings.IndexFunc(string(runes[minChunk-1:]), unicode.IsSpace) >= 0 {
-				t.Errorf("chunk %d %q is cut at %d characters though it has a space from %d on", i, c, n, minChunk)
+			if n != size.max || strings.IndexFunc(string(runes[size.min-1:]), unicode.IsSpace) >= 0 {
+				t.Errorf("chunk %d %q is cut at %d characters though it has a space from %d on", i, c, n, size.min)
 			}
 		}
 	}
@@ -56,18 +58,20 @@ func TestChunker(t *testing.T) {
 		{name: "one rune at a time", deltas: strings.Split("Grüße aus Köln — 東京 🚀 and a longer tail of words to cut.", "")},
 		{name: "newlines", deltas: []string{"line one\nline two\nline three\n\n- item\n- item\n- a last item that is long"}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var c chunker
-			var chunks []string
-			for _, d := range tt.deltas {
-				chunks = append(chunks, c.add(d)...)
-			}
-			if rest := c.flush(); rest != "" {
-				chunks = append(chunks, rest)
-			}
-			checkChunks(t, chunks, strings.Join(tt.deltas, ""))
-		})
+	for _, size := range []chunkSize{simpleChunks, dottedChunks} {
+		for _, tt := range tests {
+			t.Run(fmt.Sprintf("%s/%d-%d", tt.name, size.min, size.max), func(t *testing.T) {
+				c := chunker{size: size}
+				var chunks []string
+				for _, d := range tt.deltas {
+					chunks = append(chunks, c.add(d)...)
+				}
+				if rest := c.flush(); rest != "" {
+					chunks = append(chunks, rest)
+				}
+				checkChunks(t, size, chunks, strings.Join(tt.deltas, ""))
+			})
+		}
 	}
 }
 
@@ -79,17 +83,19 @@ func TestChunkerRandom(t *testing.T) {
 		for i := range text {
 			text[i] = alphabet[rng.IntN(len(alphabet))]
 		}
-		var c chunker
-		var chunks []string
-		for rest := text; len(rest) > 0; {
-			n := min(len(rest), 1+rng.IntN(60))
-			chunks = append(chunks, c.add(string(rest[:n]))...)
-			rest = rest[n:]
+		for _, size := range []chunkSize{simpleChunks, dottedChunks} {
+			c := chunker{size: size}
+			var chunks []string
+			for rest := text; len(rest) > 0; {
+				n := min(len(rest), 1+rng.IntN(60))
+				chunks = append(chunks, c.add(string(rest[:n]))...)
+				rest = rest[n:]
+			}
+			if rest := c.flush(); rest != "" {
+				chunks = append(chunks, rest)
+			}
+			checkChunks(t, size, chunks, string(text))
 		}
-		if rest := c.flush(); rest != "" {
-			chunks = append(chunks, rest)
-		}
-		checkChunks(t, chunks, string(text))
 	}
 }
 
@@ -126,7 +132,7 @@ func TestSimpleTextChunks(t *testing.T) {
 		}
 		last = ev
 	}
-	checkChunks(t, chunks, reply)
+	checkChunks(t, simpleChunks, chunks, reply)
 	if last["type"] != "done" {
 		t.Fatalf("last event %v, want done", last)
 	}
@@ -136,6 +142,28 @@ func TestSimpleTextChunks(t *testing.T) {
 	}
 	if c := f.conversation("chat-abc"); c.LastRun == nil || c.LastRun.Response != reply {
 		t.Errorf("conversation's last run = %+v", c.LastRun)
+	}
+}
+
+// The dotted dialect re-cuts the model's 1 to 7 character deltas into
+// chunks of 5 to 20 (seed 000), in order, before the message's end.
+func TestDottedTextChunks(t *testing.T) {
+	f := newFixture(t, script(streaming), nil)
+	_, stream := f.stream("/api/conversation", `{"message":"tell me"}`)
+	var chunks, order []string
+	for _, data := range sseEvents(t, stream) {
+		ev := decode(t, data)
+		typ, _ := ev["type"].(string)
+		if typ == "message.content" {
+			chunks = append(chunks, ev["content"].(string))
+		}
+		if strings.HasPrefix(typ, "message.") && (len(order) == 0 || order[len(order)-1] != typ) {
+			order = append(order, typ)
+		}
+	}
+	checkChunks(t, dottedChunks, chunks, reply)
+	if got := strings.Join(order, " "); got != "message.start message.content message.end" {
+		t.Errorf("message events in the order %s", got)
 	}
 }
 

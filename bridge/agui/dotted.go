@@ -219,12 +219,16 @@ type dottedTranslator struct {
 	nstep int
 	held  *dottedEvent // the last message.end, until another event or the end
 	ended bool
+	// text holds back the open message's content until it makes a chunk
+	// of dottedChunks; textMsg is that message.
+	text    chunker
+	textMsg string
 }
 
 type step struct{ name, id string }
 
 func newDottedTranslator(run string) *dottedTranslator {
-	return &dottedTranslator{run: run, norm: newOfficialTranslator("", run), calls: newToolCalls()}
+	return &dottedTranslator{run: run, norm: newOfficialTranslator("", run), calls: newToolCalls(), text: chunker{size: dottedChunks}}
 }
 
 func (t *dottedTranslator) activityID() string { return t.run + "-thinking" }
@@ -256,12 +260,24 @@ func (t *dottedTranslator) one(out []dottedEvent, e *mesh.Event) []dottedEvent {
 		}
 		return append(out, d)
 	}
+	content := func(chunks ...string) []dottedEvent {
+		for _, c := range chunks {
+			if c != "" {
+				out = emit(dottedEvent{Type: "message.content", MessageID: t.textMsg, Content: &c})
+			}
+		}
+		return out
+	}
+	if e.Type != mesh.EventTextMessageContent || e.MessageID != t.textMsg {
+		// Whatever comes next, the open message's rest goes first.
+		out = content(t.text.flush())
+	}
 	switch e.Type {
 	case mesh.EventTextMessageStart:
 		return emit(dottedEvent{Type: "message.start", MessageID: e.MessageID})
 	case mesh.EventTextMessageContent:
-		delta := e.DeltaText()
-		return emit(dottedEvent{Type: "message.content", MessageID: e.MessageID, Content: &delta})
+		t.textMsg = e.MessageID
+		return content(t.text.add(e.DeltaText())...)
 	case mesh.EventTextMessageEnd:
 		out = emit(dottedEvent{Type: "message.end", MessageID: e.MessageID})
 		held := out[len(out)-1]

@@ -1,6 +1,7 @@
 package agui
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"net/http"
@@ -110,7 +111,7 @@ func TestGoldenDotted(t *testing.T) {
 		body := `{"message":"list all resources"}`
 		tr.request("POST", "/api/conversation", body)
 		resp, stream := f.stream("/api/conversation", body)
-		tr.stream(resp, stream)
+		tr.stream(resp, joinContent(t, stream))
 		checkFraming(t, stream, false)
 		checkDotted(t, stream)
 		if id := resp.Header.Get(headerConversationID); !uuidRE.MatchString(id) {
@@ -125,7 +126,7 @@ func TestGoldenDotted(t *testing.T) {
 		body := `{"message":"add resource web-1 with value 7","sessionId":"` + conv + `"}`
 		tr.request("POST", "/api/conversation", body)
 		resp, stream := f.stream("/api/conversation", body)
-		tr.stream(resp, stream)
+		tr.stream(resp, joinContent(t, stream))
 		checkFraming(t, stream, false)
 		checkDotted(t, stream)
 
@@ -140,7 +141,7 @@ func TestGoldenDotted(t *testing.T) {
 		body = `{"message":"list all resources","sessionId":"` + conv + `"}`
 		tr.request("POST", "/api/conversation", body)
 		resp, stream = f.stream("/api/conversation", body)
-		tr.stream(resp, stream)
+		tr.stream(resp, joinContent(t, stream))
 		if !strings.Contains(stream, `"name":"web-1"`) {
 			t.Errorf("the approved resource is not listed:\n%s", stream)
 		}
@@ -150,8 +151,47 @@ func TestGoldenDotted(t *testing.T) {
 
 // checkDotted checks what seed 000 asks of every event: a type and a
 // millisecond timestamp.
+// joinContent joins each message's message.content events into the first
+// of them, with a comment line saying how many there were: cut into 5 to
+// 20 characters, an id in the text would not be whole for normalize to
+// number it. checkDotted checks the chunks themselves.
+func joinContent(t *testing.T, stream string) string {
+	t.Helper()
+	var b strings.Builder
+	var first, joined string
+	n := 0
+	flush := func() {
+		if n == 0 {
+			return
+		}
+		content, _ := json.Marshal(joined)
+		fmt.Fprintf(&b, ": %d chunks joined by the test\n%s%s}\n\n", n, first, content)
+		n, joined = 0, ""
+	}
+	for _, block := range strings.SplitAfter(stream, "\n\n") {
+		data, ok := strings.CutPrefix(strings.TrimSuffix(block, "\n\n"), "data: ")
+		ev := map[string]any{}
+		if ok && json.Unmarshal([]byte(data), &ev) == nil && ev["type"] == "message.content" {
+			if n > 0 && !strings.HasPrefix(first, "data: "+data[:strings.Index(data, `"content":`)]) {
+				flush()
+			}
+			if n == 0 {
+				first = "data: " + data[:strings.Index(data, `"content":`)+len(`"content":`)]
+			}
+			joined += ev["content"].(string)
+			n++
+			continue
+		}
+		flush()
+		b.WriteString(block)
+	}
+	flush()
+	return b.String()
+}
+
 func checkDotted(t *testing.T, stream string) {
 	t.Helper()
+	checkTextChunks(t, stream, dottedChunks, "message.content", "content")
 	for _, data := range sseEvents(t, stream) {
 		ev := decode(t, data)
 		ts, _ := ev["timestamp"].(float64)
@@ -204,11 +244,18 @@ func TestGoldenSimple(t *testing.T) {
 // characters, but for the last of each message.
 func checkSimpleText(t *testing.T, stream string) {
 	t.Helper()
+	checkTextChunks(t, stream, simpleChunks, "text", "delta")
+}
+
+// checkTextChunks checks the chunks of each message of a stream against
+// size: the events of type typ, their text in field.
+func checkTextChunks(t *testing.T, stream string, size chunkSize, typ, field string) {
+	t.Helper()
 	var chunks []string
 	check := func() {
 		for i, c := range chunks {
 			n := len([]rune(c))
-			if n > maxChunk || (n < minChunk && i < len(chunks)-1) {
+			if n > size.max || (n < size.min && i < len(chunks)-1) {
 				t.Errorf("chunk %d of %d has %d characters: %q", i+1, len(chunks), n, c)
 			}
 		}
@@ -216,8 +263,8 @@ func checkSimpleText(t *testing.T, stream string) {
 	}
 	for _, data := range sseEvents(t, stream) {
 		ev := decode(t, data)
-		if ev["type"] == "text" {
-			chunks = append(chunks, ev["delta"].(string))
+		if ev["type"] == typ {
+			chunks = append(chunks, ev[field].(string))
 			continue
 		}
 		check()

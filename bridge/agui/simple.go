@@ -14,10 +14,14 @@ import (
 	"github.com/agentmesh/agentmesh/mesh"
 )
 
-// Text chunks of the simple dialect: seed 001 asks 20–50 characters.
-const (
-	minChunk = 20
-	maxChunk = 50
+// chunkSize bounds the text chunks of a dialect, in characters.
+type chunkSize struct{ min, max int }
+
+// Text chunks: seed 001's simple dialect asks 20–50 characters, seed
+// 000's dotted dialect 5–20.
+var (
+	simpleChunks = chunkSize{min: 20, max: 50}
+	dottedChunks = chunkSize{min: 5, max: 20}
 )
 
 // Error codes of seed 001 not among the mesh's run error codes.
@@ -194,7 +198,7 @@ type simpleTranslator struct {
 }
 
 func newSimpleTranslator(run string, begun time.Time) *simpleTranslator {
-	return &simpleTranslator{norm: newOfficialTranslator("", run), begun: begun, calls: newToolCalls()}
+	return &simpleTranslator{norm: newOfficialTranslator("", run), begun: begun, calls: newToolCalls(), text: chunker{size: simpleChunks}}
 }
 
 func (t *simpleTranslator) translate(ev *mesh.Event) []simpleEvent {
@@ -331,17 +335,20 @@ func simpleError(meshCode, message string) *dialectError {
 	return e
 }
 
-// chunker re-cuts streamed text into chunks of minChunk to maxChunk runes:
-// at the last white space in that range, else at maxChunk runes. It never
+// chunker re-cuts streamed text into chunks of size.min to size.max runes:
+// at the last white space in that range, else at size.max runes. It never
 // splits a rune.
-type chunker struct{ buf []byte }
+type chunker struct {
+	size chunkSize
+	buf  []byte
+}
 
 // add takes delta and returns the chunks that are complete.
 func (c *chunker) add(delta string) []string {
 	c.buf = append(c.buf, delta...)
 	var out []string
-	for hasRunes(c.buf, maxChunk) {
-		n := cut(c.buf)
+	for hasRunes(c.buf, c.size.max) {
+		n := c.size.cut(c.buf)
 		out = append(out, string(c.buf[:n]))
 		c.buf = c.buf[n:]
 	}
@@ -351,7 +358,7 @@ func (c *chunker) add(delta string) []string {
 	return out
 }
 
-// flush returns what is left, shorter than maxChunk runes.
+// flush returns what is left, shorter than size.max runes.
 func (c *chunker) flush() string {
 	s := string(c.buf)
 	c.buf = nil
@@ -371,13 +378,13 @@ func hasRunes(b []byte, n int) bool {
 }
 
 // cut is the byte length of the next chunk of b, which holds at least
-// maxChunk runes.
-func cut(b []byte) int {
+// s.max runes.
+func (s chunkSize) cut(b []byte) int {
 	at, i := 0, 0
-	for n := 1; n <= maxChunk; n++ {
+	for n := 1; n <= s.max; n++ {
 		r, size := utf8.DecodeRune(b[i:])
 		i += size
-		if n >= minChunk && unicode.IsSpace(r) {
+		if n >= s.min && unicode.IsSpace(r) {
 			at = i
 		}
 	}
