@@ -9,8 +9,8 @@
 // lists; ?group=<name> picks one) and sends messages through the REST API,
 // decides approvals with POST /approvals/{uuid}, and follows a
 // conversation's AG-UI events with an EventSource on GET
-// /conversations/{id}/events, which reconnects by itself with Last-Event-ID
-// and so resumes after the last event it got. In a group chat it labels each
+// /conversations/{id}/events, followed again after the last event it got
+// when the stream drops (?after=, waits of 1, 2, 4 … up to 30 s). In a group chat it labels each
 // message with its member and shows who speaks now and why, members skipped
 // and why a round ended (the CUSTOM events speaker_selected, speaker_skipped
 // and group_ended). It renders every text with textContent, never as HTML.

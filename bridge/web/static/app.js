@@ -6,9 +6,9 @@
 // GET /conversations/{id}, then follows its event stream from the start:
 // events of messages and tool calls the history already holds are skipped by
 // id, so nothing shows twice, and whatever the history missed (a turn still
-// running, or one that ended in between) comes from the stream. The
-// EventSource reconnects by itself with Last-Event-ID, so a dropped
-// connection resumes after the last event it got.
+// running, or one that ended in between) comes from the stream. A dropped
+// stream is followed again after its last event (?after=), the waits
+// growing 1, 2, 4, 8 … up to 30 s (backoff.js) while the bridge stays away.
 //
 // Group chats: GET /groups lists the groups; when there are some, a select
 // next to "New conversation" (or ?group=<name> in the address) makes new
@@ -30,6 +30,7 @@
 
 import { api, describeError, hasToken, onAuthRequired, setToken, streamURL } from './api.js';
 import { applyPatch } from './patch.js';
+import { retryDelay } from './backoff.js';
 import { ago, h } from './dom.js';
 import { argsHash } from './hash.js';
 import { createOps } from './ops.js';
@@ -103,6 +104,7 @@ function newView(id) {
     es: null,
     lastEventId: '',
     retryTimer: 0,
+    retries: 0, // failed attempts since the stream was last open
     history: new Set(), // message ids rendered from the REST history
     historyCalls: new Set(), // tool call ids rendered from the REST history
     texts: new Map(), // message id → {el, body, chunks}
@@ -539,7 +541,9 @@ async function follow() {
   const es = new EventSource(url);
   v.es = es;
   es.onopen = () => {
-    if (v === view) setConnection('');
+    if (v !== view) return;
+    v.retries = 0;
+    setConnection('');
   };
   es.onmessage = (e) => {
     if (v !== view) return;
@@ -557,18 +561,18 @@ async function follow() {
     }
   };
   es.onerror = () => {
-    if (v !== view) return;
-    if (es.readyState === EventSource.CLOSED) {
-      // Refused (503 too many streams, 401 an expired stream token): retry
-      // by hand after the last event, with a new token.
-      setConnection('reconnecting…');
-      clearTimeout(v.retryTimer);
-      v.retryTimer = setTimeout(() => {
-        if (v === view) follow();
-      }, 3000);
-    } else {
-      setConnection('reconnecting…');
-    }
+    if (v !== view || v.es !== es) return;
+    // Dropped or refused (the bridge gone, 503 too many streams, 401 an
+    // expired stream token): the browser's own retry would keep a fixed
+    // pace and the old token, so the page retries by hand after the last
+    // event, with a new token and a growing wait.
+    es.close();
+    const wait = retryDelay(v.retries++);
+    setConnection(`reconnecting in ${wait / 1000} s…`);
+    clearTimeout(v.retryTimer);
+    v.retryTimer = setTimeout(() => {
+      if (v === view) follow();
+    }, wait);
   };
 }
 

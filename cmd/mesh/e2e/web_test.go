@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -73,6 +74,10 @@ type webResult struct {
 	// down; AfterReconnect the page after a turn sent once it reconnected.
 	Reconnecting   string  `json:"reconnecting"`
 	AfterReconnect webPage `json:"afterReconnect"`
+	// ReconnectTexts are the indicator's texts while the bridge was away;
+	// RetryDelays the page's waits before retries 0–6 and 20, in ms.
+	ReconnectTexts []string `json:"reconnectTexts"`
+	RetryDelays    []int    `json:"retryDelays"`
 	Phone          struct {
 		ScrollWidth     int  `json:"scrollWidth"`
 		InnerWidth      int  `json:"innerWidth"`
@@ -183,6 +188,21 @@ func TestWebChatInChromium(t *testing.T) {
 	// again from its last event, and shows the next turn once.
 	if !strings.Contains(res.Reconnecting, "reconnecting") {
 		t.Errorf("while the bridge was down the page showed %q, want a reconnecting indicator", res.Reconnecting)
+	}
+	// Seed 000's backoff: 1, 2, 4, 8 … s, at most 30 s; the indicator
+	// counts the same waits, from 1 s.
+	if fmt.Sprint(res.RetryDelays) != "[1000 2000 4000 8000 16000 30000 30000 30000]" {
+		t.Errorf("the page's retry delays = %v, want 1, 2, 4, 8, 16 s then 30 s", res.RetryDelays)
+	}
+	t.Logf("while the bridge was away the page showed %q", res.ReconnectTexts)
+	for i, text := range res.ReconnectTexts {
+		if want := fmt.Sprintf("reconnecting in %d s…", min(1<<i, 30)); text != want {
+			t.Errorf("indicator text %d while the bridge was away = %q, want %q (all: %q)", i, text, want, res.ReconnectTexts)
+			break
+		}
+	}
+	if len(res.ReconnectTexts) == 0 {
+		t.Errorf("the indicator showed no wait while the bridge was away")
 	}
 	p := res.AfterReconnect
 	wantUsers = append(wantUsers, "list all resources")

@@ -185,15 +185,29 @@ try {
 
   if (!process.env.NO_CHECKPOINTS) {
     step('the bridge dies');
+    // Every text the connection indicator shows while the bridge is away.
+    await page.evaluate(() => {
+      const el = document.querySelector('#connection');
+      window.__connectionTexts = [];
+      new MutationObserver(() => {
+        const texts = window.__connectionTexts;
+        if (!el.hidden && el.textContent && texts[texts.length - 1] !== el.textContent) texts.push(el.textContent);
+      }).observe(el, { attributes: true, childList: true, characterData: true, subtree: true });
+    });
     bridgeDown = true;
     await checkpoint('kill-bridge');
     await page.locator('#connection').waitFor({ state: 'visible' });
     out.reconnecting = await page.locator('#connection').textContent();
     await shot(page, 'desktop-reconnecting');
     step('the bridge is back');
-    // EventSource reconnects by itself, with Last-Event-ID.
-    await page.locator('#connection').waitFor({ state: 'hidden' });
+    // The page follows the stream again after its last event.
+    await page.locator('#connection').waitFor({ state: 'hidden', timeout: 60000 });
     bridgeDown = false;
+    out.reconnectTexts = await page.evaluate(() => window.__connectionTexts);
+    out.retryDelays = await page.evaluate(async () => {
+      const { retryDelay } = await import('/web/backoff.js');
+      return [0, 1, 2, 3, 4, 5, 6, 20].map(retryDelay);
+    });
     await page.locator('#message-input').fill('list all resources');
     await page.locator('#message-input').press('Enter');
     await page.waitForFunction(() => {
