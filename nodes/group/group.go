@@ -50,6 +50,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -106,6 +107,11 @@ type Role struct {
 	groups   map[string]*group
 	live     *liveness
 	loop     *mesh.WorkLoop // takes the groups' work items
+	// stopping counts the rounds being stopped on request (onCancel), which
+	// Run waits for before it returns; once done is set no more start.
+	stopping sync.WaitGroup
+	stopMu   sync.Mutex
+	done     bool
 }
 
 // group is a configured group and its selector.
@@ -256,7 +262,13 @@ func (r *Role) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("group: subscribe %s: %w", r.ns.SessionCancelAll(), err)
 	}
-	defer func() { _ = cancelSub.Unsubscribe() }()
+	defer func() {
+		_ = cancelSub.Unsubscribe()
+		r.stopMu.Lock()
+		r.done = true
+		r.stopMu.Unlock()
+		r.stopping.Wait()
+	}()
 
 	// Items run on the loop's own context: stopping the role lets them
 	// finish instead of cutting a compare-and-set in half.
@@ -363,7 +375,16 @@ func (r *Role) onCancel(ctx context.Context, m *nats.Msg) {
 	session := parts[len(parts)-2]
 	var req mesh.CancelRequest
 	_ = json.Unmarshal(m.Data, &req)
+	// Not on the subscription's goroutine: the end of a round is a few
+	// round trips, and cancels for other conversations must not queue.
+	r.stopMu.Lock()
+	defer r.stopMu.Unlock()
+	if r.done {
+		return
+	}
+	r.stopping.Add(1)
 	go func() {
+		defer r.stopping.Done()
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		c, err := r.sessions.Get(ctx, session)
