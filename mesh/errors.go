@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 )
 
@@ -97,11 +98,15 @@ const (
 )
 
 // ErrorHeaders returns the headers that carry err across NATS. Errors that
-// are not an [*Error] travel as [ErrInternal] with their message.
+// are not an [*Error] travel as [ErrInternal] with their message (NATS
+// errors of a moment as [ErrUnavailable]).
 func ErrorHeaders(err error) nats.Header {
-	var e *Error
-	if !errors.As(err, &e) {
+	e := kindOf(err)
+	switch {
+	case e == nil:
 		e = ErrInternal.With(err.Error())
+	case e == errNATSUnavailable:
+		e = ErrUnavailable.With(err.Error())
 	}
 	return nats.Header{
 		HeaderServiceError:     []string{e.Message},
@@ -133,8 +138,7 @@ func ErrorFromMsg(m *nats.Msg) error {
 
 // HTTPStatus is the status a bridge answers err with.
 func HTTPStatus(err error) int {
-	var e *Error
-	if errors.As(err, &e) && e.Status != 0 {
+	if e := kindOf(err); e != nil && e.Status != 0 {
 		return e.Status
 	}
 	return http.StatusInternalServerError
@@ -142,8 +146,7 @@ func HTTPStatus(err error) int {
 
 // RetryAfter is the Retry-After of err in seconds, or 0.
 func RetryAfter(err error) int {
-	var e *Error
-	if errors.As(err, &e) {
+	if e := kindOf(err); e != nil {
 		return e.RetryAfter
 	}
 	return 0
@@ -151,12 +154,39 @@ func RetryAfter(err error) int {
 
 // ErrorKind is the kind of err, "internal" when it has none.
 func ErrorKind(err error) string {
-	var e *Error
-	if errors.As(err, &e) {
+	if e := kindOf(err); e != nil {
 		return e.Kind
 	}
 	return ErrInternal.Kind
 }
+
+// errNATSUnavailable is what [kindOf] makes of a NATS error that says the
+// server or the stream is away for now.
+var errNATSUnavailable = &Error{Kind: ErrUnavailable.Kind, Status: http.StatusServiceUnavailable, Message: ErrUnavailable.Message, RetryAfter: 1}
+
+// kindOf is the [*Error] err carries. A NATS error of a moment (no
+// responders, a request timed out, a stream without a leader while a
+// cluster elects one: JetStream's own 503s) counts as [ErrUnavailable]
+// with a Retry-After of a second: the client may simply try again.
+func kindOf(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	var api *jetstream.APIError
+	switch {
+	case errors.As(err, &api) && api.Code == http.StatusServiceUnavailable,
+		errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrTimeout),
+		errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, jetstream.ErrServerShutdown),
+		errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionDraining):
+		return errNATSUnavailable
+	}
+	return nil
+}
+
+// IsUnavailable reports whether err says a part of the mesh is away for
+// now ([ErrUnavailable], or a NATS error of a moment: see kindOf).
+func IsUnavailable(err error) bool { return ErrorKind(err) == ErrUnavailable.Kind }
 
 // RespondError answers a micro request with err, in headers that
 // [ErrorFromMsg] maps back to the same kind of error on the caller's side.

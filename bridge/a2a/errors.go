@@ -97,7 +97,7 @@ func toRPC(err error, taskID string) *rpcError {
 		return e
 	case errors.Is(err, mesh.ErrBadRequest):
 		return errParams("", err.Error())
-	case errors.Is(err, mesh.ErrUnavailable), errors.Is(err, mesh.ErrDegraded):
+	case mesh.IsUnavailable(err), errors.Is(err, mesh.ErrDegraded):
 		e := errInternal("the mesh is unavailable: " + err.Error())
 		e.RetryAfter = mesh.RetryAfter(err)
 		return e

@@ -3,7 +3,6 @@ package agui
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -278,7 +277,7 @@ func (c *socket) fail(thread, run string, err error) {
 	}
 	msg := err.Error()
 	status := mesh.HTTPStatus(err)
-	if status >= 500 && !errors.Is(err, mesh.ErrUnavailable) && core.LimitOf(err) == nil {
+	if status >= 500 && !mesh.IsUnavailable(err) && core.LimitOf(err) == nil {
 		msg = "internal error: " + msg
 	}
 	f := serverFrame{Type: "error", ThreadID: thread, RunID: run, Code: mesh.ErrorKind(err), Message: msg, Status: status}

@@ -115,7 +115,7 @@ func WriteError(w http.ResponseWriter, err error) {
 	if ra := mesh.RetryAfter(err); ra > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(ra))
 	}
-	if status >= 500 && limit == nil && !errors.Is(err, mesh.ErrUnavailable) && !errors.Is(err, mesh.ErrDegraded) {
+	if status >= 500 && limit == nil && !mesh.IsUnavailable(err) && !errors.Is(err, mesh.ErrDegraded) {
 		body["error"] = "internal error: " + err.Error()
 	}
 	WriteJSON(w, status, body)
