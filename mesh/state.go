@@ -101,6 +101,33 @@ func StateDelta(from, to map[string]any) ([]PatchOp, error) {
 	return out, nil
 }
 
+// ApplyStateDelta applies a STATE_DELTA's delta (an RFC 6902 JSON Patch,
+// as []PatchOp or decoded JSON) to state, as a client does, and returns the
+// new state; state is not modified. The patch is applied by
+// github.com/evanphx/json-patch, not by the library that computed it.
+func ApplyStateDelta(state map[string]any, delta any) (map[string]any, error) {
+	raw, err := json.Marshal(delta)
+	if err != nil {
+		return nil, fmt.Errorf("state delta: %w", err)
+	}
+	patch, err := jsonpatch.DecodePatch(raw)
+	if err != nil {
+		return nil, fmt.Errorf("state delta: %w", err)
+	}
+	doc, err := json.Marshal(nonNilState(state))
+	if err != nil {
+		return nil, fmt.Errorf("state: %w", err)
+	}
+	if doc, err = patch.Apply(doc); err != nil {
+		return nil, fmt.Errorf("apply state delta: %w", err)
+	}
+	out := map[string]any{}
+	if err := json.Unmarshal(doc, &out); err != nil {
+		return nil, fmt.Errorf("state after delta: %w", err)
+	}
+	return out, nil
+}
+
 // CloneState is a deep copy of state, through JSON.
 func CloneState(state map[string]any) map[string]any {
 	out := map[string]any{}

@@ -126,3 +126,17 @@ func TestPatchOpJSONKeepsFalsyValues(t *testing.T) {
 		}
 	}
 }
+
+func TestApplyStateDelta(t *testing.T) {
+	state := map[string]any{"a": 1.0}
+	got, err := mesh.ApplyStateDelta(state, []mesh.PatchOp{{Op: "replace", Path: "/a", Value: false}, {Op: "add", Path: "/b", Value: nil}})
+	if err != nil || !reflect.DeepEqual(got, map[string]any{"a": false, "b": nil}) {
+		t.Errorf("ApplyStateDelta = %v, %v", got, err)
+	}
+	if state["a"] != 1.0 {
+		t.Errorf("ApplyStateDelta modified its input: %v", state)
+	}
+	if _, err := mesh.ApplyStateDelta(state, []any{map[string]any{"op": "remove", "path": "/missing"}}); err == nil {
+		t.Error("removing a missing key applied; want an error")
+	}
+}
