@@ -38,7 +38,8 @@ func (f *fixture) waitForClock() {
 
 // The state a tool's result sets reaches each dialect: the dotted one as
 // state.snapshot then state.delta (seed 000's isClockedIn), AG-UI as
-// STATE_SNAPSHOT then STATE_DELTA; applying them gives the saved state.
+// STATE_SNAPSHOT then STATE_DELTA, the AI SDK's as data-state parts;
+// applying them gives the saved state.
 func TestGoldenState(t *testing.T) {
 	f := newFixture(t, offline.New(), nil)
 	meshtest.StartClock(t, f.m)
@@ -84,6 +85,31 @@ func TestGoldenState(t *testing.T) {
 			t.Errorf("state from the stream = %v, want %v", got, want)
 		}
 		tr.golden("agui_state.sse")
+	})
+
+	t.Run("aisdk", func(t *testing.T) {
+		tr := &transcript{t: t}
+		body := `{"id":"golden-aisdk-state","messages":[{"id":"m1","role":"user","parts":[{"type":"text","text":"clock in"}]}],"trigger":"submit-message"}`
+		tr.request("POST", AISDKPath, body)
+		resp, stream := f.stream(AISDKPath, body)
+		tr.stream(resp, stream)
+		checkFraming(t, stream, false)
+		var last map[string]any
+		for _, data := range sseEvents(t, stream) {
+			if data == "[DONE]" {
+				continue
+			}
+			if ev := decode(t, data); ev["type"] == "data-state" {
+				if ev["id"] != "state" {
+					t.Errorf("data-state id %v, want state", ev["id"])
+				}
+				last, _ = ev["data"].(map[string]any)
+			}
+		}
+		if !reflect.DeepEqual(last, want) {
+			t.Errorf("last data-state = %v, want %v", last, want)
+		}
+		tr.golden("aisdk_state.sse")
 	})
 }
 
