@@ -107,6 +107,9 @@ type Config struct {
 	MCP        *MCPServer  `yaml:"mcp"`
 	MCPServers []MCPServer `yaml:"mcp_servers"`
 	A2A        []A2AAgent  `yaml:"a2a"`
+	// StateTool offers the built-in set_state tool to the agent built from
+	// the top-level fields (an agent: tree sets it per llm node).
+	StateTool bool `yaml:"state_tool"`
 	// Agent is the agent tree; when absent one llm node is built from the
 	// top-level fields.
 	Agent    *Node    `yaml:"agent"`
@@ -264,6 +267,9 @@ type Node struct {
 	MaxIterations int `yaml:"max_iterations"`
 	// AllowDestructive runs destructive tools without asking for approval.
 	AllowDestructive bool `yaml:"allow_destructive"`
+	// StateTool offers an llm node the built-in set_state tool, which
+	// changes the conversation's state (README, "Conversation state").
+	StateTool bool `yaml:"state_tool"`
 	// Tools limits the tools an llm node is offered to these names: absent
 	// means every tool, an empty list none (a node that only writes).
 	Tools *[]string `yaml:"tools"`
@@ -761,7 +767,7 @@ func (c *Config) Tree() *Node {
 	if c.Agent != nil {
 		return c.Agent
 	}
-	return &Node{Name: c.Name, Type: NodeLLM, Description: c.Description, Prompt: c.Prompt, Model: c.LLM.Model, A2A: c.A2A}
+	return &Node{Name: c.Name, Type: NodeLLM, Description: c.Description, Prompt: c.Prompt, Model: c.LLM.Model, A2A: c.A2A, StateTool: c.StateTool}
 }
 
 // Group finds a group by name.

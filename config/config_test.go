@@ -41,6 +41,7 @@ func TestParseDefaults(t *testing.T) {
 		{"history bytes", c.Sessions.MaxBytes, int64(4 << 20)},
 		{"llm timeout", c.LLM.Timeout.Std(), 60 * time.Second},
 		{"tree", c.Tree().Type, NodeLLM},
+		{"state tool", c.Tree().StateTool, false},
 		{"signing key", c.Approvals.SigningKey, filepath.Join(DefaultDataDir, "keys", "approver.nk")},
 		{"public keys", len(c.Approvals.PublicKeys), 0},
 	}
@@ -48,6 +49,17 @@ func TestParseDefaults(t *testing.T) {
 		if ch.got != ch.want {
 			t.Errorf("%s = %v, want %v", ch.name, ch.got, ch.want)
 		}
+	}
+}
+
+// state_tool at the top level reaches the llm node built from it.
+func TestStateToolOfTheSingleNode(t *testing.T) {
+	c, err := Parse("agent.yaml", []byte(minimal+"state_tool: true\n"), env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Tree().StateTool {
+		t.Errorf("Tree().StateTool = false, want true from the top-level state_tool")
 	}
 }
 
@@ -155,6 +167,8 @@ func TestParseErrorsNameFileFieldAndExpectation(t *testing.T) {
 		{"placeholder without producer", minimal + "agent:\n  name: p\n  type: sequential\n  agents:\n    - {name: a, type: llm, output_key: analysis}\n    - {name: b, type: llm, prompt: \"Execute {plan}\"}\n", []string{"agent.agents[1].prompt", `"b"`, "{plan}"}},
 		{"cycle by ref", minimal + "agent:\n  name: p\n  type: sequential\n  agents:\n    - name: l\n      type: loop\n      agents:\n        - {ref: p}\n", []string{"agent.agents[0].agents[0].ref", `"l"`, `"p"`, "cycle"}},
 		{"ref to nothing", minimal + "agent:\n  name: p\n  type: sequential\n  agents:\n    - {ref: ghost}\n", []string{"agent.agents[0].ref", "ghost"}},
+		{"state tool on a composite", minimal + "agent:\n  name: p\n  type: sequential\n  state_tool: true\n  agents:\n    - {name: a, type: llm}\n", []string{"agent.state_tool", `"p"`, "llm nodes"}},
+		{"top-level state tool with a tree", minimal + "state_tool: true\nagent:\n  name: p\n  type: llm\n", []string{"state_tool", "llm nodes"}},
 		{"loop without children", minimal + "agent:\n  name: p\n  type: loop\n", []string{"agent.agents", `"p"`}},
 		{"negative breaker", minimal + "breakers:\n  tools: {failures: -1}\n", []string{"breakers.tools.failures", "0 (default) or more"}},
 		{"negative cooldown", minimal + "breakers:\n  llm: {cooldown: -5s}\n", []string{"breakers.llm.cooldown", "negative"}},

@@ -183,6 +183,9 @@ func (c *Config) checkTools() *fieldErr {
 // checkTree checks the agent tree: names, references expanded, node kinds and placeholders.
 func (c *Config) checkTree() *fieldErr {
 	if c.Agent != nil {
+		if c.StateTool {
+			return &fieldErr{"state_tool", "applies to the agent built from the top-level fields: with an agent: tree, set state_tool on its llm nodes"}
+		}
 		if err := checkNames("agent", c.Agent, map[string]string{}); err != nil {
 			return err
 		}
@@ -481,6 +484,9 @@ func checkNode(field string, n *Node) *fieldErr {
 	}
 	if n.MaxIterations < 0 {
 		return &fieldErr{field + ".max_iterations", "must not be negative"}
+	}
+	if n.StateTool && n.Type != NodeLLM {
+		return &fieldErr{field + ".state_tool", fmt.Sprintf("node %q is a %s node: only llm nodes are offered tools", n.Name, n.Type)}
 	}
 	if n.OutputKey != "" && !nameRE.MatchString(n.OutputKey) {
 		return &fieldErr{field + ".output_key", fmt.Sprintf("%q is not %s", n.OutputKey, nameWant)}

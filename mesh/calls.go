@@ -50,6 +50,10 @@ type ToolResult struct {
 	IsError bool `json:"isError,omitempty"`
 	// Text joins the text of the content blocks; it is what the model reads.
 	Text string `json:"text"`
+	// State is the result's state patch, _meta[StateMetaKey] as the server
+	// sent it: a JSON object of at most MaxStatePatch bytes (see
+	// [MergeState]).
+	State json.RawMessage `json:"state,omitempty"`
 }
 
 // CallState is the state of a recorded tool call.

@@ -66,7 +66,8 @@ type Conversation struct {
 	Tree *TreeRun `json:"tree,omitempty"`
 	// Group is set on a group chat: several agents answer in turn.
 	Group *GroupRun `json:"group,omitempty"`
-	// State holds the output_key values of the agent tree's steps.
+	// State is the conversation's state (see state.go): the output_key
+	// values of the agent tree's steps, and what tools set.
 	State map[string]any `json:"state,omitempty"`
 	// Turn is the turn being executed, if any.
 	Turn *Turn `json:"turn,omitempty"`

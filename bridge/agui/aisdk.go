@@ -32,6 +32,9 @@ import (
 //	                      tool-output-error {toolCallId, errorText}, or, rejected,
 //	                      tool-output-denied {toolCallId}
 //	CUSTOM approval_*     data-approval {id: uuid, data: {uuid, status, toolName, …}}
+//	STATE_SNAPSHOT/DELTA  data-state {id: "state", data: the whole state}, which
+//	                      useChat reconciles by id: at each delta, and at a
+//	                      snapshot unless it is empty
 //	RUN_FINISHED          finish-step, then success: finish {finishReason: "stop"};
 //	                      interrupt: tool-approval-request {approvalId, toolCallId}
 //	                      per approval, finish {finishReason: "tool-calls"};
@@ -195,6 +198,8 @@ type aiTranslator struct {
 	calls toolCalls
 	seen  map[string]bool // tool calls whose input this stream sent
 	ended bool
+	// state is the conversation state as the run's events leave it.
+	state map[string]any
 }
 
 func newAITranslator(run string) *aiTranslator {
@@ -242,6 +247,8 @@ func (t *aiTranslator) one(out []aiChunk, e *mesh.Event) []aiChunk {
 					"uuid": ap.UUID, "status": ap.Status, "toolName": ap.ToolName, "toolCallId": ap.ToolCallID, "description": ap.Description}})
 			}
 		}
+	case mesh.EventStateSnapshot, mesh.EventStateDelta:
+		out = t.stateChunk(out, e)
 	case mesh.EventRunError:
 		t.ended = true
 		out = append(out, aiChunk{Type: "error", ErrorText: strings.TrimSpace(e.Code + ": " + e.Message)})
@@ -250,6 +257,27 @@ func (t *aiTranslator) one(out []aiChunk, e *mesh.Event) []aiChunk {
 		out = t.finish(append(out, aiChunk{Type: "finish-step"}), e)
 	}
 	return out
+}
+
+// stateChunk follows the state through a snapshot or a delta and sends it
+// whole as data-state: a UI message stream has no patches, and a data part
+// sent again with its id replaces the earlier one. A delta that does not
+// apply is skipped, as AG-UI clients skip it.
+func (t *aiTranslator) stateChunk(out []aiChunk, e *mesh.Event) []aiChunk {
+	if e.Type == mesh.EventStateSnapshot {
+		s, _ := e.Snapshot.(map[string]any)
+		t.state = mesh.CloneState(s)
+		if len(t.state) == 0 {
+			return out
+		}
+	} else {
+		next, err := mesh.ApplyStateDelta(t.state, e.Delta)
+		if err != nil {
+			return out
+		}
+		t.state = next
+	}
+	return append(out, aiChunk{Type: "data-state", ID: "state", Data: mesh.CloneState(t.state)})
 }
 
 // result is a tool's result; a call this stream did not see start gets

@@ -90,7 +90,7 @@ func delegateMessage(args map[string]any) (string, error) {
 // proxy approval when the remote agent asks for one.
 func (t *turn) runA2A(ctx context.Context) {
 	r := t.step.remotes.list[0]
-	text := resolvePrompt(t.step.cfg.Prompt, t.conv.State)
+	text := resolvePrompt(t.step.cfg.Prompt, t.state())
 	if strings.TrimSpace(text) == "" {
 		text = t.conv.Tree.UserMessage
 	}

@@ -42,6 +42,8 @@
 //	pause.go     a destructive call pauses on an approval; a resume runs the
 //	             decided call; notices for people
 //	exchange.go  what a run writes: its messages, their ids and authors
+//	state.go     the conversation state a run changes: tools' state patches,
+//	             set_state, their STATE_DELTAs, saving them with the run
 //	outcome.go   settle: apply the step's outcome, publish steps and the end
 //	             of runs, enqueue the next steps; fail a given-up item
 //	tree.go      apply an outcome to the tree: schedule, join, loop, end

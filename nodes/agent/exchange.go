@@ -21,6 +21,7 @@ type exchange struct {
 	iterations int            // model calls made, a resumed run's earlier ones included
 	notices    int            // notices added
 	usage      llm.Usage      // tokens of this run's model calls
+	state      stateChange    // the run's changes of the conversation state
 }
 
 // add appends a message the run writes.

@@ -108,7 +108,7 @@ func (t *turn) systemPrompt() string {
 	if p == "" {
 		p = t.a.cfg.Agent.Prompt
 	}
-	return resolvePrompt(p, t.conv.State)
+	return resolvePrompt(p, t.state())
 }
 
 // resolvePrompt fills {key} placeholders from the session state.
@@ -193,6 +193,8 @@ func (t *turn) toToolCall(c llm.ToolCall, index int) mesh.ToolCall {
 		call.Tool = exitLoopTool
 	} else if c.Name == endChatTool && o.endChat {
 		call.Tool = endChatTool
+	} else if c.Name == setStateTool && o.setState {
+		call.Tool = setStateTool
 	} else if r, ok := o.remote[c.Name]; ok {
 		call.Server, call.Tool, call.Destructive = remoteServerPrefix+r.cfg.Name, r.cfg.Name, r.cfg.IsDestructive()
 	} else if e, ok := o.mcp[c.Name]; ok {
@@ -229,6 +231,8 @@ func (t *turn) resolvePending(ctx context.Context) (paused bool) {
 		case call.Tool == endChatTool && call.Server == "":
 			t.end.endChat = true
 			t.result(call, "The group chat ends after your answer. Now give your final answer.", false)
+		case call.Tool == setStateTool && call.Server == "":
+			t.setState(call)
 		case remote && (!call.Destructive || allowed):
 			// An allowed destructive call is treated as an approved one:
 			// cut off mid-flight, it is not sent again.
@@ -244,8 +248,7 @@ func (t *turn) resolvePending(ctx context.Context) (paused bool) {
 			}
 			return true
 		default:
-			content, isErr := t.callUnattended(ctx, call)
-			t.result(call, content, isErr)
+			t.answer(call, t.callUnattended(ctx, call), "")
 		}
 	}
 	return false

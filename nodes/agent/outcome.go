@@ -111,6 +111,9 @@ func (t *turn) publishPlan(p *plan) {
 	for _, name := range p.stepsBegun {
 		t.emit(mesh.Event{Type: mesh.EventStepStarted, StepName: name})
 	}
+	if p.snapshot != nil {
+		t.emit(mesh.Event{Type: mesh.EventStateSnapshot, Snapshot: p.snapshot})
+	}
 	if len(p.delta) > 0 {
 		t.emit(mesh.Event{Type: mesh.EventStateDelta, Delta: p.delta})
 	}

@@ -117,8 +117,7 @@ func (t *turn) resolveDecided(ctx context.Context, call mesh.ToolCall) (paused b
 	if ap.Decision != nil {
 		signed = ap.Decision.Statement
 	}
-	content, isErr := t.callTool(ctx, call, ap.UUID, approvedToolWait, signed)
-	t.decidedResult(call, content, isErr, decider)
+	t.answer(call, t.callTool(ctx, call, ap.UUID, approvedToolWait, signed), decider)
 	return false
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -78,8 +79,9 @@ type offer struct {
 	mcp    map[string]mesh.ToolEntry
 	remote map[string]*remoteAgent
 	// exitLoop: exit_loop is offered (a step that may end its loop);
-	// endChat: end_chat is (a member of a group chat).
-	exitLoop, endChat bool
+	// endChat: end_chat is (a member of a group chat); setState: set_state
+	// is (a step with state_tool).
+	exitLoop, endChat, setState bool
 }
 
 // offer joins the catalog and the sub-agents of rs. A sub-agent keeps its
@@ -167,6 +169,14 @@ func (a *Agent) stepTools(s *step) *offer {
 		}
 		o.tools = tools
 	}
+	if s.cfg.StateTool && s.cfg.Type == config.NodeLLM {
+		// The built-in tool takes its name over from a catalog tool.
+		o.tools = slices.DeleteFunc(o.tools, func(tool llm.Tool) bool { return tool.Name == setStateTool })
+		delete(o.mcp, setStateTool)
+		delete(o.remote, setStateTool)
+		o.tools = append(o.tools, setStateSpec)
+		o.setState = true
+	}
 	return o
 }
 
@@ -183,18 +193,19 @@ const approvedToolWait = 30 * time.Second
 // to wait for one (a restart in progress). Failures of the mesh come back
 // as an error result the model and the user can read, not as a Go error:
 // the turn goes on (NFR-011).
-func (t *turn) callTool(ctx context.Context, call mesh.ToolCall, callID string, wait time.Duration, approval *mesh.ApprovalStatement) (content string, isError bool) {
+func (t *turn) callTool(ctx context.Context, call mesh.ToolCall, callID string, wait time.Duration, approval *mesh.ApprovalStatement) toolAnswer {
 	res, err := t.requestTool(ctx, call, callID, wait, approval)
 	return t.toolOutcome(call, res, err)
 }
 
-// toolOutcome is the result the model and the user read.
-func (t *turn) toolOutcome(call mesh.ToolCall, res *mesh.ToolResult, err error) (content string, isError bool) {
+// toolOutcome is the result the model and the user read, and the state
+// patch it carries.
+func (t *turn) toolOutcome(call mesh.ToolCall, res *mesh.ToolResult, err error) toolAnswer {
 	if err != nil {
 		t.log.Warn().Err(err).Str("server", call.Server).Str("tool", call.Tool).Str("error_kind", mesh.ErrorKind(err)).Msg("tool call failed")
-		return fmt.Sprintf("error: tool %s could not run: %v", call.Name, err), true
+		return toolAnswer{content: fmt.Sprintf("error: tool %s could not run: %v", call.Name, err), isError: true}
 	}
-	return res.Text, res.IsError
+	return toolAnswer{content: res.Text, isError: res.IsError, state: res.State}
 }
 
 // callUnattended runs a call that no person approves: a read-only tool as
@@ -203,7 +214,7 @@ func (t *turn) toolOutcome(call mesh.ToolCall, res *mesh.ToolResult, err error) 
 // before it runs anything that is not read-only. The tool host's reading of
 // the tool prevails: a tool the catalog took for read-only that the host
 // refuses without an approval is asked for one, then called again.
-func (t *turn) callUnattended(ctx context.Context, call mesh.ToolCall) (content string, isError bool) {
+func (t *turn) callUnattended(ctx context.Context, call mesh.ToolCall) toolAnswer {
 	var approval *mesh.ApprovalStatement
 	var err error
 	if !t.a.tools.Load().readOnly(call.Server, call.Tool) {

@@ -55,6 +55,9 @@ type plan struct {
 	stepsEnded []string
 	stepsBegun []string
 	delta      []mesh.PatchOp
+	// snapshot is the saved state, set when the run's live STATE_DELTAs
+	// started from another state than the one saved (see applyState).
+	snapshot   map[string]any
 	endRuns    []string
 	runOutcome string // success, interrupt, cancelled, error: when endRuns is set
 	interrupts []mesh.Interrupt
@@ -105,6 +108,7 @@ func (t *turn) apply(c *mesh.Conversation, key string, gen int, o outcome, p *pl
 			c.Messages = append(c.Messages, m)
 		}
 	}
+	t.applyState(c, p)
 	def := t.a.steps[key]
 	switch o.status {
 	case started:

@@ -168,7 +168,29 @@ func (c *conn) call(ctx context.Context, t *tool, tr mesh.ToolRequest) (res *mes
 	if err != nil {
 		return nil, true, mesh.ErrInternal.With(fmt.Sprintf("tool server %q: result of %s: %v", c.s.cfg.Name, t.name, err))
 	}
-	return c.fit(t, res), false, nil
+	return c.fit(t, withState(t.name, res, r.Meta)), false, nil
+}
+
+// withState passes on the state patch a result carries in
+// _meta[mesh.StateMetaKey]. A patch that is not a JSON object, or is larger
+// than mesh.MaxStatePatch, makes the result a tool error saying so, as an
+// oversized result does: the tool did run, and the model can tell the user.
+func withState(tool string, res *mesh.ToolResult, meta mcp.Meta) *mesh.ToolResult {
+	v, ok := meta[mesh.StateMetaKey]
+	if !ok || v == nil {
+		return res
+	}
+	patch, err := json.Marshal(v)
+	if err == nil {
+		err = mesh.CheckStatePatch(patch)
+	}
+	if err != nil {
+		msg := fmt.Sprintf("the state change of %s was refused (_meta %q): %v", tool, mesh.StateMetaKey, err)
+		content, _ := json.Marshal([]map[string]string{{"type": "text", "text": msg}})
+		return &mesh.ToolResult{Content: content, IsError: true, Text: msg}
+	}
+	res.State = patch
+	return res
 }
 
 // fit replaces a result too large for a NATS message (the reply, and the

@@ -38,7 +38,11 @@
 //     timed out): its outcome is unknown, so it is not run again unless the
 //     server deduplicates call ids itself (config.MCPServer.DedupeCallIDs).
 //
-// Every tools/call carries the call id in _meta as "agentmesh/call_id". The
+// Every tools/call carries the call id in _meta as "agentmesh/call_id". A
+// result's _meta "agentmesh/state" (mesh.StateMetaKey), a merge patch of
+// the conversation's state, goes back to the agent as ToolResult.State:
+// a JSON object of at most mesh.MaxStatePatch bytes, else the result is a
+// tool error saying why. The
 // caller's Authorization header (a NATS header of the request) is sent to
 // HTTP servers as the Authorization header of that call; tokens are never
 // logged or stored.

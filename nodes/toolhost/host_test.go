@@ -208,8 +208,8 @@ func TestCatalog(t *testing.T) {
 	var tools map[string]mesh.ToolEntry
 	meshtest.Eventually(t, 30*time.Second, func() bool {
 		tools = r.catalog(t, "local")
-		return len(tools) == 8
-	}, "8 tools of server local in the catalog")
+		return len(tools) == 9
+	}, "9 tools of server local in the catalog")
 
 	tests := []struct {
 		name            string
@@ -726,6 +726,39 @@ func TestLineLogger(t *testing.T) {
 	}
 	if want := "one two three"; strings.Join(got, " ") != want {
 		t.Errorf("lines = %q, want %q", strings.Join(got, " "), want)
+	}
+}
+
+// A result's _meta state patch reaches the agent as ToolResult.State; one
+// that is not an object, or too large, makes the result a tool error.
+func TestCallPassesStatePatch(t *testing.T) {
+	srv, _ := stdioServer(t, "local")
+	r := startHost(t, nil, srv)
+	r.waitServing(t, "local")
+	tests := []struct {
+		name      string
+		state     any
+		wantState string
+		wantError string
+	}{
+		{name: "object", state: map[string]any{"isClockedIn": true, "lastClockOut": nil}, wantState: `{"isClockedIn":true,"lastClockOut":null}`},
+		{name: "none", state: nil},
+		{name: "not an object", state: []any{1, 2}, wantError: "must be a JSON object"},
+		{name: "too large", state: map[string]any{"x": strings.Repeat("y", mesh.MaxStatePatch)}, wantError: "state too large"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := r.mustCall(t, "local", "remember", mesh.ToolRequest{Arguments: map[string]any{"state": tt.state}})
+			if tt.wantError != "" {
+				if !res.IsError || !strings.Contains(res.Text, tt.wantError) || res.State != nil {
+					t.Errorf("result = %+v, want a tool error saying %q and no state", res, tt.wantError)
+				}
+				return
+			}
+			if res.IsError || res.Text != "remembered" || string(res.State) != tt.wantState {
+				t.Errorf("result = text %q, isError %v, state %s; want remembered with state %s", res.Text, res.IsError, res.State, tt.wantState)
+			}
+		})
 	}
 }
 

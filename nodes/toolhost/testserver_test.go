@@ -64,6 +64,10 @@ type addIn struct {
 
 type noIn struct{}
 
+type stateIn struct {
+	State any `json:"state"`
+}
+
 var yes, no = true, false
 
 func text(s string) *mcp.CallToolResult {
@@ -96,7 +100,9 @@ func readCount(file string) int {
 
 // testServer has tools of every kind: echo, pid, whoami, fail and slow are
 // read-only; count has no annotations (so it is destructive); add is not
-// read-only but says it is not destructive; crash (stdio only) exits.
+// read-only but says it is not destructive; remember (read-only) returns
+// its argument state as the state patch of its result's _meta; crash
+// (stdio only) exits.
 func testServer(counter string, stdio bool) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "toolhost-test", Version: "1.0.0"}, nil)
 	ro := &mcp.ToolAnnotations{ReadOnlyHint: true}
@@ -138,6 +144,12 @@ func testServer(counter string, stdio bool) *mcp.Server {
 	mcp.AddTool(s, &mcp.Tool{Name: "add", Annotations: &mcp.ToolAnnotations{DestructiveHint: &no, IdempotentHint: true, OpenWorldHint: &yes}},
 		func(_ context.Context, _ *mcp.CallToolRequest, in addIn) (*mcp.CallToolResult, any, error) {
 			return text(strconv.Itoa(in.A + in.B)), nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "remember", Description: "Sets the conversation's state.", Annotations: ro},
+		func(_ context.Context, _ *mcp.CallToolRequest, in stateIn) (*mcp.CallToolResult, any, error) {
+			r := text("remembered")
+			r.Meta = mcp.Meta{mesh.StateMetaKey: in.State}
+			return r, nil, nil
 		})
 	if stdio {
 		mcp.AddTool(s, &mcp.Tool{Name: "crash", Description: "Exits the server."},

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentmesh/agentmesh/mesh"
 )
 
 // The test binary doubles as an MCP server when testMCPEnv is set, so tests
@@ -15,9 +17,12 @@ import (
 //     toolhost runs it once per call id) block until the file named by
 //     testGateEnv exists, and append a line to testCallsEnv per call;
 //   - items_count (read-only) answers at once and appends a line to
-//     testCountCallsEnv per call.
+//     testCountCallsEnv per call;
+//   - with testClockEnv set, also clock_in (not destructive), whose result
+//     carries seed 000's isClockedIn state patch in _meta (agentmesh/state).
 const (
 	testMCPEnv        = "MESH_TEST_MCP"
+	testClockEnv      = "MESH_TEST_CLOCK"
 	testGateEnv       = "MESH_TEST_GATE"
 	testCallsEnv      = "MESH_TEST_CALLS"
 	testCountCallsEnv = "MESH_TEST_COUNT_CALLS"
@@ -86,6 +91,19 @@ func runTestMCPServer() int {
 		countCall(testCountCallsEnv)
 		return nil, itemsOutput{Count: 2}, nil
 	})
+	if os.Getenv(testClockEnv) != "" {
+		mcp.AddTool(s, &mcp.Tool{
+			Name:        "clock_in",
+			Description: "Clock in: start the work shift, setting isClockedIn in the conversation state",
+			Annotations: &mcp.ToolAnnotations{DestructiveHint: &no},
+		}, func(context.Context, *mcp.CallToolRequest, itemsInput) (*mcp.CallToolResult, any, error) {
+			now := time.Now().UTC().Format(time.RFC3339)
+			return &mcp.CallToolResult{
+				Content: []mcp.Content{&mcp.TextContent{Text: "Clocked in at " + now + "."}},
+				Meta:    mcp.Meta{mesh.StateMetaKey: map[string]any{"isClockedIn": true, "lastClockIn": now, "lastClockOut": nil}},
+			}, nil, nil
+		})
+	}
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
