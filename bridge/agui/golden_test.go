@@ -158,7 +158,7 @@ func TestGoldenDotted(t *testing.T) {
 func joinContent(t *testing.T, stream string) string {
 	t.Helper()
 	var b strings.Builder
-	var first, joined string
+	var first, joined, msg string
 	n := 0
 	flush := func() {
 		if n == 0 {
@@ -172,10 +172,11 @@ func joinContent(t *testing.T, stream string) string {
 		data, ok := strings.CutPrefix(strings.TrimSuffix(block, "\n\n"), "data: ")
 		ev := map[string]any{}
 		if ok && json.Unmarshal([]byte(data), &ev) == nil && ev["type"] == "message.content" {
-			if n > 0 && !strings.HasPrefix(first, "data: "+data[:strings.Index(data, `"content":`)]) {
+			if n > 0 && ev["messageId"] != msg {
 				flush()
 			}
 			if n == 0 {
+				msg, _ = ev["messageId"].(string)
 				first = "data: " + data[:strings.Index(data, `"content":`)+len(`"content":`)]
 			}
 			joined += ev["content"].(string)

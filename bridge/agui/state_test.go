@@ -53,7 +53,7 @@ func TestGoldenState(t *testing.T) {
 		body := `{"message":"clock in","sessionId":"` + conv + `"}`
 		tr.request("POST", "/api/conversation", body)
 		resp, stream := f.stream("/api/conversation", body)
-		tr.stream(resp, stream)
+		tr.stream(resp, joinContent(t, stream))
 		checkFraming(t, stream, false)
 		checkDotted(t, stream)
 		if got := f.conversation(conv).State; !reflect.DeepEqual(got, want) {
@@ -66,7 +66,7 @@ func TestGoldenState(t *testing.T) {
 		// changes nothing, so no delta follows.
 		tr.request("POST", "/api/conversation", body)
 		resp, stream = f.stream("/api/conversation", body)
-		tr.stream(resp, stream)
+		tr.stream(resp, joinContent(t, stream))
 		snap := decode(t, sseEvents(t, stream)[1])
 		if snap["type"] != "state.snapshot" || !reflect.DeepEqual(snap["state"], want) || strings.Contains(stream, "state.delta") {
 			t.Errorf("second turn: second event %v, want state.snapshot of %v and no state.delta", snap, want)
