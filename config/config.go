@@ -410,7 +410,8 @@ type Sessions struct {
 	MaxBytes int64 `yaml:"max_bytes"`
 	// ExpiredKept is how long an expired conversation still answers 410
 	// expired (the bucket keeps the key's limit marker that long) before
-	// it is not found. Zero means 24h.
+	// it is not found. At most the TTL (the marker ages out with the
+	// bucket's max age). Zero means 24h, or the TTL when that is shorter.
 	ExpiredKept Duration `yaml:"expired_kept"`
 }
 
@@ -432,8 +433,17 @@ func (s Sessions) ExpireAfter() time.Duration {
 	return s.TTL.Or(DefaultSessionTTL)
 }
 
-// KeptExpired is sessions.expired_kept, its default when zero.
-func (s Sessions) KeptExpired() time.Duration { return s.ExpiredKept.Or(DefaultExpiredKept) }
+// KeptExpired is sessions.expired_kept, its default when zero. The default
+// is cut to the TTL: the limit marker that says a key expired is itself a
+// message of the bucket, which ages out with the bucket's max age.
+func (s Sessions) KeptExpired() time.Duration {
+	if s.ExpiredKept == 0 {
+		if ttl := s.ExpireAfter(); ttl > 0 && ttl < DefaultExpiredKept {
+			return ttl
+		}
+	}
+	return s.ExpiredKept.Or(DefaultExpiredKept)
+}
 
 // Monitor configures heartbeats, failure detection and recovery.
 type Monitor struct {

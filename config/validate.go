@@ -78,6 +78,11 @@ func (c *Config) checkRuntime() *fieldErr {
 	if t := c.Sessions.TTL; t > 0 && t.Std() < time.Second {
 		return &fieldErr{"sessions.ttl", `must be at least 1s, or "never"`}
 	}
+	if k, ttl := c.Sessions.ExpiredKept.Std(), c.Sessions.ExpireAfter(); k > 0 && ttl > 0 && k > ttl {
+		// NATS ages the limit marker out with the bucket's max age: it would
+		// say "expired" for the TTL only, then "not found".
+		return &fieldErr{"sessions.expired_kept", fmt.Sprintf("must not exceed sessions.ttl (%s): the marker of an expired conversation ages out with it", ttl)}
+	}
 	switch c.Log.Level {
 	case "", "trace", "debug", "info", "warn", "error":
 	default:
