@@ -1089,9 +1089,9 @@ function setMe(name) {
 function answerActions(id) {
   const rate = (rating) => h('button', {
     type: 'button', class: `feedback ${rating}`, title: rating === 'like' ? 'Good answer' : 'Bad answer',
-    'aria-label': rating, 'aria-pressed': 'false', dataset: { rating },
+    'aria-pressed': 'false', dataset: { rating },
     onclick: () => giveFeedback(id, rating),
-  }, h('span', { 'aria-hidden': 'true', text: rating === 'like' ? '👍' : '👎' }));
+  }, rating === 'like' ? '▲ Like' : '▼ Dislike');
   return h('div', { class: 'msg-actions' },
     rate('like'), rate('dislike'),
     h('button', { type: 'button', class: 'regenerate', hidden: true, title: 'Answer the last message again', onclick: regenerate, text: '↻ Regenerate' }));
