@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -159,7 +160,7 @@ func operations(s *schemas) map[string]operation {
 			body:        obj(map[string]any{"run_id": map[string]any{"type": "string", "description": "the new run's id; default: a new one"}}), optional: true, example: map[string]any{},
 			responses: runResponses("200")},
 		"POST /conversations/{id}/messages/{messageId}/feedback": {tag: "Conversations", summary: "Like or dislike a message",
-			description: "One rating per principal per message, the latest wins; stored in the conversation's feedback (by message id), published as CUSTOM feedback {messageId, rating, comment?, by} on its events and counted in mesh_feedback_total. 404 message_not_found for a message the conversation does not hold; 400 for a rating that is not like or dislike or a comment over 2000 characters.",
+			description: "One rating per principal per message, the latest wins; stored in the conversation's feedback (by message id), published as CUSTOM feedback {messageId, rating, comment?, by} on its events and counted in mesh_feedback_total. 404 message_not_found for a message the conversation does not hold; 400 for a rating that is not like or dislike or a comment over " + strconv.Itoa(mesh.MaxFeedbackComment) + " characters.",
 			body:        obj(map[string]any{"rating": map[string]any{"type": "string", "enum": []any{mesh.RatingLike, mesh.RatingDislike}}, "comment": map[string]any{"type": "string", "maxLength": mesh.MaxFeedbackComment}}, "rating"),
 			example:     map[string]any{"rating": "like", "comment": "exactly what I needed"},
 			responses:   ok("the feedback recorded", obj(map[string]any{"conversation_id": str, "feedback": s.ref(mesh.Feedback{})}, "conversation_id", "feedback"))},

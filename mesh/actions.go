@@ -81,11 +81,12 @@ const (
 )
 
 // MaxFeedbackComment bounds a feedback comment, in characters.
-const MaxFeedbackComment = 2000
+const MaxFeedbackComment = 1000
 
 // FeedbackKept bounds the feedback a conversation keeps: past it, the
-// oldest is dropped.
-const FeedbackKept = 500
+// oldest is dropped. With MaxFeedbackComment it keeps the head, which
+// every read decodes, within a few hundred KiB at worst.
+const FeedbackKept = 200
 
 // Feedback is one principal's rating of one message.
 type Feedback struct {

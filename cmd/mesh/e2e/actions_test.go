@@ -210,7 +210,7 @@ func testActionsREST(t *testing.T, m *meshProc) {
 		{"feedback in no conversation", "/conversations/" + uuid.NewString() + "/messages/" + answer + "/feedback", map[string]any{"rating": "like"}, 404, "session_not_found"},
 		{"feedback with a bad rating", "/conversations/" + id + "/messages/" + answer + "/feedback", map[string]any{"rating": "meh"}, 400, "bad_request"},
 		{"feedback without a rating", "/conversations/" + id + "/messages/" + answer + "/feedback", map[string]any{"comment": "x"}, 400, "bad_request"},
-		{"feedback with a comment too long", "/conversations/" + id + "/messages/" + answer + "/feedback", map[string]any{"rating": "like", "comment": strings.Repeat("x", 2001)}, 400, "bad_request"},
+		{"feedback with a comment too long", "/conversations/" + id + "/messages/" + answer + "/feedback", map[string]any{"rating": "like", "comment": strings.Repeat("x", 1001)}, 400, "bad_request"},
 	} {
 		status, body := m.try("POST", c.path, c.body)
 		if status != c.status || str(body, "code") != c.code {
