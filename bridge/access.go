@@ -59,6 +59,10 @@ var access = map[string]auth.Permission{
 	"POST /conversations":               auth.Converse,
 	"POST /conversations/{id}/messages": auth.Converse,
 	"POST /conversations/{id}/cancel":   auth.Converse,
+	// The user actions on answers: the conversation's owner (the core
+	// checks), as sending a message.
+	"POST /conversations/{id}/regenerate":                    auth.Converse,
+	"POST /conversations/{id}/messages/{messageId}/feedback": auth.Converse,
 	// Its owner or an admin (the core checks); ?purge=true admins only.
 	"DELETE /conversations/{id}": auth.Converse,
 	"POST /agui":                 auth.Converse, // a resume also needs Decide (core.Decide)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -107,7 +108,7 @@ func operations(s *schemas) map[string]operation {
 					schema: map[string]any{"anyOf": []any{rpcAnswer, map[string]any{"$ref": "#/components/schemas/Error"}}}}}}
 	}
 	run := obj(map[string]any{"threadId": str, "runId": str, "messages": arr(map[string]any{}), "tools": arr(map[string]any{}), "context": arr(map[string]any{}),
-		"state": map[string]any{}, "forwardedProps": map[string]any{"type": "object", "description": "group: a new thread is a chat of that group; agent: a conversation with that agent"},
+		"state": map[string]any{}, "forwardedProps": map[string]any{"type": "object", "description": "group: a new thread is a chat of that group; agent: a conversation with that agent; action: regenerate (the run answers the thread's last user message again; messages may be empty) or feedback (with messageId, rating, comment: the run records it and carries CUSTOM feedback)"},
 		"resume": arr(map[string]any{})}, "threadId", "runId")
 	agent := obj(map[string]any{"card": str, "a2a": str}, "card", "a2a")
 	agent["allOf"] = []any{s.ref(core.Agent{})}
@@ -154,6 +155,15 @@ func operations(s *schemas) map[string]operation {
 			body:        messageBody, example: map[string]any{"message": "add resource web-1 with value 7"}, responses: runResponses("200")},
 		"POST /conversations/{id}/cancel": {tag: "Conversations", summary: "Stop the running turn",
 			responses: map[string]response{"202": {description: "the cancel was sent", schema: obj(map[string]any{"conversation_id": str, "cancel_requested": map[string]any{"type": "boolean"}}, "conversation_id", "cancel_requested")}}},
+		"POST /conversations/{id}/regenerate": {tag: "Conversations", summary: "Regenerate the last answer: run a new turn from the last user message and wait for it",
+			description: "The earlier answer (the messages after the last user message) is kept and listed in the conversation's superseded (message id → the regenerating turn): shown to people, no longer sent to models. 409 while a turn runs or an approval waits, or nothing_to_regenerate without a user message; 400 on a group chat.",
+			body:        obj(map[string]any{"run_id": map[string]any{"type": "string", "description": "the new run's id; default: a new one"}}), optional: true, example: map[string]any{},
+			responses: runResponses("200")},
+		"POST /conversations/{id}/messages/{messageId}/feedback": {tag: "Conversations", summary: "Like or dislike a message",
+			description: "One rating per principal per message, the latest wins; stored in the conversation's feedback (by message id), published as CUSTOM feedback {messageId, rating, comment?, by} on its events and counted in mesh_feedback_total. 404 message_not_found for a message the conversation does not hold; 400 for a rating that is not like or dislike or a comment over " + strconv.Itoa(mesh.MaxFeedbackComment) + " characters.",
+			body:        obj(map[string]any{"rating": map[string]any{"type": "string", "enum": []any{mesh.RatingLike, mesh.RatingDislike}}, "comment": map[string]any{"type": "string", "maxLength": mesh.MaxFeedbackComment}}, "rating"),
+			example:     map[string]any{"rating": "like", "comment": "exactly what I needed"},
+			responses:   ok("the feedback recorded", obj(map[string]any{"conversation_id": str, "feedback": s.ref(mesh.Feedback{})}, "conversation_id", "feedback"))},
 		"GET /conversations/{id}/events": {tag: "Streams", summary: "A conversation's AG-UI events, replayed then live",
 			description: "Server-sent events; each id is the event's stream sequence: Last-Event-ID or ?after= resumes after it.",
 			query:       []param{{"after", "resume after this event id", "integer"}, {"access_token", "a stream token (POST /auth/stream-token) for clients that cannot send headers", "string"}},
@@ -170,12 +180,14 @@ func operations(s *schemas) map[string]operation {
 		"POST /agui": {tag: "Streams", summary: "The official AG-UI endpoint", description: "RunAgentInput in; the run's events out, RUN_STARTED to RUN_FINISHED (outcome interrupt on an approval; the next run's resume decides it).",
 			body: run, responses: stream("AG-UI events of the run")},
 		"POST /api/conversation": {tag: "Streams", summary: "The dotted dialect (message.start, tool_call.end, state.delta …)",
-			body: obj(map[string]any{"message": str, "sessionId": str}, "message"), responses: stream("dotted-dialect events")},
+			description: `{"message", "sessionId"?} runs a turn; {"action": "regenerate", "sessionId"} answers the session's last user message again. A rating given meanwhile comes as message.feedback.`,
+			body:        obj(map[string]any{"message": str, "sessionId": str, "action": map[string]any{"type": "string", "enum": []any{"regenerate"}}}), responses: stream("dotted-dialect events")},
 		"POST /api/chat": {tag: "Streams", summary: "The simple dialect (log, text, data, done, error, ping)",
 			body: obj(map[string]any{"message": str, "messages": arr(map[string]any{})}), responses: stream("simple-dialect events")},
 		"POST /api/ai-sdk": {tag: "Streams", summary: "The Vercel AI SDK UI message stream (useChat's default transport)",
-			body: obj(map[string]any{"id": str, "messages": arr(map[string]any{})}, "messages"), responses: stream("UI message stream parts, then data: [DONE]")},
-		"GET /agui/ws": {tag: "Streams", summary: "AG-UI over a WebSocket", description: "Upgrade to a WebSocket: RunAgentInput, reattach, follow, unfollow and cancel frames in; event frames with sequence ids and cursors out.",
+			description: `useChat's body: the last user message runs; trigger "regenerate-message" (useChat's regenerate()) answers the chat's last user message again instead.`,
+			body:        obj(map[string]any{"id": str, "messages": arr(map[string]any{}), "trigger": str, "messageId": str}, "messages"), responses: stream("UI message stream parts, then data: [DONE]")},
+		"GET /agui/ws": {tag: "Streams", summary: "AG-UI over a WebSocket", description: "Upgrade to a WebSocket: RunAgentInput (forwardedProps.action regenerate or feedback as on POST /agui), reattach, follow, unfollow, cancel and feedback ({type: feedback, threadId, messageId, rating, comment?}) frames in; event frames with sequence ids and cursors out.",
 			responses: map[string]response{"101": {description: "switching protocols: the socket is open"}}},
 		"GET " + wire.CardPath:                     {tag: "A2A", summary: "The default agent's A2A card", responses: card},
 		"GET " + wire.LegacyCardPath:               {tag: "A2A", summary: "The default agent's A2A card (the 0.2 path)", responses: card},

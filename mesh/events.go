@@ -42,9 +42,13 @@ const (
 	// the earlier attempt that precede it (of that step) are superseded.
 	CustomRunRetried = "run_retried"
 	// CustomRunQueued: the bridge accepted a user's message and enqueued
-	// its turn; value is {"runId", "message"}. It comes before the run's
+	// its turn; value is {"runId", "message"}, and "regenerate": true for
+	// a turn that answers the last user message again. It comes before the run's
 	// RUN_STARTED, which an agent publishes when it takes the turn up.
 	CustomRunQueued = "run_queued"
+	// CustomFeedback: a user rated a message; value is {"messageId",
+	// "rating", "comment"?, "by"} (actions.go). It belongs to no run.
+	CustomFeedback = "feedback"
 )
 
 // Outcome types of RUN_FINISHED (AG-UI 1.0).

@@ -80,6 +80,13 @@ type Conversation struct {
 	RecentTurns []string `json:"recent_turns,omitempty"`
 	// LastRun is the outcome of the most recent run.
 	LastRun *RunSummary `json:"last_run,omitempty"`
+	// Superseded maps the ids of messages a regenerated answer replaced
+	// to the turn that regenerated it: shown, not sent to models
+	// (actions.go).
+	Superseded map[string]string `json:"superseded,omitempty"`
+	// Feedback holds the users' ratings of messages, by message id, one
+	// per principal (actions.go).
+	Feedback map[string][]Feedback `json:"feedback,omitempty"`
 	// DeletedAt and DeletedBy are set on a tombstone (status deleted,
 	// lifecycle.go): when and by whom the conversation was deleted.
 	DeletedAt *time.Time `json:"deleted_at,omitempty"`
@@ -218,6 +225,9 @@ type QueuedTurn struct {
 	// it again): a bridge that finds that writer gone (restarted, or down
 	// in mesh_nodes) need not wait for its publish.
 	By string `json:"by,omitempty"`
+	// Regenerate says the turn answers the last user message again
+	// (Message is its text) instead of adding one.
+	Regenerate bool `json:"regenerate,omitempty"`
 	// Republished counts the times a bridge found the work item gone from
 	// the work stream and published it again.
 	Republished int `json:"republished,omitempty"`

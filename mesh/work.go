@@ -37,6 +37,10 @@ type WorkItem struct {
 	TurnID string `json:"turn_id"`
 	// Message is the user's message of a turn.
 	Message string `json:"message,omitempty"`
+	// Regenerate: the turn answers the conversation's last user message
+	// (Message) again; it adds no user message and supersedes the answer
+	// after it.
+	Regenerate bool `json:"regenerate,omitempty"`
 	// ApprovalID is the decided approval a resume carries on from.
 	ApprovalID string `json:"approval_id,omitempty"`
 	// Step, Gen and RunID: the key of the tree step a step item runs (wire

@@ -19,7 +19,9 @@ import (
 // tool part carries "approval": {id, approved, reason?} (useChat's
 // addToolApprovalResponse) decides that approval instead, and the stream
 // is the run it resumes; any other last message is refused (400), so that
-// the user's message is never run twice. The answer is SSE with
+// the user's message is never run twice. "trigger": "regenerate-message"
+// (useChat's regenerate()) answers the chat's last user message again
+// instead (actions.go). The answer is SSE with
 // x-vercel-ai-ui-message-stream: v1, each chunk "data: <json>", the last
 // "data: [DONE]":
 //
@@ -141,6 +143,11 @@ func (h *handler) aisdk(w http.ResponseWriter, r *http.Request) {
 			writeError(w, err)
 			return
 		}
+	} else if in.Trigger == triggerRegenerate {
+		var ok bool
+		if rs, ok = h.regenerateAISDK(w, r, &in); !ok {
+			return
+		}
 	} else {
 		message, id, err := in.input()
 		if err == nil && len(in.Messages) > 0 && in.Messages[len(in.Messages)-1].Role != "user" {
@@ -163,6 +170,32 @@ func (h *handler) aisdk(w http.ResponseWriter, r *http.Request) {
 	}
 	defer rs.close()
 	h.streamAISDK(w, r, rs)
+}
+
+// triggerRegenerate is what useChat's regenerate() sends as "trigger".
+const triggerRegenerate = "regenerate-message"
+
+// regenerateAISDK starts the run that answers the chat's last user message
+// again: the chat ("id") must exist; the messages are not read.
+func (h *handler) regenerateAISDK(w http.ResponseWriter, r *http.Request, in *chatBody) (*runStream, bool) {
+	var id string
+	if in.ConversationID != nil {
+		id = *in.ConversationID
+	} else if json.Unmarshal(in.ChatID, &id) != nil || id == "" {
+		writeError(w, mesh.ErrBadRequest.With(`trigger "regenerate-message" needs the chat's "id"`))
+		return nil, false
+	}
+	closeStream, opened := h.acquire(w, r)
+	if !opened {
+		return nil, false
+	}
+	rs, ok := h.startRegenerate(w, r, id)
+	if !ok {
+		closeStream()
+		return nil, false
+	}
+	rs.release = closeStream
+	return rs, true
 }
 
 // streamAISDK writes the run's chunks.

@@ -33,6 +33,9 @@ func (h *handler) registerDialects(mux core.Mux) {
 type conversationBody struct {
 	Message   *string `json:"message"`
 	SessionID *string `json:"sessionId"`
+	// Action "regenerate" answers the session's last user message again
+	// (no message then; actions.go).
+	Action string `json:"action"`
 }
 
 // dotted serves POST /api/conversation: the dotted dialect of seed 000.
@@ -42,7 +45,15 @@ func (h *handler) dotted(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if in.Message == nil {
+	regenerate := in.Action == actionRegenerate
+	switch {
+	case in.Action != "" && !regenerate:
+		writeError(w, mesh.ErrBadRequest.With(`field "action" is "regenerate" or absent`))
+		return
+	case regenerate && (in.SessionID == nil || *in.SessionID == ""):
+		writeError(w, mesh.ErrBadRequest.With(`"action": "regenerate" needs the "sessionId" whose last answer to regenerate`))
+		return
+	case in.Message == nil && !regenerate:
 		writeError(w, mesh.ErrBadRequest.With(`field "message" is required: {"message": "…", "sessionId": "…"}`))
 		return
 	}
@@ -50,7 +61,13 @@ func (h *handler) dotted(w http.ResponseWriter, r *http.Request) {
 	if in.SessionID != nil {
 		id = *in.SessionID
 	}
-	if err := checkInput(*in.Message, id, "sessionId"); err != nil {
+	var err error
+	if regenerate {
+		err = core.CheckConversationID(id)
+	} else {
+		err = checkInput(*in.Message, id, "sessionId")
+	}
+	if err != nil {
 		writeError(w, err)
 		return
 	}
@@ -59,7 +76,13 @@ func (h *handler) dotted(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer closeStream()
-	rs, ok := h.startDialectRun(w, r, id, *in.Message)
+	var rs *runStream
+	var ok bool
+	if regenerate {
+		rs, ok = h.startRegenerate(w, r, id)
+	} else {
+		rs, ok = h.startDialectRun(w, r, id, *in.Message)
+	}
 	if !ok {
 		return
 	}
@@ -76,7 +99,7 @@ func (h *handler) dotted(w http.ResponseWriter, r *http.Request) {
 		rs.cancelRun()
 		return
 	}
-	err := rs.each(r.Context(), h.cfg.KeepAlive, func() error { return out.Comment("keep-alive") }, func(_ core.StreamEvent, ev *mesh.Event) error {
+	err = rs.each(r.Context(), h.cfg.KeepAlive, func() error { return out.Comment("keep-alive") }, func(_ core.StreamEvent, ev *mesh.Event) error {
 		return emit(tr.translate(ev))
 	})
 	if msg, ok := h.streamEndText(r, rs, tr.ended, err); ok {
@@ -205,6 +228,7 @@ type dottedEvent struct {
 	State       any            `json:"state,omitempty"`
 	Patch       any            `json:"patch,omitempty"`
 	Approval    any            `json:"approval,omitempty"`
+	Feedback    any            `json:"feedback,omitempty"`
 	Error       *dialectError  `json:"error,omitempty"`
 }
 
@@ -325,6 +349,18 @@ func (t *dottedTranslator) one(out []dottedEvent, e *mesh.Event) []dottedEvent {
 			if ap := approvalOf(e.Value); ap != nil {
 				t.calls.approval(ap)
 				return emit(dottedEvent{Type: "approval.decided", Approval: decidedView{UUID: ap.UUID, Status: ap.Status}})
+			}
+		case mesh.CustomFeedback:
+			// A user rated a message: {rating, comment?, by} of messageId.
+			if v, ok := e.Value.(map[string]any); ok {
+				id, _ := v["messageId"].(string)
+				fb := map[string]any{}
+				for _, k := range []string{"rating", "comment", "by"} {
+					if x, ok := v[k]; ok {
+						fb[k] = x
+					}
+				}
+				return emit(dottedEvent{Type: "message.feedback", MessageID: id, Feedback: fb})
 			}
 		}
 	case mesh.EventRunFinished, mesh.EventRunError:

@@ -94,7 +94,7 @@ func (in *runAgentInput) validate() error {
 		return mesh.ErrBadRequest.With(`RunAgentInput: "threadId" is required`)
 	case in.RunID == nil || *in.RunID == "":
 		return mesh.ErrBadRequest.With(`RunAgentInput: "runId" is required`)
-	case in.Messages == nil && len(in.Resume) == 0:
+	case in.Messages == nil && len(in.Resume) == 0 && !in.hasAction():
 		return mesh.ErrBadRequest.With(`RunAgentInput: "messages" is required`)
 	}
 	if err := core.CheckID(`RunAgentInput: "threadId"`, *in.ThreadID); err != nil {
@@ -157,6 +157,14 @@ func (h *handler) agui(w http.ResponseWriter, r *http.Request) {
 	var in runAgentInput
 	if err := core.DecodeBody(w, r, h.cfg.MaxBodyBytes, &in, false); err != nil {
 		writeError(w, err)
+		return
+	}
+	if p, err := in.action(); err != nil || p.Action == actionFeedback {
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		h.feedbackRun(w, r, &in, p)
 		return
 	}
 	caller := core.CallerOf(r)
@@ -239,11 +247,24 @@ func (h *handler) starter(ctx context.Context, in *runAgentInput, caller core.Ca
 		}
 		return dest, func() (*core.Run, error) { return h.resume(ctx, in.Resume, caller) }, nil
 	}
+	thread, runID := *in.ThreadID, *in.RunID
+	if p, err := in.action(); err != nil || p.Action != "" {
+		if err == nil && p.Action != actionRegenerate {
+			err = mesh.ErrBadRequest.With(`RunAgentInput: forwardedProps.action "feedback" is not a run of the agent`)
+		}
+		if err == nil {
+			// Only an existing thread has an answer to regenerate.
+			_, err = h.core.HeadFor(ctx, thread, caller)
+		}
+		if err != nil {
+			return threadFor{}, nil, err
+		}
+		return dest, func() (*core.Run, error) { return h.core.Regenerate(ctx, thread, runID, caller) }, nil
+	}
 	text, err := lastUserText(in.Messages)
 	if err != nil {
 		return threadFor{}, nil, err
 	}
-	thread, runID := *in.ThreadID, *in.RunID
 	return dest, func() (*core.Run, error) { return h.core.SendTurn(ctx, thread, runID, text, caller) }, nil
 }
 

@@ -17,6 +17,8 @@ type runStream struct {
 	session string
 	runID   string
 	started time.Time
+	// release, when set, gives the stream slot back on close.
+	release func()
 }
 
 // startRun follows the conversation's new events, then starts a run with
@@ -37,7 +39,12 @@ func (h *handler) startRun(ctx context.Context, session string, start func() (*c
 	return &runStream{h: h, f: f, session: session, runID: run.ID, started: time.Now()}, nil
 }
 
-func (rs *runStream) close() { rs.f.Close() }
+func (rs *runStream) close() {
+	rs.f.Close()
+	if rs.release != nil {
+		rs.release()
+	}
+}
 
 // errEnded is returned by each when the run ended.
 var errEnded = errors.New("agui: run ended")

@@ -38,6 +38,9 @@ type chatBody struct {
 	Messages       []chatMessage   `json:"messages"`
 	ConversationID *string         `json:"conversationId"`
 	ChatID         json.RawMessage `json:"id"` // useChat's chat id; used when it is a valid id
+	// Trigger is useChat's: "regenerate-message" (its regenerate()) runs
+	// the conversation's last user message again (aisdk.go).
+	Trigger string `json:"trigger"`
 }
 
 // chatMessage is a useChat message: content as a string or text parts

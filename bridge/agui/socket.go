@@ -32,6 +32,8 @@ import (
 //	                                      /conversations/{id}/events from after
 //	{"type":"unfollow","threadId"}        stop sending a thread's events
 //	{"type":"cancel","threadId","runId"?} stop the thread's run
+//	{"type":"feedback","threadId","messageId","rating","comment"?}
+//	                                      rate a message (actions.go)
 //
 // The server sends one frame per event of the events stream, in order:
 //
@@ -163,6 +165,10 @@ type clientFrame struct {
 	RunID    string  `json:"runId"`
 	Cursor   string  `json:"cursor"`
 	After    *uint64 `json:"after"`
+	// A feedback frame's (actions.go).
+	MessageID string `json:"messageId"`
+	Rating    string `json:"rating"`
+	Comment   string `json:"comment"`
 }
 
 // serverFrame is a frame the server sends.
@@ -259,8 +265,12 @@ func (c *socket) handle(data []byte) {
 		}
 	case "cancel":
 		err = c.cancelRun(f)
+	case "feedback":
+		if err = c.h.core.Take(c.ctx); err == nil {
+			err = c.feedbackFrame(f)
+		}
 	default:
-		err = mesh.ErrBadRequest.With(fmt.Sprintf("frame type %s is not run, reattach, follow, unfollow or cancel", mesh.Clip(f.Type)))
+		err = mesh.ErrBadRequest.With(fmt.Sprintf("frame type %s is not run, reattach, follow, unfollow, cancel or feedback", mesh.Clip(f.Type)))
 	}
 	if err != nil {
 		c.fail(f.ThreadID, f.RunID, err)

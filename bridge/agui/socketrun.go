@@ -43,6 +43,9 @@ func parseCursor(s string) (runCursor, error) {
 // startRun starts the run a RunAgentInput asks for, as POST /agui does,
 // and sends its frames from RUN_STARTED on.
 func (c *socket) startRun(in *runAgentInput) error {
+	if p, err := in.action(); err == nil && p.Action == actionFeedback {
+		return c.feedbackRunFrame(in, p)
+	}
 	dest, start, err := c.h.starter(c.ctx, in, c.caller)
 	if err != nil {
 		return err

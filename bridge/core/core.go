@@ -403,16 +403,21 @@ func (c *Core) sendTurn(ctx context.Context, id, turnID, text string, caller Cal
 	if strings.TrimSpace(text) == "" {
 		return nil, mesh.ErrBadRequest.With(`"message" must not be empty`)
 	}
+	return c.queueTurn(ctx, id, turnQ{id: turnID, text: text}, caller)
+}
+
+// queueTurn admits, registers and enqueues turn tq of conversation id.
+func (c *Core) queueTurn(ctx context.Context, id string, tq turnQ, caller Caller) (*Run, error) {
 	if err := c.admit(ctx, id); err != nil {
 		return nil, err
 	}
-	r := c.register(turnID, id)
+	r := c.register(tq.id, id)
 	r.caller = caller
-	seq, err := c.enqueue(ctx, id, turnID, text, caller)
+	seq, err := c.enqueue(ctx, id, tq, caller)
 	if errors.Is(err, mesh.ErrTurnInProgress) && c.CheckQueued(ctx, id, caller) {
 		// The turn queued before this one had lost its work item: repaired
 		// (failed, at worst), it may no longer stand in the way.
-		seq, err = c.enqueue(ctx, id, turnID, text, caller)
+		seq, err = c.enqueue(ctx, id, tq, caller)
 	}
 	if pe := (*PendingError)(nil); errors.As(err, &pe) && c.decided(ctx, pe.Approval) {
 		// Decided already: what holds the conversation is the decision's

@@ -54,12 +54,21 @@ func (c *Core) target(agent, group string) (role, name string) {
 	return mesh.RoleAgent, agent
 }
 
+// turnQ is a turn to queue: its id and message, and for a regenerate the
+// message count of the conversation read that found that message.
+type turnQ struct {
+	id, text   string
+	regenerate bool
+	count      int
+}
+
 // enqueue records turnID as the conversation's queued turn, then publishes
 // CUSTOM run_queued and the work item. It refuses a conversation that runs
 // or has queued a turn, or waits for an approval. When a publish fails the
 // record is taken back and the run ends with RUN_ERROR UNAVAILABLE; the
 // error then matches [mesh.ErrUnavailable].
-func (c *Core) enqueue(ctx context.Context, id, turnID, text string, caller Caller) (queuedAt uint64, err error) {
+func (c *Core) enqueue(ctx context.Context, id string, tq turnQ, caller Caller) (queuedAt uint64, err error) {
+	turnID, text := tq.id, tq.text
 	// A client leaving mid-way must not leave the record without its item.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
 	defer cancel()
@@ -79,8 +88,11 @@ func (c *Core) enqueue(ctx context.Context, id, turnID, text string, caller Call
 			return mesh.ErrTurnInProgress.With(fmt.Sprintf("conversation %s has turn %s queued for an agent; send the next message when it ends", id, cv.Queued.ID))
 		case cv.HasTurn(turnID):
 			return ErrRunIDUsed.With(fmt.Sprintf("run id %s was already used in conversation %s", mesh.Clip(turnID), id))
+		case tq.regenerate && cv.MessageCount != tq.count:
+			// A turn ended since the read that found the user message.
+			return mesh.ErrTurnInProgress.With(fmt.Sprintf("conversation %s changed while its answer was to be regenerated; try again", id))
 		}
-		cv.Queued = &mesh.QueuedTurn{ID: turnID, Message: text, At: c.now().UTC(), By: c.cfg.NodeID}
+		cv.Queued = &mesh.QueuedTurn{ID: turnID, Message: text, At: c.now().UTC(), By: c.cfg.NodeID, Regenerate: tq.regenerate}
 		cv.Status = mesh.StatusQueued
 		return nil
 	})
@@ -88,10 +100,13 @@ func (c *Core) enqueue(ctx context.Context, id, turnID, text string, caller Call
 		return 0, c.hideGone(caller, id, err)
 	}
 	role, name := c.target(conv.Agent, groupName(conv.Group))
-	queued := mesh.Custom(mesh.CustomRunQueued, map[string]any{"runId": turnID, "message": text})
-	seq, err := c.events.Publish(ctx, id, turnID, turnID+":queued", queued)
+	value := map[string]any{"runId": turnID, "message": text}
+	if tq.regenerate {
+		value["regenerate"] = true
+	}
+	seq, err := c.events.Publish(ctx, id, turnID, turnID+":queued", mesh.Custom(mesh.CustomRunQueued, value))
 	if err == nil {
-		item := mesh.WorkItem{Kind: mesh.WorkTurn, Session: id, TurnID: turnID, Message: text}
+		item := mesh.WorkItem{Kind: mesh.WorkTurn, Session: id, TurnID: turnID, Message: text, Regenerate: tq.regenerate}
 		err = mesh.PublishWork(ctx, c.cfg.JS, c.ns, role, name, item, caller.headers(conv.SessionID))
 	}
 	if err != nil {
@@ -267,7 +282,7 @@ func (c *Core) checkQueued(ctx context.Context, ref *queuedRef, caller Caller) b
 		return true
 	}
 	log.Warn().Int("republished", ref.q.Republished+1).Msg("queued turn's work item lost: published again")
-	item := mesh.WorkItem{Kind: mesh.WorkTurn, Session: ref.id, TurnID: ref.q.ID, Message: ref.q.Message}
+	item := mesh.WorkItem{Kind: mesh.WorkTurn, Session: ref.id, TurnID: ref.q.ID, Message: ref.q.Message, Regenerate: ref.q.Regenerate}
 	m, err := mesh.WorkMsg(c.ns, role, name, item, caller.headers(ref.sid))
 	if err != nil {
 		log.Warn().Err(err).Msg("could not publish a lost turn again")

@@ -11,6 +11,8 @@
 //	DELETE /conversations/{id}        delete: a tombstone, 410 afterwards; ?purge=true (admins) removes its events too
 //	POST /conversations/{id}/messages send a message (Idempotency-Key: a retry after a lost answer does not run it twice)
 //	POST /conversations/{id}/cancel   stop the running turn, or cancel the queued one
+//	POST /conversations/{id}/regenerate  answer the last user message again (actions.go)
+//	POST /conversations/{id}/messages/{messageId}/feedback  like or dislike a message
 //	POST /approvals/{uuid}            decide: {"approved":true}, {"action":"approve"}, {"answer":"yes"}
 //	GET  /approvals                   approvals, newest first, a page (?limit, cursor, status=pending|approved|rejected, owner)
 //	GET  /approvals/{uuid}            one approval
@@ -82,6 +84,7 @@ func Register(mux core.Mux, cfg Config) {
 	mux.HandleFunc("POST /conversations/{id}/messages", a.sendMessage)
 	mux.HandleFunc("POST /conversations/{id}/cancel", a.cancel)
 	mux.HandleFunc("DELETE /conversations/{id}", a.deleteConversation)
+	a.registerActions(mux)
 	mux.HandleFunc("POST /approvals/{uuid}", a.decide)
 	mux.HandleFunc("GET /approvals", a.listApprovals)
 	mux.HandleFunc("GET /approvals/{uuid}", a.getApproval)

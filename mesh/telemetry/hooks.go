@@ -156,6 +156,15 @@ func SessionLoaded(d time.Duration) { sessionLoad.WithLabelValues().Observe(d.Se
 // SessionSaveFailed counts a save of a conversation that failed.
 func SessionSaveFailed() { sessionSaveFails.WithLabelValues().Inc() }
 
+// Feedback counts a user's rating of a message; a rating that is not like
+// or dislike is counted as other.
+func Feedback(rating string) {
+	if rating != "like" && rating != "dislike" {
+		rating = "other"
+	}
+	feedback.WithLabelValues(rating).Inc()
+}
+
 // SessionSaveAlert counts an alert raised by a save that failed three
 // times in a row.
 func SessionSaveAlert() { sessionSaveAlert.WithLabelValues().Inc() }

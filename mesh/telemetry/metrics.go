@@ -109,6 +109,8 @@ var (
 	groupSelections = counter("group_speaker_selections_total", "Speakers chosen, by selection method.", "group", "method")
 	groupSelectTime = histogram("group_speaker_selection_duration_seconds", "Time to choose the next speaker.", "group")
 
+	feedback = counter("feedback_total", "Ratings users gave messages, by rating (like, dislike).", "rating")
+
 	httpRequests = counter("http_requests_total", "HTTP requests the bridge answered, by route pattern and status code.", "route", "code")
 	httpDuration = histogram("http_request_duration_seconds", "Duration of HTTP requests, by route pattern (streams last as long as their client).", "route")
 )

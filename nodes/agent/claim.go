@@ -99,7 +99,14 @@ func (t *turn) claimChange(c *mesh.Conversation) error {
 	// The claim takes the queued turn up in the same save.
 	c.Unqueue(id)
 	now := time.Now().UTC()
-	if !c.HasMessage(id) {
+	switch {
+	case t.item.Regenerate:
+		// The answer to the last user message is kept, marked superseded
+		// (once: a redelivery finds it marked, and its own messages left).
+		if _, ok := c.Supersede(id); !ok {
+			t.log.Warn().Msg("regenerate: no user message among the newest messages; the turn runs on its message")
+		}
+	case !c.HasMessage(id):
 		c.Messages = append(c.Messages, mesh.Message{ID: id, Role: mesh.RoleUser, Content: t.item.Message, TurnID: id, CreatedAt: now})
 	}
 	if c.Agent == "" {

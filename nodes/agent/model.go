@@ -126,7 +126,8 @@ func resolvePrompt(prompt string, state map[string]any) string {
 }
 
 // history is the conversation as the model sees it: every message but the
-// system prompt and the notices meant for people. Of the messages of the
+// system prompt, the notices meant for people and the answers a regenerate
+// superseded. Of the messages of the
 // tree's steps, a step sees its own run's whole exchange but only the
 // answers of the others, and only those written before its run began: their
 // tool traffic is theirs, and a sibling's answer between a call and its
@@ -142,6 +143,9 @@ func (t *turn) history() []llm.Message {
 	}
 	out := make([]llm.Message, 0, len(all))
 	for i, m := range all {
+		if t.conv.IsSuperseded(m.ID) {
+			continue // a regenerated answer's earlier one: people's only
+		}
 		if t.foreign(m) {
 			if i > firstOwn || m.Role != mesh.RoleAssistant || len(m.ToolCalls) > 0 || m.Content == "" || m.Notice {
 				continue

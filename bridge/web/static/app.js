@@ -26,6 +26,12 @@
 // (online, busy, offline), refreshed every few seconds; a new conversation
 // with one is POST /conversations {"agent"}.
 //
+// User actions: every answer of the agent has like and dislike buttons
+// (POST /conversations/{id}/messages/{messageId}/feedback; CUSTOM feedback
+// events keep them in step across pages), and the last answer a
+// Regenerate button (POST /conversations/{id}/regenerate): the earlier
+// answer stays, dimmed, as the conversation's superseded lists it.
+//
 // Untrusted text is only ever set with textContent or as text nodes.
 
 import { api, describeError, hasToken, onAuthRequired, setToken, streamURL } from './api.js';
@@ -124,10 +130,14 @@ function newView(id) {
     speaker: null, // the member speaking: speaker_selected's value
     cursor: null, // the element replayed notices go after; null: the end
     ended: new Map(), // run id → its group_ended notice
+    regens: new Set(), // run ids of regenerate turns (they add no user message)
   };
 }
 
 const still = (seq) => view && view.seq === seq;
+
+// me is the principal this page is signed in as (GET /auth/me).
+let me = '';
 
 // ---------------------------------------------------------------- errors
 
@@ -511,6 +521,7 @@ function renderHistory(conv) {
   const q = conv.queued_turn;
   if (q && !view.users.has(q.id)) bindUser(addUser(q.message, null), q.id);
   setState(conv.state || {}, true);
+  markAnswers(conv);
   if (conv.pending_approval) showApproval(conv.pending_approval);
   const status = conv.status === 'running' ? 'running'
     : conv.status === 'queued' ? 'queued'
@@ -656,7 +667,7 @@ function onRunStarted(ev) {
   const run = ev.runId;
   view.run = run;
   if (run && view.users.has(run)) placeAfter({ el: ui.messages.querySelector(`li.msg.user[data-id="${CSS.escape(run)}"]`) });
-  if (!run || view.users.has(run) || view.approvals.has(run)) return;
+  if (!run || view.users.has(run) || view.approvals.has(run) || view.regens.has(run)) return;
   // A new turn: the user message that started it has the run's id.
   const local = view.localUsers.shift();
   view.cursor = null;
@@ -723,7 +734,11 @@ function onCustom(ev) {
     }
     case 'run_queued':
       // The message waits for an agent; RUN_STARTED follows when one takes it.
+      if (v.regenerate && v.runId) view.regens.add(v.runId);
       if (view.status !== 'running') setStatus('queued', 'waiting for an agent');
+      return;
+    case 'feedback':
+      if (v.by === me && v.messageId) showRating(v.messageId, v.rating);
       return;
     case 'run_retried':
       // The next attempt sends its messages again under the same ids:
@@ -853,6 +868,7 @@ function reconcileSoon() {
         }
       }
     }
+    markAnswers(conv);
     // The approval box and the run status follow the events only: a read
     // that raced a newer run must not hide what that run asked for.
   }, 150);
@@ -900,6 +916,7 @@ function addText(id, text, { notice = false, source = 'stream', name = '', role 
     class: `msg ${role === 'user' ? 'user' : 'assistant'}${notice ? ' notice' : ''}`,
     dataset: { id, source, streaming: source === 'stream' ? 'true' : 'false', chunks: '0', author: name || null },
   }, member ? memberAvatar(name) : avatar(), bubble);
+  if (role !== 'user' && !notice) bubble.append(answerActions(id));
   ui.messages.append(li);
   if (source === 'stream') view.cursor = null;
   const t = { el: li, body, chunks: 0 };
@@ -1042,6 +1059,7 @@ function setStatus(status, detail) {
   if (detail && status !== 'idle') ui.runStatus.textContent += ` · ${detail}`;
   ui.cancel.hidden = !(view && (status === 'running' || status === 'queued'));
   updateComposer();
+  updateRegenerate();
   // The list shows the open conversation's status as it changes.
   const item = view && ui.convList.querySelector(`.conv-item[data-id="${CSS.escape(view.id)}"]`);
   if (item) {
@@ -1062,6 +1080,120 @@ function updateComposer() {
     : busy && view.status === 'queued' ? 'The message waits for an agent to take it up…'
       : busy ? `The ${view.group ? 'group' : 'agent'} is working…` : 'Enter to send · Shift+Enter for a new line';
   ui.hint.classList.toggle('default', !waiting && !busy);
+}
+
+// ---------------------------------------------------------------- user actions
+
+function setMe(name) {
+  me = name || 'anonymous';
+}
+
+// answerActions are an answer's buttons: like, dislike, and Regenerate
+// (shown on the last answer only, by updateRegenerate).
+function answerActions(id) {
+  const rate = (rating) => h('button', {
+    type: 'button', class: `feedback ${rating}`, title: rating === 'like' ? 'Good answer' : 'Bad answer',
+    'aria-pressed': 'false', dataset: { rating },
+    onclick: () => giveFeedback(id, rating),
+  }, rating === 'like' ? '▲ Like' : '▼ Dislike');
+  return h('div', { class: 'msg-actions' },
+    rate('like'), rate('dislike'),
+    h('button', { type: 'button', class: 'regenerate', hidden: true, title: 'Answer the last message again', onclick: regenerate, text: '↻ Regenerate' }));
+}
+
+// showRating shows the caller's rating of message id.
+function showRating(id, rating) {
+  const t = view && view.texts.get(id);
+  if (!t) return;
+  for (const b of t.el.querySelectorAll('button.feedback')) b.setAttribute('aria-pressed', String(b.dataset.rating === rating));
+  t.el.dataset.rating = rating;
+}
+
+async function giveFeedback(id, rating) {
+  if (!view) return;
+  const v = view;
+  clearError();
+  try {
+    const out = await api('POST', `/conversations/${encodeURIComponent(v.id)}/messages/${encodeURIComponent(id)}/feedback`, { rating });
+    if (v === view) showRating(id, out.feedback.rating);
+  } catch (err) {
+    if (v === view) showError(`Could not record the feedback: ${describeError(err)}`);
+  }
+}
+
+// lastAnswer is the element of the last answer shown: the last assistant
+// text after the last user message, not superseded.
+function lastAnswer() {
+  const items = [...ui.messages.querySelectorAll('li.msg')];
+  let last = null;
+  for (const li of items) {
+    if (li.classList.contains('user')) last = null;
+    else if (!li.classList.contains('notice') && !li.classList.contains('superseded')) last = li;
+  }
+  return last;
+}
+
+// updateRegenerate shows Regenerate on the last answer while nothing runs
+// (never in a group chat: its rounds are not regenerated).
+function updateRegenerate() {
+  for (const b of ui.messages.querySelectorAll('button.regenerate')) b.hidden = true;
+  if (!view || view.group || view.status === 'running' || view.status === 'queued' || view.status === 'waiting_approval') return;
+  const li = lastAnswer();
+  const b = li && li.querySelector('button.regenerate');
+  if (b) b.hidden = false;
+}
+
+async function regenerate() {
+  if (!view || view.sending) return;
+  const v = view;
+  clearError();
+  v.sending = true;
+  // The answer after the last user message is superseded: dimmed at once,
+  // as the next read of the conversation will say.
+  const items = [...ui.messages.children];
+  const u = items.map((li) => li.classList.contains('user')).lastIndexOf(true);
+  const old = items.slice(u + 1).filter((li) => li.matches('li.msg, li.tool-call'));
+  for (const li of old) li.classList.add('superseded');
+  setStatus('queued', 'regenerating');
+  try {
+    await api('POST', `/conversations/${encodeURIComponent(v.id)}/regenerate`, {});
+  } catch (err) {
+    if (v !== view) return;
+    for (const li of old) li.classList.remove('superseded');
+    if (err.code === 'waiting_approval') setStatus('waiting_approval');
+    else setStatus('idle');
+    showError(`Could not regenerate: ${describeError(err)}`);
+  } finally {
+    v.sending = false;
+    if (v === view) {
+      updateComposer();
+      updateRegenerate();
+    }
+  }
+}
+
+// markAnswers applies what a read of the conversation says of its answers:
+// the superseded ones dimmed, the caller's ratings pressed.
+function markAnswers(conv) {
+  const sup = conv.superseded || {};
+  for (const m of conv.messages || []) {
+    if (!sup[m.id]) continue;
+    const els = [];
+    const t = view.texts.get(m.id);
+    if (t) els.push(t.el);
+    for (const c of m.tool_calls || []) els.push(view.tools.get(c.id));
+    if (m.role === 'tool') els.push(view.tools.get(m.tool_call_id));
+    for (const el of els) {
+      if (!el) continue;
+      el.classList.add('superseded');
+      el.title = 'Replaced by a regenerated answer';
+    }
+  }
+  for (const [id, list] of Object.entries(conv.feedback || {})) {
+    const mine = (list || []).find((f) => f.by === me);
+    if (mine) showRating(id, mine.rating);
+  }
+  updateRegenerate();
 }
 
 // ---------------------------------------------------------------- approval
@@ -1331,9 +1463,9 @@ onAuthRequired(() => {
 });
 
 async function boot() {
-  let me;
+  let who;
   try {
-    me = await api('GET', '/auth/me');
+    who = await api('GET', '/auth/me');
   } catch (err) {
     if (err.status === 401) return; // the sign-in prompt is up
     showError(describeError(err));
@@ -1341,9 +1473,10 @@ async function boot() {
   }
   ui.signin.hidden = true;
   ui.app.removeAttribute('aria-hidden');
-  ui.who.hidden = !me.auth;
-  ui.whoName.textContent = me.auth && me.principal ? `Signed in as ${me.principal.name}` : '';
-  ops.setAccess(me.may || {});
+  ui.who.hidden = !who.auth;
+  ui.whoName.textContent = who.auth && who.principal ? `Signed in as ${who.principal.name}` : '';
+  setMe(who.principal ? who.principal.name : '');
+  ops.setAccess(who.may || {});
   if (started) {
     loadList();
     route();

@@ -248,6 +248,7 @@ func TestHTTPAuth(t *testing.T) {
 	t.Run("card", func(t *testing.T) { testCardSecurity(t, m) })
 	t.Run("ownership", func(t *testing.T) { testOwnership(t, m, idA, approval) })
 	t.Run("approval-by", func(t *testing.T) { testApprovalBy(t, m, idA, approval) })
+	t.Run("actions", func(t *testing.T) { testActionsOwnership(t, m, idB) })
 	if strings.Contains(m.logs(), m.tokens["user"]) || strings.Contains(m.logs(), bobToken) || strings.Contains(m.logs(), "mst1.") {
 		t.Error("a token appears in the mesh's logs")
 	}
@@ -323,6 +324,13 @@ func routeRows(conv, approval string) map[string]func() routeRow {
 		},
 		"POST /conversations/{id}/messages": func() routeRow {
 			return routeRow{method: "POST", path: "/conversations/" + conv + "/messages", body: map[string]any{"message": "list all resources"}, need: auth.Converse, ok: 200}
+		},
+		"POST /conversations/{id}/regenerate": func() routeRow {
+			return routeRow{method: "POST", path: "/conversations/" + conv + "/regenerate", body: map[string]any{}, need: auth.Converse, ok: 200}
+		},
+		"POST /conversations/{id}/messages/{messageId}/feedback": func() routeRow {
+			// A message that does not exist: past the guard, 404.
+			return routeRow{method: "POST", path: "/conversations/" + conv + "/messages/no-such-message/feedback", body: map[string]any{"rating": "like"}, need: auth.Converse, ok: 404}
 		},
 		"POST /conversations/{id}/cancel": func() routeRow {
 			return routeRow{method: "POST", path: "/conversations/" + conv + "/cancel", need: auth.Converse, ok: 202}
