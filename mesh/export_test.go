@@ -7,3 +7,16 @@ func ServerPermissionsForTest(p *Permissions) *server.Permissions { return serve
 
 // NumRoutesForTest counts the server's route connections.
 func (s *Server) NumRoutesForTest() int { return s.ns.NumRoutes() }
+
+// RouteNamesForTest names the servers this one has a route with.
+func (s *Server) RouteNamesForTest() []string {
+	rz, err := s.ns.Routez(nil)
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, r := range rz.Routes {
+		names = append(names, r.RemoteName)
+	}
+	return names
+}
