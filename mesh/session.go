@@ -125,6 +125,9 @@ type Message struct {
 	// Notice marks an assistant message meant for people (an approval
 	// request, an error): it is shown, but not sent back to models.
 	Notice bool `json:"notice,omitempty"`
+	// Files are the images and documents a user message carries: their
+	// bytes are in the object store mesh_files (files.go), not here.
+	Files []File `json:"files,omitempty"`
 	// TurnID is the turn that added the message.
 	TurnID    string    `json:"turn_id,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
