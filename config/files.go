@@ -1,0 +1,86 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Defaults of [Files].
+const (
+	DefaultFileMaxBytes      = 5 << 20
+	DefaultFilesPerMessage   = 4
+	MaxFileBytesLimit        = 64 << 20
+	MaxFilesPerMessageLimit  = 16
+	fileMediaTypeDescription = "image/png, image/jpeg, image/gif, image/webp, application/pdf, text/plain"
+)
+
+// FileMediaTypes are the media types a file may have: those every
+// provider's API takes as an image or a document.
+var FileMediaTypes = []string{"image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf", "text/plain"}
+
+// Files limits the images and documents users send with their messages
+// (REST files, AG-UI binary parts, A2A file parts). Their bytes are kept in
+// the object store mesh_files, apart from the conversation.
+type Files struct {
+	// MaxBytes bounds one file's bytes (413 past it). A file sent inline
+	// (base64) also counts in its request's body, bounded by
+	// http.max_body_bytes: raise that too to take files this large. Zero
+	// means 5 MiB; at most 64 MiB.
+	MaxBytes int64 `yaml:"max_bytes"`
+	// MaxPerMessage bounds the files of one message (400 past it). Zero
+	// means 4; at most 16.
+	MaxPerMessage int `yaml:"max_per_message"`
+	// MediaTypes are the media types accepted (415 for another). Empty
+	// means every one of [FileMediaTypes]; each must be one of them.
+	MediaTypes []string `yaml:"media_types"`
+	// TextOnlyModels are models (as llm.model names them) that take no
+	// files: a text placeholder naming each file replaces it in their
+	// requests. The offline model is always text only.
+	TextOnlyModels []string `yaml:"text_only_models"`
+}
+
+func (f *Files) applyDefaults() {
+	if f.MaxBytes == 0 {
+		f.MaxBytes = DefaultFileMaxBytes
+	}
+	if f.MaxPerMessage == 0 {
+		f.MaxPerMessage = DefaultFilesPerMessage
+	}
+	if len(f.MediaTypes) == 0 {
+		f.MediaTypes = slices.Clone(FileMediaTypes)
+	}
+}
+
+func (f *Files) validate() *fieldErr {
+	if f.MaxBytes < 1 || f.MaxBytes > MaxFileBytesLimit {
+		return &fieldErr{"files.max_bytes", fmt.Sprintf("%d: use 1 to %d (64 MiB)", f.MaxBytes, MaxFileBytesLimit)}
+	}
+	if f.MaxPerMessage < 1 || f.MaxPerMessage > MaxFilesPerMessageLimit {
+		return &fieldErr{"files.max_per_message", fmt.Sprintf("%d: use 1 to %d", f.MaxPerMessage, MaxFilesPerMessageLimit)}
+	}
+	for _, mt := range f.MediaTypes {
+		if !slices.Contains(FileMediaTypes, strings.ToLower(mt)) {
+			return &fieldErr{"files.media_types", fmt.Sprintf("%q: use some of %s", mt, fileMediaTypeDescription)}
+		}
+	}
+	return nil
+}
+
+// Accepts reports whether the media type mt (parameters ignored) is one
+// of MediaTypes.
+func (f *Files) Accepts(mt string) bool {
+	mt, _, _ = strings.Cut(mt, ";")
+	mt = strings.ToLower(strings.TrimSpace(mt))
+	for _, m := range f.MediaTypes {
+		if strings.EqualFold(m, mt) {
+			return true
+		}
+	}
+	return false
+}
+
+// TextOnly reports whether model takes no files.
+func (f *Files) TextOnly(model string) bool {
+	return model == "offline" || slices.Contains(f.TextOnlyModels, model)
+}
