@@ -58,8 +58,8 @@ func (w openAIWire) Parse(r *http.Request, body []byte) (seen, error) {
 		Messages []struct {
 			Role       string          `json:"role"`
 			Content    json.RawMessage `json:"content"`
-			ToolCalls  []toolCall `json:"tool_calls"`
-			ToolCallID string     `json:"tool_call_id"`
+			ToolCalls  []toolCall      `json:"tool_calls"`
+			ToolCallID string          `json:"tool_call_id"`
 		} `json:"messages"`
 		Tools []struct {
 			Type     string `json:"type"`

@@ -159,4 +159,3 @@ func clip(s string) string {
 	}
 	return s
 }
-
