@@ -47,6 +47,9 @@ var access = map[string]auth.Permission{
 	"GET /conversations":             auth.Read, // the caller's own
 	"GET /conversations/{id}":        auth.Read,
 	"GET /conversations/{id}/events": auth.Read,
+	// A file of a conversation: its owner's (or an admin's), as the
+	// conversation is; anyone else gets 404.
+	"GET /conversations/{id}/files/{file}": auth.Read,
 	"GET /approvals":                 auth.Read, // of the caller's conversations; all for approvers
 	"GET /approvals/{uuid}":          auth.Read,
 	// A2A reads (tasks/get, ListTasks, resubscribe) need read; a message

@@ -52,6 +52,12 @@ func (f *Files) applyDefaults() {
 	}
 }
 
+// WithDefaults is f with its zero fields set to their defaults.
+func (f Files) WithDefaults() Files {
+	f.applyDefaults()
+	return f
+}
+
 func (f *Files) validate() *fieldErr {
 	if f.MaxBytes < 1 || f.MaxBytes > MaxFileBytesLimit {
 		return &fieldErr{"files.max_bytes", fmt.Sprintf("%d: use 1 to %d (64 MiB)", f.MaxBytes, MaxFileBytesLimit)}

@@ -215,6 +215,7 @@ type QueuedTurn struct {
 	// ID is the turn id, also the run id of its AG-UI events.
 	ID      string    `json:"id"`
 	Message string    `json:"message"`
+	Files   []File    `json:"files,omitempty"`
 	At      time.Time `json:"at"`
 	// By is the node id of the bridge that recorded it (or last published
 	// it again): a bridge that finds that writer gone (restarted, or down

@@ -37,6 +37,9 @@ type WorkItem struct {
 	TurnID string `json:"turn_id"`
 	// Message is the user's message of a turn.
 	Message string `json:"message,omitempty"`
+	// Files are the files of the user's message (their bytes are in
+	// mesh_files).
+	Files []File `json:"files,omitempty"`
 	// ApprovalID is the decided approval a resume carries on from.
 	ApprovalID string `json:"approval_id,omitempty"`
 	// Step, Gen and RunID: the key of the tree step a step item runs (wire

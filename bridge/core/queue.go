@@ -59,7 +59,7 @@ func (c *Core) target(agent, group string) (role, name string) {
 // or has queued a turn, or waits for an approval. When a publish fails the
 // record is taken back and the run ends with RUN_ERROR UNAVAILABLE; the
 // error then matches [mesh.ErrUnavailable].
-func (c *Core) enqueue(ctx context.Context, id, turnID, text string, caller Caller) (queuedAt uint64, err error) {
+func (c *Core) enqueue(ctx context.Context, id, turnID, text string, files []mesh.File, caller Caller) (queuedAt uint64, err error) {
 	// A client leaving mid-way must not leave the record without its item.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
 	defer cancel()
@@ -80,7 +80,7 @@ func (c *Core) enqueue(ctx context.Context, id, turnID, text string, caller Call
 		case cv.HasTurn(turnID):
 			return ErrRunIDUsed.With(fmt.Sprintf("run id %s was already used in conversation %s", mesh.Clip(turnID), id))
 		}
-		cv.Queued = &mesh.QueuedTurn{ID: turnID, Message: text, At: c.now().UTC(), By: c.cfg.NodeID}
+		cv.Queued = &mesh.QueuedTurn{ID: turnID, Message: text, Files: files, At: c.now().UTC(), By: c.cfg.NodeID}
 		cv.Status = mesh.StatusQueued
 		return nil
 	})
@@ -91,7 +91,7 @@ func (c *Core) enqueue(ctx context.Context, id, turnID, text string, caller Call
 	queued := mesh.Custom(mesh.CustomRunQueued, map[string]any{"runId": turnID, "message": text})
 	seq, err := c.events.Publish(ctx, id, turnID, turnID+":queued", queued)
 	if err == nil {
-		item := mesh.WorkItem{Kind: mesh.WorkTurn, Session: id, TurnID: turnID, Message: text}
+		item := mesh.WorkItem{Kind: mesh.WorkTurn, Session: id, TurnID: turnID, Message: text, Files: files}
 		err = mesh.PublishWork(ctx, c.cfg.JS, c.ns, role, name, item, caller.headers(conv.SessionID))
 	}
 	if err != nil {
@@ -267,7 +267,7 @@ func (c *Core) checkQueued(ctx context.Context, ref *queuedRef, caller Caller) b
 		return true
 	}
 	log.Warn().Int("republished", ref.q.Republished+1).Msg("queued turn's work item lost: published again")
-	item := mesh.WorkItem{Kind: mesh.WorkTurn, Session: ref.id, TurnID: ref.q.ID, Message: ref.q.Message}
+	item := mesh.WorkItem{Kind: mesh.WorkTurn, Session: ref.id, TurnID: ref.q.ID, Message: ref.q.Message, Files: ref.q.Files}
 	m, err := mesh.WorkMsg(c.ns, role, name, item, caller.headers(ref.sid))
 	if err != nil {
 		log.Warn().Err(err).Msg("could not publish a lost turn again")

@@ -100,7 +100,7 @@ func (t *turn) claimChange(c *mesh.Conversation) error {
 	c.Unqueue(id)
 	now := time.Now().UTC()
 	if !c.HasMessage(id) {
-		c.Messages = append(c.Messages, mesh.Message{ID: id, Role: mesh.RoleUser, Content: t.item.Message, TurnID: id, CreatedAt: now})
+		c.Messages = append(c.Messages, mesh.Message{ID: id, Role: mesh.RoleUser, Content: t.item.Message, Files: t.item.Files, TurnID: id, CreatedAt: now})
 	}
 	if c.Agent == "" {
 		c.Agent = t.a.name
