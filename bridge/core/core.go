@@ -118,7 +118,7 @@ type Core struct {
 	Sessions  *mesh.SessionStore
 	Approvals *mesh.ApprovalStore
 	Catalog   *mesh.Catalog
-	files     *mesh.FileStore // nil when the mesh has none
+	files     *mesh.FileStore      // nil when the mesh has none
 	events    *mesh.EventPublisher // the queue's own events
 	log       zerolog.Logger
 	now       func() time.Time // the queue's clock, a test's to set
