@@ -36,7 +36,7 @@ type Files struct {
 	MediaTypes []string `yaml:"media_types"`
 	// TextOnlyModels are models (as llm.model names them) that take no
 	// files: a text placeholder naming each file replaces it in their
-	// requests. The offline model is always text only.
+	// requests. (The offline model takes files and ignores them.)
 	TextOnlyModels []string `yaml:"text_only_models"`
 }
 
@@ -88,5 +88,5 @@ func (f *Files) Accepts(mt string) bool {
 
 // TextOnly reports whether model takes no files.
 func (f *Files) TextOnly(model string) bool {
-	return model == "offline" || slices.Contains(f.TextOnlyModels, model)
+	return slices.Contains(f.TextOnlyModels, model)
 }

@@ -47,7 +47,7 @@ func TestFilesSettings(t *testing.T) {
 			t.Errorf("Accepts(%q) = %v, want %v", mt, !want, want)
 		}
 	}
-	if !f.TextOnly("m1") || !f.TextOnly("offline") || f.TextOnly("gpt-4o") {
-		t.Error("TextOnly: m1 and offline only")
+	if !f.TextOnly("m1") || f.TextOnly("offline") || f.TextOnly("gpt-4o") {
+		t.Error("TextOnly: m1 only")
 	}
 }

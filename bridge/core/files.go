@@ -34,6 +34,21 @@ type Upload struct {
 // maxURLLen bounds a file's URL.
 const maxURLLen = 2048
 
+// CheckUploads checks the uploads of a message against the limits, storing
+// nothing: a surface that creates a conversation refuses bad files first.
+func (c *Core) CheckUploads(ups []Upload) error {
+	limits := c.cfg.Files
+	if len(ups) > limits.MaxPerMessage {
+		return mesh.ErrBadRequest.With(fmt.Sprintf("%d files: a message carries at most %d (files.max_per_message)", len(ups), limits.MaxPerMessage))
+	}
+	for i, u := range ups {
+		if _, _, err := checkUpload(&limits, i, u); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // StoreFiles checks the uploads of a message to conversation id (the
 // caller's) and stores their bytes, returning the references the message
 // carries. Nothing is stored unless every upload passes: a bad one is a

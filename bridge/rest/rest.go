@@ -179,8 +179,10 @@ func (a *api) createConversation(w http.ResponseWriter, r *http.Request) {
 	}
 	caller := core.CallerOf(r)
 	var conv *mesh.Conversation
-	var err error
+	// Bad files are refused before anything is created.
+	err := a.core.CheckUploads(uploads(body.Files))
 	switch {
+	case err != nil:
 	case body.Group != "" && body.Agent != "":
 		err = mesh.ErrBadRequest.With(`a conversation is with one agent ("agent") or a group chat ("group"), not both`)
 	case body.Agent != "":
