@@ -711,7 +711,7 @@ func (c *Config) applyDefaults() {
 		c.Sessions.MaxBytes = max(DefaultSessionMaxBytes, c.HTTP.MaxBodyBytes)
 	}
 	c.HTTP.applyDefaults()
-	c.Files.applyDefaults()
+	c.Files.applyDefaults(c.HTTP.MaxBodyBytes)
 	if c.LLM.Timeout == 0 {
 		c.LLM.Timeout = Duration(DefaultLLMTimeout)
 	}

@@ -23,10 +23,11 @@ var FileMediaTypes = []string{"image/png", "image/jpeg", "image/gif", "image/web
 // (REST files, AG-UI binary parts, A2A file parts). Their bytes are kept in
 // the object store mesh_files, apart from the conversation.
 type Files struct {
-	// MaxBytes bounds one file's bytes (413 past it). A file sent inline
-	// (base64) also counts in its request's body, bounded by
-	// http.max_body_bytes: raise that too to take files this large. Zero
-	// means 5 MiB; at most 64 MiB.
+	// MaxBytes bounds one file's bytes (413 past it). A file is sent
+	// inline in base64 (4/3 of its size) within a request body, so it is
+	// at most 3/4 of http.max_body_bytes: raise that to take larger files.
+	// Zero means 5 MiB, or 3/4 of http.max_body_bytes when that is less
+	// (768 KiB with the default 1 MiB body); at most 64 MiB.
 	MaxBytes int64 `yaml:"max_bytes"`
 	// MaxPerMessage bounds the files of one message (400 past it). Zero
 	// means 4; at most 16.
@@ -40,9 +41,14 @@ type Files struct {
 	TextOnlyModels []string `yaml:"text_only_models"`
 }
 
-func (f *Files) applyDefaults() {
+// applyDefaults sets the zero fields; bodyBytes is http.max_body_bytes
+// (zero: none), which bounds a file sent inline.
+func (f *Files) applyDefaults(bodyBytes int64) {
 	if f.MaxBytes == 0 {
 		f.MaxBytes = DefaultFileMaxBytes
+		if bodyBytes > 0 {
+			f.MaxBytes = min(f.MaxBytes, inlineBound(bodyBytes))
+		}
 	}
 	if f.MaxPerMessage == 0 {
 		f.MaxPerMessage = DefaultFilesPerMessage
@@ -52,15 +58,23 @@ func (f *Files) applyDefaults() {
 	}
 }
 
-// WithDefaults is f with its zero fields set to their defaults.
+// inlineBound is the largest file whose base64 fits a body of bodyBytes.
+func inlineBound(bodyBytes int64) int64 { return bodyBytes / 4 * 3 }
+
+// WithDefaults is f with its zero fields set to their defaults (no body
+// limit considered).
 func (f Files) WithDefaults() Files {
-	f.applyDefaults()
+	f.applyDefaults(0)
 	return f
 }
 
-func (f *Files) validate() *fieldErr {
+func (f *Files) validate(bodyBytes int64) *fieldErr {
 	if f.MaxBytes < 1 || f.MaxBytes > MaxFileBytesLimit {
 		return &fieldErr{"files.max_bytes", fmt.Sprintf("%d: use 1 to %d (64 MiB)", f.MaxBytes, MaxFileBytesLimit)}
+	}
+	if f.MaxBytes > inlineBound(bodyBytes) {
+		return &fieldErr{"files.max_bytes", fmt.Sprintf("%d: a file is sent inline in base64 within a request body: raise http.max_body_bytes (%d) to at least %d, or lower this to %d",
+			f.MaxBytes, bodyBytes, (f.MaxBytes+2)/3*4+1024, inlineBound(bodyBytes))}
 	}
 	if f.MaxPerMessage < 1 || f.MaxPerMessage > MaxFilesPerMessageLimit {
 		return &fieldErr{"files.max_per_message", fmt.Sprintf("%d: use 1 to %d", f.MaxPerMessage, MaxFilesPerMessageLimit)}
