@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Defaults of [Files].
@@ -35,6 +36,12 @@ type Files struct {
 	// MediaTypes are the media types accepted (415 for another). Empty
 	// means every one of [FileMediaTypes]; each must be one of them.
 	MediaTypes []string `yaml:"media_types"`
+	// MaxAge is how long a file is kept after it was sent (the object
+	// store's age limit): the files of deleted and expired conversations
+	// go with it. A model asked about a file past it gets a placeholder.
+	// Zero means sessions.ttl (7 days); "never" (or negative) keeps files
+	// until an operator removes them.
+	MaxAge Duration `yaml:"max_age"`
 	// TextOnlyModels are models (as llm.model names them) that take no
 	// files: a text placeholder naming each file replaces it in their
 	// requests. (The offline model takes files and ignores them.)
@@ -98,6 +105,18 @@ func (f *Files) Accepts(mt string) bool {
 		}
 	}
 	return false
+}
+
+// KeepFor is the object store's age limit: MaxAge, else sessionTTL (zero:
+// none).
+func (f *Files) KeepFor(sessionTTL time.Duration) time.Duration {
+	switch {
+	case f.MaxAge < 0:
+		return 0
+	case f.MaxAge > 0:
+		return f.MaxAge.Std()
+	}
+	return sessionTTL
 }
 
 // TextOnly reports whether model takes no files.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestFilesSettings(t *testing.T) {
@@ -51,5 +52,18 @@ func TestFilesSettings(t *testing.T) {
 	}
 	if !f.TextOnly("m1") || f.TextOnly("offline") || f.TextOnly("gpt-4o") {
 		t.Error("TextOnly: m1 only")
+	}
+	c, err := Parse("agent.yaml", []byte(minimal+"files:\n  max_age: never\n"), env())
+	if err != nil || c.Files.KeepFor(time.Hour) != 0 {
+		t.Errorf("max_age never: %v, %v", err, c)
+	}
+	week := 7 * 24 * time.Hour
+	for _, c := range []struct {
+		age  Duration
+		want time.Duration
+	}{{0, week}, {Duration(time.Hour), time.Hour}, {Never, 0}} {
+		if got := (&Files{MaxAge: c.age}).KeepFor(week); got != c.want {
+			t.Errorf("KeepFor with max_age %v: %v, want %v", c.age, got, c.want)
+		}
 	}
 }

@@ -48,8 +48,13 @@ func TestFileStoreRoundTrip(t *testing.T) {
 		}
 		return js
 	}
-	if _, err := mesh.Provision(t.Context(), js(mesh.RoleAdmin), ns, mesh.ProvisionConfig{}); err != nil {
+	admin := js(mesh.RoleAdmin)
+	if _, err := mesh.Provision(t.Context(), admin, ns, mesh.ProvisionConfig{FilesMaxAge: time.Hour}); err != nil {
 		t.Fatal(err)
+	}
+	// Files go after files.max_age: the store's age limit.
+	if st, err := admin.Stream(t.Context(), "OBJ_mesh_files"); err != nil || st.CachedInfo().Config.MaxAge != time.Hour {
+		t.Fatalf("the object store's stream: %v, %+v", err, st)
 	}
 	bind := func(role string) *mesh.FileStore {
 		p, _ := ns.Permissions(role)

@@ -28,6 +28,9 @@ type ProvisionConfig struct {
 	ExpiredKept time.Duration
 	// CallsTTL is how long tool call records are kept. Zero means 7 days.
 	CallsTTL time.Duration
+	// FilesMaxAge is how long conversations' files are kept (the object
+	// store mesh_files's TTL). Zero means until deleted.
+	FilesMaxAge time.Duration
 	// Replicas is the replication factor of every stream and bucket. Zero
 	// means: those that exist keep theirs, new ones get 3 when the server
 	// is a cluster node and 1 otherwise. A stream or bucket that exists
@@ -166,7 +169,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, ns Namespace, cfg Pr
 		*b.dst = kv
 	}
 	obs, err := ensureObjectStore(ctx, js, cfg.Replicas, jetstream.ObjectStoreConfig{
-		Bucket: ns.Bucket(BucketFiles), Description: "Agent Mesh: conversations' files", Storage: jetstream.FileStorage,
+		Bucket: ns.Bucket(BucketFiles), Description: "Agent Mesh: conversations' files", Storage: jetstream.FileStorage, TTL: max(cfg.FilesMaxAge, 0),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("provision object store %s: %w", ns.Bucket(BucketFiles), err)
