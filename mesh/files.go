@@ -114,15 +114,3 @@ func (s *FileStore) Get(ctx context.Context, conversation string, f File) ([]byt
 	}
 	return data, stored, nil
 }
-
-// FileOf finds the file id among msgs' files.
-func FileOf(msgs []Message, id string) (File, bool) {
-	for _, m := range msgs {
-		for _, f := range m.Files {
-			if f.ID == id {
-				return f, true
-			}
-		}
-	}
-	return File{}, false
-}
