@@ -47,8 +47,11 @@ var access = map[string]auth.Permission{
 	"GET /conversations":             auth.Read, // the caller's own
 	"GET /conversations/{id}":        auth.Read,
 	"GET /conversations/{id}/events": auth.Read,
-	"GET /approvals":                 auth.Read, // of the caller's conversations; all for approvers
-	"GET /approvals/{uuid}":          auth.Read,
+	// A file of a conversation: its owner's (or an admin's), as the
+	// conversation is; anyone else gets 404.
+	"GET /conversations/{id}/files/{file}": auth.Read,
+	"GET /approvals":                       auth.Read, // of the caller's conversations; all for approvers
+	"GET /approvals/{uuid}":                auth.Read,
 	// A2A reads (tasks/get, ListTasks, resubscribe) need read; a message
 	// that starts a turn and tasks/cancel converse, one that decides an
 	// approval decide: the a2a package asks per method.

@@ -100,7 +100,7 @@ func New(cfg Config) (*Bridge, error) {
 		FollowerBuffer: cfg.Agent.HTTP.StreamBuffer, MaxStreams: cfg.Agent.HTTP.MaxStreams, NoToolServers: len(cfg.Agent.MCPServers) == 0,
 		QueueCheckAfter: cfg.Agent.HTTP.QueueCheckAfter.Std(), HistoryBytes: int(cfg.Agent.Sessions.MaxBytes), NodeID: cfg.NodeID, Auth: authn.Enabled(), Logger: log,
 		SessionTTL: cfg.Agent.Sessions.ExpireAfter(), ExpiredKept: cfg.Agent.Sessions.KeptExpired(),
-		Admit: admit, StreamLimit: streamLimit, Take: take,
+		Admit: admit, StreamLimit: streamLimit, Take: take, Files: cfg.Agent.Files,
 	})
 	if err != nil {
 		authn.Close()

@@ -91,8 +91,14 @@ func operations(s *schemas) map[string]operation {
 	}
 	messageBody := obj(map[string]any{
 		"message": map[string]any{"type": "string", "description": "the user's message"},
-		"group":   map[string]any{"type": "string", "description": "POST /conversations only: make it a chat of this group (GET /groups)"},
-		"agent":   map[string]any{"type": "string", "description": "POST /conversations only: a conversation with this agent (GET /agents); empty: the default agent"},
+		"files": arr(obj(map[string]any{
+			"name":       str,
+			"media_type": map[string]any{"type": "string", "description": "image/png, image/jpeg, image/gif, image/webp, application/pdf or text/plain (files.media_types)"},
+			"data":       map[string]any{"type": "string", "contentEncoding": "base64", "description": "the bytes in base64 (at most files.max_bytes decoded)"},
+			"url":        map[string]any{"type": "string", "format": "uri", "description": "or an https URL, passed on to the model's API as it is (never fetched by the mesh)"},
+		}, "media_type")),
+		"group": map[string]any{"type": "string", "description": "POST /conversations only: make it a chat of this group (GET /groups)"},
+		"agent": map[string]any{"type": "string", "description": "POST /conversations only: a conversation with this agent (GET /agents); empty: the default agent"},
 	})
 	rpc := obj(map[string]any{"jsonrpc": map[string]any{"const": "2.0"}, "id": map[string]any{}, "method": str, "params": map[string]any{}}, "jsonrpc", "method")
 	rpcAnswer := obj(map[string]any{"jsonrpc": map[string]any{"const": "2.0"}, "id": map[string]any{}, "result": map[string]any{}, "error": obj(map[string]any{"code": map[string]any{"type": "integer"}, "message": str, "data": map[string]any{}}, "code", "message")}, "jsonrpc")
@@ -153,6 +159,9 @@ func operations(s *schemas) map[string]operation {
 		"POST /conversations/{id}/messages": {tag: "Conversations", summary: "Send a message: run a turn and wait for its answer",
 			description: "Idempotency-Key runs a message once. 409 while a turn runs or an approval waits (the body names the approval).",
 			body:        messageBody, example: map[string]any{"message": "add resource web-1 with value 7"}, responses: runResponses("200")},
+		"GET /conversations/{id}/files/{file}": {tag: "Conversations", summary: "A file of a conversation (owner or admin)",
+			description: "The bytes of a file a message carries (its files[].id), with its media type; 404 for anyone but the conversation's owner and admins.",
+			responses:   map[string]response{"200": {description: "the file's bytes", contentType: "*/*"}}},
 		"POST /conversations/{id}/cancel": {tag: "Conversations", summary: "Stop the running turn",
 			responses: map[string]response{"202": {description: "the cancel was sent", schema: obj(map[string]any{"conversation_id": str, "cancel_requested": map[string]any{"type": "boolean"}}, "conversation_id", "cancel_requested")}}},
 		"POST /conversations/{id}/regenerate": {tag: "Conversations", summary: "Regenerate the last answer: run a new turn from the last user message and wait for it",

@@ -131,6 +131,8 @@ type Config struct {
 	Auth Auth `yaml:"auth"`
 	// Limits are the bridge's rate and capacity limits, see [Limits].
 	Limits Limits `yaml:"limits"`
+	// Files limits the images and documents of users' messages, see [Files].
+	Files Files `yaml:"files"`
 
 	// Path is the file the configuration was read from.
 	Path string `yaml:"-"`
@@ -725,6 +727,7 @@ func (c *Config) applyDefaults() {
 		c.Sessions.MaxBytes = max(DefaultSessionMaxBytes, c.HTTP.MaxBodyBytes)
 	}
 	c.HTTP.applyDefaults()
+	c.Files.applyDefaults(c.HTTP.MaxBodyBytes)
 	if c.LLM.Timeout == 0 {
 		c.LLM.Timeout = Duration(DefaultLLMTimeout)
 	}

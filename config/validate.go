@@ -17,7 +17,7 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 const nameWant = "a name of letters, digits, '_' and '-'"
 
 func (c *Config) validate() error {
-	for _, check := range []func() *fieldErr{c.checkModels, c.checkRuntime, c.checkNATS, c.checkTools, c.checkTree, c.checkGroups, c.checkApprovals, c.checkAuth, c.Limits.validate} {
+	for _, check := range []func() *fieldErr{c.checkModels, c.checkRuntime, c.checkNATS, c.checkTools, c.checkTree, c.checkGroups, c.checkApprovals, c.checkAuth, c.Limits.validate, c.checkFiles} {
 		if err := check(); err != nil {
 			return &Error{File: c.Path, Field: err.field, Want: err.want}
 		}
@@ -522,3 +522,5 @@ func validPort(p string) bool {
 	n, err := strconv.Atoi(p)
 	return err == nil && n >= 0 && n <= 65535
 }
+
+func (c *Config) checkFiles() *fieldErr { return c.Files.validate(c.HTTP.MaxBodyBytes) }

@@ -406,7 +406,7 @@ func sameMessage(a, b *Message) bool {
 	if a.ID != b.ID || a.Role != b.Role || a.Content != b.Content || a.Name != b.Name || a.Step != b.Step ||
 		a.ToolCallID != b.ToolCallID || a.ToolName != b.ToolName || a.IsError != b.IsError ||
 		a.DecidedBy != b.DecidedBy || a.Notice != b.Notice || a.TurnID != b.TurnID || a.CreatedAt != b.CreatedAt ||
-		len(a.ToolCalls) != len(b.ToolCalls) {
+		len(a.ToolCalls) != len(b.ToolCalls) || !slices.Equal(a.Files, b.Files) {
 		return false
 	}
 	for i := range a.ToolCalls {

@@ -16,7 +16,7 @@ import (
 // sameMessage must compare every field: a field it does not know would let
 // a change made in place to a stored message go unseen.
 func TestSameMessageFields(t *testing.T) {
-	if n := reflect.TypeFor[Message]().NumField(); n != 13 {
+	if n := reflect.TypeFor[Message]().NumField(); n != 14 {
 		t.Errorf("Message has %d fields: compare the new ones in sameMessage, then update this count", n)
 	}
 	if n := reflect.TypeFor[ToolCall]().NumField(); n != 7 {

@@ -56,6 +56,12 @@ const (
 	GrantKVWatch GrantKind = "kv-watch"
 	// GrantKVWrite: put, update and delete keys of a bucket.
 	GrantKVWrite GrantKind = "kv-write"
+	// GrantObjectRead: read objects of an object store (Subject: its base
+	// name): their metadata by direct get, their chunks through an ordered
+	// consumer.
+	GrantObjectRead GrantKind = "object-read"
+	// GrantObjectWrite: put objects into an object store.
+	GrantObjectWrite GrantKind = "object-write"
 )
 
 // Grant is one line of the permission table: one thing a role may do.
@@ -94,6 +100,8 @@ type Permissions struct {
 	// Streams are the streams (base names) the role binds at start: those
 	// it reads messages of by sequence or subject.
 	Streams []string
+	// Objects are the object stores (base names) the role binds at start.
+	Objects []string
 
 	ns Namespace
 }
@@ -110,6 +118,7 @@ func (n Namespace) Permissions(role string) (p Permissions, ok bool) {
 		p.Publish, p.Subscribe = []string{">"}, []string{">"}
 		p.Buckets = []string{BucketSessions, BucketApprovals, BucketTools, BucketNodes, BucketCalls, BucketLimits}
 		p.Streams = []string{StreamEvents, StreamWork, StreamMessages}
+		p.Objects = []string{BucketFiles}
 		return p, true
 	}
 	grants := n.roleGrants(role)
@@ -137,6 +146,8 @@ func (n Namespace) Permissions(role string) (p Permissions, ok bool) {
 			p.Buckets = appendNew(p.Buckets, g.Subject)
 		case GrantStreamGet, GrantLog:
 			p.Streams = appendNew(p.Streams, strings.TrimPrefix(g.Subject, n.Stream("")))
+		case GrantObjectRead, GrantObjectWrite:
+			p.Objects = appendNew(p.Objects, g.Subject)
 		}
 	}
 	return p, true
@@ -178,6 +189,7 @@ func (n Namespace) roleGrants(role string) []Grant {
 			{Kind: GrantKVRead, Subject: BucketNodes, Filter: RoleToolhost + ".*", Why: "is the toolhost of a call alive"},
 			{Kind: GrantKVRead, Subject: BucketCalls, Filter: SubAgentCallPrefix + "*", Why: "its sub-agent call records"},
 			{Kind: GrantKVWrite, Subject: BucketCalls, Filter: SubAgentCallPrefix + "*", Why: "its sub-agent call records (the tool hosts' are theirs alone)"},
+			{Kind: GrantObjectRead, Subject: BucketFiles, Why: "the files of a conversation, sent to the model"},
 		}
 		return g
 	case RoleGroup:
@@ -254,6 +266,8 @@ func (n Namespace) roleGrants(role string) []Grant {
 			{Kind: GrantKVWatch, Subject: BucketNodes, Why: "/health, degradation mode"},
 			{Kind: GrantKVRead, Subject: BucketLimits, Why: "request budgets, active conversations"},
 			{Kind: GrantKVWrite, Subject: BucketLimits, Why: "request budgets, active conversations, by compare-and-set"},
+			{Kind: GrantObjectWrite, Subject: BucketFiles, Why: "store the files of users' messages"},
+			{Kind: GrantObjectRead, Subject: BucketFiles, Why: "GET /conversations/{id}/files/{file}"},
 		}
 	case RoleMonitor:
 		return []Grant{
@@ -315,6 +329,9 @@ func (n Namespace) compile(g Grant) (pub, sub []string) {
 			api + "CONSUMER.DELETE." + s + ".*",
 		}, nil
 	}
+	if g.Kind == GrantObjectRead || g.Kind == GrantObjectWrite {
+		return n.compileObjects(g)
+	}
 	bucket := n.Bucket(g.Subject)
 	stream := "KV_" + bucket
 	keys := g.Filter
@@ -337,6 +354,28 @@ func (n Namespace) compile(g Grant) (pub, sub []string) {
 		return []string{api + "STREAM.INFO." + stream, "$KV." + bucket + "." + keys}, nil
 	}
 	panic(fmt.Sprintf("mesh: unknown grant kind %q", g.Kind))
+}
+
+// compileObjects turns an object store grant into subjects. An object's
+// name is encoded in its subjects: the grant is the whole store's.
+func (n Namespace) compileObjects(g Grant) (pub, sub []string) {
+	const api = "$JS.API."
+	bucket := n.Bucket(g.Subject)
+	stream := "OBJ_" + bucket
+	if g.Kind == GrantObjectWrite {
+		// Chunks, then the metadata (a rollup of the object's subject).
+		return []string{api + "STREAM.INFO." + stream, "$O." + bucket + ".C.>", "$O." + bucket + ".M.>"}, nil
+	}
+	return []string{
+		api + "STREAM.INFO." + stream,
+		api + "DIRECT.GET." + stream + ".$O." + bucket + ".M.>",
+		// The ordered push consumer that reads an object's chunks (its
+		// deliver subject is the role's inbox), its flow control.
+		api + "CONSUMER.CREATE." + stream + ".*.$O." + bucket + ".C.>",
+		api + "CONSUMER.DELETE." + stream + ".*",
+		"$JS.FC." + stream + ".>",
+		"$JS.FC.*.*." + stream + ".>",
+	}, nil
 }
 
 func appendNew(list []string, items ...string) []string {

@@ -79,6 +79,11 @@ func TestPermissionsHold(t *testing.T) {
 		{"only tool hosts write tool call records", "$KV.mesh_calls.c1", true, []string{mesh.RoleToolhost, mesh.RoleAdmin}},
 		{"agents write their sub-agent call records", "$KV.mesh_calls." + mesh.SubAgentCallKey("c1"), true, []string{mesh.RoleAgent, mesh.RoleToolhost, mesh.RoleAdmin}},
 		{"only bridges spend request budgets", "$KV.mesh_limits." + mesh.LimitKey(mesh.LimitRatePrincipal, "alice"), true, []string{mesh.RoleBridge, mesh.RoleAdmin}},
+		{"only bridges store files", "$O.mesh_files.C.abc", true, []string{mesh.RoleBridge, mesh.RoleAdmin}},
+		{"only bridges name stored files", "$O.mesh_files.M.abc", true, []string{mesh.RoleBridge, mesh.RoleAdmin}},
+		{"only agents and bridges read files", "$JS.API.DIRECT.GET.OBJ_mesh_files.$O.mesh_files.M.abc", true, []string{mesh.RoleAgent, mesh.RoleBridge, mesh.RoleAdmin}},
+		{"only agents and bridges follow file chunks", "$JS.API.CONSUMER.CREATE.OBJ_mesh_files.x.$O.mesh_files.C.abc", true, []string{mesh.RoleAgent, mesh.RoleBridge, mesh.RoleAdmin}},
+		{"only the admin purges the files", "$JS.API.STREAM.PURGE.OBJ_mesh_files", true, []string{mesh.RoleAdmin}},
 		{"only bridges read the limits", "$JS.API.DIRECT.GET.KV_mesh_limits.$KV.mesh_limits." + mesh.LimitActiveAll, true, []string{mesh.RoleBridge, mesh.RoleAdmin}},
 	} {
 		var got []string

@@ -28,6 +28,9 @@ type ProvisionConfig struct {
 	ExpiredKept time.Duration
 	// CallsTTL is how long tool call records are kept. Zero means 7 days.
 	CallsTTL time.Duration
+	// FilesMaxAge is how long conversations' files are kept (the object
+	// store mesh_files's TTL). Zero means until deleted.
+	FilesMaxAge time.Duration
 	// Replicas is the replication factor of every stream and bucket. Zero
 	// means: those that exist keep theirs, new ones get 3 when the server
 	// is a cluster node and 1 otherwise. A stream or bucket that exists
@@ -90,6 +93,8 @@ type Resources struct {
 	// connection, for the roles that bind it.
 	Messages *MessageLog
 	Limits   jetstream.KeyValue
+	// Files holds conversations' files (the object store mesh_files).
+	Files *FileStore
 }
 
 // Provision creates or updates every stream and bucket of the mesh. It is
@@ -163,7 +168,27 @@ func Provision(ctx context.Context, js jetstream.JetStream, ns Namespace, cfg Pr
 		}
 		*b.dst = kv
 	}
+	obs, err := ensureObjectStore(ctx, js, cfg.Replicas, jetstream.ObjectStoreConfig{
+		Bucket: ns.Bucket(BucketFiles), Description: "Agent Mesh: conversations' files", Storage: jetstream.FileStorage, TTL: max(cfg.FilesMaxAge, 0),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("provision object store %s: %w", ns.Bucket(BucketFiles), err)
+	}
+	r.Files = NewFileStore(obs)
 	return r, nil
+}
+
+// ensureObjectStore is [ensureStream] for an object store.
+func ensureObjectStore(ctx context.Context, js jetstream.JetStream, replicas int, cfg jetstream.ObjectStoreConfig) (jetstream.ObjectStore, error) {
+	var err error
+	if cfg.Replicas, err = replicasFor(ctx, js, "OBJ_"+cfg.Bucket, replicas); err != nil {
+		return nil, err
+	}
+	obs, err := js.CreateObjectStore(ctx, cfg)
+	if errors.Is(err, jetstream.ErrBucketExists) {
+		return js.UpdateObjectStore(ctx, cfg)
+	}
+	return obs, err
 }
 
 // ensureStream creates the stream, or updates it only when its configuration
@@ -247,6 +272,16 @@ func Bind(ctx context.Context, js jetstream.JetStream, ns Namespace, p Permissio
 			return nil, fmt.Errorf("bind bucket %s: %w", ns.Bucket(b), err)
 		}
 		*dst = kv
+	}
+	for _, b := range p.Objects {
+		if b != BucketFiles {
+			return nil, fmt.Errorf("bind: unknown object store %q", b)
+		}
+		obs, err := js.ObjectStore(ctx, ns.Bucket(b))
+		if err != nil {
+			return nil, fmt.Errorf("bind object store %s: %w", ns.Bucket(b), err)
+		}
+		r.Files = NewFileStore(obs)
 	}
 	streams := map[string]*jetstream.Stream{StreamEvents: &r.Events, StreamWork: &r.Work, StreamMessages: new(jetstream.Stream)}
 	for _, name := range p.Streams {

@@ -133,6 +133,9 @@ type Message struct {
 	// Notice marks an assistant message meant for people (an approval
 	// request, an error): it is shown, but not sent back to models.
 	Notice bool `json:"notice,omitempty"`
+	// Files are the images and documents a user message carries: their
+	// bytes are in the object store mesh_files (files.go), not here.
+	Files []File `json:"files,omitempty"`
 	// TurnID is the turn that added the message.
 	TurnID    string    `json:"turn_id,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
@@ -220,6 +223,7 @@ type QueuedTurn struct {
 	// ID is the turn id, also the run id of its AG-UI events.
 	ID      string    `json:"id"`
 	Message string    `json:"message"`
+	Files   []File    `json:"files,omitempty"`
 	At      time.Time `json:"at"`
 	// By is the node id of the bridge that recorded it (or last published
 	// it again): a bridge that finds that writer gone (restarted, or down

@@ -63,6 +63,9 @@ const (
 	// BucketLimits holds the request budgets and the sets of active
 	// conversations every bridge counts together (ratelimit.go).
 	BucketLimits = "limits"
+	// BucketFiles is the object store of conversations' files (files.go):
+	// mesh_files, its stream OBJ_mesh_files.
+	BucketFiles = "files"
 )
 
 // ToolServiceName is the NATS micro service every toolhost registers, so

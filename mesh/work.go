@@ -41,6 +41,9 @@ type WorkItem struct {
 	// (Message) again; it adds no user message and supersedes the answer
 	// after it.
 	Regenerate bool `json:"regenerate,omitempty"`
+	// Files are the files of the user's message (their bytes are in
+	// mesh_files).
+	Files []File `json:"files,omitempty"`
 	// ApprovalID is the decided approval a resume carries on from.
 	ApprovalID string `json:"approval_id,omitempty"`
 	// Step, Gen and RunID: the key of the tree step a step item runs (wire

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/agentmesh/agentmesh/bridge/core"
 	"github.com/agentmesh/agentmesh/mesh"
 	wire "github.com/agentmesh/agentmesh/mesh/a2a"
 )
@@ -38,6 +39,9 @@ type sendRequest struct {
 	text string
 	// approved is a decision a data part {"approved": bool} carries.
 	approved *bool
+	// uploads are the message's file parts (0.3 file {bytes|uri, mimeType,
+	// name}; 1.0 {raw|url, mediaType, filename}, read as 0.3's).
+	uploads []core.Upload
 	// blocking: wait until the task ends or pauses before answering.
 	blocking bool
 	history  *int
@@ -66,10 +70,12 @@ func readMessage(m *wire.Message, roleWant string) (*sendRequest, *rpcError) {
 			if b, ok := p.Data["approved"].(bool); ok {
 				req.approved = &b
 			}
+		case p.Kind == "file" && p.File != nil:
+			req.uploads = append(req.uploads, core.Upload{Name: p.File.Name, MediaType: p.File.MimeType, Base64: p.File.Bytes, URL: p.File.URI})
 		}
 	}
 	req.text = strings.Join(texts, "\n")
-	if req.text == "" && req.approved == nil {
+	if req.text == "" && req.approved == nil && len(req.uploads) == 0 {
 		return nil, errParams("message.parts", "the message has no text part: send at least one non-empty text part")
 	}
 	return req, nil

@@ -74,7 +74,8 @@ func errInternal(msg string) *rpcError { return &rpcError{Code: wire.CodeInterna
 //	conversation deleted or expired           -32050 task gone (HTTP 410)
 //	conversation not found                    -32001 task not found
 //	a turn runs, or it waits for an approval  -32004 unsupported operation (busy)
-//	bad request                               -32602 invalid params
+//	bad request, a file too large             -32602 invalid params
+//	a file's media type refused               -32005 content type not supported
 //	unavailable, degraded                     -32603 internal error, Retry-After
 //	anything else                             -32603 internal error
 func toRPC(err error, taskID string) *rpcError {
@@ -95,8 +96,10 @@ func toRPC(err error, taskID string) *rpcError {
 		e := errUnsupported(err.Error())
 		e.Meta = map[string]string{"taskId": taskID}
 		return e
-	case errors.Is(err, mesh.ErrBadRequest):
+	case errors.Is(err, mesh.ErrBadRequest), errors.Is(err, mesh.ErrFileTooLarge):
 		return errParams("", err.Error())
+	case errors.Is(err, mesh.ErrFileType):
+		return &rpcError{Code: wire.CodeContentTypeNotSupported, Message: err.Error()}
 	case mesh.IsUnavailable(err), errors.Is(err, mesh.ErrDegraded):
 		e := errInternal("the mesh is unavailable: " + err.Error())
 		e.RetryAfter = mesh.RetryAfter(err)

@@ -59,6 +59,10 @@ type plan struct {
 func (c *call) plan(ctx context.Context, req *sendRequest) (*plan, error) {
 	taskID, ctxID := req.msg.TaskID, req.msg.ContextID
 	p := &plan{}
+	// Bad files are refused before a task is created.
+	if err := c.h.core.CheckUploads(req.uploads); err != nil {
+		return nil, toRPC(err, taskID)
+	}
 	// A message that may start a turn needs the user role; one that only
 	// decides an approval, the approver role (core.Decide checks it).
 	converse := c.need(auth.Converse)
@@ -200,7 +204,11 @@ func turnID(h *mesh.SessionHead) string {
 func (c *call) start(ctx context.Context, p *plan, req *sendRequest) (*core.Run, error) {
 	switch p.act {
 	case actTurn:
-		return c.h.core.Send(ctx, p.id, req.text, c.caller)
+		files, err := c.h.core.StoreFiles(ctx, p.id, req.uploads, c.caller)
+		if err != nil {
+			return nil, err
+		}
+		return c.h.core.Send(ctx, p.id, req.text, c.caller, files...)
 	case actDecide:
 		body, _ := json.Marshal(map[string]any{"approved": p.approved, "by": "a2a"})
 		_, run, err := c.h.core.Decide(ctx, p.approval, body, c.caller)

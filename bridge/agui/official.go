@@ -261,11 +261,20 @@ func (h *handler) starter(ctx context.Context, in *runAgentInput, caller core.Ca
 		}
 		return dest, func() (*core.Run, error) { return h.core.Regenerate(ctx, thread, runID, caller) }, nil
 	}
-	text, err := lastUserText(in.Messages)
+	text, ups, err := lastUserInput(in.Messages)
 	if err != nil {
 		return threadFor{}, nil, err
 	}
-	return dest, func() (*core.Run, error) { return h.core.SendTurn(ctx, thread, runID, text, caller) }, nil
+	if err := h.core.CheckUploads(ups); err != nil {
+		return threadFor{}, nil, err
+	}
+	return dest, func() (*core.Run, error) {
+		files, err := h.core.StoreFiles(ctx, thread, ups, caller)
+		if err != nil {
+			return nil, err
+		}
+		return h.core.SendTurn(ctx, thread, runID, text, caller, files...)
+	}, nil
 }
 
 // resume decides the interrupts the client answers and returns the run of
@@ -293,19 +302,24 @@ func (h *handler) resume(ctx context.Context, entries []resumeEntry, caller core
 	return first, nil
 }
 
-// lastUserText is the text of the last message, which must be the user's.
-func lastUserText(msgs []inputMessage) (string, error) {
+// lastUserInput is the text and files of the last message, which must be
+// the user's.
+func lastUserInput(msgs []inputMessage) (string, []core.Upload, error) {
 	if len(msgs) == 0 || msgs[len(msgs)-1].Role != "user" {
-		return "", mesh.ErrBadRequest.With(`RunAgentInput: the last message must be the user's (role "user"), or "resume" must answer the interrupts`)
+		return "", nil, mesh.ErrBadRequest.With(`RunAgentInput: the last message must be the user's (role "user"), or "resume" must answer the interrupts`)
 	}
 	text, err := msgs[len(msgs)-1].text()
 	if err != nil {
-		return "", mesh.ErrBadRequest.With("RunAgentInput: " + err.Error())
+		return "", nil, mesh.ErrBadRequest.With("RunAgentInput: " + err.Error())
 	}
-	if strings.TrimSpace(text) == "" {
-		return "", mesh.ErrBadRequest.With("RunAgentInput: the last user message is empty")
+	ups, err := msgs[len(msgs)-1].uploads()
+	if err != nil {
+		return "", nil, err
 	}
-	return text, nil
+	if strings.TrimSpace(text) == "" && len(ups) == 0 {
+		return "", nil, mesh.ErrBadRequest.With("RunAgentInput: the last user message is empty")
+	}
+	return text, ups, nil
 }
 
 // isExists reports a conversation created meanwhile by another request.

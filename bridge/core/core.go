@@ -104,6 +104,9 @@ type Config struct {
 	// Take, when set, spends one request of ctx's caller's budgets
 	// ([Core.Take]).
 	Take func(ctx context.Context) error
+	// Files limits the files of messages (files.go). Its zero value is
+	// the files section's defaults.
+	Files config.Files
 	// Logger receives the core's logs. The zero value discards them.
 	Logger zerolog.Logger
 }
@@ -115,6 +118,7 @@ type Core struct {
 	Sessions  *mesh.SessionStore
 	Approvals *mesh.ApprovalStore
 	Catalog   *mesh.Catalog
+	files     *mesh.FileStore      // nil when the mesh has none
 	events    *mesh.EventPublisher // the queue's own events
 	log       zerolog.Logger
 	now       func() time.Time // the queue's clock, a test's to set
@@ -148,6 +152,7 @@ func New(cfg Config) (*Core, error) {
 	if cfg.QueueCheckAfter == 0 {
 		cfg.QueueCheckAfter = DefaultQueueCheckAfter
 	}
+	cfg.Files = cfg.Files.WithDefaults()
 	if cfg.ExpiredKept == 0 {
 		cfg.ExpiredKept = 24 * time.Hour
 	}
@@ -159,6 +164,7 @@ func New(cfg Config) (*Core, error) {
 		Sessions:  sessions,
 		Approvals: mesh.NewApprovalStore(cfg.Resources.Approvals),
 		Catalog:   mesh.NewCatalog(cfg.Resources.Tools),
+		files:     cfg.Resources.Files,
 		events:    mesh.NewEventPublisher(cfg.JS, cfg.Resources.NS),
 		log:       cfg.Logger,
 		now:       time.Now,
@@ -351,12 +357,13 @@ type PendingError struct {
 func (e *PendingError) Error() string { return e.Err.Error() }
 func (e *PendingError) Unwrap() error { return e.Err }
 
-// Send submits a user message as a turn of conversation id.
-func (c *Core) Send(ctx context.Context, id, text string, caller Caller) (*Run, error) {
+// Send submits a user message as a turn of conversation id, with the
+// files [Core.StoreFiles] stored for it.
+func (c *Core) Send(ctx context.Context, id, text string, caller Caller, files ...mesh.File) (*Run, error) {
 	if err := CheckConversationID(id); err != nil {
 		return nil, err
 	}
-	return c.sendTurn(ctx, id, "", text, caller)
+	return c.sendTurn(ctx, id, "", text, files, caller)
 }
 
 // SendTurn is [Core.Send] with the turn id chosen by the caller (an AG-UI
@@ -364,7 +371,7 @@ func (c *Core) Send(ctx context.Context, id, text string, caller Caller) (*Run, 
 // conversation across the mesh (the ids of everything the run makes
 // derive from it): one that another conversation holds is refused with
 // [ErrRunIDUsed], at once, rather than dropped as a duplicate further on.
-func (c *Core) SendTurn(ctx context.Context, id, turnID, text string, caller Caller) (*Run, error) {
+func (c *Core) SendTurn(ctx context.Context, id, turnID, text string, caller Caller, files ...mesh.File) (*Run, error) {
 	if err := CheckConversationID(id); err != nil {
 		return nil, err
 	}
@@ -376,7 +383,7 @@ func (c *Core) SendTurn(ctx context.Context, id, turnID, text string, caller Cal
 			return nil, err
 		}
 	}
-	return c.sendTurn(ctx, id, turnID, text, caller)
+	return c.sendTurn(ctx, id, turnID, text, files, caller)
 }
 
 // reserveRun reserves run id turnID for conversation id (the caller's:
@@ -396,14 +403,14 @@ func (c *Core) reserveRun(ctx context.Context, id, turnID string, caller Caller)
 }
 
 // sendTurn is SendTurn with a turn id the mesh chose (or derived).
-func (c *Core) sendTurn(ctx context.Context, id, turnID, text string, caller Caller) (*Run, error) {
+func (c *Core) sendTurn(ctx context.Context, id, turnID, text string, files []mesh.File, caller Caller) (*Run, error) {
 	if turnID == "" {
 		turnID = mesh.NewID()
 	}
-	if strings.TrimSpace(text) == "" {
+	if strings.TrimSpace(text) == "" && len(files) == 0 {
 		return nil, mesh.ErrBadRequest.With(`"message" must not be empty`)
 	}
-	return c.queueTurn(ctx, id, turnQ{id: turnID, text: text}, caller)
+	return c.queueTurn(ctx, id, turnQ{id: turnID, text: text, files: files}, caller)
 }
 
 // queueTurn admits, registers and enqueues turn tq of conversation id.
@@ -439,7 +446,7 @@ var idempotencyNamespace = uuid.MustParse("5c1d3a2e-0b7f-4f6e-8a41-9d2c6b7e3f10"
 // Idempotency-Key): the key names the turn, so sending again with the same
 // key, after a lost answer, waits for or reports the first turn instead of
 // starting a second one.
-func (c *Core) SendOnce(ctx context.Context, id, key, text string, caller Caller) (*Run, error) {
+func (c *Core) SendOnce(ctx context.Context, id, key, text string, caller Caller, files ...mesh.File) (*Run, error) {
 	if err := CheckIdempotencyKey(key); err != nil {
 		return nil, err
 	}
@@ -466,7 +473,7 @@ func (c *Core) SendOnce(ctx context.Context, id, key, text string, caller Caller
 		r.end(nil)
 		return r, nil
 	}
-	return c.sendTurn(ctx, id, turnID, text, caller)
+	return c.sendTurn(ctx, id, turnID, text, files, caller)
 }
 
 // keyedTurn is the turn id the idempotency key names in conversation id.

@@ -58,6 +58,7 @@ func (c *Core) target(agent, group string) (role, name string) {
 // message count of the conversation read that found that message.
 type turnQ struct {
 	id, text   string
+	files      []mesh.File
 	regenerate bool
 	count      int
 }
@@ -68,7 +69,7 @@ type turnQ struct {
 // record is taken back and the run ends with RUN_ERROR UNAVAILABLE; the
 // error then matches [mesh.ErrUnavailable].
 func (c *Core) enqueue(ctx context.Context, id string, tq turnQ, caller Caller) (queuedAt uint64, err error) {
-	turnID, text := tq.id, tq.text
+	turnID, text, files := tq.id, tq.text, tq.files
 	// A client leaving mid-way must not leave the record without its item.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
 	defer cancel()
@@ -92,7 +93,7 @@ func (c *Core) enqueue(ctx context.Context, id string, tq turnQ, caller Caller) 
 			// A turn ended since the read that found the user message.
 			return mesh.ErrTurnInProgress.With(fmt.Sprintf("conversation %s changed while its answer was to be regenerated; try again", id))
 		}
-		cv.Queued = &mesh.QueuedTurn{ID: turnID, Message: text, At: c.now().UTC(), By: c.cfg.NodeID, Regenerate: tq.regenerate}
+		cv.Queued = &mesh.QueuedTurn{ID: turnID, Message: text, Files: files, At: c.now().UTC(), By: c.cfg.NodeID, Regenerate: tq.regenerate}
 		cv.Status = mesh.StatusQueued
 		return nil
 	})
@@ -106,7 +107,7 @@ func (c *Core) enqueue(ctx context.Context, id string, tq turnQ, caller Caller) 
 	}
 	seq, err := c.events.Publish(ctx, id, turnID, turnID+":queued", mesh.Custom(mesh.CustomRunQueued, value))
 	if err == nil {
-		item := mesh.WorkItem{Kind: mesh.WorkTurn, Session: id, TurnID: turnID, Message: text, Regenerate: tq.regenerate}
+		item := mesh.WorkItem{Kind: mesh.WorkTurn, Session: id, TurnID: turnID, Message: text, Files: files, Regenerate: tq.regenerate}
 		err = mesh.PublishWork(ctx, c.cfg.JS, c.ns, role, name, item, caller.headers(conv.SessionID))
 	}
 	if err != nil {
@@ -282,7 +283,7 @@ func (c *Core) checkQueued(ctx context.Context, ref *queuedRef, caller Caller) b
 		return true
 	}
 	log.Warn().Int("republished", ref.q.Republished+1).Msg("queued turn's work item lost: published again")
-	item := mesh.WorkItem{Kind: mesh.WorkTurn, Session: ref.id, TurnID: ref.q.ID, Message: ref.q.Message, Regenerate: ref.q.Regenerate}
+	item := mesh.WorkItem{Kind: mesh.WorkTurn, Session: ref.id, TurnID: ref.q.ID, Message: ref.q.Message, Files: ref.q.Files, Regenerate: ref.q.Regenerate}
 	m, err := mesh.WorkMsg(c.ns, role, name, item, caller.headers(ref.sid))
 	if err != nil {
 		log.Warn().Err(err).Msg("could not publish a lost turn again")

@@ -85,6 +85,7 @@ func Register(mux core.Mux, cfg Config) {
 	mux.HandleFunc("POST /conversations/{id}/cancel", a.cancel)
 	mux.HandleFunc("DELETE /conversations/{id}", a.deleteConversation)
 	a.registerActions(mux)
+	mux.HandleFunc("GET /conversations/{id}/files/{file}", a.getFile)
 	mux.HandleFunc("POST /approvals/{uuid}", a.decide)
 	mux.HandleFunc("GET /approvals", a.listApprovals)
 	mux.HandleFunc("GET /approvals/{uuid}", a.getApproval)
@@ -128,6 +129,8 @@ func (a *api) tools(w http.ResponseWriter, r *http.Request) {
 
 type messageBody struct {
 	Message *string `json:"message"`
+	// Files are images and documents sent with the message (files.go).
+	Files []fileBody `json:"files,omitempty"`
 	// Group makes the new conversation a chat of that group.
 	Group string `json:"group"`
 	// Agent makes it a conversation with that agent (GET /agents lists
@@ -179,8 +182,10 @@ func (a *api) createConversation(w http.ResponseWriter, r *http.Request) {
 	}
 	caller := core.CallerOf(r)
 	var conv *mesh.Conversation
-	var err error
+	// Bad files are refused before anything is created.
+	err := a.core.CheckUploads(uploads(body.Files))
 	switch {
+	case err != nil:
 	case body.Group != "" && body.Agent != "":
 		err = mesh.ErrBadRequest.With(`a conversation is with one agent ("agent") or a group chat ("group"), not both`)
 	case body.Agent != "":
@@ -192,11 +197,20 @@ func (a *api) createConversation(w http.ResponseWriter, r *http.Request) {
 		core.WriteError(w, err)
 		return
 	}
-	if body.Message == nil || *body.Message == "" {
+	if (body.Message == nil || *body.Message == "") && len(body.Files) == 0 {
 		core.WriteJSON(w, http.StatusCreated, map[string]any{"conversation": conv})
 		return
 	}
-	run, err := a.core.Send(r.Context(), conv.ID, *body.Message, caller)
+	files, err := a.core.StoreFiles(r.Context(), conv.ID, uploads(body.Files), caller)
+	if err != nil {
+		core.WriteError(w, err)
+		return
+	}
+	text := ""
+	if body.Message != nil {
+		text = *body.Message
+	}
+	run, err := a.core.Send(r.Context(), conv.ID, text, caller, files...)
 	if err != nil {
 		core.WriteError(w, err)
 		return
@@ -234,16 +248,24 @@ func (a *api) sendMessage(w http.ResponseWriter, r *http.Request) {
 		core.WriteError(w, err)
 		return
 	}
-	if body.Message == nil {
-		core.WriteError(w, mesh.ErrBadRequest.With(`field "message" is required: {"message": "…"}`))
+	if body.Message == nil && len(body.Files) == 0 {
+		core.WriteError(w, mesh.ErrBadRequest.With(`field "message" is required: {"message": "…"} (or "files")`))
+		return
+	}
+	text := ""
+	if body.Message != nil {
+		text = *body.Message
+	}
+	files, err := a.core.StoreFiles(r.Context(), r.PathValue("id"), uploads(body.Files), core.CallerOf(r))
+	if err != nil {
+		core.WriteError(w, err)
 		return
 	}
 	var run *core.Run
-	var err error
 	if key := r.Header.Get("Idempotency-Key"); key != "" {
-		run, err = a.core.SendOnce(r.Context(), r.PathValue("id"), key, *body.Message, core.CallerOf(r))
+		run, err = a.core.SendOnce(r.Context(), r.PathValue("id"), key, text, core.CallerOf(r), files...)
 	} else {
-		run, err = a.core.Send(r.Context(), r.PathValue("id"), *body.Message, core.CallerOf(r))
+		run, err = a.core.Send(r.Context(), r.PathValue("id"), text, core.CallerOf(r), files...)
 	}
 	if err != nil {
 		core.WriteError(w, err)

@@ -52,6 +52,7 @@ func provisionConfig(cfg *config.Config) mesh.ProvisionConfig {
 		SessionHistory: cfg.Sessions.History,
 		SessionTTL:     cfg.Sessions.ExpireAfter(),
 		ExpiredKept:    cfg.Sessions.KeptExpired(),
+		FilesMaxAge:    cfg.Files.KeepFor(cfg.Sessions.ExpireAfter()),
 		Replicas:       cfg.NATS.Replicas,
 	}
 }

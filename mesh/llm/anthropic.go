@@ -98,6 +98,41 @@ type anthropicBlock struct {
 	ToolUseID string          `json:"tool_use_id,omitempty"`
 	Content   string          `json:"content,omitempty"`
 	IsError   bool            `json:"is_error,omitempty"`
+	// Source is an image's or a document's: base64 bytes, a URL, or text.
+	Source *anthropicSource `json:"source,omitempty"`
+	// Title names a document.
+	Title string `json:"title,omitempty"`
+}
+
+type anthropicSource struct {
+	Type      string `json:"type"` // base64, url, text
+	MediaType string `json:"media_type,omitempty"`
+	Data      string `json:"data,omitempty"`
+	URL       string `json:"url,omitempty"`
+}
+
+// anthropicFiles are a user message's files as image and document blocks.
+func anthropicFiles(files []File) []anthropicBlock {
+	var out []anthropicBlock
+	for _, f := range files {
+		b := anthropicBlock{Type: "document", Source: &anthropicSource{Type: "base64", MediaType: f.MediaType, Data: f.base64()}}
+		switch {
+		case f.MediaType == "text/plain":
+			b.Source = &anthropicSource{Type: "text", MediaType: f.MediaType, Data: string(f.Data)}
+		case f.URL != "":
+			b.Source = &anthropicSource{Type: "url", URL: f.URL}
+		}
+		if f.IsImage() {
+			b.Type = "image"
+		} else {
+			b.Title = f.Name
+		}
+		if f.MediaType == "text/plain" && f.URL != "" {
+			b = anthropicBlock{Type: "text", Text: f.Placeholder()}
+		}
+		out = append(out, b)
+	}
+	return out
 }
 
 type anthropicTool struct {
@@ -152,9 +187,12 @@ func anthropicMessages(msgs []Message) []anthropicMessage {
 		case RoleTool:
 			add("user", []anthropicBlock{{Type: "tool_result", ToolUseID: anthropicID(m.ToolCallID), Content: m.Content, IsError: m.IsError}})
 		default:
+			// Files first: the API's advice for images with a question.
+			blocks := anthropicFiles(m.Files)
 			if strings.TrimSpace(m.Content) != "" {
-				add("user", []anthropicBlock{{Type: "text", Text: m.Content}})
+				blocks = append(blocks, anthropicBlock{Type: "text", Text: m.Content})
 			}
+			add("user", blocks)
 		}
 	}
 	for i := range out {

@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,45 @@ import (
 
 // anthropicWire is the Messages API (POST /v1/messages).
 type anthropicWire struct{}
+
+// anthropicFile decodes an image or a document block.
+func anthropicFile(raw json.RawMessage) (seenFile, error) {
+	var b struct {
+		Type   string `json:"type"`
+		Title  string `json:"title"`
+		Source struct {
+			Type      string `json:"type"`
+			MediaType string `json:"media_type"`
+			Data      string `json:"data"`
+			URL       string `json:"url"`
+		} `json:"source"`
+	}
+	if err := strict(raw, &b); err != nil {
+		return seenFile{}, err
+	}
+	src := b.Source
+	f := seenFile{Kind: b.Type, MediaType: src.MediaType, Name: b.Title}
+	switch {
+	case src.Type == "url" && strings.HasPrefix(src.URL, "https://") && src.MediaType == "" && src.Data == "":
+		f.URL = src.URL
+		return f, nil
+	case src.Type == "text" && b.Type == "document" && src.MediaType == "text/plain" && src.URL == "":
+		f.Data = src.Data
+		return f, nil
+	case src.Type != "base64" || src.URL != "":
+		return seenFile{}, fmt.Errorf("%s source: want base64, url or (documents) text, got %q", b.Type, src.Type)
+	case b.Type == "image" && (!imageTypes[src.MediaType] || b.Title != ""):
+		return seenFile{}, fmt.Errorf("image media_type %q", src.MediaType)
+	case b.Type == "document" && src.MediaType != "application/pdf":
+		return seenFile{}, fmt.Errorf("document media_type %q: a base64 document is a PDF", src.MediaType)
+	}
+	data, err := base64.StdEncoding.DecodeString(src.Data)
+	if err != nil || len(data) == 0 {
+		return seenFile{}, fmt.Errorf("source.data: not base64 (%v)", err)
+	}
+	f.Data = string(data)
+	return f, nil
+}
 
 func (anthropicWire) Name() string { return "anthropic" }
 func (anthropicWire) HasIDs() bool { return true }
@@ -85,6 +125,7 @@ func (anthropicWire) Parse(r *http.Request, body []byte) (seen, error) {
 			assistant = &s.Messages[len(s.Messages)-1]
 		}
 		sawText := false
+		from := len(s.Messages)
 		for j, raw := range m.Content {
 			var kind struct {
 				Type string `json:"type"`
@@ -103,8 +144,17 @@ func (anthropicWire) Parse(r *http.Request, body []byte) (seen, error) {
 				if assistant != nil {
 					assistant.Text += b.Text
 				} else {
-					s.Messages = append(s.Messages, seenMsg{Role: "user", Text: b.Text})
+					s.Messages = addUserText(s.Messages, from, b.Text)
 				}
+			case (kind.Type == "image" || kind.Type == "document") && m.Role == "user":
+				f, err := anthropicFile(raw)
+				if err != nil {
+					return seen{}, fmt.Errorf("messages[%d].content[%d]: %v", i, j, err)
+				}
+				if sawText {
+					return seen{}, fmt.Errorf("messages[%d]: files after text (the API advises them first)", i)
+				}
+				s.Messages = addUserFile(s.Messages, from, f)
 			case kind.Type == "tool_use" && assistant != nil:
 				var b struct {
 					Type  string          `json:"type"`

@@ -109,6 +109,14 @@ func (w geminiWire) Parse(r *http.Request, body []byte) (seen, error) {
 			Response json.RawMessage `json:"response"`
 		} `json:"functionResponse"`
 		ThoughtSignature string `json:"thoughtSignature"`
+		InlineData       *struct {
+			MimeType string `json:"mimeType"`
+			Data     string `json:"data"`
+		} `json:"inlineData"`
+		FileData *struct {
+			MimeType string `json:"mimeType"`
+			FileURI  string `json:"fileUri"`
+		} `json:"fileData"`
 	}
 	type content struct {
 		Role  string `json:"role"`
@@ -181,21 +189,37 @@ func (w geminiWire) Parse(r *http.Request, body []byte) (seen, error) {
 			model = &s.Messages[len(s.Messages)-1]
 		}
 		responses := 0
+		from := len(s.Messages)
 		for j, p := range c.Parts {
 			set := 0
-			for _, b := range []bool{p.Text != "", p.FunctionCall != nil, p.FunctionResponse != nil} {
+			for _, b := range []bool{p.Text != "", p.FunctionCall != nil, p.FunctionResponse != nil, p.InlineData != nil, p.FileData != nil} {
 				if b {
 					set++
 				}
 			}
 			if set != 1 {
-				return seen{}, fmt.Errorf("contents[%d].parts[%d]: want exactly one of text, functionCall, functionResponse", i, j)
+				return seen{}, fmt.Errorf("contents[%d].parts[%d]: want exactly one of text, functionCall, functionResponse, inlineData, fileData", i, j)
 			}
 			switch {
 			case p.Text != "" && model != nil:
 				model.Text += p.Text
 			case p.Text != "":
-				s.Messages = append(s.Messages, seenMsg{Role: "user", Text: p.Text})
+				s.Messages = addUserText(s.Messages, from, p.Text)
+			case p.InlineData != nil && model == nil:
+				data, err := base64.StdEncoding.DecodeString(p.InlineData.Data)
+				if err != nil || len(data) == 0 || p.InlineData.MimeType == "" {
+					return seen{}, fmt.Errorf("contents[%d].parts[%d]: inlineData needs mimeType and base64 data (%v)", i, j, err)
+				}
+				kind := "document"
+				if imageTypes[p.InlineData.MimeType] {
+					kind = "image"
+				}
+				s.Messages = addUserFile(s.Messages, from, seenFile{Kind: kind, MediaType: p.InlineData.MimeType, Data: string(data)})
+			case p.FileData != nil && model == nil:
+				if p.FileData.MimeType == "" || !strings.HasPrefix(p.FileData.FileURI, "https://") {
+					return seen{}, fmt.Errorf("contents[%d].parts[%d]: fileData needs mimeType and an https fileUri", i, j)
+				}
+				s.Messages = addUserFile(s.Messages, from, seenFile{Kind: "file", MediaType: p.FileData.MimeType, URL: p.FileData.FileURI})
 			case p.FunctionCall != nil && model != nil:
 				fc := p.FunctionCall
 				if fc.Name == "" || !strings.HasPrefix(strings.TrimSpace(string(fc.Args)), "{") {

@@ -56,10 +56,10 @@ func (w openAIWire) Parse(r *http.Request, body []byte) (seen, error) {
 	var req struct {
 		Model    string `json:"model"`
 		Messages []struct {
-			Role       string     `json:"role"`
-			Content    *string    `json:"content"`
-			ToolCalls  []toolCall `json:"tool_calls"`
-			ToolCallID string     `json:"tool_call_id"`
+			Role       string          `json:"role"`
+			Content    json.RawMessage `json:"content"`
+			ToolCalls  []toolCall      `json:"tool_calls"`
+			ToolCallID string          `json:"tool_call_id"`
 		} `json:"messages"`
 		Tools []struct {
 			Type     string `json:"type"`
@@ -103,9 +103,9 @@ func (w openAIWire) Parse(r *http.Request, body []byte) (seen, error) {
 		if len(open) > 0 && m.Role != "tool" {
 			return seen{}, fmt.Errorf("messages[%d]: tool_call ids %v have no tool message", i, open)
 		}
-		text := ""
-		if m.Content != nil {
-			text = *m.Content
+		text, files, err := openAIContent(m.Role, m.Content)
+		if err != nil {
+			return seen{}, fmt.Errorf("messages[%d]: %v", i, err)
 		}
 		switch m.Role {
 		case "system":
@@ -117,7 +117,7 @@ func (w openAIWire) Parse(r *http.Request, body []byte) (seen, error) {
 			if m.Content == nil {
 				return seen{}, fmt.Errorf("messages[%d]: user message without content", i)
 			}
-			s.Messages = append(s.Messages, seenMsg{Role: "user", Text: text})
+			s.Messages = append(s.Messages, seenMsg{Role: "user", Text: text, Files: files})
 		case "assistant":
 			if m.Content == nil && len(m.ToolCalls) == 0 {
 				return seen{}, fmt.Errorf("messages[%d]: assistant message needs content or tool_calls", i)
@@ -150,6 +150,74 @@ func (w openAIWire) Parse(r *http.Request, body []byte) (seen, error) {
 		return seen{}, fmt.Errorf("tool_call ids %v have no tool message", open)
 	}
 	return s, nil
+}
+
+// openAIContent decodes a message's content: a string, or (user messages)
+// an array of text, image_url and file parts. The first text part is the
+// message's text; later ones are text files.
+func openAIContent(role string, raw json.RawMessage) (string, []seenFile, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil, nil
+	}
+	var text string
+	if raw[0] != '[' {
+		err := json.Unmarshal(raw, &text)
+		return text, nil, err
+	}
+	if role != "user" {
+		return "", nil, fmt.Errorf("content parts in a %s message", role)
+	}
+	var parts []json.RawMessage
+	if err := json.Unmarshal(raw, &parts); err != nil || len(parts) == 0 {
+		return "", nil, fmt.Errorf("content: want a string or a non-empty array of parts (%v)", err)
+	}
+	var files []seenFile
+	sawText := false
+	for j, pr := range parts {
+		var p struct {
+			Type     string `json:"type"`
+			Text     string `json:"text"`
+			ImageURL *struct {
+				URL    string `json:"url"`
+				Detail string `json:"detail"`
+			} `json:"image_url"`
+			File *struct {
+				Filename string `json:"filename"`
+				FileData string `json:"file_data"`
+				FileID   string `json:"file_id"`
+			} `json:"file"`
+		}
+		if err := strict(pr, &p); err != nil {
+			return "", nil, fmt.Errorf("content[%d]: %v", j, err)
+		}
+		switch {
+		case p.Type == "text" && p.Text != "" && p.ImageURL == nil && p.File == nil:
+			if !sawText && j == 0 {
+				text, sawText = p.Text, true
+				continue
+			}
+			files = append(files, seenFile{Kind: "text", Data: p.Text})
+		case p.Type == "image_url" && p.ImageURL != nil && p.Text == "" && p.File == nil:
+			if strings.HasPrefix(p.ImageURL.URL, "https://") {
+				files = append(files, seenFile{Kind: "image", URL: p.ImageURL.URL})
+				continue
+			}
+			mt, data, err := decodeDataURL(p.ImageURL.URL)
+			if err != nil || !imageTypes[mt] {
+				return "", nil, fmt.Errorf("content[%d]: image_url.url: want an https URL or a base64 data URL of an image (%v)", j, err)
+			}
+			files = append(files, seenFile{Kind: "image", MediaType: mt, Data: string(data)})
+		case p.Type == "file" && p.File != nil && p.Text == "" && p.ImageURL == nil:
+			mt, data, err := decodeDataURL(p.File.FileData)
+			if err != nil || mt != "application/pdf" || p.File.FileID != "" {
+				return "", nil, fmt.Errorf("content[%d]: file.file_data: want a base64 data URL of a PDF (%v)", j, err)
+			}
+			files = append(files, seenFile{Kind: "document", MediaType: mt, Name: p.File.Filename, Data: string(data)})
+		default:
+			return "", nil, fmt.Errorf("content[%d]: bad part of type %q", j, p.Type)
+		}
+	}
+	return text, files, nil
 }
 
 func (openAIWire) finish(rp reply) string {

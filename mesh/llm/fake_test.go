@@ -2,6 +2,7 @@ package llm
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -61,6 +62,48 @@ type seenMsg struct {
 	Text   string
 	Calls  []seenCall
 	Result *seenResult
+	Files  []seenFile
+}
+
+// seenFile is a file of a user message as a fake decoded it: Kind image,
+// document or text (a text part beside the message's own), its bytes
+// decoded from base64, or its URL.
+type seenFile struct {
+	Kind, MediaType, Name, Data, URL string
+}
+
+// addUserFile puts f on the user message that msgs[from:] started, or on
+// a new one.
+func addUserFile(msgs []seenMsg, from int, f seenFile) []seenMsg {
+	if n := len(msgs); n > from && msgs[n-1].Role == "user" {
+		msgs[n-1].Files = append(msgs[n-1].Files, f)
+		return msgs
+	}
+	return append(msgs, seenMsg{Role: "user", Files: []seenFile{f}})
+}
+
+// addUserText is the text of the user message that msgs[from:] started
+// with files only, or a new user message.
+func addUserText(msgs []seenMsg, from int, text string) []seenMsg {
+	if n := len(msgs); n > from && msgs[n-1].Role == "user" && msgs[n-1].Text == "" {
+		msgs[n-1].Text = text
+		return msgs
+	}
+	return append(msgs, seenMsg{Role: "user", Text: text})
+}
+
+// imageTypes are the image media types every API takes.
+var imageTypes = map[string]bool{"image/png": true, "image/jpeg": true, "image/gif": true, "image/webp": true}
+
+// decodeDataURL splits data:<media type>;base64,<data>.
+func decodeDataURL(u string) (mediaType string, data []byte, err error) {
+	rest, ok := strings.CutPrefix(u, "data:")
+	mt, b64, ok2 := strings.Cut(rest, ";base64,")
+	if !ok || !ok2 || mt == "" {
+		return "", nil, fmt.Errorf("%.40q is not a base64 data URL", u)
+	}
+	data, err = base64.StdEncoding.DecodeString(b64)
+	return mt, data, err
 }
 
 type seenCall struct {

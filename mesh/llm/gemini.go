@@ -130,6 +130,33 @@ type geminiPart struct {
 	FunctionCall     *geminiFunctionCall     `json:"functionCall,omitempty"`
 	FunctionResponse *geminiFunctionResponse `json:"functionResponse,omitempty"`
 	ThoughtSignature string                  `json:"thoughtSignature,omitempty"`
+	// InlineData is a file's bytes, FileData a file by URL.
+	InlineData *geminiBlob     `json:"inlineData,omitempty"`
+	FileData   *geminiFileData `json:"fileData,omitempty"`
+}
+
+type geminiBlob struct {
+	MimeType string `json:"mimeType"`
+	Data     string `json:"data"`
+}
+
+type geminiFileData struct {
+	MimeType string `json:"mimeType"`
+	FileURI  string `json:"fileUri"`
+}
+
+// geminiFiles are a user message's files as inlineData (bytes) and
+// fileData (URLs) parts.
+func geminiFiles(files []File) []geminiPart {
+	var out []geminiPart
+	for _, f := range files {
+		if f.URL != "" {
+			out = append(out, geminiPart{FileData: &geminiFileData{MimeType: f.MediaType, FileURI: f.URL}})
+			continue
+		}
+		out = append(out, geminiPart{InlineData: &geminiBlob{MimeType: f.MediaType, Data: f.base64()}})
+	}
+	return out
 }
 
 type geminiFunctionCall struct {
@@ -216,9 +243,11 @@ func (p *geminiProvider) contents(msgs []Message) []geminiContent {
 			}
 			add("user", []geminiPart{{FunctionResponse: &geminiFunctionResponse{Name: m.ToolName, Response: map[string]string{key: m.Content}}}})
 		default:
+			parts := geminiFiles(m.Files)
 			if strings.TrimSpace(m.Content) != "" {
-				add("user", []geminiPart{{Text: m.Content}})
+				parts = append(parts, geminiPart{Text: m.Content})
 			}
+			add("user", parts)
 		}
 	}
 	return out

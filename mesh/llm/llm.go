@@ -121,6 +121,9 @@ type Message struct {
 	ToolName   string
 	// IsError marks a tool result that is a failure.
 	IsError bool
+	// Files are the images and documents of a user message, sent in each
+	// API's own form (files.go).
+	Files []File
 }
 
 // Tool is a function the model may call.

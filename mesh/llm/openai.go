@@ -106,8 +106,9 @@ type openAIRequest struct {
 }
 
 type openAIMessage struct {
-	Role       string           `json:"role"`
-	Content    *string          `json:"content,omitempty"`
+	Role string `json:"role"`
+	// Content is a *string, or []openAIPart for a user message with files.
+	Content    any              `json:"content,omitempty"`
 	ToolCalls  []openAIToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string           `json:"tool_call_id,omitempty"`
 }
@@ -132,7 +133,7 @@ type openAITool struct {
 
 func (p *openAIProvider) request(req Request, stream bool) openAIRequest {
 	s := sampling(req, p.sampling)
-	out := openAIRequest{Model: p.model.Name, Messages: openAIMessages(req.System, req.Messages), Stream: stream, Temperature: s.Temperature, TopP: s.TopP}
+	out := openAIRequest{Model: p.model.Name, Messages: openAIMessages(req.System, req.Messages, p.model.Provider == config.ProviderOllama), Stream: stream, Temperature: s.Temperature, TopP: s.TopP}
 	if p.completionTokens {
 		out.MaxCompletionTokens = s.MaxTokens
 	} else {
@@ -153,7 +154,7 @@ func (p *openAIProvider) request(req Request, stream bool) openAIRequest {
 	return out
 }
 
-func openAIMessages(system string, msgs []Message) []openAIMessage {
+func openAIMessages(system string, msgs []Message, ollama bool) []openAIMessage {
 	var out []openAIMessage
 	if system != "" {
 		out = append(out, openAIMessage{Role: "system", Content: &system})
@@ -182,7 +183,57 @@ func openAIMessages(system string, msgs []Message) []openAIMessage {
 			}
 			out = append(out, openAIMessage{Role: "tool", ToolCallID: m.ToolCallID, Content: &content})
 		default:
+			if len(m.Files) > 0 {
+				out = append(out, openAIMessage{Role: "user", Content: openAIParts(content, m.Files, ollama)})
+				continue
+			}
 			out = append(out, openAIMessage{Role: "user", Content: &content})
+		}
+	}
+	return out
+}
+
+// openAIPart is a part of a user message's content array: text, an image
+// (a data: URL or an https URL) or a file (a PDF, as a data: URL).
+type openAIPart struct {
+	Type     string `json:"type"`
+	Text     string `json:"text,omitempty"`
+	ImageURL *struct {
+		URL string `json:"url"`
+	} `json:"image_url,omitempty"`
+	File *struct {
+		Filename string `json:"filename,omitempty"`
+		FileData string `json:"file_data"`
+	} `json:"file,omitempty"`
+}
+
+// openAIParts is the content array of a user message with files. Chat
+// Completions takes a PDF only inline (a file part; Ollama none) and a
+// text file as text: a file it cannot take is a placeholder.
+func openAIParts(text string, files []File, ollama bool) []openAIPart {
+	var out []openAIPart
+	if text != "" {
+		out = append(out, openAIPart{Type: "text", Text: text})
+	}
+	for _, f := range files {
+		switch {
+		case f.IsImage():
+			p := openAIPart{Type: "image_url", ImageURL: &struct {
+				URL string `json:"url"`
+			}{URL: f.URL}}
+			if f.URL == "" {
+				p.ImageURL.URL = f.dataURL()
+			}
+			out = append(out, p)
+		case f.MediaType == "text/plain" && f.URL == "":
+			out = append(out, openAIPart{Type: "text", Text: f.textOf()})
+		case f.MediaType == "application/pdf" && f.URL == "" && !ollama:
+			out = append(out, openAIPart{Type: "file", File: &struct {
+				Filename string `json:"filename,omitempty"`
+				FileData string `json:"file_data"`
+			}{Filename: f.Name, FileData: f.dataURL()}})
+		default:
+			out = append(out, openAIPart{Type: "text", Text: f.Placeholder()})
 		}
 	}
 	return out

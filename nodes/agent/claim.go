@@ -107,7 +107,7 @@ func (t *turn) claimChange(c *mesh.Conversation) error {
 			t.log.Warn().Msg("regenerate: no user message among the newest messages; the turn runs on its message")
 		}
 	case !c.HasMessage(id):
-		c.Messages = append(c.Messages, mesh.Message{ID: id, Role: mesh.RoleUser, Content: t.item.Message, TurnID: id, CreatedAt: now})
+		c.Messages = append(c.Messages, mesh.Message{ID: id, Role: mesh.RoleUser, Content: t.item.Message, Files: t.item.Files, TurnID: id, CreatedAt: now})
 	}
 	if c.Agent == "" {
 		c.Agent = t.a.name

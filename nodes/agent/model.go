@@ -74,7 +74,7 @@ func (t *turn) generate(ctx context.Context) (*llm.Response, string, error) {
 	t.offer = t.stepOffer()
 	req := llm.Request{
 		System:   t.systemPrompt(),
-		Messages: t.history(),
+		Messages: t.history(ctx),
 		Tools:    t.offer.tools,
 		// The step's own settings; the provider holds the llm section's.
 		Sampling: t.step.cfg.Sampling,
@@ -132,7 +132,7 @@ func resolvePrompt(prompt string, state map[string]any) string {
 // answers of the others, and only those written before its run began: their
 // tool traffic is theirs, and a sibling's answer between a call and its
 // result would break the exchange no model API takes apart.
-func (t *turn) history() []llm.Message {
+func (t *turn) history(ctx context.Context) []llm.Message {
 	all := append(append([]mesh.Message(nil), t.conv.Messages...), t.ex.added...)
 	firstOwn := len(all)
 	if !t.a.simple {
@@ -159,7 +159,8 @@ func (t *turn) history() []llm.Message {
 		}
 		switch m.Role {
 		case mesh.RoleUser:
-			out = append(out, llm.Message{Role: llm.RoleUser, Content: m.Content})
+			text, files := t.files(ctx, m)
+			out = append(out, llm.Message{Role: llm.RoleUser, Content: text, Files: files})
 		case mesh.RoleAssistant:
 			if m.Notice {
 				continue

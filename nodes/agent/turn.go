@@ -39,6 +39,8 @@ type turn struct {
 	offer   *offer         // the tools of the last model call
 	resumed *mesh.Approval // the decided approval a resume carries on from
 	end     ending         // how the run ended
+	// fileCache holds the bytes of the files the run sent the model, by id.
+	fileCache map[string][]byte
 }
 
 // work is the work item a turn runs, as it was delivered.

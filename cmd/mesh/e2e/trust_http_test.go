@@ -265,8 +265,9 @@ func (m *authMesh) created(t *testing.T, caller, message string) map[string]any 
 }
 
 // routeRows are the documented statuses, by route pattern: conv is the
-// user's idle conversation, approval the approval of another of hers.
-func routeRows(conv, approval string) map[string]func() routeRow {
+// user's idle conversation, approval the approval of another of hers,
+// file the path of a file of a third.
+func routeRows(conv, approval, file string) map[string]func() routeRow {
 	n := 0
 	next := func() string { n++; return fmt.Sprintf("route-table-%d-%d", time.Now().UnixNano(), n) }
 	notMine := map[string]int{"viewer": http.StatusNotFound, "approver": http.StatusNotFound}
@@ -313,6 +314,9 @@ func routeRows(conv, approval string) map[string]func() routeRow {
 		},
 		"GET /conversations/{id}/events": func() routeRow {
 			return routeRow{method: "GET", path: "/conversations/" + conv + "/events", need: auth.Read, ok: 200, others: notMine}
+		},
+		"GET /conversations/{id}/files/{file}": func() routeRow {
+			return routeRow{method: "GET", path: file, need: auth.Read, ok: 200, others: notMine}
 		},
 		"GET /approvals": func() routeRow { return routeRow{method: "GET", path: "/approvals", need: auth.Read, ok: 200} },
 		"GET /approvals/{uuid}": func() routeRow {
@@ -383,7 +387,19 @@ func routeRows(conv, approval string) map[string]func() routeRow {
 }
 
 func testRouteTable(t *testing.T, m *authMesh, conv, approval string) {
-	rows := routeRows(conv, approval)
+	// A conversation of the user's with a file (a 1×1 GIF).
+	status, out := m.call(t, "user", "POST", "/conversations", map[string]any{"message": "list all resources",
+		"files": []any{map[string]any{"name": "dot.gif", "media_type": "image/gif", "data": "R0lGODlhAQABAAAAACH5BAEAAAAALAAAAAABAAEAAAIBAAA="}}})
+	if status != http.StatusCreated {
+		t.Fatalf("POST /conversations with a file: %d %v", status, out)
+	}
+	withFile := obj(out, "conversation")
+	users := messagesOf(withFile, "user")
+	if len(users) != 1 || len(list(users[0], "files")) != 1 {
+		t.Fatalf("the conversation with a file: %v", withFile)
+	}
+	file := "/conversations/" + str(withFile, "id") + "/files/" + str(obj(list(users[0], "files")[0]), "id")
+	rows := routeRows(conv, approval, file)
 	cfg, err := config.Parse("agent.yaml", []byte(defaultConfig(t)), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)

@@ -79,8 +79,8 @@ func anthropicDecodeMessages(msgs []anthropicMessage, req *llm.Request) *apiErro
 			d.open, d.openOrder = t.next, t.nextOrder
 			continue
 		}
-		if len(t.texts) > 0 {
-			req.Messages = append(req.Messages, llm.Message{Role: llm.RoleUser, Content: strings.Join(t.texts, "\n")})
+		if len(t.texts) > 0 || len(t.files) > 0 {
+			req.Messages = append(req.Messages, llm.Message{Role: llm.RoleUser, Content: strings.Join(t.texts, "\n"), Files: t.files})
 		}
 		d.open, d.openOrder = nil, nil
 	}
@@ -107,6 +107,7 @@ type anthropicTurn struct {
 	// answered are the tool_use ids this message answered.
 	answered map[string]bool
 	texts    []string
+	files    []llm.File
 	calls    []llm.ToolCall
 	// next are this message's tool_use ids → tool name, in nextOrder.
 	next      map[string]string
@@ -160,10 +161,11 @@ func (d *anthropicDecoder) block(t *anthropicTurn, bat string, raw json.RawMessa
 	case "tool_result":
 		return d.toolResult(t, bat, raw)
 	case "image", "document":
-		var b anthropicMedia
-		if e := anthropicStrict(bat+"."+kind.Type, raw, &b); e != nil {
+		f, e := anthropicFile(bat, kind.Type, t.role, raw)
+		if e != nil {
 			return e
 		}
+		t.files = append(t.files, f)
 	case "thinking", "redacted_thinking":
 		if t.role != "assistant" {
 			return anthropicBad("%s: %s blocks are only allowed in assistant messages", bat, kind.Type)

@@ -31,6 +31,7 @@ func geminiDecodeContents(contents []geminiContent, req *llm.Request) *apiError 
 			return geminiBad("* GenerateContentRequest.%s.parts: contents.parts must not be empty.", at)
 		}
 		var texts []string
+		var files []llm.File
 		var newCalls []llm.ToolCall
 		var results []llm.Message
 		answered := make([]bool, len(calls))
@@ -43,6 +44,12 @@ func geminiDecodeContents(contents []geminiContent, req *llm.Request) *apiError 
 				return geminiBad("Invalid JSON payload received. Invalid value at '%s': oneof field 'data' is already set. Cannot set '%s'", pat, d[1])
 			}
 			switch {
+			case len(p.InlineData) > 0 || len(p.FileData) > 0:
+				f, e := geminiFile(pat, role, &p)
+				if e != nil {
+					return e
+				}
+				files = append(files, f)
 			case p.Text != nil:
 				if !p.Thought {
 					texts = append(texts, *p.Text)
@@ -104,8 +111,8 @@ func geminiDecodeContents(contents []geminiContent, req *llm.Request) *apiError 
 			})
 		}
 		req.Messages = append(req.Messages, results...)
-		if len(texts) > 0 {
-			req.Messages = append(req.Messages, llm.Message{Role: llm.RoleUser, Content: strings.Join(texts, "")})
+		if len(texts) > 0 || len(files) > 0 {
+			req.Messages = append(req.Messages, llm.Message{Role: llm.RoleUser, Content: strings.Join(texts, ""), Files: files})
 		}
 		calls = nil
 	}

@@ -247,20 +247,21 @@ func openAIDecodeTool(i int, t openAITool) (*llm.Tool, *apiError) {
 
 // openAIText reads a message's content: a string, null, or content parts
 // whose text parts count.
-func openAIText(at string, raw json.RawMessage) (string, bool, *apiError) {
+func openAIText(at, role string, raw json.RawMessage) (string, []llm.File, bool, *apiError) {
 	switch jsonKind(raw) {
 	case "", "null":
-		return "", false, nil
+		return "", nil, false, nil
 	case "string":
 		var s string
 		_ = json.Unmarshal(raw, &s)
-		return s, true, nil
+		return s, nil, true, nil
 	case "array":
 		var parts []map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &parts); err != nil {
-			return "", false, openAIBad(at+".content", "Invalid type for '%s.content': expected an array of content parts.", at)
+			return "", nil, false, openAIBad(at+".content", "Invalid type for '%s.content': expected an array of content parts.", at)
 		}
 		var b strings.Builder
+		var files []llm.File
 		for j, p := range parts {
 			var typ string
 			_ = json.Unmarshal(p["type"], &typ)
@@ -268,17 +269,23 @@ func openAIText(at string, raw json.RawMessage) (string, bool, *apiError) {
 			case "text":
 				var s string
 				if json.Unmarshal(p["text"], &s) != nil {
-					return "", false, openAIBad(fmt.Sprintf("%s.content[%d].text", at, j), "Missing required parameter: '%s.content[%d].text'.", at, j)
+					return "", nil, false, openAIBad(fmt.Sprintf("%s.content[%d].text", at, j), "Missing required parameter: '%s.content[%d].text'.", at, j)
 				}
 				b.WriteString(s)
-			case "refusal", "image_url", "input_audio", "file":
+			case "image_url", "file":
+				f, e := openAIFilePart(fmt.Sprintf("%s.content[%d]", at, j), role, typ, p)
+				if e != nil {
+					return "", nil, false, e
+				}
+				files = append(files, f)
+			case "refusal", "input_audio":
 			default:
-				return "", false, openAIBad(fmt.Sprintf("%s.content[%d].type", at, j), "Invalid value: '%s'. Supported values are: 'text', 'image_url', 'input_audio', 'refusal' and 'file'.", typ)
+				return "", nil, false, openAIBad(fmt.Sprintf("%s.content[%d].type", at, j), "Invalid value: '%s'. Supported values are: 'text', 'image_url', 'input_audio', 'refusal' and 'file'.", typ)
 			}
 		}
-		return b.String(), true, nil
+		return b.String(), files, true, nil
 	}
-	return "", false, openAIBad(at+".content", "Invalid type for '%s.content': expected one of a string or array of objects, but got %s instead.", at, jsonKind(raw))
+	return "", nil, false, openAIBad(at+".content", "Invalid type for '%s.content': expected one of a string or array of objects, but got %s instead.", at, jsonKind(raw))
 }
 
 func openAIDecodeMessages(msgs []openAIMessage, req *llm.Request) *apiError {
@@ -299,7 +306,7 @@ func openAIDecodeMessages(msgs []openAIMessage, req *llm.Request) *apiError {
 		if len(pending) > 0 && m.Role != "tool" {
 			return missing()
 		}
-		text, has, e := openAIText(at, m.Content)
+		text, files, has, e := openAIText(at, m.Role, m.Content)
 		if e != nil {
 			return e
 		}
@@ -313,7 +320,7 @@ func openAIDecodeMessages(msgs []openAIMessage, req *llm.Request) *apiError {
 			if !has {
 				return openAIBad(at+".content", "Missing required parameter: '%s.content'.", at)
 			}
-			req.Messages = append(req.Messages, llm.Message{Role: llm.RoleUser, Content: text})
+			req.Messages = append(req.Messages, llm.Message{Role: llm.RoleUser, Content: text, Files: files})
 		case "assistant":
 			if !has && len(m.ToolCalls) == 0 && jsonKind(m.FunctionCall) != "object" {
 				return openAIBad(at+".content", "Missing required parameter: '%s.content'.", at)

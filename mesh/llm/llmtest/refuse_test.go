@@ -265,11 +265,11 @@ func TestDecodedRequest(t *testing.T) {
 	}
 	got := srv.Requests()[0].Request
 	want := `{"System":"sys","Messages":[` +
-		`{"Role":"user","Content":"hi","Name":"","ToolCalls":null,"ToolCallID":"","ToolName":"","IsError":false},` +
-		`{"Role":"assistant","Content":"both","Name":"","ToolCalls":[{"ID":"toolu_1","Name":"f","Arguments":{}},{"ID":"toolu_2","Name":"g","Arguments":{"a":1}}],"ToolCallID":"","ToolName":"","IsError":false},` +
-		`{"Role":"tool","Content":"two","Name":"","ToolCalls":null,"ToolCallID":"toolu_2","ToolName":"g","IsError":false},` +
-		`{"Role":"tool","Content":"one","Name":"","ToolCalls":null,"ToolCallID":"toolu_1","ToolName":"f","IsError":true},` +
-		`{"Role":"user","Content":"thanks","Name":"","ToolCalls":null,"ToolCallID":"","ToolName":"","IsError":false}],"Tools":null,"MaxTokens":10}`
+		`{"Role":"user","Content":"hi","Name":"","ToolCalls":null,"ToolCallID":"","ToolName":"","IsError":false,"Files":null},` +
+		`{"Role":"assistant","Content":"both","Name":"","ToolCalls":[{"ID":"toolu_1","Name":"f","Arguments":{}},{"ID":"toolu_2","Name":"g","Arguments":{"a":1}}],"ToolCallID":"","ToolName":"","IsError":false,"Files":null},` +
+		`{"Role":"tool","Content":"two","Name":"","ToolCalls":null,"ToolCallID":"toolu_2","ToolName":"g","IsError":false,"Files":null},` +
+		`{"Role":"tool","Content":"one","Name":"","ToolCalls":null,"ToolCallID":"toolu_1","ToolName":"f","IsError":true,"Files":null},` +
+		`{"Role":"user","Content":"thanks","Name":"","ToolCalls":null,"ToolCallID":"","ToolName":"","IsError":false,"Files":null}],"Tools":null,"MaxTokens":10}`
 	got.OnText = nil
 	type plain struct {
 		System    string
