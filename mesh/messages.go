@@ -425,6 +425,9 @@ type pageMsg struct {
 // back past it.
 func (l *MessageLog) page(ctx context.Context, c *Conversation, n int, before Cursor, budget int) (*Page, error) {
 	seqs, counts := tailRecords(c.MessageTail)
+	if len(seqs) == 0 && before.Seq == 0 {
+		return &Page{}, nil
+	}
 	var from []record // newest first; from[0] is cut at before.Index when before is set
 	j := len(seqs) - 1
 	if before.Seq != 0 {
