@@ -120,6 +120,7 @@ type MessageLog struct {
 	js     jetstream.JetStream
 	ns     Namespace
 	stream string
+	cache  *recordCache
 }
 
 // purge removes every message of conversation id from the log.
@@ -140,7 +141,7 @@ func (l *MessageLog) purge(ctx context.Context, id string) error {
 
 // NewMessageLog returns the message log of namespace ns over js.
 func NewMessageLog(js jetstream.JetStream, ns Namespace) *MessageLog {
-	return &MessageLog{js: js, ns: ns, stream: ns.Stream(StreamMessages)}
+	return &MessageLog{js: js, ns: ns, stream: ns.Stream(StreamMessages), cache: newRecordCache(recordCacheBytes)}
 }
 
 // record is one record read back: the messages one save added.
@@ -174,8 +175,11 @@ func (l *MessageLog) append(ctx context.Context, conv string, prev uint64, msgs 
 		for i := from; i < len(refs); i++ {
 			refs[i].Seq = ack.Sequence
 		}
+		if r, err := parseRecord(ack.Sequence, body); err == nil {
+			l.cache.put(conv, r)
+		}
 		prev, from = ack.Sequence, len(refs)
-		body = strconv.AppendUint(body[:0], prev, 10)
+		body = strconv.AppendUint(make([]byte, 0, 1024), prev, 10)
 		return nil
 	}
 	for _, m := range msgs {
@@ -199,8 +203,9 @@ func (l *MessageLog) append(ctx context.Context, conv string, prev uint64, msgs 
 	return refs, nil
 }
 
-// read returns the records of conv at sequences seqs, in order: one direct
-// get by sequence each, all sent at once and answered on one inbox. (A
+// read returns the records of conv at sequences seqs, in order: those the
+// cache keeps, and one direct get by sequence for each other, all sent at
+// once and answered on one inbox. (A
 // batched get by subject makes the server count the subject's pending
 // messages on every request, a cost that grows with the stream.) A
 // replica that has not applied the newest records yet is asked again,
@@ -215,12 +220,19 @@ func (l *MessageLog) read(ctx context.Context, conv string, seqs []uint64) ([]re
 		return nil, err
 	}
 	out := make([]record, len(seqs))
-	todo := make([]int, len(seqs)) // indexes of seqs still to read
-	for i := range todo {
-		todo[i] = i
+	var todo []int // indexes of seqs still to read
+	for i, seq := range seqs {
+		if r, ok := l.cache.get(conv, seq); ok {
+			out[i] = r
+		} else {
+			todo = append(todo, i)
+		}
+	}
+	if len(todo) == 0 {
+		return out, nil
 	}
 	for tries := 0; ; tries++ {
-		missing, err := l.gets(ctx, subj, seqs, todo, out)
+		missing, err := l.gets(ctx, conv, subj, seqs, todo, out)
 		if err != nil {
 			return nil, err
 		}
@@ -239,9 +251,10 @@ func (l *MessageLog) read(ctx context.Context, conv string, seqs []uint64) ([]re
 	}
 }
 
-// gets asks for the records at seqs[i] for i in todo, fills out[i], and
-// returns the indexes not found.
-func (l *MessageLog) gets(ctx context.Context, subj string, seqs []uint64, todo []int, out []record) (missing []int, err error) {
+// gets asks for the records of conv (on subj) at seqs[i] for i in todo,
+// fills out[i], keeps them in the cache, and returns the indexes not
+// found.
+func (l *MessageLog) gets(ctx context.Context, conv, subj string, seqs []uint64, todo []int, out []record) (missing []int, err error) {
 	nc := l.js.Conn()
 	inbox := nc.NewInbox()
 	// A channel the size of the answers: SubscribeSync's own (512 Ki
@@ -288,6 +301,7 @@ func (l *MessageLog) gets(ctx context.Context, subj string, seqs []uint64, todo 
 			return nil, err
 		}
 		out[i] = r
+		l.cache.put(conv, r)
 		delete(at, seq)
 	}
 	for _, i := range at {

@@ -187,8 +187,13 @@ func TestPagesAndHistory(t *testing.T) {
 		t.Fatalf("history: %d messages, last %s, count %d", len(read.Messages), read.Messages[len(read.Messages)-1].ID, read.MessageCount)
 	}
 	// Pages of 40 start at a save's first message (saves add 10); pages of
-	// 15 start inside a save's record too.
-	for _, size := range []int{40, 15} {
+	// 15 start inside a save's record too. Read from the server, then from
+	// the records the store kept.
+	cache := s.log.cache
+	for i, size := range []int{40, 15, 40, 15} {
+		if s.log.cache = nil; i >= 2 {
+			s.log.cache = cache
+		}
 		var all []string
 		before := ""
 		for pages := 0; ; pages++ {
@@ -252,6 +257,7 @@ func TestCursorText(t *testing.T) {
 func TestBigSaveSplits(t *testing.T) {
 	s, _ := testStore(t)
 	ctx := t.Context()
+	s.log.cache = nil // every read from the server
 	c := &Conversation{ID: NewID(), Status: StatusActive}
 	for i := range 3 {
 		c.Messages = append(c.Messages, Message{ID: fmt.Sprint("big", i), Role: RoleUser, Content: strings.Repeat("x", 300<<10)})
@@ -288,6 +294,7 @@ func TestBigSaveSplits(t *testing.T) {
 // and pages as one stored a record per save.
 func TestRecordsOfOneMessage(t *testing.T) {
 	s, _ := testStore(t)
+	s.log.cache = nil // every read from the server
 	ctx := t.Context()
 	c := &Conversation{ID: NewID(), Status: StatusActive}
 	if err := s.Create(ctx, c); err != nil {
@@ -336,5 +343,35 @@ func TestRecordsOfOneMessage(t *testing.T) {
 	}
 	if len(all) != 82 || all[0] != "m000" || all[81] != "m081" {
 		t.Fatalf("pages gave %d messages: %v", len(all), all)
+	}
+}
+
+// The record cache gives a record only to its conversation, and keeps to
+// its size.
+func TestRecordCache(t *testing.T) {
+	c := newRecordCache(4000)
+	rec := func(seq uint64) record { return record{seq: seq, msgs: [][]byte{[]byte(strings.Repeat("x", 100))}} }
+	c.put("a", rec(1))
+	if r, ok := c.get("a", 1); !ok || r.seq != 1 {
+		t.Fatal("a kept record was not found")
+	}
+	if _, ok := c.get("b", 1); ok {
+		t.Fatal("conversation b got a record of a")
+	}
+	for seq := uint64(2); seq < 200; seq++ {
+		c.put("a", rec(seq))
+	}
+	if c.size > 4000 || len(c.byseq) != len(c.order) || len(c.byseq) < 10 {
+		t.Fatalf("cache of %d bytes, %d records, %d in order", c.size, len(c.byseq), len(c.order))
+	}
+	if _, ok := c.get("a", 1); ok {
+		t.Fatal("the oldest record was kept past the cache's size")
+	}
+	if _, ok := c.get("a", 199); !ok {
+		t.Fatal("the newest record was dropped")
+	}
+	c.put("a", record{seq: 500, msgs: [][]byte{make([]byte, 2000)}})
+	if _, ok := c.get("a", 500); ok {
+		t.Fatal("a record larger than a quarter of the cache was kept")
 	}
 }
