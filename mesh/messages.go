@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -16,18 +17,20 @@ import (
 )
 
 // This file holds where a conversation's messages live: apart from its
-// head (the sessions bucket), one stream message each in MESH_MESSAGES on
-// mesh.msg.<conversation>. A save publishes only the messages it adds,
-// then writes the head by compare-and-set; the head names the messages
-// that count (MessageTail, and before that each message's prev), so
-// messages published by a save whose head write lost (a conflict, a crash)
-// are never read: they are left behind in the stream.
+// head (the sessions bucket), in MESH_MESSAGES on mesh.msg.<conversation>,
+// one stream message (a record) per save that adds any. A save publishes
+// its record, then writes the head by compare-and-set; the head names the
+// records that count (MessageTail, and before that each record's prev), so
+// a record published by a save whose head write lost (a conflict, a crash)
+// is never read: it is left behind in the stream.
 //
-// A stored message is "<prev>\n<message JSON>": prev is the stream sequence
-// of the conversation's message before it, 0 for its first, the chain a
-// reader follows back. It is in the payload, not a header: the server
-// rebuilds every header of each message a batched direct get sends, which
-// cost more than the rest of the read.
+// A record is "<prev>\n<message JSON>\n<message JSON>…": prev is the
+// stream sequence of the conversation's record before it, 0 for its
+// first, the chain a reader follows back; each message's JSON is on a line
+// of its own (JSON encodes a newline in a string as \n). A record of the
+// earlier form, one message each, is the same with one line. prev is in
+// the payload, not a header: the server rebuilds every header of each
+// message a direct get sends, which cost more than the rest of the read.
 
 // TailKept bounds Conversation.MessageTail: the newest messages a read
 // can find without following the chain back, and so the most messages
@@ -42,8 +45,10 @@ const DefaultPageSize = 50
 // unless sessions.max_bytes says otherwise.
 const DefaultHistoryBytes = 4 << 20
 
-// MessageRef locates one stored message: its stream sequence and the size
-// of its JSON.
+// MessageRef locates one stored message: the stream sequence of its record
+// and the size of its JSON. The messages of one record share its
+// sequence; those of a record in a tail are always its last ones (a tail
+// is cut from the front).
 type MessageRef struct {
 	Seq   uint64
 	Bytes int
@@ -115,6 +120,7 @@ type MessageLog struct {
 	js     jetstream.JetStream
 	ns     Namespace
 	stream string
+	cache  *recordCache
 }
 
 // purge removes every message of conversation id from the log.
@@ -135,145 +141,224 @@ func (l *MessageLog) purge(ctx context.Context, id string) error {
 
 // NewMessageLog returns the message log of namespace ns over js.
 func NewMessageLog(js jetstream.JetStream, ns Namespace) *MessageLog {
-	return &MessageLog{js: js, ns: ns, stream: ns.Stream(StreamMessages)}
+	return &MessageLog{js: js, ns: ns, stream: ns.Stream(StreamMessages), cache: newRecordCache(recordCacheBytes)}
 }
 
-// storedMsg is one message read back: its JSON and where it sits.
-type storedMsg struct {
+// record is one record read back: the messages one save added.
+type record struct {
 	seq, prev uint64
-	data      []byte
+	msgs      [][]byte // each message's JSON, oldest first
 }
 
-// append publishes msgs after the message at sequence prev and returns
-// their references. Each is published once: one whose acknowledgement was
-// lost, or whose save then lost its head write, is left unread.
+// recordSplit bounds the payload of one record: a save whose messages
+// would make a larger one publishes them as several records, chained, so
+// that none nears the server's max_payload.
+const recordSplit = 512 << 10
+
+// append publishes msgs after the record at sequence prev, as one record
+// (more for messages that add up to more than recordSplit), and returns
+// their references. A record is published once: one whose acknowledgement
+// was lost, or whose save then lost its head write, is left unread.
 func (l *MessageLog) append(ctx context.Context, conv string, prev uint64, msgs []Message) ([]MessageRef, error) {
 	subj, err := l.ns.Messages(conv)
 	if err != nil {
 		return nil, err
 	}
 	refs := make([]MessageRef, 0, len(msgs))
+	body := strconv.AppendUint(make([]byte, 0, 1024), prev, 10)
+	from := 0 // refs[from:] are in body
+	publish := func() error {
+		ack, err := l.js.Publish(ctx, subj, body)
+		if err != nil {
+			return fmt.Errorf("append messages of %s: %w", conv, err)
+		}
+		for i := from; i < len(refs); i++ {
+			refs[i].Seq = ack.Sequence
+		}
+		if r, err := parseRecord(ack.Sequence, body); err == nil {
+			l.cache.put(conv, r)
+		}
+		prev, from = ack.Sequence, len(refs)
+		body = strconv.AppendUint(make([]byte, 0, 1024), prev, 10)
+		return nil
+	}
 	for _, m := range msgs {
 		data, err := json.Marshal(m)
 		if err != nil {
 			return nil, fmt.Errorf("encode message %s: %w", m.ID, err)
 		}
-		body := make([]byte, 0, len(data)+21)
-		body = append(strconv.AppendUint(body, prev, 10), '\n')
-		ack, err := l.js.Publish(ctx, subj, append(body, data...))
-		if err != nil {
-			return nil, fmt.Errorf("append message %s: %w", m.ID, err)
+		if len(refs) > from && len(body)+1+len(data) > recordSplit {
+			if err := publish(); err != nil {
+				return nil, err
+			}
 		}
-		refs = append(refs, MessageRef{Seq: ack.Sequence, Bytes: len(data)})
-		prev = ack.Sequence
+		body = append(append(body, '\n'), data...)
+		refs = append(refs, MessageRef{Bytes: len(data)})
+	}
+	if len(refs) > from {
+		if err := publish(); err != nil {
+			return nil, err
+		}
 	}
 	return refs, nil
 }
 
-// read returns the messages of conv at the sequences refs names (in
-// order), by batched direct gets; a message published by a save that lost
-// its head write may sit between them and is skipped. A replica that has
-// not applied the newest messages yet is asked again, briefly.
-func (l *MessageLog) read(ctx context.Context, conv string, refs []MessageRef) ([]storedMsg, error) {
-	if len(refs) == 0 {
+// read returns the records of conv at sequences seqs, in order: those the
+// cache keeps, and one direct get by sequence for each other, all sent at
+// once and answered on one inbox. (A
+// batched get by subject makes the server count the subject's pending
+// messages on every request, a cost that grows with the stream.) A
+// replica that has not applied the newest records yet is asked again,
+// briefly; a sequence that holds another conversation's record is an
+// error.
+func (l *MessageLog) read(ctx context.Context, conv string, seqs []uint64) ([]record, error) {
+	if len(seqs) == 0 {
 		return nil, nil
 	}
 	subj, err := l.ns.Messages(conv)
 	if err != nil {
 		return nil, err
 	}
-	want := make(map[uint64]int, len(refs))
-	size := 0
-	for i, r := range refs {
-		want[r.Seq] = i
-		size += r.Bytes + 256
+	out := make([]record, len(seqs))
+	var todo []int // indexes of seqs still to read
+	for i, seq := range seqs {
+		if r, ok := l.cache.get(conv, seq); ok {
+			out[i] = r
+		} else {
+			todo = append(todo, i)
+		}
 	}
-	out := make([]storedMsg, len(refs))
-	found, from := 0, refs[0].Seq
-	for tries := 0; found < len(refs); {
-		got, next, err := l.batch(ctx, subj, from, len(refs)-found, size)
+	if len(todo) == 0 {
+		return out, nil
+	}
+	for tries := 0; ; tries++ {
+		missing, err := l.gets(ctx, conv, subj, seqs, todo, out)
 		if err != nil {
 			return nil, err
 		}
-		for _, m := range got {
-			if i, ok := want[m.seq]; ok && out[i].data == nil {
-				out[i] = m
-				found++
-			}
+		if len(missing) == 0 {
+			return out, nil
 		}
-		if next > refs[len(refs)-1].Seq || len(got) == 0 {
-			if found == len(refs) {
-				break
-			}
-			if tries++; tries > 3 {
-				return nil, fmt.Errorf("read messages of %s: %d of %d not found", conv, len(refs)-found, len(refs))
-			}
-			select { // a replica behind the others: ask again
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(100 * time.Millisecond):
-			}
-			from = refs[0].Seq
-			continue
+		if tries >= 3 {
+			return nil, fmt.Errorf("read messages of %s: %d of %d records not found", conv, len(missing), len(seqs))
 		}
-		from = next
+		select { // a replica behind the others: ask again
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		todo = missing
 	}
-	return out, nil
 }
 
-// get returns the message of conv at sequence seq.
-func (l *MessageLog) get(ctx context.Context, conv string, seq uint64) (storedMsg, error) {
-	got, err := l.read(ctx, conv, []MessageRef{{Seq: seq}})
-	if err != nil {
-		return storedMsg{}, err
-	}
-	return got[0], nil
-}
-
-// batch asks for up to n messages on subj from sequence from (at most
-// about maxBytes of them); next is the sequence after the last
-// one received.
-func (l *MessageLog) batch(ctx context.Context, subj string, from uint64, n, maxBytes int) (out []storedMsg, next uint64, err error) {
+// gets asks for the records of conv (on subj) at seqs[i] for i in todo,
+// fills out[i], keeps them in the cache, and returns the indexes not
+// found.
+func (l *MessageLog) gets(ctx context.Context, conv, subj string, seqs []uint64, todo []int, out []record) (missing []int, err error) {
 	nc := l.js.Conn()
 	inbox := nc.NewInbox()
-	// A channel the size of the batch and its end: SubscribeSync's own
-	// (512 Ki messages) cost more to make than the read.
-	ch := make(chan *nats.Msg, n+2)
+	// A channel the size of the answers: SubscribeSync's own (512 Ki
+	// slots) cost more to make than the read.
+	ch := make(chan *nats.Msg, len(todo))
 	sub, err := nc.ChanSubscribe(inbox, ch)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	req, _ := json.Marshal(map[string]any{"seq": from, "next_by_subj": subj, "batch": n, "max_bytes": maxBytes})
-	if err := nc.PublishRequest("$JS.API.DIRECT.GET."+l.stream, inbox, req); err != nil {
-		return nil, 0, err
+	api := "$JS.API.DIRECT.GET." + l.stream
+	at := make(map[uint64]int, len(todo))
+	req := make([]byte, 0, 32)
+	for _, i := range todo {
+		at[seqs[i]] = i
+		req = append(strconv.AppendUint(append(req[:0], `{"seq":`...), seqs[i], 10), '}')
+		if err := nc.PublishRequest(api, inbox, req); err != nil {
+			return nil, err
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	next = from
-	for {
+	for range todo {
 		var m *nats.Msg
 		select {
 		case m = <-ch:
 		case <-ctx.Done():
-			return nil, 0, fmt.Errorf("read messages: %w", ctx.Err())
+			return nil, fmt.Errorf("read messages: %w", ctx.Err())
 		}
 		switch m.Header.Get("Status") {
 		case "":
-		case "204", "404": // end of the batch; nothing (more) there
-			return out, next, nil
+		case "404": // not there (yet): which one, the answers that came say
+			continue
 		default:
-			return nil, 0, fmt.Errorf("read messages: %s %s", m.Header.Get("Status"), m.Header.Get("Description"))
+			return nil, fmt.Errorf("read messages: %s %s", m.Header.Get("Status"), m.Header.Get("Description"))
 		}
 		seq, _ := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
-		i := bytes.IndexByte(m.Data, '\n')
-		prev, err := strconv.ParseUint(string(m.Data[:max(i, 0)]), 10, 64)
-		if i < 0 || err != nil {
-			return nil, 0, fmt.Errorf("read messages: message %d is not <prev> and a message", seq)
+		i, ok := at[seq]
+		if !ok || m.Header.Get(jetstream.SubjectHeader) != subj {
+			return nil, fmt.Errorf("read messages: record %d is not one of %s", seq, subj)
 		}
-		out = append(out, storedMsg{seq: seq, prev: prev, data: m.Data[i+1:]})
-		next = seq + 1
+		r, err := parseRecord(seq, m.Data)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = r
+		l.cache.put(conv, r)
+		delete(at, seq)
 	}
+	for _, i := range at {
+		missing = append(missing, i)
+	}
+	return missing, nil
+}
+
+// parseRecord splits a record's payload into its prev and its messages.
+func parseRecord(seq uint64, data []byte) (record, error) {
+	bad := fmt.Errorf("read messages: record %d is not <prev> and messages, a line each", seq)
+	nl := bytes.IndexByte(data, '\n')
+	if nl < 0 {
+		return record{}, bad
+	}
+	prev, err := strconv.ParseUint(string(data[:nl]), 10, 64)
+	if err != nil {
+		return record{}, bad
+	}
+	r := record{seq: seq, prev: prev, msgs: make([][]byte, 0, bytes.Count(data[nl+1:], []byte{'\n'})+1)}
+	for line := range bytes.SplitSeq(data[nl+1:], []byte{'\n'}) {
+		if len(line) == 0 {
+			return record{}, bad
+		}
+		r.msgs = append(r.msgs, line)
+	}
+	return r, nil
+}
+
+// tailRecords is the sequences of the records tail's messages are in,
+// oldest first, and how many of each record's (its last ones) tail holds.
+func tailRecords(tail []MessageRef) (seqs []uint64, counts []int) {
+	for _, r := range tail {
+		if n := len(seqs); n > 0 && seqs[n-1] == r.Seq {
+			counts[n-1]++
+			continue
+		}
+		seqs, counts = append(seqs, r.Seq), append(counts, 1)
+	}
+	return seqs, counts
+}
+
+// messagesAt reads the messages tail locates, oldest first.
+func (l *MessageLog) messagesAt(ctx context.Context, conv string, tail []MessageRef) ([][]byte, error) {
+	seqs, counts := tailRecords(tail)
+	recs, err := l.read(ctx, conv, seqs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]byte, 0, len(tail))
+	for i, r := range recs {
+		if len(r.msgs) < counts[i] {
+			return nil, fmt.Errorf("read messages of %s: record %d holds %d messages, the head counts %d", conv, r.seq, len(r.msgs), counts[i])
+		}
+		out = append(out, r.msgs[len(r.msgs)-counts[i]:]...)
+	}
+	return out, nil
 }
 
 // historyStart is where the messages read for the model begin in tail:
@@ -303,70 +388,133 @@ func cutHistory(msgs []Message) []Message {
 // Page is a page of a conversation's messages, oldest first, as stored.
 type Page struct {
 	Messages []json.RawMessage
-	// Before is the cursor of the page before this one (the sequence of
-	// this page's oldest message); 0 when this page starts the
+	// Before is the cursor of the page before this one (where this page's
+	// oldest message is: [Cursor]); empty when this page starts the
 	// conversation.
-	Before uint64
+	Before string
 }
 
-// page reads up to n messages of c older than the one at sequence before
-// (0: the newest), within budget bytes (one message at least). It reads
-// the tail's messages in one batch and follows the chain back past it.
-func (l *MessageLog) page(ctx context.Context, c *Conversation, n int, before uint64, budget int) (*Page, error) {
-	tail := c.MessageTail
-	end := len(tail) // tail[:end] are older than before
-	if before != 0 {
-		end = slices.IndexFunc(tail, func(r MessageRef) bool { return r.Seq >= before })
-		if end < 0 {
-			end = len(tail)
+// Cursor is where a message is in the log: the sequence of its record and
+// its place in the record. Its text is "<seq>", or "<seq>.<index>" past
+// the first message of a record.
+type Cursor struct {
+	Seq   uint64
+	Index int
+}
+
+// String is the cursor's text.
+func (c Cursor) String() string {
+	s := strconv.FormatUint(c.Seq, 10)
+	if c.Index > 0 {
+		s += "." + strconv.Itoa(c.Index)
+	}
+	return s
+}
+
+// ParseCursor reads a cursor's text; ok is false for text that is not one.
+func ParseCursor(s string) (c Cursor, ok bool) {
+	seq, index, dot := strings.Cut(s, ".")
+	var err error
+	if c.Seq, err = strconv.ParseUint(seq, 10, 64); err != nil || c.Seq == 0 {
+		return Cursor{}, false
+	}
+	if dot {
+		if c.Index, err = strconv.Atoi(index); err != nil || c.Index <= 0 || strings.HasPrefix(index, "+") {
+			return Cursor{}, false
 		}
 	}
-	var rev []storedMsg // newest first
-	size := 0
-	if end > 0 {
-		start := end
-		for start > 0 && end-start < n && (size+tail[start-1].Bytes <= budget || start == end) {
-			size += tail[start-1].Bytes
-			start--
+	return c, true
+}
+
+// pageMsg is a message a page takes: where it is, and the record before.
+type pageMsg struct {
+	at   Cursor
+	prev uint64
+	data []byte
+}
+
+// page reads up to n messages of c older than the one at before (zero:
+// the newest), within budget bytes (one message at least). It reads the
+// tail's records it needs in one request and follows the chain of records
+// back past it.
+func (l *MessageLog) page(ctx context.Context, c *Conversation, n int, before Cursor, budget int) (*Page, error) {
+	seqs, counts := tailRecords(c.MessageTail)
+	if len(seqs) == 0 && before.Seq == 0 {
+		return &Page{}, nil
+	}
+	var from []record // newest first; from[0] is cut at before.Index when before is set
+	j := len(seqs) - 1
+	if before.Seq != 0 {
+		j = slices.Index(seqs, before.Seq)
+	}
+	if j >= 0 {
+		// The tail's records from j back, as many as the page may need.
+		start, want, size := j, 0, 0
+		if before.Seq != 0 {
+			want = min(before.Index, counts[j])
+		} else {
+			want = counts[j]
 		}
-		got, err := l.read(ctx, c.ID, tail[start:end])
+		for start > 0 && want < n && size <= budget {
+			start--
+			want += counts[start]
+			for _, r := range c.MessageTail {
+				if r.Seq == seqs[start] {
+					size += r.Bytes
+				}
+			}
+		}
+		got, err := l.read(ctx, c.ID, seqs[start:j+1])
 		if err != nil {
 			return nil, err
 		}
 		for i := len(got) - 1; i >= 0; i-- {
-			rev = append(rev, got[i])
+			from = append(from, got[i])
 		}
-	}
-	// Past the tail: the chain of prevs, one message at a time.
-	cur := uint64(0)
-	switch {
-	case len(rev) > 0:
-		cur = rev[len(rev)-1].prev
-	case before != 0:
-		m, err := l.get(ctx, c.ID, before)
+	} else {
+		got, err := l.read(ctx, c.ID, []uint64{before.Seq})
 		if err != nil {
 			return nil, err
 		}
-		cur = m.prev
+		from = got
 	}
-	for cur != 0 && len(rev) < n {
-		m, err := l.get(ctx, c.ID, cur)
+	var rev []pageMsg // newest first
+	size, full := 0, false
+	take := func(r record, upto int) {
+		for i := upto - 1; i >= 0 && !full; i-- {
+			if len(rev) >= n || (len(rev) > 0 && size+len(r.msgs[i]) > budget) {
+				full = true
+				return
+			}
+			size += len(r.msgs[i])
+			rev = append(rev, pageMsg{at: Cursor{Seq: r.seq, Index: i}, prev: r.prev, data: r.msgs[i]})
+		}
+	}
+	for i, r := range from {
+		upto := len(r.msgs)
+		if i == 0 && before.Seq != 0 {
+			if before.Index > len(r.msgs) {
+				return nil, fmt.Errorf("read messages of %s: record %d has no message %d", c.ID, r.seq, before.Index)
+			}
+			upto = before.Index
+		}
+		take(r, upto)
+	}
+	// Past the tail: the chain of prevs, one record at a time.
+	for cur := from[len(from)-1].prev; cur != 0 && !full; {
+		got, err := l.read(ctx, c.ID, []uint64{cur})
 		if err != nil {
 			return nil, err
 		}
-		if len(rev) > 0 && size+len(m.data) > budget {
-			break
-		}
-		size += len(m.data)
-		rev = append(rev, m)
-		cur = m.prev
+		take(got[0], len(got[0].msgs))
+		cur = got[0].prev
 	}
 	p := &Page{Messages: make([]json.RawMessage, len(rev))}
 	for i, m := range rev {
 		p.Messages[len(rev)-1-i] = m.data
 	}
-	if len(rev) > 0 && rev[len(rev)-1].prev != 0 {
-		p.Before = rev[len(rev)-1].seq
+	if k := len(rev) - 1; k >= 0 && (rev[k].at.Index > 0 || rev[k].prev != 0) {
+		p.Before = rev[k].at.String()
 	}
 	return p, nil
 }

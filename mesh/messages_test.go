@@ -142,14 +142,14 @@ func TestHalfWrittenSave(t *testing.T) {
 	if n := len(page.Messages); n != 3 || strings.Contains(string(joinMessages(page.Messages)), "ghost") {
 		t.Fatalf("page: %s", joinMessages(page.Messages))
 	}
-	// The log holds u1, the ghost, a1 and u2 of the attempt that lost and
-	// a1 and u2 of the one that won: three unread.
+	// The log holds the records of u1, of the ghost, of a1 and u2 by the
+	// attempt that lost and of a1 and u2 by the one that won: two unread.
 	info, err := s.log.js.Stream(ctx, s.log.stream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := info.CachedInfo().State.Msgs; n != 6 {
-		t.Fatalf("log holds %d messages, want 6", n)
+	if n := info.CachedInfo().State.Msgs; n != 4 {
+		t.Fatalf("log holds %d records, want 4", n)
 	}
 	// A stored message cannot be edited.
 	_, err = s.Update(ctx, c.ID, func(cv *Conversation) error { cv.Messages[0].Content = "edited"; return nil })
@@ -186,35 +186,44 @@ func TestPagesAndHistory(t *testing.T) {
 	if len(read.Messages) != TailKept || read.Messages[TailKept-1].ID != "m149" || read.MessageCount != total || len(read.MessageTail) != TailKept {
 		t.Fatalf("history: %d messages, last %s, count %d", len(read.Messages), read.Messages[len(read.Messages)-1].ID, read.MessageCount)
 	}
-	var all []string
-	before := ""
-	for pages := 0; ; pages++ {
-		if pages > 10 {
-			t.Fatal("too many pages")
+	// Pages of 40 start at a save's first message (saves add 10); pages of
+	// 15 start inside a save's record too. Read from the server, then from
+	// the records the store kept.
+	cache := s.log.cache
+	for i, size := range []int{40, 15, 40, 15} {
+		if s.log.cache = nil; i >= 2 {
+			s.log.cache = cache
 		}
-		p, err := s.GetPage(ctx, c.ID, 40, before)
-		if err != nil {
-			t.Fatal(err)
+		var all []string
+		before := ""
+		for pages := 0; ; pages++ {
+			if pages > total/size+1 {
+				t.Fatal("too many pages")
+			}
+			p, err := s.GetPage(ctx, c.ID, size, before)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ms []Message
+			if err := json.Unmarshal(joinMessages(p.Messages), &ms); err != nil {
+				t.Fatal(err)
+			}
+			if len(ms) != size && p.Before != "" {
+				t.Fatalf("page of %d", len(ms))
+			}
+			all = append(strings.Split(ids(ms), ","), all...)
+			if p.Before == "" {
+				break
+			}
+			before = p.Before
 		}
-		var ms []Message
-		if err := json.Unmarshal(joinMessages(p.Messages), &ms); err != nil {
-			t.Fatal(err)
+		if len(all) != total {
+			t.Fatalf("pages of %d gave %d messages", size, len(all))
 		}
-		if len(ms) != 40 && p.Before != 0 {
-			t.Fatalf("page of %d", len(ms))
-		}
-		all = append(strings.Split(ids(ms), ","), all...)
-		if p.Before == 0 {
-			break
-		}
-		before = fmt.Sprint(p.Before)
-	}
-	if len(all) != total {
-		t.Fatalf("pages gave %d messages", len(all))
-	}
-	for i, id := range all {
-		if id != fmt.Sprintf("m%03d", i) {
-			t.Fatalf("message %d is %s", i, id)
+		for i, id := range all {
+			if id != fmt.Sprintf("m%03d", i) {
+				t.Fatalf("pages of %d: message %d is %s", size, i, id)
+			}
 		}
 	}
 	s.HistoryBytes = 1000 // about 7 messages of 140 bytes
@@ -227,5 +236,142 @@ func TestPagesAndHistory(t *testing.T) {
 	}
 	if _, err := s.GetPage(ctx, c.ID, 10, "nope"); err == nil {
 		t.Fatal("a bad cursor was taken")
+	}
+}
+
+func TestCursorText(t *testing.T) {
+	for _, c := range []Cursor{{Seq: 7}, {Seq: 1 << 40, Index: 3}} {
+		if got, ok := ParseCursor(c.String()); !ok || got != c {
+			t.Errorf("%+v: text %s read back as %+v, %v", c, c.String(), got, ok)
+		}
+	}
+	for _, bad := range []string{"", "0", "x", "7.", "7.0", "7.-1", "7.+1", ".3", "-7", "7.3.1"} {
+		if c, ok := ParseCursor(bad); ok {
+			t.Errorf("%q read as %+v", bad, c)
+		}
+	}
+}
+
+// A save whose messages add up to more than recordSplit publishes several
+// records; they read back as one history and one page.
+func TestBigSaveSplits(t *testing.T) {
+	s, _ := testStore(t)
+	ctx := t.Context()
+	s.log.cache = nil // every read from the server
+	c := &Conversation{ID: NewID(), Status: StatusActive}
+	for i := range 3 {
+		c.Messages = append(c.Messages, Message{ID: fmt.Sprint("big", i), Role: RoleUser, Content: strings.Repeat("x", 300<<10)})
+	}
+	if err := s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.log.js.Stream(ctx, s.log.stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := info.CachedInfo().State.Msgs; n != 3 {
+		t.Fatalf("log holds %d records, want 3", n)
+	}
+	read, err := s.Get(ctx, c.ID)
+	if err != nil || ids(read.Messages) != "big0,big1,big2" {
+		t.Fatalf("history %v, %v", read, err)
+	}
+	p, err := s.GetPage(ctx, c.ID, 10, "")
+	if err != nil || len(p.Messages) != 3 || p.Before != "" {
+		t.Fatalf("page %v, %v", p, err)
+	}
+	// A cursor at another conversation's record finds nothing of it.
+	other := &Conversation{ID: NewID(), Status: StatusActive, Messages: []Message{{ID: "theirs", Role: RoleUser}}}
+	if err := s.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := s.GetPage(ctx, c.ID, 10, fmt.Sprint(other.MessageTail[0].Seq)); err == nil {
+		t.Fatalf("a cursor of another conversation gave %s", joinMessages(p.Messages))
+	}
+}
+
+// A conversation stored one message per record (the earlier form) reads
+// and pages as one stored a record per save.
+func TestRecordsOfOneMessage(t *testing.T) {
+	s, _ := testStore(t)
+	s.log.cache = nil // every read from the server
+	ctx := t.Context()
+	c := &Conversation{ID: NewID(), Status: StatusActive}
+	if err := s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	var tail MessageTail
+	prev := uint64(0)
+	for i := range 80 {
+		refs, err := s.log.append(ctx, c.ID, prev, []Message{{ID: fmt.Sprintf("m%03d", i), Role: RoleUser, Content: "one"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tail, prev = append(tail, refs...), refs[0].Seq
+	}
+	if _, err := s.UpdateHead(ctx, c.ID, func(h *Conversation) error {
+		h.MessageTail, h.MessageCount = tail[len(tail)-TailKept:], len(tail)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	read, err := s.Get(ctx, c.ID)
+	if err != nil || len(read.Messages) != TailKept || read.Messages[0].ID != "m016" {
+		t.Fatalf("history %v, %v", read, err)
+	}
+	// One more save: a record of two messages after those of one.
+	if _, err := s.UpdateLoaded(ctx, read, func(cv *Conversation) error {
+		cv.Messages = append(cv.Messages, Message{ID: "m080", Role: RoleUser}, Message{ID: "m081", Role: RoleAssistant})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var all []string
+	for before := ""; ; {
+		p, err := s.GetPage(ctx, c.ID, 30, before)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ms []Message
+		if err := json.Unmarshal(joinMessages(p.Messages), &ms); err != nil {
+			t.Fatal(err)
+		}
+		all = append(strings.Split(ids(ms), ","), all...)
+		if before = p.Before; before == "" {
+			break
+		}
+	}
+	if len(all) != 82 || all[0] != "m000" || all[81] != "m081" {
+		t.Fatalf("pages gave %d messages: %v", len(all), all)
+	}
+}
+
+// The record cache gives a record only to its conversation, and keeps to
+// its size.
+func TestRecordCache(t *testing.T) {
+	c := newRecordCache(4000)
+	rec := func(seq uint64) record { return record{seq: seq, msgs: [][]byte{[]byte(strings.Repeat("x", 100))}} }
+	c.put("a", rec(1))
+	if r, ok := c.get("a", 1); !ok || r.seq != 1 {
+		t.Fatal("a kept record was not found")
+	}
+	if _, ok := c.get("b", 1); ok {
+		t.Fatal("conversation b got a record of a")
+	}
+	for seq := uint64(2); seq < 200; seq++ {
+		c.put("a", rec(seq))
+	}
+	if c.size > 4000 || len(c.byseq) != len(c.order) || len(c.byseq) < 10 {
+		t.Fatalf("cache of %d bytes, %d records, %d in order", c.size, len(c.byseq), len(c.order))
+	}
+	if _, ok := c.get("a", 1); ok {
+		t.Fatal("the oldest record was kept past the cache's size")
+	}
+	if _, ok := c.get("a", 199); !ok {
+		t.Fatal("the newest record was dropped")
+	}
+	c.put("a", record{seq: 500, msgs: [][]byte{make([]byte, 2000)}})
+	if _, ok := c.get("a", 500); ok {
+		t.Fatal("a record larger than a quarter of the cache was kept")
 	}
 }

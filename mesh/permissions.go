@@ -45,7 +45,7 @@ const (
 	// subject and sequence (no consumer).
 	GrantStreamGet GrantKind = "stream-get"
 	// GrantLog: append to a stream on Filter's subjects and read it by
-	// batched direct gets (the message log, MESH_MESSAGES).
+	// direct gets (the message log, MESH_MESSAGES).
 	GrantLog GrantKind = "log"
 	// GrantStreamPurge: purge a stream's messages (the API names no
 	// subject: the grant is the whole stream's).
@@ -314,8 +314,8 @@ func (n Namespace) compile(g Grant) (pub, sub []string) {
 		// stream's info binds it (jetstream.Stream).
 		return []string{api + "STREAM.INFO." + g.Subject, api + "STREAM.MSG.GET." + g.Subject}, nil
 	case GrantLog:
-		// A batched direct get names its subject in the body, not the API
-		// subject: the grant reads the whole log.
+		// A direct get names its sequence (or subject) in the body, not
+		// the API subject: the grant reads the whole log.
 		return []string{g.Filter, api + "STREAM.INFO." + g.Subject, api + "DIRECT.GET." + g.Subject}, nil
 	case GrantStreamPurge:
 		return []string{api + "STREAM.INFO." + g.Subject, api + "STREAM.PURGE." + g.Subject}, nil

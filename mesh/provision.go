@@ -130,13 +130,13 @@ func Provision(ctx context.Context, js jetstream.JetStream, ns Namespace, cfg Pr
 	}
 	if _, err = ensureStream(ctx, js, cfg.Replicas, jetstream.StreamConfig{
 		Name:        ns.Stream(StreamMessages),
-		Description: "Agent Mesh: conversations' messages, one stream message each",
+		Description: "Agent Mesh: conversations' messages, one stream message per save",
 		Subjects:    []string{ns.MessagesAll()},
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
 		Duplicates:  cfg.DuplicateWindow,
-		// Direct gets: batched reads of a conversation's messages, served
-		// by any replica.
+		// Direct gets: reads of a conversation's records by sequence,
+		// served by any replica.
 		AllowDirect: true,
 	}); err != nil {
 		return nil, fmt.Errorf("provision stream %s: %w", ns.Stream(StreamMessages), err)

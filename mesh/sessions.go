@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -79,14 +78,14 @@ func (s *SessionStore) loadHistory(ctx context.Context, c *Conversation) error {
 		return nil
 	}
 	k := historyStart(c.MessageTail, s.budget())
-	got, err := s.log.read(ctx, c.ID, c.MessageTail[k:])
+	got, err := s.log.messagesAt(ctx, c.ID, c.MessageTail[k:])
 	if err != nil {
 		return err
 	}
 	msgs := make([]Message, len(got))
-	for i, m := range got {
-		if err := json.Unmarshal(m.data, &msgs[i]); err != nil {
-			return fmt.Errorf("decode message %d of %s: %w", m.seq, c.ID, err)
+	for i, data := range got {
+		if err := json.Unmarshal(data, &msgs[i]); err != nil {
+			return fmt.Errorf("decode message in record %d of %s: %w", c.MessageTail[k+i].Seq, c.ID, err)
 		}
 	}
 	c.Messages = cutHistory(msgs)
@@ -238,11 +237,10 @@ func (s *SessionStore) headOf(ctx context.Context, id string) (*Conversation, er
 	return c, nil
 }
 
-// save appends the messages added since c was read to the log, then
-// writes the head: created, or by compare-and-set at c.Revision. Messages
-// appended by a save whose head write fails are left in the log unread; a
-// save tried again after a conflict publishes them with the same
-// deduplication ids, so the log keeps them once.
+// save appends the messages added since c was read to the log, as one
+// record, then writes the head: created, or by compare-and-set at
+// c.Revision. The record of a save whose head write fails is left in the
+// log unread; a save tried again after a conflict publishes its own.
 func (s *SessionStore) save(ctx context.Context, c *Conversation, create bool) error {
 	if c.stored > len(c.Messages) || !unchanged(c.snap, c.Messages[:c.stored]) {
 		return errStoredChanged
@@ -324,8 +322,8 @@ type ConversationDoc struct {
 	*Conversation
 	// Messages are the page's messages, oldest first.
 	Messages []json.RawMessage
-	// Before is the cursor of the older page (0: none).
-	Before uint64
+	// Before is the cursor of the older page (empty: none).
+	Before string
 }
 
 // GetDoc is [SessionStore.Get] with the newest page of messages
@@ -341,10 +339,10 @@ func (s *SessionStore) GetPage(ctx context.Context, id string, n int, before str
 	if CheckID(id) != nil {
 		return nil, badID(id)
 	}
-	var cursor uint64
+	var cursor Cursor
 	if before != "" {
-		var err error
-		if cursor, err = strconv.ParseUint(before, 10, 64); err != nil || cursor == 0 {
+		var ok bool
+		if cursor, ok = ParseCursor(before); !ok {
 			return nil, ErrBadRequest.With(fmt.Sprintf("before %s: a cursor is the messages_before of a page", Clip(before)))
 		}
 	}
@@ -373,8 +371,8 @@ func (s *SessionStore) GetPage(ctx context.Context, id string, n int, before str
 	}
 	p, err := s.log.page(ctx, c, n, cursor, s.budget())
 	if err != nil {
-		if cursor != 0 {
-			return nil, ErrBadRequest.With(fmt.Sprintf("before %d: no such message in conversation %s", cursor, id))
+		if cursor.Seq != 0 {
+			return nil, ErrBadRequest.With(fmt.Sprintf("before %s: no such message in conversation %s", cursor, id))
 		}
 		return nil, err
 	}
@@ -395,9 +393,9 @@ func (d *ConversationDoc) AppendJSON(b []byte) ([]byte, error) {
 	}
 	b = append(b, `"messages":`...)
 	b = append(b, joinMessages(d.Messages)...)
-	if d.Before != 0 {
+	if d.Before != "" { // digits and a dot: nothing to escape
 		b = append(b, `,"messages_before":"`...)
-		b = strconv.AppendUint(b, d.Before, 10)
+		b = append(b, d.Before...)
 		b = append(b, '"')
 	}
 	return append(b, '}'), nil

@@ -146,10 +146,10 @@ func (c *Core) hasMessage(ctx context.Context, id, msgID string) (bool, error) {
 				return true, nil
 			}
 		}
-		if d.Before == 0 {
+		if d.Before == "" {
 			return false, nil
 		}
-		before = strconv.FormatUint(d.Before, 10)
+		before = d.Before
 	}
 	return false, nil
 }
