@@ -25,18 +25,9 @@ import (
 // nothing_to_regenerate when the conversation's newest messages hold no
 // user message. A group chat's rounds are not regenerated (400).
 func (c *Core) Regenerate(ctx context.Context, id, turnID string, caller Caller) (*Run, error) {
-	if err := CheckConversationID(id); err != nil {
+	turnID, err := c.runIDFor(ctx, id, turnID, caller)
+	if err != nil {
 		return nil, err
-	}
-	if turnID != "" {
-		if err := CheckID("run id", turnID); err != nil {
-			return nil, err
-		}
-		if err := c.reserveRun(ctx, id, turnID, caller); err != nil {
-			return nil, err
-		}
-	} else {
-		turnID = mesh.NewID()
 	}
 	conv, err := c.GetFor(ctx, id, caller)
 	if err != nil {

@@ -372,18 +372,29 @@ func (c *Core) Send(ctx context.Context, id, text string, caller Caller, files .
 // derive from it): one that another conversation holds is refused with
 // [ErrRunIDUsed], at once, rather than dropped as a duplicate further on.
 func (c *Core) SendTurn(ctx context.Context, id, turnID, text string, caller Caller, files ...mesh.File) (*Run, error) {
-	if err := CheckConversationID(id); err != nil {
+	turnID, err := c.runIDFor(ctx, id, turnID, caller)
+	if err != nil {
 		return nil, err
 	}
-	if turnID != "" {
-		if err := CheckID("run id", turnID); err != nil {
-			return nil, err
-		}
-		if err := c.reserveRun(ctx, id, turnID, caller); err != nil {
-			return nil, err
-		}
-	}
 	return c.sendTurn(ctx, id, turnID, text, files, caller)
+}
+
+// runIDFor checks conversation id and reserves the run id a caller chose
+// for it, or makes a new one when it chose none.
+func (c *Core) runIDFor(ctx context.Context, id, turnID string, caller Caller) (string, error) {
+	if err := CheckConversationID(id); err != nil {
+		return "", err
+	}
+	if turnID == "" {
+		return mesh.NewID(), nil
+	}
+	if err := CheckID("run id", turnID); err != nil {
+		return "", err
+	}
+	if err := c.reserveRun(ctx, id, turnID, caller); err != nil {
+		return "", err
+	}
+	return turnID, nil
 }
 
 // reserveRun reserves run id turnID for conversation id (the caller's:
