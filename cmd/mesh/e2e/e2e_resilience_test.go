@@ -100,11 +100,13 @@ func runRole(t *testing.T, m *meshProc, role string, env ...string) (*exec.Cmd, 
 		seed := filepath.Join(m.dataDir, "creds", role+".nk")
 		meshtest.Eventually(t, 30*time.Second, func() bool { _, err := os.Stat(seed); return err == nil }, "no identity %s", seed)
 	}
-	logPath := filepath.Join(m.dir, role+"-"+time.Now().Format("150405.000")+".log")
-	f, err := os.Create(logPath)
+	// A name of its own: two roles started in the same millisecond once
+	// shared a time-named file and wrote over each other's lines.
+	f, err := os.CreateTemp(m.dir, role+"-"+time.Now().Format("150405.000")+"-*.log")
 	if err != nil {
 		t.Fatal(err)
 	}
+	logPath := f.Name()
 	cmd := exec.Command(filepath.Join(binDir, "mesh"), role)
 	cmd.Env = append(os.Environ(), "MESH_CONFIG="+m.config, "MESH_DATA_DIR="+m.dataDir, "MESH_HTTP_ADDR="+m.httpAddr,
 		"NATS_URL=nats://"+m.natsAddr, "MESH_LOG_FORMAT=json", "MESH_LOG_LEVEL=debug",
