@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -26,16 +25,9 @@ func TestFilesSettings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := Parse("agent.yaml", []byte(tt.yaml), env())
-			var ce *Error
-			switch {
-			case tt.wantErr != "":
-				if !errors.As(err, &ce) || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want one naming %s", err, tt.wantErr)
-				}
+			c := parseCase(t, tt.yaml, tt.wantErr)
+			if c == nil {
 				return
-			case err != nil:
-				t.Fatal(err)
 			}
 			f := c.Files
 			if f.MaxBytes != tt.want.MaxBytes || f.MaxPerMessage != tt.want.MaxPerMessage || strings.Join(f.MediaTypes, ",") != strings.Join(tt.want.MediaTypes, ",") ||

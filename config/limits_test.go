@@ -26,16 +26,9 @@ func TestLimitsSettings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := Parse("agent.yaml", []byte(tt.yaml), env())
-			var ce *Error
-			switch {
-			case tt.wantErr != "":
-				if !errors.As(err, &ce) || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want one naming %s", err, tt.wantErr)
-				}
+			c := parseCase(t, tt.yaml, tt.wantErr)
+			if c == nil {
 				return
-			case err != nil:
-				t.Fatal(err)
 			}
 			if c.LimitsOn() != tt.on {
 				t.Errorf("LimitsOn() = %v, want %v", c.LimitsOn(), tt.on)
@@ -49,4 +42,23 @@ func TestLimitsSettings(t *testing.T) {
 	if err != nil || len(nets) != 2 || !nets[0].Contains([]byte{192, 0, 2, 1}) || nets[0].Contains([]byte{192, 0, 2, 2}) || !nets[1].Contains([]byte{10, 9, 8, 7}) {
 		t.Errorf("ProxyNets: %v, %v", nets, err)
 	}
+}
+
+// parseCase parses yaml for a table case: nil when it was refused naming
+// wantErr (a *config.Error), fatal when it was refused otherwise or not
+// refused as wanted.
+func parseCase(t *testing.T, yaml, wantErr string) *Config {
+	t.Helper()
+	c, err := Parse("agent.yaml", []byte(yaml), env())
+	var ce *Error
+	switch {
+	case wantErr != "":
+		if !errors.As(err, &ce) || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("error %v, want one naming %s", err, wantErr)
+		}
+		return nil
+	case err != nil:
+		t.Fatal(err)
+	}
+	return c
 }
