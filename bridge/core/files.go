@@ -37,16 +37,31 @@ const maxURLLen = 2048
 // CheckUploads checks the uploads of a message against the limits, storing
 // nothing: a surface that creates a conversation refuses bad files first.
 func (c *Core) CheckUploads(ups []Upload) error {
+	_, err := c.checkUploads(ups)
+	return err
+}
+
+// checkedUpload is an upload that passed the limits, and its bytes.
+type checkedUpload struct {
+	f    mesh.File
+	data []byte
+}
+
+// checkUploads checks ups against the limits and decodes their bytes.
+func (c *Core) checkUploads(ups []Upload) ([]checkedUpload, error) {
 	limits := c.cfg.Files
 	if len(ups) > limits.MaxPerMessage {
-		return mesh.ErrBadRequest.With(fmt.Sprintf("%d files: a message carries at most %d (files.max_per_message)", len(ups), limits.MaxPerMessage))
+		return nil, mesh.ErrBadRequest.With(fmt.Sprintf("%d files: a message carries at most %d (files.max_per_message)", len(ups), limits.MaxPerMessage))
 	}
+	all := make([]checkedUpload, 0, len(ups))
 	for i, u := range ups {
-		if _, _, err := checkUpload(&limits, i, u); err != nil {
-			return err
+		f, data, err := checkUpload(&limits, i, u)
+		if err != nil {
+			return nil, err
 		}
+		all = append(all, checkedUpload{f, data})
 	}
-	return nil
+	return all, nil
 }
 
 // StoreFiles checks the uploads of a message to conversation id (the
@@ -58,21 +73,9 @@ func (c *Core) StoreFiles(ctx context.Context, id string, ups []Upload, caller C
 	if len(ups) == 0 {
 		return nil, nil
 	}
-	limits := c.cfg.Files
-	if len(ups) > limits.MaxPerMessage {
-		return nil, mesh.ErrBadRequest.With(fmt.Sprintf("%d files: a message carries at most %d (files.max_per_message)", len(ups), limits.MaxPerMessage))
-	}
-	type checked struct {
-		f    mesh.File
-		data []byte
-	}
-	var all []checked
-	for i, u := range ups {
-		f, data, err := checkUpload(&limits, i, u)
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, checked{f, data})
+	all, err := c.checkUploads(ups)
+	if err != nil {
+		return nil, err
 	}
 	if _, err := c.HeadFor(ctx, id, caller); err != nil {
 		return nil, err
