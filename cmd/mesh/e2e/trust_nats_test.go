@@ -210,6 +210,17 @@ func trustActions() []action {
 		pubAction("restart a node", "mesh.node.n1.restart", monitor),
 		reqAction("probe a node", "mesh.node.n1.probe", monitor),
 		pubAction("cancel a run", "mesh.session.c1.cancel", agent, bridge),
+		// The message log: the roles that keep conversations append and
+		// read it by direct get; only the bridge purges it (for an admin).
+		pubAction("append a message", "mesh.msg.c1", agent, group, bridge),
+		reqAction("get messages directly", "$JS.API.DIRECT.GET.MESH_MESSAGES", agent, group, bridge),
+		reqAction("purge the messages", "$JS.API.STREAM.PURGE.MESH_MESSAGES", bridge),
+		// Files: the bridge stores them, the agent and the bridge read them,
+		// none but the admin purges the store.
+		pubAction("store a file's chunk", "$O.mesh_files.C.abc", bridge),
+		pubAction("name a stored file", "$O.mesh_files.M.abc", bridge),
+		reqAction("get a file directly", "$JS.API.DIRECT.GET.OBJ_mesh_files.$O.mesh_files.M.abc", agent, bridge),
+		reqAction("purge the files", "$JS.API.STREAM.PURGE.OBJ_mesh_files"),
 	}
 	for _, role := range mesh.IdentityRoles {
 		acts = append(acts, subAction("read "+role+"'s replies", mesh.DefaultNamespace.Inbox(role)+".>", role))
