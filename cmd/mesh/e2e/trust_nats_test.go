@@ -232,6 +232,7 @@ func trustActions() []action {
 	acts = append(acts, kvActions("calls", "k1", []string{toolhost}, []string{toolhost})...)
 	acts = append(acts, kvActions("calls", mesh.SubAgentCallKey("k1"), []string{agent, toolhost}, []string{agent, toolhost})...)
 	acts = append(acts, kvActions("nodes", "approver.n1", []string{bridge, monitor}, []string{approver, monitor})...)
+	acts = append(acts, kvActions("limits", "rate.p.abc", []string{bridge}, []string{bridge})...)
 	return acts
 }
 
