@@ -11,6 +11,9 @@
 // statement waits up to 5s for another's lock, and every write runs in a
 // BEGIN IMMEDIATE transaction. --log-level is a zerolog level.
 //
+// With MESH_CPU_PROFILE set to a directory (as for the mesh's roles), the
+// server writes a CPU profile of its run there, mcp-resources-<pid>.pprof.
+//
 // Stdout carries the protocol (one JSON-RPC message per line); logs go to
 // stderr only. The server stops, exiting 0, when stdin is closed or on
 // SIGTERM or SIGINT.
@@ -69,6 +72,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -77,12 +81,31 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	stopProfile := startProfile(os.Getenv("MESH_CPU_PROFILE"))
 	err := run(ctx, os.Args[1:], os.Stderr)
+	stopProfile()
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mcp-resources:", err)
 		os.Exit(1)
 	}
+}
+
+// startProfile starts a CPU profile into dir (none when dir is empty or the
+// file cannot be made) and returns the function that ends it.
+func startProfile(dir string) func() {
+	if dir == "" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("mcp-resources-%d.pprof", os.Getpid())))
+	if err != nil {
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return func() {}
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }
 }
 
 // run parses args, opens the database and serves MCP on stdin/stdout until
