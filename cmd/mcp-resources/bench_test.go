@@ -17,7 +17,7 @@ import (
 // BenchmarkStdioList measures one resources_list call, as the toolhost
 // makes it (a call id in _meta, no arguments), on the built binary over
 // stdio: the server's CPU per call (utime + stime from /proc, so the
-// client's own work is not counted), with inFlight calls sent at a time.
+// client's own work is not counted) and its resident set at the end, with inFlight calls sent at a time.
 func BenchmarkStdioList(b *testing.B) {
 	bin := buildBinary(b)
 	for _, inFlight := range []int{1, 8} {
@@ -42,6 +42,7 @@ func BenchmarkStdioList(b *testing.B) {
 			b.StopTimer()
 			cpu := procCPU(b, srv.cmd.Process.Pid) - before
 			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "server-us/call")
+			b.ReportMetric(float64(procRSS(b, srv.cmd.Process.Pid))/(1<<20), "server-rss-MB")
 		})
 	}
 }
@@ -99,6 +100,17 @@ func (s *rawServer) call(b *testing.B, line string) string {
 		b.Fatalf("answer to %s: %s", line, got)
 	}
 	return got
+}
+
+// procRSS is a process's resident set, in bytes.
+func procRSS(b *testing.B, pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/statm", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := strings.Fields(string(data))
+	pages, _ := strconv.ParseInt(f[1], 10, 64)
+	return pages * int64(os.Getpagesize())
 }
 
 // procCPU is a process's CPU time so far.
