@@ -1,105 +1,71 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
+	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// BenchmarkStdioList measures one resources_list call, as the toolhost
-// makes it (a call id in _meta, no arguments), on the built binary over
-// stdio: the server's CPU per call (utime + stime from /proc, so the
-// client's own work is not counted) and its resident set at the end, with inFlight calls sent at a time.
+// BenchmarkStdioList measures one resources_list call as the toolhost
+// makes it (the SDK's client over stdio, a call id in _meta, no arguments)
+// on the built binary: the server's CPU per call (utime + stime from /proc,
+// so the client's own work is not counted) and its resident set at the
+// end, with inFlight calls at a time.
 func BenchmarkStdioList(b *testing.B) {
 	bin := buildBinary(b)
 	for _, inFlight := range []int{1, 8} {
 		b.Run(fmt.Sprintf("in-flight=%d", inFlight), func(b *testing.B) {
-			srv := startRaw(b, bin, filepath.Join(b.TempDir(), "r.db"))
+			cmd := exec.Command(bin, "--db", filepath.Join(b.TempDir(), "r.db"), "--log-level", "warn")
+			cmd.Stderr = os.Stderr
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(b.Context(), &mcp.CommandTransport{Command: cmd}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { cs.Close() })
+			call := func(tool, id string, args map[string]any) *mcp.CallToolResult {
+				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Meta: mcp.Meta{callIDMetaKey: id}, Name: tool, Arguments: args})
+				if err != nil || res.IsError {
+					b.Fatalf("%s: %v %v", tool, err, res)
+				}
+				return res
+			}
 			for i := range 3 { // a few resources to list
-				srv.call(b, fmt.Sprintf(`{"jsonrpc":"2.0","id":"seed-%d","method":"tools/call","params":{"_meta":{"agentmesh/call_id":"seed-%d"},"name":"resources_add","arguments":{"name":"r%d","value":%d}}}`, i, i, i, i))
+				call(toolAdd, fmt.Sprintf("seed-%d", i), map[string]any{"name": fmt.Sprintf("r%d", i), "value": i})
 			}
-			before := procCPU(b, srv.cmd.Process.Pid)
+			pid := cmd.Process.Pid
+			before := procCPU(b, pid)
 			b.ResetTimer()
-			sent, got := 0, 0
-			for got < b.N {
-				for sent < b.N && sent-got < inFlight {
-					srv.send(b, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"_meta":{"agentmesh/call_id":"call-%d"},"name":"resources_list","arguments":{}}}`, sent, sent))
-					sent++
-				}
-				if line := srv.read(b); !strings.Contains(line, `"count":3`) {
-					b.Fatalf("answer %s, want a list of 3", line)
-				}
-				got++
+			var wg sync.WaitGroup
+			work := make(chan int, b.N)
+			for i := range b.N {
+				work <- i
 			}
+			close(work)
+			for range inFlight {
+				wg.Go(func() {
+					for i := range work {
+						if res := call(toolList, fmt.Sprintf("call-%d", i), map[string]any{}); !strings.Contains(textOf(res), `"count":3`) {
+							b.Errorf("answer %s, want a list of 3", textOf(res))
+						}
+					}
+				})
+			}
+			wg.Wait()
 			b.StopTimer()
-			cpu := procCPU(b, srv.cmd.Process.Pid) - before
+			cpu := procCPU(b, pid) - before
 			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "server-us/call")
-			b.ReportMetric(float64(procRSS(b, srv.cmd.Process.Pid))/(1<<20), "server-rss-MB")
+			b.ReportMetric(float64(procRSS(b, pid))/(1<<20), "server-rss-MB")
 		})
 	}
-}
-
-// rawServer is the binary spoken to line by line.
-type rawServer struct {
-	cmd *exec.Cmd
-	in  io.WriteCloser
-	out *bufio.Reader
-}
-
-// startRaw starts bin on db and makes the initialize handshake.
-func startRaw(b *testing.B, bin, db string) *rawServer {
-	b.Helper()
-	cmd := exec.Command(bin, "--db", db, "--log-level", "warn")
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { in.Close(); _ = cmd.Wait() })
-	s := &rawServer{cmd: cmd, in: in, out: bufio.NewReaderSize(out, 1<<16)}
-	s.call(b, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`)
-	s.send(b, `{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}`)
-	return s
-}
-
-func (s *rawServer) send(b *testing.B, line string) {
-	if _, err := io.WriteString(s.in, line+"\n"); err != nil {
-		b.Fatal(err)
-	}
-}
-
-func (s *rawServer) read(b *testing.B) string {
-	line, err := s.out.ReadString('\n')
-	if err != nil {
-		b.Fatal(err)
-	}
-	return line
-}
-
-// call sends a request and reads its answer, which must not be an error.
-func (s *rawServer) call(b *testing.B, line string) string {
-	s.send(b, line)
-	got := s.read(b)
-	var m struct{ Error json.RawMessage }
-	if err := json.Unmarshal([]byte(got), &m); err != nil || m.Error != nil {
-		b.Fatalf("answer to %s: %s", line, got)
-	}
-	return got
 }
 
 // procRSS is a process's resident set, in bytes.
