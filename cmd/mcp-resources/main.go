@@ -11,6 +11,9 @@
 // statement waits up to 5s for another's lock, and every write runs in a
 // BEGIN IMMEDIATE transaction. --log-level is a zerolog level.
 //
+// The garbage collector runs at GOGC 400 unless GOGC is set (see
+// gcPercent).
+//
 // With MESH_CPU_PROFILE set to a directory (as for the mesh's roles), the
 // server writes a CPU profile of its run there, mcp-resources-<pid>.pprof.
 //
@@ -72,6 +75,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"runtime/pprof"
 	"syscall"
 
@@ -79,7 +83,18 @@ import (
 	"github.com/rs/zerolog"
 )
 
+// gcPercent is the collector's GOGC when the environment sets none. The
+// SDK decodes each JSON value with a new 32 KiB buffer (seven of them for
+// a tools/call of the current protocol), against a live heap of a few MiB:
+// at GOGC 100 the collector and its sweeping took half the server's CPU.
+// At 400 a call costs about a third less CPU (BenchmarkStdioList) for
+// about 10 MiB more resident.
+const gcPercent = 400
+
 func main() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	stopProfile := startProfile(os.Getenv("MESH_CPU_PROFILE"))
 	err := run(ctx, os.Args[1:], os.Stderr)
