@@ -19,7 +19,7 @@ import (
 const e2eTimeout = 60 * time.Second
 
 // buildBinary builds this command into a temporary directory.
-func buildBinary(t *testing.T) string {
+func buildBinary(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "mcp-resources")
 	out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, ".").CombinedOutput()

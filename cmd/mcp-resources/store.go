@@ -46,6 +46,10 @@ const busyTimeout = 5 * time.Second
 // one (SQLite runs one write at a time anyway).
 const maxConns = 8
 
+// stmtCacheSize is how many prepared statements each connection keeps
+// (the store runs six different ones).
+const stmtCacheSize = 16
+
 // resource is one row of the resources table, as the tools return it.
 type resource struct {
 	ID        string `json:"id"`
@@ -90,6 +94,9 @@ func openStore(ctx context.Context, cfg storeConfig) (*store, error) {
 	q.Set("_busy_timeout", fmt.Sprint(busyTimeout.Milliseconds()))
 	q.Set("_synchronous", "NORMAL")
 	q.Set("_txlock", "immediate")
+	// Each connection keeps its prepared statements: preparing the list's
+	// SELECT again on every call was a tenth of the server's CPU.
+	q.Set("_stmt_cache_size", fmt.Sprint(stmtCacheSize))
 	// Escape the path so that '?' or '#' in it is not read as the query.
 	u := url.URL{Scheme: "file", Opaque: escapePath(cfg.Path), RawQuery: q.Encode()}
 	db, err := sql.Open("sqlite3", u.String())

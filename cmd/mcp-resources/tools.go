@@ -64,7 +64,7 @@ func newServer(st *store, log zerolog.Logger) *mcp.Server {
 		Instructions: "Manages named integer resources stored in SQLite: list them, add one, remove by id or name pattern.",
 	})
 	closed := false
-	mcp.AddTool(s, &mcp.Tool{
+	s.AddTool(withListSchemas(&mcp.Tool{
 		Name:        toolList,
 		Title:       "List resources",
 		Description: "List resources, optionally filtered by a name pattern (regular expression)",
@@ -74,7 +74,7 @@ func newServer(st *store, log zerolog.Logger) *mcp.Server {
 			IdempotentHint: true,
 			OpenWorldHint:  &closed,
 		},
-	}, t.list)
+	}), t.list)
 	destructive := true
 	mcp.AddTool(s, &mcp.Tool{
 		Name:        toolAdd,
@@ -99,16 +99,6 @@ func newServer(st *store, log zerolog.Logger) *mcp.Server {
 		},
 	}, t.remove)
 	return s
-}
-
-// list handles resources_list. A returned error becomes an isError result.
-func (t *tools) list(ctx context.Context, _ *mcp.CallToolRequest, in listInput) (*mcp.CallToolResult, listOutput, error) {
-	rs, err := t.store.list(ctx, in.Pattern)
-	if err != nil {
-		t.logFailure(toolList, "", err)
-		return nil, listOutput{}, err
-	}
-	return nil, listOutput{Resources: rs, Count: len(rs)}, nil
 }
 
 // add handles resources_add.

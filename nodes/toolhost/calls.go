@@ -74,28 +74,40 @@ func (c *conn) handle(req request, name string) {
 			return
 		}
 	}
-	log := c.s.log.With().Str("subject", req.subject).Str("call_id", tr.CallID).Str("session", tr.Session).Logger()
+	// The call's logger is made only for a line to write: most calls write
+	// none, and making it was an allocation and a copy per call.
+	callLog := func() zerolog.Logger {
+		return c.s.log.With().Str("subject", req.subject).Str("call_id", tr.CallID).Str("session", tr.Session).Logger()
+	}
 	ctx, cancel := context.WithTimeout(sctx, c.s.timeout)
 	defer cancel()
 	if c.s.cfg.URL != "" {
 		ctx = withCall(ctx, req.header.Get("Authorization"))
 	}
 	var res *mesh.ToolResult
+	var data []byte // res encoded, when the call gave it so
 	if t.readOnly {
-		res, _, err = c.call(ctx, t, tr)
+		res, data, _, err = c.call(ctx, t, tr)
 	} else {
-		res, err = c.callOnce(ctx, log, t, tr)
+		res, err = c.callOnce(ctx, callLog(), t, tr)
 	}
 	if err != nil {
+		log := callLog()
 		log.Info().Err(err).Msg("tool call failed")
 		c.replyErr(req, err)
 		return
 	}
-	log.Debug().Bool("is_error", res.IsError).Msg("tool called")
+	if e := c.s.log.Debug(); e.Enabled() { // the fields callLog gives, in its order
+		e.Str("subject", req.subject).Str("call_id", tr.CallID).Str("session", tr.Session).Bool("is_error", res.IsError).Msg("tool called")
+	}
 	if !res.IsError {
 		outcome = telemetry.ToolOK
 	}
-	if err := c.respond(req, mustJSON(res), nil); err != nil {
+	if data == nil {
+		data = mustJSON(res)
+	}
+	if err := c.respond(req, data, nil); err != nil {
+		log := callLog()
 		log.Warn().Err(err).Msg("reply to tool call")
 	}
 }
@@ -141,12 +153,13 @@ func (c *conn) replyErr(req request, err error) {
 	}
 }
 
-// call sends tools/call. unknown reports, with an error, that the server
-// may have run the tool: the outcome of the call is unknown.
-func (c *conn) call(ctx context.Context, t *tool, tr mesh.ToolRequest) (res *mesh.ToolResult, unknown bool, err error) {
+// call sends tools/call and returns its result and the result encoded.
+// unknown reports, with an error, that the server may have run the tool:
+// the outcome of the call is unknown.
+func (c *conn) call(ctx context.Context, t *tool, tr mesh.ToolRequest) (res *mesh.ToolResult, data []byte, unknown bool, err error) {
 	select {
 	case <-c.dead:
-		return nil, false, c.unavailable("is not running")
+		return nil, nil, false, c.unavailable("is not running")
 	default:
 	}
 	args := tr.Arguments
@@ -162,13 +175,14 @@ func (c *conn) call(ctx context.Context, t *tool, tr mesh.ToolRequest) (res *mes
 	})
 	if err != nil {
 		err, unknown := c.callErr(ctx, t, err)
-		return nil, unknown, err
+		return nil, nil, unknown, err
 	}
 	res, err = toolResult(r)
 	if err != nil {
-		return nil, true, mesh.ErrInternal.With(fmt.Sprintf("tool server %q: result of %s: %v", c.s.cfg.Name, t.name, err))
+		return nil, nil, true, mesh.ErrInternal.With(fmt.Sprintf("tool server %q: result of %s: %v", c.s.cfg.Name, t.name, err))
 	}
-	return c.fit(t, withState(t.name, res, r.Meta)), false, nil
+	res, data = c.fitEncoded(t, withState(t.name, res, r.Meta))
+	return res, data, false, nil
 }
 
 // withState passes on the state patch a result carries in
@@ -197,15 +211,26 @@ func withState(tool string, res *mesh.ToolResult, meta mcp.Meta) *mesh.ToolResul
 // call record that holds it) with a tool error saying so: the tool did run,
 // and the model can ask for less.
 func (c *conn) fit(t *tool, res *mesh.ToolResult) *mesh.ToolResult {
+	res, _ = c.fitEncoded(t, res)
+	return res
+}
+
+// fitEncoded is [conn.fit] that also returns the result it gives encoded
+// (nil if it cannot be), so that the reply does not encode it again.
+func (c *conn) fitEncoded(t *tool, res *mesh.ToolResult) (*mesh.ToolResult, []byte) {
 	limit := c.s.h.cfg.NC.MaxPayload() - recordOverhead
 	data, err := json.Marshal(res)
 	size := len(data)
 	if limit <= 0 || err == nil && int64(size) <= limit {
-		return res
+		if err != nil {
+			data = nil
+		}
+		return res, data
 	}
 	msg := fmt.Sprintf("the result of %s is %d bytes, more than the mesh carries (%d): ask for less", t.name, size, limit)
 	content, _ := json.Marshal([]map[string]string{{"type": "text", "text": msg}})
-	return &mesh.ToolResult{Content: content, IsError: true, Text: msg}
+	res = &mesh.ToolResult{Content: content, IsError: true, Text: msg}
+	return res, mustJSON(res)
 }
 
 // callErr maps a failed tools/call to a mesh error.
@@ -443,7 +468,7 @@ func transientStoreErr(err error) bool {
 // run the tool (the record is deleted, so the call may be made again); or
 // that the attempt ended with its outcome unknown.
 func (c *conn) runRecorded(ctx context.Context, log zerolog.Logger, t *tool, tr mesh.ToolRequest, rec mesh.CallRecord, rev uint64) (*mesh.ToolResult, error) {
-	res, unknown, err := c.call(ctx, t, tr)
+	res, _, unknown, err := c.call(ctx, t, tr)
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
 	rec.FinishedAt = c.s.h.now().UTC()

@@ -322,6 +322,18 @@ func TestCall(t *testing.T) {
 		t.Errorf("content = %s (%v), want one text block", res.Content, err)
 	}
 
+	// The debug line of a call names it (subject, call id, session).
+	r.mustCall(t, "local", "echo", mesh.ToolRequest{CallID: "echo-logged", Session: "s-logged", Arguments: map[string]any{"text": "x"}})
+	subj, _ := r.NS.Tool("local", "echo")
+	want := `"subject":"` + subj + `","call_id":"echo-logged","session":"s-logged","is_error":false,`
+	logged := false
+	for line := range strings.Lines(r.logs.String()) {
+		logged = logged || strings.Contains(line, want) && strings.Contains(line, `"message":"tool called"`)
+	}
+	if !logged {
+		t.Errorf("logs have no line \"tool called\" with %s:\n%s", want, r.logs.String())
+	}
+
 	res = r.mustCall(t, "local", "fail", mesh.ToolRequest{})
 	if !res.IsError || res.Text != "boom" {
 		t.Errorf("fail = %+v, want an isError result with text boom", res)
