@@ -106,13 +106,29 @@ type Permissions struct {
 	ns Namespace
 }
 
+// How long a role may answer a request it received (allow_responses). The
+// server keeps an entry for every message with a reply subject it delivers
+// to the role (JetStream deliveries and acks included) until it is answered
+// or this time passes, and scans them all every second: a role that only
+// answers probes keeps 10 s of them, not the server's default 2 minutes
+// (at 500 turns/s that is 200,000 entries and tens of megabytes).
+const (
+	// probeReplyTTL: a probe's answer (the monitor waits 3 s for it).
+	probeReplyTTL = 10 * time.Second
+	// approvalReplyTTL: an approver's answer to a request (15 s) or a
+	// decision (30 s), as long as their callers wait.
+	approvalReplyTTL = 30 * time.Second
+	// toolReplyTTL: a tool call's result, as late as its caller waits.
+	toolReplyTTL = 150 * time.Second
+)
+
 // Inbox is the inbox prefix of role: _INBOX.<prefix>.<role>.
 func (n Namespace) Inbox(role string) string { return "_INBOX." + n.prefix + "." + role }
 
 // Permissions returns the permissions of role (one of [IdentityRoles] or
 // [RoleAdmin]); ok is false for another name.
 func (n Namespace) Permissions(role string) (p Permissions, ok bool) {
-	p = Permissions{Role: role, Inbox: n.Inbox(role), ResponseMax: 1, ResponseTTL: 2 * time.Minute, ns: n}
+	p = Permissions{Role: role, Inbox: n.Inbox(role), ResponseMax: 1, ResponseTTL: probeReplyTTL, ns: n}
 	if role == RoleAdmin {
 		p.Inbox = ""
 		p.Publish, p.Subscribe = []string{">"}, []string{">"}
@@ -126,12 +142,15 @@ func (n Namespace) Permissions(role string) (p Permissions, ok bool) {
 		return Permissions{}, false
 	}
 	p.Grants = append(n.nodeGrants(role), grants...)
-	if role == RoleToolhost {
+	switch role {
+	case RoleApprover:
+		p.ResponseTTL = approvalReplyTTL
+	case RoleToolhost:
 		// A tool call gets two answers, "taken by <host>" then the result,
 		// which may come as late as the caller waits (2 minutes); and a
 		// discovery ping gets one from each MCP server's service: any
 		// number, within the time a caller waits.
-		p.ResponseMax, p.ResponseTTL = -1, 150*time.Second
+		p.ResponseMax, p.ResponseTTL = -1, toolReplyTTL
 	}
 	// Its own inbox: to read replies, and to answer itself a request its
 	// wire guard would not send (wire.go).

@@ -64,7 +64,7 @@ func PermissionsMarkdown(n Namespace) string {
 	fmt.Fprintf(&b, "Every role also publishes its heartbeats on %s, writes its own key %s in %s, answers %s, "+
 		"listens on %s, subscribes only to its own inbox %s (`nats.CustomInboxPrefix`; it may publish there too, "+
 		"which is how its connection answers a request it refuses to send) and replies only to requests "+
-		"it received (`allow_responses`: one reply within 2 minutes; for the toolhost any number within 150 s: "+
+		"it received (`allow_responses`: one reply within 10 s, the approver's within 30 s, as long as its callers wait; for the toolhost any number within 150 s: "+
 		"\"taken\" then the result of a call, one answer per MCP server to a discovery ping). The toolhost and the approver also answer the micro service discovery "+
 		"subjects (`$SRV.*`) of %s and %s. No role but %s creates, updates, purges or deletes a stream or bucket, "+
 		"reads a stream's messages by sequence (`STREAM.MSG.GET`, `DIRECT.GET` of a stream) except the bridge's "+

@@ -3,7 +3,6 @@ package mesh
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -86,18 +85,14 @@ func (p *EventPublisher) Msg(session, runID, msgID string, ev Event) (*nats.Msg,
 	return m, nil
 }
 
-// Run returns the publisher of one attempt of one run. Its events are
-// published asynchronously, in order, each with a message id made of the run,
-// the attempt and its position, so a publish that is retried is stored once.
-func (p *EventPublisher) Run(session, runID string, attempt int) *RunEvents {
-	return &RunEvents{p: p, session: session, run: runID, prefix: runID + ":" + strconv.Itoa(attempt) + ":"}
-}
-
-// RunPart is [EventPublisher.Run] for one part of a run that several work
-// items publish to (the steps of an agent tree): part keeps their message
-// ids apart.
-func (p *EventPublisher) RunPart(session, runID, part string, attempt int) *RunEvents {
-	return &RunEvents{p: p, session: session, run: runID, prefix: runID + ":" + part + ":" + strconv.Itoa(attempt) + ":"}
+// Run returns the publisher of one attempt of one run (or of its part that
+// one work item publishes: a tree step, a group member's turn). Its events
+// are published asynchronously, in order, with no deduplication id: nothing
+// publishes one of them twice (a redelivered work item is a new attempt
+// whose events are its own), and the server would keep every id for the
+// stream's duplicate window. The end of a run has one ([RunEvents.EmitAs]).
+func (p *EventPublisher) Run(session, runID string) *RunEvents {
+	return &RunEvents{p: p, session: session, run: runID}
 }
 
 // RunEvents publishes the events of one run attempt. It is safe for
@@ -106,10 +101,8 @@ type RunEvents struct {
 	p       *EventPublisher
 	session string
 	run     string
-	prefix  string
 
 	mu      sync.Mutex
-	n       int
 	pending []jetstream.PubAckFuture
 	err     error
 }
@@ -122,8 +115,7 @@ func (r *RunEvents) Emit(ev Event) {
 	if r.err != nil {
 		return
 	}
-	r.n++
-	r.publish(r.run, r.prefix+strconv.Itoa(r.n), ev)
+	r.publish(r.run, "", ev)
 }
 
 // EmitAs is [RunEvents.Emit] for an event of run runID with its own

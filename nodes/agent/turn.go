@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"strconv"
 
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
@@ -80,7 +79,7 @@ func (t *turn) run(ctx context.Context) error {
 		if err := t.unqueue(ctx); err != nil {
 			return err
 		}
-		t.ev = t.a.events.Run(t.item.Session, t.runID(), t.attempt)
+		t.ev = t.a.events.Run(t.item.Session, t.runID())
 		t.emit(mesh.RunError(mesh.CodeWaitingApprove, "the conversation is waiting for an approval; decide it before sending a message"))
 		return t.ev.Flush(ctx)
 	case err != nil:
@@ -96,7 +95,7 @@ func (t *turn) run(ctx context.Context) error {
 		t.log = t.log.With().Str("step", t.step.key).Str("step_name", t.step.cfg.Name).Logger()
 	}
 	defer t.a.register(c.ID, t.cancelNames(), t.cancel)()
-	t.ev = t.runEvents()
+	t.ev = t.a.events.Run(t.item.Session, t.runID())
 	t.announce()
 	if !t.step.leaf() {
 		return t.startComposite(ctx)
@@ -118,18 +117,6 @@ func (t *turn) run(ctx context.Context) error {
 		return context.Cause(ctx)
 	}
 	return t.settle(context.WithoutCancel(ctx), t.end.stepOutcome(t.ex.iterations))
-}
-
-// runEvents is the publisher of this work item's events: a step's and a
-// member turn's are parts of a run that other work items publish to.
-func (t *turn) runEvents() *mesh.RunEvents {
-	switch {
-	case t.item.Kind == mesh.WorkStep:
-		return t.a.events.RunPart(t.item.Session, t.runID(), t.item.Step+"g"+strconv.Itoa(t.gen), t.attempt)
-	case t.member():
-		return t.a.events.RunPart(t.item.Session, t.runID(), t.item.TurnID, t.attempt)
-	}
-	return t.a.events.Run(t.item.Session, t.runID(), t.attempt)
 }
 
 // announce publishes the start of the work: a redelivery says it runs

@@ -33,6 +33,9 @@ type procStat struct {
 	name string
 	cpu  time.Duration
 	rss  int64 // bytes
+	// pss is the proportional set size: pages shared with other
+	// processes (the mesh binary every role maps) counted in shares.
+	pss int64 // bytes
 }
 
 // meshUsage reads every process of m: `mesh up` and its descendants (role
@@ -89,7 +92,23 @@ func readProc(pid int) (procStat, bool) {
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	rss, _ := strconv.ParseInt(f[21], 10, 64)
-	return procStat{cpu: time.Duration(ut+st) * clockTick, rss: rss * int64(os.Getpagesize())}, true
+	return procStat{cpu: time.Duration(ut+st) * clockTick, rss: rss * int64(os.Getpagesize()), pss: readPSS(pid)}, true
+}
+
+// readPSS is the proportional set size of a process in bytes, from
+// /proc/<pid>/smaps_rollup (0 when unknown).
+func readPSS(pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Pss:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
 }
 
 // cpuByName is the CPU each kind of process spent between two readings.
@@ -109,6 +128,16 @@ func rssByName(usage map[int]procStat) (map[string]int64, int64) {
 		total += u.rss
 	}
 	return out, total
+}
+
+// pssTotal sums the proportional set sizes of every process: the memory
+// they take together, each shared page counted once.
+func pssTotal(usage map[int]procStat) int64 {
+	var total int64
+	for _, u := range usage {
+		total += u.pss
+	}
+	return total
 }
 
 // turnClient keeps a connection per concurrent conversation, as a load
@@ -270,30 +299,55 @@ func benchScale() float64 {
 // BenchmarkMeshMemory runs 10,000 conversations of one turn each (times
 // MESH_BENCH_SCALE, 0.1 by default) at 100 concurrent on `mesh up` with the
 // offline planner, and reports the resident memory of every mesh process:
-// before, at the end (`rss-at-end-MB`) and 15 s later (`rss-MB` the
-// total, `<process>-MB` each).
+// before, at the end (`rss-at-end-MB`), 15 s later (`rss-MB` the total,
+// `<process>-MB` each) and settled (`rss-settled-MB`), 2 min 10 s after the
+// end: Go collects an idle process's garbage every 2 minutes, and only then
+// gives its memory back. Each reading also has its proportional set size
+// (`pss-…`): RSS counts the pages of the mesh binary that every role
+// process maps once per process, PSS once in all.
 func BenchmarkMeshMemory(b *testing.B) {
 	conversations := int(10000 * benchScale())
 	m := startMesh(b, meshOpts{logLevel: "warn"})
 	m.send(m.newConversation(), "list all resources") // warm up
-	_, before := rssByName(m.meshUsage())
+	usage := m.meshUsage()
+	_, before := rssByName(usage)
+	pssBefore := pssTotal(usage)
 	res := turnLoad{turns: conversations, conc: 100, perConversation: 1}.run(b, m)
-	_, atEnd := rssByName(m.meshUsage())
+	usage = m.meshUsage()
+	_, atEnd := rssByName(usage)
+	pssAtEnd := pssTotal(usage)
 	// JetStream drops the caches of the blocks it wrote after 10 s idle.
 	time.Sleep(15 * time.Second)
-	byName, total := rssByName(m.meshUsage())
+	usage = m.meshUsage()
+	byName, total := rssByName(usage)
+	pss := pssTotal(usage)
+	time.Sleep(115 * time.Second)
+	usage = m.meshUsage()
+	settledByName, settled := rssByName(usage)
+	pssSettled := pssTotal(usage)
 	mb := func(n int64) float64 { return float64(n) / (1 << 20) }
 	b.ReportMetric(mb(total), "rss-MB")
 	b.ReportMetric(mb(atEnd), "rss-at-end-MB")
 	b.ReportMetric(mb(before), "rss-before-MB")
-	line := []string{}
-	for _, name := range slices.Sorted(maps.Keys(byName)) {
-		b.ReportMetric(mb(byName[name]), name+"-MB")
-		line = append(line, fmt.Sprintf("%s %.1f", name, mb(byName[name])))
+	b.ReportMetric(mb(settled), "rss-settled-MB")
+	b.ReportMetric(mb(pss), "pss-MB")
+	b.ReportMetric(mb(pssAtEnd), "pss-at-end-MB")
+	b.ReportMetric(mb(pssBefore), "pss-before-MB")
+	b.ReportMetric(mb(pssSettled), "pss-settled-MB")
+	line := func(byName map[string]int64) string {
+		out := []string{}
+		for _, name := range slices.Sorted(maps.Keys(byName)) {
+			out = append(out, fmt.Sprintf("%s %.1f", name, mb(byName[name])))
+		}
+		return strings.Join(out, ", ")
+	}
+	for name, n := range byName {
+		b.ReportMetric(mb(n), name+"-MB")
 	}
 	b.ReportMetric(float64(len(res.lat))/res.elapsed.Seconds(), "turns/s")
 	b.ReportMetric(0, "ns/op")
-	b.Logf("%d conversations at 100 concurrent: RSS %.1f MB before, %.1f MB at the end, %.1f MB 15 s later (%s)", len(res.lat), mb(before), mb(atEnd), mb(total), strings.Join(line, ", "))
+	b.Logf("%d conversations at 100 concurrent: RSS %.1f MB before, %.1f MB at the end, %.1f MB 15 s later (%s), %.1f MB settled (%s); PSS %.1f, %.1f, %.1f, %.1f MB",
+		len(res.lat), mb(before), mb(atEnd), mb(total), line(byName), mb(settled), line(settledByName), mb(pssBefore), mb(pssAtEnd), mb(pss), mb(pssSettled))
 }
 
 // BenchmarkLongConversation compares turns 100 and 500 of a conversation

@@ -157,7 +157,7 @@ func BenchmarkSSEFanOut(b *testing.B) {
 				}()
 			}
 			b.ResetTimer()
-			run := s.pub.Run(s.conv, mesh.NewID(), 1) // new ids: a repeated run would be deduplicated
+			run := s.pub.Run(s.conv, mesh.NewID())
 			for range events {
 				run.Emit(stamp())
 			}
