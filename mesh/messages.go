@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -148,6 +149,44 @@ func NewMessageLog(js jetstream.JetStream, ns Namespace) *MessageLog {
 type record struct {
 	seq, prev uint64
 	msgs      [][]byte // each message's JSON, oldest first
+	// dec holds msgs decoded once asked for (decodedAt), shared by every
+	// copy of the record the cache hands out: a record is never edited.
+	dec *decodedRecord
+}
+
+// decodedRecord is a record's messages, decoded the first time a history
+// needed them; msgs is nil until then.
+type decodedRecord struct {
+	mu   sync.Mutex
+	msgs []Message
+}
+
+// decoded is r's messages decoded: the first call decodes them, later ones
+// (the next turns of the conversation, read from the cache) reuse them.
+// Each message is a copy whose tool calls and files are the caller's own;
+// the tool calls' arguments are shared, as nothing edits them in place.
+func (r *record) decoded(conv string, from int, out []Message) ([]Message, error) {
+	if r.dec == nil {
+		r.dec = &decodedRecord{}
+	}
+	r.dec.mu.Lock()
+	msgs := r.dec.msgs
+	if msgs == nil {
+		msgs = make([]Message, len(r.msgs))
+		for i, data := range r.msgs {
+			if err := json.Unmarshal(data, &msgs[i]); err != nil {
+				r.dec.mu.Unlock()
+				return nil, fmt.Errorf("decode message in record %d of %s: %w", r.seq, conv, err)
+			}
+		}
+		r.dec.msgs = msgs
+	}
+	r.dec.mu.Unlock()
+	for _, m := range msgs[from:] {
+		m.ToolCalls, m.Files = slices.Clone(m.ToolCalls), slices.Clone(m.Files)
+		out = append(out, m)
+	}
+	return out, nil
 }
 
 // recordSplit bounds the payload of one record: a save whose messages
@@ -321,7 +360,7 @@ func parseRecord(seq uint64, data []byte) (record, error) {
 	if err != nil {
 		return record{}, bad
 	}
-	r := record{seq: seq, prev: prev, msgs: make([][]byte, 0, bytes.Count(data[nl+1:], []byte{'\n'})+1)}
+	r := record{seq: seq, prev: prev, msgs: make([][]byte, 0, bytes.Count(data[nl+1:], []byte{'\n'})+1), dec: &decodedRecord{}}
 	for line := range bytes.SplitSeq(data[nl+1:], []byte{'\n'}) {
 		if len(line) == 0 {
 			return record{}, bad
@@ -344,19 +383,23 @@ func tailRecords(tail []MessageRef) (seqs []uint64, counts []int) {
 	return seqs, counts
 }
 
-// messagesAt reads the messages tail locates, oldest first.
-func (l *MessageLog) messagesAt(ctx context.Context, conv string, tail []MessageRef) ([][]byte, error) {
+// decodedAt is the messages tail locates, oldest first, decoded (once per
+// record this process keeps: record.decoded).
+func (l *MessageLog) decodedAt(ctx context.Context, conv string, tail []MessageRef) ([]Message, error) {
 	seqs, counts := tailRecords(tail)
 	recs, err := l.read(ctx, conv, seqs)
 	if err != nil {
 		return nil, err
 	}
-	out := make([][]byte, 0, len(tail))
-	for i, r := range recs {
+	out := make([]Message, 0, len(tail))
+	for i := range recs {
+		r := &recs[i]
 		if len(r.msgs) < counts[i] {
 			return nil, fmt.Errorf("read messages of %s: record %d holds %d messages, the head counts %d", conv, r.seq, len(r.msgs), counts[i])
 		}
-		out = append(out, r.msgs[len(r.msgs)-counts[i]:]...)
+		if out, err = r.decoded(conv, len(r.msgs)-counts[i], out); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }

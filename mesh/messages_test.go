@@ -3,6 +3,7 @@ package mesh
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -373,5 +374,46 @@ func TestRecordCache(t *testing.T) {
 	c.put("a", record{seq: 500, msgs: [][]byte{make([]byte, 2000)}})
 	if _, ok := c.get("a", 500); ok {
 		t.Fatal("a record larger than a quarter of the cache was kept")
+	}
+}
+
+// A record's messages are decoded once per process, and each read gets
+// messages of its own: a change to one read's tool calls or files shows
+// in no other read.
+func TestDecodedHistory(t *testing.T) {
+	s, _ := testStore(t)
+	ctx := t.Context()
+	c := &Conversation{ID: NewID(), Status: StatusActive, Messages: []Message{
+		{ID: "u1", Role: RoleUser, Content: "look", Files: []File{{ID: "f-1", MediaType: "image/png"}}},
+		{ID: "a1", Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "c1", Name: "get", Arguments: map[string]any{"k": "v"}}}},
+	}}
+	if err := s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.Get(ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, ok := s.log.cache.get(c.ID, first.MessageTail[0].Seq)
+	if !ok || rec.dec == nil || len(rec.dec.msgs) != 2 {
+		t.Fatal("the record read was not kept decoded")
+	}
+	// The decoded copy is what the next read starts from: a changed
+	// one must not be decoded again, only copied.
+	rec.dec.msgs[0].Content = "from the decoded copy"
+	first.Messages[1].ToolCalls[0].Name = "changed"
+	first.Messages[0].Files[0].ID = "f-changed"
+	again, err := s.Get(ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Messages[0].Content != "from the decoded copy" {
+		t.Fatalf("second read decoded the record again: %q", again.Messages[0].Content)
+	}
+	if again.Messages[1].ToolCalls[0].Name != "get" || again.Messages[0].Files[0].ID != "f-1" {
+		t.Fatalf("a change to one read's messages showed in the next: %+v", again.Messages)
+	}
+	if _, err := s.UpdateLoaded(ctx, first, func(*Conversation) error { return nil }); !errors.Is(err, errStoredChanged) {
+		t.Fatalf("a save of changed stored messages: %v, want errStoredChanged", err)
 	}
 }
