@@ -388,7 +388,7 @@ func decodeOpenAIStream(r *sseReader, emit func(string)) (*Response, error) {
 			break
 		}
 		var c openAIChunk
-		if err := json.Unmarshal(ev.Data, &c); err != nil {
+		if err := decodeOpenAIChunk(ev.Data, &c); err != nil {
 			return nil, malformed("chunk: %v", err)
 		}
 		if c.Error != nil {
