@@ -161,11 +161,14 @@ type decodedRecord struct {
 	msgs []Message
 }
 
-// decoded is r's messages decoded: the first call decodes them, later ones
-// (the next turns of the conversation, read from the cache) reuse them.
-// Each message is a copy whose tool calls and files are the caller's own;
-// the tool calls' arguments are shared, as nothing edits them in place.
-func (r *record) decoded(conv string, from int, out []Message) ([]Message, error) {
+// decoded appends r's messages from index from to out, decoded: the first
+// call decodes them, later ones (the next turns of the conversation, read
+// from the cache) reuse them. Each message appended is a copy whose tool
+// calls and files are the caller's own (the tool calls' arguments are
+// shared, as nothing edits them in place); snap gets the kept decoded
+// message it copies, which nothing changes: the snapshot a save compares
+// the messages read with.
+func (r *record) decoded(conv string, from int, out []Message, snap []*Message) ([]Message, []*Message, error) {
 	if r.dec == nil {
 		r.dec = &decodedRecord{}
 	}
@@ -176,17 +179,18 @@ func (r *record) decoded(conv string, from int, out []Message) ([]Message, error
 		for i, data := range r.msgs {
 			if err := json.Unmarshal(data, &msgs[i]); err != nil {
 				r.dec.mu.Unlock()
-				return nil, fmt.Errorf("decode message in record %d of %s: %w", r.seq, conv, err)
+				return nil, nil, fmt.Errorf("decode message in record %d of %s: %w", r.seq, conv, err)
 			}
 		}
 		r.dec.msgs = msgs
 	}
 	r.dec.mu.Unlock()
-	for _, m := range msgs[from:] {
+	for i := from; i < len(msgs); i++ {
+		m := msgs[i]
 		m.ToolCalls, m.Files = slices.Clone(m.ToolCalls), slices.Clone(m.Files)
-		out = append(out, m)
+		out, snap = append(out, m), append(snap, &msgs[i])
 	}
-	return out, nil
+	return out, snap, nil
 }
 
 // recordSplit bounds the payload of one record: a save whose messages
@@ -384,24 +388,25 @@ func tailRecords(tail []MessageRef) (seqs []uint64, counts []int) {
 }
 
 // decodedAt is the messages tail locates, oldest first, decoded (once per
-// record this process keeps: record.decoded).
-func (l *MessageLog) decodedAt(ctx context.Context, conv string, tail []MessageRef) ([]Message, error) {
+// record this process keeps: record.decoded), and their snapshot.
+func (l *MessageLog) decodedAt(ctx context.Context, conv string, tail []MessageRef) ([]Message, []*Message, error) {
 	seqs, counts := tailRecords(tail)
 	recs, err := l.read(ctx, conv, seqs)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	out := make([]Message, 0, len(tail))
+	// Room for a turn's messages: the run appends them without a copy.
+	out, snap := make([]Message, 0, len(tail)+8), make([]*Message, 0, len(tail)+8)
 	for i := range recs {
 		r := &recs[i]
 		if len(r.msgs) < counts[i] {
-			return nil, fmt.Errorf("read messages of %s: record %d holds %d messages, the head counts %d", conv, r.seq, len(r.msgs), counts[i])
+			return nil, nil, fmt.Errorf("read messages of %s: record %d holds %d messages, the head counts %d", conv, r.seq, len(r.msgs), counts[i])
 		}
-		if out, err = r.decoded(conv, len(r.msgs)-counts[i], out); err != nil {
-			return nil, err
+		if out, snap, err = r.decoded(conv, len(r.msgs)-counts[i], out, snap); err != nil {
+			return nil, nil, err
 		}
 	}
-	return out, nil
+	return out, snap, nil
 }
 
 // historyStart is where the messages read for the model begin in tail:
@@ -562,12 +567,17 @@ func (l *MessageLog) page(ctx context.Context, c *Conversation, n int, before Cu
 	return p, nil
 }
 
-// snapshot copies msgs and their tool calls, so that a change made in place
-// to one of them shows.
-func snapshot(msgs []Message) []Message {
-	out := slices.Clone(msgs)
-	for i := range out {
-		out[i].ToolCalls = slices.Clone(out[i].ToolCalls)
+// snapshot copies msgs and their tool calls and files, so that a change
+// made in place to one of them shows. A snapshot holds pointers to its
+// copies, never changed, so that a save adds its messages' copies to it
+// without copying those of the messages before.
+func snapshot(msgs []Message) []*Message {
+	cp := make([]Message, len(msgs))
+	out := make([]*Message, len(msgs))
+	for i, m := range msgs {
+		m.ToolCalls, m.Files = slices.Clone(m.ToolCalls), slices.Clone(m.Files)
+		cp[i] = m
+		out[i] = &cp[i]
 	}
 	return out
 }
@@ -579,12 +589,12 @@ var errStoredChanged = errors.New("mesh: a stored message was changed; messages 
 // unchanged says msgs start with the snapshot's messages, unchanged. A
 // tool call's arguments are compared by identity: nothing edits them in
 // place.
-func unchanged(snap, msgs []Message) bool {
+func unchanged(snap []*Message, msgs []Message) bool {
 	if len(msgs) < len(snap) {
 		return false
 	}
 	for i := range snap {
-		if !sameMessage(&snap[i], &msgs[i]) {
+		if !sameMessage(snap[i], &msgs[i]) {
 			return false
 		}
 	}

@@ -78,12 +78,12 @@ func (s *SessionStore) loadHistory(ctx context.Context, c *Conversation) error {
 		return nil
 	}
 	k := historyStart(c.MessageTail, s.budget())
-	msgs, err := s.log.decodedAt(ctx, c.ID, c.MessageTail[k:])
+	msgs, snap, err := s.log.decodedAt(ctx, c.ID, c.MessageTail[k:])
 	if err != nil {
 		return err
 	}
 	c.Messages = cutHistory(msgs)
-	c.stored, c.snap = len(c.Messages), snapshot(c.Messages)
+	c.stored, c.snap = len(c.Messages), snap[len(msgs)-len(c.Messages):]
 	return nil
 }
 
