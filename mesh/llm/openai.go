@@ -135,17 +135,21 @@ type openAITool struct {
 // encode is the request body: appendOpenAIRequest's bytes, the tools
 // encoded once per tool list.
 func (p *openAIProvider) encode(req Request, stream bool) ([]byte, error) {
-	r := p.requestNoTools(req, stream)
+	r := p.settings(req, stream)
 	tools, err := p.tools.encode(req.Tools)
 	if err != nil {
 		return nil, err
 	}
-	return appendOpenAIRequest(make([]byte, 0, 4096), &r, tools)
+	history := func(b []byte) ([]byte, error) {
+		return appendOpenAIHistory(b, req.System, req.Messages, p.model.Provider == config.ProviderOllama)
+	}
+	return appendOpenAIRequest(make([]byte, 0, 4096), &r, history, tools)
 }
 
 // request is the request body as a value: what encode writes.
 func (p *openAIProvider) request(req Request, stream bool) openAIRequest {
-	out := p.requestNoTools(req, stream)
+	out := p.settings(req, stream)
+	out.Messages = openAIMessages(req.System, req.Messages, p.model.Provider == config.ProviderOllama)
 	out.Tools = openAITools(req.Tools)
 	return out
 }
@@ -162,9 +166,10 @@ func openAITools(tools []Tool) []openAITool {
 	return out
 }
 
-func (p *openAIProvider) requestNoTools(req Request, stream bool) openAIRequest {
+// settings is the request but for its messages and tools.
+func (p *openAIProvider) settings(req Request, stream bool) openAIRequest {
 	s := sampling(req, p.sampling)
-	out := openAIRequest{Model: p.model.Name, Messages: openAIMessages(req.System, req.Messages, p.model.Provider == config.ProviderOllama), Stream: stream, Temperature: s.Temperature, TopP: s.TopP}
+	out := openAIRequest{Model: p.model.Name, Stream: stream, Temperature: s.Temperature, TopP: s.TopP}
 	if p.completionTokens {
 		out.MaxCompletionTokens = s.MaxTokens
 	} else {

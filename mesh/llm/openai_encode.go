@@ -13,26 +13,16 @@ import (
 // every call. The tools, the same from call to call until the catalog
 // changes, are encoded once (toolsJSON).
 
-// appendOpenAIRequest appends the JSON of r to b; tools is the encoded
-// tools array (empty: none).
-func appendOpenAIRequest(b []byte, r *openAIRequest, tools []byte) ([]byte, error) {
+// appendOpenAIRequest appends the JSON of r to b, its messages written by
+// history (r.Messages is not read) and its tools array tools (empty:
+// none).
+func appendOpenAIRequest(b []byte, r *openAIRequest, history func([]byte) ([]byte, error), tools []byte) ([]byte, error) {
 	b = append(b, `{"model":`...)
 	b = appendJSONString(b, r.Model)
 	b = append(b, `,"messages":`...)
-	if r.Messages == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i := range r.Messages {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			var err error
-			if b, err = appendOpenAIMessage(b, &r.Messages[i]); err != nil {
-				return nil, err
-			}
-		}
-		b = append(b, ']')
+	b, err := history(b)
+	if err != nil {
+		return nil, err
 	}
 	if len(tools) > 0 {
 		b = append(append(b, `,"tools":`...), tools...)
@@ -68,49 +58,85 @@ func appendOpenAIRequest(b []byte, r *openAIRequest, tools []byte) ([]byte, erro
 	return append(b, '}'), nil
 }
 
-// appendOpenAIMessage appends the JSON of m to b.
-func appendOpenAIMessage(b []byte, m *openAIMessage) ([]byte, error) {
-	b = append(b, `{"role":`...)
-	b = appendJSONString(b, m.Role)
-	switch c := m.Content.(type) {
-	case nil:
-	case *string:
-		b = append(b, `,"content":`...)
-		if c == nil {
-			b = append(b, "null"...)
-		} else {
-			b = appendJSONString(b, *c)
-		}
-	default: // the parts of a user message with files: rare
-		v, err := json.Marshal(c)
-		if err != nil {
-			return nil, err
-		}
-		b = append(append(b, `,"content":`...), v...)
+// appendOpenAIHistory appends the messages array openAIMessages makes of
+// system and msgs, as json.Marshal writes it, without making it.
+func appendOpenAIHistory(b []byte, system string, msgs []Message, ollama bool) ([]byte, error) {
+	start := len(b)
+	b = append(b, '[')
+	if system != "" {
+		b = appendOpenAIText(b, "system", system, "")
 	}
-	if len(m.ToolCalls) > 0 {
-		b = append(b, `,"tool_calls":[`...)
-		for i, tc := range m.ToolCalls {
-			if i > 0 {
-				b = append(b, ',')
+	for _, m := range normalizeHistory(msgs) {
+		switch m.Role {
+		case RoleAssistant:
+			b = openOpenAIMessage(b, "assistant")
+			if m.Content != "" || len(m.ToolCalls) == 0 {
+				b = append(b, `,"content":`...)
+				b = appendJSONString(b, m.Content)
 			}
-			b = append(b, `{"id":`...)
-			b = appendJSONString(b, tc.ID)
-			b = append(b, `,"type":`...)
-			b = appendJSONString(b, tc.Type)
-			b = append(b, `,"function":{"name":`...)
-			b = appendJSONString(b, tc.Function.Name)
-			b = append(b, `,"arguments":`...)
-			b = appendJSONString(b, tc.Function.Arguments)
-			b = append(b, "}}"...)
+			if len(m.ToolCalls) > 0 {
+				b = append(b, `,"tool_calls":[`...)
+				for i, c := range m.ToolCalls {
+					if i > 0 {
+						b = append(b, ',')
+					}
+					b = append(b, `{"id":`...)
+					b = appendJSONString(b, c.ID)
+					b = append(b, `,"type":"function","function":{"name":`...)
+					b = appendJSONString(b, c.Name)
+					b = append(b, `,"arguments":`...)
+					b = appendJSONString(b, string(c.Arguments))
+					b = append(b, "}}"...)
+				}
+				b = append(b, ']')
+			}
+			b = append(b, '}')
+		case RoleTool:
+			content := m.Content
+			if m.IsError {
+				content = errorText(content)
+			}
+			b = appendOpenAIText(b, "tool", content, m.ToolCallID)
+		default:
+			if len(m.Files) == 0 {
+				b = appendOpenAIText(b, "user", m.Content, "")
+				continue
+			}
+			parts, err := json.Marshal(openAIParts(m.Content, m.Files, ollama))
+			if err != nil {
+				return nil, err
+			}
+			b = openOpenAIMessage(b, "user")
+			b = append(append(append(b, `,"content":`...), parts...), '}')
 		}
-		b = append(b, ']')
 	}
-	if m.ToolCallID != "" {
+	if len(b) == start+1 {
+		return append(b[:start], "null"...), nil // openAIMessages' nil
+	}
+	return append(b, ']'), nil
+}
+
+// openOpenAIMessage appends the start of a message, {"role":role, after a
+// comma unless it is the array's first.
+func openOpenAIMessage(b []byte, role string) []byte {
+	if b[len(b)-1] != '[' {
+		b = append(b, ',')
+	}
+	b = append(b, `{"role":`...)
+	return appendJSONString(b, role)
+}
+
+// appendOpenAIText appends {"role","content","tool_call_id"?}, the content
+// always present.
+func appendOpenAIText(b []byte, role, content, toolCallID string) []byte {
+	b = openOpenAIMessage(b, role)
+	b = append(b, `,"content":`...)
+	b = appendJSONString(b, content)
+	if toolCallID != "" {
 		b = append(b, `,"tool_call_id":`...)
-		b = appendJSONString(b, m.ToolCallID)
+		b = appendJSONString(b, toolCallID)
 	}
-	return append(b, '}'), nil
+	return append(b, '}')
 }
 
 // appendJSONString appends s as encoding/json writes it. A string of

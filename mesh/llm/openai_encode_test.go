@@ -40,7 +40,12 @@ func TestOpenAIEncoding(t *testing.T) {
 				if j%2 == 1 {
 					req.Sampling = config.Sampling{MaxTokens: 100 + j, Temperature: &temp, TopP: &topP}
 				}
-				for _, stream := range []bool{false, true} {
+				reqs := []Request{req, {}, {Messages: []Message{{Role: RoleTool, Content: text, ToolCallID: "orphan"}}}}
+				for k, stream := range []bool{false, true} {
+					req := reqs[(i+j+k)%len(reqs)]
+					if k == 0 {
+						req = reqs[0]
+					}
 					want, err := json.Marshal(p.request(req, stream))
 					if err != nil {
 						t.Fatal(err)
