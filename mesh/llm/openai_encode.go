@@ -139,20 +139,47 @@ func appendOpenAIText(b []byte, role, content, toolCallID string) []byte {
 	return append(b, '}')
 }
 
-// appendJSONString appends s as encoding/json writes it. A string of
-// printable ASCII with nothing to escape, most of them, is copied as it
-// is; any other is left to json.Marshal, so that its escapes (HTML
-// characters, control characters, invalid UTF-8, U+2028) are exactly
-// encoding/json's.
+// appendJSONString appends s as encoding/json writes it (FuzzJSONString
+// compares the two). ASCII is escaped here as encoding/json does it (the
+// quote, the backslash, \n \r \t \b \f, and \u00XX for the other
+// control characters and for <, > and &); a string with any byte past
+// ASCII is left whole to json.Marshal, so that its handling of invalid
+// UTF-8 and of U+2028 and U+2029 stays exactly its own.
 func appendJSONString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+		if s[i] >= 0x80 {
 			v, _ := json.Marshal(s) // a string always encodes
 			return append(b, v...)
 		}
 	}
+	const hex = "0123456789abcdef"
 	b = append(b, '"')
-	b = append(b, s...)
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+			continue
+		}
+		b = append(b, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			b = append(b, '\\', c)
+		case '\b':
+			b = append(b, '\\', 'b')
+		case '\f':
+			b = append(b, '\\', 'f')
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\r':
+			b = append(b, '\\', 'r')
+		case '\t':
+			b = append(b, '\\', 't')
+		default:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+		}
+		start = i + 1
+	}
+	b = append(b, s[start:]...)
 	return append(b, '"')
 }
 

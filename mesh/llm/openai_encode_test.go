@@ -82,3 +82,16 @@ func TestOpenAIToolsKeptCopy(t *testing.T) {
 		t.Fatalf("the changed schema was not encoded again: %s", second)
 	}
 }
+
+// appendJSONString writes what json.Marshal writes for every string.
+func FuzzJSONString(f *testing.F) {
+	for _, s := range []string{"", "plain", `a "quoted" \ path`, "<a href='x'>&</a>", "\x00\x01\b\f\n\r\t\x1f\x7f", "café", "\xff", "\u2028"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, _ := json.Marshal(s)
+		if got := appendJSONString([]byte("x"), s); string(got) != "x"+string(want) {
+			t.Fatalf("%q: got %s, want %s", s, got[1:], want)
+		}
+	})
+}
