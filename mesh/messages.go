@@ -148,6 +148,9 @@ func NewMessageLog(js jetstream.JetStream, ns Namespace) *MessageLog {
 type record struct {
 	seq, prev uint64
 	msgs      [][]byte // each message's JSON, oldest first
+	// dec holds msgs decoded once asked for (decodedAt), shared by every
+	// copy of the record the cache hands out: a record is never edited.
+	dec *decodedRecord
 }
 
 // recordSplit bounds the payload of one record: a save whose messages
@@ -321,7 +324,7 @@ func parseRecord(seq uint64, data []byte) (record, error) {
 	if err != nil {
 		return record{}, bad
 	}
-	r := record{seq: seq, prev: prev, msgs: make([][]byte, 0, bytes.Count(data[nl+1:], []byte{'\n'})+1)}
+	r := record{seq: seq, prev: prev, msgs: make([][]byte, 0, bytes.Count(data[nl+1:], []byte{'\n'})+1), dec: &decodedRecord{}}
 	for line := range bytes.SplitSeq(data[nl+1:], []byte{'\n'}) {
 		if len(line) == 0 {
 			return record{}, bad
@@ -342,23 +345,6 @@ func tailRecords(tail []MessageRef) (seqs []uint64, counts []int) {
 		seqs, counts = append(seqs, r.Seq), append(counts, 1)
 	}
 	return seqs, counts
-}
-
-// messagesAt reads the messages tail locates, oldest first.
-func (l *MessageLog) messagesAt(ctx context.Context, conv string, tail []MessageRef) ([][]byte, error) {
-	seqs, counts := tailRecords(tail)
-	recs, err := l.read(ctx, conv, seqs)
-	if err != nil {
-		return nil, err
-	}
-	out := make([][]byte, 0, len(tail))
-	for i, r := range recs {
-		if len(r.msgs) < counts[i] {
-			return nil, fmt.Errorf("read messages of %s: record %d holds %d messages, the head counts %d", conv, r.seq, len(r.msgs), counts[i])
-		}
-		out = append(out, r.msgs[len(r.msgs)-counts[i]:]...)
-	}
-	return out, nil
 }
 
 // historyStart is where the messages read for the model begin in tail:
@@ -519,12 +505,17 @@ func (l *MessageLog) page(ctx context.Context, c *Conversation, n int, before Cu
 	return p, nil
 }
 
-// snapshot copies msgs and their tool calls, so that a change made in place
-// to one of them shows.
-func snapshot(msgs []Message) []Message {
-	out := slices.Clone(msgs)
-	for i := range out {
-		out[i].ToolCalls = slices.Clone(out[i].ToolCalls)
+// snapshot copies msgs and their tool calls and files, so that a change
+// made in place to one of them shows. A snapshot holds pointers to its
+// copies, never changed, so that a save adds its messages' copies to it
+// without copying those of the messages before.
+func snapshot(msgs []Message) []*Message {
+	cp := make([]Message, len(msgs))
+	out := make([]*Message, len(msgs))
+	for i, m := range msgs {
+		m.ToolCalls, m.Files = slices.Clone(m.ToolCalls), slices.Clone(m.Files)
+		cp[i] = m
+		out[i] = &cp[i]
 	}
 	return out
 }
@@ -536,12 +527,12 @@ var errStoredChanged = errors.New("mesh: a stored message was changed; messages 
 // unchanged says msgs start with the snapshot's messages, unchanged. A
 // tool call's arguments are compared by identity: nothing edits them in
 // place.
-func unchanged(snap, msgs []Message) bool {
+func unchanged(snap []*Message, msgs []Message) bool {
 	if len(msgs) < len(snap) {
 		return false
 	}
 	for i := range snap {
-		if !sameMessage(&snap[i], &msgs[i]) {
+		if !sameMessage(snap[i], &msgs[i]) {
 			return false
 		}
 	}

@@ -3,6 +3,7 @@ package mesh
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -373,5 +374,57 @@ func TestRecordCache(t *testing.T) {
 	c.put("a", record{seq: 500, msgs: [][]byte{make([]byte, 2000)}})
 	if _, ok := c.get("a", 500); ok {
 		t.Fatal("a record larger than a quarter of the cache was kept")
+	}
+}
+
+// A record's messages are decoded once per process, and each read gets
+// messages of its own: a change to one read's tool calls or files shows
+// in no other read, and a save refuses it.
+func TestDecodedHistory(t *testing.T) {
+	s, _ := testStore(t)
+	ctx := t.Context()
+	c := &Conversation{ID: NewID(), Status: StatusActive, Messages: []Message{
+		{ID: "u1", Role: RoleUser, Content: "look", Files: []File{{ID: "f-1", MediaType: "image/png"}}},
+		{ID: "a1", Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "c1", Name: "get", Arguments: map[string]any{"k": "v"}}}},
+	}}
+	if err := s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	read := func() *Conversation {
+		t.Helper()
+		got, err := s.Get(ctx, c.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	first := read()
+	rec, ok := s.log.cache.get(c.ID, first.MessageTail[0].Seq)
+	if !ok || rec.dec == nil || len(rec.dec.msgs) != 2 {
+		t.Fatal("the record read was not kept decoded")
+	}
+	first.Messages[1].ToolCalls[0].Name = "changed"
+	second := read()
+	second.Messages[0].Files[0].ID = "f-changed"
+	third := read()
+	if third.Messages[1].ToolCalls[0].Name != "get" || third.Messages[0].Files[0].ID != "f-1" {
+		t.Fatalf("a change to one read's messages showed in the next: %+v", third.Messages)
+	}
+	for _, changed := range []*Conversation{first, second} {
+		if _, err := s.UpdateLoaded(ctx, changed, func(*Conversation) error { return nil }); !errors.Is(err, errStoredChanged) {
+			t.Fatalf("a save of changed stored messages: %v, want errStoredChanged", err)
+		}
+	}
+	if _, err := s.UpdateLoaded(ctx, third, func(c *Conversation) error {
+		c.Messages = append(c.Messages, Message{ID: "a2", Role: RoleAssistant, Content: "done"})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The next read copies the kept decoded messages, not decoding the
+	// record again.
+	rec.dec.msgs[0].Content = "from the decoded copy"
+	if got := read(); ids(got.Messages) != "u1,a1,a2" || got.Messages[0].Content != "from the decoded copy" {
+		t.Fatalf("the next read decoded the record again: %s %q", ids(got.Messages), got.Messages[0].Content)
 	}
 }

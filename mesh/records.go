@@ -1,9 +1,18 @@
 package mesh
 
-import "sync"
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+)
 
 // recordCacheBytes bounds the records a process keeps (recordCache): about
-// the newest records of a few hundred conversations of short messages.
+// the newest records of a few hundred conversations of short messages. It
+// counts their JSON: a record a history read also keeps its messages
+// decoded (record.decoded), which the bound does not count (an agent's
+// cache holds about two to three times as much).
 const recordCacheBytes = 2 << 20
 
 // recordCache keeps the records this process appended or read, by stream
@@ -81,4 +90,65 @@ func (c *recordCache) put(conv string, r record) {
 			c.order = append([]uint64(nil), c.order...)
 		}
 	}
+}
+
+// decodedRecord is a record's messages, decoded the first time a history
+// needed them; msgs is nil until then.
+type decodedRecord struct {
+	mu   sync.Mutex
+	msgs []Message
+}
+
+// decoded appends r's messages from index from to out, decoded: the first
+// call decodes them, later ones (the next turns of the conversation, read
+// from the cache) reuse them. Each message appended is a copy whose tool
+// calls and files are the caller's own (the tool calls' arguments are
+// shared, as nothing edits them in place); snap gets the kept decoded
+// message it copies, which nothing changes: the snapshot a save compares
+// the messages read with.
+func (r *record) decoded(conv string, from int, out []Message, snap []*Message) ([]Message, []*Message, error) {
+	if r.dec == nil {
+		r.dec = &decodedRecord{}
+	}
+	r.dec.mu.Lock()
+	msgs := r.dec.msgs
+	if msgs == nil {
+		msgs = make([]Message, len(r.msgs))
+		for i, data := range r.msgs {
+			if err := json.Unmarshal(data, &msgs[i]); err != nil {
+				r.dec.mu.Unlock()
+				return nil, nil, fmt.Errorf("decode message in record %d of %s: %w", r.seq, conv, err)
+			}
+		}
+		r.dec.msgs = msgs
+	}
+	r.dec.mu.Unlock()
+	for i := from; i < len(msgs); i++ {
+		m := msgs[i]
+		m.ToolCalls, m.Files = slices.Clone(m.ToolCalls), slices.Clone(m.Files)
+		out, snap = append(out, m), append(snap, &msgs[i])
+	}
+	return out, snap, nil
+}
+
+// decodedAt is the messages tail locates, oldest first, decoded (once per
+// record this process keeps: record.decoded), and their snapshot.
+func (l *MessageLog) decodedAt(ctx context.Context, conv string, tail []MessageRef) ([]Message, []*Message, error) {
+	seqs, counts := tailRecords(tail)
+	recs, err := l.read(ctx, conv, seqs)
+	if err != nil {
+		return nil, nil, err
+	}
+	// Room for a turn's messages: the run appends them without a copy.
+	out, snap := make([]Message, 0, len(tail)+8), make([]*Message, 0, len(tail)+8)
+	for i := range recs {
+		r := &recs[i]
+		if len(r.msgs) < counts[i] {
+			return nil, nil, fmt.Errorf("read messages of %s: record %d holds %d messages, the head counts %d", conv, r.seq, len(r.msgs), counts[i])
+		}
+		if out, snap, err = r.decoded(conv, len(r.msgs)-counts[i], out, snap); err != nil {
+			return nil, nil, err
+		}
+	}
+	return out, snap, nil
 }

@@ -99,9 +99,9 @@ type Conversation struct {
 	// Revision is the KV revision the conversation was read at.
 	Revision uint64 `json:"-"`
 	// stored counts the first Messages that are in the log; snap is a copy
-	// of them, to tell that a change left them as they were.
+	// of them (snapshot), to tell that a change left them as they were.
 	stored int
-	snap   []Message
+	snap   []*Message
 }
 
 // recentTurnsKept bounds Conversation.RecentTurns.

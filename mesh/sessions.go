@@ -78,18 +78,12 @@ func (s *SessionStore) loadHistory(ctx context.Context, c *Conversation) error {
 		return nil
 	}
 	k := historyStart(c.MessageTail, s.budget())
-	got, err := s.log.messagesAt(ctx, c.ID, c.MessageTail[k:])
+	msgs, snap, err := s.log.decodedAt(ctx, c.ID, c.MessageTail[k:])
 	if err != nil {
 		return err
 	}
-	msgs := make([]Message, len(got))
-	for i, data := range got {
-		if err := json.Unmarshal(data, &msgs[i]); err != nil {
-			return fmt.Errorf("decode message in record %d of %s: %w", c.MessageTail[k+i].Seq, c.ID, err)
-		}
-	}
 	c.Messages = cutHistory(msgs)
-	c.stored, c.snap = len(c.Messages), snapshot(c.Messages)
+	c.stored, c.snap = len(c.Messages), snap[len(msgs)-len(c.Messages):]
 	return nil
 }
 

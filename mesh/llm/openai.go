@@ -45,6 +45,7 @@ type openAIProvider struct {
 	// are served, which refuse max_tokens) instead of max_tokens (what
 	// compatible servers read).
 	completionTokens bool
+	tools            toolsJSON // the last tool list, encoded
 }
 
 func newOpenAI(model config.Model, opts Options, defaultBase string) *openAIProvider {
@@ -68,7 +69,7 @@ func (p *openAIProvider) Model() string { return p.model.String() }
 // Generate sends req to Chat Completions, streaming when req.OnText is set.
 func (p *openAIProvider) Generate(ctx context.Context, req Request) (*Response, error) {
 	stream := req.OnText != nil
-	body, err := json.Marshal(p.request(req, stream))
+	body, err := p.encode(req, stream)
 	if err != nil {
 		return nil, &Error{Code: CodeError, Message: p.ep.provider + ": encode request: " + err.Error(), Err: err}
 	}
@@ -131,9 +132,44 @@ type openAITool struct {
 	} `json:"function"`
 }
 
+// encode is the request body: appendOpenAIRequest's bytes, the tools
+// encoded once per tool list.
+func (p *openAIProvider) encode(req Request, stream bool) ([]byte, error) {
+	r := p.settings(req, stream)
+	tools, err := p.tools.encode(req.Tools)
+	if err != nil {
+		return nil, err
+	}
+	history := func(b []byte) ([]byte, error) {
+		return appendOpenAIHistory(b, req.System, req.Messages, p.model.Provider == config.ProviderOllama)
+	}
+	return appendOpenAIRequest(make([]byte, 0, 4096), &r, history, tools)
+}
+
+// request is the request body as a value: what encode writes.
 func (p *openAIProvider) request(req Request, stream bool) openAIRequest {
+	out := p.settings(req, stream)
+	out.Messages = openAIMessages(req.System, req.Messages, p.model.Provider == config.ProviderOllama)
+	out.Tools = openAITools(req.Tools)
+	return out
+}
+
+func openAITools(tools []Tool) []openAITool {
+	var out []openAITool
+	for _, t := range tools {
+		var tool openAITool
+		tool.Type = "function"
+		tool.Function.Name, tool.Function.Description = t.Name, t.Description
+		tool.Function.Parameters = objectSchema(t.Parameters)
+		out = append(out, tool)
+	}
+	return out
+}
+
+// settings is the request but for its messages and tools.
+func (p *openAIProvider) settings(req Request, stream bool) openAIRequest {
 	s := sampling(req, p.sampling)
-	out := openAIRequest{Model: p.model.Name, Messages: openAIMessages(req.System, req.Messages, p.model.Provider == config.ProviderOllama), Stream: stream, Temperature: s.Temperature, TopP: s.TopP}
+	out := openAIRequest{Model: p.model.Name, Stream: stream, Temperature: s.Temperature, TopP: s.TopP}
 	if p.completionTokens {
 		out.MaxCompletionTokens = s.MaxTokens
 	} else {
@@ -143,13 +179,6 @@ func (p *openAIProvider) request(req Request, stream bool) openAIRequest {
 		out.StreamOptions = &struct {
 			IncludeUsage bool `json:"include_usage"`
 		}{IncludeUsage: true}
-	}
-	for _, t := range req.Tools {
-		var tool openAITool
-		tool.Type = "function"
-		tool.Function.Name, tool.Function.Description = t.Name, t.Description
-		tool.Function.Parameters = objectSchema(t.Parameters)
-		out.Tools = append(out.Tools, tool)
 	}
 	return out
 }
@@ -364,7 +393,7 @@ func decodeOpenAIStream(r *sseReader, emit func(string)) (*Response, error) {
 			break
 		}
 		var c openAIChunk
-		if err := json.Unmarshal(ev.Data, &c); err != nil {
+		if err := decodeOpenAIChunk(ev.Data, &c); err != nil {
 			return nil, malformed("chunk: %v", err)
 		}
 		if c.Error != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // Server-sent events, the framing of every provider's stream: lines of
@@ -28,7 +29,22 @@ type sseReader struct {
 }
 
 func newSSEReader(r io.Reader) *sseReader {
-	return &sseReader{r: bufio.NewReaderSize(r, 8<<10)}
+	b := sseBuffers.Get().(*bufio.Reader)
+	b.Reset(r)
+	return &sseReader{r: b}
+}
+
+// sseBuffers are the read buffers of streams: each model call streams
+// one, and a buffer of its own per call was a good part of what a turn
+// allocated.
+var sseBuffers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 8<<10) }}
+
+// release gives s's buffer back for another stream; s is not used after.
+// What Next returned stays valid: it is copied out of the buffer.
+func (s *sseReader) release() {
+	s.r.Reset(nil)
+	sseBuffers.Put(s.r)
+	s.r = nil
 }
 
 // readError is a failure to read the body (connection reset, cut chunked

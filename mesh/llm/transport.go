@@ -276,7 +276,9 @@ func (e *endpoint) attempt(ctx context.Context, x *exchange, emit func(string)) 
 		return nil, ae
 	}
 	if x.stream && !isJSONType(resp.Header.Get("Content-Type")) {
-		out, err := x.decodeStream(newSSEReader(resp.Body), emit)
+		sr := newSSEReader(resp.Body)
+		out, err := x.decodeStream(sr, emit)
+		sr.release()
 		if err == nil {
 			// The stream's end after its last event ([DONE], a closing
 			// chunk) is read before Close, which would otherwise close the

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 
 	"github.com/agentmesh/agentmesh/config"
@@ -133,20 +132,32 @@ func resolvePrompt(prompt string, state map[string]any) string {
 // tool traffic is theirs, and a sibling's answer between a call and its
 // result would break the exchange no model API takes apart.
 func (t *turn) history(ctx context.Context) []llm.Message {
-	all := append(append([]mesh.Message(nil), t.conv.Messages...), t.ex.added...)
-	firstOwn := len(all)
+	stored, added := t.conv.Messages, t.ex.added
+	n := len(stored) + len(added)
+	// at is the i-th message of the conversation and the run's: the two
+	// are not joined into one copy, as every model call reads them.
+	at := func(i int) *mesh.Message {
+		if i < len(stored) {
+			return &stored[i]
+		}
+		return &added[i-len(stored)]
+	}
+	firstOwn := n
 	if !t.a.simple {
-		firstOwn = slices.IndexFunc(all, t.own)
-		if firstOwn < 0 {
-			firstOwn = len(all)
+		for i := range n {
+			if t.own(*at(i)) {
+				firstOwn = i
+				break
+			}
 		}
 	}
-	out := make([]llm.Message, 0, len(all))
-	for i, m := range all {
+	out := make([]llm.Message, 0, n)
+	for i := range n {
+		m := at(i)
 		if t.conv.IsSuperseded(m.ID) {
 			continue // a regenerated answer's earlier one: people's only
 		}
-		if t.foreign(m) {
+		if t.foreign(*m) {
 			if i > firstOwn || m.Role != mesh.RoleAssistant || len(m.ToolCalls) > 0 || m.Content == "" || m.Notice {
 				continue
 			}
@@ -159,7 +170,7 @@ func (t *turn) history(ctx context.Context) []llm.Message {
 		}
 		switch m.Role {
 		case mesh.RoleUser:
-			text, files := t.files(ctx, m)
+			text, files := t.files(ctx, *m)
 			out = append(out, llm.Message{Role: llm.RoleUser, Content: text, Files: files})
 		case mesh.RoleAssistant:
 			if m.Notice {
