@@ -69,16 +69,21 @@ func Setup(ctx context.Context, cfg TraceConfig) (shutdown func(context.Context)
 	return tp.Shutdown, nil
 }
 
+// tracer is the mesh's tracer, looked up once: otel.Tracer takes a lock and
+// a map lookup on every call. Got before [Setup] installs the provider, it
+// forwards to that provider once installed (the global one delegates).
+var tracer = otel.Tracer(TracerName)
+
 // Start starts a span named name as a child of ctx's span (or of the
 // remote context [Extract] put there).
 func Start(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
-	return otel.Tracer(TracerName).Start(ctx, name, trace.WithAttributes(attrs...))
+	return tracer.Start(ctx, name, trace.WithAttributes(attrs...))
 }
 
 // StartKind is [Start] with a span kind (server for a request taken,
 // client for one sent, consumer for a work item).
 func StartKind(ctx context.Context, name string, kind trace.SpanKind, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
-	return otel.Tracer(TracerName).Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
+	return tracer.Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
 }
 
 // End ends span, marking it failed with err when err is not nil.
