@@ -124,6 +124,9 @@ func (d *wireDialer) handshake(raw net.Conn, address string) (net.Conn, error) {
 	return g, nil
 }
 
+// maxKeptRead is the largest read buffer a connection keeps between reads.
+const maxKeptRead = 256 << 10
+
 // guardConn filters what the server sends (see the top of this file).
 type guardConn struct {
 	net.Conn
@@ -131,12 +134,15 @@ type guardConn struct {
 	event func(subject, what string)
 
 	// The read side, nats.go's read loop.
-	buf  [32 << 10]byte
-	out  []byte // filtered bytes not yet read by nats.go
-	in   lines  // the server's protocol
-	pass int    // payload bytes still to hand on
-	skip int    // payload bytes still to drop
-	err  error  // the socket's error, returned once out is drained
+	buf [32 << 10]byte
+	out []byte // filtered bytes not yet read by nats.go
+	// outBuf is out's storage, reused once nats.go has read it all (a
+	// fresh one each read was most of what a role allocated here).
+	outBuf []byte
+	in     lines // the server's protocol
+	pass   int   // payload bytes still to hand on
+	skip   int   // payload bytes still to drop
+	err    error // the socket's error, returned once out is drained
 
 	// The write side: the subscriptions that go out, to tell inbox ones.
 	wmu       sync.Mutex
@@ -280,7 +286,9 @@ func (g *guardConn) inboxSub(sid []byte) bool {
 func (g *guardConn) Read(p []byte) (int, error) {
 	for len(g.out) == 0 && g.err == nil {
 		n, err := g.Conn.Read(g.buf[:])
+		g.out = g.outBuf[:0]
 		g.filter(g.buf[:n])
+		g.outBuf = g.out
 		g.err = err
 	}
 	if len(g.out) == 0 {
@@ -288,8 +296,8 @@ func (g *guardConn) Read(p []byte) (int, error) {
 	}
 	n := copy(p, g.out)
 	g.out = g.out[n:]
-	if len(g.out) == 0 {
-		g.out = g.out[:0:0] // let a large buffer go
+	if len(g.out) == 0 && cap(g.outBuf) > maxKeptRead {
+		g.outBuf = nil // let a large buffer go
 	}
 	return n, nil
 }
