@@ -79,6 +79,11 @@ func (c *Core) applySession(e jetstream.KeyValueEntry) {
 		x.put(&entry{id: old.id, created: old.created, status: string(mesh.StatusExpired), owner: old.owner, rev: e.Revision(), updated: e.Created(), item: s})
 		return
 	}
+	if old := x.get(e.Key()); old != nil && old.rev >= e.Revision() {
+		// This bridge's own save, indexed when it wrote it (or an older
+		// one): nothing to decode.
+		return
+	}
 	s, err := mesh.SummaryOf(e.Value())
 	if err != nil {
 		c.log.Warn().Err(err).Str("session", e.Key()).Msg("listing: undecodable conversation")
