@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -324,6 +325,9 @@ type ConversationDoc struct {
 	Messages []json.RawMessage
 	// Before is the cursor of the older page (empty: none).
 	Before string
+	// head is the head's JSON as stored, when the doc was made from it
+	// ([SessionStore.DocOf]); nil: Conversation is encoded.
+	head []byte
 }
 
 // GetDoc is [SessionStore.Get] with the newest page of messages
@@ -357,6 +361,45 @@ func (s *SessionStore) GetPage(ctx context.Context, id string, n int, before str
 		return nil, err
 	}
 	c.Revision = rev
+	return s.pageOf(ctx, c, n, cursor)
+}
+
+// DecodeHead decodes the head of conversation id as the sessions bucket
+// holds it at revision rev (an entry a watch of the bucket delivered),
+// for [SessionStore.DocOf]. A tombstone is an error, as for a read.
+func DecodeHead(id string, data []byte, rev uint64) (*Conversation, error) {
+	var c Conversation
+	if err := json.Unmarshal(data, &c); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", id, err)
+	}
+	if c.ID != id {
+		return nil, fmt.Errorf("decode %s: the head is of conversation %s", id, Clip(c.ID))
+	}
+	if err := live(id, c.Status, c.Owner, c.DeletedAt); err != nil {
+		return nil, err
+	}
+	c.Revision = rev
+	return &c, nil
+}
+
+// DocOf is [SessionStore.GetDoc] for a head the caller already holds: c,
+// decoded by [DecodeHead] from data. Only the page of messages is read;
+// the doc encodes the head as data holds it, which is what encoding c
+// gives (the same struct wrote it), without encoding it again. c becomes
+// the doc's.
+func (s *SessionStore) DocOf(ctx context.Context, c *Conversation, data []byte) (*ConversationDoc, error) {
+	d, err := s.pageOf(ctx, c, DefaultPageSize, Cursor{})
+	if err != nil {
+		return nil, err
+	}
+	if data = bytes.TrimSpace(data); c.MessageCount > 0 && len(data) >= 2 && data[0] == '{' && data[len(data)-1] == '}' {
+		d.head = data
+	}
+	return d, nil
+}
+
+// pageOf reads the page of up to n messages of head c older than cursor.
+func (s *SessionStore) pageOf(ctx context.Context, c *Conversation, n int, cursor Cursor) (*ConversationDoc, error) {
 	d := &ConversationDoc{Conversation: c}
 	if c.MessageCount == 0 { // a head of an earlier version: its own messages
 		for _, m := range c.Messages {
@@ -372,7 +415,7 @@ func (s *SessionStore) GetPage(ctx context.Context, id string, n int, before str
 	p, err := s.log.page(ctx, c, n, cursor, s.budget())
 	if err != nil {
 		if cursor.Seq != 0 {
-			return nil, ErrBadRequest.With(fmt.Sprintf("before %s: no such message in conversation %s", cursor, id))
+			return nil, ErrBadRequest.With(fmt.Sprintf("before %s: no such message in conversation %s", cursor, c.ID))
 		}
 		return nil, err
 	}
@@ -383,16 +426,32 @@ func (s *SessionStore) GetPage(ctx context.Context, id string, n int, before str
 // AppendJSON appends the conversation's JSON to b, its messages as stored:
 // unlike json.Marshal, it does not scan them again.
 func (d *ConversationDoc) AppendJSON(b []byte) ([]byte, error) {
-	head, err := json.Marshal(storedHead{Conversation: d.Conversation})
-	if err != nil {
-		return nil, err
+	head := d.head
+	if head == nil {
+		var err error
+		if head, err = json.Marshal(storedHead{Conversation: d.Conversation}); err != nil {
+			return nil, err
+		}
 	}
+	n := len(head) + len(`,"messages":[]`) + len(`,"messages_before":""}`) + len(d.Before)
+	for _, m := range d.Messages {
+		n += len(m) + 1
+	}
+	// One allocation, with room for what a caller adds after it (the rest
+	// of a REST answer: the run's result).
+	b = slices.Grow(b, n+512)
 	b = append(b, head[:len(head)-1]...)
 	if len(head) > 2 {
 		b = append(b, ',')
 	}
-	b = append(b, `"messages":`...)
-	b = append(b, joinMessages(d.Messages)...)
+	b = append(b, `"messages":[`...)
+	for i, m := range d.Messages {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, bytes.TrimSpace(m)...)
+	}
+	b = append(b, ']')
 	if d.Before != "" { // digits and a dot: nothing to escape
 		b = append(b, `,"messages_before":"`...)
 		b = append(b, d.Before...)

@@ -135,6 +135,9 @@ type Core struct {
 
 	mu      sync.Mutex
 	waiters map[string]*Run // by run id
+	// watched are the runs waiting in a conversation, by conversation:
+	// the watch of the sessions bucket hands them its saves (watch.go).
+	watched map[string]*Run
 	subs    []*nats.Subscription
 }
 
@@ -170,6 +173,7 @@ func New(cfg Config) (*Core, error) {
 		now:       time.Now,
 		started:   time.Now(),
 		waiters:   map[string]*Run{},
+		watched:   map[string]*Run{},
 		hub:       newHub(cfg.JS, cfg.Resources.NS, cfg.FollowerBuffer),
 		streams:   make(chan struct{}, cfg.MaxStreams),
 	}, nil
@@ -592,6 +596,9 @@ func (c *Core) register(runID, session string) *Run {
 	r := &Run{ID: runID, session: session, core: c, done: make(chan struct{})}
 	c.mu.Lock()
 	c.waiters[runID] = r
+	if session != "" {
+		c.watched[session] = r
+	}
 	c.mu.Unlock()
 	return r
 }
@@ -611,6 +618,9 @@ type Run struct {
 	once sync.Once
 	done chan struct{}
 	last *mesh.Event
+	// head is the newest save of the conversation the watch delivered
+	// while the run waited (watch.go).
+	head atomic.Pointer[watchedHead]
 }
 
 // Session is the conversation the run belongs to.
@@ -650,6 +660,9 @@ func (r *Run) Close() {
 	r.core.mu.Lock()
 	if r.core.waiters[r.ID] == r {
 		delete(r.core.waiters, r.ID)
+	}
+	if r.core.watched[r.session] == r {
+		delete(r.core.watched, r.session)
 	}
 	r.core.mu.Unlock()
 }
@@ -736,6 +749,9 @@ func (r *Run) outcome(ctx context.Context, finished, doc bool) (*Outcome, error)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if doc {
+		if d := r.watchedDoc(ctx, finished); d != nil {
+			return &Outcome{Conversation: d.Conversation, Doc: d, Finished: finished, Event: r.lastEvent()}, nil
+		}
 		d, err := r.core.Sessions.GetDoc(ctx, r.session)
 		if err != nil {
 			return nil, err

@@ -62,6 +62,7 @@ func (c *Core) applySession(e jetstream.KeyValueEntry) {
 	if strings.HasPrefix(e.Key(), mesh.RunKeyPrefix) {
 		return
 	}
+	c.handHead(e)
 	x := c.lists.sessions
 	if e.Operation() != jetstream.KeyValuePut {
 		old := x.get(e.Key())
