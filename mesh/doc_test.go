@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -59,5 +60,49 @@ func TestDocOfStoredHead(t *testing.T) {
 	}
 	if _, err := DecodeHead("another", e.Value(), e.Revision()); err == nil {
 		t.Fatal("DecodeHead took the head of another conversation")
+	}
+}
+
+// TestUpdateHeadFrom: a change from a kept head saves without a read when
+// the head is current, and from a fresh read when it is stale: a refusal
+// on the stale head is checked again, a save meets the newer revision.
+func TestUpdateHeadFrom(t *testing.T) {
+	s, _ := testStore(t)
+	ctx := t.Context()
+	c := &Conversation{ID: NewID(), Status: StatusActive, Messages: []Message{{ID: "s", Role: RoleSystem, Content: "p"}}}
+	if err := s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	kept := *c
+	// Current: saved on top of it.
+	got, err := s.UpdateHeadFrom(ctx, &kept, func(cv *Conversation) error { cv.Title = "one"; return nil })
+	if err != nil || got.Revision <= c.Revision || kept.Title != "" {
+		t.Fatalf("from a current head: %v, revision %d after %d, kept changed: %q", err, got.Revision, c.Revision, kept.Title)
+	}
+	// Stale (the save above is newer): the change sees the bucket's head.
+	var seen []string
+	got, err = s.UpdateHeadFrom(ctx, &kept, func(cv *Conversation) error {
+		seen = append(seen, cv.Title)
+		cv.Status = StatusQueued
+		return nil
+	})
+	if err != nil || len(seen) != 2 || seen[1] != "one" || got.Title != "one" || got.Status != StatusQueued {
+		t.Fatalf("from a stale head: %v, change saw %q, got %q %s", err, seen, got.Title, got.Status)
+	}
+	// A refusal on a stale head is asked again of the bucket.
+	seen = nil
+	_, err = s.UpdateHeadFrom(ctx, &kept, func(cv *Conversation) error {
+		seen = append(seen, string(cv.Status))
+		if cv.Status != StatusQueued {
+			return ErrNoChange
+		}
+		return ErrTurnInProgress
+	})
+	if !errors.Is(err, ErrTurnInProgress) || len(seen) != 2 {
+		t.Fatalf("refusal from a stale head: %v after %q, want turn_in_progress from the bucket's head", err, seen)
+	}
+	head, err := s.Head(ctx, c.ID)
+	if err != nil || head.Status != StatusQueued {
+		t.Fatalf("head %+v, %v", head, err)
 	}
 }

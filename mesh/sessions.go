@@ -151,20 +151,36 @@ func (s *SessionStore) Create(ctx context.Context, c *Conversation) error {
 // The messages change appends are added to the log; a change to a message
 // read is refused.
 func (s *SessionStore) Update(ctx context.Context, id string, change func(*Conversation) error) (*Conversation, error) {
-	return s.update(ctx, id, nil, change, false)
+	return s.update(ctx, id, nil, change, false, false)
 }
 
 // UpdateLoaded is [SessionStore.Update] starting from c, a conversation read
 // by [SessionStore.Get], which saves one read when nobody wrote in between.
 // c must not be used afterwards: use the returned conversation.
 func (s *SessionStore) UpdateLoaded(ctx context.Context, c *Conversation, change func(*Conversation) error) (*Conversation, error) {
-	return s.update(ctx, c.ID, c, change, false)
+	return s.update(ctx, c.ID, c, change, false, false)
 }
 
 // UpdateHead is [SessionStore.Update] for a change of the head alone: no
 // message is read, and change must add none.
 func (s *SessionStore) UpdateHead(ctx context.Context, id string, change func(*Conversation) error) (*Conversation, error) {
-	return s.update(ctx, id, nil, func(c *Conversation) error {
+	return s.update(ctx, id, nil, headChange(change), true, false)
+}
+
+// UpdateHeadFrom is [SessionStore.UpdateHead] starting from c, a head this
+// process read or decoded ([DecodeHead]) earlier, which saves the read
+// when nobody wrote since. c may be stale: a refusal of change on it (or
+// its tombstone) is checked again on a fresh read, and a save that meets a
+// newer revision starts over from one, so nothing is refused or written
+// on a stale head. c itself is not changed.
+func (s *SessionStore) UpdateHeadFrom(ctx context.Context, c *Conversation, change func(*Conversation) error) (*Conversation, error) {
+	cp := *c
+	return s.update(ctx, c.ID, &cp, headChange(change), true, true)
+}
+
+// headChange is change, refused when it adds messages.
+func headChange(change func(*Conversation) error) func(*Conversation) error {
+	return func(c *Conversation) error {
 		n := len(c.Messages)
 		if err := change(c); err != nil {
 			return err
@@ -173,15 +189,18 @@ func (s *SessionStore) UpdateHead(ctx context.Context, id string, change func(*C
 			return errors.New("mesh: UpdateHead added messages")
 		}
 		return nil
-	}, true)
+	}
 }
 
-func (s *SessionStore) update(ctx context.Context, id string, cur *Conversation, change func(*Conversation) error, headOnly bool) (*Conversation, error) {
+// update applies change to cur (nil: a fresh read) and saves it by
+// compare-and-set; stale says cur may be older than the bucket's.
+func (s *SessionStore) update(ctx context.Context, id string, cur *Conversation, change func(*Conversation) error, headOnly, stale bool) (*Conversation, error) {
 	if CheckID(id) != nil {
 		return nil, badID(id)
 	}
 	for attempt := 0; ; attempt++ {
 		if cur == nil {
+			stale = false
 			var err error
 			if headOnly {
 				cur, err = s.headOf(ctx, id)
@@ -192,18 +211,26 @@ func (s *SessionStore) update(ctx context.Context, id string, cur *Conversation,
 				return nil, s.missing(ctx, id, err)
 			}
 		}
-		if err := live(id, cur.Status, cur.Owner, cur.DeletedAt); err != nil {
-			return nil, err // a tombstone takes no change
+		err := live(id, cur.Status, cur.Owner, cur.DeletedAt)
+		if err == nil {
+			err = change(cur)
 		}
-		if err := change(cur); err != nil {
+		if err != nil && stale {
+			// Refused on a head that may be stale: ask the bucket.
+			cur, attempt = nil, attempt-1
+			continue
+		}
+		if err != nil {
 			if errors.Is(err, ErrNoChange) {
 				return cur, nil
 			}
-			return nil, err // a change's own refusal is not a failed save
+			// A tombstone takes no change; a change's own refusal is not a
+			// failed save.
+			return nil, err
 		}
 		cur.Version++
 		cur.UpdatedAt = s.now().UTC()
-		err := s.save(ctx, cur, false)
+		err = s.save(ctx, cur, false)
 		if err == nil {
 			return cur, nil
 		}

@@ -138,6 +138,7 @@ type Core struct {
 	// watched are the runs waiting in a conversation, by conversation:
 	// the watch of the sessions bucket hands them its saves (watch.go).
 	watched map[string]*Run
+	heads   heads // the heads answers decoded (watch.go)
 	subs    []*nats.Subscription
 }
 
@@ -342,6 +343,7 @@ func (c *Core) create(ctx context.Context, id, group, agent string, caller Calle
 		return nil, err
 	}
 	c.indexConversation(conv)
+	c.keepHead(conv)
 	return conv, nil
 }
 
