@@ -17,8 +17,11 @@ import (
 // every save of every conversation with it.
 func SummaryOf(data []byte) (ConversationSummary, error) {
 	var h summaryHead
-	if err := json.Unmarshal(data, &h); err != nil {
-		return ConversationSummary{}, fmt.Errorf("decode conversation: %w", err)
+	if !json.Valid(data) || !scanSummary(data, &h) {
+		h = summaryHead{}
+		if err := json.Unmarshal(data, &h); err != nil {
+			return ConversationSummary{}, fmt.Errorf("decode conversation: %w", err)
+		}
 	}
 	c := Conversation{ID: h.ID, SessionID: h.SessionID, Agent: h.Agent, Owner: h.Owner, Status: h.Status, Title: h.Title,
 		Messages: h.Messages, MessageCount: h.MessageCount, PendingApproval: h.PendingApproval, Queued: h.Queued,
