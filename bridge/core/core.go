@@ -6,9 +6,9 @@
 // (queue.go), then published to mesh.work.agent.<agent>.<session> (or
 // mesh.work.group.<group>.<session>) with the caller's Authorization and
 // X-Session-ID in NATS headers; a decision is a request on
-// mesh.approval.<uuid>.decide. A [Run] learns that it ended from the
-// RUN_FINISHED and RUN_ERROR events of mesh.evt.*.<TYPE>, which the core
-// subscribes to once, and falls back to reading the conversation every
+// mesh.approval.<uuid>.decide. A [Run] learns that it ended from its
+// RUN_FINISHED or RUN_ERROR event, which the hub reads with every other
+// event of the mesh, and falls back to reading the conversation every
 // second, so a lost event costs a second, not the answer.
 //
 // [Core.Follow] streams a session's events to one client: the stored ones,
@@ -20,7 +20,8 @@
 // errors as JSON {"error", "code"} with their status), so that no protocol
 // package imports another.
 //
-// [Core.Start] subscribes; [Core.Stop] unsubscribes and ends the followers.
+// [Core.Start] follows the events stream and watches the buckets; [Core.Stop]
+// stops them and ends the followers.
 // The core's only goroutines are those of its NATS subscriptions.
 package core
 
@@ -139,7 +140,6 @@ type Core struct {
 	// the watch of the sessions bucket hands them its saves (watch.go).
 	watched map[string]*Run
 	heads   heads // the heads answers decoded (watch.go)
-	subs    []*nats.Subscription
 }
 
 // New validates cfg and returns a core.
@@ -162,7 +162,7 @@ func New(cfg Config) (*Core, error) {
 	}
 	sessions := mesh.NewSessionStore(cfg.Resources.Sessions, cfg.Resources.Messages).WithConn(cfg.NC)
 	sessions.HistoryBytes = cfg.HistoryBytes
-	return &Core{
+	c := &Core{
 		cfg:       cfg,
 		ns:        cfg.Resources.NS,
 		Sessions:  sessions,
@@ -177,7 +177,9 @@ func New(cfg Config) (*Core, error) {
 		watched:   map[string]*Run{},
 		hub:       newHub(cfg.JS, cfg.Resources.NS, cfg.FollowerBuffer),
 		streams:   make(chan struct{}, cfg.MaxStreams),
-	}, nil
+	}
+	c.hub.ends = c.onRunEnd
+	return c, nil
 }
 
 // AcquireStream takes one of the bridge's MaxStreams stream slots; false
@@ -198,7 +200,8 @@ func (c *Core) ReleaseStream() { <-c.streams }
 // Namespace is the mesh's namespace.
 func (c *Core) Namespace() mesh.Namespace { return c.ns }
 
-// Start subscribes to the end events of runs and follows the events stream.
+// Start follows the events stream (the end events of runs among them) and
+// watches the buckets.
 func (c *Core) Start(ctx context.Context) error {
 	if err := c.hub.start(ctx); err != nil {
 		return err
@@ -211,49 +214,33 @@ func (c *Core) Start(ctx context.Context) error {
 	if err := c.startListings(wctx); err != nil {
 		return err
 	}
-	for _, typ := range []mesh.EventType{mesh.EventRunFinished, mesh.EventRunError} {
-		subj, err := c.ns.EventsOfType(typ)
-		if err != nil {
-			return err
-		}
-		sub, err := c.cfg.NC.Subscribe(subj, c.onRunEnd)
-		if err != nil {
-			c.Stop()
-			return fmt.Errorf("core: subscribe %s: %w", subj, err)
-		}
-		c.subs = append(c.subs, sub)
-	}
 	return nil
 }
 
-// Stop unsubscribes and ends every follower. It is idempotent.
+// Stop stops following and watching, and ends every follower. It is
+// idempotent.
 func (c *Core) Stop() {
 	c.hub.stop()
 	if c.stopWatch != nil {
 		c.stopWatch()
 	}
-	c.mu.Lock()
-	subs := c.subs
-	c.subs = nil
-	c.mu.Unlock()
-	for _, s := range subs {
-		_ = s.Unsubscribe()
-	}
 }
 
-func (c *Core) onRunEnd(m *nats.Msg) {
-	id := m.Header.Get(mesh.HeaderRun)
-	if id == "" {
+// onRunEnd ends the wait of the run whose RUN_FINISHED or RUN_ERROR the
+// hub read. The hub reads every event of the mesh anyway: a subscription
+// of its own to the end events would bring each of them a second time.
+func (c *Core) onRunEnd(se StreamEvent) {
+	if se.Run == "" {
 		return
 	}
 	c.mu.Lock()
-	r := c.waiters[id]
+	r := c.waiters[se.Run]
 	c.mu.Unlock()
 	if r == nil {
 		return
 	}
 	var ev mesh.Event
-	if json.Unmarshal(m.Data, &ev) == nil {
+	if json.Unmarshal(se.Data, &ev) == nil {
 		r.end(&ev)
 	}
 }
