@@ -17,7 +17,7 @@ import (
 // every save of every conversation with it.
 func SummaryOf(data []byte) (ConversationSummary, error) {
 	var h summaryHead
-	if !json.Valid(data) || !scanSummary(data, &h) {
+	if !scanSummary(data, &h) {
 		h = summaryHead{}
 		if err := json.Unmarshal(data, &h); err != nil {
 			return ConversationSummary{}, fmt.Errorf("decode conversation: %w", err)

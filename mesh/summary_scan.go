@@ -7,16 +7,17 @@ import (
 	"time"
 )
 
-// scanSummary fills h from data, a valid JSON document, as
-// json.Unmarshal(data, h) would, but by a scan of the top-level object:
-// the values of the list form's fields are decoded alone (a string
-// without escapes and a plain count are taken as they are), the other
-// fields are skipped by their brackets and strings, unbuilt. Every bridge
-// reads every save of the mesh this way (listing.go). It reports false,
-// h then partly filled, for what it does not read itself (a key with
-// capitals, escapes or other than ASCII, which encoding/json would match
-// without regard to case; not an object): the caller decodes those with
-// encoding/json.
+// scanSummary fills h from data as json.Unmarshal(data, h) would, but by
+// a scan of the top-level object: the values of the list form's fields
+// are decoded alone (a string without escapes and a plain count are taken
+// as they are), the other fields are skipped by their brackets and
+// strings, unbuilt and unchecked. Every bridge reads every save of the
+// mesh this way (listing.go), and every save is encoding/json's: a head
+// that is not valid JSON only in a field the list form does not show is
+// listed rather than refused. It reports false, h then partly filled, for
+// what it does not read itself (a key with capitals, escapes or other
+// than ASCII, which encoding/json would match without regard to case; not
+// an object): the caller decodes those with encoding/json.
 func scanSummary(data []byte, h *summaryHead) bool {
 	i := skipSpace(data, 0)
 	if i >= len(data) || data[i] != '{' {
@@ -151,8 +152,8 @@ func skipSpace(data []byte, i int) int {
 }
 
 // skipValue returns the index just after the JSON value that starts at
-// data[i], or -1; data is valid JSON, so brackets and strings are all it
-// needs to follow.
+// data[i], or -1: it follows brackets and strings, and checks nothing
+// else.
 func skipValue(data []byte, i int) int {
 	if i >= len(data) {
 		return -1
