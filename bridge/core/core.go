@@ -239,10 +239,25 @@ func (c *Core) onRunEnd(se StreamEvent) {
 	if r == nil {
 		return
 	}
-	var ev mesh.Event
+	var ev endEvent
 	if json.Unmarshal(se.Data, &ev) == nil {
-		r.end(&ev)
+		r.end(&mesh.Event{Type: ev.Type, Timestamp: ev.Timestamp, ThreadID: ev.ThreadID, RunID: ev.RunID, ParentRunID: ev.ParentRunID,
+			Outcome: ev.Outcome, Message: ev.Message, Code: ev.Code})
 	}
+}
+
+// endEvent is what a run's waiter decodes of its end event: how it ended,
+// not the result (the conversation's last_run holds it), whose values
+// encoding/json would build for nothing.
+type endEvent struct {
+	Type        mesh.EventType `json:"type"`
+	Timestamp   int64          `json:"timestamp"`
+	ThreadID    string         `json:"threadId"`
+	RunID       string         `json:"runId"`
+	ParentRunID string         `json:"parentRunId"`
+	Outcome     *mesh.Outcome  `json:"outcome"`
+	Message     string         `json:"message"`
+	Code        string         `json:"code"`
 }
 
 // Caller is who asks: the credentials and trace id to forward.
@@ -691,7 +706,9 @@ type Outcome struct {
 	Doc *mesh.ConversationDoc
 	// Finished is false when the wait ended before the run did.
 	Finished bool
-	// Event is the run's last event (RUN_FINISHED or RUN_ERROR) when known.
+	// Event is the run's last event (RUN_FINISHED or RUN_ERROR) when known,
+	// without a RUN_FINISHED's result: the conversation's last_run holds
+	// it.
 	Event *mesh.Event
 }
 
