@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -15,15 +16,44 @@ import (
 // inside, is counted and titled from them. A bridge's listing index reads
 // every save of every conversation with it.
 func SummaryOf(data []byte) (ConversationSummary, error) {
-	var c Conversation
-	if err := json.Unmarshal(data, &c); err != nil {
-		return ConversationSummary{}, fmt.Errorf("decode conversation: %w", err)
+	var h summaryHead
+	if !scanSummary(data, &h) {
+		h = summaryHead{}
+		if err := json.Unmarshal(data, &h); err != nil {
+			return ConversationSummary{}, fmt.Errorf("decode conversation: %w", err)
+		}
 	}
-	if c.MessageCount == 0 && len(c.Messages) > 0 {
-		c.MessageCount, c.Title = len(c.Messages), titleOf(c.Messages)
+	c := Conversation{ID: h.ID, SessionID: h.SessionID, Agent: h.Agent, Owner: h.Owner, Status: h.Status, Title: h.Title,
+		Messages: h.Messages, MessageCount: h.MessageCount, PendingApproval: h.PendingApproval, Queued: h.Queued,
+		CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt, DeletedAt: h.DeletedAt, DeletedBy: h.DeletedBy}
+	if h.Group != nil {
+		c.Group = &GroupRun{Name: h.Group.Name}
 	}
-	c.Messages = nil
 	return c.Summary(), nil
+}
+
+// summaryHead is what [SummaryOf] decodes of a head: the fields of the
+// list form. encoding/json skips the others (the message tail, the recent
+// turns, the state, the last run) without building them, and a bridge
+// decodes every save of the mesh this way.
+type summaryHead struct {
+	ID              string           `json:"id"`
+	SessionID       string           `json:"session_id"`
+	Agent           string           `json:"agent"`
+	Owner           string           `json:"owner"`
+	Status          Status           `json:"status"`
+	Title           string           `json:"title"`
+	Messages        []Message        `json:"messages"` // a head of an earlier version's
+	MessageCount    int              `json:"message_count"`
+	PendingApproval *PendingApproval `json:"pending_approval"`
+	Queued          *QueuedTurn      `json:"queued_turn"`
+	Group           *struct {
+		Name string `json:"name"`
+	} `json:"group"`
+	CreatedAt time.Time  `json:"created_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
+	DeletedAt *time.Time `json:"deleted_at"`
+	DeletedBy string     `json:"deleted_by"`
 }
 
 // Summaries are the list forms of every conversation of the bucket (not

@@ -208,3 +208,32 @@ func TestSummaryOfReadsTheHead(t *testing.T) {
 		t.Fatalf("empty: %+v, %v", empty, err)
 	}
 }
+
+// TestSummaryOfEveryField: SummaryOf decodes only the list form's fields of
+// a head; every one of them comes out as Summary gives it.
+func TestSummaryOfEveryField(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	conv := &mesh.Conversation{ID: "c1", SessionID: "0123abcd", Agent: "a", Owner: "o", Status: mesh.StatusDeleted, Title: "t",
+		MessageCount: 9, MessageTail: mesh.MessageTail{{Seq: 4}}, RecentTurns: []string{"r1"},
+		PendingApproval: &mesh.PendingApproval{UUID: "u", ToolName: "delete"},
+		Queued:          &mesh.QueuedTurn{ID: "q", Message: "m", At: at, By: "b"},
+		Group:           &mesh.GroupRun{Name: "g", Recent: []string{"x"}},
+		LastRun:         &mesh.RunSummary{ID: "r1", Response: "done"},
+		State:           map[string]any{"k": 1.5},
+		CreatedAt:       at, UpdatedAt: at.Add(time.Hour), DeletedAt: &at, DeletedBy: "d", Version: 3}
+	data, err := json.Marshal(conv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := mesh.SummaryOf(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := json.Marshal(conv.Summary())
+	if g, _ := json.Marshal(got); string(g) != string(want) {
+		t.Fatalf("summary\n got %s\nwant %s", g, want)
+	}
+	if got.Group != "g" || got.QueuedTurn == nil || got.PendingApproval == nil || got.DeletedAt == nil {
+		t.Fatalf("summary lost a field: %+v", got)
+	}
+}

@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -144,20 +145,36 @@ func (s *SessionStore) Create(ctx context.Context, c *Conversation) error {
 // The messages change appends are added to the log; a change to a message
 // read is refused.
 func (s *SessionStore) Update(ctx context.Context, id string, change func(*Conversation) error) (*Conversation, error) {
-	return s.update(ctx, id, nil, change, false)
+	return s.update(ctx, id, nil, change, false, false)
 }
 
 // UpdateLoaded is [SessionStore.Update] starting from c, a conversation read
 // by [SessionStore.Get], which saves one read when nobody wrote in between.
 // c must not be used afterwards: use the returned conversation.
 func (s *SessionStore) UpdateLoaded(ctx context.Context, c *Conversation, change func(*Conversation) error) (*Conversation, error) {
-	return s.update(ctx, c.ID, c, change, false)
+	return s.update(ctx, c.ID, c, change, false, false)
 }
 
 // UpdateHead is [SessionStore.Update] for a change of the head alone: no
 // message is read, and change must add none.
 func (s *SessionStore) UpdateHead(ctx context.Context, id string, change func(*Conversation) error) (*Conversation, error) {
-	return s.update(ctx, id, nil, func(c *Conversation) error {
+	return s.update(ctx, id, nil, headChange(change), true, false)
+}
+
+// UpdateHeadFrom is [SessionStore.UpdateHead] starting from c, a head this
+// process read or decoded ([DecodeHead]) earlier, which saves the read
+// when nobody wrote since. c may be stale: a refusal of change on it (or
+// its tombstone) is checked again on a fresh read, and a save that meets a
+// newer revision starts over from one, so nothing is refused or written
+// on a stale head. c itself is not changed.
+func (s *SessionStore) UpdateHeadFrom(ctx context.Context, c *Conversation, change func(*Conversation) error) (*Conversation, error) {
+	cp := *c
+	return s.update(ctx, c.ID, &cp, headChange(change), true, true)
+}
+
+// headChange is change, refused when it adds messages.
+func headChange(change func(*Conversation) error) func(*Conversation) error {
+	return func(c *Conversation) error {
 		n := len(c.Messages)
 		if err := change(c); err != nil {
 			return err
@@ -166,15 +183,18 @@ func (s *SessionStore) UpdateHead(ctx context.Context, id string, change func(*C
 			return errors.New("mesh: UpdateHead added messages")
 		}
 		return nil
-	}, true)
+	}
 }
 
-func (s *SessionStore) update(ctx context.Context, id string, cur *Conversation, change func(*Conversation) error, headOnly bool) (*Conversation, error) {
+// update applies change to cur (nil: a fresh read) and saves it by
+// compare-and-set; stale says cur may be older than the bucket's.
+func (s *SessionStore) update(ctx context.Context, id string, cur *Conversation, change func(*Conversation) error, headOnly, stale bool) (*Conversation, error) {
 	if CheckID(id) != nil {
 		return nil, badID(id)
 	}
 	for attempt := 0; ; attempt++ {
 		if cur == nil {
+			stale = false
 			var err error
 			if headOnly {
 				cur, err = s.headOf(ctx, id)
@@ -185,18 +205,26 @@ func (s *SessionStore) update(ctx context.Context, id string, cur *Conversation,
 				return nil, s.missing(ctx, id, err)
 			}
 		}
-		if err := live(id, cur.Status, cur.Owner, cur.DeletedAt); err != nil {
-			return nil, err // a tombstone takes no change
+		err := live(id, cur.Status, cur.Owner, cur.DeletedAt)
+		if err == nil {
+			err = change(cur)
 		}
-		if err := change(cur); err != nil {
+		if err != nil && stale {
+			// Refused on a head that may be stale: ask the bucket.
+			cur, attempt = nil, attempt-1
+			continue
+		}
+		if err != nil {
 			if errors.Is(err, ErrNoChange) {
 				return cur, nil
 			}
-			return nil, err // a change's own refusal is not a failed save
+			// A tombstone takes no change; a change's own refusal is not a
+			// failed save.
+			return nil, err
 		}
 		cur.Version++
 		cur.UpdatedAt = s.now().UTC()
-		err := s.save(ctx, cur, false)
+		err = s.save(ctx, cur, false)
 		if err == nil {
 			return cur, nil
 		}
@@ -318,6 +346,9 @@ type ConversationDoc struct {
 	Messages []json.RawMessage
 	// Before is the cursor of the older page (empty: none).
 	Before string
+	// head is the head's JSON as stored, when the doc was made from it
+	// ([SessionStore.DocOf]); nil: Conversation is encoded.
+	head []byte
 }
 
 // GetDoc is [SessionStore.Get] with the newest page of messages
@@ -351,6 +382,45 @@ func (s *SessionStore) GetPage(ctx context.Context, id string, n int, before str
 		return nil, err
 	}
 	c.Revision = rev
+	return s.pageOf(ctx, c, n, cursor)
+}
+
+// DecodeHead decodes the head of conversation id as the sessions bucket
+// holds it at revision rev (an entry a watch of the bucket delivered),
+// for [SessionStore.DocOf]. A tombstone is an error, as for a read.
+func DecodeHead(id string, data []byte, rev uint64) (*Conversation, error) {
+	var c Conversation
+	if err := json.Unmarshal(data, &c); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", id, err)
+	}
+	if c.ID != id {
+		return nil, fmt.Errorf("decode %s: the head is of conversation %s", id, Clip(c.ID))
+	}
+	if err := live(id, c.Status, c.Owner, c.DeletedAt); err != nil {
+		return nil, err
+	}
+	c.Revision = rev
+	return &c, nil
+}
+
+// DocOf is [SessionStore.GetDoc] for a head the caller already holds: c,
+// decoded by [DecodeHead] from data. Only the page of messages is read;
+// the doc encodes the head as data holds it, which is what encoding c
+// gives (the same struct wrote it), without encoding it again. c becomes
+// the doc's.
+func (s *SessionStore) DocOf(ctx context.Context, c *Conversation, data []byte) (*ConversationDoc, error) {
+	d, err := s.pageOf(ctx, c, DefaultPageSize, Cursor{})
+	if err != nil {
+		return nil, err
+	}
+	if data = bytes.TrimSpace(data); c.MessageCount > 0 && len(data) >= 2 && data[0] == '{' && data[len(data)-1] == '}' {
+		d.head = data
+	}
+	return d, nil
+}
+
+// pageOf reads the page of up to n messages of head c older than cursor.
+func (s *SessionStore) pageOf(ctx context.Context, c *Conversation, n int, cursor Cursor) (*ConversationDoc, error) {
 	d := &ConversationDoc{Conversation: c}
 	if c.MessageCount == 0 { // a head of an earlier version: its own messages
 		for _, m := range c.Messages {
@@ -366,7 +436,7 @@ func (s *SessionStore) GetPage(ctx context.Context, id string, n int, before str
 	p, err := s.log.page(ctx, c, n, cursor, s.budget())
 	if err != nil {
 		if cursor.Seq != 0 {
-			return nil, ErrBadRequest.With(fmt.Sprintf("before %s: no such message in conversation %s", cursor, id))
+			return nil, ErrBadRequest.With(fmt.Sprintf("before %s: no such message in conversation %s", cursor, c.ID))
 		}
 		return nil, err
 	}
@@ -377,16 +447,32 @@ func (s *SessionStore) GetPage(ctx context.Context, id string, n int, before str
 // AppendJSON appends the conversation's JSON to b, its messages as stored:
 // unlike json.Marshal, it does not scan them again.
 func (d *ConversationDoc) AppendJSON(b []byte) ([]byte, error) {
-	head, err := json.Marshal(storedHead{Conversation: d.Conversation})
-	if err != nil {
-		return nil, err
+	head := d.head
+	if head == nil {
+		var err error
+		if head, err = json.Marshal(storedHead{Conversation: d.Conversation}); err != nil {
+			return nil, err
+		}
 	}
+	n := len(head) + len(`,"messages":[]`) + len(`,"messages_before":""}`) + len(d.Before)
+	for _, m := range d.Messages {
+		n += len(m) + 1
+	}
+	// One allocation, with room for what a caller adds after it (the rest
+	// of a REST answer: the run's result).
+	b = slices.Grow(b, n+512)
 	b = append(b, head[:len(head)-1]...)
 	if len(head) > 2 {
 		b = append(b, ',')
 	}
-	b = append(b, `"messages":`...)
-	b = append(b, joinMessages(d.Messages)...)
+	b = append(b, `"messages":[`...)
+	for i, m := range d.Messages {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, bytes.TrimSpace(m)...)
+	}
+	b = append(b, ']')
 	if d.Before != "" { // digits and a dot: nothing to escape
 		b = append(b, `,"messages_before":"`...)
 		b = append(b, d.Before...)

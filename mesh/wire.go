@@ -124,9 +124,6 @@ func (d *wireDialer) handshake(raw net.Conn, address string) (net.Conn, error) {
 	return g, nil
 }
 
-// maxKeptRead is the largest read buffer a connection keeps between reads.
-const maxKeptRead = 256 << 10
-
 // guardConn filters what the server sends (see the top of this file).
 type guardConn struct {
 	net.Conn
@@ -134,15 +131,13 @@ type guardConn struct {
 	event func(subject, what string)
 
 	// The read side, nats.go's read loop.
-	buf [32 << 10]byte
-	out []byte // filtered bytes not yet read by nats.go
-	// outBuf is out's storage, reused once nats.go has read it all (a
-	// fresh one each read was most of what a role allocated here).
-	outBuf []byte
-	in     lines // the server's protocol
-	pass   int   // payload bytes still to hand on
-	skip   int   // payload bytes still to drop
-	err    error // the socket's error, returned once out is drained
+	buf  [32 << 10]byte
+	out  []byte // filtered bytes; out[off:] not yet read by nats.go
+	off  int
+	in   lines // the server's protocol
+	pass int   // payload bytes still to hand on
+	skip int   // payload bytes still to drop
+	err  error // the socket's error, returned once out is drained
 
 	// The write side: the subscriptions that go out, to tell inbox ones.
 	wmu       sync.Mutex
@@ -284,23 +279,30 @@ func (g *guardConn) inboxSub(sid []byte) bool {
 }
 
 func (g *guardConn) Read(p []byte) (int, error) {
-	for len(g.out) == 0 && g.err == nil {
+	for g.off == len(g.out) && g.err == nil {
+		// Read through: the buffer is filled again from its start. It
+		// holds a read of the socket and a line carried over, unless a
+		// long line passed: such a buffer is let go.
+		g.out, g.off = g.out[:0], 0
+		if cap(g.out) > maxKeptOut {
+			g.out = nil
+		}
 		n, err := g.Conn.Read(g.buf[:])
-		g.out = g.outBuf[:0]
 		g.filter(g.buf[:n])
-		g.outBuf = g.out
 		g.err = err
 	}
-	if len(g.out) == 0 {
+	if g.off == len(g.out) {
 		return 0, g.err
 	}
-	n := copy(p, g.out)
-	g.out = g.out[n:]
-	if len(g.out) == 0 && cap(g.outBuf) > maxKeptRead {
-		g.outBuf = nil // let a large buffer go
-	}
+	n := copy(p, g.out[g.off:])
+	g.off += n
 	return n, nil
 }
+
+// maxKeptOut bounds the filtered bytes' buffer kept from one read of the
+// socket to the next (made anew for each read, it was a third of a
+// bridge's allocations).
+const maxKeptOut = 64 << 10
 
 // filter appends to out what of data nats.go may see.
 func (g *guardConn) filter(data []byte) {

@@ -1,6 +1,9 @@
 package mesh
 
 import (
+	"errors"
+	"io"
+	"net"
 	"strings"
 	"testing"
 )
@@ -33,6 +36,77 @@ func TestGuardFilter(t *testing.T) {
 		if len(events) != 3 {
 			t.Errorf("chunks of %d: events %q, want three", chunk, events)
 		}
+	}
+}
+
+// chunkConn is a socket that reads data in chunks of at most n bytes.
+type chunkConn struct {
+	net.Conn
+	data []byte
+	n    int
+}
+
+func (c *chunkConn) Read(p []byte) (int, error) {
+	if len(c.data) == 0 {
+		return 0, io.EOF
+	}
+	k := copy(p[:min(len(p), c.n)], c.data)
+	c.data = c.data[k:]
+	return k, nil
+}
+
+// The guard's Read hands on what filter keeps, in order, whatever the
+// sizes of the socket's reads and of nats.go's buffer, its buffer used
+// again from one read of the socket to the next.
+func TestGuardRead(t *testing.T) {
+	msg := "MSG _INBOX.mesh.agent.x 5 $JS.ACK.S.c.1.1.1.1.0 5\r\nhello\r\n"
+	drop := "MSG mesh.approval.a.decide 7 $JS.ACK.S.c.1.2.2.1.0 17\r\n{\"approved\":true}\r\n"
+	big := "MSG _INBOX.mesh.agent.y 5 100000\r\n" + strings.Repeat("b", 100000) + "\r\n"
+	in := strings.Repeat(msg+drop, 500) + big + strings.Repeat(msg, 300)
+	want := strings.Repeat(msg, 500) + big + strings.Repeat(msg, 300)
+	for _, size := range [][2]int{{7, 5}, {1000, 4096}, {32 << 10, 32 << 10}, {32 << 10, 100}} {
+		g := &guardConn{Conn: &chunkConn{data: []byte(in), n: size[0]}, inbox: []byte("_INBOX.mesh.agent."), inboxSids: map[string]bool{"5": true}}
+		var got []byte
+		p := make([]byte, size[1])
+		for {
+			n, err := g.Read(p)
+			got = append(got, p[:n]...)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if string(got) != want {
+			t.Errorf("reads of %d into %d: %d bytes, want %d", size[0], size[1], len(got), len(want))
+		}
+		if cap(g.out) > maxKeptOut {
+			t.Errorf("reads of %d into %d: kept a buffer of %d bytes", size[0], size[1], cap(g.out))
+		}
+	}
+}
+
+// BenchmarkGuardRead is the guard's Read of events of 300 bytes, 32 KiB a
+// read of the socket, into nats.go's buffer of 32 KiB.
+func BenchmarkGuardRead(b *testing.B) {
+	payload := strings.Repeat("x", 300)
+	msg := "HMSG mesh.evt.0f0e0d0c-1111-2222-3333-444455556666.TEXT_MESSAGE_CONTENT 5 $JS.ACK.MESH_EVENTS.c.1.2.3.1712345678.0 47 347\r\n" +
+		"NATS/1.0\r\nNats-Msg-Id: run:1:3\r\nMesh-Run: r\r\n\r\n" + payload + "\r\n"
+	data := []byte(strings.Repeat(msg, 1000))
+	conn := &chunkConn{n: 32 << 10}
+	g := &guardConn{Conn: conn, inbox: []byte("_INBOX.mesh.bridge."), inboxSids: map[string]bool{"5": true}}
+	p := make([]byte, 32<<10)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		conn.data = data
+		for {
+			if _, err := g.Read(p); err != nil {
+				break
+			}
+		}
+		g.err = nil
 	}
 }
 

@@ -6,9 +6,9 @@
 // (queue.go), then published to mesh.work.agent.<agent>.<session> (or
 // mesh.work.group.<group>.<session>) with the caller's Authorization and
 // X-Session-ID in NATS headers; a decision is a request on
-// mesh.approval.<uuid>.decide. A [Run] learns that it ended from the
-// RUN_FINISHED and RUN_ERROR events of mesh.evt.*.<TYPE>, which the core
-// subscribes to once, and falls back to reading the conversation every
+// mesh.approval.<uuid>.decide. A [Run] learns that it ended from its
+// RUN_FINISHED or RUN_ERROR event, which the hub reads with every other
+// event of the mesh, and falls back to reading the conversation every
 // second, so a lost event costs a second, not the answer.
 //
 // [Core.Follow] streams a session's events to one client: the stored ones,
@@ -20,7 +20,8 @@
 // errors as JSON {"error", "code"} with their status), so that no protocol
 // package imports another.
 //
-// [Core.Start] subscribes; [Core.Stop] unsubscribes and ends the followers.
+// [Core.Start] follows the events stream and watches the buckets; [Core.Stop]
+// stops them and ends the followers.
 // The core's only goroutines are those of its NATS subscriptions.
 package core
 
@@ -135,7 +136,10 @@ type Core struct {
 
 	mu      sync.Mutex
 	waiters map[string]*Run // by run id
-	subs    []*nats.Subscription
+	// watched are the runs waiting in a conversation, by conversation:
+	// the watch of the sessions bucket hands them its saves (watch.go).
+	watched map[string]*Run
+	heads   heads // the heads answers decoded (watch.go)
 }
 
 // New validates cfg and returns a core.
@@ -158,7 +162,7 @@ func New(cfg Config) (*Core, error) {
 	}
 	sessions := mesh.NewSessionStore(cfg.Resources.Sessions, cfg.Resources.Messages).WithConn(cfg.NC)
 	sessions.HistoryBytes = cfg.HistoryBytes
-	return &Core{
+	c := &Core{
 		cfg:       cfg,
 		ns:        cfg.Resources.NS,
 		Sessions:  sessions,
@@ -170,9 +174,12 @@ func New(cfg Config) (*Core, error) {
 		now:       time.Now,
 		started:   time.Now(),
 		waiters:   map[string]*Run{},
+		watched:   map[string]*Run{},
 		hub:       newHub(cfg.JS, cfg.Resources.NS, cfg.FollowerBuffer),
 		streams:   make(chan struct{}, cfg.MaxStreams),
-	}, nil
+	}
+	c.hub.ends = c.onRunEnd
+	return c, nil
 }
 
 // AcquireStream takes one of the bridge's MaxStreams stream slots; false
@@ -193,7 +200,8 @@ func (c *Core) ReleaseStream() { <-c.streams }
 // Namespace is the mesh's namespace.
 func (c *Core) Namespace() mesh.Namespace { return c.ns }
 
-// Start subscribes to the end events of runs and follows the events stream.
+// Start follows the events stream (the end events of runs among them) and
+// watches the buckets.
 func (c *Core) Start(ctx context.Context) error {
 	if err := c.hub.start(ctx); err != nil {
 		return err
@@ -206,51 +214,50 @@ func (c *Core) Start(ctx context.Context) error {
 	if err := c.startListings(wctx); err != nil {
 		return err
 	}
-	for _, typ := range []mesh.EventType{mesh.EventRunFinished, mesh.EventRunError} {
-		subj, err := c.ns.EventsOfType(typ)
-		if err != nil {
-			return err
-		}
-		sub, err := c.cfg.NC.Subscribe(subj, c.onRunEnd)
-		if err != nil {
-			c.Stop()
-			return fmt.Errorf("core: subscribe %s: %w", subj, err)
-		}
-		c.subs = append(c.subs, sub)
-	}
 	return nil
 }
 
-// Stop unsubscribes and ends every follower. It is idempotent.
+// Stop stops following and watching, and ends every follower. It is
+// idempotent.
 func (c *Core) Stop() {
 	c.hub.stop()
 	if c.stopWatch != nil {
 		c.stopWatch()
 	}
-	c.mu.Lock()
-	subs := c.subs
-	c.subs = nil
-	c.mu.Unlock()
-	for _, s := range subs {
-		_ = s.Unsubscribe()
-	}
 }
 
-func (c *Core) onRunEnd(m *nats.Msg) {
-	id := m.Header.Get(mesh.HeaderRun)
-	if id == "" {
+// onRunEnd ends the wait of the run whose RUN_FINISHED or RUN_ERROR the
+// hub read. The hub reads every event of the mesh anyway: a subscription
+// of its own to the end events would bring each of them a second time.
+func (c *Core) onRunEnd(se StreamEvent) {
+	if se.Run == "" {
 		return
 	}
 	c.mu.Lock()
-	r := c.waiters[id]
+	r := c.waiters[se.Run]
 	c.mu.Unlock()
 	if r == nil {
 		return
 	}
-	var ev mesh.Event
-	if json.Unmarshal(m.Data, &ev) == nil {
-		r.end(&ev)
+	var ev endEvent
+	if json.Unmarshal(se.Data, &ev) == nil {
+		r.end(&mesh.Event{Type: ev.Type, Timestamp: ev.Timestamp, ThreadID: ev.ThreadID, RunID: ev.RunID, ParentRunID: ev.ParentRunID,
+			Outcome: ev.Outcome, Message: ev.Message, Code: ev.Code})
 	}
+}
+
+// endEvent is what a run's waiter decodes of its end event: how it ended,
+// not the result (the conversation's last_run holds it), whose values
+// encoding/json would build for nothing.
+type endEvent struct {
+	Type        mesh.EventType `json:"type"`
+	Timestamp   int64          `json:"timestamp"`
+	ThreadID    string         `json:"threadId"`
+	RunID       string         `json:"runId"`
+	ParentRunID string         `json:"parentRunId"`
+	Outcome     *mesh.Outcome  `json:"outcome"`
+	Message     string         `json:"message"`
+	Code        string         `json:"code"`
 }
 
 // Caller is who asks: the credentials and trace id to forward.
@@ -338,6 +345,7 @@ func (c *Core) create(ctx context.Context, id, group, agent string, caller Calle
 		return nil, err
 	}
 	c.indexConversation(conv)
+	c.keepHead(conv)
 	return conv, nil
 }
 
@@ -592,6 +600,9 @@ func (c *Core) register(runID, session string) *Run {
 	r := &Run{ID: runID, session: session, core: c, done: make(chan struct{})}
 	c.mu.Lock()
 	c.waiters[runID] = r
+	if session != "" {
+		c.watched[session] = r
+	}
 	c.mu.Unlock()
 	return r
 }
@@ -611,6 +622,9 @@ type Run struct {
 	once sync.Once
 	done chan struct{}
 	last *mesh.Event
+	// head is the newest save of the conversation the watch delivered
+	// while the run waited (watch.go).
+	head atomic.Pointer[watchedHead]
 }
 
 // Session is the conversation the run belongs to.
@@ -651,6 +665,9 @@ func (r *Run) Close() {
 	if r.core.waiters[r.ID] == r {
 		delete(r.core.waiters, r.ID)
 	}
+	if r.core.watched[r.session] == r {
+		delete(r.core.watched, r.session)
+	}
 	r.core.mu.Unlock()
 }
 
@@ -689,7 +706,9 @@ type Outcome struct {
 	Doc *mesh.ConversationDoc
 	// Finished is false when the wait ended before the run did.
 	Finished bool
-	// Event is the run's last event (RUN_FINISHED or RUN_ERROR) when known.
+	// Event is the run's last event (RUN_FINISHED or RUN_ERROR) when known,
+	// without a RUN_FINISHED's result: the conversation's last_run holds
+	// it.
 	Event *mesh.Event
 }
 
@@ -736,6 +755,9 @@ func (r *Run) outcome(ctx context.Context, finished, doc bool) (*Outcome, error)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if doc {
+		if d := r.watchedDoc(ctx, finished); d != nil {
+			return &Outcome{Conversation: d.Conversation, Doc: d, Finished: finished, Event: r.lastEvent()}, nil
+		}
 		d, err := r.core.Sessions.GetDoc(ctx, r.session)
 		if err != nil {
 			return nil, err

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/agentmesh/agentmesh/bridge/auth"
@@ -83,8 +84,10 @@ func WriteJSONDoc(w http.ResponseWriter, status int, body map[string]any, doc *m
 		WriteError(w, err)
 		return
 	}
-	out, err := doc.AppendJSON([]byte(`{"conversation":`))
+	bp := answerBufs.Get().(*[]byte)
+	out, err := doc.AppendJSON(append((*bp)[:0], `{"conversation":`...))
 	if err != nil {
+		answerBufs.Put(bp)
 		WriteError(w, err)
 		return
 	}
@@ -95,8 +98,20 @@ func WriteJSONDoc(w http.ResponseWriter, status int, body map[string]any, doc *m
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_, _ = w.Write(append(out, '\n'))
+	out = append(out, '\n')
+	_, _ = w.Write(out)
+	if cap(out) <= maxPooledAnswer {
+		*bp = out[:0]
+		answerBufs.Put(bp)
+	}
 }
+
+// answerBufs are the buffers [WriteJSONDoc] writes answers in: an answer
+// with its page of messages is some kilobytes, and every turn has one.
+var answerBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledAnswer bounds the buffers put back: a rare large answer's goes.
+const maxPooledAnswer = 256 << 10
 
 // WriteError writes err as {"error", "code"} with its status; a refusal of a
 // conversation waiting for approval also carries the approval, and a

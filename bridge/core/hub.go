@@ -53,6 +53,8 @@ type hub struct {
 	limit  int
 
 	cc jetstream.ConsumeContext
+	// ends is given every RUN_FINISHED and RUN_ERROR, before the followers.
+	ends func(StreamEvent)
 
 	mu        sync.RWMutex
 	followers map[string]map[*Follower]struct{}
@@ -111,6 +113,9 @@ func (h *hub) dispatch(m jetstream.Msg) {
 	ev, ok := h.parse(m.Subject(), md.Sequence.Stream, m)
 	if !ok {
 		return
+	}
+	if h.ends != nil && (ev.Type == mesh.EventRunFinished || ev.Type == mesh.EventRunError) {
+		h.ends(ev)
 	}
 	h.mu.RLock()
 	for f := range h.followers[ev.Session] {

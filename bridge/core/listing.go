@@ -62,6 +62,7 @@ func (c *Core) applySession(e jetstream.KeyValueEntry) {
 	if strings.HasPrefix(e.Key(), mesh.RunKeyPrefix) {
 		return
 	}
+	c.handHead(e)
 	x := c.lists.sessions
 	if e.Operation() != jetstream.KeyValuePut {
 		old := x.get(e.Key())
@@ -77,6 +78,11 @@ func (c *Core) applySession(e jetstream.KeyValueEntry) {
 		s, _ := old.item.(mesh.ConversationSummary)
 		s.Status = mesh.StatusExpired
 		x.put(&entry{id: old.id, created: old.created, status: string(mesh.StatusExpired), owner: old.owner, rev: e.Revision(), updated: e.Created(), item: s})
+		return
+	}
+	if old := x.get(e.Key()); old != nil && old.rev >= e.Revision() {
+		// This bridge's own save, indexed when it wrote it (or an older
+		// one): nothing to decode.
 		return
 	}
 	s, err := mesh.SummaryOf(e.Value())

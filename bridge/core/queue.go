@@ -74,7 +74,7 @@ func (c *Core) enqueue(ctx context.Context, id string, tq turnQ, caller Caller) 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
 	defer cancel()
 	// The record touches only the head: the messages are not decoded.
-	conv, err := c.Sessions.UpdateHead(ctx, id, func(cv *mesh.Conversation) error {
+	conv, err := c.updateHead(ctx, id, func(cv *mesh.Conversation) error {
 		switch {
 		case !c.Sees(caller, cv.Owner):
 			return notFound(id) // someone else's: as if it did not exist (owner.go)
@@ -100,6 +100,7 @@ func (c *Core) enqueue(ctx context.Context, id string, tq turnQ, caller Caller) 
 	if err != nil {
 		return 0, c.hideGone(caller, id, err)
 	}
+	c.indexConversation(conv) // its watch need not decode it again
 	role, name := c.target(conv.Agent, groupName(conv.Group))
 	value := map[string]any{"runId": turnID, "message": text}
 	if tq.regenerate {
