@@ -21,8 +21,8 @@
 // package imports another.
 //
 // [Core.Start] follows the events stream and watches the buckets; [Core.Stop]
-// stops them and ends the followers.
-// The core's only goroutines are those of its NATS subscriptions.
+// stops them and ends the followers. Besides its NATS subscriptions, the
+// core runs the listing's index loading and its sweep of expired entries.
 package core
 
 import (
