@@ -15,18 +15,7 @@ import (
 // plain handler must match.
 func typedListServer(st *store) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "mcp-resources", Title: "Resources", Version: serverVersion}, nil)
-	closed := false
-	mcp.AddTool(s, &mcp.Tool{
-		Name:        toolList,
-		Title:       "List resources",
-		Description: "List resources, optionally filtered by a name pattern (regular expression)",
-		Annotations: &mcp.ToolAnnotations{
-			Title:          "List resources",
-			ReadOnlyHint:   true,
-			IdempotentHint: true,
-			OpenWorldHint:  &closed,
-		},
-	}, func(ctx context.Context, _ *mcp.CallToolRequest, in listInput) (*mcp.CallToolResult, listOutput, error) {
+	mcp.AddTool(s, listTool(), func(ctx context.Context, _ *mcp.CallToolRequest, in listInput) (*mcp.CallToolResult, listOutput, error) {
 		rs, err := st.list(ctx, in.Pattern)
 		if err != nil {
 			return nil, listOutput{}, err

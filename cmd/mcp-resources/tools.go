@@ -57,14 +57,10 @@ type tools struct {
 	log   zerolog.Logger
 }
 
-// newServer returns an MCP server offering the resources tools backed by st.
-func newServer(st *store, log zerolog.Logger) *mcp.Server {
-	t := &tools{store: st, log: log}
-	s := mcp.NewServer(&mcp.Implementation{Name: "mcp-resources", Title: "Resources", Version: serverVersion}, &mcp.ServerOptions{
-		Instructions: "Manages named integer resources stored in SQLite: list them, add one, remove by id or name pattern.",
-	})
+// listTool is resources_list's entry without its schemas.
+func listTool() *mcp.Tool {
 	closed := false
-	s.AddTool(withListSchemas(&mcp.Tool{
+	return &mcp.Tool{
 		Name:        toolList,
 		Title:       "List resources",
 		Description: "List resources, optionally filtered by a name pattern (regular expression)",
@@ -74,8 +70,17 @@ func newServer(st *store, log zerolog.Logger) *mcp.Server {
 			IdempotentHint: true,
 			OpenWorldHint:  &closed,
 		},
-	}), t.list)
-	destructive := true
+	}
+}
+
+// newServer returns an MCP server offering the resources tools backed by st.
+func newServer(st *store, log zerolog.Logger) *mcp.Server {
+	t := &tools{store: st, log: log}
+	s := mcp.NewServer(&mcp.Implementation{Name: "mcp-resources", Title: "Resources", Version: serverVersion}, &mcp.ServerOptions{
+		Instructions: "Manages named integer resources stored in SQLite: list them, add one, remove by id or name pattern.",
+	})
+	s.AddTool(withListSchemas(listTool()), t.list)
+	closed, destructive := false, true
 	mcp.AddTool(s, &mcp.Tool{
 		Name:        toolAdd,
 		Title:       "Add resource",

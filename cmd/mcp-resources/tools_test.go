@@ -14,18 +14,7 @@ import (
 // session, closed when the test ends.
 func connectInMemory(t *testing.T, st *store) *mcp.ClientSession {
 	t.Helper()
-	clientT, serverT := mcp.NewInMemoryTransports()
-	ss, err := newServer(st, zerolog.Nop()).Connect(t.Context(), serverT, nil)
-	if err != nil {
-		t.Fatalf("server Connect: %v", err)
-	}
-	t.Cleanup(func() { ss.Close() })
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(t.Context(), clientT, nil)
-	if err != nil {
-		t.Fatalf("client Connect: %v", err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	return cs
+	return connectServer(t, newServer(st, zerolog.Nop()))
 }
 
 // callTool calls a tool and fails the test on a protocol error.
