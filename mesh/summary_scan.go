@@ -5,65 +5,28 @@ import (
 	"encoding/json"
 	"strconv"
 	"time"
+
+	"github.com/agentmesh/agentmesh/mesh/internal/jsonscan"
 )
 
 // scanSummary fills h from data as json.Unmarshal(data, h) would, but by
-// a scan of the top-level object: the values of the list form's fields
-// are decoded alone (a string without escapes and a plain count are taken
-// as they are), the other fields are skipped by their brackets and
-// strings, unbuilt and unchecked. Every bridge reads every save of the
-// mesh this way (listing.go), and every save is encoding/json's: a head
-// that is not valid JSON only in a field the list form does not show is
-// listed rather than refused. It reports false, h then partly filled, for
-// what it does not read itself (a key with capitals, escapes or other
-// than ASCII, which encoding/json would match without regard to case; not
-// an object): the caller decodes those with encoding/json.
+// a walk of the top-level object (jsonscan): the values of the list form's
+// fields are decoded alone (a string without escapes and a plain count are
+// taken as they are), the other fields are checked and skipped, unbuilt.
+// Every bridge reads every save of the mesh this way (listing.go). It
+// reports false, h then partly filled, for what it does not read itself (a
+// key with capitals, escapes or other than ASCII, which encoding/json would
+// match without regard to case; not one valid object): the caller decodes
+// those with encoding/json.
 func scanSummary(data []byte, h *summaryHead) bool {
-	i := skipSpace(data, 0)
-	if i >= len(data) || data[i] != '{' {
-		return false
-	}
-	i = skipSpace(data, i+1)
-	if i < len(data) && data[i] == '}' {
-		return true
-	}
-	for i < len(data) {
-		if data[i] != '"' {
-			return false
-		}
-		end := skipValue(data, i)
-		if end < 0 {
-			return false
-		}
-		key := data[i+1 : end-1]
+	return jsonscan.Members(data, func(key, value []byte) bool {
 		for _, b := range key {
 			if b == '\\' || b >= 0x80 || 'A' <= b && b <= 'Z' {
 				return false
 			}
 		}
-		i = skipSpace(data, end)
-		if i >= len(data) || data[i] != ':' {
-			return false
-		}
-		i = skipSpace(data, i+1)
-		end = skipValue(data, i)
-		if end < 0 || !h.field(string(key), data[i:end]) {
-			return false
-		}
-		i = skipSpace(data, end)
-		if i >= len(data) {
-			return false
-		}
-		switch data[i] {
-		case '}':
-			return true
-		case ',':
-			i = skipSpace(data, i+1)
-		default:
-			return false
-		}
-	}
-	return false
+		return h.field(string(key), value)
+	})
 }
 
 // field sets the field of h named key (an exact, lowercase key) from its
@@ -135,67 +98,4 @@ func scanTime(v []byte, t *time.Time) bool {
 		return true
 	}
 	return t.UnmarshalJSON(v) == nil
-}
-
-// skipSpace returns the index of the first byte of data at or after i that
-// is not JSON white space.
-func skipSpace(data []byte, i int) int {
-	for i < len(data) {
-		switch data[i] {
-		case ' ', '\t', '\n', '\r':
-			i++
-		default:
-			return i
-		}
-	}
-	return i
-}
-
-// skipValue returns the index just after the JSON value that starts at
-// data[i], or -1: it follows brackets and strings, and checks nothing
-// else.
-func skipValue(data []byte, i int) int {
-	if i >= len(data) {
-		return -1
-	}
-	switch data[i] {
-	case '"':
-		for j := i + 1; j < len(data); j++ {
-			switch data[j] {
-			case '\\':
-				j++
-			case '"':
-				return j + 1
-			}
-		}
-		return -1
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(data); j++ {
-			switch data[j] {
-			case '"':
-				end := skipValue(data, j)
-				if end < 0 {
-					return -1
-				}
-				j = end - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return j + 1
-				}
-			}
-		}
-		return -1
-	}
-	j := i
-	for j < len(data) {
-		switch data[j] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
-			return j
-		}
-		j++
-	}
-	return j
 }

@@ -3,6 +3,8 @@ package llm
 import (
 	"bytes"
 	"encoding/json"
+
+	"github.com/agentmesh/agentmesh/mesh/internal/jsonscan"
 )
 
 // This file decodes a chat.completion.chunk of an OpenAI stream. Most of
@@ -46,58 +48,23 @@ var chunkKeys = [...]string{"choices", "usage", "error"}
 // values of its choices, usage and error fields (nil when absent); ok is
 // false when data is not that plainly (see the file's comment).
 func chunkFields(data []byte) (spans [3][]byte, ok bool) {
-	i := skipSpace(data, 0)
-	if i >= len(data) || data[i] != '{' {
-		return spans, false
-	}
-	i = skipSpace(data, i+1)
-	if i < len(data) && data[i] == '}' {
-		i++
-	} else {
-		for {
-			if i >= len(data) || data[i] != '"' {
-				return spans, false
-			}
-			end, ok := skipString(data, i)
-			if !ok {
-				return spans, false
-			}
-			key := data[i+1 : end-1]
-			i = skipSpace(data, end)
-			if i >= len(data) || data[i] != ':' {
-				return spans, false
-			}
-			i = skipSpace(data, i+1)
-			start := i
-			if i, ok = skipValue(data, i, 0); !ok {
-				return spans, false
-			}
-			if bytes.IndexByte(key, '\\') >= 0 {
-				return spans, false // json.Unmarshal unescapes keys
-			}
-			for k, name := range chunkKeys {
-				if string(key) == name {
-					if spans[k] != nil {
-						return spans, false // named twice
-					}
-					spans[k] = data[start:i]
-				} else if asciiFold(key, name) {
-					return spans, false // json.Unmarshal matches keys in any case
-				}
-			}
-			i = skipSpace(data, i)
-			if i < len(data) && data[i] == ',' {
-				i = skipSpace(data, i+1)
-				continue
-			}
-			if i < len(data) && data[i] == '}' {
-				i++
-				break
-			}
-			return spans, false
+	ok = jsonscan.Members(data, func(key, value []byte) bool {
+		if bytes.IndexByte(key, '\\') >= 0 {
+			return false // json.Unmarshal unescapes keys
 		}
-	}
-	return spans, skipSpace(data, i) == len(data)
+		for k, name := range chunkKeys {
+			if string(key) == name {
+				if spans[k] != nil {
+					return false // named twice
+				}
+				spans[k] = value
+			} else if asciiFold(key, name) {
+				return false // json.Unmarshal matches keys in any case
+			}
+		}
+		return true
+	})
+	return spans, ok
 }
 
 // asciiFold says key, not name, may still be taken for name by
@@ -110,162 +77,4 @@ func asciiFold(key []byte, name string) bool {
 		}
 	}
 	return bytes.EqualFold(key, []byte(name))
-}
-
-func skipSpace(data []byte, i int) int {
-	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// maxChunkDepth bounds the nesting skipValue follows; deeper chunks go to
-// json.Unmarshal.
-const maxChunkDepth = 64
-
-// skipValue returns the end of the JSON value at data[i:], checked.
-func skipValue(data []byte, i, depth int) (int, bool) {
-	if i >= len(data) || depth > maxChunkDepth {
-		return i, false
-	}
-	switch c := data[i]; {
-	case c == '"':
-		return skipString(data, i)
-	case c == '{':
-		i = skipSpace(data, i+1)
-		if i < len(data) && data[i] == '}' {
-			return i + 1, true
-		}
-		for {
-			if i >= len(data) || data[i] != '"' {
-				return i, false
-			}
-			var ok bool
-			if i, ok = skipString(data, i); !ok {
-				return i, false
-			}
-			i = skipSpace(data, i)
-			if i >= len(data) || data[i] != ':' {
-				return i, false
-			}
-			if i, ok = skipValue(data, skipSpace(data, i+1), depth+1); !ok {
-				return i, false
-			}
-			i = skipSpace(data, i)
-			if i < len(data) && data[i] == ',' {
-				i = skipSpace(data, i+1)
-				continue
-			}
-			if i < len(data) && data[i] == '}' {
-				return i + 1, true
-			}
-			return i, false
-		}
-	case c == '[':
-		i = skipSpace(data, i+1)
-		if i < len(data) && data[i] == ']' {
-			return i + 1, true
-		}
-		for {
-			var ok bool
-			if i, ok = skipValue(data, i, depth+1); !ok {
-				return i, false
-			}
-			i = skipSpace(data, i)
-			if i < len(data) && data[i] == ',' {
-				i = skipSpace(data, i+1)
-				continue
-			}
-			if i < len(data) && data[i] == ']' {
-				return i + 1, true
-			}
-			return i, false
-		}
-	case c == 't':
-		return skipLiteral(data, i, "true")
-	case c == 'f':
-		return skipLiteral(data, i, "false")
-	case c == 'n':
-		return skipLiteral(data, i, "null")
-	case c == '-' || (c >= '0' && c <= '9'):
-		return skipNumber(data, i)
-	}
-	return i, false
-}
-
-func skipLiteral(data []byte, i int, lit string) (int, bool) {
-	if !bytes.HasPrefix(data[i:], []byte(lit)) {
-		return i, false
-	}
-	return i + len(lit), true
-}
-
-// skipString returns the end of the string at data[i] (a quote), past its
-// closing quote.
-func skipString(data []byte, i int) (int, bool) {
-	for i++; i < len(data); i++ {
-		switch c := data[i]; {
-		case c == '"':
-			return i + 1, true
-		case c < 0x20:
-			return i, false
-		case c == '\\':
-			i++
-			if i >= len(data) {
-				return i, false
-			}
-			switch data[i] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			case 'u':
-				if i+4 >= len(data) {
-					return i, false
-				}
-				for _, h := range data[i+1 : i+5] {
-					if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
-						return i, false
-					}
-				}
-				i += 4
-			default:
-				return i, false
-			}
-		}
-	}
-	return i, false
-}
-
-// skipNumber returns the end of the number at data[i]:
-// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-func skipNumber(data []byte, i int) (int, bool) {
-	digits := func() bool {
-		start := i
-		for i < len(data) && data[i] >= '0' && data[i] <= '9' {
-			i++
-		}
-		return i > start
-	}
-	if data[i] == '-' {
-		i++
-	}
-	if i < len(data) && data[i] == '0' {
-		i++
-	} else if !digits() {
-		return i, false
-	}
-	if i < len(data) && data[i] == '.' {
-		i++
-		if !digits() {
-			return i, false
-		}
-	}
-	if i < len(data) && (data[i] == 'e' || data[i] == 'E') {
-		i++
-		if i < len(data) && (data[i] == '+' || data[i] == '-') {
-			i++
-		}
-		if !digits() {
-			return i, false
-		}
-	}
-	return i, true
 }
