@@ -338,8 +338,25 @@ func (d *chaosDriver) killWhileQueued(text, key string) bool {
 			_ = syscall.Kill(p, syscall.SIGCONT)
 		}
 	}()
-	go d.m.try("POST", "/conversations/"+d.conv+"/messages", map[string]any{"message": text}, "Idempotency-Key", key)
 	deadline := time.Now().Add(10 * time.Second)
+	// The message must reach a bridge to be queued: one the killer has just
+	// killed may still be starting (on a loaded machine, for seconds), so
+	// it is sent again (the same idempotency key) until a bridge answers.
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for time.Now().Before(deadline) {
+			status, _ := d.m.try("POST", "/conversations/"+d.conv+"/messages", map[string]any{"message": text}, "Idempotency-Key", key)
+			if status != 0 && status != http.StatusServiceUnavailable {
+				return
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
 	for time.Now().Before(deadline) {
 		stopAll()
 		status, out := d.m.try("GET", "/conversations/"+d.conv, nil)

@@ -231,7 +231,16 @@ func TestNATSRestartLosesNothing(t *testing.T) {
 	if str(got, "conversation", "pending_approval", "uuid") != str(ap, "uuid") {
 		t.Fatalf("the pending approval is gone: %v", obj(got, "conversation"))
 	}
-	m.do(http.StatusOK, "POST", "/approvals/"+str(ap, "uuid"), map[string]any{"approved": true})
+	// Ready as the bridge sees it, the approver's service may still be
+	// subscribing again on the new server: the bridge answers 503
+	// unavailable meanwhile (nothing decided), and a client tries again.
+	meshtest.Eventually(t, 30*time.Second, func() bool {
+		status, body := m.try("POST", "/approvals/"+str(ap, "uuid"), map[string]any{"approved": true})
+		if status != http.StatusOK && status != http.StatusServiceUnavailable {
+			t.Fatalf("POST /approvals/%s: status %d %v", str(ap, "uuid"), status, body)
+		}
+		return status == http.StatusOK
+	}, "the approval was never decided")
 	if n := m.resourceRows("through-restart"); n != 1 {
 		t.Errorf("rows = %d, want 1", n)
 	}
