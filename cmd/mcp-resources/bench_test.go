@@ -6,12 +6,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
+	"github.com/agentmesh/agentmesh/mesh/meshtest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -42,7 +41,7 @@ func BenchmarkStdioList(b *testing.B) {
 				call(toolAdd, fmt.Sprintf("seed-%d", i), map[string]any{"name": fmt.Sprintf("r%d", i), "value": i})
 			}
 			pid := cmd.Process.Pid
-			before := procCPU(b, pid)
+			before := meshtest.MustProc(b, pid).CPU
 			b.ResetTimer()
 			var wg sync.WaitGroup
 			work := make(chan int, b.N)
@@ -61,33 +60,9 @@ func BenchmarkStdioList(b *testing.B) {
 			}
 			wg.Wait()
 			b.StopTimer()
-			cpu := procCPU(b, pid) - before
+			cpu := meshtest.MustProc(b, pid).CPU - before
 			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "server-us/call")
-			b.ReportMetric(float64(procRSS(b, pid))/(1<<20), "server-rss-MB")
+			b.ReportMetric(float64(meshtest.MustProc(b, pid).RSS)/(1<<20), "server-rss-MB")
 		})
 	}
-}
-
-// procRSS is a process's resident set, in bytes.
-func procRSS(b *testing.B, pid int) int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/statm", pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	f := strings.Fields(string(data))
-	pages, _ := strconv.ParseInt(f[1], 10, 64)
-	return pages * int64(os.Getpagesize())
-}
-
-// procCPU is a process's CPU time so far.
-func procCPU(b *testing.B, pid int) time.Duration {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	s := string(data)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * 10 * time.Millisecond
 }

@@ -2,7 +2,7 @@
 // server on a random port with storage in t.TempDir(), connections to it, the
 // provisioned streams and buckets, a polling helper that replaces sleeps, a
 // runner for roles, an in-memory toolhost of the resources tools, approver
-// signing keys, and golden files.
+// signing keys, golden files, and what /proc says a process used (proc.go).
 package meshtest
 
 import (

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/mesh/llm/llmtest"
+	"github.com/agentmesh/agentmesh/mesh/meshtest"
 )
 
 // The CPU a turn costs, process by process, read from /proc/<pid>/stat
@@ -25,17 +26,10 @@ import (
 // `mesh up` itself (the embedded server, the monitor and the supervisor);
 // the fake model and the load generator (this test) are not counted.
 
-// clockTick is the unit of /proc/<pid>/stat's times (USER_HZ, 100 on Linux).
-const clockTick = 10 * time.Millisecond
-
-// procStat is what /proc says of one process.
+// procStat is what /proc says of one process, and its name.
 type procStat struct {
 	name string
-	cpu  time.Duration
-	rss  int64 // bytes
-	// pss is the proportional set size: pages shared with other
-	// processes (the mesh binary every role maps) counted in shares.
-	pss int64 // bytes
+	meshtest.ProcUsage
 }
 
 // meshUsage reads every process of m: `mesh up` and its descendants (role
@@ -47,12 +41,11 @@ func (m *meshProc) meshUsage() map[int]procStat {
 	m.mu.Unlock()
 	out := map[int]procStat{}
 	for _, pid := range append([]int{cmd.Process.Pid}, descendants(cmd.Process.Pid)...) {
-		st, ok := readProc(pid)
+		u, ok := meshtest.Proc(pid)
 		if !ok {
 			continue
 		}
-		st.name = procName(pid, cmd.Process.Pid)
-		out[pid] = st
+		out[pid] = procStat{name: procName(pid, cmd.Process.Pid), ProcUsage: u}
 	}
 	return out
 }
@@ -73,49 +66,11 @@ func procName(pid, up int) string {
 	return filepath.Base(args[0])
 }
 
-// readProc reads a process's CPU time and resident set.
-func readProc(pid int) (procStat, bool) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return procStat{}, false
-	}
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return procStat{}, false
-	}
-	// After the comm: state(0) ppid … utime(11) stime(12) … rss(21), in pages.
-	f := strings.Fields(s[i+1:])
-	if len(f) < 22 {
-		return procStat{}, false
-	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	rss, _ := strconv.ParseInt(f[21], 10, 64)
-	return procStat{cpu: time.Duration(ut+st) * clockTick, rss: rss * int64(os.Getpagesize()), pss: readPSS(pid)}, true
-}
-
-// readPSS is the proportional set size of a process in bytes, from
-// /proc/<pid>/smaps_rollup (0 when unknown).
-func readPSS(pid int) int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
-	if err != nil {
-		return 0
-	}
-	for line := range strings.SplitSeq(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "Pss:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
-
 // cpuByName is the CPU each kind of process spent between two readings.
 func cpuByName(before, after map[int]procStat) map[string]time.Duration {
 	out := map[string]time.Duration{}
 	for pid, a := range after {
-		out[a.name] += a.cpu - before[pid].cpu
+		out[a.name] += a.CPU - before[pid].CPU
 	}
 	return out
 }
@@ -124,8 +79,8 @@ func cpuByName(before, after map[int]procStat) map[string]time.Duration {
 func rssByName(usage map[int]procStat) (map[string]int64, int64) {
 	out, total := map[string]int64{}, int64(0)
 	for _, u := range usage {
-		out[u.name] += u.rss
-		total += u.rss
+		out[u.name] += u.RSS
+		total += u.RSS
 	}
 	return out, total
 }
@@ -135,7 +90,7 @@ func rssByName(usage map[int]procStat) (map[string]int64, int64) {
 func pssTotal(usage map[int]procStat) int64 {
 	var total int64
 	for _, u := range usage {
-		total += u.pss
+		total += u.PSS
 	}
 	return total
 }

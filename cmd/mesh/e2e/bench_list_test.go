@@ -5,15 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/meshtest"
 )
 
 // BenchmarkListConversations measures GET /conversations?limit=50 (the
@@ -58,7 +56,8 @@ func BenchmarkListConversations(b *testing.B) {
 					}
 					b.StopTimer()
 					reportLatencies(b, lat)
-					b.ReportMetric(rssMB(m.childPID("bridge")), "bridge-rss-MB")
+					bridge, _ := meshtest.Proc(m.childPID("bridge")) // 0 when gone
+					b.ReportMetric(float64(bridge.RSS)/(1<<20), "bridge-rss-MB")
 				})
 			}
 		})
@@ -121,19 +120,4 @@ func waitListed(b *testing.B, m *meshProc, n int) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-// rssMB is the resident memory of process pid in MB (0 when unknown).
-func rssMB(pid int) float64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")))
-			return float64(kb) / 1024
-		}
-	}
-	return 0
 }

@@ -8,8 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -104,9 +102,9 @@ func BenchmarkMonitor(b *testing.B) {
 
 	b.ResetTimer()
 	time.Sleep(3 * time.Second) // every node seen a few times
-	cpu0, t0 := cpuTime(b, mon.Process.Pid), time.Now()
+	cpu0, t0 := meshtest.MustProc(b, mon.Process.Pid).CPU, time.Now()
 	time.Sleep(20 * time.Second)
-	cpu1, t1 := cpuTime(b, mon.Process.Pid), time.Now()
+	cpu1, t1 := meshtest.MustProc(b, mon.Process.Pid).CPU, time.Now()
 	b.ReportMetric(100*(cpu1-cpu0).Seconds()/t1.Sub(t0).Seconds(), "monitor-cpu-%")
 
 	killed := map[string]time.Time{}
@@ -132,18 +130,4 @@ func BenchmarkMonitor(b *testing.B) {
 	b.ReportMetric(took[len(took)/2].Seconds(), "detect-p50-s")
 	b.ReportMetric(took[len(took)-1].Seconds(), "detect-max-s")
 	b.ReportMetric(0, "ns/op")
-}
-
-// cpuTime is the user+system CPU time of a process so far.
-func cpuTime(b *testing.B, pid int) time.Duration {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	s := string(data)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	const hz = 100 // USER_HZ on Linux
-	return time.Duration(utime+stime) * time.Second / hz
 }

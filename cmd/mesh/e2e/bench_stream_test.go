@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -187,15 +186,15 @@ func BenchmarkIdleStreamMemory(b *testing.B) {
 	// Warm the bridge up first, so the measure is of the streams alone.
 	warm := openSSEBench(b, ctx, s.m.url("/conversations/"+s.conv+"/events"))
 	warm.close()
-	before := rss(b, pid)
+	before := meshtest.MustProc(b, pid).RSS
 	var conns []net.Conn
 	for range streams {
 		conns = append(conns, rawSSE(b, s.m.httpAddr, "/conversations/"+s.conv+"/events"))
 	}
 	// Let the bridge settle: every stream has its goroutine and follower.
-	meshtest.Eventually(b, 30*time.Second, func() bool { return rss(b, pid) > before }, "rss did not grow")
+	meshtest.Eventually(b, 30*time.Second, func() bool { return meshtest.MustProc(b, pid).RSS > before }, "rss did not grow")
 	time.Sleep(2 * time.Second)
-	after := rss(b, pid)
+	after := meshtest.MustProc(b, pid).RSS
 	for _, c := range conns {
 		_ = c.Close()
 	}
@@ -248,21 +247,6 @@ func rawSSE(b *testing.B, addr, path string) net.Conn {
 		b.Fatalf("stream: %q %v", line, err)
 	}
 	return c
-}
-
-func rss(b *testing.B, pid int) int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb * 1024
-		}
-	}
-	b.Fatal("no VmRSS")
-	return 0
 }
 
 func reportQ(b *testing.B, name string, lat []time.Duration) {
