@@ -47,6 +47,15 @@ func (c llmCase) key() string { return "test-key-" + c.name + "-Zq8yX3pL0sWv5" }
 // config/agent.yaml, llm.model set to c.model and the llm settings extra.
 func startLLMMesh(t *testing.T, c llmCase, extra string) (*meshProc, *llmtest.Server) {
 	t.Helper()
+	opts, srv := llmMeshOpts(t, c, extra)
+	return startMesh(t, opts), srv
+}
+
+// llmMeshOpts starts an llmtest server for c and returns the options of a
+// `mesh up` that uses it: config/agent.yaml with llm.model set to c.model
+// and the llm settings extra, the key and base URL in the environment.
+func llmMeshOpts(t *testing.T, c llmCase, extra string) (meshOpts, *llmtest.Server) {
+	t.Helper()
 	srv := llmtest.Start(t, llmtest.Config{API: c.api, APIKey: c.key(), Model: c.wireModel})
 	cfg := defaultConfig(t)
 	const offline = "\n  model: offline\n"
@@ -54,8 +63,7 @@ func startLLMMesh(t *testing.T, c llmCase, extra string) (*meshProc, *llmtest.Se
 		t.Fatalf("config/agent.yaml has no %q to replace", offline)
 	}
 	cfg = strings.Replace(cfg, offline, "\n  model: "+c.model+"\n"+extra, 1)
-	m := startMesh(t, meshOpts{config: cfg, env: []string{c.keyEnv + "=" + c.key(), c.baseEnv + "=" + srv.BaseURL()}})
-	return m, srv
+	return meshOpts{config: cfg, env: []string{c.keyEnv + "=" + c.key(), c.baseEnv + "=" + srv.BaseURL()}}, srv
 }
 
 // usageOf reads {"input_tokens", "output_tokens"}.

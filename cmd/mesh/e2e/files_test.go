@@ -9,7 +9,6 @@ import (
 	"image/png"
 	"io"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -40,15 +39,10 @@ func testPNG(t *testing.T, seed uint8) []byte {
 // startFilesMesh is startLLMMesh with files.max_bytes at 64 KiB.
 func startFilesMesh(t *testing.T, c llmCase) (*meshProc, *llmtest.Server) {
 	t.Helper()
-	srv := llmtest.Start(t, llmtest.Config{API: c.api, APIKey: c.key(), Model: c.wireModel})
-	cfg := defaultConfig(t)
-	const offline = "\n  model: offline\n"
-	if !strings.Contains(cfg, offline) {
-		t.Fatalf("config/agent.yaml has no %q to replace", offline)
-	}
-	cfg = strings.Replace(cfg, offline, "\n  model: "+c.model+"\n  timeout: 20s\n", 1) + "\nfiles:\n  max_bytes: 65536\n"
-	m := startMesh(t, meshOpts{config: cfg, logLevel: "info", env: []string{c.keyEnv + "=" + c.key(), c.baseEnv + "=" + srv.BaseURL()}})
-	return m, srv
+	opts, srv := llmMeshOpts(t, c, "  timeout: 20s\n")
+	opts.config += "\nfiles:\n  max_bytes: 65536\n"
+	opts.logLevel = "info"
+	return startMesh(t, opts), srv
 }
 
 // modelSaw reports whether a request after the first n carried the image
