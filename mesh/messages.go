@@ -561,22 +561,14 @@ func sameMessage(a, b *Message) bool {
 
 func mapID(m map[string]any) uintptr { return reflect.ValueOf(m).Pointer() }
 
-// joinMessages is the JSON array of msgs.
-func joinMessages(msgs []json.RawMessage) json.RawMessage {
-	if len(msgs) == 0 {
-		return json.RawMessage("[]")
-	}
-	n := 2
-	for _, m := range msgs {
-		n += len(m) + 1
-	}
-	out := make([]byte, 0, n)
-	out = append(out, '[')
+// appendMessages appends the JSON array of msgs to b.
+func appendMessages(b []byte, msgs []json.RawMessage) []byte {
+	b = append(b, '[')
 	for i, m := range msgs {
 		if i > 0 {
-			out = append(out, ',')
+			b = append(b, ',')
 		}
-		out = append(out, bytes.TrimSpace(m)...)
+		b = append(b, bytes.TrimSpace(m)...)
 	}
-	return append(out, ']')
+	return append(b, ']')
 }

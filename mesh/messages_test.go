@@ -140,8 +140,8 @@ func TestHalfWrittenSave(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(page.Messages); n != 3 || strings.Contains(string(joinMessages(page.Messages)), "ghost") {
-		t.Fatalf("page: %s", joinMessages(page.Messages))
+	if n := len(page.Messages); n != 3 || strings.Contains(string(appendMessages(nil, page.Messages)), "ghost") {
+		t.Fatalf("page: %s", appendMessages(nil, page.Messages))
 	}
 	// The log holds the records of u1, of the ghost, of a1 and u2 by the
 	// attempt that lost and of a1 and u2 by the one that won: two unread.
@@ -206,7 +206,7 @@ func TestPagesAndHistory(t *testing.T) {
 				t.Fatal(err)
 			}
 			var ms []Message
-			if err := json.Unmarshal(joinMessages(p.Messages), &ms); err != nil {
+			if err := json.Unmarshal(appendMessages(nil, p.Messages), &ms); err != nil {
 				t.Fatal(err)
 			}
 			if len(ms) != size && p.Before != "" {
@@ -287,7 +287,7 @@ func TestBigSaveSplits(t *testing.T) {
 		t.Fatal(err)
 	}
 	if p, err := s.GetPage(ctx, c.ID, 10, fmt.Sprint(other.MessageTail[0].Seq)); err == nil {
-		t.Fatalf("a cursor of another conversation gave %s", joinMessages(p.Messages))
+		t.Fatalf("a cursor of another conversation gave %s", appendMessages(nil, p.Messages))
 	}
 }
 
@@ -334,7 +334,7 @@ func TestRecordsOfOneMessage(t *testing.T) {
 			t.Fatal(err)
 		}
 		var ms []Message
-		if err := json.Unmarshal(joinMessages(p.Messages), &ms); err != nil {
+		if err := json.Unmarshal(appendMessages(nil, p.Messages), &ms); err != nil {
 			t.Fatal(err)
 		}
 		all = append(strings.Split(ids(ms), ","), all...)

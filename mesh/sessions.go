@@ -465,14 +465,7 @@ func (d *ConversationDoc) AppendJSON(b []byte) ([]byte, error) {
 	if len(head) > 2 {
 		b = append(b, ',')
 	}
-	b = append(b, `"messages":[`...)
-	for i, m := range d.Messages {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, bytes.TrimSpace(m)...)
-	}
-	b = append(b, ']')
+	b = appendMessages(append(b, `"messages":`...), d.Messages)
 	if d.Before != "" { // digits and a dot: nothing to escape
 		b = append(b, `,"messages_before":"`...)
 		b = append(b, d.Before...)
