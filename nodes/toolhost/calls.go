@@ -97,8 +97,9 @@ func (c *conn) handle(req request, name string) {
 		c.replyErr(req, err)
 		return
 	}
-	if e := c.s.log.Debug(); e.Enabled() { // the fields callLog gives, in its order
-		e.Str("subject", req.subject).Str("call_id", tr.CallID).Str("session", tr.Session).Bool("is_error", res.IsError).Msg("tool called")
+	if c.s.log.Debug().Enabled() {
+		log := callLog()
+		log.Debug().Bool("is_error", res.IsError).Msg("tool called")
 	}
 	if !res.IsError {
 		outcome = telemetry.ToolOK
