@@ -572,7 +572,7 @@ func (c *Core) Decide(ctx context.Context, approvalID string, body []byte, calle
 
 // Cancel asks the agents to stop run runID of conversation id, or, with an
 // empty runID, whatever turn it runs. A turn still queued is cancelled here:
-// no agent will run it.
+// no agent will settle it.
 func (c *Core) Cancel(ctx context.Context, id, runID string) error {
 	if err := CheckConversationID(id); err != nil {
 		return err
@@ -586,7 +586,9 @@ func (c *Core) Cancel(ctx context.Context, id, runID string) error {
 	if err != nil {
 		return CheckConversationID("")
 	}
-	if queued, err := c.cancelQueued(ctx, id, runID); err != nil || queued && runID != "" {
+	// A turn cancelled while queued is told to stop all the same: an agent
+	// may run it before it records its claim (the agent's ClaimAfter).
+	if _, err := c.cancelQueued(ctx, id, runID); err != nil {
 		return err
 	}
 	var body []byte

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/agentmesh/agentmesh/mesh"
 )
 
@@ -29,6 +31,12 @@ var (
 	// errStepGone: the step's run is no longer this work item's to do.
 	errStepGone = errors.New("agent: node run already settled or superseded")
 )
+
+// claimRefused says err is a claim's refusal: the work item is not, or no
+// longer, the one to run the conversation's turn.
+func claimRefused(err error) bool {
+	return errors.Is(err, errAlreadyApplied) || errors.Is(err, errBusy) || errors.Is(err, errWaiting) || errors.Is(err, errDuplicate)
+}
 
 // claimItem claims the conversation as the work item's kind asks.
 func (t *turn) claimItem(ctx context.Context) (*mesh.Conversation, error) {
@@ -55,6 +63,15 @@ func (t *turn) claim(ctx context.Context) (*mesh.Conversation, error) {
 		if err != nil {
 			return nil, err
 		}
+		if t.deferrable(c) {
+			// Claimed here, in memory: the run's own save records it
+			// (settle), or keepClaim after ClaimAfter.
+			if err := t.claimChange(c); err != nil {
+				return nil, err
+			}
+			t.claimPending = true
+			return c, nil
+		}
 		c, err = t.a.sessions.UpdateLoaded(ctx, c, t.claimChange)
 		if !errors.Is(err, errBusy) {
 			return c, err
@@ -77,10 +94,20 @@ func (t *turn) claim(ctx context.Context) (*mesh.Conversation, error) {
 // claimChange adds the turn's message and starts its run of the tree at the
 // root.
 func (t *turn) claimChange(c *mesh.Conversation) error {
-	id := t.item.TurnID
 	if t.member() {
 		return t.claimMemberTurn(c)
 	}
+	if err := t.recordClaim(c, t.log); err != nil {
+		return err
+	}
+	t.step, t.gen = t.a.root, c.Tree.Steps[rootKey].Gen
+	return nil
+}
+
+// recordClaim is claimChange's change of c, which leaves t as it is: a
+// deferred claim is recorded by keepClaim's goroutine while the run goes on.
+func (t *turn) recordClaim(c *mesh.Conversation, log zerolog.Logger) error {
+	id := t.item.TurnID
 	if c.HasTurn(id) {
 		return errAlreadyApplied
 	}
@@ -104,7 +131,7 @@ func (t *turn) claimChange(c *mesh.Conversation) error {
 		// The answer to the last user message is kept, marked superseded
 		// (once: a redelivery finds it marked, and its own messages left).
 		if _, ok := c.Supersede(id); !ok {
-			t.log.Warn().Msg("regenerate: no user message among the newest messages; the turn runs on its message")
+			log.Warn().Msg("regenerate: no user message among the newest messages; the turn runs on its message")
 		}
 	case !c.HasMessage(id):
 		c.Messages = append(c.Messages, mesh.Message{ID: id, Role: mesh.RoleUser, Content: t.item.Message, Files: t.item.Files, TurnID: id, CreatedAt: now})
@@ -112,10 +139,46 @@ func (t *turn) claimChange(c *mesh.Conversation) error {
 	if c.Agent == "" {
 		c.Agent = t.a.name
 	}
-	t.startTree(c, t.item.Message, []string{id})
+	t.newTree(c, t.item.Message, []string{id})
 	c.Turn = &mesh.Turn{ID: id, Kind: t.item.Kind, Node: t.a.cfg.NodeID, Attempt: t.attempt, Seq: t.seq, StartedAt: now}
 	c.Status = mesh.StatusRunning
 	return nil
+}
+
+// deferrable says the claim of c, as read, may wait for the run's own save,
+// which then claims and settles the turn in one revision. That holds for
+// the first claim of the conversation's queued turn by an item of the
+// agent's own tree whose root does all the work: the bridge's queue record
+// keeps every other turn out (it refuses messages while one is queued),
+// and the work item's lease (unacked, in progress) keeps its redelivery
+// and the bridge's lost-turn check away while this run lives. Runs that
+// outlive ClaimAfter, and everything else, record their claim first.
+func (t *turn) deferrable(c *mesh.Conversation) bool {
+	q := c.Queued
+	return t.a.cfg.ClaimAfter > 0 && t.item.Kind == mesh.WorkTurn && !t.member() && t.a.root.leaf() &&
+		q != nil && q.ID == t.item.TurnID && c.Status == mesh.StatusQueued && c.Turn == nil && !c.HasTurn(q.ID)
+}
+
+// claimedIn says c holds this work item's claim: recorded, or, for a
+// deferred claim, made in memory on the copy the run read.
+func (t *turn) claimedIn(c *mesh.Conversation) bool {
+	return c.Turn != nil && c.Turn.ID == t.item.TurnID && c.Turn.Seq == t.seq
+}
+
+// withClaim is change preceded, for a deferred claim, by the claim itself
+// on a copy that does not hold it yet (a fresh read after a conflict).
+func (t *turn) withClaim(change func(*mesh.Conversation) error) func(*mesh.Conversation) error {
+	if !t.claimPending {
+		return change
+	}
+	return func(c *mesh.Conversation) error {
+		if !t.claimedIn(c) {
+			if err := t.recordClaim(c, t.log); err != nil {
+				return err
+			}
+		}
+		return change(c)
+	}
 }
 
 // unqueue takes a refused turn off the conversation's queue: its run ends
@@ -159,18 +222,23 @@ func latest(t time.Time, more ...time.Time) time.Time {
 // keepClaim refreshes the conversation's claim (Turn.AliveAt) every quarter
 // of StaleTurn while this run works, so that however long it runs no queued
 // turn takes it for abandoned; the returned func stops it. Most runs end
-// long before the first refresh.
+// long before the first refresh. A deferred claim is recorded first, once
+// the run has lasted ClaimAfter: people then see the turn running.
 func (t *turn) keepClaim(ctx context.Context, c *mesh.Conversation) (stop func()) {
 	if c.Turn == nil {
 		return func() {}
 	}
 	// The run goes on changing t and c: the goroutine keeps its own copies.
 	id, holder, log, every := c.ID, c.Turn.ID, t.log, t.a.cfg.StaleTurn/4
+	pending, claimAfter := t.claimPending, t.a.cfg.ClaimAfter
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		if pending && !t.recordDeferredClaim(ctx, done, claimAfter, log) {
+			return
+		}
 		tick := time.NewTicker(every)
 		defer tick.Stop()
 		for {
@@ -199,10 +267,43 @@ func (t *turn) keepClaim(ctx context.Context, c *mesh.Conversation) (stop func()
 	}
 }
 
+// recordDeferredClaim records the run's claim after it has lasted
+// claimAfter, unless the conversation no longer queues its turn (settled,
+// cancelled or deleted meanwhile). It reports whether the run goes on.
+func (t *turn) recordDeferredClaim(ctx context.Context, done <-chan struct{}, claimAfter time.Duration, log zerolog.Logger) bool {
+	timer := time.NewTimer(claimAfter)
+	defer timer.Stop()
+	select {
+	case <-done:
+		return false
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+	}
+	id := t.item.TurnID
+	_, err := t.a.sessions.Update(ctx, t.item.Session, func(c *mesh.Conversation) error {
+		if c.Queued == nil || c.Queued.ID != id || c.Turn != nil || c.HasTurn(id) {
+			return mesh.ErrNoChange
+		}
+		return t.recordClaim(c, log)
+	})
+	if err != nil && !errors.Is(err, mesh.ErrNoChange) {
+		// The run's own save claims the turn all the same.
+		log.Debug().Err(err).Msg("could not record the turn's claim")
+	}
+	return true
+}
+
 // startTree starts the run of the tree this turn begins, at the root,
 // unless a delivery before this one started it. runs are the AG-UI runs it
 // ends.
 func (t *turn) startTree(c *mesh.Conversation, message string, runs []string) {
+	t.newTree(c, message, runs)
+	t.step, t.gen = t.a.root, c.Tree.Steps[rootKey].Gen
+}
+
+// newTree is startTree's change of c, which leaves t as it is.
+func (t *turn) newTree(c *mesh.Conversation, message string, runs []string) {
 	id := t.item.TurnID
 	if c.Tree == nil || c.Tree.ID != id {
 		// A new run of the tree; one left by a turn taken over as stale is
@@ -213,7 +314,6 @@ func (t *turn) startTree(c *mesh.Conversation, message string, runs []string) {
 		c.Tree = &mesh.TreeRun{ID: id, UserMessage: message, Steps: map[string]*mesh.StepRun{rootKey: root}, Runs: runs, StartedAt: now}
 		c.PendingApproval, c.PendingApprovals, c.PipelineState = nil, nil, nil
 	}
-	t.step, t.gen = t.a.root, c.Tree.Steps[rootKey].Gen
 }
 
 // claimStep marks the step a step work item runs as running here. A step

@@ -58,9 +58,15 @@ func (t *turn) cancelled(ctx context.Context) {
 // work to do next.
 func (t *turn) settle(ctx context.Context, o outcome) error {
 	var p plan
-	_, err := t.save(ctx, t.conv, func(c *mesh.Conversation) error {
+	_, err := t.save(ctx, t.conv, t.withClaim(func(c *mesh.Conversation) error {
 		return t.apply(c, t.step.key, t.gen, o, &p)
-	})
+	}))
+	if t.claimPending && claimRefused(err) {
+		// A deferred claim lost its turn to whoever recorded theirs first:
+		// the bridge cancelled it while queued, or a copy claimed it.
+		t.log.Info().Err(err).Msg("the turn was settled without this run; its outcome is dropped")
+		return t.ev.Flush(ctx)
+	}
 	if mesh.IsGone(err) {
 		// Deleted (or expired) while it ran: the outcome applies to
 		// nothing; the run ends so that its followers stop.

@@ -12,93 +12,225 @@ import (
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
 )
 
-// The claim takes a queued turn up in the save that claims: no revision of
-// the conversation is without both the queued record and the claim.
-func TestClaimTakesTheQueuedTurnUpInOneSave(t *testing.T) {
-	f := newFixture(t, script(func(context.Context, llm.Request) (*llm.Response, error) {
-		return &llm.Response{Text: "ok"}, nil
-	}), nil)
-	conv := f.conversation()
-	id := mesh.NewID()
-	// As the bridge records it before it publishes the item.
-	if _, err := f.store.Update(t.Context(), conv, func(c *mesh.Conversation) error {
-		c.Queued = &mesh.QueuedTurn{ID: id, Message: "hello", At: time.Now().UTC()}
+// queueTurn records turn id as conv's queued turn, as the bridge does
+// before it publishes the work item.
+func (f *fixture) queueTurn(conv, id, text string) {
+	f.t.Helper()
+	if _, err := f.store.Update(f.t.Context(), conv, func(c *mesh.Conversation) error {
+		c.Queued = &mesh.QueuedTurn{ID: id, Message: text, At: time.Now().UTC()}
 		c.Status = mesh.StatusQueued
 		return nil
 	}); err != nil {
-		t.Fatal(err)
-	}
-	f.enqueue(mesh.WorkItem{Kind: mesh.WorkTurn, Session: conv, TurnID: id, Message: "hello"})
-	c := f.waitApplied(conv, id)
-	if c.Queued != nil || c.Status != mesh.StatusActive {
-		t.Fatalf("after the turn: status %s, queued %+v; want active, nothing queued", c.Status, c.Queued)
-	}
-	hist, err := f.m.Sessions.History(t.Context(), conv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var queued, claimed bool
-	for _, e := range hist {
-		var rev mesh.Conversation
-		if err := json.Unmarshal(e.Value(), &rev); err != nil {
-			t.Fatal(err)
-		}
-		switch {
-		case rev.Queued != nil:
-			queued = true
-		case queued && !claimed:
-			// The first revision without the record is the claim.
-			if rev.Turn == nil || rev.Turn.ID != id || rev.Status != mesh.StatusRunning || rev.Turn.Seq == 0 {
-				t.Errorf("revision %d took the queued turn off without claiming it: status %s, turn %+v", e.Revision(), rev.Status, rev.Turn)
-			}
-			claimed = true
-		}
-	}
-	if !queued || !claimed {
-		t.Errorf("history: queued %v, claimed %v; want both", queued, claimed)
+		f.t.Fatal(err)
 	}
 }
 
-// A second copy of a turn (its lost work item published again while the
-// first copy was only slow) never runs the turn twice: while the first
-// runs, the copy is dropped.
-func TestCopyOfARunningTurnIsDropped(t *testing.T) {
+// revisions are the stored revisions of conv, oldest first.
+func (f *fixture) revisions(conv string) []mesh.Conversation {
+	f.t.Helper()
+	hist, err := f.m.Sessions.History(f.t.Context(), conv)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	revs := make([]mesh.Conversation, len(hist))
+	for i, e := range hist {
+		if err := json.Unmarshal(e.Value(), &revs[i]); err != nil {
+			f.t.Fatal(err)
+		}
+		revs[i].Revision = e.Revision()
+	}
+	return revs
+}
+
+// The claim takes a queued turn up in the save that claims: no revision of
+// the conversation is without both the queued record and the claim. A turn
+// whose claim is deferred (ClaimAfter) is claimed by the save that settles
+// it: the revision after the record holds the whole turn.
+func TestClaimTakesTheQueuedTurnUpInOneSave(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		claimAfter time.Duration
+	}{{"recorded at once", -1}, {"deferred", time.Minute}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixtureWith(t, script(func(context.Context, llm.Request) (*llm.Response, error) {
+				return &llm.Response{Text: "ok"}, nil
+			}), nil, func(c *Config) { c.ClaimAfter = tc.claimAfter })
+			conv := f.conversation()
+			id := mesh.NewID()
+			f.queueTurn(conv, id, "hello")
+			f.enqueue(mesh.WorkItem{Kind: mesh.WorkTurn, Session: conv, TurnID: id, Message: "hello"})
+			c := f.waitApplied(conv, id)
+			if c.Queued != nil || c.Status != mesh.StatusActive {
+				t.Fatalf("after the turn: status %s, queued %+v; want active, nothing queued", c.Status, c.Queued)
+			}
+			var queued, claimed bool
+			after := 0 // revisions after the record's
+			for _, rev := range f.revisions(conv) {
+				switch {
+				case rev.Queued != nil:
+					queued = true
+				case queued && !claimed && tc.claimAfter > 0:
+					// The first revision without the record is the turn.
+					claimed = true
+					if !rev.HasTurn(id) || rev.Turn != nil || rev.Status != mesh.StatusActive || rev.MessageCount != 2 {
+						t.Errorf("revision %d took the queued turn off without settling it: status %s, turn %+v, %d messages", rev.Revision, rev.Status, rev.Turn, rev.MessageCount)
+					}
+				case queued && !claimed:
+					// The first revision without the record is the claim.
+					claimed = true
+					if rev.Turn == nil || rev.Turn.ID != id || rev.Status != mesh.StatusRunning || rev.Turn.Seq == 0 {
+						t.Errorf("revision %d took the queued turn off without claiming it: status %s, turn %+v", rev.Revision, rev.Status, rev.Turn)
+					}
+				}
+				if queued && rev.Queued == nil {
+					after++
+				}
+			}
+			if !queued || !claimed {
+				t.Errorf("history: queued %v, claimed %v; want both", queued, claimed)
+			}
+			want := 2 // the claim, the outcome
+			if tc.claimAfter > 0 {
+				want = 1
+			}
+			if after != want {
+				t.Errorf("%d revisions after the queued one, want %d", after, want)
+			}
+			if got := roles(c); got != "user,assistant" {
+				t.Errorf("roles = %s, want the turn once", got)
+			}
+		})
+	}
+}
+
+// A turn that runs longer than ClaimAfter records its claim while it runs:
+// people see it running.
+func TestLongTurnRecordsItsClaim(t *testing.T) {
 	release := make(chan struct{})
-	var calls atomic.Int32
-	f := newFixture(t, script(func(ctx context.Context, _ llm.Request) (*llm.Response, error) {
-		calls.Add(1)
+	f := newFixtureWith(t, script(func(ctx context.Context, _ llm.Request) (*llm.Response, error) {
 		select {
 		case <-release:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
 		return &llm.Response{Text: "ok"}, nil
-	}), nil)
+	}), nil, func(c *Config) { c.ClaimAfter = 50 * time.Millisecond })
 	conv := f.conversation()
 	id := mesh.NewID()
-	item := mesh.WorkItem{Kind: mesh.WorkTurn, Session: conv, TurnID: id, Message: "once"}
-	f.enqueue(item)
-	meshtest.Eventually(t, 5*time.Second, func() bool { return calls.Load() == 1 }, "the turn never called its model")
-	// The copy as a bridge publishes it again: a new Nats-Msg-Id.
-	cp, err := mesh.WorkMsg(f.m.NS, mesh.RoleAgent, "tester", item, nil)
+	f.queueTurn(conv, id, "slow")
+	f.enqueue(mesh.WorkItem{Kind: mesh.WorkTurn, Session: conv, TurnID: id, Message: "slow"})
+	meshtest.Eventually(t, 5*time.Second, func() bool {
+		c, err := f.store.Get(t.Context(), conv)
+		return err == nil && c.Status == mesh.StatusRunning && c.Turn != nil && c.Turn.ID == id && c.Queued == nil && roles(c) == "user"
+	}, "the long turn's claim was never recorded")
+	close(release)
+	c := f.waitApplied(conv, id)
+	if got := roles(c); got != "user,assistant" || c.Status != mesh.StatusActive {
+		t.Errorf("roles = %s, status %s; want user,assistant, active", got, c.Status)
+	}
+}
+
+// A queued turn cancelled by the bridge while an agent runs it with its
+// claim deferred ends as the bridge recorded it: the run's outcome is
+// dropped, and the work item settled.
+func TestDeferredTurnCancelledWhileQueued(t *testing.T) {
+	started := make(chan struct{}, 1)
+	f := newFixtureWith(t, script(func(ctx context.Context, _ llm.Request) (*llm.Response, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}), nil, func(c *Config) { c.ClaimAfter = time.Minute })
+	conv := f.conversation()
+	id := mesh.NewID()
+	f.queueTurn(conv, id, "cancel me")
+	f.enqueue(mesh.WorkItem{Kind: mesh.WorkTurn, Session: conv, TurnID: id, Message: "cancel me"})
+	<-started
+	// As the bridge's Cancel does it for a queued turn: the record, then
+	// the request to stop.
+	if _, err := f.store.Update(t.Context(), conv, func(c *mesh.Conversation) error {
+		if !c.Unqueue(id) {
+			t.Errorf("the turn was not queued any more while it ran: status %s, turn %+v", c.Status, c.Turn)
+		}
+		c.MarkTurn(id)
+		c.LastRun = &mesh.RunSummary{ID: id, Outcome: mesh.OutcomeCancelled, FinishedAt: time.Now().UTC()}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	subj, _ := f.m.NS.SessionCancel(conv)
+	body, _ := json.Marshal(mesh.CancelRequest{RunID: id})
+	if err := f.m.NC.Publish(subj, body); err != nil {
+		t.Fatal(err)
+	}
+	meshtest.Eventually(t, 5*time.Second, func() bool {
+		info, err := f.m.Work.Info(t.Context())
+		return err == nil && info.State.Msgs == 0
+	}, "the cancelled turn's work item was never settled")
+	c, err := f.store.Get(t.Context(), conv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp.Header.Set(mesh.HeaderMsgID, "turn:"+id+":r1")
-	if _, err := f.m.JS.PublishMsg(t.Context(), cp); err != nil {
-		t.Fatal(err)
+	if got := roles(c); got != "" || c.Turn != nil || c.Status != mesh.StatusActive || c.LastRun == nil || c.LastRun.Outcome != mesh.OutcomeCancelled {
+		t.Errorf("after the cancel: roles %q, turn %+v, status %s, last run %+v; want the bridge's record alone", got, c.Turn, c.Status, c.LastRun)
 	}
-	// The copy is settled (acknowledged) while the first still runs.
-	meshtest.Eventually(t, 5*time.Second, func() bool {
-		info, err := f.m.Work.Info(t.Context())
-		return err == nil && info.State.Msgs == 1
-	}, "the copy was not settled while the first copy ran")
-	close(release)
-	c := f.waitApplied(conv, id)
-	if n := calls.Load(); n != 1 {
-		t.Errorf("the model was called %d times for one turn, want 1", n)
+	for _, ev := range f.events(conv) {
+		if ev.Type == mesh.EventRunFinished || ev.Type == mesh.EventRunError {
+			t.Errorf("the agent ended a run the bridge cancelled: %s", ev.Type)
+		}
 	}
-	if got := roles(c); got != "user,assistant" {
-		t.Errorf("roles = %s, want the turn once", got)
+}
+
+// A second copy of a turn (its lost work item published again while the
+// first copy was only slow) never runs the turn twice: while the first
+// runs, the copy is dropped. That holds for a turn taken up from the
+// conversation's queue once its claim is recorded (ClaimAfter).
+func TestCopyOfARunningTurnIsDropped(t *testing.T) {
+	for _, queued := range []bool{false, true} {
+		t.Run(map[bool]string{false: "claimed", true: "queued"}[queued], func(t *testing.T) {
+			release := make(chan struct{})
+			var calls atomic.Int32
+			f := newFixtureWith(t, script(func(ctx context.Context, _ llm.Request) (*llm.Response, error) {
+				calls.Add(1)
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+				return &llm.Response{Text: "ok"}, nil
+			}), nil, func(c *Config) { c.ClaimAfter = 50 * time.Millisecond })
+			conv := f.conversation()
+			id := mesh.NewID()
+			item := mesh.WorkItem{Kind: mesh.WorkTurn, Session: conv, TurnID: id, Message: "once"}
+			if queued {
+				f.queueTurn(conv, id, "once")
+			}
+			f.enqueue(item)
+			meshtest.Eventually(t, 5*time.Second, func() bool {
+				c, err := f.store.Get(t.Context(), conv)
+				return calls.Load() == 1 && err == nil && c.Turn != nil && c.Turn.ID == id
+			}, "the turn never called its model with its claim recorded")
+			// The copy as a bridge publishes it again: a new Nats-Msg-Id.
+			cp, err := mesh.WorkMsg(f.m.NS, mesh.RoleAgent, "tester", item, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cp.Header.Set(mesh.HeaderMsgID, "turn:"+id+":r1")
+			if _, err := f.m.JS.PublishMsg(t.Context(), cp); err != nil {
+				t.Fatal(err)
+			}
+			// The copy is settled (acknowledged) while the first still runs.
+			meshtest.Eventually(t, 5*time.Second, func() bool {
+				info, err := f.m.Work.Info(t.Context())
+				return err == nil && info.State.Msgs == 1
+			}, "the copy was not settled while the first copy ran")
+			close(release)
+			c := f.waitApplied(conv, id)
+			if n := calls.Load(); n != 1 {
+				t.Errorf("the model was called %d times for one turn, want 1", n)
+			}
+			if got := roles(c); got != "user,assistant" {
+				t.Errorf("roles = %s, want the turn once", got)
+			}
+		})
 	}
 }

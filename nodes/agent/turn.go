@@ -24,6 +24,9 @@ type turn struct {
 	cancel  context.CancelCauseFunc
 
 	conv *mesh.Conversation // as claimed
+	// claimPending: the claim is in conv alone, not yet recorded
+	// (deferrable): the run's save records it with the outcome.
+	claimPending bool
 	// tree is the tree run the claim found (conv.Tree.ID): kept apart
 	// because a save's first try changes conv in place, and a retry must
 	// still name the run it applies to (treeID).
