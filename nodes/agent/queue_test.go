@@ -3,10 +3,12 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
@@ -232,5 +234,29 @@ func TestCopyOfARunningTurnIsDropped(t *testing.T) {
 				t.Errorf("roles = %s, want the turn once", got)
 			}
 		})
+	}
+}
+
+// A turn from the queue whose claim was never recorded (every save of its
+// deferred claim and outcome failed) and that is given up keeps the user's
+// message beside the failure notice.
+func TestDeferredTurnGivenUpKeepsItsMessage(t *testing.T) {
+	f := newFixtureWith(t, script(func(context.Context, llm.Request) (*llm.Response, error) {
+		return &llm.Response{Text: "ok"}, nil
+	}), func(c *config.Config) { c.Mesh.MaxDeliver = 1 }, func(c *Config) {
+		c.ClaimAfter = time.Minute
+		c.SaveRetry = []time.Duration{}
+		c.saveFault = func(int) error { return errors.New("injected: the server lost its disk") }
+	})
+	conv := f.conversation()
+	id := mesh.NewID()
+	f.queueTurn(conv, id, "keep me")
+	f.enqueue(mesh.WorkItem{Kind: mesh.WorkTurn, Session: conv, TurnID: id, Message: "keep me"})
+	c := f.waitApplied(conv, id)
+	if c.Queued != nil || c.Turn != nil || c.LastRun == nil || c.LastRun.ErrorCode != mesh.CodeMaxDeliveries {
+		t.Fatalf("after the turn: queued %+v, turn %+v, last run %+v; want it given up", c.Queued, c.Turn, c.LastRun)
+	}
+	if got := roles(c); got != "user,assistant(notice)" || c.Messages[0].ID != id || c.Messages[0].Content != "keep me" {
+		t.Errorf("messages %s (%+v); want the user's message, then the notice", got, c.Messages)
 	}
 }
