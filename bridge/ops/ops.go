@@ -148,8 +148,11 @@ func (s *Service) Run(ctx context.Context) error {
 func (s *Service) sample(ctx context.Context) {
 	t := time.NewTicker(s.cfg.Tick)
 	defer t.Stop()
-	s.readSeq(ctx)
+	// The tick opens with the ticker, before the first reading: a reading
+	// that took a while would shorten the first tick's seconds and inflate
+	// its rate.
 	s.stats.start(time.Now())
+	s.readSeq(ctx)
 	for {
 		select {
 		case <-ctx.Done():
