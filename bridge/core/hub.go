@@ -170,7 +170,7 @@ func (h *hub) acquire(ctx context.Context) error {
 	h.allMu.Lock()
 	defer h.allMu.Unlock()
 	if h.stopped {
-		return ErrFollowerClosed
+		return mesh.ErrUnavailable.With("the bridge is not following the events stream")
 	}
 	if h.idle != nil {
 		h.idle.Stop()
