@@ -340,13 +340,20 @@ func (n Namespace) compile(g Grant) (pub, sub []string) {
 		return []string{api + "STREAM.INFO." + g.Subject, api + "STREAM.PURGE." + g.Subject}, nil
 	case GrantFollow:
 		s := g.Subject
-		return []string{
+		pub := []string{
 			api + "STREAM.INFO." + s,
 			api + "CONSUMER.CREATE." + s + ".*." + g.Filter,
 			api + "CONSUMER.INFO." + s + ".*",
 			api + "CONSUMER.MSG.NEXT." + s + ".*",
 			api + "CONSUMER.DELETE." + s + ".*",
-		}, nil
+		}
+		// A consumer of several filter subjects names none in its create
+		// subject, so the server cannot hold it to Filter: that form is
+		// allowed only when Filter is everything the stream stores.
+		if g.Filter == n.streamSubjects(s) {
+			pub = append(pub, api+"CONSUMER.CREATE."+s+".*")
+		}
+		return pub, nil
 	}
 	if g.Kind == GrantObjectRead || g.Kind == GrantObjectWrite {
 		return n.compileObjects(g)
@@ -395,6 +402,20 @@ func (n Namespace) compileObjects(g Grant) (pub, sub []string) {
 		"$JS.FC." + stream + ".>",
 		"$JS.FC.*.*." + stream + ".>",
 	}, nil
+}
+
+// streamSubjects is the wildcard of everything stream (its full name)
+// stores, or "" for a stream that is not one of the mesh's.
+func (n Namespace) streamSubjects(stream string) string {
+	switch stream {
+	case n.Stream(StreamEvents):
+		return n.EventsAll()
+	case n.Stream(StreamWork):
+		return n.WorkAll()
+	case n.Stream(StreamMessages):
+		return n.MessagesAll()
+	}
+	return ""
 }
 
 func appendNew(list []string, items ...string) []string {

@@ -7,12 +7,14 @@
 // mesh.work.group.<group>.<session>) with the caller's Authorization and
 // X-Session-ID in NATS headers; a decision is a request on
 // mesh.approval.<uuid>.decide. A [Run] learns that it ended from its
-// RUN_FINISHED or RUN_ERROR event, which the hub reads with every other
-// event of the mesh, and falls back to reading the conversation every
-// second, so a lost event costs a second, not the answer.
+// RUN_FINISHED or RUN_ERROR event, which the hub's run consumer reads (an
+// ordered consumer of the run starts and ends and the mesh's own events
+// only), and falls back to reading the conversation every second, so a
+// lost event costs a second, not the answer.
 //
 // [Core.Follow] streams a session's events to one client: the stored ones,
-// then live ones, through one ordered consumer per bridge that fans the
+// then live ones, through the hub's all consumer (one ordered consumer of
+// every event, run while a client follows and 10 s after) that fans the
 // events stream out to bounded per-client queues.
 //
 // Every surface reads requests and answers with the HTTP helpers of
@@ -200,8 +202,8 @@ func (c *Core) ReleaseStream() { <-c.streams }
 // Namespace is the mesh's namespace.
 func (c *Core) Namespace() mesh.Namespace { return c.ns }
 
-// Start follows the events stream (the end events of runs among them) and
-// watches the buckets.
+// Start follows the events stream (the run starts and ends, and the mesh's
+// own events) and watches the buckets.
 func (c *Core) Start(ctx context.Context) error {
 	if err := c.hub.start(ctx); err != nil {
 		return err
@@ -227,8 +229,7 @@ func (c *Core) Stop() {
 }
 
 // onRunEnd ends the wait of the run whose RUN_FINISHED or RUN_ERROR the
-// hub read. The hub reads every event of the mesh anyway: a subscription
-// of its own to the end events would bring each of them a second time.
+// hub's run consumer read.
 func (c *Core) onRunEnd(se StreamEvent) {
 	if se.Run == "" {
 		return

@@ -42,56 +42,117 @@ const FromNow = ^uint64(0)
 // has not read them yet.
 const DefaultFollowerBuffer = 768 << 10
 
-// hub fans the events stream out to followers. One ordered consumer per
-// bridge reads every event of the mesh once; followers of a session get
-// theirs through a bounded in-memory queue, so a slow client is cut off
-// instead of slowing the hub or other clients.
+// hub reads the events stream for the bridge. Its run consumer, always on,
+// reads only the run starts and ends and the mesh's own events (what run
+// waiters and taps need: 2 or 3 of a turn's dozen events); its all
+// consumer reads every event of the mesh, and runs only while a follower
+// exists and for allLinger after the last one leaves. Followers of a
+// session get theirs through a bounded in-memory queue, so a slow client is
+// cut off instead of slowing the hub or other clients.
 type hub struct {
 	js     jetstream.JetStream
 	ns     mesh.Namespace
 	prefix string // "<prefix>.evt."
 	limit  int
+	// linger is how long the all consumer outlives the last follower.
+	linger time.Duration
 
-	cc jetstream.ConsumeContext
-	// ends is given every RUN_FINISHED and RUN_ERROR, before the followers.
+	runs jetstream.ConsumeContext
+	// ends is given every RUN_FINISHED and RUN_ERROR, before the taps.
 	ends func(StreamEvent)
 
 	mu        sync.RWMutex
 	followers map[string]map[*Follower]struct{}
 	taps      map[*tap]struct{}
-	lastSeq   atomic.Uint64
+
+	// allMu orders the all consumer's starts and stops with the followers
+	// that hold it (users), so none registers while it stops unseen.
+	allMu   sync.Mutex
+	all     jetstream.ConsumeContext
+	allGen  atomic.Uint64 // bumped at each start and stop: a stopped consumer's late messages are dropped
+	users   int
+	idle    *time.Timer
+	stopped bool
 }
+
+// allLinger is how long the all consumer runs on after its last follower
+// left: a client that reconnects, or the next turn of an AG-UI client,
+// finds it running instead of starting it again.
+const allLinger = 10 * time.Second
 
 func newHub(js jetstream.JetStream, ns mesh.Namespace, limit int) *hub {
 	if limit <= 0 {
 		limit = DefaultFollowerBuffer
 	}
-	return &hub{js: js, ns: ns, prefix: ns.Prefix() + ".evt.", limit: limit, followers: map[string]map[*Follower]struct{}{}}
+	return &hub{js: js, ns: ns, prefix: ns.Prefix() + ".evt.", limit: limit, linger: allLinger, followers: map[string]map[*Follower]struct{}{}}
+}
+
+// runFilters are the run consumer's subjects: mesh.evt.*.RUN_STARTED,
+// RUN_FINISHED, RUN_ERROR and mesh.evt._mesh.CUSTOM.
+func (h *hub) runFilters() ([]string, error) {
+	var out []string
+	for _, t := range []mesh.EventType{mesh.EventRunStarted, mesh.EventRunFinished, mesh.EventRunError} {
+		s, err := h.ns.EventsOfType(t)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	s, err := h.ns.Event(mesh.SystemSession, mesh.EventCustom)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, s), nil
 }
 
 func (h *hub) start(ctx context.Context) error {
-	cons, err := h.js.OrderedConsumer(ctx, h.ns.Stream(mesh.StreamEvents), jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{h.ns.EventsAll()},
-		DeliverPolicy:  jetstream.DeliverNewPolicy,
-	})
+	filters, err := h.runFilters()
 	if err != nil {
 		return fmt.Errorf("core: events consumer: %w", err)
+	}
+	cc, err := h.consume(ctx, filters, h.dispatchRun)
+	if err != nil {
+		return err
+	}
+	h.runs = cc
+	return nil
+}
+
+// consume starts an ordered consumer of filters from the event after the
+// stream's last one. Not DeliverNew: an ordered consumer that starts again
+// before its first message (its stream's leader moved) would start from
+// the new last event, skipping those between.
+func (h *hub) consume(ctx context.Context, filters []string, fn func(jetstream.Msg)) (jetstream.ConsumeContext, error) {
+	stream, err := h.js.Stream(ctx, h.ns.Stream(mesh.StreamEvents))
+	if err != nil {
+		return nil, fmt.Errorf("core: events stream: %w", err)
+	}
+	cons, err := h.js.OrderedConsumer(ctx, h.ns.Stream(mesh.StreamEvents), jetstream.OrderedConsumerConfig{
+		FilterSubjects: filters,
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    stream.CachedInfo().State.LastSeq + 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("core: events consumer: %w", err)
 	}
 	// A heartbeat every second: when the events stream's leader moves to
 	// another server (a cluster node died), two missed ones make the ordered
 	// consumer start again from the last event, in 2 s instead of 10 s.
-	cc, err := cons.Consume(h.dispatch, jetstream.PullHeartbeat(time.Second))
+	cc, err := cons.Consume(fn, jetstream.PullHeartbeat(time.Second))
 	if err != nil {
-		return fmt.Errorf("core: consume events: %w", err)
+		return nil, fmt.Errorf("core: consume events: %w", err)
 	}
-	h.cc = cc
-	return nil
+	return cc, nil
 }
 
 func (h *hub) stop() {
-	if h.cc != nil {
-		h.cc.Stop()
+	if h.runs != nil {
+		h.runs.Stop()
 	}
+	h.allMu.Lock()
+	h.stopped = true
+	h.stopAll()
+	h.allMu.Unlock()
 	h.mu.Lock()
 	all := h.followers
 	h.followers = map[string]map[*Follower]struct{}{}
@@ -103,13 +164,80 @@ func (h *hub) stop() {
 	}
 }
 
-// dispatch hands one event to the followers of its session.
-func (h *hub) dispatch(m jetstream.Msg) {
+// acquire makes sure the all consumer runs, for one more follower; release
+// gives it back.
+func (h *hub) acquire(ctx context.Context) error {
+	h.allMu.Lock()
+	defer h.allMu.Unlock()
+	if h.stopped {
+		return mesh.ErrUnavailable.With("the bridge is not following the events stream")
+	}
+	if h.idle != nil {
+		h.idle.Stop()
+		h.idle = nil
+	}
+	if h.all == nil {
+		gen := h.allGen.Add(1)
+		cc, err := h.consume(ctx, []string{h.ns.EventsAll()}, func(m jetstream.Msg) { h.dispatchAll(m, gen) })
+		if err != nil {
+			return err
+		}
+		h.all = cc
+	}
+	h.users++
+	return nil
+}
+
+func (h *hub) release() {
+	h.allMu.Lock()
+	defer h.allMu.Unlock()
+	h.users--
+	if h.users > 0 || h.all == nil || h.stopped {
+		return
+	}
+	if h.idle != nil {
+		h.idle.Stop()
+	}
+	var t *time.Timer
+	t = time.AfterFunc(h.linger, func() {
+		h.allMu.Lock()
+		defer h.allMu.Unlock()
+		// A follower that came meanwhile stopped this timer, or will find
+		// the consumer stopped and start another.
+		if h.idle == t && h.users == 0 {
+			h.stopAll()
+		}
+	})
+	h.idle = t
+}
+
+// stopAll stops the all consumer; allMu is held.
+func (h *hub) stopAll() {
+	if h.idle != nil {
+		h.idle.Stop()
+		h.idle = nil
+	}
+	if h.all != nil {
+		h.allGen.Add(1)
+		h.all.Stop()
+		h.all = nil
+	}
+}
+
+// allRunning reports whether the all consumer runs (tests).
+func (h *hub) allRunning() bool {
+	h.allMu.Lock()
+	defer h.allMu.Unlock()
+	return h.all != nil
+}
+
+// dispatchRun gives a run's start or end, or a mesh event, to the waiters
+// and the taps.
+func (h *hub) dispatchRun(m jetstream.Msg) {
 	md, err := m.Metadata()
 	if err != nil {
 		return
 	}
-	h.lastSeq.Store(md.Sequence.Stream)
 	ev, ok := h.parse(m.Subject(), md.Sequence.Stream, m)
 	if !ok {
 		return
@@ -118,11 +246,29 @@ func (h *hub) dispatch(m jetstream.Msg) {
 		h.ends(ev)
 	}
 	h.mu.RLock()
-	for f := range h.followers[ev.Session] {
-		f.push(ev)
-	}
 	for t := range h.taps {
 		t.fn(ev)
+	}
+	h.mu.RUnlock()
+}
+
+// dispatchAll hands one event to the followers of its session, unless the
+// consumer of generation gen has been stopped since.
+func (h *hub) dispatchAll(m jetstream.Msg, gen uint64) {
+	if h.allGen.Load() != gen {
+		return
+	}
+	md, err := m.Metadata()
+	if err != nil {
+		return
+	}
+	ev, ok := h.parse(m.Subject(), md.Sequence.Stream, m)
+	if !ok {
+		return
+	}
+	h.mu.RLock()
+	for f := range h.followers[ev.Session] {
+		f.push(ev)
 	}
 	h.mu.RUnlock()
 }
@@ -150,6 +296,8 @@ func (h *hub) add(f *Follower) {
 	h.mu.Unlock()
 }
 
+// remove takes f out of the hub, and gives back its hold on the all
+// consumer the first time.
 func (h *hub) remove(f *Follower) {
 	h.mu.Lock()
 	if fs := h.followers[f.session]; fs != nil {
@@ -159,6 +307,9 @@ func (h *hub) remove(f *Follower) {
 		}
 	}
 	h.mu.Unlock()
+	if f.holds.CompareAndSwap(true, false) {
+		h.release()
+	}
 }
 
 // Follow streams the events of session that come after sequence after
@@ -172,24 +323,26 @@ func (c *Core) Follow(ctx context.Context, session string, after uint64) (*Follo
 	if err != nil {
 		return nil, CheckConversationID("")
 	}
-	if c.hub == nil || c.hub.cc == nil {
+	if c.hub == nil || c.hub.runs == nil {
 		return nil, mesh.ErrUnavailable.With("the bridge is not following the events stream")
 	}
+	// The all consumer runs from here on, and the follower is registered
+	// before the stream's last sequence is read: every event after it
+	// reaches the follower live, those before it come from the replay, and
+	// what both deliver is dropped by sequence.
+	if err := c.hub.acquire(ctx); err != nil {
+		return nil, err
+	}
 	f := &Follower{hub: c.hub, session: session, limit: c.hub.limit, notify: make(chan struct{}, 1)}
-	// Registered before the stream is read, so nothing published from here on
-	// is missed; what both deliver is dropped by sequence.
+	f.holds.Store(true)
 	c.hub.add(f)
+	// Stream reads the stream's info: its state is as of now.
 	stream, err := c.cfg.JS.Stream(ctx, c.ns.Stream(mesh.StreamEvents))
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("core: events stream: %w", err)
 	}
-	info, err := stream.Info(ctx)
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("core: events stream: %w", err)
-	}
-	last := info.State.LastSeq
+	last := stream.CachedInfo().State.LastSeq
 	if after == FromNow || after >= last {
 		f.after = min(after, last)
 		return f, nil
@@ -218,6 +371,9 @@ type Follower struct {
 	hub     *hub
 	session string
 	limit   int
+	// holds: the follower keeps the hub's all consumer running until it
+	// is removed.
+	holds atomic.Bool
 
 	// replay, while set, serves the stored events before the live ones.
 	replay     jetstream.Consumer

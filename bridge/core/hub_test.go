@@ -162,3 +162,125 @@ func TestSlowFollowerIsCutOffWithoutSlowingOthers(t *testing.T) {
 		seq = next(t, resumed).Seq
 	}
 }
+
+// With nobody following, the hub reads no conversation's every event: the
+// all consumer starts with the first follower, which still gets every
+// event after its resume point exactly once, and stops a while after the
+// last one leaves.
+func TestFollowerStartsTheAllConsumerWithoutGap(t *testing.T) {
+	m := meshtest.New(t)
+	c := newCore(t, m, 0)
+	c.hub.linger = 200 * time.Millisecond
+	s := mesh.NewID()
+	old := publish(t, m, s, 3, "old")
+	if c.hub.allRunning() {
+		t.Fatal("the all consumer runs with no follower")
+	}
+	// Events published while the follower starts come once, in order.
+	done := make(chan []uint64)
+	go func() {
+		p := mesh.NewEventPublisher(m.JS, m.NS)
+		var seqs []uint64
+		for i := range 30 {
+			seq, err := p.Publish(context.Background(), s, "run-live", "", mesh.Custom("n", i))
+			if err != nil {
+				t.Error(err)
+				break
+			}
+			seqs = append(seqs, seq)
+		}
+		done <- seqs
+	}()
+	f, err := c.Follow(t.Context(), s, old[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := <-done
+	want := append(append([]uint64{}, old[1:]...), live...)
+	var got []uint64
+	for range want {
+		got = append(got, next(t, f).Seq)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("sequences %v, want %v", got, want)
+	}
+	noMore(t, f)
+	f.Close()
+	if !c.hub.allRunning() {
+		t.Error("the all consumer stopped as soon as its follower left")
+	}
+	meshtest.Eventually(t, 5*time.Second, func() bool { return !c.hub.allRunning() }, "the all consumer never stopped after its last follower left")
+	// And starts again for the next one.
+	g, err := c.Follow(t.Context(), s, FromNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	again := publish(t, m, s, 1, "again")
+	if ev := next(t, g); ev.Seq != again[0] {
+		t.Errorf("after a stop: seq %d, want %d", ev.Seq, again[0])
+	}
+}
+
+// Followers that come and go while the all consumer lingers, stops or
+// starts again, each resuming where the last one ended, see every event of
+// their session once and in order, while events are published all along.
+func TestFollowersComingAsTheAllConsumerStops(t *testing.T) {
+	m := meshtest.New(t)
+	c := newCore(t, m, 0)
+	c.hub.linger = time.Millisecond
+	s := mesh.NewID()
+	ctx, cancel := context.WithCancel(t.Context())
+	published := make(chan []uint64)
+	go func() {
+		p := mesh.NewEventPublisher(m.JS, m.NS)
+		var seqs []uint64
+		for i := 0; ctx.Err() == nil; i++ {
+			// Another session's events too: the live consumer reads them.
+			if _, err := p.Publish(context.Background(), mesh.NewID(), "r", "", mesh.Custom("x", i)); err != nil {
+				t.Error(err)
+				break
+			}
+			seq, err := p.Publish(context.Background(), s, "r", "", mesh.Custom("n", i))
+			if err != nil {
+				t.Error(err)
+				break
+			}
+			seqs = append(seqs, seq)
+		}
+		published <- seqs
+	}()
+	var got []uint64
+	var after uint64
+	for i := range 40 {
+		f, err := c.Follow(t.Context(), s, after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 1 + i%4 {
+			after = next(t, f).Seq
+			got = append(got, after)
+		}
+		f.Close()
+		// Every other follower comes after the linger, as the consumer stops.
+		if i%2 == 1 {
+			time.Sleep(time.Duration(i%5) * time.Millisecond)
+		}
+	}
+	cancel()
+	all := <-published
+	want := all[:len(got)]
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("followers one after another read %v, want %v", got, want)
+	}
+}
+
+// noMore fails if f has another event within 100 ms.
+func noMore(t *testing.T, f *Follower) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	if ev, err := f.Next(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("extra event %+v, %v", ev, err)
+	}
+}

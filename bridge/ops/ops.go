@@ -20,10 +20,12 @@
 // What it reads: the approvals bucket and the nodes bucket, each through
 // one KV watch kept in memory (only approvals a person decides: a policy's
 // are counted, not kept); the work stream's per-subject counts and its
-// consumers' state (MESH_WORK, CONSUMER.LIST: no message is read); and the
-// events the bridge's hub already reads ([core.Core.Tap]), which it counts
-// and times without a consumer of its own. The system events of
-// mesh.evt._mesh.CUSTOM (node_down, node_up, degradation) come the same way.
+// consumers' state (MESH_WORK, CONSUMER.LIST: no message is read); the
+// events stream's last sequence each tick, for the events per second; and
+// the run starts and ends the bridge's hub already reads ([core.Core.Tap]),
+// which it counts and times without a consumer of its own. The system
+// events of mesh.evt._mesh.CUSTOM (node_down, node_up, degradation) come
+// the same way.
 //
 // [Service.Run] owns every goroutine of the package: the two watches and
 // the sampler that takes one sample a second. It returns when its context
@@ -146,15 +148,30 @@ func (s *Service) Run(ctx context.Context) error {
 func (s *Service) sample(ctx context.Context) {
 	t := time.NewTicker(s.cfg.Tick)
 	defer t.Stop()
+	// The tick opens with the ticker, before the first reading: a reading
+	// that took a while would shorten the first tick's seconds and inflate
+	// its rate.
 	s.stats.start(time.Now())
+	s.readSeq(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
+			s.readSeq(ctx)
 			s.stats.take(now, s.inbox.pendingCount())
 			s.tick.fire()
 		}
+	}
+}
+
+// readSeq gives the sampler the events stream's last sequence. A reading
+// that fails counts its events in the next tick that reads.
+func (s *Service) readSeq(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Tick)
+	defer cancel()
+	if seq, err := s.core.EventsSeq(ctx); err == nil {
+		s.stats.published(seq)
 	}
 }
 

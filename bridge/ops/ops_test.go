@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -335,5 +336,27 @@ func TestP95IsTheNearestRank(t *testing.T) {
 	}
 	if got := p95(nil); got != 0 {
 		t.Errorf("p95 of none = %v, want 0", got)
+	}
+}
+
+// Events per second come from the events stream's last sequence: the first
+// reading only sets the mark, a sequence that went back starts anew.
+func TestEventsCountFromTheStreamSequence(t *testing.T) {
+	s := newSampler(10)
+	t0 := time.Now()
+	s.start(t0)
+	s.published(0) // an empty stream
+	s.published(5)
+	s.take(t0.Add(time.Second), 0)
+	s.published(7)
+	s.published(2) // made again
+	s.published(4)
+	s.take(t0.Add(2*time.Second), 0)
+	var got []float64
+	for _, x := range s.history() {
+		got = append(got, x.Events)
+	}
+	if fmt.Sprint(got) != "[5 4]" {
+		t.Errorf("events per second %v, want [5 4]", got)
 	}
 }

@@ -14,7 +14,8 @@ import (
 type Sample struct {
 	At time.Time `json:"at"`
 	// Events is the events per second the mesh published (every AG-UI
-	// event of every conversation, and the mesh's own).
+	// event of every conversation, and the mesh's own), from the events
+	// stream's last sequence at each tick.
 	Events float64 `json:"events_per_s"`
 	// Turns is the runs per second that ended (RUN_FINISHED or RUN_ERROR:
 	// a turn, a resume after a decision, a group round).
@@ -44,13 +45,17 @@ const (
 	maxSystemKept = 50
 )
 
-// sampler counts the events the hub reads and times runs, and keeps one
-// sample a tick.
+// sampler counts the events the mesh published and the runs that ended,
+// times runs, and keeps one sample a tick.
 type sampler struct {
 	size int
 
-	mu       sync.Mutex
-	events   int
+	mu     sync.Mutex
+	events int
+	// seq is the events stream's last sequence at the last reading, if
+	// read.
+	seq      uint64
+	read     bool
 	turns    int
 	last     time.Time
 	started  map[string]time.Time // run id → its RUN_STARTED
@@ -70,7 +75,8 @@ func newSampler(size int) *sampler {
 	return &sampler{size: size, started: map[string]time.Time{}, clockNow: time.Now}
 }
 
-// observe takes one event from the hub; it only counts and remembers.
+// observe takes one event from the hub's tap (a run's start or end, an
+// event of the mesh itself); it only counts and remembers.
 func (s *sampler) observe(ev core.StreamEvent) {
 	now := s.clockNow()
 	var sys *SystemEvent
@@ -79,7 +85,6 @@ func (s *sampler) observe(ev core.StreamEvent) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.events++
 	switch ev.Type {
 	case mesh.EventRunStarted:
 		if ev.Run != "" && len(s.started) < maxStarted {
@@ -124,6 +129,19 @@ func systemEvent(data []byte, now time.Time) *SystemEvent {
 		out.At = time.UnixMilli(ev.Timestamp).UTC()
 	}
 	return out
+}
+
+// published takes a reading of the events stream's last sequence: the
+// events published since the last reading count in the current tick. A
+// sequence that went back (the stream was made again) starts the count
+// anew.
+func (s *sampler) published(seq uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.read && seq >= s.seq {
+		s.events += int(seq - s.seq)
+	}
+	s.seq, s.read = seq, true
 }
 
 // start opens the first tick.
