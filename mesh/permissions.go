@@ -266,8 +266,6 @@ func (n Namespace) roleGrants(role string) []Grant {
 			{Kind: GrantFollow, Subject: n.Stream(StreamEvents), Filter: n.EventsAll(), Why: "stream events to clients"},
 			{Kind: GrantStreamPurge, Subject: n.Stream(StreamEvents), Why: "DELETE /conversations/{id}?purge=true (admins): a conversation's events"},
 			{Kind: GrantStreamPurge, Subject: n.Stream(StreamMessages), Why: "DELETE /conversations/{id}?purge=true (admins): a conversation's messages"},
-			{Kind: GrantSubscribe, Subject: p + ".evt.*." + string(EventRunFinished), Why: "wake waiting requests"},
-			{Kind: GrantSubscribe, Subject: p + ".evt.*." + string(EventRunError), Why: "wake waiting requests"},
 			{Kind: GrantConsumerInfo, Subject: n.Stream(StreamWork), Consumer: "*", Why: "/ready: is an agent pulling"},
 			{Kind: GrantConsumerList, Subject: n.Stream(StreamWork), Why: "/ops/mesh: the work queue of every agent and group"},
 			{Kind: GrantStreamGet, Subject: n.Stream(StreamWork), Filter: work("*"), Why: "is a queued turn's item still there (it published it, and holds the token it carries)"},

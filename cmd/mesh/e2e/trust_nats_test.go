@@ -203,6 +203,7 @@ func trustActions() []action {
 		pubAction("publish a run's end", "mesh.evt.c1.RUN_FINISHED", agent, group, bridge),
 		pubAction("publish a custom event", "mesh.evt.c1.CUSTOM", agent, group, approver, bridge),
 		subAction("read every event raw", "mesh.evt.>"),
+		subAction("read run ends raw", "mesh.evt.*.RUN_FINISHED"),
 		subAction("read everything", ">"),
 		subAction("read every inbox", "_INBOX.>"),
 		pubAction("beat as an agent", "mesh.hb.agent.n1", agent),
