@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -155,10 +156,29 @@ func upProcesses(cfg *config.Config, url string, replicas map[string]int, roleEn
 				env = append(env, config.EnvMetricsAddr+"="+addr)
 			}
 			env = append(env, childIdentityEnv(cfg, role)...)
+			env = append(env, childEnv(runtime.GOMAXPROCS(0), os.Getenv)...)
 			procs = append(procs, process{Name: name, Args: []string{role}, Env: append(env, roleEnv[role]...)})
 		}
 	}
 	return procs
+}
+
+// childEnv is the Go runtime's environment of every child of `mesh up`:
+// GOMAXPROCS half of this process's (at least 1), unless getenv (the
+// environment the children inherit) sets GOMAXPROCS: an operator's own
+// setting wins. The roles share the host's cores, and none of them uses
+// half of them (the agent, the busiest, about 40 % of a turn's CPU): with
+// more Ps than it can use, a process's idle Ps spin for work and hand its
+// goroutines from thread to thread on every wakeup. On 2 cores, GOMAXPROCS
+// 1 took a quarter off the agent's, the bridge's and the tool host's CPU
+// per turn at one conversation at a time, and nothing from the throughput
+// at 50 (BenchmarkTurnCPU). The embedded server, in this process, gained
+// nothing from it and keeps its own.
+func childEnv(procs int, getenv func(string) string) []string {
+	if getenv("GOMAXPROCS") != "" {
+		return nil
+	}
+	return []string{"GOMAXPROCS=" + strconv.Itoa(max(1, procs/2))}
 }
 
 // upNodePrefix starts the node ids of `mesh up`'s processes: the host,
