@@ -156,26 +156,26 @@ func upProcesses(cfg *config.Config, url string, replicas map[string]int, roleEn
 				env = append(env, config.EnvMetricsAddr+"="+addr)
 			}
 			env = append(env, childIdentityEnv(cfg, role)...)
-			env = append(env, childEnv(runtime.GOMAXPROCS(0), os.Getenv)...)
+			env = append(env, childEnv(role, runtime.GOMAXPROCS(0), os.Getenv)...)
 			procs = append(procs, process{Name: name, Args: []string{role}, Env: append(env, roleEnv[role]...)})
 		}
 	}
 	return procs
 }
 
-// childEnv is the Go runtime's environment of every child of `mesh up`:
-// GOMAXPROCS half of this process's (at least 1), unless getenv (the
-// environment the children inherit) sets GOMAXPROCS: an operator's own
-// setting wins. The roles share the host's cores, and none of them uses
-// half of them (the agent, the busiest, about 40 % of a turn's CPU): with
-// more Ps than it can use, a process's idle Ps spin for work and hand its
-// goroutines from thread to thread on every wakeup. On 2 cores, GOMAXPROCS
-// 1 took a quarter off the agent's, the bridge's and the tool host's CPU
-// per turn at one conversation at a time, and nothing from the throughput
-// at 50 (BenchmarkTurnCPU). The embedded server, in this process, gained
-// nothing from it and keeps its own.
-func childEnv(procs int, getenv func(string) string) []string {
-	if getenv("GOMAXPROCS") != "" {
+// childEnv is the Go runtime's environment of the child of `mesh up` that
+// runs role: GOMAXPROCS half of this process's (at least 1), unless getenv
+// (the environment the children inherit) sets GOMAXPROCS, an operator's own
+// setting winning, or the role is the agent. The roles share the host's
+// cores, and with more Ps than it can use a process's idle Ps spin for
+// work and hand its goroutines from thread to thread on every wakeup. On 2
+// cores, GOMAXPROCS 1 took a quarter off the bridge's, the tool host's and
+// the sample MCP server's CPU per turn at one conversation at a time
+// (BenchmarkTurnCPU); the agent, busiest of all with an OpenAI-format
+// model, lost throughput with it at 50 concurrent and keeps its own, as
+// does the embedded server in this process, which gained nothing from it.
+func childEnv(role string, procs int, getenv func(string) string) []string {
+	if role == mesh.RoleAgent || getenv("GOMAXPROCS") != "" {
 		return nil
 	}
 	return []string{"GOMAXPROCS=" + strconv.Itoa(max(1, procs/2))}

@@ -12,37 +12,40 @@ import (
 )
 
 // TestChildEnv checks the GOMAXPROCS `mesh up` gives its children: half
-// its own, at least 1, and none when the operator sets GOMAXPROCS.
+// its own, at least 1, none to the agent, and none when the operator sets
+// GOMAXPROCS.
 func TestChildEnv(t *testing.T) {
 	tests := []struct {
 		name     string
+		role     string
 		procs    int
 		operator string // GOMAXPROCS in the environment the children inherit
 		want     []string
 	}{
-		{name: "2 cores", procs: 2, want: []string{"GOMAXPROCS=1"}},
-		{name: "1 core", procs: 1, want: []string{"GOMAXPROCS=1"}},
-		{name: "16 cores", procs: 16, want: []string{"GOMAXPROCS=8"}},
-		{name: "5 cores", procs: 5, want: []string{"GOMAXPROCS=2"}},
-		{name: "the operator's GOMAXPROCS wins", procs: 16, operator: "3"},
+		{name: "2 cores", role: mesh.RoleBridge, procs: 2, want: []string{"GOMAXPROCS=1"}},
+		{name: "1 core", role: mesh.RoleToolhost, procs: 1, want: []string{"GOMAXPROCS=1"}},
+		{name: "16 cores", role: mesh.RoleApprover, procs: 16, want: []string{"GOMAXPROCS=8"}},
+		{name: "5 cores", role: mesh.RoleGroup, procs: 5, want: []string{"GOMAXPROCS=2"}},
+		{name: "the agent keeps its own", role: mesh.RoleAgent, procs: 2},
+		{name: "the operator's GOMAXPROCS wins", role: mesh.RoleBridge, procs: 16, operator: "3"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := childEnv(tt.procs, func(key string) string {
+			got := childEnv(tt.role, tt.procs, func(key string) string {
 				if key == "GOMAXPROCS" {
 					return tt.operator
 				}
 				return ""
 			})
 			if !slices.Equal(got, tt.want) {
-				t.Errorf("childEnv(%d) with GOMAXPROCS=%q: %q, want %q", tt.procs, tt.operator, got, tt.want)
+				t.Errorf("childEnv(%s, %d) with GOMAXPROCS=%q: %q, want %q", tt.role, tt.procs, tt.operator, got, tt.want)
 			}
 		})
 	}
 }
 
-// TestUpProcessesGOMAXPROCS checks that every child of `mesh up` is
-// started with the GOMAXPROCS of childEnv, and with none when the
+// TestUpProcessesGOMAXPROCS checks that every child of `mesh up` but the
+// agents is started with the GOMAXPROCS of childEnv, and none when the
 // operator's environment sets it.
 func TestUpProcessesGOMAXPROCS(t *testing.T) {
 	cfg := &config.Config{}
@@ -62,6 +65,9 @@ func TestUpProcessesGOMAXPROCS(t *testing.T) {
 				}
 			}
 			switch {
+			case strings.HasPrefix(p.Name, mesh.RoleAgent) && len(got) != 0:
+				t.Errorf("%s: started with %q, want none of its own", p.Name, got)
+			case strings.HasPrefix(p.Name, mesh.RoleAgent):
 			case operator == "" && !slices.Equal(got, []string{want}):
 				t.Errorf("%s: started with %q, want [%s]", p.Name, got, want)
 			case operator != "" && len(got) != 0:
