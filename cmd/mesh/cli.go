@@ -142,6 +142,7 @@ func roleCommand(name string, runner func(context.Context, *config.Config, []str
 				// run left it holding.
 				go writeHeapProfiles(ctx, filepath.Join(cfg.ProfileDir, fmt.Sprintf("%s-%d.heap", name, os.Getpid())))
 			}
+			go defaultIdleRelease().run(ctx)
 			return runner(ctx, cfg, args)
 		},
 	}

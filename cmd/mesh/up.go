@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -155,10 +156,29 @@ func upProcesses(cfg *config.Config, url string, replicas map[string]int, roleEn
 				env = append(env, config.EnvMetricsAddr+"="+addr)
 			}
 			env = append(env, childIdentityEnv(cfg, role)...)
+			env = append(env, childEnv(role, runtime.GOMAXPROCS(0), os.Getenv)...)
 			procs = append(procs, process{Name: name, Args: []string{role}, Env: append(env, roleEnv[role]...)})
 		}
 	}
 	return procs
+}
+
+// childEnv is the Go runtime's environment of the child of `mesh up` that
+// runs role: GOMAXPROCS half of this process's (at least 1), unless getenv
+// (the environment the children inherit) sets GOMAXPROCS, an operator's own
+// setting winning, or the role is the agent. The roles share the host's
+// cores, and with more Ps than it can use a process's idle Ps spin for
+// work and hand its goroutines from thread to thread on every wakeup. On 2
+// cores, GOMAXPROCS 1 took a quarter off the bridge's, the tool host's and
+// the sample MCP server's CPU per turn at one conversation at a time
+// (BenchmarkTurnCPU); the agent, busiest of all with an OpenAI-format
+// model, lost throughput with it at 50 concurrent and keeps its own, as
+// does the embedded server in this process, which gained nothing from it.
+func childEnv(role string, procs int, getenv func(string) string) []string {
+	if role == mesh.RoleAgent || getenv("GOMAXPROCS") != "" {
+		return nil
+	}
+	return []string{"GOMAXPROCS=" + strconv.Itoa(max(1, procs/2))}
 }
 
 // upNodePrefix starts the node ids of `mesh up`'s processes: the host,
