@@ -234,11 +234,7 @@ func (h *hub) allRunning() bool {
 // dispatchRun gives a run's start or end, or a mesh event, to the waiters
 // and the taps.
 func (h *hub) dispatchRun(m jetstream.Msg) {
-	md, err := m.Metadata()
-	if err != nil {
-		return
-	}
-	ev, ok := h.parse(m.Subject(), md.Sequence.Stream, m)
+	ev, ok := h.event(m)
 	if !ok {
 		return
 	}
@@ -258,11 +254,7 @@ func (h *hub) dispatchAll(m jetstream.Msg, gen uint64) {
 	if h.allGen.Load() != gen {
 		return
 	}
-	md, err := m.Metadata()
-	if err != nil {
-		return
-	}
-	ev, ok := h.parse(m.Subject(), md.Sequence.Stream, m)
+	ev, ok := h.event(m)
 	if !ok {
 		return
 	}
@@ -271,6 +263,15 @@ func (h *hub) dispatchAll(m jetstream.Msg, gen uint64) {
 		f.push(ev)
 	}
 	h.mu.RUnlock()
+}
+
+// event is the event m delivers, with its stream sequence.
+func (h *hub) event(m jetstream.Msg) (StreamEvent, bool) {
+	md, err := m.Metadata()
+	if err != nil {
+		return StreamEvent{}, false
+	}
+	return h.parse(m.Subject(), md.Sequence.Stream, m)
 }
 
 func (h *hub) parse(subject string, seq uint64, m jetstream.Msg) (StreamEvent, bool) {

@@ -27,6 +27,22 @@ func (f *fixture) queueTurn(conv, id, text string) {
 	}
 }
 
+// blockedModel answers "ok" once release is closed, counting its calls in
+// calls (if not nil).
+func blockedModel(release <-chan struct{}, calls *atomic.Int32) llm.Provider {
+	return script(func(ctx context.Context, _ llm.Request) (*llm.Response, error) {
+		if calls != nil {
+			calls.Add(1)
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return &llm.Response{Text: "ok"}, nil
+	})
+}
+
 // revisions are the stored revisions of conv, oldest first.
 func (f *fixture) revisions(conv string) []mesh.Conversation {
 	f.t.Helper()
@@ -109,14 +125,7 @@ func TestClaimTakesTheQueuedTurnUpInOneSave(t *testing.T) {
 // people see it running.
 func TestLongTurnRecordsItsClaim(t *testing.T) {
 	release := make(chan struct{})
-	f := newFixtureWith(t, script(func(ctx context.Context, _ llm.Request) (*llm.Response, error) {
-		select {
-		case <-release:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		return &llm.Response{Text: "ok"}, nil
-	}), nil, func(c *Config) { c.ClaimAfter = 50 * time.Millisecond })
+	f := newFixtureWith(t, blockedModel(release, nil), nil, func(c *Config) { c.ClaimAfter = 50 * time.Millisecond })
 	conv := f.conversation()
 	id := mesh.NewID()
 	f.queueTurn(conv, id, "slow")
@@ -191,15 +200,7 @@ func TestCopyOfARunningTurnIsDropped(t *testing.T) {
 		t.Run(map[bool]string{false: "claimed", true: "queued"}[queued], func(t *testing.T) {
 			release := make(chan struct{})
 			var calls atomic.Int32
-			f := newFixtureWith(t, script(func(ctx context.Context, _ llm.Request) (*llm.Response, error) {
-				calls.Add(1)
-				select {
-				case <-release:
-				case <-ctx.Done():
-					return nil, ctx.Err()
-				}
-				return &llm.Response{Text: "ok"}, nil
-			}), nil, func(c *Config) { c.ClaimAfter = 50 * time.Millisecond })
+			f := newFixtureWith(t, blockedModel(release, &calls), nil, func(c *Config) { c.ClaimAfter = 50 * time.Millisecond })
 			conv := f.conversation()
 			id := mesh.NewID()
 			item := mesh.WorkItem{Kind: mesh.WorkTurn, Session: conv, TurnID: id, Message: "once"}
