@@ -131,6 +131,7 @@ function newView(id) {
     cursor: null, // the element replayed notices go after; null: the end
     ended: new Map(), // run id → its group_ended notice
     regens: new Set(), // run ids of regenerate turns (they add no user message)
+    done: new Set(), // runs the conversation had applied when it was read
   };
 }
 
@@ -490,6 +491,8 @@ function setHeader(conv) {
 }
 
 function renderHistory(conv) {
+  // The replay of a run applied before the read does not show it running.
+  view.done = new Set(conv.recent_turns || []);
   view.group = conv.group || null;
   setHeader(conv);
   showIntro();
@@ -662,7 +665,7 @@ function onEvent(ev) {
 }
 
 function onRunStarted(ev) {
-  setStatus('running');
+  if (!view.done.has(ev.runId)) setStatus('running');
   clearError();
   const run = ev.runId;
   view.run = run;
