@@ -134,7 +134,7 @@ func (t *turn) recordClaim(c *mesh.Conversation, log zerolog.Logger) error {
 			log.Warn().Msg("regenerate: no user message among the newest messages; the turn runs on its message")
 		}
 	case !c.HasMessage(id):
-		c.Messages = append(c.Messages, mesh.Message{ID: id, Role: mesh.RoleUser, Content: t.item.Message, Files: t.item.Files, TurnID: id, CreatedAt: now})
+		c.Messages = append(c.Messages, t.userMessage(now))
 	}
 	if c.Agent == "" {
 		c.Agent = t.a.name
@@ -154,9 +154,21 @@ func (t *turn) recordClaim(c *mesh.Conversation, log zerolog.Logger) error {
 // and the bridge's lost-turn check away while this run lives. Runs that
 // outlive ClaimAfter, and everything else, record their claim first.
 func (t *turn) deferrable(c *mesh.Conversation) bool {
-	q := c.Queued
 	return t.a.cfg.ClaimAfter > 0 && t.item.Kind == mesh.WorkTurn && !t.member() && t.a.root.leaf() &&
-		q != nil && q.ID == t.item.TurnID && c.Status == mesh.StatusQueued && c.Turn == nil && !c.HasTurn(q.ID)
+		c.Status == mesh.StatusQueued && t.queuedIn(c)
+}
+
+// queuedIn says c still queues this work item's turn, neither claimed nor
+// applied.
+func (t *turn) queuedIn(c *mesh.Conversation) bool {
+	id := t.item.TurnID
+	return c.Queued != nil && c.Queued.ID == id && c.Turn == nil && !c.HasTurn(id)
+}
+
+// userMessage is the user's message the turn's work item carries.
+func (t *turn) userMessage(at time.Time) mesh.Message {
+	id := t.item.TurnID
+	return mesh.Message{ID: id, Role: mesh.RoleUser, Content: t.item.Message, Files: t.item.Files, TurnID: id, CreatedAt: at}
 }
 
 // claimedIn says c holds this work item's claim: recorded, or, for a
@@ -280,9 +292,8 @@ func (t *turn) recordDeferredClaim(ctx context.Context, done <-chan struct{}, cl
 		return false
 	case <-timer.C:
 	}
-	id := t.item.TurnID
 	_, err := t.a.sessions.Update(ctx, t.item.Session, func(c *mesh.Conversation) error {
-		if c.Queued == nil || c.Queued.ID != id || c.Turn != nil || c.HasTurn(id) {
+		if !t.queuedIn(c) {
 			return mesh.ErrNoChange
 		}
 		return t.recordClaim(c, log)

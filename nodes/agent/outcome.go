@@ -242,7 +242,7 @@ func (t *turn) failChange(c *mesh.Conversation, code, text string, f *failure) e
 		// a claim that never saved) leaves the queue too, keeping the
 		// user's message it carried.
 		if c.Unqueue(t.runID()) && t.item.Kind == mesh.WorkTurn && !t.member() && !t.item.Regenerate && !c.HasMessage(t.runID()) {
-			c.Messages = append(c.Messages, mesh.Message{ID: t.runID(), Role: mesh.RoleUser, Content: t.item.Message, Files: t.item.Files, TurnID: t.runID(), CreatedAt: time.Now().UTC()})
+			c.Messages = append(c.Messages, t.userMessage(time.Now().UTC()))
 		}
 		if c.Turn != nil && c.Turn.ID == t.runID() {
 			c.Turn = nil
