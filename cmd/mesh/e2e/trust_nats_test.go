@@ -181,6 +181,9 @@ func trustActions() []action {
 		reqAction("consume an agent's work", "$JS.API.CONSUMER.CREATE.MESH_WORK.thief.mesh.work.agent.resource-manager.*", agent),
 		reqAction("consume all work", "$JS.API.CONSUMER.CREATE.MESH_WORK.thief.mesh.work.>"),
 		reqAction("consume work unfiltered", "$JS.API.CONSUMER.CREATE.MESH_WORK.thief"),
+		// The bridge's run consumer has several filters, which its create
+		// subject cannot name: allowed on MESH_EVENTS, which it may read whole.
+		reqAction("consume events unfiltered", "$JS.API.CONSUMER.CREATE.MESH_EVENTS.thief", bridge),
 		reqAction("consume work (legacy durable)", "$JS.API.CONSUMER.DURABLE.CREATE.MESH_WORK.thief"),
 		// The bridge checks that a queued turn it published is still there.
 		reqAction("get work by sequence", "$JS.API.STREAM.MSG.GET.MESH_WORK", bridge),
