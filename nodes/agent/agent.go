@@ -43,8 +43,10 @@ type Config struct {
 	StaleTurn time.Duration
 	// ClaimAfter is how long a turn taken up from the conversation's queue
 	// may run before its claim (status running) is recorded; a turn that
-	// ends sooner is claimed and settled in one save. Zero means 1 s;
-	// negative records every claim at once.
+	// ends sooner is claimed and settled in one save. Zero or negative
+	// records every claim at once: deferring is off by default, as a run of
+	// TestChaos found a turn's messages twice with it on (not yet
+	// explained; see ARCHITECTURE.md).
 	ClaimAfter time.Duration
 	// A2A are the sub-agents offered to the model as tools beside the MCP
 	// tools (FR-013). Nil means the a2a list of Agent's tree root when it is
@@ -147,9 +149,6 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.StaleTurn == 0 {
 		cfg.StaleTurn = 10 * time.Minute
-	}
-	if cfg.ClaimAfter == 0 {
-		cfg.ClaimAfter = time.Second
 	}
 	if cfg.StuckAfter == 0 {
 		cfg.StuckAfter = 5 * time.Minute
