@@ -44,9 +44,8 @@ type Config struct {
 	// ClaimAfter is how long a turn taken up from the conversation's queue
 	// may run before its claim (status running) is recorded; a turn that
 	// ends sooner is claimed and settled in one save. Zero or negative
-	// records every claim at once: deferring is off by default, as a run of
-	// TestChaos found a turn's messages twice with it on (not yet
-	// explained; see ARCHITECTURE.md).
+	// records every claim at once: deferring is off by default, since an
+	// A2A non-blocking send waits for the claim (see ARCHITECTURE.md).
 	ClaimAfter time.Duration
 	// A2A are the sub-agents offered to the model as tools beside the MCP
 	// tools (FR-013). Nil means the a2a list of Agent's tree root when it is
