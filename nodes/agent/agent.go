@@ -219,7 +219,9 @@ func (a *Agent) newLoop() error {
 				FilterSubject: subject,
 				AckPolicy:     jetstream.AckExplicitPolicy,
 				AckWait:       a.ackWait,
-				MaxDeliver:    a.maxDeliver,
+				// Unlimited: handle counts the deliveries, so that one cut
+				// off on its last (a killed process) still gives the turn up.
+				MaxDeliver:    -1,
 				MaxAckPending: 4096,
 			},
 			Handle: func(ctx context.Context, msg jetstream.Msg) {
@@ -372,6 +374,14 @@ func (a *Agent) handle(ctx context.Context, msg jetstream.Msg) {
 	defer cancel(nil)
 
 	t := &turn{a: a, work: work{item: item, hdr: msg.Headers(), attempt: attempt, seq: seq}, log: log, baseLog: base, cancel: cancel}
+	if attempt > a.maxDeliver {
+		// Its last delivery never settled (the process running it died):
+		// given up here rather than left running.
+		err := errors.New("its last delivery did not finish")
+		defer end(err)
+		a.giveUp(ctx, t, msg, fmt.Sprintf("this turn was tried %d times without finishing and was given up", a.maxDeliver), err)
+		return
+	}
 	err := t.run(turnCtx)
 	defer end(err)
 	log = t.log // with the conversation's sid once claimed
@@ -382,12 +392,21 @@ func (a *Agent) handle(ctx context.Context, msg jetstream.Msg) {
 		log.Info().Msg("turn handed back for redelivery")
 		_ = msg.Nak()
 	case attempt >= a.maxDeliver:
-		log.Error().Err(err).Msg("turn failed on its last delivery")
-		telemetry.WorkGivenUp(mesh.RoleAgent, a.name)
-		t.fail(context.WithoutCancel(ctx), mesh.CodeMaxDeliveries, fmt.Sprintf("this turn failed %d times and was given up: %v", attempt, err))
-		_ = msg.Term()
+		a.giveUp(ctx, t, msg, fmt.Sprintf("this turn failed %d times and was given up: %v", attempt, err), err)
 	default:
 		log.Warn().Err(err).Msg("turn failed; it will be redelivered")
 		_ = msg.NakWithDelay(time.Duration(attempt) * 500 * time.Millisecond)
 	}
+}
+
+// giveUp records turn t's failure after its last delivery and ends its work
+// item; one whose failure could not be recorded comes back to try again.
+func (a *Agent) giveUp(ctx context.Context, t *turn, msg jetstream.Msg, text string, cause error) {
+	t.log.Error().Err(cause).Msg("turn given up after its last delivery")
+	if err := t.fail(context.WithoutCancel(ctx), mesh.CodeMaxDeliveries, text); err != nil {
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
+	telemetry.WorkGivenUp(mesh.RoleAgent, a.name)
+	_ = msg.Term()
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/agentmesh/agentmesh/config"
@@ -607,4 +608,58 @@ func TestStopWhileStartingIsNotAFailure(t *testing.T) {
 	if err := a.Run(ctx); err != nil {
 		t.Errorf("Run with a cancelled context: %v, want nil", err)
 	}
+}
+
+// A replica that dies on a turn's last delivery leaves no conversation
+// running: the delivery after it (the consumer keeps no limit of its own)
+// finds the turn out of tries and gives it up.
+func TestTurnCutOffOnItsLastDeliveryIsGivenUp(t *testing.T) {
+	f := newFixture(t, script(func(context.Context, llm.Request) (*llm.Response, error) {
+		return &llm.Response{Text: "never used"}, nil
+	}), func(c *config.Config) { c.Mesh.MaxDeliver = 1 })
+	f.stop() // the fixture's own replica stays out of it
+	// The replica that takes the only delivery, on a connection of its own,
+	// and dies in the model call: its connection goes, nothing acks.
+	nc := meshtest.Conn(t, f.m.Server.ClientURL())
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	called := make(chan struct{}, 1)
+	dying, err := New(Config{NC: nc, JS: js, Resources: f.m.Resources, Agent: f.cfg, NodeID: "dying", Logger: zerolog.Nop(), DrainTimeout: 50 * time.Millisecond,
+		Provider: script(func(ctx context.Context, _ llm.Request) (*llm.Response, error) {
+			called <- struct{}{}
+			<-ctx.Done()
+			return nil, ctx.Err()
+		})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopDying := runAgent(t, dying)
+	conv := f.conversation()
+	id := mesh.NewID()
+	f.enqueue(mesh.WorkItem{Kind: mesh.WorkTurn, Session: conv, TurnID: id, Message: "list"})
+	<-called
+	nc.Close()
+	stopDying()
+
+	second, err := New(Config{NC: f.m.NC, JS: f.m.JS, Resources: f.m.Resources, Agent: f.cfg, NodeID: "second", Logger: zerolog.Nop(), Provider: script(func(context.Context, llm.Request) (*llm.Response, error) {
+		t.Error("the turn ran again after its last delivery")
+		return &llm.Response{Text: "ran"}, nil
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runAgent(t, second)
+	c := f.waitApplied(conv, id)
+	if c.Turn != nil || c.Status != mesh.StatusActive || c.LastRun == nil || c.LastRun.ErrorCode != mesh.CodeMaxDeliveries {
+		t.Errorf("turn %+v, status %s, last run %+v; want it given up (%s)", c.Turn, c.Status, c.LastRun, mesh.CodeMaxDeliveries)
+	}
+	if got := roles(c); got != "user,assistant(notice)" {
+		t.Errorf("messages %s; want the user's message and the notice", got)
+	}
+	meshtest.Eventually(t, 5*time.Second, func() bool {
+		info, err := f.m.Work.Info(t.Context())
+		return err == nil && info.State.Msgs == 0
+	}, "the work item stays in the queue")
 }

@@ -199,27 +199,32 @@ type failure struct {
 
 // fail records a work item given up after its last delivery, so the
 // conversation does not stay running forever: the runs of its tree end
-// with an error.
-func (t *turn) fail(ctx context.Context, code, text string) {
+// with an error. An error says the failure was not recorded: the item is
+// to come back and be given up again.
+func (t *turn) fail(ctx context.Context, code, text string) error {
 	f := failure{runs: []string{t.runID()}}
 	_, err := t.a.sessions.Update(ctx, t.item.Session, func(c *mesh.Conversation) error {
 		return t.failChange(c, code, text, &f)
 	})
 	if err != nil && !errors.Is(err, mesh.ErrSessionNotFound) && !errors.Is(err, mesh.ErrNoChange) {
 		t.log.Error().Err(err).Msg("record failed turn")
+		return err
 	}
 	if f.groupNext != nil {
 		if err := t.enqueueGroupNext(ctx, *f.groupNext); err != nil {
 			t.log.Error().Err(err).Msg("tell the group a member's turn failed")
+			return err
 		}
-		return
+		return nil
 	}
 	for _, id := range f.runs {
 		if _, err := t.a.events.Publish(ctx, t.item.Session, id, "end:"+id, mesh.RunError(code, text)); err != nil {
 			t.log.Error().Err(err).Str("run", id).Msg("publish the end of a failed run")
+			return err
 		}
 		telemetry.TurnFinished(t.a.name, mesh.OutcomeError)
 	}
+	return nil
 }
 
 // failChange is the change fail applies to c, deciding f.
