@@ -738,7 +738,8 @@ function onCustom(ev) {
     case 'run_queued':
       // The message waits for an agent; RUN_STARTED follows when one takes it.
       if (v.regenerate && v.runId) view.regens.add(v.runId);
-      if (view.status !== 'running') setStatus('queued', 'waiting for an agent');
+      // (Not the replay of a run applied before the read: see onRunStarted.)
+      if (view.status !== 'running' && !view.done.has(v.runId)) setStatus('queued', 'waiting for an agent');
       return;
     case 'feedback':
       if (v.by === me && v.messageId) showRating(v.messageId, v.rating);
