@@ -357,6 +357,9 @@ func (d *chaosDriver) killWhileQueued(text, key string) bool {
 			}
 		}
 	}()
+	// Why a try did not kill the bridge is logged: the test fails when no
+	// try did.
+	seen := "no answer"
 	for time.Now().Before(deadline) {
 		stopAll()
 		status, out := d.m.try("GET", "/conversations/"+d.conv, nil)
@@ -367,16 +370,22 @@ func (d *chaosDriver) killWhileQueued(text, key string) bool {
 				_ = killPID(p)
 			}
 			if len(bridges) == 0 {
+				d.t.Logf("%s: queued, but no bridge to kill", d.conv)
 				return false
 			}
 			d.st.queueKills.Add(1)
 			return true
 		}
 		if status == http.StatusOK && (c["turn"] != nil || str(c, "status") == "waiting_approval") {
-			return false // taken up already
+			d.t.Logf("%s: taken up before it showed queued (status %s, %d processes stopped)", d.conv, str(c, "status"), len(stopped))
+			return false
+		}
+		if status == http.StatusOK {
+			seen = "status " + str(c, "status")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	d.t.Logf("%s: not queued in 10 s (last %s)", d.conv, seen)
 	return false
 }
 
@@ -412,7 +421,21 @@ func (d *chaosDriver) allMessages() []any {
 // check verifies the conversation: settled, its messages those sent, once
 // each and in order, and a pending approval still listed.
 func (d *chaosDriver) check() {
-	d.settle()
+	// Settled, as d.settle; and an approval decided in the last moments
+	// may still wait for its resume: the agent that took it up may have
+	// been killed, and the item comes back after the ack wait.
+	meshtest.Eventually(d.t, 3*time.Minute, func() bool {
+		status, out := d.m.try("GET", "/conversations/"+d.conv, nil)
+		c := obj(out, "conversation")
+		if status != http.StatusOK || c["turn"] != nil || c["queued_turn"] != nil {
+			return false
+		}
+		if str(c, "status") != "waiting_approval" {
+			return true
+		}
+		status, ap := d.m.try("GET", "/approvals/"+str(c, "pending_approval", "uuid"), nil)
+		return status == http.StatusOK && str(ap, "approval", "status") == "pending"
+	}, "conversation %s keeps running, or waits for an approval already decided", d.conv)
 	out := d.retry("GET", "/conversations/"+d.conv, nil)
 	c := obj(out, "conversation")
 	var users []string

@@ -147,12 +147,56 @@ func startMesh(t testing.TB, o meshOpts) *meshProc {
 		checkLogLines(t, m.logPath)
 		if t.Failed() {
 			t.Logf("mesh log (%s):\n%s", m.logPath, tail(m.logs(), 120))
+			keepLog(t, m.logPath)
 		}
 	})
 	if !o.noWait {
 		m.waitReady()
+		if strings.Contains(o.config, testGateEnv) {
+			// Ready needs a tool host, not each of its servers: the gated
+			// items server (gatedGroupConfig) may come up later, and a turn
+			// sent before would find only the resources' tools.
+			m.waitServerTools("items")
+		}
 	}
 	return m
+}
+
+// waitServerTools waits until the tool catalog lists tools of server.
+func (m *meshProc) waitServerTools(server string) {
+	m.t.Helper()
+	meshtest.Eventually(m.t, 60*time.Second, func() bool {
+		status, out := m.try("GET", "/tools", nil)
+		for _, e := range list(out, "tools") {
+			if e, ok := e.(map[string]any); ok && status == http.StatusOK && str(e, "server") == server {
+				return true
+			}
+		}
+		return false
+	}, "the tools of server %s are not in the catalog", server)
+}
+
+// keepLog copies a failed test's whole mesh log, which goes with the
+// test's temporary directory, into testdata/artifacts/logs (beside the
+// screenshots), or the directory MESH_TEST_LOGS names: the log's tail above
+// seldom shows how a chaos run went wrong.
+func keepLog(t testing.TB, path string) {
+	dir := os.Getenv("MESH_TEST_LOGS")
+	if dir == "" {
+		dir = filepath.Join("testdata", "artifacts", "logs")
+	}
+	data, err := os.ReadFile(path)
+	if err == nil {
+		err = os.MkdirAll(dir, 0o755)
+	}
+	if err == nil {
+		name := fmt.Sprintf("%s-%d.log", strings.ReplaceAll(t.Name(), "/", "_"), time.Now().UnixNano())
+		err = os.WriteFile(filepath.Join(dir, name), data, 0o644)
+		t.Logf("whole mesh log kept in %s", filepath.Join(dir, name))
+	}
+	if err != nil {
+		t.Logf("keep the mesh log: %v", err)
+	}
 }
 
 func (m *meshProc) start() {
