@@ -213,8 +213,9 @@ type chaosDriver struct {
 
 	// queueKill: from queueAt on, send a destructive request while the
 	// agents are stopped and kill the bridge while it waits in the queue,
-	// until queueKilled.
+	// until queueKilled; queueTries counts the tries.
 	queueKill, queueKilled bool
+	queueTries             int
 	queueAt                time.Time
 	upPID                  int
 
@@ -230,7 +231,10 @@ func (d *chaosDriver) run(deadline time.Time) {
 		create = map[string]any{"group": d.group}
 	}
 	d.conv = str(d.retry("POST", "/conversations", create), "conversation", "id")
-	for n := 0; time.Now().Before(deadline); n++ {
+	// A driver that is to kill the bridge with a turn queued goes on past
+	// the deadline until it has (a few tries at most): on a loaded machine
+	// its turns may be too slow to come to one in time.
+	for n := 0; time.Now().Before(deadline) || d.queueKill && !d.queueKilled && d.queueTries < 5; n++ {
 		text := "list all resources"
 		name := ""
 		// Group chats only list: each member would ask for its own approval.
@@ -241,6 +245,7 @@ func (d *chaosDriver) run(deadline time.Time) {
 		}
 		d.sent = append(d.sent, text)
 		if d.queueKill && !d.queueKilled && time.Now().After(d.queueAt) && (name != "" || d.group != "") {
+			d.queueTries++
 			d.queueKilled = d.killWhileQueued(text, strconv.Itoa(n))
 		}
 		sentAt := time.Now()
