@@ -20,7 +20,9 @@ import (
 
 	_ "github.com/mattn/go-sqlite3"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
 )
 
@@ -162,17 +164,29 @@ func startMesh(t testing.TB, o meshOpts) *meshProc {
 	return m
 }
 
-// waitServerTools waits until the tool catalog lists tools of server.
+// waitServerTools waits until the tool catalog lists tools of server. It
+// reads the catalog's bucket as the mesh's admin: the bridge's GET /tools
+// may want a token the harness does not have.
 func (m *meshProc) waitServerTools(server string) {
 	m.t.Helper()
+	js, err := jetstream.New(m.adminNATS(m.t))
+	if err != nil {
+		m.t.Fatal(err)
+	}
 	meshtest.Eventually(m.t, 60*time.Second, func() bool {
-		status, out := m.try("GET", "/tools", nil)
-		for _, e := range list(out, "tools") {
-			if e, ok := e.(map[string]any); ok && status == http.StatusOK && str(e, "server") == server {
-				return true
-			}
+		kv, err := js.KeyValue(m.t.Context(), mesh.DefaultNamespace.Bucket(mesh.BucketTools))
+		if err != nil {
+			return false
 		}
-		return false
+		keys, err := kv.ListKeys(m.t.Context(), jetstream.MetaOnly())
+		if err != nil {
+			return false
+		}
+		found := false
+		for k := range keys.Keys() {
+			found = found || strings.HasPrefix(k, server+".")
+		}
+		return found
 	}, "the tools of server %s are not in the catalog", server)
 }
 
