@@ -305,10 +305,17 @@ func (d *chaosDriver) retry(method, path string, body any, headers ...string) ma
 // settle waits until the conversation runs no turn and has none queued.
 func (d *chaosDriver) settle() {
 	meshtest.Eventually(d.t, 3*time.Minute, func() bool {
-		status, out := d.m.try("GET", "/conversations/"+d.conv, nil)
-		c := obj(out, "conversation")
-		return status == http.StatusOK && c["turn"] == nil && c["queued_turn"] == nil
+		_, idle := d.idle()
+		return idle
 	}, "conversation %s keeps running", d.conv)
+}
+
+// idle reads the conversation and says whether it runs no turn and has
+// none queued.
+func (d *chaosDriver) idle() (conv map[string]any, idle bool) {
+	status, out := d.m.try("GET", "/conversations/"+d.conv, nil)
+	c := obj(out, "conversation")
+	return c, status == http.StatusOK && c["turn"] == nil && c["queued_turn"] == nil
 }
 
 // killWhileQueued sends text (with its idempotency key) while every
@@ -430,13 +437,9 @@ func (d *chaosDriver) check() {
 	// may still wait for its resume: the agent that took it up may have
 	// been killed, and the item comes back after the ack wait.
 	meshtest.Eventually(d.t, 3*time.Minute, func() bool {
-		status, out := d.m.try("GET", "/conversations/"+d.conv, nil)
-		c := obj(out, "conversation")
-		if status != http.StatusOK || c["turn"] != nil || c["queued_turn"] != nil {
-			return false
-		}
-		if str(c, "status") != "waiting_approval" {
-			return true
+		c, idle := d.idle()
+		if !idle || str(c, "status") != "waiting_approval" {
+			return idle
 		}
 		status, ap := d.m.try("GET", "/approvals/"+str(c, "pending_approval", "uuid"), nil)
 		return status == http.StatusOK && str(ap, "approval", "status") == "pending"

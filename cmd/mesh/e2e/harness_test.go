@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -173,20 +174,14 @@ func (m *meshProc) waitServerTools(server string) {
 	if err != nil {
 		m.t.Fatal(err)
 	}
+	kv, err := js.KeyValue(m.t.Context(), mesh.DefaultNamespace.Bucket(mesh.BucketTools))
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	catalog := mesh.NewCatalog(kv)
 	meshtest.Eventually(m.t, 60*time.Second, func() bool {
-		kv, err := js.KeyValue(m.t.Context(), mesh.DefaultNamespace.Bucket(mesh.BucketTools))
-		if err != nil {
-			return false
-		}
-		keys, err := kv.ListKeys(m.t.Context(), jetstream.MetaOnly())
-		if err != nil {
-			return false
-		}
-		found := false
-		for k := range keys.Keys() {
-			found = found || strings.HasPrefix(k, server+".")
-		}
-		return found
+		tools, _ := catalog.List(m.t.Context())
+		return slices.ContainsFunc(tools, func(e mesh.ToolEntry) bool { return e.Server == server })
 	}, "the tools of server %s are not in the catalog", server)
 }
 
