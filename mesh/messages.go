@@ -505,6 +505,60 @@ func (l *MessageLog) page(ctx context.Context, c *Conversation, n int, before Cu
 	return p, nil
 }
 
+// holdsTurn reports whether a message of c's log, however old, belongs
+// to turn turnID: its id, or its turn_id. It reads the records newest
+// first (the tail's, then the chain back) and stops at the first it finds,
+// so a turn applied not long ago costs a few reads; one never applied
+// costs a read of every record, which is why only a turn's redelivery
+// asks (see the agent's claim).
+func (l *MessageLog) holdsTurn(ctx context.Context, c *Conversation, turnID string) (bool, error) {
+	if c.MessageCount == 0 {
+		// A head of an earlier version holds its messages itself.
+		return slices.ContainsFunc(c.Messages, func(m Message) bool { return m.ID == turnID || m.TurnID == turnID }), nil
+	}
+	seqs, _ := tailRecords(c.MessageTail)
+	if len(seqs) == 0 {
+		return false, nil
+	}
+	recs, err := l.read(ctx, c.ID, seqs)
+	if err != nil {
+		return false, err
+	}
+	slices.Reverse(recs)
+	for {
+		for _, r := range recs {
+			if recordHoldsTurn(r, turnID) {
+				return true, nil
+			}
+		}
+		prev := recs[len(recs)-1].prev
+		if prev == 0 {
+			return false, nil
+		}
+		if recs, err = l.read(ctx, c.ID, []uint64{prev}); err != nil {
+			return false, err
+		}
+	}
+}
+
+// recordHoldsTurn reports whether a message of r belongs to turn turnID.
+func recordHoldsTurn(r record, turnID string) bool {
+	quoted := []byte(strconv.Quote(turnID))
+	for _, data := range r.msgs {
+		if !bytes.Contains(data, quoted) {
+			continue // the common case: not a mention at all
+		}
+		var m struct {
+			ID     string `json:"id"`
+			TurnID string `json:"turn_id"`
+		}
+		if json.Unmarshal(data, &m) == nil && (m.ID == turnID || m.TurnID == turnID) {
+			return true
+		}
+	}
+	return false
+}
+
 // snapshot copies msgs and their tool calls and files, so that a change
 // made in place to one of them shows. A snapshot holds pointers to its
 // copies, never changed, so that a save adds its messages' copies to it

@@ -244,6 +244,14 @@ func (s *SessionStore) update(ctx context.Context, id string, cur *Conversation,
 	}
 }
 
+// HoldsTurn reports whether any message of conversation c, however old,
+// belongs to turn turnID (its id or its turn_id): c's own messages are
+// only the newest, and its recent turns only the last few dozen. It reads
+// the log back from the newest record until it finds one.
+func (s *SessionStore) HoldsTurn(ctx context.Context, c *Conversation, turnID string) (bool, error) {
+	return s.log.holdsTurn(ctx, c, turnID)
+}
+
 // headOf reads the head alone: Messages holds only what a head of an
 // earlier version carries.
 func (s *SessionStore) headOf(ctx context.Context, id string) (*Conversation, error) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -662,4 +663,94 @@ func TestTurnCutOffOnItsLastDeliveryIsGivenUp(t *testing.T) {
 		info, err := f.m.Work.Info(t.Context())
 		return err == nil && info.State.Msgs == 0
 	}, "the work item stays in the queue")
+}
+
+// A turn's work item delivered again long after its turn was applied (its
+// first delivery's process stopped after the save, before the ack, and the
+// conversation went on meanwhile past its recent turns and the newest
+// messages a read holds) is dropped: the turn does not run, or store its
+// messages, a second time. (Found by TestChaos: a "list" turn's four
+// messages again at the end of the conversation; an approved "add" turn
+// asking again for its decided approval, and the conversation waiting for
+// ever.)
+func TestTurnDeliveredAgainLongAfterItWasAppliedIsDropped(t *testing.T) {
+	var calls atomic.Int32
+	model := script(func(context.Context, llm.Request) (*llm.Response, error) {
+		calls.Add(1)
+		return &llm.Response{Text: "done"}, nil
+	})
+	f := newFixture(t, model, nil)
+	f.stop()
+	conv := f.conversation()
+	first := mesh.NewID()
+	// The copy whose delivery is held: taken from the agent's consumer and
+	// neither acked nor given back until the conversation has moved on.
+	data, err := json.Marshal(mesh.WorkItem{Kind: mesh.WorkTurn, Session: conv, TurnID: first, Message: "first"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject, err := f.m.NS.Work(mesh.RoleAgent, "tester", conv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.m.JS.Publish(t.Context(), subject, data); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := f.m.Work.Consumer(t.Context(), ConsumerName("tester"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held jetstream.Msg
+	for m := range batch.Messages() {
+		held = m
+	}
+	if held == nil {
+		t.Fatal("the copy was not delivered")
+	}
+
+	second, err := New(Config{NC: f.m.NC, JS: f.m.JS, Resources: f.m.Resources, Agent: f.cfg, NodeID: "second", Logger: zerolog.Nop(), Provider: model})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runAgent(t, second)
+	f.enqueue(mesh.WorkItem{Kind: mesh.WorkTurn, Session: conv, TurnID: first, Message: "first"})
+	f.waitApplied(conv, first)
+	// More turns than the recent turns kept, and more messages than a read
+	// of the conversation loads.
+	for i := range 40 {
+		_ = held.InProgress()
+		f.turn(conv, fmt.Sprintf("turn %d", i))
+	}
+	before := calls.Load()
+	if err := held.Nak(); err != nil {
+		t.Fatal(err)
+	}
+	meshtest.Eventually(t, 10*time.Second, func() bool {
+		info, err := f.m.Work.Info(t.Context())
+		return err == nil && info.State.Msgs == 0
+	}, "the copy stays in the queue")
+	if n := calls.Load() - before; n != 0 {
+		t.Errorf("the model was called %d times for the copy; want none", n)
+	}
+	doc, err := f.store.GetPage(t.Context(), conv, 500, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, raw := range doc.Messages {
+		var m mesh.Message
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatal(err)
+		}
+		if m.ID == first || m.TurnID == first {
+			n++
+		}
+	}
+	if n != 2 { // the user's message and the answer
+		t.Errorf("%d messages of the first turn; want 2 (stored once)", n)
+	}
 }

@@ -63,6 +63,12 @@ func (t *turn) claim(ctx context.Context) (*mesh.Conversation, error) {
 		if err != nil {
 			return nil, err
 		}
+		if applied, err := t.appliedLongAgo(ctx, c); err != nil {
+			return nil, err
+		} else if applied {
+			t.log.Warn().Int("attempt", t.attempt).Msg("a copy of a turn applied long ago, delivered again: dropped")
+			return nil, errAlreadyApplied
+		}
 		if t.deferrable(c) {
 			// Claimed here, in memory: the run's own save records it
 			// (settle), or keepClaim after ClaimAfter.
@@ -89,6 +95,29 @@ func (t *turn) claim(ctx context.Context) (*mesh.Conversation, error) {
 			wait *= 2
 		}
 	}
+}
+
+// appliedLongAgo says this delivery of a turn is a copy of one c applied
+// long ago, which the claim alone cannot tell: its first delivery stopped
+// after the save that applied it and before its ack (a process paused or
+// killed), and came back after the ack wait, by which time a busy
+// conversation may have gone past its recent turns and the newest messages
+// a read holds. Only a redelivery of a turn neither queued, held nor
+// recently applied asks the whole log: a first delivery is the turn's
+// first claim (or a raw publish's), and the log of a long conversation is
+// not read for every turn.
+func (t *turn) appliedLongAgo(ctx context.Context, c *mesh.Conversation) (bool, error) {
+	id := t.item.TurnID
+	if t.attempt < 2 || t.item.Kind != mesh.WorkTurn || t.member() ||
+		(c.Queued != nil && c.Queued.ID == id) || (c.Turn != nil && c.Turn.ID == id) || c.HasTurn(id) {
+		return false, nil
+	}
+	if c.HasMessage(id) {
+		// Claimed once, and no longer held: a turn let go of is marked
+		// applied, so this one ended, its mark since dropped.
+		return true, nil
+	}
+	return t.a.sessions.HoldsTurn(ctx, c, id)
 }
 
 // claimChange adds the turn's message and starts its run of the tree at the

@@ -448,14 +448,19 @@ func (d *chaosDriver) check() {
 	c := obj(out, "conversation")
 	var users []string
 	ids := map[string]bool{}
+	twice := false
 	for _, msg := range d.allMessages() {
 		if ids[str(msg, "id")] {
 			d.t.Errorf("%s: message %s twice", d.conv, str(msg, "id"))
+			twice = true
 		}
 		ids[str(msg, "id")] = true
 		if str(msg, "role") == "user" {
 			users = append(users, str(msg, "content"))
 		}
+	}
+	if twice {
+		d.m.dumpConversation(d.t, d.conv)
 	}
 	if strings.Join(users, "|") != strings.Join(d.sent, "|") {
 		d.t.Errorf("%s: user messages %q, sent %q", d.conv, users, d.sent)
