@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
 	"github.com/agentmesh/agentmesh/mesh"
@@ -144,5 +145,42 @@ func TestToolHostReadingPrevails(t *testing.T) {
 	}
 	if result != "ran with policy:non_destructive" {
 		t.Errorf("tool result %q, want the call made again with a policy decision", result)
+	}
+}
+
+// A run that asks for an approval decided already carries the decision
+// out rather than waiting: a run of the same id before it asked, was cut
+// off before it saved its pause, and the decision's resume found nothing
+// waiting. (Seen in TestChaos, by another way in: an approved add asking
+// again for its approval, and its conversation waiting for ever.)
+func TestApprovalDecidedBeforeTheRunAskedIsCarriedOut(t *testing.T) {
+	f := newFixture(t, calls(call("danger", `{"b":2}`)), nil)
+	conv := f.conversation()
+	id := mesh.NewID()
+	// The approval the cut-off run asked for, decided since: its id is the
+	// one a run of this turn derives for its first call.
+	callID := id + "-c1-0"
+	ap := &mesh.Approval{UUID: uuid.NewSHA1(approvalNamespace, []byte(id+"/"+callID)).String(), ConversationID: conv, Agent: "tester", RunID: id,
+		ToolCallID: callID, ToolName: "danger", Server: "srv", Tool: "danger", ToolArgs: map[string]any{"b": 2.0}, Status: mesh.ApprovalPending}
+	ap.CallID = ap.UUID
+	ap.ArgsHash, _ = mesh.ArgsHash(ap.ToolArgs)
+	if err := f.aps.Create(t.Context(), ap); err != nil {
+		t.Fatal(err)
+	}
+	decide(t, f.aps, ap.UUID, true)
+
+	f.enqueue(mesh.WorkItem{Kind: mesh.WorkTurn, Session: conv, TurnID: id, Message: "go"})
+	c := f.waitApplied(conv, id)
+	if c.Status != mesh.StatusActive || c.PendingApproval != nil {
+		t.Fatalf("status %s, pending %+v; want the turn done, not waiting", c.Status, c.PendingApproval)
+	}
+	f.mu.Lock()
+	n, signed := f.calls[ap.UUID], f.approvals[ap.UUID]
+	f.mu.Unlock()
+	if n != 1 || signed == nil || signed.Decision != mesh.ApprovalApproved {
+		t.Errorf("the approved call ran %d times with statement %+v; want once, with the decision", n, signed)
+	}
+	if c.LastAssistantText() != "done" {
+		t.Errorf("last answer %q; want the model's answer after the call", c.LastAssistantText())
 	}
 }

@@ -232,7 +232,7 @@ func (t *turn) resolvePending(ctx context.Context) (paused bool) {
 			return false
 		}
 		if t.resumed != nil && t.resumed.ToolCallID == call.ID {
-			if t.resolveDecided(ctx, call) {
+			if t.resolveDecided(ctx, call, t.resumed) {
 				return true
 			}
 			continue
@@ -258,11 +258,14 @@ func (t *turn) resolvePending(ctx context.Context) (paused bool) {
 		case call.Server == "":
 			t.result(call, fmt.Sprintf("error: unknown tool %q", call.Name), true)
 		case call.Destructive && !allowed:
-			if err := t.pause(ctx, call); err != nil {
+			decided, err := t.pause(ctx, call)
+			if err != nil {
 				t.result(call, "error: could not request an approval: "+err.Error(), true)
 				continue
 			}
-			return true
+			if decided == nil || t.resolveDecided(ctx, call, decided) {
+				return true // waits for a person, or for a sub-agent's approval
+			}
 		default:
 			t.answer(call, t.callUnattended(ctx, call), "")
 		}

@@ -28,9 +28,22 @@ var approvalNamespace = uuid.MustParse("8f3c1a52-6f0e-4f0a-9a39-3f7f1c2b9e11")
 // restart included.
 const approvalWait = 30 * time.Second
 
-// pause asks for the approval a destructive call waits for.
-func (t *turn) pause(ctx context.Context, call mesh.ToolCall) error {
-	return t.await(ctx, call, t.newApproval(call))
+// pause asks for the approval a destructive call waits for and pauses the
+// run on it. An approval that is decided already is returned instead, for
+// the run to carry its decision out: a run of this id before this one asked
+// for it and was cut off before it saved its pause, so the decision's
+// resume found nothing waiting and will not come again.
+func (t *turn) pause(ctx context.Context, call mesh.ToolCall) (decided *mesh.Approval, err error) {
+	got, err := t.requestApproval(ctx, t.newApproval(call))
+	if err != nil {
+		return nil, err
+	}
+	if got.Status != mesh.ApprovalPending {
+		t.log.Warn().Str("approval", got.UUID).Str("status", string(got.Status)).Msg("the approval was decided before this run asked for it: its decision is carried out")
+		return got, nil
+	}
+	t.wait(call, got)
+	return nil, nil
 }
 
 // newApproval is the approval of a call, its id derived from run and call
@@ -55,19 +68,30 @@ func (t *turn) newApproval(call mesh.ToolCall) *mesh.Approval {
 // await asks the approver for ap and pauses the run on the approval it
 // created (or, asked again, the one it holds).
 func (t *turn) await(ctx context.Context, call mesh.ToolCall, ap *mesh.Approval) error {
-	rctx, cancel := context.WithTimeout(ctx, approvalWait)
-	got, err := mesh.RequestApproval(rctx, t.a.cfg.NC, t.a.ns, ap)
-	cancel()
+	got, err := t.requestApproval(ctx, ap)
 	if err != nil {
 		return err
 	}
-	ap = got.Public()
+	t.wait(call, got)
+	return nil
+}
+
+// requestApproval asks the approver for ap: it creates it, or returns the
+// one it holds under ap's id.
+func (t *turn) requestApproval(ctx context.Context, ap *mesh.Approval) (*mesh.Approval, error) {
+	rctx, cancel := context.WithTimeout(ctx, approvalWait)
+	defer cancel()
+	return mesh.RequestApproval(rctx, t.a.cfg.NC, t.a.ns, ap)
+}
+
+// wait pauses the run on approval got of call.
+func (t *turn) wait(call mesh.ToolCall, got *mesh.Approval) {
+	ap := got.Public()
 	t.ex.markApproval(call.ID, ap.UUID)
 	t.end.paused = ap
 	t.emit(mesh.Custom(mesh.CustomApprovalRequested, ap))
 	t.notice(fmt.Sprintf("This action requires approval: %s. Approve or reject it with the approval UUID %s.", strings.TrimRight(ap.Description, ". "), ap.UUID))
 	t.log.Info().Str("approval", ap.UUID).Str("tool", call.Name).Str("remote_task", ap.RemoteTaskID).Msg("waiting for approval")
-	return nil
 }
 
 // loadResume reads the decision the resume carries on from.
@@ -92,8 +116,7 @@ func (t *turn) loadResume(ctx context.Context) error {
 // the agent itself, which enforces its approval (no tool host checks it).
 // It reports whether the run paused again (a sub-agent asking for another
 // approval).
-func (t *turn) resolveDecided(ctx context.Context, call mesh.ToolCall) (paused bool) {
-	ap := t.resumed
+func (t *turn) resolveDecided(ctx context.Context, call mesh.ToolCall, ap *mesh.Approval) (paused bool) {
 	if ap.RemoteTaskID != "" {
 		return t.forwardDecision(ctx, call, ap)
 	}
