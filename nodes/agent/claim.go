@@ -66,7 +66,7 @@ func (t *turn) claim(ctx context.Context) (*mesh.Conversation, error) {
 		if applied, err := t.appliedLongAgo(ctx, c); err != nil {
 			return nil, err
 		} else if applied {
-			t.log.Warn().Int("attempt", t.attempt).Msg("a copy of a turn applied long ago, delivered again: dropped")
+			t.log.Warn().Msg("a copy of a turn applied long ago, delivered again: dropped")
 			return nil, errAlreadyApplied
 		}
 		if t.deferrable(c) {
