@@ -308,7 +308,7 @@ func (r *Role) handle(ctx context.Context, g *group, msg jetstream.Msg) {
 	}
 	ctx, log, end := observe(ctx, msg.Headers(), g.cfg.Name, item, attempt, log)
 	defer end(nil) // work items that end below without an error to report
-	x := &exec{r: r, g: g, item: item, hdr: mesh.CopyCallerHeaders(msg.Headers()), log: log}
+	x := &exec{r: r, g: g, item: item, attempt: attempt, hdr: mesh.CopyCallerHeaders(msg.Headers()), log: log}
 
 	var err error
 	switch item.Kind {

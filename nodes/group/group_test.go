@@ -553,3 +553,87 @@ func TestDrainDeadlineHandsTheItemBack(t *testing.T) {
 		t.Errorf("handed back %s (%v), want the turn %s", msg.Data(), err, turn)
 	}
 }
+
+// A user's message delivered again long after its round ended (its first
+// delivery's process stopped after the save, before the ack, and the chat
+// went on past its recent turns and the newest messages a read holds) is
+// dropped: the round does not run, or store its messages, a second time.
+func TestMessageDeliveredAgainLongAfterItsRoundIsDropped(t *testing.T) {
+	id, first := mesh.NewID(), mesh.NewID()
+	var held jetstream.Msg
+	h := newHarnessWith(t, trio(3), []*fakeMember{{name: "a"}, {name: "b"}, {name: "c"}}, func(cfg *Config) {
+		// Before the role runs: a copy of the message, taken from the
+		// role's consumer and neither acked nor given back until the chat
+		// has moved on.
+		ctx := t.Context()
+		data, _ := json.Marshal(mesh.WorkItem{Kind: mesh.WorkTurn, Session: id, TurnID: first, Message: "first"})
+		subj, err := mesh.DefaultNamespace.Work(mesh.RoleGroup, "team", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cfg.JS.Publish(ctx, subj, data); err != nil {
+			t.Fatal(err)
+		}
+		filter, _ := mesh.DefaultNamespace.WorkFilter(mesh.RoleGroup, "team")
+		cons, err := cfg.JS.CreateOrUpdateConsumer(ctx, mesh.DefaultNamespace.Stream(mesh.StreamWork), jetstream.ConsumerConfig{
+			Durable: ConsumerName("team"), Description: "chats of group team", FilterSubject: filter, AckPolicy: jetstream.AckExplicitPolicy,
+			AckWait: cfg.AckWait, MaxDeliver: -1, MaxAckPending: 4096})
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m := range batch.Messages() {
+			held = m
+		}
+		if held == nil {
+			t.Fatal("the copy was not delivered")
+		}
+	})
+	if err := mesh.PublishWork(t.Context(), h.m.JS, h.m.NS, mesh.RoleGroup, "team", mesh.WorkItem{Kind: mesh.WorkTurn, Session: id, TurnID: first, Message: "first"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	h.waitRound(id, first)
+	// Rounds enough to pass the recent turns kept (a round marks four) and
+	// the messages a read loads.
+	for i := range 20 {
+		_ = held.InProgress()
+		h.waitRound(id, h.send("team", id, fmt.Sprintf("message %d", i)))
+	}
+	if err := held.Nak(); err != nil {
+		t.Fatal(err)
+	}
+	// The members' items stay in the stream (the fakes answer on a core
+	// subscription): the role's own consumer says when the copy is done.
+	meshtest.Eventually(t, 10*time.Second, func() bool {
+		cons, err := h.m.Work.Consumer(t.Context(), ConsumerName("team"))
+		if err != nil {
+			return false
+		}
+		info, err := cons.Info(t.Context())
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+	}, "the copy stays in the queue")
+	time.Sleep(200 * time.Millisecond) // a round it started would have asked a member by now
+	doc, err := h.store.GetPage(t.Context(), id, 500, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	users, answers := 0, 0
+	for _, raw := range doc.Messages {
+		var m mesh.Message
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case m.ID == first:
+			users++
+		case m.TurnID == first:
+			answers++
+		}
+	}
+	if users != 1 || answers != 3 {
+		t.Errorf("the first message %d times with %d answers; want once, with 3", users, answers)
+	}
+}

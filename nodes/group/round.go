@@ -20,11 +20,12 @@ import (
 
 // exec is the handling of one work item.
 type exec struct {
-	r    *Role
-	g    *group
-	item mesh.WorkItem
-	hdr  nats.Header
-	log  zerolog.Logger
+	r       *Role
+	g       *group
+	item    mesh.WorkItem
+	attempt int // the item's delivery
+	hdr     nats.Header
+	log     zerolog.Logger
 }
 
 // Errors of a user's message that the run reports.
@@ -40,6 +41,12 @@ func (x *exec) start(ctx context.Context) error {
 	c, err := x.load(ctx)
 	if err != nil {
 		return err
+	}
+	if applied, err := x.appliedLongAgo(ctx, c); err != nil {
+		return err
+	} else if applied {
+		x.log.Warn().Msg("a copy of a message answered long ago, delivered again: dropped")
+		return nil
 	}
 	var refused error
 	c, err = x.r.sessions.UpdateLoaded(ctx, c, func(c *mesh.Conversation) error {
@@ -107,6 +114,23 @@ func (x *exec) start(ctx context.Context) error {
 		return x.publishAll(ctx, x.work(mesh.RoleGroup, x.g.cfg.Name, item, x.headers(c)))
 	}
 	return err
+}
+
+// appliedLongAgo says this delivery of a user's message is a copy of one
+// c answered long ago: its first delivery's process stopped after the
+// save, before the ack, and a busy chat went past its recent turns (a
+// round marks one per member turn) and the newest messages a read holds
+// before the ack wait brought it back. Only such a redelivery asks the
+// whole log (as the agent's claim does).
+func (x *exec) appliedLongAgo(ctx context.Context, c *mesh.Conversation) (bool, error) {
+	id := x.item.TurnID
+	if x.attempt < 2 || (c.Queued != nil && c.Queued.ID == id) || (c.Group != nil && c.Group.Round != nil && c.Group.Round.ID == id) || c.HasTurn(id) {
+		return false, nil
+	}
+	if c.HasMessage(id) {
+		return true, nil
+	}
+	return x.r.sessions.HoldsTurn(ctx, c, id)
 }
 
 // load reads the conversation of the item; a message for a conversation
