@@ -63,7 +63,7 @@ func (p *clusterProc) start() {
 		"MESH_LOG_FORMAT=json", "MESH_LOG_LEVEL=info", "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	cmd.Env = append(cmd.Env, p.env...)
 	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = meshProcAttr()
 	if err := cmd.Start(); err != nil {
 		p.t.Fatal(err)
 	}

@@ -173,7 +173,7 @@ func runMeshOnce(t *testing.T, config string, env ...string) (exitCode int, outp
 	}
 	defer out.Close()
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = meshProcAttr()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

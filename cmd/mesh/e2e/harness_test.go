@@ -224,7 +224,7 @@ func (m *meshProc) start() {
 	)
 	cmd.Env = append(cmd.Env, m.env...)
 	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = meshProcAttr()
 	if err := cmd.Start(); err != nil {
 		m.t.Fatal(err)
 	}
