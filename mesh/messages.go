@@ -506,15 +506,18 @@ func (l *MessageLog) page(ctx context.Context, c *Conversation, n int, before Cu
 }
 
 // holdsTurn reports whether a message of c's log, however old, belongs
-// to turn turnID: its id, or its turn_id. It reads the records newest
-// first (the tail's, then the chain back) and stops at the first it finds,
-// so a turn applied not long ago costs a few reads; one never applied
-// costs a read of every record, which is why only a turn's redelivery
-// asks (see the agent's claim).
+// to turn turnID: its id, or its turn_id. The messages c holds (the
+// newest, or all of a head of an earlier version) answer first; then it
+// reads the records newest first (the tail's, then the chain back) and
+// stops at the first it finds, so a turn applied not long ago costs a few
+// reads; one never applied costs a read of every record, which is why
+// only a turn's redelivery asks (see the agent's claim).
 func (l *MessageLog) holdsTurn(ctx context.Context, c *Conversation, turnID string) (bool, error) {
+	if slices.ContainsFunc(c.Messages, func(m Message) bool { return m.ID == turnID || m.TurnID == turnID }) {
+		return true, nil
+	}
 	if c.MessageCount == 0 {
-		// A head of an earlier version holds its messages itself.
-		return slices.ContainsFunc(c.Messages, func(m Message) bool { return m.ID == turnID || m.TurnID == turnID }), nil
+		return false, nil // a head of an earlier version holds its messages itself
 	}
 	seqs, _ := tailRecords(c.MessageTail)
 	if len(seqs) == 0 {
@@ -525,9 +528,10 @@ func (l *MessageLog) holdsTurn(ctx context.Context, c *Conversation, turnID stri
 		return false, err
 	}
 	slices.Reverse(recs)
+	quoted := []byte(strconv.Quote(turnID))
 	for {
 		for _, r := range recs {
-			if recordHoldsTurn(r, turnID) {
+			if recordHoldsTurn(r, turnID, quoted) {
 				return true, nil
 			}
 		}
@@ -541,9 +545,9 @@ func (l *MessageLog) holdsTurn(ctx context.Context, c *Conversation, turnID stri
 	}
 }
 
-// recordHoldsTurn reports whether a message of r belongs to turn turnID.
-func recordHoldsTurn(r record, turnID string) bool {
-	quoted := []byte(strconv.Quote(turnID))
+// recordHoldsTurn reports whether a message of r belongs to turn turnID
+// (quoted: turnID as JSON writes it).
+func recordHoldsTurn(r record, turnID string, quoted []byte) bool {
 	for _, data := range r.msgs {
 		if !bytes.Contains(data, quoted) {
 			continue // the common case: not a mention at all

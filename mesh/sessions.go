@@ -246,8 +246,9 @@ func (s *SessionStore) update(ctx context.Context, id string, cur *Conversation,
 
 // HoldsTurn reports whether any message of conversation c, however old,
 // belongs to turn turnID (its id or its turn_id): c's own messages are
-// only the newest, and its recent turns only the last few dozen. It reads
-// the log back from the newest record until it finds one.
+// only the newest, and its recent turns only the last few dozen. Past
+// c's messages it reads the log back from the newest record until it
+// finds one.
 func (s *SessionStore) HoldsTurn(ctx context.Context, c *Conversation, turnID string) (bool, error) {
 	return s.log.holdsTurn(ctx, c, turnID)
 }

@@ -115,11 +115,8 @@ func (t *turn) appliedLongAgo(ctx context.Context, c *mesh.Conversation) (bool, 
 		(c.Queued != nil && c.Queued.ID == id) || (c.Turn != nil && c.Turn.ID == id) || c.HasTurn(id) {
 		return false, nil
 	}
-	if c.HasMessage(id) {
-		// Claimed once, and no longer held: a turn let go of is marked
-		// applied, so this one ended, its mark since dropped.
-		return true, nil
-	}
+	// A message of it, and the turn no longer held: a turn let go of is
+	// marked applied, so this one ended, its mark since dropped.
 	return t.a.sessions.HoldsTurn(ctx, c, id)
 }
 

@@ -127,9 +127,6 @@ func (x *exec) appliedLongAgo(ctx context.Context, c *mesh.Conversation) (bool, 
 	if x.attempt < 2 || (c.Queued != nil && c.Queued.ID == id) || (c.Group != nil && c.Group.Round != nil && c.Group.Round.ID == id) || c.HasTurn(id) {
 		return false, nil
 	}
-	if c.HasMessage(id) {
-		return true, nil
-	}
 	return x.r.sessions.HoldsTurn(ctx, c, id)
 }
 
