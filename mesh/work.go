@@ -53,8 +53,12 @@ type WorkItem struct {
 	RunID string `json:"run_id,omitempty"`
 	// Group is set on a member's turn of a group chat (TurnID names the
 	// member turn; it adds no user message) and on the group role's items.
-	Group      string    `json:"group,omitempty"`
-	EnqueuedAt time.Time `json:"enqueued_at"`
+	Group string `json:"group,omitempty"`
+	// ClaimAtOnce asks the agent to record its claim of a turn (status
+	// running) before the run, not with the run's own save: its caller
+	// answers as soon as an agent holds the turn (an A2A non-blocking send).
+	ClaimAtOnce bool      `json:"claim_at_once,omitempty"`
+	EnqueuedAt  time.Time `json:"enqueued_at"`
 }
 
 // WorkMsgID is the deduplication id of a work item: the same turn enqueued

@@ -19,6 +19,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh"
 	wire "github.com/agentmesh/agentmesh/mesh/a2a"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/nodes/agent"
 )
 
 // strict03 decodes a 0.3 result or stream item with the a2a-go SDK's own
@@ -323,9 +324,11 @@ func TestNonBlocking(t *testing.T) {
 
 // A non-blocking send answers once an agent has the run: a tasks/get or
 // tasks/cancel right after it sees the run, not the task as it was before.
+// The agent defers the claim of a short run for longer than the send waits
+// for it, so the send must ask for the claim at once (WorkItem.ClaimAtOnce).
 func TestNonBlockingSendIsVisibleAtOnce(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, nil)
+	f := newFixtureWith(t, "", nil, func(c *agent.Config) { c.ClaimAfter = time.Minute })
 	var first wire.Task
 	f.result("", send03(1, wire.MethodSend, "list all resources", ""), &first)
 	if first.Status.State != wire.StateCompleted {

@@ -116,7 +116,8 @@ func newGroupFixture(t *testing.T) *fixture {
 
 // newFixtureWith is newFixture with more configuration (YAML after the
 // agent's); groups in it get the group role and an agent per member.
-func newFixtureWith(t *testing.T, extra string, tweak func(*Config)) *fixture {
+// agentTweaks change the agents' configuration.
+func newFixtureWith(t *testing.T, extra string, tweak func(*Config), agentTweaks ...func(*agent.Config)) *fixture {
 	t.Helper()
 	m := meshtest.New(t)
 	f := &fixture{t: t, m: m, model: newGated()}
@@ -128,12 +129,16 @@ func newFixtureWith(t *testing.T, extra string, tweak func(*Config)) *fixture {
 	}
 	var serves []string
 	for _, acfg := range cfg.Agents() {
-		a, err := agent.New(agent.Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: acfg, Provider: f.model, NodeID: "test-agent", Logger: zerolog.Nop()})
+		acfg := agent.Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: acfg, Provider: f.model, NodeID: "test-agent", Logger: zerolog.Nop()}
+		for _, tweak := range agentTweaks {
+			tweak(&acfg)
+		}
+		a, err := agent.New(acfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		meshtest.Run(t, "agent "+acfg.Name, a.Run)
-		serves = append(serves, acfg.Name)
+		meshtest.Run(t, "agent "+acfg.Agent.Name, a.Run)
+		serves = append(serves, acfg.Agent.Name)
 	}
 	if len(cfg.Groups) > 0 {
 		// The group role hands turns only to members a live process serves.

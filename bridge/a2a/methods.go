@@ -208,6 +208,9 @@ func (c *call) start(ctx context.Context, p *plan, req *sendRequest) (*core.Run,
 		if err != nil {
 			return nil, err
 		}
+		if !req.blocking {
+			return c.h.core.SendNonBlocking(ctx, p.id, req.text, c.caller, files...)
+		}
 		return c.h.core.Send(ctx, p.id, req.text, c.caller, files...)
 	case actDecide:
 		body, _ := json.Marshal(map[string]any{"approved": p.approved, "by": "a2a"})

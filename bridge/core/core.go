@@ -372,7 +372,18 @@ func (c *Core) Send(ctx context.Context, id, text string, caller Caller, files .
 	if err := CheckConversationID(id); err != nil {
 		return nil, err
 	}
-	return c.sendTurn(ctx, id, "", text, files, caller)
+	return c.sendTurn(ctx, id, turnQ{text: text, files: files}, caller)
+}
+
+// SendNonBlocking is [Core.Send] for a caller that answers as soon as an
+// agent has taken the turn up ([Run.Started]) rather than when it ends (an
+// A2A non-blocking send): the work item asks the agent to record its claim
+// at once, where a short run would otherwise record it with its own save.
+func (c *Core) SendNonBlocking(ctx context.Context, id, text string, caller Caller, files ...mesh.File) (*Run, error) {
+	if err := CheckConversationID(id); err != nil {
+		return nil, err
+	}
+	return c.sendTurn(ctx, id, turnQ{text: text, files: files, claimAtOnce: true}, caller)
 }
 
 // SendTurn is [Core.Send] with the turn id chosen by the caller (an AG-UI
@@ -385,7 +396,7 @@ func (c *Core) SendTurn(ctx context.Context, id, turnID, text string, caller Cal
 	if err != nil {
 		return nil, err
 	}
-	return c.sendTurn(ctx, id, turnID, text, files, caller)
+	return c.sendTurn(ctx, id, turnQ{id: turnID, text: text, files: files}, caller)
 }
 
 // runIDFor checks conversation id and reserves the run id a caller chose
@@ -422,15 +433,16 @@ func (c *Core) reserveRun(ctx context.Context, id, turnID string, caller Caller)
 	return nil
 }
 
-// sendTurn is SendTurn with a turn id the mesh chose (or derived).
-func (c *Core) sendTurn(ctx context.Context, id, turnID, text string, files []mesh.File, caller Caller) (*Run, error) {
-	if turnID == "" {
-		turnID = mesh.NewID()
+// sendTurn queues turn tq of conversation id, under a new turn id when tq
+// names none; it must carry a message or a file.
+func (c *Core) sendTurn(ctx context.Context, id string, tq turnQ, caller Caller) (*Run, error) {
+	if tq.id == "" {
+		tq.id = mesh.NewID()
 	}
-	if strings.TrimSpace(text) == "" && len(files) == 0 {
+	if strings.TrimSpace(tq.text) == "" && len(tq.files) == 0 {
 		return nil, mesh.ErrBadRequest.With(`"message" must not be empty`)
 	}
-	return c.queueTurn(ctx, id, turnQ{id: turnID, text: text, files: files}, caller)
+	return c.queueTurn(ctx, id, tq, caller)
 }
 
 // queueTurn admits, registers and enqueues turn tq of conversation id.
@@ -493,7 +505,7 @@ func (c *Core) SendOnce(ctx context.Context, id, key, text string, caller Caller
 		r.end(nil)
 		return r, nil
 	}
-	return c.sendTurn(ctx, id, turnID, text, files, caller)
+	return c.sendTurn(ctx, id, turnQ{id: turnID, text: text, files: files}, caller)
 }
 
 // keyedTurn is the turn id the idempotency key names in conversation id.

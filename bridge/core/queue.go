@@ -61,6 +61,9 @@ type turnQ struct {
 	files      []mesh.File
 	regenerate bool
 	count      int
+	// claimAtOnce: the caller answers once an agent holds the turn
+	// (mesh.WorkItem.ClaimAtOnce).
+	claimAtOnce bool
 }
 
 // enqueue records turnID as the conversation's queued turn, then publishes
@@ -108,7 +111,7 @@ func (c *Core) enqueue(ctx context.Context, id string, tq turnQ, caller Caller) 
 	}
 	seq, err := c.events.Publish(ctx, id, turnID, turnID+":queued", mesh.Custom(mesh.CustomRunQueued, value))
 	if err == nil {
-		item := mesh.WorkItem{Kind: mesh.WorkTurn, Session: id, TurnID: turnID, Message: text, Files: files, Regenerate: tq.regenerate}
+		item := mesh.WorkItem{Kind: mesh.WorkTurn, Session: id, TurnID: turnID, Message: text, Files: files, Regenerate: tq.regenerate, ClaimAtOnce: tq.claimAtOnce}
 		err = mesh.PublishWork(ctx, c.cfg.JS, c.ns, role, name, item, caller.headers(conv.SessionID))
 	}
 	if err != nil {

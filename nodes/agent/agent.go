@@ -43,9 +43,9 @@ type Config struct {
 	StaleTurn time.Duration
 	// ClaimAfter is how long a turn taken up from the conversation's queue
 	// may run before its claim (status running) is recorded; a turn that
-	// ends sooner is claimed and settled in one save. Zero or negative
-	// records every claim at once: deferring is off by default, since an
-	// A2A non-blocking send waits for the claim (see ARCHITECTURE.md).
+	// ends sooner is claimed and settled in one save. Zero means 1 s;
+	// negative records every claim at once. A work item whose caller waits
+	// for the claim (WorkItem.ClaimAtOnce) is claimed at once all the same.
 	ClaimAfter time.Duration
 	// A2A are the sub-agents offered to the model as tools beside the MCP
 	// tools (FR-013). Nil means the a2a list of Agent's tree root when it is
@@ -148,6 +148,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.StaleTurn == 0 {
 		cfg.StaleTurn = 10 * time.Minute
+	}
+	if cfg.ClaimAfter == 0 {
+		cfg.ClaimAfter = time.Second
 	}
 	if cfg.StuckAfter == 0 {
 		cfg.StuckAfter = 5 * time.Minute

@@ -181,9 +181,10 @@ func (t *turn) recordClaim(c *mesh.Conversation, log zerolog.Logger) error {
 // keeps every other turn out (it refuses messages while one is queued),
 // and the work item's lease (unacked, in progress) keeps its redelivery
 // and the bridge's lost-turn check away while this run lives. Runs that
-// outlive ClaimAfter, and everything else, record their claim first.
+// outlive ClaimAfter, items whose caller waits for the claim (ClaimAtOnce),
+// and everything else, record their claim first.
 func (t *turn) deferrable(c *mesh.Conversation) bool {
-	return t.a.cfg.ClaimAfter > 0 && t.item.Kind == mesh.WorkTurn && !t.member() && t.a.root.leaf() &&
+	return t.a.cfg.ClaimAfter > 0 && t.item.Kind == mesh.WorkTurn && !t.item.ClaimAtOnce && !t.member() && t.a.root.leaf() &&
 		c.Status == mesh.StatusQueued && t.queuedIn(c)
 }
 

@@ -63,20 +63,23 @@ func (f *fixture) revisions(conv string) []mesh.Conversation {
 // The claim takes a queued turn up in the save that claims: no revision of
 // the conversation is without both the queued record and the claim. A turn
 // whose claim is deferred (ClaimAfter) is claimed by the save that settles
-// it: the revision after the record holds the whole turn.
+// it: the revision after the record holds the whole turn, unless its work
+// item asks for the claim at once (a caller that answers when it is made).
 func TestClaimTakesTheQueuedTurnUpInOneSave(t *testing.T) {
 	for _, tc := range []struct {
-		name       string
-		claimAfter time.Duration
-	}{{"recorded at once", -1}, {"deferred", time.Minute}} {
+		name        string
+		claimAfter  time.Duration
+		claimAtOnce bool
+	}{{"recorded at once", -1, false}, {"deferred", time.Minute, false}, {"asked for at once", time.Minute, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixtureWith(t, script(func(context.Context, llm.Request) (*llm.Response, error) {
 				return &llm.Response{Text: "ok"}, nil
 			}), nil, func(c *Config) { c.ClaimAfter = tc.claimAfter })
+			deferred := tc.claimAfter > 0 && !tc.claimAtOnce
 			conv := f.conversation()
 			id := mesh.NewID()
 			f.queueTurn(conv, id, "hello")
-			f.enqueue(mesh.WorkItem{Kind: mesh.WorkTurn, Session: conv, TurnID: id, Message: "hello"})
+			f.enqueue(mesh.WorkItem{Kind: mesh.WorkTurn, Session: conv, TurnID: id, Message: "hello", ClaimAtOnce: tc.claimAtOnce})
 			c := f.waitApplied(conv, id)
 			if c.Queued != nil || c.Status != mesh.StatusActive {
 				t.Fatalf("after the turn: status %s, queued %+v; want active, nothing queued", c.Status, c.Queued)
@@ -87,7 +90,7 @@ func TestClaimTakesTheQueuedTurnUpInOneSave(t *testing.T) {
 				switch {
 				case rev.Queued != nil:
 					queued = true
-				case queued && !claimed && tc.claimAfter > 0:
+				case queued && !claimed && deferred:
 					// The first revision without the record is the turn.
 					claimed = true
 					if !rev.HasTurn(id) || rev.Turn != nil || rev.Status != mesh.StatusActive || rev.MessageCount != 2 {
@@ -108,7 +111,7 @@ func TestClaimTakesTheQueuedTurnUpInOneSave(t *testing.T) {
 				t.Errorf("history: queued %v, claimed %v; want both", queued, claimed)
 			}
 			want := 2 // the claim, the outcome
-			if tc.claimAfter > 0 {
+			if deferred {
 				want = 1
 			}
 			if after != want {
