@@ -27,6 +27,12 @@ var upRoles = []string{mesh.RoleToolhost, mesh.RoleApprover, mesh.RoleAgent, mes
 // the processes of every role (one each, or mesh.replicas / --replicas), and
 // runs the monitor, which restarts what it finds dead or stuck.
 func runUp(ctx context.Context, cfg *config.Config, args []string) error {
+	// This process and each role it starts share the host's cores: each
+	// gets half of them (see childEnv).
+	hostProcs := runtime.GOMAXPROCS(0)
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(max(1, hostProcs/2))
+	}
 	replicas, err := parseReplicas(cfg.Mesh.Replicas, args)
 	if err != nil {
 		return err
@@ -90,7 +96,7 @@ func runUp(ctx context.Context, cfg *config.Config, args []string) error {
 	defer n.close()
 
 	sup, err := newSupervisor(supervisorConfig{
-		Processes: upProcesses(cfg, url, replicas, roleEnv), MinBackoff: cfg.Mesh.RestartBackoff.Std(), Logger: log,
+		Processes: upProcesses(cfg, url, replicas, roleEnv, hostProcs), MinBackoff: cfg.Mesh.RestartBackoff.Std(), Logger: log,
 	})
 	if err != nil {
 		return err
@@ -140,7 +146,7 @@ func approvalKeys(cfg *config.Config, log zerolog.Logger) (map[string][]string, 
 // with a stable node id (<host>-<role>-<n>), so that a restarted process
 // comes back as the same node, its role's NATS identity, and the role's own
 // environment from roleEnv.
-func upProcesses(cfg *config.Config, url string, replicas map[string]int, roleEnv map[string][]string) []process {
+func upProcesses(cfg *config.Config, url string, replicas map[string]int, roleEnv map[string][]string, hostProcs int) []process {
 	var procs []process
 	for _, role := range upRoles {
 		for i := 1; i <= replicas[role]; i++ {
@@ -156,7 +162,7 @@ func upProcesses(cfg *config.Config, url string, replicas map[string]int, roleEn
 				env = append(env, config.EnvMetricsAddr+"="+addr)
 			}
 			env = append(env, childIdentityEnv(cfg, role)...)
-			env = append(env, childEnv(role, runtime.GOMAXPROCS(0), os.Getenv)...)
+			env = append(env, childEnv(role, hostProcs, os.Getenv)...)
 			procs = append(procs, process{Name: name, Args: []string{role}, Env: append(env, roleEnv[role]...)})
 		}
 	}
@@ -164,18 +170,18 @@ func upProcesses(cfg *config.Config, url string, replicas map[string]int, roleEn
 }
 
 // childEnv is the Go runtime's environment of the child of `mesh up` that
-// runs role: GOMAXPROCS half of this process's (at least 1), unless getenv
-// (the environment the children inherit) sets GOMAXPROCS, an operator's own
-// setting winning, or the role is the agent. The roles share the host's
-// cores, and with more Ps than it can use a process's idle Ps spin for
-// work and hand its goroutines from thread to thread on every wakeup. On 2
-// cores, GOMAXPROCS 1 took a quarter off the bridge's, the tool host's and
-// the sample MCP server's CPU per turn at one conversation at a time
-// (BenchmarkTurnCPU); the agent, busiest of all with an OpenAI-format
-// model, lost throughput with it at 50 concurrent and keeps its own, as
-// does the embedded server in this process, which gained nothing from it.
+// runs role: GOMAXPROCS half of the host's (hostProcs, at least 1), unless
+// getenv (the environment the children inherit) sets GOMAXPROCS, an
+// operator's own setting winning. `mesh up` itself, the embedded server,
+// runs with as many (runUp). The roles share the host's cores, and with more
+// Ps than it can use a process's idle Ps spin for work and hand its
+// goroutines from thread to thread on every wakeup. On 2 cores, GOMAXPROCS
+// 1 for every process took p50 at one conversation from 2.0-2.6 ms to
+// 1.8-2.0 ms and its CPU per turn by a fifth, with throughput at 50
+// concurrent unchanged offline and within 5 % with an OpenAI-format model
+// (BenchmarkTurnCPU).
 func childEnv(role string, procs int, getenv func(string) string) []string {
-	if role == mesh.RoleAgent || getenv("GOMAXPROCS") != "" {
+	if getenv("GOMAXPROCS") != "" {
 		return nil
 	}
 	return []string{"GOMAXPROCS=" + strconv.Itoa(max(1, procs/2))}

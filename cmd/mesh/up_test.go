@@ -12,8 +12,7 @@ import (
 )
 
 // TestChildEnv checks the GOMAXPROCS `mesh up` gives its children: half
-// its own, at least 1, none to the agent, and none when the operator sets
-// GOMAXPROCS.
+// the host's, at least 1, and none when the operator sets GOMAXPROCS.
 func TestChildEnv(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -26,7 +25,7 @@ func TestChildEnv(t *testing.T) {
 		{name: "1 core", role: mesh.RoleToolhost, procs: 1, want: []string{"GOMAXPROCS=1"}},
 		{name: "16 cores", role: mesh.RoleApprover, procs: 16, want: []string{"GOMAXPROCS=8"}},
 		{name: "5 cores", role: mesh.RoleGroup, procs: 5, want: []string{"GOMAXPROCS=2"}},
-		{name: "the agent keeps its own", role: mesh.RoleAgent, procs: 2},
+		{name: "the agent too", role: mesh.RoleAgent, procs: 2, want: []string{"GOMAXPROCS=1"}},
 		{name: "the operator's GOMAXPROCS wins", role: mesh.RoleBridge, procs: 16, operator: "3"},
 	}
 	for _, tt := range tests {
@@ -44,16 +43,16 @@ func TestChildEnv(t *testing.T) {
 	}
 }
 
-// TestUpProcessesGOMAXPROCS checks that every child of `mesh up` but the
-// agents is started with the GOMAXPROCS of childEnv, and none when the
-// operator's environment sets it.
+// TestUpProcessesGOMAXPROCS checks that every child of `mesh up` is
+// started with the GOMAXPROCS of childEnv, and none when the operator's
+// environment sets it.
 func TestUpProcessesGOMAXPROCS(t *testing.T) {
 	cfg := &config.Config{}
 	replicas := map[string]int{mesh.RoleToolhost: 1, mesh.RoleApprover: 1, mesh.RoleAgent: 2, mesh.RoleGroup: 1, mesh.RoleBridge: 1}
 	want := "GOMAXPROCS=" + strconv.Itoa(max(1, runtime.GOMAXPROCS(0)/2))
 	for _, operator := range []string{"", "3"} {
 		t.Setenv("GOMAXPROCS", operator)
-		procs := upProcesses(cfg, "nats://127.0.0.1:4222", replicas, nil)
+		procs := upProcesses(cfg, "nats://127.0.0.1:4222", replicas, nil, runtime.GOMAXPROCS(0))
 		if len(procs) != 6 {
 			t.Fatalf("GOMAXPROCS=%q: %d processes, want 6", operator, len(procs))
 		}
@@ -65,9 +64,6 @@ func TestUpProcessesGOMAXPROCS(t *testing.T) {
 				}
 			}
 			switch {
-			case strings.HasPrefix(p.Name, mesh.RoleAgent) && len(got) != 0:
-				t.Errorf("%s: started with %q, want none of its own", p.Name, got)
-			case strings.HasPrefix(p.Name, mesh.RoleAgent):
 			case operator == "" && !slices.Equal(got, []string{want}):
 				t.Errorf("%s: started with %q, want [%s]", p.Name, got, want)
 			case operator != "" && len(got) != 0:
