@@ -162,15 +162,15 @@ func upProcesses(cfg *config.Config, url string, replicas map[string]int, roleEn
 				env = append(env, config.EnvMetricsAddr+"="+addr)
 			}
 			env = append(env, childIdentityEnv(cfg, role)...)
-			env = append(env, childEnv(role, hostProcs, os.Getenv)...)
+			env = append(env, childEnv(hostProcs, os.Getenv)...)
 			procs = append(procs, process{Name: name, Args: []string{role}, Env: append(env, roleEnv[role]...)})
 		}
 	}
 	return procs
 }
 
-// childEnv is the Go runtime's environment of the child of `mesh up` that
-// runs role: GOMAXPROCS half of the host's (hostProcs, at least 1), unless
+// childEnv is the Go runtime's environment of every child of `mesh up`:
+// GOMAXPROCS half of the host's (hostProcs, at least 1), unless
 // getenv (the environment the children inherit) sets GOMAXPROCS, an
 // operator's own setting winning. `mesh up` itself, the embedded server,
 // runs with as many (runUp). The roles share the host's cores, and with more
@@ -180,7 +180,7 @@ func upProcesses(cfg *config.Config, url string, replicas map[string]int, roleEn
 // 1.8-2.0 ms and its CPU per turn by a fifth, with throughput at 50
 // concurrent unchanged offline and within 5 % with an OpenAI-format model
 // (BenchmarkTurnCPU).
-func childEnv(role string, procs int, getenv func(string) string) []string {
+func childEnv(procs int, getenv func(string) string) []string {
 	if getenv("GOMAXPROCS") != "" {
 		return nil
 	}

@@ -16,28 +16,26 @@ import (
 func TestChildEnv(t *testing.T) {
 	tests := []struct {
 		name     string
-		role     string
 		procs    int
 		operator string // GOMAXPROCS in the environment the children inherit
 		want     []string
 	}{
-		{name: "2 cores", role: mesh.RoleBridge, procs: 2, want: []string{"GOMAXPROCS=1"}},
-		{name: "1 core", role: mesh.RoleToolhost, procs: 1, want: []string{"GOMAXPROCS=1"}},
-		{name: "16 cores", role: mesh.RoleApprover, procs: 16, want: []string{"GOMAXPROCS=8"}},
-		{name: "5 cores", role: mesh.RoleGroup, procs: 5, want: []string{"GOMAXPROCS=2"}},
-		{name: "the agent too", role: mesh.RoleAgent, procs: 2, want: []string{"GOMAXPROCS=1"}},
-		{name: "the operator's GOMAXPROCS wins", role: mesh.RoleBridge, procs: 16, operator: "3"},
+		{name: "2 cores", procs: 2, want: []string{"GOMAXPROCS=1"}},
+		{name: "1 core", procs: 1, want: []string{"GOMAXPROCS=1"}},
+		{name: "16 cores", procs: 16, want: []string{"GOMAXPROCS=8"}},
+		{name: "5 cores", procs: 5, want: []string{"GOMAXPROCS=2"}},
+		{name: "the operator's GOMAXPROCS wins", procs: 16, operator: "3"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := childEnv(tt.role, tt.procs, func(key string) string {
+			got := childEnv(tt.procs, func(key string) string {
 				if key == "GOMAXPROCS" {
 					return tt.operator
 				}
 				return ""
 			})
 			if !slices.Equal(got, tt.want) {
-				t.Errorf("childEnv(%s, %d) with GOMAXPROCS=%q: %q, want %q", tt.role, tt.procs, tt.operator, got, tt.want)
+				t.Errorf("childEnv(%d) with GOMAXPROCS=%q: %q, want %q", tt.procs, tt.operator, got, tt.want)
 			}
 		})
 	}
