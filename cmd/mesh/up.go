@@ -27,11 +27,10 @@ var upRoles = []string{mesh.RoleToolhost, mesh.RoleApprover, mesh.RoleAgent, mes
 // the processes of every role (one each, or mesh.replicas / --replicas), and
 // runs the monitor, which restarts what it finds dead or stuck.
 func runUp(ctx context.Context, cfg *config.Config, args []string) error {
-	// This process and each role it starts share the host's cores: each
-	// gets half of them (see childEnv).
-	hostProcs := runtime.GOMAXPROCS(0)
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(max(1, hostProcs/2))
+	// This process and each role it starts share the host's cores.
+	procs := upProcs(runtime.GOMAXPROCS(0), os.Getenv)
+	if procs > 0 {
+		runtime.GOMAXPROCS(procs)
 	}
 	replicas, err := parseReplicas(cfg.Mesh.Replicas, args)
 	if err != nil {
@@ -96,7 +95,7 @@ func runUp(ctx context.Context, cfg *config.Config, args []string) error {
 	defer n.close()
 
 	sup, err := newSupervisor(supervisorConfig{
-		Processes: upProcesses(cfg, url, replicas, roleEnv, hostProcs), MinBackoff: cfg.Mesh.RestartBackoff.Std(), Logger: log,
+		Processes: upProcesses(cfg, url, replicas, roleEnv, procs), MinBackoff: cfg.Mesh.RestartBackoff.Std(), Logger: log,
 	})
 	if err != nil {
 		return err
@@ -145,9 +144,9 @@ func approvalKeys(cfg *config.Config, log zerolog.Logger) (map[string][]string, 
 // upProcesses are the children of `mesh up`: replicas of every role, each
 // with a stable node id (<host>-<role>-<n>), so that a restarted process
 // comes back as the same node, its role's NATS identity, and the role's own
-// environment from roleEnv.
-func upProcesses(cfg *config.Config, url string, replicas map[string]int, roleEnv map[string][]string, hostProcs int) []process {
-	var procs []process
+// environment from roleEnv; GOMAXPROCS procs, unless zero (upProcs).
+func upProcesses(cfg *config.Config, url string, replicas map[string]int, roleEnv map[string][]string, procs int) []process {
+	var children []process
 	for _, role := range upRoles {
 		for i := 1; i <= replicas[role]; i++ {
 			name := role
@@ -158,33 +157,34 @@ func upProcesses(cfg *config.Config, url string, replicas map[string]int, roleEn
 				config.EnvNATSURL + "=" + url,
 				config.EnvNodeID + "=" + fmt.Sprintf("%s-%s-%d", upNodePrefix(cfg), role, i),
 			}
-			if addr := childMetricsAddr(cfg.Metrics.Listen, len(procs)+1); addr != "" {
+			if addr := childMetricsAddr(cfg.Metrics.Listen, len(children)+1); addr != "" {
 				env = append(env, config.EnvMetricsAddr+"="+addr)
 			}
 			env = append(env, childIdentityEnv(cfg, role)...)
-			env = append(env, childEnv(hostProcs, os.Getenv)...)
-			procs = append(procs, process{Name: name, Args: []string{role}, Env: append(env, roleEnv[role]...)})
+			if procs > 0 {
+				env = append(env, "GOMAXPROCS="+strconv.Itoa(procs))
+			}
+			children = append(children, process{Name: name, Args: []string{role}, Env: append(env, roleEnv[role]...)})
 		}
 	}
-	return procs
+	return children
 }
 
-// childEnv is the Go runtime's environment of every child of `mesh up`:
-// GOMAXPROCS half of the host's (hostProcs, at least 1), unless
-// getenv (the environment the children inherit) sets GOMAXPROCS, an
-// operator's own setting winning. `mesh up` itself, the embedded server,
-// runs with as many (runUp). The roles share the host's cores, and with more
-// Ps than it can use a process's idle Ps spin for work and hand its
+// upProcs is the GOMAXPROCS of `mesh up` and of every role it starts:
+// half of the host's (hostProcs, at least 1), or zero when getenv (the
+// environment the children inherit) sets GOMAXPROCS, an operator's own
+// setting winning. The roles share the host's cores, and with more Ps
+// than it can use a process's idle Ps spin for work and hand its
 // goroutines from thread to thread on every wakeup. On 2 cores, GOMAXPROCS
 // 1 for every process took p50 at one conversation from 2.0-2.6 ms to
 // 1.8-2.0 ms and its CPU per turn by a fifth, with throughput at 50
 // concurrent unchanged offline and within 5 % with an OpenAI-format model
 // (BenchmarkTurnCPU).
-func childEnv(procs int, getenv func(string) string) []string {
+func upProcs(hostProcs int, getenv func(string) string) int {
 	if getenv("GOMAXPROCS") != "" {
-		return nil
+		return 0
 	}
-	return []string{"GOMAXPROCS=" + strconv.Itoa(max(1, procs/2))}
+	return max(1, hostProcs/2)
 }
 
 // upNodePrefix starts the node ids of `mesh up`'s processes: the host,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -11,38 +12,38 @@ import (
 	"github.com/agentmesh/agentmesh/mesh"
 )
 
-// TestChildEnv checks the GOMAXPROCS `mesh up` gives its children: half
+// TestUpProcs checks the GOMAXPROCS of `mesh up` and its children: half
 // the host's, at least 1, and none when the operator sets GOMAXPROCS.
-func TestChildEnv(t *testing.T) {
+func TestUpProcs(t *testing.T) {
 	tests := []struct {
 		name     string
 		procs    int
 		operator string // GOMAXPROCS in the environment the children inherit
-		want     []string
+		want     int
 	}{
-		{name: "2 cores", procs: 2, want: []string{"GOMAXPROCS=1"}},
-		{name: "1 core", procs: 1, want: []string{"GOMAXPROCS=1"}},
-		{name: "16 cores", procs: 16, want: []string{"GOMAXPROCS=8"}},
-		{name: "5 cores", procs: 5, want: []string{"GOMAXPROCS=2"}},
-		{name: "the operator's GOMAXPROCS wins", procs: 16, operator: "3"},
+		{name: "2 cores", procs: 2, want: 1},
+		{name: "1 core", procs: 1, want: 1},
+		{name: "16 cores", procs: 16, want: 8},
+		{name: "5 cores", procs: 5, want: 2},
+		{name: "the operator's GOMAXPROCS wins", procs: 16, operator: "3", want: 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := childEnv(tt.procs, func(key string) string {
+			got := upProcs(tt.procs, func(key string) string {
 				if key == "GOMAXPROCS" {
 					return tt.operator
 				}
 				return ""
 			})
-			if !slices.Equal(got, tt.want) {
-				t.Errorf("childEnv(%d) with GOMAXPROCS=%q: %q, want %q", tt.procs, tt.operator, got, tt.want)
+			if got != tt.want {
+				t.Errorf("upProcs(%d) with GOMAXPROCS=%q: %d, want %d", tt.procs, tt.operator, got, tt.want)
 			}
 		})
 	}
 }
 
 // TestUpProcessesGOMAXPROCS checks that every child of `mesh up` is
-// started with the GOMAXPROCS of childEnv, and none when the operator's
+// started with the GOMAXPROCS of upProcs, and none when the operator's
 // environment sets it.
 func TestUpProcessesGOMAXPROCS(t *testing.T) {
 	cfg := &config.Config{}
@@ -50,7 +51,7 @@ func TestUpProcessesGOMAXPROCS(t *testing.T) {
 	want := "GOMAXPROCS=" + strconv.Itoa(max(1, runtime.GOMAXPROCS(0)/2))
 	for _, operator := range []string{"", "3"} {
 		t.Setenv("GOMAXPROCS", operator)
-		procs := upProcesses(cfg, "nats://127.0.0.1:4222", replicas, nil, runtime.GOMAXPROCS(0))
+		procs := upProcesses(cfg, "nats://127.0.0.1:4222", replicas, nil, upProcs(runtime.GOMAXPROCS(0), os.Getenv))
 		if len(procs) != 6 {
 			t.Fatalf("GOMAXPROCS=%q: %d processes, want 6", operator, len(procs))
 		}
