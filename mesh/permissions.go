@@ -300,6 +300,20 @@ func (n Namespace) roleGrants(role string) []Grant {
 	return nil
 }
 
+// deliveryReplies are the reply subjects of the messages a consumer of
+// stream delivers (v1 and v2 forms), for a role that only follows or
+// watches the stream. Its consumers acknowledge nothing (AckNone, and every
+// consumer of a stream it follows or watches is such a one), so these
+// subjects let it do nothing the server acts on; but without them the
+// server, for a role that may answer requests (allow_responses), records
+// every delivery's reply subject as one the role may answer, keeps it until
+// the role's reply time passes and scans the records every second: the
+// bridge's follows and watches made tens of thousands of records a second
+// under load, and the table that held them never shrinks.
+func deliveryReplies(stream string) []string {
+	return []string{"$JS.ACK." + stream + ".>", "$JS.ACK.*.*." + stream + ".>"}
+}
+
 // approvalServiceName mirrors approver.ServiceName (mesh imports no role).
 const approvalServiceName = "mesh-approvals"
 
@@ -345,6 +359,7 @@ func (n Namespace) compile(g Grant) (pub, sub []string) {
 			api + "CONSUMER.MSG.NEXT." + s + ".*",
 			api + "CONSUMER.DELETE." + s + ".*",
 		}
+		pub = append(pub, deliveryReplies(s)...)
 		// A consumer of several filter subjects names none in its create
 		// subject, so the server cannot hold it to Filter: that form is
 		// allowed only when Filter is everything the stream stores.
@@ -366,14 +381,14 @@ func (n Namespace) compile(g Grant) (pub, sub []string) {
 	case GrantKVRead:
 		return []string{api + "STREAM.INFO." + stream, api + "DIRECT.GET." + stream + ".$KV." + bucket + "." + keys}, nil
 	case GrantKVWatch:
-		return []string{
+		return append([]string{
 			api + "STREAM.INFO." + stream,
 			api + "CONSUMER.CREATE." + stream + ".*.$KV." + bucket + "." + keys,
 			api + "CONSUMER.DELETE." + stream + ".*",
 			// Flow control of the watch's push consumer (v1 and v2 forms).
 			"$JS.FC." + stream + ".>",
 			"$JS.FC.*.*." + stream + ".>",
-		}, nil
+		}, deliveryReplies(stream)...), nil
 	case GrantKVWrite:
 		return []string{api + "STREAM.INFO." + stream, "$KV." + bucket + "." + keys}, nil
 	}

@@ -58,6 +58,10 @@ func TestPermissionsHold(t *testing.T) {
 		// still there; it published them and holds the tokens they carry.
 		{"only agents (and the bridge) read work", "mesh.work.agent.resource-manager.c1", false, []string{mesh.RoleAgent, mesh.RoleBridge, mesh.RoleAdmin}},
 		{"only groups (and the bridge) read group work", "mesh.work.group.panel.c1", false, []string{mesh.RoleGroup, mesh.RoleBridge, mesh.RoleAdmin}},
+		// Followers and watchers may publish their deliveries' acks
+		// (deliveryReplies), never those of the work queue.
+		{"only agents and groups ack their work", "$JS.ACK.MESH_WORK.resource-manager.1.5.5.1700000000000000000.0", true, []string{mesh.RoleAgent, mesh.RoleGroup, mesh.RoleAdmin}},
+		{"only agents and groups ack their work (v2 form)", "$JS.ACK.hub.ACC.MESH_WORK.resource-manager.1.5.5.1700000000000000000.0.x", true, []string{mesh.RoleAgent, mesh.RoleGroup, mesh.RoleAdmin}},
 		{"only the admin deletes a stream", "$JS.API.STREAM.DELETE.MESH_WORK", true, []string{mesh.RoleAdmin}},
 		// The bridge purges a deleted conversation's events for an admin's
 		// DELETE ?purge=true (issue 16): the events stream only.

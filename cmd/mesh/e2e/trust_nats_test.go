@@ -200,6 +200,12 @@ func trustActions() []action {
 		reqAction("delete a work consumer", "$JS.API.CONSUMER.DELETE.MESH_WORK.agent_resource-manager"),
 		// The bridge's ops API lists the work consumers' state (no message).
 		reqAction("list the work consumers", "$JS.API.CONSUMER.LIST.MESH_WORK", bridge),
+		// Acks: of the work queue only by its consumers; of the deliveries
+		// of a stream a role follows or watches (AckNone: nothing to ack,
+		// the grant spares the server a record of each delivery) by it.
+		pubAction("ack an agent's work", "$JS.ACK.MESH_WORK.agent_resource-manager.1.7.7.1700000000000000000.0", agent, group),
+		pubAction("ack a delivery of the sessions", "$JS.ACK.KV_mesh_sessions.w1.1.7.7.1700000000000000000.0", bridge),
+		pubAction("ack a delivery of the events", "$JS.ACK.MESH_EVENTS.f1.1.7.7.1700000000000000000.0", bridge),
 		pubAction("enqueue a turn", "mesh.work.agent.resource-manager.c1", agent, group, approver, bridge),
 		// The bridge ends and announces the turns it queued (run_queued, a
 		// queued turn cancelled, lost or not taken).
