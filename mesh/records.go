@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+
+	"github.com/agentmesh/agentmesh/mesh/memory"
 )
 
 // recordCacheBytes bounds the records a process keeps (recordCache): about
@@ -35,8 +37,20 @@ type cachedRecord struct {
 	size int
 }
 
+// newRecordCache makes a cache of maxBytes, emptied when the process gives
+// its memory back (memory.Release: a quiet process need not keep the last
+// burst's records).
 func newRecordCache(maxBytes int) *recordCache {
-	return &recordCache{max: maxBytes, byseq: map[uint64]cachedRecord{}}
+	c := &recordCache{max: maxBytes, byseq: map[uint64]cachedRecord{}}
+	memory.OnRelease(c, (*recordCache).reset)
+	return c
+}
+
+// reset lets every record go.
+func (c *recordCache) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.byseq, c.order, c.size = map[uint64]cachedRecord{}, nil, 0
 }
 
 // get returns the record at seq if it is kept and is conv's.

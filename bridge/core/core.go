@@ -47,6 +47,7 @@ import (
 	"github.com/agentmesh/agentmesh/bridge/auth"
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/memory"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
@@ -181,6 +182,7 @@ func New(cfg Config) (*Core, error) {
 		streams:   make(chan struct{}, cfg.MaxStreams),
 	}
 	c.hub.ends = c.onRunEnd
+	memory.OnRelease(&c.heads, (*heads).reset)
 	return c, nil
 }
 

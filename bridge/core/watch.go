@@ -51,6 +51,14 @@ func (c *Core) keepHead(conv *mesh.Conversation) {
 	c.heads.mu.Unlock()
 }
 
+// reset lets every kept head go: a quiet bridge (memory.Release) need not
+// keep them; the next message of a conversation reads its head again.
+func (h *heads) reset() {
+	h.mu.Lock()
+	h.m = nil
+	h.mu.Unlock()
+}
+
 // takeHead takes the head kept for conversation id, unless the listing
 // has seen a newer save of it.
 func (c *Core) takeHead(id string) *mesh.Conversation {

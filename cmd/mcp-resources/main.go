@@ -12,7 +12,8 @@
 // BEGIN IMMEDIATE transaction. --log-level is a zerolog level.
 //
 // The garbage collector runs at GOGC 400 unless GOGC is set (see
-// gcPercent).
+// gcPercent); once quiet after a burst, the server gives its memory back
+// as the mesh's roles do (package mesh/memory).
 //
 // With MESH_CPU_PROFILE set to a directory (as for the mesh's roles), the
 // server writes a CPU profile of its run there, mcp-resources-<pid>.pprof.
@@ -75,10 +76,12 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"syscall"
 
+	"github.com/agentmesh/agentmesh/mesh/memory"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 )
@@ -95,8 +98,13 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(gcPercent)
 	}
+	profile := os.Getenv("MESH_CPU_PROFILE")
+	if profile == "" {
+		runtime.MemProfileRate = 0 // nothing reads the heap's samples
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	stopProfile := startProfile(os.Getenv("MESH_CPU_PROFILE"))
+	go memory.Default().Run(ctx)
+	stopProfile := startProfile(profile)
 	err := run(ctx, os.Args[1:], os.Stderr)
 	stopProfile()
 	stop()
