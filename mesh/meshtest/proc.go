@@ -21,6 +21,11 @@ type ProcUsage struct {
 	// processes (a binary several processes map) counted in shares; 0 when
 	// /proc does not say.
 	PSS int64
+	// RSSFile is the part of RSS that maps files (the program's and its
+	// libraries' code and read-only data, which every process of one
+	// binary maps again), RSSAnon the process's own memory (heap, stacks);
+	// both 0 when /proc does not say.
+	RSSFile, RSSAnon int64
 }
 
 // clockTick is the unit of /proc/<pid>/stat's times (USER_HZ, 100 on Linux).
@@ -45,7 +50,30 @@ func Proc(pid int) (u ProcUsage, ok bool) {
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	rss, _ := strconv.ParseInt(f[21], 10, 64)
-	return ProcUsage{CPU: time.Duration(ut+st) * clockTick, RSS: rss * int64(os.Getpagesize()), PSS: pss(pid)}, true
+	u = ProcUsage{CPU: time.Duration(ut+st) * clockTick, RSS: rss * int64(os.Getpagesize()), PSS: pss(pid)}
+	u.RSSFile, u.RSSAnon = rssSplit(pid)
+	return u, true
+}
+
+// rssSplit is the RssFile and RssAnon lines of /proc/<pid>/status, in bytes.
+func rssSplit(pid int) (file, anon int64) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		key, rest, ok := strings.Cut(line, ":")
+		if !ok || key != "RssFile" && key != "RssAnon" {
+			continue
+		}
+		kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+		if key == "RssFile" {
+			file = kb << 10
+		} else {
+			anon = kb << 10
+		}
+	}
+	return file, anon
 }
 
 // pss is the Pss line of /proc/<pid>/smaps_rollup, in bytes (0 when unknown).
