@@ -1,8 +1,9 @@
 // Package memory gives a quiet process's memory back to the system. Every
 // role of the mesh, `mesh up` itself and the sample MCP server run an
 // [IdleRelease]: once the process has gone quiet after allocating, it
-// collects its garbage, returns the free heap and lets go of the pages of
-// its own program that it has not touched since ([Release]).
+// empties its caches, collects its garbage, returns the free heap and lets
+// go of the pages of its program and libraries, which it maps again as it
+// touches them ([Release]).
 //
 // Why: Go keeps a heap at its peak size until the next collection, which an
 // idle process runs only every 2 minutes, and then returns memory slowly;

@@ -120,8 +120,8 @@ func (r *IdleRelease) Run(ctx context.Context) {
 }
 
 // Release empties the caches registered with [OnRelease], collects,
-// returns the free heap to the system and unmaps the program's pages the
-// process has not written ([DropFilePages]). The
+// returns the free heap to the system and unmaps the pages of the code and
+// read-only data of the program and its libraries ([DropFilePages]). The
 // embedded NATS server's message blocks give their buffers back to a
 // sync.Pool when a collection finds them unused, and a pool keeps what it
 // holds through one more collection: the third (FreeOSMemory's) frees them.
