@@ -140,8 +140,7 @@ func roleCommand(name string, runner func(context.Context, *config.Config, []str
 			// profiles MESH_CPU_PROFILE asks for read them.
 			if cfg.ProfileDir == "" {
 				runtime.MemProfileRate = 0
-			}
-			if cfg.ProfileDir != "" {
+			} else {
 				f, err := os.Create(filepath.Join(cfg.ProfileDir, fmt.Sprintf("%s-%d.pprof", name, os.Getpid())))
 				if err == nil && pprof.StartCPUProfile(f) == nil {
 					defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
