@@ -34,7 +34,7 @@ type procStat struct {
 
 // meshUsage reads every process of m: `mesh up` and its descendants (role
 // processes and their MCP servers), by pid.
-func (m *meshProc) meshUsage() map[int]procStat {
+func (m *meshProc) usage() map[int]procStat {
 	m.t.Helper()
 	m.mu.Lock()
 	cmd := m.cmd
@@ -139,8 +139,16 @@ type loadResult struct {
 	after   map[int]procStat
 }
 
+// turnServer is what a load runs against: `mesh up` (meshProc) or the
+// single-process baseline (baselineProc).
+type turnServer interface {
+	url(path string) string
+	// usage reads every process of the server.
+	usage() map[int]procStat
+}
+
 // run sends the load and measures it.
-func (l turnLoad) run(b *testing.B, m *meshProc) loadResult {
+func (l turnLoad) run(b *testing.B, m turnServer) loadResult {
 	b.Helper()
 	client := turnClient(l.conc)
 	defer client.CloseIdleConnections()
@@ -151,7 +159,7 @@ func (l turnLoad) run(b *testing.B, m *meshProc) loadResult {
 	close(work)
 	var mu sync.Mutex
 	res := loadResult{lat: make([]time.Duration, 0, l.turns)}
-	before := m.meshUsage()
+	before := m.usage()
 	start := time.Now()
 	var wg sync.WaitGroup
 	for range l.conc {
@@ -184,9 +192,26 @@ func (l turnLoad) run(b *testing.B, m *meshProc) loadResult {
 	}
 	wg.Wait()
 	res.elapsed = time.Since(start)
-	res.after = m.meshUsage()
+	res.after = m.usage()
 	res.cpu = cpuByName(before, res.after)
 	return res
+}
+
+// p50 is the median latency in ms (lat sorted by report).
+func (r loadResult) p50() float64 {
+	lat := slices.Sorted(slices.Values(r.lat))
+	return float64(lat[len(lat)/2].Microseconds()) / 1000
+}
+
+func (r loadResult) turnsPerSecond() float64 { return float64(len(r.lat)) / r.elapsed.Seconds() }
+
+// cpuPerTurn is the CPU of every process measured, in ms per turn.
+func (r loadResult) cpuPerTurn() float64 {
+	var total time.Duration
+	for _, d := range r.cpu {
+		total += d
+	}
+	return float64(total.Microseconds()) / 1000 / float64(len(r.lat))
 }
 
 // report prints the figures of a load as benchmark metrics.
@@ -219,14 +244,21 @@ func (r loadResult) report(b *testing.B) {
 // in the agent, and the same planner behind a local server speaking
 // OpenAI's wire format (the agent then builds requests, streams and parses
 // answers as with a cloud model).
-func benchModels(b *testing.B) map[string]meshOpts {
+func benchModels(b *testing.B) map[string]benchModel {
 	base := defaultConfig(b)
 	srv := llmtest.Start(b, llmtest.Config{API: llmtest.OpenAI})
-	return map[string]meshOpts{
-		"offline": {logLevel: "warn", config: base},
-		"openai": {logLevel: "warn", config: strings.Replace(base, "model: offline", "model: gpt-4o-mini", 1),
-			env: []string{"OPENAI_API_KEY=k", "OPENAI_BASE_URL=" + srv.BaseURL()}},
+	return map[string]benchModel{
+		"offline": {opts: meshOpts{logLevel: "warn", config: base}},
+		"openai": {modelURL: srv.BaseURL(), opts: meshOpts{logLevel: "warn", config: strings.Replace(base, "model: offline", "model: gpt-4o-mini", 1),
+			env: []string{"OPENAI_API_KEY=k", "OPENAI_BASE_URL=" + srv.BaseURL()}}},
 	}
+}
+
+// benchModel is a mesh with one model, and the model's URL when it is a
+// server.
+type benchModel struct {
+	opts     meshOpts
+	modelURL string
 }
 
 // BenchmarkTurnCPU measures a REST turn with one tool call (resources_list
@@ -234,21 +266,46 @@ func benchModels(b *testing.B) map[string]meshOpts {
 // a local OpenAI-format fake model, at 1, 10 and 50 concurrent
 // conversations (10 turns each): turns/s, p50/p99 latency, and the CPU a
 // turn costs in each process of the mesh (`<process>-ms/turn`) and in all
-// of them (`cpu-ms/turn`).
+// of them (`cpu-ms/turn`). Then the same load on the single-process
+// baseline (baseline_test.go) with the same fake model: its figures, and
+// the mesh's over the baseline's measured in this run (`mesh-p50-x`,
+// `mesh-turns/s-x`, `mesh-cpu-x`), which compare the two on whatever
+// machine runs them.
 func BenchmarkTurnCPU(b *testing.B) {
 	models := benchModels(b)
+	mesh := map[int]loadResult{} // the mesh's with the OpenAI-format model, by concurrency
 	for _, model := range []string{"offline", "openai"} {
 		b.Run("model="+model, func(b *testing.B) {
-			m := startMesh(b, models[model])
+			m := startMesh(b, models[model].opts)
 			m.send(m.newConversation(), "list all resources") // warm up
 			for _, conc := range []int{1, 10, 50} {
 				b.Run(fmt.Sprintf("conversations=%d", conc), func(b *testing.B) {
 					turns := max(b.N, conc)
-					turnLoad{turns: turns, conc: conc, perConversation: 10}.run(b, m).report(b)
+					res := turnLoad{turns: turns, conc: conc, perConversation: 10}.run(b, m)
+					res.report(b)
+					if model == "openai" {
+						mesh[conc] = res
+					}
 				})
 			}
 		})
 	}
+	b.Run("baseline", func(b *testing.B) {
+		p := startBaseline(b, models["openai"].modelURL)
+		p.checkTurn(b) // and warm up
+		for _, conc := range []int{1, 10, 50} {
+			b.Run(fmt.Sprintf("conversations=%d", conc), func(b *testing.B) {
+				turns := max(b.N, conc)
+				res := turnLoad{turns: turns, conc: conc, perConversation: 10}.run(b, p)
+				res.report(b)
+				if m, ok := mesh[conc]; ok && len(m.lat) > 0 && len(res.lat) > 0 {
+					b.ReportMetric(m.p50()/res.p50(), "mesh-p50-x")
+					b.ReportMetric(m.turnsPerSecond()/res.turnsPerSecond(), "mesh-turns/s-x")
+					b.ReportMetric(m.cpuPerTurn()/res.cpuPerTurn(), "mesh-cpu-x")
+				}
+			})
+		}
+	})
 }
 
 // benchScale scales the fixed-size benchmarks: MESH_BENCH_SCALE=1 runs them
@@ -278,21 +335,21 @@ func BenchmarkMeshMemory(b *testing.B) {
 	conversations := int(10000 * benchScale())
 	m := startMesh(b, meshOpts{logLevel: "warn"})
 	m.send(m.newConversation(), "list all resources") // warm up
-	usage := m.meshUsage()
+	usage := m.usage()
 	_, before := rssByName(usage)
 	pssBefore := pssTotal(usage)
 	res := turnLoad{turns: conversations, conc: 100, perConversation: 1}.run(b, m)
-	usage = m.meshUsage()
+	usage = m.usage()
 	_, atEnd := rssByName(usage)
 	pssAtEnd := pssTotal(usage)
 	// JetStream drops the caches of the blocks it wrote after 10 s idle.
 	time.Sleep(15 * time.Second)
-	usage = m.meshUsage()
+	usage = m.usage()
 	byName, total := rssByName(usage)
 	pss := pssTotal(usage)
 	file, anon := rssSplitTotal(usage)
 	time.Sleep(165 * time.Second)
-	usage = m.meshUsage()
+	usage = m.usage()
 	settledByName, settled := rssByName(usage)
 	pssSettled := pssTotal(usage)
 	mb := func(n int64) float64 { return float64(n) / (1 << 20) }
@@ -350,7 +407,7 @@ func BenchmarkLongConversation(b *testing.B) {
 	// turn.
 	byRole := map[string]map[string]time.Duration{} // window → role → CPU per turn
 	next := func(name string) ([window][]time.Duration, time.Duration) {
-		before := m.meshUsage()
+		before := m.usage()
 		var lat [window][]time.Duration
 		for i := range window {
 			for _, id := range ids {
@@ -360,19 +417,19 @@ func BenchmarkLongConversation(b *testing.B) {
 		}
 		var cpu time.Duration
 		byRole[name] = map[string]time.Duration{}
-		for role, d := range cpuByName(before, m.meshUsage()) {
+		for role, d := range cpuByName(before, m.usage()) {
 			cpu += d
 			byRole[name][role] = d / (convs * window)
 		}
 		return lat, cpu / (convs * window)
 	}
-	before := m.meshUsage()
+	before := m.usage()
 	var lat1 []time.Duration
 	for _, id := range ids { // turn 1
 		lat1 = append(lat1, turn(id))
 	}
 	var cpu1 time.Duration
-	for _, d := range cpuByName(before, m.meshUsage()) {
+	for _, d := range cpuByName(before, m.usage()) {
 		cpu1 += d
 	}
 	cpu1 /= convs

@@ -170,7 +170,7 @@ func benchObsTurn(b *testing.B, m *meshProc) (p50, cpu float64) {
 	conv := m.newConversation()
 	m.send(conv, "list all resources") // warm up
 	lat := make([]time.Duration, 0, b.N)
-	before := m.meshUsage()
+	before := m.usage()
 	b.ResetTimer()
 	for i := range b.N {
 		if i%10 == 0 {
@@ -185,7 +185,7 @@ func benchObsTurn(b *testing.B, m *meshProc) (p50, cpu float64) {
 	}
 	b.StopTimer()
 	var total time.Duration
-	for _, d := range cpuByName(before, m.meshUsage()) {
+	for _, d := range cpuByName(before, m.usage()) {
 		total += d
 	}
 	cpu = float64(total.Microseconds()) / 1000 / float64(b.N)

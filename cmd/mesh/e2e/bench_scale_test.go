@@ -101,9 +101,9 @@ func BenchmarkManyConversations(b *testing.B) {
 	if b.Failed() {
 		return
 	}
-	atEnd, totalAtEnd := rssByName(m.meshUsage())
+	atEnd, totalAtEnd := rssByName(m.usage())
 	time.Sleep(15 * time.Second)
-	idle, totalIdle := rssByName(m.meshUsage())
+	idle, totalIdle := rssByName(m.usage())
 
 	js, err := jetstream.New(m.adminNATS(b))
 	if err != nil {

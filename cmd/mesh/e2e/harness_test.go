@@ -34,6 +34,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(testMCPEnv) != "" {
 		os.Exit(runTestMCPServer())
 	}
+	if os.Getenv(baselineEnv) != "" {
+		os.Exit(runBaseline())
+	}
 	dir, err := os.MkdirTemp("", "mesh-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
