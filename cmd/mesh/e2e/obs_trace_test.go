@@ -24,6 +24,7 @@ import (
 type span struct {
 	service, ns, name string
 	trace, id, parent string
+	start, end        time.Time
 }
 
 // otlpReceiver is an OpenTelemetry collector's trace service over HTTP
@@ -89,7 +90,8 @@ func (r *otlpReceiver) add(ex *coltrace.ExportTraceServiceRequest) {
 }
 
 func spanOf(service string, s *tracepb.Span) span {
-	return span{service: service, name: s.Name, trace: hex.EncodeToString(s.TraceId), id: hex.EncodeToString(s.SpanId), parent: hex.EncodeToString(s.ParentSpanId)}
+	return span{service: service, name: s.Name, trace: hex.EncodeToString(s.TraceId), id: hex.EncodeToString(s.SpanId), parent: hex.EncodeToString(s.ParentSpanId),
+		start: time.Unix(0, int64(s.StartTimeUnixNano)), end: time.Unix(0, int64(s.EndTimeUnixNano))}
 }
 
 // of returns the spans of trace id.
