@@ -428,3 +428,48 @@ func TestDecodedHistory(t *testing.T) {
 		t.Fatalf("the next read decoded the record again: %s %q", ids(got.Messages), got.Messages[0].Content)
 	}
 }
+
+// A process that follows the log keeps the records another appends as they
+// are stored: its page of the conversation then comes from what it kept,
+// here even after the record is gone from the stream.
+func TestFollowKeepsOthersRecords(t *testing.T) {
+	writer, js := testStore(t)
+	ctx := t.Context()
+	kv, err := js.KeyValue(ctx, DefaultNamespace.Bucket(BucketSessions))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := NewSessionStore(kv, NewMessageLog(js, DefaultNamespace))
+	stop, err := reader.FollowMessages(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	c := &Conversation{ID: NewID(), Status: StatusActive, Messages: []Message{{ID: "u1", Role: RoleUser, Content: "hello"}}}
+	if err := writer.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	seq := c.MessageTail[0].Seq
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, ok := reader.log.cache.get(c.ID, seq); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the follower did not keep record %d", seq)
+		}
+	}
+	if _, ok := reader.log.cache.get("another", seq); ok {
+		t.Fatal("a kept record is given for another conversation")
+	}
+	st, err := js.Stream(ctx, DefaultNamespace.Stream(StreamMessages))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DeleteMsg(ctx, seq); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := reader.GetDoc(ctx, c.ID)
+	if err != nil || len(doc.Messages) != 1 || !strings.Contains(string(doc.Messages[0]), `"hello"`) {
+		t.Fatalf("page %+v, %v: not the kept record", doc, err)
+	}
+}

@@ -275,6 +275,7 @@ func (n Namespace) roleGrants(role string) []Grant {
 			{Kind: GrantKVWatch, Subject: BucketSessions, Why: "list conversations"},
 			{Kind: GrantKVWrite, Subject: BucketSessions, Why: "create conversations"},
 			{Kind: GrantLog, Subject: n.Stream(StreamMessages), Filter: n.MessagesAll(), Why: "conversations' messages: pages, notices of lost turns"},
+			{Kind: GrantFollow, Subject: n.Stream(StreamMessages), Filter: n.MessagesAll(), Why: "keep the records agents append, which the answers to their turns show (what the direct gets above read too)"},
 			{Kind: GrantKVRead, Subject: BucketApprovals, Why: "show approvals"},
 			{Kind: GrantKVWatch, Subject: BucketApprovals, Why: "list approvals"},
 			{Kind: GrantKVRead, Subject: BucketTools, Why: "/tools, the agent card"},

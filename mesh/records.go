@@ -5,7 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentmesh/agentmesh/mesh/memory"
 )
@@ -165,4 +169,50 @@ func (l *MessageLog) decodedAt(ctx context.Context, conv string, tail []MessageR
 		}
 	}
 	return out, snap, nil
+}
+
+// Follow keeps every record appended to the log from now on in this
+// process's cache, as the stream delivers it, until stop: a process that
+// reads the records others append (the bridge answering a turn with the
+// page its agent just saved) then finds them kept instead of asking the
+// server for them, a round trip fewer on the way to its answer. A record
+// it missed (the cache full, the consumer starting over) is read as
+// before.
+func (l *MessageLog) Follow(ctx context.Context) (stop func(), err error) {
+	stream, err := l.js.Stream(ctx, l.stream)
+	if err != nil {
+		return nil, fmt.Errorf("messages stream: %w", err)
+	}
+	// From the record after the stream's last one rather than DeliverNew,
+	// like the bridge's events consumer: an ordered consumer that starts
+	// over before its first record would skip those in between.
+	cons, err := l.js.OrderedConsumer(ctx, l.stream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{l.ns.MessagesAll()},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    stream.CachedInfo().State.LastSeq + 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("follow messages: %w", err)
+	}
+	prefix := l.ns.Prefix() + ".msg."
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		md, err := m.Metadata()
+		conv, ok := strings.CutPrefix(m.Subject(), prefix)
+		if err != nil || !ok {
+			return
+		}
+		if r, err := parseRecord(md.Sequence.Stream, m.Data()); err == nil {
+			l.cache.put(conv, r)
+		}
+	}, jetstream.PullHeartbeat(time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("follow messages: %w", err)
+	}
+	return cc.Stop, nil
+}
+
+// FollowMessages keeps the records other processes append in this
+// process's cache as they are stored ([MessageLog.Follow]).
+func (s *SessionStore) FollowMessages(ctx context.Context) (stop func(), err error) {
+	return s.log.Follow(ctx)
 }

@@ -135,6 +135,7 @@ type Core struct {
 	draining     atomic.Bool
 	sessionCount atomic.Pointer[counted]
 	stopWatch    context.CancelFunc
+	stopMessages func()    // the message log's follow (Start)
 	lists        *listings // the listing indexes (listing.go), from Start
 
 	mu      sync.Mutex
@@ -210,6 +211,12 @@ func (c *Core) Start(ctx context.Context) error {
 	if err := c.hub.start(ctx); err != nil {
 		return err
 	}
+	stop, err := c.Sessions.FollowMessages(ctx)
+	if err != nil {
+		c.hub.stop()
+		return fmt.Errorf("core: %w", err)
+	}
+	c.stopMessages = stop
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.stopWatch = cancel
 	if err := c.watchDegradation(wctx); err != nil {
@@ -225,6 +232,9 @@ func (c *Core) Start(ctx context.Context) error {
 // idempotent.
 func (c *Core) Stop() {
 	c.hub.stop()
+	if c.stopMessages != nil {
+		c.stopMessages()
+	}
 	if c.stopWatch != nil {
 		c.stopWatch()
 	}

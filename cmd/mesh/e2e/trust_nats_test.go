@@ -225,6 +225,10 @@ func trustActions() []action {
 		pubAction("append a message", "mesh.msg.c1", agent, group, bridge),
 		reqAction("get messages directly", "$JS.API.DIRECT.GET.MESH_MESSAGES", agent, group, bridge),
 		reqAction("purge the messages", "$JS.API.STREAM.PURGE.MESH_MESSAGES", bridge),
+		// The bridge follows the log (what its direct gets read anyway),
+		// so that the records of the turns it answers are at hand.
+		reqAction("follow the messages", "$JS.API.CONSUMER.CREATE.MESH_MESSAGES.f1.mesh.msg.*", bridge),
+		pubAction("ack a delivery of the messages", "$JS.ACK.MESH_MESSAGES.f1.1.7.7.1700000000000000000.0", bridge),
 		// Files: the bridge stores them, the agent and the bridge read them,
 		// none but the admin purges the store.
 		pubAction("store a file's chunk", "$O.mesh_files.C.abc", bridge),
