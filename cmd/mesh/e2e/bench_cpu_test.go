@@ -273,7 +273,7 @@ type benchModel struct {
 // machine runs them.
 func BenchmarkTurnCPU(b *testing.B) {
 	models := benchModels(b)
-	mesh := map[int]loadResult{} // the mesh's with the OpenAI-format model, by concurrency
+	meshRuns := map[int]loadResult{} // the mesh's with the OpenAI-format model, by concurrency
 	for _, model := range []string{"offline", "openai"} {
 		b.Run("model="+model, func(b *testing.B) {
 			m := startMesh(b, models[model].opts)
@@ -284,7 +284,7 @@ func BenchmarkTurnCPU(b *testing.B) {
 					res := turnLoad{turns: turns, conc: conc, perConversation: 10}.run(b, m)
 					res.report(b)
 					if model == "openai" {
-						mesh[conc] = res
+						meshRuns[conc] = res
 					}
 				})
 			}
@@ -298,7 +298,7 @@ func BenchmarkTurnCPU(b *testing.B) {
 				turns := max(b.N, conc)
 				res := turnLoad{turns: turns, conc: conc, perConversation: 10}.run(b, p)
 				res.report(b)
-				if m, ok := mesh[conc]; ok && len(m.lat) > 0 && len(res.lat) > 0 {
+				if m, ok := meshRuns[conc]; ok && len(m.lat) > 0 && len(res.lat) > 0 {
 					b.ReportMetric(m.p50()/res.p50(), "mesh-p50-x")
 					b.ReportMetric(m.turnsPerSecond()/res.turnsPerSecond(), "mesh-turns/s-x")
 					b.ReportMetric(m.cpuPerTurn()/res.cpuPerTurn(), "mesh-cpu-x")
