@@ -211,12 +211,13 @@ func (c *Core) Start(ctx context.Context) error {
 	if err := c.hub.start(ctx); err != nil {
 		return err
 	}
-	stop, err := c.Sessions.FollowMessages(ctx)
-	if err != nil {
-		c.hub.stop()
-		return fmt.Errorf("core: %w", err)
+	// Following the log only spares reads: a bridge that may not follow it
+	// (its identity on a server set up by an earlier version) reads them.
+	if stop, err := c.Sessions.FollowMessages(ctx); err != nil {
+		c.log.Warn().Err(err).Msg("the message log is not followed: each answer reads the newest records of its conversation")
+	} else {
+		c.stopMessages = stop
 	}
-	c.stopMessages = stop
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.stopWatch = cancel
 	if err := c.watchDegradation(wctx); err != nil {

@@ -414,3 +414,17 @@ func TestMessageWhileADecidedApprovalResumesIsATurnInProgress(t *testing.T) {
 		})
 	}
 }
+
+// A bridge that cannot follow the message log (here the log is gone; on a
+// server set up by an earlier version, its identity may not) starts all
+// the same: its answers read the records it would have kept.
+func TestStartWithoutFollowingTheLog(t *testing.T) {
+	m := meshtest.New(t)
+	if err := m.JS.DeleteStream(t.Context(), m.NS.Stream(mesh.StreamMessages)); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := queueCore(t, m, time.Hour)
+	if c.stopMessages != nil {
+		t.Fatal("the log was followed though it is gone")
+	}
+}
