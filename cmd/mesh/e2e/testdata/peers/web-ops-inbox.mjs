@@ -77,6 +77,10 @@ try {
   const alpha = out.first.find((e) => e.conversation === env.CONV_A && e.args.includes('"alpha-1"'));
   if (!alpha) throw new Error('no approval of alpha-1 in the first conversation');
   await page.locator(`#pending .inbox-item[data-uuid="${alpha.uuid}"] button.approve`).click();
+  // The stream takes the decided item off the list, and the others move
+  // up: act on them once it has (a click aimed at a moving button can land
+  // where it was), as a person would.
+  await page.waitForFunction((u) => !document.querySelector(`#pending .inbox-item[data-uuid="${u}"]`), alpha.uuid);
   const other = page.locator(`#pending .inbox-item[data-conversation="${env.CONV_B}"]`);
   await other.locator('input.reason').fill('not during the freeze');
   await shot(page, 'inbox-deciding');
