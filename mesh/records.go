@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -179,23 +178,8 @@ func (l *MessageLog) decodedAt(ctx context.Context, conv string, tail []MessageR
 // it missed (the cache full, the consumer starting over) is read as
 // before.
 func (l *MessageLog) Follow(ctx context.Context) (stop func(), err error) {
-	stream, err := l.js.Stream(ctx, l.stream)
-	if err != nil {
-		return nil, fmt.Errorf("messages stream: %w", err)
-	}
-	// From the record after the stream's last one rather than DeliverNew,
-	// like the bridge's events consumer: an ordered consumer that starts
-	// over before its first record would skip those in between.
-	cons, err := l.js.OrderedConsumer(ctx, l.stream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{l.ns.MessagesAll()},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    stream.CachedInfo().State.LastSeq + 1,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("follow messages: %w", err)
-	}
 	prefix := l.ns.Prefix() + ".msg."
-	cc, err := cons.Consume(func(m jetstream.Msg) {
+	cc, err := FollowNew(ctx, l.js, l.stream, []string{l.ns.MessagesAll()}, func(m jetstream.Msg) {
 		md, err := m.Metadata()
 		conv, ok := strings.CutPrefix(m.Subject(), prefix)
 		if err != nil || !ok {
@@ -204,7 +188,7 @@ func (l *MessageLog) Follow(ctx context.Context) (stop func(), err error) {
 		if r, err := parseRecord(md.Sequence.Stream, m.Data()); err == nil {
 			l.cache.put(conv, r)
 		}
-	}, jetstream.PullHeartbeat(time.Second))
+	})
 	if err != nil {
 		return nil, fmt.Errorf("follow messages: %w", err)
 	}

@@ -196,3 +196,30 @@ func (s *SessionStore) ReserveRun(ctx context.Context, runID, conv string) (stri
 	}
 	return string(e.Value()), nil
 }
+
+// FollowNew consumes the messages of stream that match filters and are
+// stored from now on, with an ordered consumer, and calls fn with each. It
+// starts at the sequence after the stream's last, not DeliverNew: an
+// ordered consumer that starts over before its first message (its stream's
+// leader moved) would start from the new last message, skipping those
+// between. A heartbeat every second makes it start over within 2 s of
+// such a move, instead of 10 s.
+func FollowNew(ctx context.Context, js jetstream.JetStream, stream string, filters []string, fn func(jetstream.Msg)) (jetstream.ConsumeContext, error) {
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", stream, err)
+	}
+	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: filters,
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    st.CachedInfo().State.LastSeq + 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("consumer of %s: %w", stream, err)
+	}
+	cc, err := cons.Consume(fn, jetstream.PullHeartbeat(time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("consume %s: %w", stream, err)
+	}
+	return cc, nil
+}

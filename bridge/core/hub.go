@@ -118,29 +118,12 @@ func (h *hub) start(ctx context.Context) error {
 	return nil
 }
 
-// consume starts an ordered consumer of filters from the event after the
-// stream's last one. Not DeliverNew: an ordered consumer that starts again
-// before its first message (its stream's leader moved) would start from
-// the new last event, skipping those between.
+// consume follows the events of filters stored from now on
+// (mesh.FollowNew).
 func (h *hub) consume(ctx context.Context, filters []string, fn func(jetstream.Msg)) (jetstream.ConsumeContext, error) {
-	stream, err := h.js.Stream(ctx, h.ns.Stream(mesh.StreamEvents))
+	cc, err := mesh.FollowNew(ctx, h.js, h.ns.Stream(mesh.StreamEvents), filters, fn)
 	if err != nil {
-		return nil, fmt.Errorf("core: events stream: %w", err)
-	}
-	cons, err := h.js.OrderedConsumer(ctx, h.ns.Stream(mesh.StreamEvents), jetstream.OrderedConsumerConfig{
-		FilterSubjects: filters,
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    stream.CachedInfo().State.LastSeq + 1,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("core: events consumer: %w", err)
-	}
-	// A heartbeat every second: when the events stream's leader moves to
-	// another server (a cluster node died), two missed ones make the ordered
-	// consumer start again from the last event, in 2 s instead of 10 s.
-	cc, err := cons.Consume(fn, jetstream.PullHeartbeat(time.Second))
-	if err != nil {
-		return nil, fmt.Errorf("core: consume events: %w", err)
+		return nil, fmt.Errorf("core: events: %w", err)
 	}
 	return cc, nil
 }
