@@ -104,25 +104,14 @@ func (p *baselineProc) checkTurn(t testing.TB) {
 	}
 	_ = json.Unmarshal(body, &answer)
 	if err != nil || status != http.StatusOK || !strings.Contains(answer.Result.Response, "resources_list") ||
-		len(answer.Conversation.Messages) != 4 || answer.Conversation.Messages[1].ToolCalls[0].Function.Name != "resources_list" {
+		len(answer.Conversation.Messages) != 4 || len(answer.Conversation.Messages[1].ToolCalls) != 1 ||
+		answer.Conversation.Messages[1].ToolCalls[0].Function.Name != "resources_list" {
 		t.Fatalf("baseline: a turn did not call resources_list once: %d %v %s", status, err, body)
 	}
 }
 
 // usage reads the baseline's process and its MCP server's.
-func (p *baselineProc) usage() map[int]procStat {
-	out := map[int]procStat{}
-	for _, pid := range append([]int{p.cmd.Process.Pid}, descendants(p.cmd.Process.Pid)...) {
-		if u, ok := meshtest.Proc(pid); ok {
-			name := "baseline"
-			if pid != p.cmd.Process.Pid {
-				name = procName(pid, 0)
-			}
-			out[pid] = procStat{name: name, ProcUsage: u}
-		}
-	}
-	return out
-}
+func (p *baselineProc) usage() map[int]procStat { return treeUsage(p.cmd.Process.Pid, "baseline") }
 
 // baselineMessage is a message in OpenAI's chat format, which the baseline
 // also stores.

@@ -32,30 +32,37 @@ type procStat struct {
 	meshtest.ProcUsage
 }
 
-// meshUsage reads every process of m: `mesh up` and its descendants (role
+// usage reads every process of m: `mesh up` and its descendants (role
 // processes and their MCP servers), by pid.
 func (m *meshProc) usage() map[int]procStat {
 	m.t.Helper()
 	m.mu.Lock()
 	cmd := m.cmd
 	m.mu.Unlock()
+	return treeUsage(cmd.Process.Pid, "nats")
+}
+
+// treeUsage reads process root (named rootName) and its descendants, by
+// pid.
+func treeUsage(root int, rootName string) map[int]procStat {
 	out := map[int]procStat{}
-	for _, pid := range append([]int{cmd.Process.Pid}, descendants(cmd.Process.Pid)...) {
+	for _, pid := range append([]int{root}, descendants(root)...) {
 		u, ok := meshtest.Proc(pid)
 		if !ok {
 			continue
 		}
-		out[pid] = procStat{name: procName(pid, cmd.Process.Pid), ProcUsage: u}
+		name := rootName
+		if pid != root {
+			name = procName(pid)
+		}
+		out[pid] = procStat{name: name, ProcUsage: u}
 	}
 	return out
 }
 
-// procName is a role (mesh <role>), "nats" for `mesh up` itself, or the
-// base name of another program (an MCP server).
-func procName(pid, up int) string {
-	if pid == up {
-		return "nats"
-	}
+// procName is a role (mesh <role>), or the base name of another program (an
+// MCP server).
+func procName(pid int) string {
 	args := cmdline(pid)
 	if len(args) == 0 {
 		return "?"
@@ -197,11 +204,8 @@ func (l turnLoad) run(b *testing.B, m turnServer) loadResult {
 	return res
 }
 
-// p50 is the median latency in ms (lat sorted by report).
-func (r loadResult) p50() float64 {
-	lat := slices.Sorted(slices.Values(r.lat))
-	return float64(lat[len(lat)/2].Microseconds()) / 1000
-}
+// p50 is the median latency in ms, as report prints it.
+func (r loadResult) p50() float64 { return quantileMs(r.lat, 0.5) }
 
 func (r loadResult) turnsPerSecond() float64 { return float64(len(r.lat)) / r.elapsed.Seconds() }
 
@@ -222,22 +226,15 @@ func (r loadResult) report(b *testing.B) {
 		return
 	}
 	reportLatencies(b, r.lat)
-	b.ReportMetric(float64(n)/r.elapsed.Seconds(), "turns/s")
-	var total time.Duration
-	names := make([]string, 0, len(r.cpu))
-	for name, d := range r.cpu {
-		total += d
-		names = append(names, name)
-	}
-	slices.Sort(names)
+	b.ReportMetric(r.turnsPerSecond(), "turns/s")
+	b.ReportMetric(r.cpuPerTurn(), "cpu-ms/turn")
 	perTurn := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(n) }
-	b.ReportMetric(perTurn(total), "cpu-ms/turn")
-	line := make([]string, 0, len(names))
-	for _, name := range names {
+	var line []string
+	for _, name := range slices.Sorted(maps.Keys(r.cpu)) {
 		b.ReportMetric(perTurn(r.cpu[name]), name+"-ms/turn")
 		line = append(line, fmt.Sprintf("%s %.2f", name, perTurn(r.cpu[name])))
 	}
-	b.Logf("%d turns in %v: CPU ms per turn %.2f (%s)", n, r.elapsed.Round(time.Millisecond), perTurn(total), strings.Join(line, ", "))
+	b.Logf("%d turns in %v: CPU ms per turn %.2f (%s)", n, r.elapsed.Round(time.Millisecond), r.cpuPerTurn(), strings.Join(line, ", "))
 }
 
 // benchModels are the models a turn is measured with: the offline planner
