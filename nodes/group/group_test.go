@@ -637,3 +637,58 @@ func TestMessageDeliveredAgainLongAfterItsRoundIsDropped(t *testing.T) {
 		t.Errorf("the first message %d times with %d answers; want once, with 3", users, answers)
 	}
 }
+
+// A pick chosen from a conversation that another handler has moved on
+// since chooses again from the conversation as it is. Here a duplicate
+// group_next of a's turn read the round right after a's turn was settled;
+// meanwhile b was picked and its turn settled too. Round robin on the old
+// round says b: b must not be handed a second turn in a row, c is next.
+// (TestRoundRobinRoundWithDuplicateEnds met this about once in 40 runs.)
+func TestPickFromAnOutdatedRound(t *testing.T) {
+	m := meshtest.New(t)
+	h := &harness{t: t, m: m, store: mesh.NewSessionStore(m.Sessions, m.Messages)}
+	for _, name := range []string{"a", "b", "c"} {
+		h.announce(name)
+	}
+	r, err := New(Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Groups: []config.Group{trio(5)}, NodeID: "test-group", Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	id, roundID := mesh.NewID(), mesh.NewID()
+	now := time.Now().UTC()
+	g := &mesh.GroupRun{Name: "team", Round: &mesh.GroupRound{ID: roundID, Runs: []string{roundID}, Seq: 1, StartedAt: now}}
+	g.Recent = []string{mesh.RecentUser}
+	g.Spoke("a", now)
+	c := &mesh.Conversation{ID: id, SessionID: mesh.NewTraceID(), Status: mesh.StatusRunning, Group: g,
+		Turn:     &mesh.Turn{ID: roundID, Kind: mesh.WorkTurn},
+		Messages: []mesh.Message{{ID: roundID, Role: mesh.RoleUser, Content: "hello", TurnID: roundID}, {ID: roundID + "-m1-a1", Role: mesh.RoleAssistant, Name: "a", Content: "a says hi", TurnID: roundID}}}
+	if err := h.store.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	outdated, err := h.store.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the other handler did meanwhile: picked b, whose turn was settled.
+	if _, err := h.store.Update(ctx, id, func(c *mesh.Conversation) error {
+		c.Group.Round.Seq = 2
+		c.Group.Spoke("b", time.Now().UTC())
+		c.Messages = append(c.Messages, mesh.Message{ID: roundID + "-m2-a1", Role: mesh.RoleAssistant, Name: "b", Content: "b says hi", TurnID: roundID})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	x := &exec{r: r, g: r.groups["team"], item: mesh.WorkItem{Kind: mesh.WorkGroupNext, Session: id, TurnID: roundID + "-m1", RunID: roundID, Group: "team"},
+		attempt: 1, hdr: nats.Header{}, log: zerolog.Nop()}
+	if err := x.pick(ctx, outdated); err != nil {
+		t.Fatal(err)
+	}
+	got, err := h.store.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := got.Group.Round.Pending; p == nil || p.Speaker != "c" || p.ID != roundID+"-m3" {
+		t.Fatalf("pending turn %+v after a pick from the outdated round; want c's, %s-m3", p, roundID)
+	}
+}

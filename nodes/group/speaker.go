@@ -17,7 +17,10 @@ import (
 
 // pick selects the next speaker and makes its turn the pending one.
 func (x *exec) pick(ctx context.Context, c *mesh.Conversation) error {
-	roundID := c.Group.Round.ID
+	// The choice is made from c: it holds only while the round has had no
+	// other pick since (its Seq). A duplicate handler's c may be older than
+	// a pick, and that speaker's whole turn, made meanwhile.
+	roundID, seq := c.Group.Round.ID, c.Group.Round.Seq
 	started := time.Now()
 	choice, err := x.g.sel.Next(ctx, x.selection(ctx, c))
 	if err != nil {
@@ -27,7 +30,7 @@ func (x *exec) pick(ctx context.Context, c *mesh.Conversation) error {
 	if choice.Speaker == "" {
 		// Only while nothing is pending: a duplicate handler's pick may have
 		// found a speaker meanwhile.
-		return x.endIf(ctx, c, mesh.GroupEndNoSpeaker, choice.Reason, func(r *mesh.GroupRound) bool { return r.Pending == nil && !r.Waiting })
+		return x.endIf(ctx, c, mesh.GroupEndNoSpeaker, choice.Reason, func(r *mesh.GroupRound) bool { return r.Seq == seq && r.Pending == nil && !r.Waiting })
 	}
 	if choice.Wait > 0 {
 		// min_interval: this speaker spoke too recently.
@@ -38,8 +41,8 @@ func (x *exec) pick(ctx context.Context, c *mesh.Conversation) error {
 	c, err = x.r.sessions.UpdateLoaded(ctx, c, func(c *mesh.Conversation) error {
 		pending = nil
 		g := c.Group
-		if g == nil || g.Round == nil || g.Round.ID != roundID || g.Round.Pending != nil || g.Round.Waiting {
-			return mesh.ErrNoChange // moved on meanwhile
+		if g == nil || g.Round == nil || g.Round.ID != roundID || g.Round.Seq != seq || g.Round.Pending != nil || g.Round.Waiting {
+			return mesh.ErrNoChange // moved on meanwhile: chosen again below if need be
 		}
 		g.Round.Seq++
 		pending = &mesh.GroupTurn{
