@@ -49,33 +49,33 @@ type clusterProc struct {
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
-	log *os.File
+	log *logPipe
 }
 
 func (p *clusterProc) start() {
 	p.t.Helper()
-	f, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		p.t.Fatal(err)
-	}
+	lp := newLogPipe(p.t, p.logPath)
 	cmd := exec.Command(p.args[0], p.args[1:]...)
 	cmd.Env = append(os.Environ(), "NATS_URL=", "NATS_CREDS=", "NATS_NKEY=", "MESH_NATS_AUTH=", testMCPEnv+"=",
 		"MESH_LOG_FORMAT=json", "MESH_LOG_LEVEL=info", "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	cmd.Env = append(cmd.Env, p.env...)
-	cmd.Stdout, cmd.Stderr = f, f
+	cmd.Stdout, cmd.Stderr = lp.w, lp.w
 	cmd.SysProcAttr = meshProcAttr()
-	if err := cmd.Start(); err != nil {
+	err := cmd.Start()
+	lp.started()
+	if err != nil {
+		lp.close()
 		p.t.Fatal(err)
 	}
 	p.mu.Lock()
-	p.cmd, p.log = cmd, f
+	p.cmd, p.log = cmd, lp
 	p.mu.Unlock()
 }
 
 // stop ends the process: SIGTERM (SIGKILL with kill), then waits.
 func (p *clusterProc) stop(kill bool) {
 	p.mu.Lock()
-	cmd, f := p.cmd, p.log
+	cmd, lp := p.cmd, p.log
 	p.cmd = nil
 	p.mu.Unlock()
 	if cmd == nil {
@@ -95,7 +95,7 @@ func (p *clusterProc) stop(kill bool) {
 		<-done
 	}
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // its MCP servers, if any
-	_ = f.Close()
+	lp.close()
 }
 
 func (p *clusterProc) logs() string {

@@ -107,19 +107,24 @@ func runRole(t *testing.T, m *meshProc, role string, env ...string) (*exec.Cmd, 
 		t.Fatal(err)
 	}
 	logPath := f.Name()
+	_ = f.Close()
+	lp := newLogPipe(t, logPath)
 	cmd := exec.Command(filepath.Join(binDir, "mesh"), role)
 	cmd.Env = append(os.Environ(), "MESH_CONFIG="+m.config, "MESH_DATA_DIR="+m.dataDir, "MESH_HTTP_ADDR="+m.httpAddr,
 		"NATS_URL=nats://"+m.natsAddr, "MESH_LOG_FORMAT=json", "MESH_LOG_LEVEL=debug",
 		"PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	cmd.Env = append(cmd.Env, env...)
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
+	cmd.Stdout, cmd.Stderr = lp.w, lp.w
+	err = cmd.Start()
+	lp.started()
+	if err != nil {
+		lp.close()
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-		_ = f.Close()
+		lp.close()
 		checkLogLines(t, logPath)
 		if t.Failed() {
 			data, _ := os.ReadFile(logPath)

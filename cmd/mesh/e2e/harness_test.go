@@ -107,7 +107,7 @@ type meshProc struct {
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
-	log *os.File
+	log *logPipe
 }
 
 type meshOpts struct {
@@ -213,10 +213,7 @@ func keepLog(t testing.TB, path string) {
 
 func (m *meshProc) start() {
 	m.t.Helper()
-	f, err := os.OpenFile(m.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		m.t.Fatal(err)
-	}
+	lp := newLogPipe(m.t, m.logPath)
 	cmd := exec.Command(filepath.Join(binDir, "mesh"), append([]string{"up"}, m.args...)...)
 	cmd.Env = append(os.Environ(),
 		"MESH_CONFIG="+m.config, "MESH_DATA_DIR="+m.dataDir,
@@ -226,20 +223,23 @@ func (m *meshProc) start() {
 		testMCPEnv+"=",
 	)
 	cmd.Env = append(cmd.Env, m.env...)
-	cmd.Stdout, cmd.Stderr = f, f
+	cmd.Stdout, cmd.Stderr = lp.w, lp.w
 	cmd.SysProcAttr = meshProcAttr()
-	if err := cmd.Start(); err != nil {
+	err := cmd.Start()
+	lp.started()
+	if err != nil {
+		lp.close()
 		m.t.Fatal(err)
 	}
 	m.mu.Lock()
-	m.cmd, m.log = cmd, f
+	m.cmd, m.log = cmd, lp
 	m.mu.Unlock()
 }
 
 // stop sends SIGTERM to `mesh up` and waits for the whole tree to exit.
 func (m *meshProc) stop() {
 	m.mu.Lock()
-	cmd, f := m.cmd, m.log
+	cmd, lp := m.cmd, m.log
 	m.cmd = nil
 	m.mu.Unlock()
 	if cmd == nil {
@@ -255,20 +255,68 @@ func (m *meshProc) stop() {
 		<-done
 	}
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // stragglers, if any
-	_ = f.Close()
+	lp.close()
 }
 
 // killTree sends SIGKILL to `mesh up` and every process of its group.
 func (m *meshProc) killTree() {
 	m.mu.Lock()
-	cmd, f := m.cmd, m.log
+	cmd, lp := m.cmd, m.log
 	m.cmd = nil
 	m.mu.Unlock()
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	_ = cmd.Wait()
-	_ = f.Close()
 	// Children die with their parent (Pdeathsig); wait until none is left.
 	meshtest.Eventually(m.t, 10*time.Second, func() bool { return len(descendants(cmd.Process.Pid)) == 0 }, "processes of the killed mesh still alive")
+	lp.close()
+}
+
+// logPipe is where the processes a test starts write their log: a pipe,
+// which a goroutine copies to the log file. A process killed in the middle
+// of a write to a regular file may leave part of its line there, the next
+// writer's line then following on the same line; a write of up to PIPE_BUF
+// (4 KiB) to a pipe is whole or not at all. That is also how a mesh logs in
+// production: to journald or a container runtime, through a pipe.
+type logPipe struct {
+	w    *os.File // the processes' end
+	r    *os.File
+	done chan struct{}
+}
+
+func newLogPipe(t testing.TB, path string) *logPipe {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		_ = f.Close()
+		t.Fatal(err)
+	}
+	lp := &logPipe{w: w, r: r, done: make(chan struct{})}
+	go func() {
+		defer close(lp.done)
+		_, _ = io.Copy(f, r)
+		_ = f.Close()
+	}()
+	return lp
+}
+
+// started lets go of the test's own copy of the processes' end, once the
+// process holds its own: the copy ends when the last process holding it has.
+func (lp *logPipe) started() { _ = lp.w.Close() }
+
+// close waits until the log has what every process wrote: their end of the
+// pipe is closed once the last of them is gone (a process that outlives
+// the test's kills by 10 s is not waited for).
+func (lp *logPipe) close() {
+	select {
+	case <-lp.done:
+	case <-time.After(10 * time.Second):
+		_ = lp.r.Close()
+		<-lp.done
+	}
 }
 
 // restart starts `mesh up` again on the same data dir and ports.
