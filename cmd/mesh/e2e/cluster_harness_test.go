@@ -59,12 +59,8 @@ func (p *clusterProc) start() {
 	cmd.Env = append(os.Environ(), "NATS_URL=", "NATS_CREDS=", "NATS_NKEY=", "MESH_NATS_AUTH=", testMCPEnv+"=",
 		"MESH_LOG_FORMAT=json", "MESH_LOG_LEVEL=info", "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	cmd.Env = append(cmd.Env, p.env...)
-	cmd.Stdout, cmd.Stderr = lp.w, lp.w
 	cmd.SysProcAttr = meshProcAttr()
-	err := cmd.Start()
-	lp.started()
-	if err != nil {
-		lp.close()
+	if err := lp.start(cmd); err != nil {
 		p.t.Fatal(err)
 	}
 	p.mu.Lock()

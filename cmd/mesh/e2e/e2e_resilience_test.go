@@ -114,11 +114,7 @@ func runRole(t *testing.T, m *meshProc, role string, env ...string) (*exec.Cmd, 
 		"NATS_URL=nats://"+m.natsAddr, "MESH_LOG_FORMAT=json", "MESH_LOG_LEVEL=debug",
 		"PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	cmd.Env = append(cmd.Env, env...)
-	cmd.Stdout, cmd.Stderr = lp.w, lp.w
-	err = cmd.Start()
-	lp.started()
-	if err != nil {
-		lp.close()
+	if err := lp.start(cmd); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -223,12 +223,8 @@ func (m *meshProc) start() {
 		testMCPEnv+"=",
 	)
 	cmd.Env = append(cmd.Env, m.env...)
-	cmd.Stdout, cmd.Stderr = lp.w, lp.w
 	cmd.SysProcAttr = meshProcAttr()
-	err := cmd.Start()
-	lp.started()
-	if err != nil {
-		lp.close()
+	if err := lp.start(cmd); err != nil {
 		m.t.Fatal(err)
 	}
 	m.mu.Lock()
@@ -303,9 +299,19 @@ func newLogPipe(t testing.TB, path string) *logPipe {
 	return lp
 }
 
-// started lets go of the test's own copy of the processes' end, once the
-// process holds its own: the copy ends when the last process holding it has.
-func (lp *logPipe) started() { _ = lp.w.Close() }
+// start starts cmd writing its output (stdout and stderr) into the pipe,
+// then lets go of the test's own copy of the processes' end: the copy ends
+// when the last process holding it has. A cmd that does not start leaves
+// the log as it was.
+func (lp *logPipe) start(cmd *exec.Cmd) error {
+	cmd.Stdout, cmd.Stderr = lp.w, lp.w
+	err := cmd.Start()
+	_ = lp.w.Close()
+	if err != nil {
+		lp.close()
+	}
+	return err
+}
 
 // close waits until the log has what every process wrote: their end of the
 // pipe is closed once the last of them is gone (a process that outlives
