@@ -60,6 +60,9 @@ type supervisor struct {
 
 	mu   sync.Mutex
 	pids map[string]int
+	// copies are the goroutines moving children's output into a log file
+	// (childStream).
+	copies sync.WaitGroup
 }
 
 // newSupervisor validates cfg.
@@ -133,6 +136,7 @@ func (s *supervisor) run(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	s.waitCopies()
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
@@ -146,10 +150,14 @@ func (s *supervisor) keep(ctx context.Context, p process) error {
 	for ctx.Err() == nil {
 		cmd := exec.Command(s.cfg.Binary, p.Args...)
 		cmd.Env = append(os.Environ(), p.Env...)
-		cmd.Stdout, cmd.Stderr = s.cfg.Stdout, s.cfg.Stderr
 		setDeathSignal(cmd)
 		started := time.Now()
-		if err := cmd.Start(); err != nil {
+		outputs, err := s.childOutputs(cmd)
+		if err == nil {
+			err = cmd.Start()
+			outputs()
+		}
+		if err != nil {
 			log.Error().Err(err).Msg("start failed")
 		} else {
 			s.setPID(p.Name, cmd.Process.Pid)
