@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -113,16 +112,11 @@ func TestProvisionReplicasOnASingleServer(t *testing.T) {
 	}
 }
 
-// freePorts finds n free loopback ports.
+// freePorts finds n free loopback ports (meshtest.FreeAddr).
 func freePorts(t *testing.T, n int) []string {
 	var out []string
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, l.Addr().String())
-		defer l.Close()
+		out = append(out, meshtest.FreeAddr(t))
 	}
 	return out
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -121,15 +120,9 @@ type meshOpts struct {
 	args []string
 }
 
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+// freeAddr returns a loopback address whose port is free and stays free
+// until a process of the test binds it.
+var freeAddr = meshtest.FreeAddr
 
 // startMesh runs `mesh up` and waits until the bridge answers and the tool
 // catalog is published.
