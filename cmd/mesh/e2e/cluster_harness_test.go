@@ -47,9 +47,10 @@ type clusterProc struct {
 	env     []string
 	logPath string
 
-	mu  sync.Mutex
-	cmd *exec.Cmd
-	log *logPipe
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{} // closed once cmd has exited
+	log    *logPipe
 }
 
 func (p *clusterProc) start() {
@@ -63,15 +64,37 @@ func (p *clusterProc) start() {
 	if err := lp.start(cmd); err != nil {
 		p.t.Fatal(err)
 	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
 	p.mu.Lock()
-	p.cmd, p.log = cmd, lp
+	p.cmd, p.exited, p.log = cmd, exited, lp
 	p.mu.Unlock()
+}
+
+// exitedEarly reports whether the process started last has exited, and
+// how, before anything stopped it.
+func (p *clusterProc) exitedEarly() (bool, string) {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.mu.Unlock()
+	if cmd == nil {
+		return false, ""
+	}
+	select {
+	case <-exited:
+		return true, cmd.ProcessState.String()
+	default:
+		return false, ""
+	}
 }
 
 // stop ends the process: SIGTERM (SIGKILL with kill), then waits.
 func (p *clusterProc) stop(kill bool) {
 	p.mu.Lock()
-	cmd, lp := p.cmd, p.log
+	cmd, exited, lp := p.cmd, p.exited, p.log
 	p.cmd = nil
 	p.mu.Unlock()
 	if cmd == nil {
@@ -82,13 +105,11 @@ func (p *clusterProc) stop(kill bool) {
 		sig = syscall.SIGKILL
 	}
 	_ = syscall.Kill(cmd.Process.Pid, sig)
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-exited:
 	case <-time.After(30 * time.Second):
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
+		<-exited
 	}
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // its MCP servers, if any
 	lp.close()
@@ -210,11 +231,17 @@ func (c *natsCluster) nodeProcs() []*clusterProc {
 	return out
 }
 
-// waitNode waits until node i's JetStream is up and has a meta leader.
+// waitNode waits until node i's JetStream is up and has a meta leader, and
+// fails at once if its process exits.
 func (c *natsCluster) waitNode(i int) {
 	c.t.Helper()
 	node := c.nodes[i]
 	meshtest.Eventually(c.t, 90*time.Second, func() bool {
+		// A node that died (a port it could not bind, say) never becomes
+		// healthy: say so now, not after the wait.
+		if gone, how := node.proc.exitedEarly(); gone {
+			c.t.Fatalf("NATS node %s exited (%s); log:\n%s", node.name, how, tail(node.proc.logs(), 30))
+		}
 		resp, err := http.Get("http://" + node.monitor + "/healthz")
 		if err != nil {
 			return false
