@@ -30,12 +30,10 @@ func (s *supervisor) childOutputs(cmd *exec.Cmd) (started func(), err error) {
 	}
 	stream := func(dst io.Writer) (io.Writer, error) {
 		w, err := s.childStream(dst)
-		if err != nil {
-			return nil, err
+		if err != nil || w == nil {
+			return dst, err
 		}
-		if w != dst {
-			ends = append(ends, w.(*os.File))
-		}
+		ends = append(ends, w)
 		return w, nil
 	}
 	if cmd.Stdout, err = stream(s.cfg.Stdout); err != nil {
@@ -52,22 +50,22 @@ func (s *supervisor) childOutputs(cmd *exec.Cmd) (started func(), err error) {
 	return started, nil
 }
 
-// childStream returns what a child writes to in place of dst. A child
-// writing straight into a regular file (`mesh up > mesh.log 2>&1`) that is
-// SIGKILLed mid-write can leave half a line there, since Linux ends a file
-// write early on a fatal signal, and the next line of any process then runs
-// on from it. So for a regular file the child gets a pipe instead, whose
+// childStream returns the pipe a child writes to in place of dst, or nil
+// when the child writes to dst itself. A child writing straight into a
+// regular file (`mesh up > mesh.log 2>&1`) that is SIGKILLed mid-write can
+// leave half a line there, since Linux ends a file write early on a fatal
+// signal, and the next line of any process then runs on from it. So for a regular file the child gets a pipe instead, whose
 // writes of up to 4 KiB land whole or not at all, and copyLines moves its
 // lines to the file, ending a dead child's unfinished line with a newline.
 // Anything else (a pipe to journald or a container runtime, a terminal) is
 // the child's as it is: no copy, no extra hop for every log line.
-func (s *supervisor) childStream(dst io.Writer) (io.Writer, error) {
+func (s *supervisor) childStream(dst io.Writer) (*os.File, error) {
 	f, ok := dst.(*os.File)
 	if !ok {
-		return dst, nil // exec copies it through a pipe of its own
+		return nil, nil // exec copies it through a pipe of its own
 	}
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return dst, nil
+		return nil, nil
 	}
 	r, w, err := os.Pipe()
 	if err != nil {

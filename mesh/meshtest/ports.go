@@ -59,8 +59,8 @@ var ports = struct {
 }{given: map[int]bool{}}
 
 // ephemeralPortsFrom is the first port of the kernel's ephemeral range
-// (32768 unless the host changed it).
-func ephemeralPortsFrom() int {
+// (32768 unless the host changed it), read once.
+var ephemeralPortsFrom = sync.OnceValue(func() int {
 	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
 	if err != nil {
 		return 32768
@@ -74,4 +74,4 @@ func ephemeralPortsFrom() int {
 		return 32768
 	}
 	return lo
-}
+})
