@@ -77,9 +77,15 @@ func TestAgentDirectoryFollowsItsProcesses(t *testing.T) {
 	}
 	mainConv := m.newConversation()
 	m.send(mainConv, "list all resources")
-	if !servedIn(t, reviewerLog, revConv) || servedIn(t, mainLog, revConv) || !servedIn(t, mainLog, mainConv) || servedIn(t, reviewerLog, mainConv) {
-		t.Errorf("each conversation must be run by its agent's process only: reviewer ran %v/%v, main ran %v/%v",
-			servedIn(t, reviewerLog, revConv), servedIn(t, reviewerLog, mainConv), servedIn(t, mainLog, mainConv), servedIn(t, mainLog, revConv))
+	// An agent logs a turn after publishing its end, and the log reaches its
+	// file through a pipe: wait for each process's own line, then check that
+	// the other process has none.
+	meshtest.Eventually(t, 10*time.Second, func() bool {
+		return servedIn(t, reviewerLog, revConv) && servedIn(t, mainLog, mainConv)
+	}, "each conversation must be run by its agent's process: the reviewer's or main's turn is not in its log")
+	if servedIn(t, reviewerLog, mainConv) || servedIn(t, mainLog, revConv) {
+		t.Errorf("each conversation must be run by its agent's process only: reviewer ran main's %v, main ran reviewer's %v",
+			servedIn(t, reviewerLog, mainConv), servedIn(t, mainLog, revConv))
 	}
 
 	// AG-UI: forwardedProps.agent makes a new thread the reviewer's.
