@@ -36,6 +36,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(baselineEnv) != "" {
 		os.Exit(runBaseline())
 	}
+	if os.Getenv(floorRoleEnv) != "" {
+		os.Exit(runFloorRole())
+	}
 	dir, err := os.MkdirTemp("", "mesh-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
