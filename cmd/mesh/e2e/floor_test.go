@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -183,17 +182,17 @@ func BenchmarkTurnFloor(b *testing.B) {
 	m.send(m.newConversation(), "list all resources") // warm up
 	f := startFloor(b)
 	b.ResetTimer() // b.N grows with the turns' time, not the processes' start
-	var meshP50, meshCPU, floorP50, floorCPU []float64
+	// The rounds' figures, by round, for the package's median.
+	meshP50, meshCPU, floorP50, floorCPU := map[int]float64{}, map[int]float64{}, map[int]float64{}, map[int]float64{}
 	turns := max(b.N, 10)
-	for range 3 {
+	for round := range 3 {
 		mr := turnLoad{turns: turns, conc: 1, perConversation: 10}.run(b, m)
-		meshP50, meshCPU = append(meshP50, mr.p50()), append(meshCPU, mr.cpuPerTurn())
+		meshP50[round], meshCPU[round] = mr.p50(), mr.cpuPerTurn()
 		fr := turnLoad{turns: turns, conc: 1, perConversation: 10}.run(b, f)
-		floorP50, floorCPU = append(floorP50, fr.p50()), append(floorCPU, fr.cpuPerTurn())
+		floorP50[round], floorCPU[round] = fr.p50(), fr.cpuPerTurn()
 		b.Logf("%d turns each: mesh p50 %.2f ms, CPU %.2f ms/turn (%s); floor p50 %.2f ms, CPU %.2f ms/turn (%s)",
 			turns, mr.p50(), mr.cpuPerTurn(), mr.cpuByProcess(), fr.p50(), fr.cpuPerTurn(), fr.cpuByProcess())
 	}
-	median := func(v []float64) float64 { s := slices.Clone(v); slices.Sort(s); return s[len(s)/2] }
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(median(meshP50), "mesh-p50-ms")
 	b.ReportMetric(median(meshCPU), "mesh-cpu-ms/turn")
@@ -298,8 +297,13 @@ func floorClient(ctx context.Context, role string) error {
 func floorBridge(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue) error {
 	ns := mesh.DefaultNamespace
 	var mu sync.Mutex
-	revs := map[string]uint64{}           // session → newest revision, from the watch
+	revs := map[string]uint64{}           // session → newest revision known, its watch's or its own
 	waiters := map[string]chan struct{}{} // run → its end
+	seen := func(id string, rev uint64) {
+		mu.Lock()
+		revs[id] = max(revs[id], rev)
+		mu.Unlock()
+	}
 	w, err := kv.WatchAll(ctx, jetstream.UpdatesOnly())
 	if err != nil {
 		return err
@@ -307,9 +311,7 @@ func floorBridge(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyVa
 	go func() {
 		for e := range w.Updates() {
 			if e != nil {
-				mu.Lock()
-				revs[e.Key()] = max(revs[e.Key()], e.Revision())
-				mu.Unlock()
+				seen(e.Key(), e.Revision())
 			}
 		}
 	}()
@@ -343,9 +345,7 @@ func floorBridge(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyVa
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
-		mu.Lock()
-		revs[id] = max(revs[id], rev)
-		mu.Unlock()
+		seen(id, rev)
 		w.WriteHeader(http.StatusCreated)
 		fmt.Fprintf(w, `{"conversation":{"id":%q}}`, id)
 	})
@@ -375,9 +375,7 @@ func floorBridge(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyVa
 			fail(err)
 			return
 		}
-		mu.Lock()
-		revs[id] = max(revs[id], rev)
-		mu.Unlock()
+		seen(id, rev)
 		queued, _ := ns.Event(id, mesh.EventCustom)
 		m := nats.NewMsg(queued)
 		m.Data = floorEvent
@@ -453,8 +451,11 @@ func floorAgent(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, kv j
 				m.Header.Set(mesh.HeaderMsgID, msgID)
 			}
 			f, err := js.PublishMsgAsync(m)
+			if err != nil {
+				return err
+			}
 			acks = append(acks, f)
-			return err
+			return nil
 		}
 		for _, typ := range []mesh.EventType{mesh.EventRunStarted, mesh.EventStateSnapshot, mesh.EventToolCallStart, mesh.EventToolCallArgs, mesh.EventToolCallEnd} {
 			if err := emit(typ, ""); err != nil {
