@@ -3,8 +3,6 @@ package e2e
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -339,7 +337,7 @@ func floorBridge(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyVa
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /conversations", func(w http.ResponseWriter, r *http.Request) {
-		id := floorID()
+		id := mesh.NewID()
 		rev, err := kv.Create(r.Context(), id, floorHead)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -350,7 +348,7 @@ func floorBridge(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyVa
 		fmt.Fprintf(w, `{"conversation":{"id":%q}}`, id)
 	})
 	mux.HandleFunc("POST /conversations/{id}/messages", func(w http.ResponseWriter, r *http.Request) {
-		id, run := r.PathValue("id"), floorID()
+		id, run := r.PathValue("id"), mesh.NewID()
 		if _, err := io.Copy(io.Discard, r.Body); err != nil {
 			return
 		}
@@ -547,13 +545,6 @@ func floorToolhost(ctx context.Context, nc *nats.Conn) error {
 	return nil
 }
 
-// floorID is a random id for a session or a run.
-func floorID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
 // TestTurnFloor keeps the floor honest between benchmark runs: its turns
 // store what a mesh turn stores (12 events, one record, two session
 // writes) and leave no work item behind.
@@ -600,22 +591,7 @@ func TestTurnFloor(t *testing.T) {
 	if n := revision() - atCreation; n != 2*turns {
 		t.Errorf("%d session writes for %d turns, want %d", n, turns, 2*turns)
 	}
-	stored := func(stream, filter string) uint64 {
-		t.Helper()
-		st, err := js.Stream(t.Context(), ns.Stream(stream))
-		if err != nil {
-			t.Fatal(err)
-		}
-		info, err := st.Info(t.Context(), jetstream.WithSubjectFilter(filter))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var n uint64
-		for _, c := range info.State.Subjects {
-			n += c
-		}
-		return n
-	}
+	stored := func(stream, filter string) int { return storedOn(t, js, ns.Stream(stream), filter) }
 	events, _ := ns.EventsOf(id)
 	records, _ := ns.Messages(id)
 	if n := stored(mesh.StreamEvents, events); n != 12*turns {

@@ -225,19 +225,7 @@ func storedEvents(t *testing.T, nc *nats.Conn, conv string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := js.Stream(t.Context(), "MESH_EVENTS")
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.Info(t.Context(), jetstream.WithSubjectFilter("mesh.evt."+conv+".>"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, c := range info.State.Subjects {
-		n += int(c)
-	}
-	return n
+	return storedOn(t, js, "MESH_EVENTS", "mesh.evt."+conv+".>")
 }
 
 // pendingAs is addPending as the caller of headers.

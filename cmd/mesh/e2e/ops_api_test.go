@@ -223,7 +223,7 @@ func TestOpsAPIFieldsMatchTheMesh(t *testing.T) {
 
 	t.Run("stats", func(t *testing.T) {
 		// Runs that ended, in the events stream, against the sampled rates.
-		runsEnded := countEvents(t, js, "mesh.evt.*.RUN_FINISHED") + countEvents(t, js, "mesh.evt.*.RUN_ERROR")
+		runsEnded := storedOn(t, js, "MESH_EVENTS", "mesh.evt.*.RUN_FINISHED") + storedOn(t, js, "MESH_EVENTS", "mesh.evt.*.RUN_ERROR")
 		kv, err := js.KeyValue(ctx, "mesh_approvals")
 		if err != nil {
 			t.Fatal(err)
@@ -250,7 +250,7 @@ func TestOpsAPIFieldsMatchTheMesh(t *testing.T) {
 		}, "the samples never counted the mesh's %d runs ended and %d approvals waiting", runsEnded, waiting)
 		// Every event of the conversations was counted; the mesh's own
 		// (node_up at start) may come before the bridge reads the stream.
-		all, own := countEvents(t, js, "mesh.evt.>"), countEvents(t, js, "mesh.evt._mesh.>")
+		all, own := storedOn(t, js, "MESH_EVENTS", "mesh.evt.>"), storedOn(t, js, "MESH_EVENTS", "mesh.evt._mesh.>")
 		if n := math.Round(integrate(samples, "events_per_s")); n < float64(all-own) || n > float64(all) {
 			t.Errorf("the samples count %v events, the stream holds %d (%d of the mesh itself)", n, all, own)
 		}
@@ -294,10 +294,10 @@ func integrate(samples []any, metric string) float64 {
 	return sum
 }
 
-// countEvents counts the messages of the events stream on subject.
-func countEvents(t *testing.T, js jetstream.JetStream, subject string) int {
+// storedOn counts the messages stream stores on subject (a filter).
+func storedOn(t testing.TB, js jetstream.JetStream, stream, subject string) int {
 	t.Helper()
-	s, err := js.Stream(t.Context(), "MESH_EVENTS")
+	s, err := js.Stream(t.Context(), stream)
 	if err != nil {
 		t.Fatal(err)
 	}
