@@ -279,17 +279,7 @@ func TestLifecycleExpiry(t *testing.T) {
 	m.addPending(waiting, "add resource patient with value 3")
 	idle := m.newConversation()
 	js := meshJS(t, m)
-	logged := func(conv string) uint64 {
-		st, err := js.Stream(t.Context(), "MESH_MESSAGES")
-		if err != nil {
-			t.Fatal(err)
-		}
-		info, err := st.Info(t.Context(), jetstream.WithSubjectFilter("mesh.msg."+conv))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return info.State.Subjects["mesh.msg."+conv]
-	}
+	logged := func(conv string) int { return storedOn(t, js, "MESH_MESSAGES", "mesh.msg."+conv) }
 	if logged(idle) == 0 {
 		t.Fatal("the idle conversation has no message in MESH_MESSAGES to expire")
 	}

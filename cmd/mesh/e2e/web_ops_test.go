@@ -323,18 +323,7 @@ func (m *meshProc) checkQueuedWhileAgentDown() {
 	if err != nil {
 		m.t.Fatal(err)
 	}
-	info, err := js.Stream(m.t.Context(), "MESH_WORK")
-	if err != nil {
-		m.t.Fatal(err)
-	}
-	st, err := info.Info(m.t.Context(), jetstream.WithSubjectFilter("mesh.work.agent.resource-manager.*"))
-	if err != nil {
-		m.t.Fatal(err)
-	}
-	var inStream uint64
-	for _, n := range st.State.Subjects {
-		inStream += n
-	}
+	inStream := storedOn(m.t, js, "MESH_WORK", "mesh.work.agent.resource-manager.*")
 	if q == nil || q["messages"] != float64(inStream) || inStream != 1 || q["pending"] != 1.0 || q["working"] != 0.0 || str(q, "consumer") != "agent_resource-manager" {
 		m.t.Errorf("queue of resource-manager %v; the stream holds %d item(s); want 1 pending, none worked on", q, inStream)
 	}
