@@ -52,6 +52,7 @@ func (m *meshProc) agentLogLines(conv string) []map[string]any {
 // without one (TS-010), sends the conversation's session id as X-Session-ID
 // and logs it as sid on every agent line of the turn (FR-030, NFR-015).
 func TestTS009TS010A2ADelegationForwardsTokenAndSession(t *testing.T) {
+	t.Parallel()
 	sub := a2atest.Start(t, a2atest.Options{Name: "resource-agent", Description: "Manages resources"})
 	m := startMesh(t, meshOpts{config: a2aClientConfig(sub.URL)})
 
@@ -123,6 +124,7 @@ func TestTS009TS010A2ADelegationForwardsTokenAndSession(t *testing.T) {
 // with the task id and the decider's token, and the answer comes back
 // (FR-029, TS-021's chain with a Go SDK sub-agent).
 func TestA2AProxyApprovalThroughREST(t *testing.T) {
+	t.Parallel()
 	sub := a2atest.Start(t, a2atest.Options{Name: "resource-agent", Approvals: 1, ApprovalData: true})
 	m := startMesh(t, meshOpts{config: a2aClientConfig(sub.URL)})
 	conv := m.newConversation()

@@ -37,6 +37,7 @@ func a2aGroupRPC(m *meshProc, path, method string, params any) map[string]any {
 }
 
 func TestA2AGroup(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{config: defaultConfig(t) + "\ngroups:\n" + a2aPair})
 
 	t.Run("a2a-go client", func(t *testing.T) {

@@ -95,6 +95,7 @@ func a2aSrvApproval(t *testing.T, task map[string]any) map[string]any {
 }
 
 func TestA2AServer(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	m := startMesh(t, meshOpts{config: a2aSrvConfig(t, dir)})
 	t.Cleanup(func() { _ = os.WriteFile(filepath.Join(dir, "gate"), nil, 0o644) })

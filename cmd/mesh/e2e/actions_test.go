@@ -19,6 +19,7 @@ import (
 // AG-UI with the official client and the `ws` package, and on the web
 // page in Chromium.
 func TestRegenerateAndFeedback(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{logLevel: "info"})
 	t.Run("rest", func(t *testing.T) { testActionsREST(t, m) })
 	t.Run("agui", func(t *testing.T) { testActionsAGUI(t, m) })

@@ -44,6 +44,7 @@ func servedIn(t *testing.T, logPath, conv string) bool {
 // agent's process only; an unknown agent is 404; a killed process's agent
 // goes offline within the monitor's detection time.
 func TestAgentDirectoryFollowsItsProcesses(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{args: []string{"--replicas", "agent=0"}, noWait: true})
 	_, mainLog := runRole(t, m, "agent")
 	reviewerConfig := filepath.Join(m.dir, "reviewer.yaml")

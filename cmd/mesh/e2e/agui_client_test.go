@@ -206,6 +206,7 @@ func reply(msgs []aguiMessage) string {
 // client verifies every stream itself; a rejection fails the test with the
 // client's own message.
 func TestAGUIOfficialClient(t *testing.T) {
+	t.Parallel()
 	node := nodeWith(t, "@ag-ui/client")
 	m := startMesh(t, meshOpts{logLevel: "info"})
 	thread := uuid.NewString()
@@ -304,6 +305,7 @@ func names(runs []aguiRun) []string {
 // own checks of steps (started once, finished before the run ends), and
 // the steps show both nodes.
 func TestAGUIOfficialClientOnAPipeline(t *testing.T) {
+	t.Parallel()
 	node := nodeWith(t, "@ag-ui/client")
 	m := startMesh(t, meshOpts{config: exampleConfig(t, "sequential"), logLevel: "info"})
 	thread := uuid.NewString()

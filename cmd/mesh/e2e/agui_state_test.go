@@ -47,6 +47,7 @@ func agentTools(t *testing.T, m *meshProc, name string) []string {
 // AG-UI client applies to the same state the server holds; a client of
 // the thread that knows nothing starts from the run's STATE_SNAPSHOT.
 func TestAGUIStateFromTools(t *testing.T) {
+	t.Parallel()
 	node := nodeWith(t, "@ag-ui/client")
 	m := startMesh(t, meshOpts{config: stateConfig(), logLevel: "info"})
 	meshtest.Eventually(t, 30*time.Second, func() bool {

@@ -43,6 +43,7 @@ type wsResult struct {
 // events pass @ag-ui/client's own verifier. A frame that is not JSON gets
 // an error frame and the socket runs a turn after it.
 func TestAGUIWebSocketClient(t *testing.T) {
+	t.Parallel()
 	node := nodeWith(t, "ws", "@ag-ui/client")
 	dir := t.TempDir()
 	cfg := itemsConfig(t, dir) + `auth:

@@ -58,6 +58,7 @@ func (t aisdkTurn) text() string {
 // answer useChat sends back, which continues the message to the tool's
 // output.
 func TestAISDKReader(t *testing.T) {
+	t.Parallel()
 	node := nodeWith(t, "ai")
 	cfg := defaultConfig(t) + `auth:
   tokens:

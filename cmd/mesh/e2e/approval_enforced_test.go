@@ -114,6 +114,7 @@ func forged(t *testing.T, st map[string]any) map[string]any {
 // signature, with a rejected decision. Nothing runs; the approved call runs
 // exactly once however often it is sent.
 func TestDestructiveToolRefusesEveryCallButTheApprovedOne(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{})
 	nc := m.stolenConn(mesh.RoleAgent)
 	args := map[string]any{"name": "intruder", "value": 1}
@@ -180,6 +181,7 @@ func TestDestructiveToolRefusesEveryCallButTheApprovedOne(t *testing.T) {
 // arguments in the approvals bucket after the person read them, then
 // approves: the approver refuses to sign, and nothing runs.
 func TestRewrittenApprovalArgumentsNeverRun(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{})
 	// The agent's credentials may only read approvals; the admin's may
 	// write anything: the rewrite below uses the strongest there are.
@@ -254,6 +256,7 @@ func TestRewrittenApprovalArgumentsNeverRun(t *testing.T) {
 // @modelcontextprotocol/server-filesystem and attacks its write_file: only
 // the approved call writes, once.
 func TestNPMFilesystemServerWritesOnlyWhatWasApproved(t *testing.T) {
+	t.Parallel()
 	nodeWith(t, "@modelcontextprotocol/server-filesystem")
 	script, err := filepath.Abs(filepath.Join(peersDir, "node_modules", "@modelcontextprotocol", "server-filesystem", "dist", "index.js"))
 	if err != nil {

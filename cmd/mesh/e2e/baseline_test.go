@@ -370,6 +370,7 @@ func baselineWrite(w http.ResponseWriter, status int, v any) {
 // runs: a turn on it calls the tool once and answers with the conversation,
 // and a message to an unknown conversation is refused.
 func TestBaselineTurn(t *testing.T) {
+	t.Parallel()
 	srv := llmtest.Start(t, llmtest.Config{API: llmtest.OpenAI})
 	p := startBaseline(t, srv.BaseURL())
 	p.checkTurn(t)

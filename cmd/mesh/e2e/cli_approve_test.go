@@ -13,6 +13,7 @@ import (
 // claim), and a second approver's decision says who decided first and
 // exits 1.
 func TestCLIApproveRecordsWhoDecided(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{config: authCLIConfig(t)})
 	alice, ops, kim := []string{"MESH_TOKEN=" + aliceToken}, []string{"MESH_TOKEN=" + opsToken}, []string{"MESH_TOKEN=" + kimToken}
 

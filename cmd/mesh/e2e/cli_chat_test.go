@@ -106,6 +106,7 @@ var convLine = regexp.MustCompile(`conversation ([0-9a-f-]{36})`)
 // approval answered y, a turn cancelled with Ctrl-C, and a second Ctrl-C
 // that quits (exit 130).
 func TestCLIChatInTmux(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	m := startMesh(t, meshOpts{config: itemsConfig(t, dir)})
 	t.Cleanup(func() { _ = os.WriteFile(filepath.Join(dir, "gate"), nil, 0o644) })
@@ -182,6 +183,7 @@ func decidedBy(m *meshProc, conv string, headers []string) string {
 // the line after an approval request answers it; resuming prints the
 // history; --json prints the events; a group chat; the exit codes.
 func TestCLIChatInAPipe(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	m := startMesh(t, meshOpts{config: itemsConfig(t, dir)})
 
@@ -258,6 +260,7 @@ func TestCLIChatInAPipe(t *testing.T) {
 // the approval, says y, is told so, and the chat goes on once an approver
 // decides with `mesh approve yes`.
 func TestCLIChatWaitsForAnApprover(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{config: authCLIConfig(t)})
 	cmd := exec.Command(filepath.Join(binDir, "mesh"), "chat")
 	cmd.Env = m.cliEnv("MESH_TOKEN=" + aliceToken)

@@ -11,6 +11,7 @@ import (
 // (as the NATS admin); one that waits for an approval is removed only with
 // --force, and a removed one is gone from the bridge and the events stream.
 func TestCLISessions(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{})
 	conv := m.newConversation()
 	m.send(conv, "list all resources")
@@ -68,6 +69,7 @@ func TestCLISessions(t *testing.T) {
 // takes, calls a read-only tool, and refuses a destructive one (it needs an
 // approval, through an agent), which does not run.
 func TestCLITools(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{})
 	r := m.mustCLI(0, "", nil, "tools")
 	for _, want := range []string{"SERVER", "resources_list    read-only", "resources_add     destructive", "resources_remove  destructive"} {

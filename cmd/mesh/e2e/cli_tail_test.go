@@ -22,6 +22,7 @@ import (
 // --all --since filter; a follower sees a new turn live and stops on
 // Ctrl-C with exit 0.
 func TestCLITailFromStartEqualsReplay(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{})
 	conv := m.newConversation()
 	m.send(conv, "list all resources")

@@ -103,6 +103,7 @@ const (
 func bearer(token string) []string { return []string{"Authorization", "Bearer " + token} }
 
 func TestCLIUsageAndCompletion(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	m := &meshProc{t: t, dir: dir, dataDir: filepath.Join(dir, "data"), config: filepath.Join(dir, "agent.yaml"), httpAddr: freeAddr(t), natsAddr: freeAddr(t)}
 	if err := os.WriteFile(m.config, []byte(defaultConfig(t)), 0o644); err != nil {

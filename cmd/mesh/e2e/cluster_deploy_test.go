@@ -143,6 +143,7 @@ func loadCompose(t *testing.T, env map[string]string) (*types.Project, error) {
 // binary's own healthcheck, credentials written once and mounted where the
 // image looks for them, and HTTP tokens required.
 func TestClusterDeployCompose(t *testing.T) {
+	t.Parallel()
 	cli := readMeshCLI(t)
 	if _, err := loadCompose(t, nil); err == nil || !strings.Contains(err.Error(), "MESH_USER_TOKEN") {
 		t.Errorf("the compose file loads without the bridge's tokens: %v", err)
@@ -308,6 +309,7 @@ func dockerfile(t *testing.T) dockerStage {
 // entrypoint names with `version`, and its configuration (the image's
 // agent.yaml) through a real command.
 func TestClusterDeployImage(t *testing.T) {
+	t.Parallel()
 	st := dockerfile(t)
 	cli := readMeshCLI(t)
 	if !strings.Contains(st.from, "distroless/static") || !strings.Contains(st.from, "nonroot") {
@@ -451,6 +453,7 @@ func decodeManifests(t *testing.T, dir string, files []string) k8sObjects {
 // platforms of seed 002 NFR-010 and that the binary cross-compiles for one
 // that is not this machine's (windows/amd64, as make build-all does it).
 func TestClusterDeployBuildAll(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a cross-compilation takes a while")
 	}

@@ -23,6 +23,7 @@ import (
 // NATS credentials exactly as `mesh creds` writes them), and the bridge
 // has a Service and an Ingress.
 func TestClusterDeployKubernetes(t *testing.T) {
+	t.Parallel()
 	cli := readMeshCLI(t)
 	base := "../../../deploy/k8s/base"
 	k := readKustomization(t, base)

@@ -90,6 +90,7 @@ func (p *linkProxy) restore() {
 // center does not have. The center's agent calls the edge's tool; with the
 // link cut, the call does not reach the edge; restored, calls resume.
 func TestClusterLeafEdge(t *testing.T) {
+	t.Parallel()
 	creds, leaf := filepath.Join(t.TempDir(), "creds"), freeAddr(t)
 	shared := []string{"MESH_NATS_CREDS_DIR=" + creds}
 	center := startMesh(t, meshOpts{env: append([]string{"MESH_NATS_LEAF_LISTEN=" + leaf}, shared...), logLevel: "info"})
@@ -154,6 +155,7 @@ func mustJSON(v any) string {
 // and a configuration that asks for three stops with exit code 2 and a
 // message naming the stream, both counts and the way out, at once.
 func TestClusterReplicasMismatch(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 1, false, defaultConfig(t))
 	start := time.Now()
 	cmd := exec.Command(filepath.Join(binDir, "mesh"), "provision")

@@ -9,4 +9,12 @@
 // test ends, and fails the test if any line of that mesh's log is not one
 // JSON object with each key once (logcheck_test.go). `make chaos` runs
 // TestChaos at full scale; `make bench` runs the benchmarks here too.
+//
+// Every test but four runs in parallel with the others (t.Parallel): a test
+// spends most of its time waiting on processes it started, and one after
+// another the package used about a quarter of two cores. The four that
+// kill processes under load or measure memory (TestChaos,
+// TestClusterChaos, TestClusterPlainNATS, TestHugeConversationKeepsAnswering)
+// run alone, before the others start. A new test calls t.Parallel first
+// unless it is of their kind.
 package e2e

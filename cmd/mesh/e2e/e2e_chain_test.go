@@ -41,6 +41,7 @@ func waitSIDLogged(t *testing.T, a, b *meshProc, sid string) {
 }
 
 func TestTS026ChainListsResourcesThroughA2A(t *testing.T) {
+	t.Parallel()
 	a, b := chain(t)
 	subs := list(a.do(http.StatusOK, "GET", "/tools", nil), "sub_agents")
 	if len(subs) != 1 || str(subs[0], "name") != "resource-agent" || str(subs[0], "url") != "http://"+b.httpAddr {
@@ -68,6 +69,7 @@ func TestTS026ChainListsResourcesThroughA2A(t *testing.T) {
 }
 
 func TestTS027ProxyApprovalThroughTheChain(t *testing.T) {
+	t.Parallel()
 	a, b := chain(t)
 	conv := a.newConversation()
 	out := a.send(conv, "add resource chain-test with value 77")

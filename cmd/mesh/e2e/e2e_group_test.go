@@ -59,6 +59,7 @@ const teamGroup = `  - name: team
 `
 
 func TestGroupRoundRobinReachesMaxTurns(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{config: groupConfig(t, teamGroup)})
 	conv := m.newGroupChat("team")
 	out := m.send(conv, "list all resources")
@@ -120,6 +121,7 @@ func customs(evs []map[string]any, name string) []map[string]any {
 }
 
 func TestGroupSurvivesKillOfTheGroupProcess(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	m := startMesh(t, meshOpts{config: gatedGroupConfig(t, dir, `  - name: pair
     max_turns: 2
@@ -196,6 +198,7 @@ func outsiderConfig(t *testing.T, m *meshProc) string {
 }
 
 func TestGroupSkipsAMemberWhoseProcessIsDown(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	m := startMesh(t, meshOpts{config: gatedGroupConfig(t, dir, `  - name: crew
     max_turns: 1
@@ -286,6 +289,7 @@ func servedBy(t *testing.T, m *meshProc, agent string) {
 }
 
 func TestGroupStopsOnCancel(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	m := startMesh(t, meshOpts{config: gatedGroupConfig(t, dir, `  - name: pair
     participants:
@@ -312,6 +316,7 @@ func TestGroupStopsOnCancel(t *testing.T) {
 }
 
 func TestGroupOfTenMembers(t *testing.T) {
+	t.Parallel()
 	var b strings.Builder
 	b.WriteString("  - name: ten\n    max_turns: 10\n    participants:\n")
 	for i := range 10 {
@@ -333,6 +338,7 @@ func TestGroupOfTenMembers(t *testing.T) {
 }
 
 func TestGroupRouterAndModelSelection(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{config: groupConfig(t, `  - name: desk
     strategy: router
     max_turns: 1
@@ -392,6 +398,7 @@ func (scriptedMembers) Generate(_ context.Context, req llm.Request) (*llm.Respon
 }
 
 func TestGroupTerminationRules(t *testing.T) {
+	t.Parallel()
 	srv := llmtest.Start(t, llmtest.Config{API: llmtest.OpenAI, Backend: scriptedMembers{}})
 	m := startMesh(t, meshOpts{config: groupConfig(t, `  - name: phrase
     participants:
@@ -428,6 +435,7 @@ func TestGroupTerminationRules(t *testing.T) {
 // forwardedProps: the client accepts the stream, each member's message
 // says who wrote it, and speaker_selected events say who speaks and why.
 func TestGroupOverAGUI(t *testing.T) {
+	t.Parallel()
 	node := nodeWith(t, "@ag-ui/client")
 	m := startMesh(t, meshOpts{config: groupConfig(t, teamGroup)})
 	thread := uuid.NewString()
@@ -470,6 +478,7 @@ func TestGroupOverAGUI(t *testing.T) {
 // an approval like a single agent's; each decision carries the chat on,
 // and the next member speaks after it.
 func TestGroupMemberApprovals(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{config: groupConfig(t, `  - name: ops
     max_turns: 2
     participants:
@@ -517,6 +526,7 @@ func TestGroupMemberApprovals(t *testing.T) {
 // TestGroupExample runs config/examples/group.yaml: the router gives the
 // first turn to the member whose pattern matches, round robin the rest.
 func TestGroupExample(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{config: exampleConfig(t, "group")})
 	groups := list(m.do(http.StatusOK, "GET", "/groups", nil), "groups")
 	if len(groups) != 1 || str(groups[0], "name") != "desk" || len(list(groups[0], "participants")) != 3 {

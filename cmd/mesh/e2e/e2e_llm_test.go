@@ -182,6 +182,7 @@ func mcpServerEnv(t *testing.T, m *meshProc) string {
 // provider's wire format, recording token usage, and never writing the key
 // to its logs or data.
 func TestLLMProvidersEndToEnd(t *testing.T) {
+	t.Parallel()
 	for _, c := range llmCases() {
 		t.Run(c.name, func(t *testing.T) {
 			m, srv := startLLMMesh(t, c, "  timeout: 20s\n")
@@ -295,6 +296,7 @@ func TestLLMProvidersEndToEnd(t *testing.T) {
 // conversation, which stays usable: once the provider recovers the next
 // turn works.
 func TestLLMFailuresEndToEnd(t *testing.T) {
+	t.Parallel()
 	cases := llmCases()
 	tests := []struct {
 		llmCase
@@ -370,6 +372,7 @@ func TestLLMFailuresEndToEnd(t *testing.T) {
 // wrong key) surfaces as LLM_ERROR naming the variable to check, and is not
 // retried.
 func TestLLMWireRefusalsSurface(t *testing.T) {
+	t.Parallel()
 	c := llmCases()[2]
 	srv := llmtest.Start(t, llmtest.Config{API: c.api, APIKey: "the-right-key"})
 	cfg := strings.Replace(defaultConfig(t), "\n  model: offline\n", "\n  model: "+c.model+"\n", 1)
@@ -393,6 +396,7 @@ func TestLLMWireRefusalsSurface(t *testing.T) {
 // shell lines export, the provider's base URL pointed at a local server
 // of its API that wants the key the lines export, completes a TS-003 turn.
 func TestLLMReadmeModels(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile("../../../README.md")
 	if err != nil {
 		t.Fatal(err)
@@ -477,6 +481,7 @@ func TestLLMReadmeModels(t *testing.T) {
 // TestLLMReadmeModelNames: the names the README's Models table lists pick
 // the provider it says.
 func TestLLMReadmeModelNames(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ name, want string }{
 		{"offline", config.ProviderOffline},
 		{"gemini-2.5-pro", config.ProviderGoogle}, {"google:gemini-2.5-pro", config.ProviderGoogle}, {"gemini:gemini-2.5-pro", config.ProviderGoogle},

@@ -59,6 +59,7 @@ func sendQueued(t *testing.T, m *meshProc, conv, text string) map[string]any {
 // second message), A2A (submitted). A second message is refused; once an
 // agent runs, the queued turn runs, once.
 func TestQueuedTurnIsVisibleAndRunsWhenAnAgentComes(t *testing.T) {
+	t.Parallel()
 	m, agentCmd := queueMesh(t, "")
 	conv := m.newConversation()
 	m.send(conv, "list all resources") // the agent works, and has its consumer
@@ -152,6 +153,7 @@ func TestQueuedTurnIsVisibleAndRunsWhenAnAgentComes(t *testing.T) {
 // publish leaves the same) is published again by the next read of its
 // conversation, and runs once an agent comes.
 func TestLostQueuedTurnIsPublishedAgain(t *testing.T) {
+	t.Parallel()
 	m, agentCmd := queueMesh(t, "  queue_check_after: 1s\n")
 	conv := m.newConversation()
 	m.send(conv, "list all resources")

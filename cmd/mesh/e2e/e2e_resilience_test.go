@@ -69,6 +69,7 @@ func (w *meshEvents) first(name, role string) (time.Time, map[string]any, bool) 
 }
 
 func TestMonitorFindsAKilledAgentAndItIsRestarted(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{})
 	w := watchMeshEvents(t, m)
 	old := m.childPID("agent")
@@ -131,6 +132,7 @@ func runRole(t *testing.T, m *meshProc, role string, env ...string) (*exec.Cmd, 
 }
 
 func TestSIGTERMLetsTheTurnInFlightFinish(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	// No agent under mesh up: the test runs its own, to see how it exits.
 	m := startMesh(t, meshOpts{config: gateConfig(dir), args: []string{"--replicas", "agent=0"}, noWait: true})
@@ -168,6 +170,7 @@ func TestSIGTERMLetsTheTurnInFlightFinish(t *testing.T) {
 }
 
 func TestNATSRestartLosesNothing(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	natsAddr := freeAddr(t)
 	natsData := filepath.Join(dir, "nats-data")
@@ -249,6 +252,7 @@ func TestNATSRestartLosesNothing(t *testing.T) {
 }
 
 func TestZombieAgentIsCaughtByTheProbeAndRestarted(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	// One worker, stuck in a tool call that never answers: the agent beats
 	// but no longer works.

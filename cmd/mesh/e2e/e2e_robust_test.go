@@ -46,6 +46,7 @@ func lastToolResult(t *testing.T, out map[string]any) map[string]any {
 }
 
 func TestToolhostKilledGivesClearErrorThenRecovers(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{config: slowRestarts(t)})
 	conv := m.newConversation()
 	m.send(conv, "list all resources")
@@ -69,6 +70,7 @@ func TestToolhostKilledGivesClearErrorThenRecovers(t *testing.T) {
 }
 
 func TestMCPServerKilledGivesClearErrorThenRecovers(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{config: slowRestarts(t)})
 	conv := m.newConversation()
 	m.send(conv, "list all resources")
@@ -102,6 +104,7 @@ func TestMCPServerKilledGivesClearErrorThenRecovers(t *testing.T) {
 }
 
 func TestPlainNATSClientSeesTurnEventsInOrder(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{})
 	// Plain, as the nats CLI is: with the admin identity mesh up made.
 	nc := m.adminNATS(t)
@@ -192,6 +195,7 @@ func runMeshOnce(t *testing.T, config string, env ...string) (exitCode int, outp
 }
 
 func TestStartupRefusesBadConfig(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		config string
@@ -234,6 +238,7 @@ func tree(children string) string {
 }
 
 func TestAPIKeysNeverLogged(t *testing.T) {
+	t.Parallel()
 	const secret = "AIzaSy-TEST-SECRET-0123456789"
 	// A key present in the environment of a working mesh.
 	m := startMesh(t, meshOpts{env: []string{"GEMINI_API_KEY=" + secret, "ANTHROPIC_API_KEY=" + secret + "-a"}})

@@ -101,6 +101,7 @@ func readUntil(t *testing.T, r *sseReader, typ string) []sseEvent {
 }
 
 func TestEventsResumeWithLastEventIDEqualsOneRead(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	m := startMesh(t, meshOpts{config: gateConfig(dir)})
 	conv := m.newConversation()

@@ -55,6 +55,7 @@ func messagesOf(conv map[string]any, role string) []map[string]any {
 }
 
 func TestTS001StartupHealthAndTools(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{})
 	// Seed 002 answered {"status": "ok"}; seed 003's FR-052, which the
 	// robustness issue adopts, says healthy.
@@ -88,6 +89,7 @@ func TestTS001StartupHealthAndTools(t *testing.T) {
 }
 
 func TestTS002CreateConversation(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{})
 	empty := m.do(http.StatusCreated, "POST", "/conversations", nil)
 	conv := obj(empty, "conversation")
@@ -115,6 +117,7 @@ func TestTS002CreateConversation(t *testing.T) {
 }
 
 func TestTS003ListRunsWithoutApproval(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{})
 	conv := m.newConversation()
 	out := m.send(conv, "list all resources")
@@ -158,6 +161,7 @@ func (m *meshProc) addPending(conv, text string) map[string]any {
 }
 
 func TestTS004DestructiveToolWithApproval(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{})
 	conv := m.newConversation()
 	ap := m.addPending(conv, "create a server my-test with value 42")
@@ -180,6 +184,7 @@ func TestTS004DestructiveToolWithApproval(t *testing.T) {
 }
 
 func TestTS005ApprovalSurvivesKillOfWholeMesh(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{})
 	conv := m.newConversation()
 	ap := m.addPending(conv, "add resource survivor with value 7")
@@ -205,6 +210,7 @@ func TestTS005ApprovalSurvivesKillOfWholeMesh(t *testing.T) {
 }
 
 func TestTS006NaturalLanguageVariations(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{})
 	tests := []struct {
 		text     string
@@ -245,6 +251,7 @@ func TestTS006NaturalLanguageVariations(t *testing.T) {
 }
 
 func TestTS007ApprovalRejection(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{})
 	conv := m.newConversation()
 	ap := m.addPending(conv, "add resource never with value 1")
@@ -263,6 +270,7 @@ func TestTS007ApprovalRejection(t *testing.T) {
 }
 
 func TestTS008ThreeApprovalFormats(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{})
 	formats := []map[string]any{{"approved": true}, {"action": "approve"}, {"answer": "yes"}}
 	var pending []map[string]any
@@ -282,6 +290,7 @@ func TestTS008ThreeApprovalFormats(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{config: defaultConfig(t) + "\nhttp:\n  max_body_bytes: 2048\n"})
 	conv := m.newConversation()
 
@@ -345,6 +354,7 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestDecidingTwiceRunsTheToolOnce(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{})
 	conv := m.newConversation()
 	ap := m.addPending(conv, "add resource once with value 9")
@@ -399,6 +409,7 @@ mcp_servers:
 }
 
 func TestAgentKilledMidTurnRedelivers(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	m := startMesh(t, meshOpts{config: gateConfig(dir)})
 	conv := m.newConversation()
@@ -445,6 +456,7 @@ func killPID(pid int) error {
 }
 
 func TestIdempotencyKeyRunsAMessageOnce(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{})
 	conv := m.newConversation()
 	first := m.send(conv, "list all resources", "Idempotency-Key", "k-1")

@@ -77,6 +77,7 @@ func steps(evs []map[string]any) []string {
 }
 
 func TestTS015AgentWithoutTreeIsOneLLMNode(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{})
 	conv := m.newConversation()
 	out := m.send(conv, "list all resources")
@@ -101,6 +102,7 @@ func TestTS015AgentWithoutTreeIsOneLLMNode(t *testing.T) {
 }
 
 func TestTS016TS022SequentialPipelinePassesTheAnalysisOn(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{config: exampleConfig(t, "sequential")})
 	conv := m.newConversation()
 	out := m.send(conv, "list all resources")
@@ -141,6 +143,7 @@ func TestTS016TS022SequentialPipelinePassesTheAnalysisOn(t *testing.T) {
 }
 
 func TestTS019TS023SequentialPipelinePausesAndResumes(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{config: exampleConfig(t, "sequential")})
 	conv := m.newConversation()
 	ap := m.addPending(conv, "add resource test-seq with value 55")
@@ -177,6 +180,7 @@ func TestTS019TS023SequentialPipelinePausesAndResumes(t *testing.T) {
 }
 
 func TestTS017TS024ParallelBranchesJoinIntoTheSummary(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{config: exampleConfig(t, "parallel")})
 	conv := m.newConversation()
 	out := m.send(conv, "give me an overview of all resources")
@@ -205,6 +209,7 @@ func TestTS017TS024ParallelBranchesJoinIntoTheSummary(t *testing.T) {
 }
 
 func TestTS018TS025LoopAddsUntilTheGoalThenExits(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{config: exampleConfig(t, "loop")})
 	conv := m.newConversation()
 	out := m.send(conv, "ensure we have at least 2 resources")
@@ -237,6 +242,7 @@ func TestTS018TS025LoopAddsUntilTheGoalThenExits(t *testing.T) {
 }
 
 func TestLoopStopsAtMaxIterationsWithAClearMessage(t *testing.T) {
+	t.Parallel()
 	cfg := strings.Replace(exampleConfig(t, "loop"), "max_iterations: 5", "max_iterations: 2", 1)
 	m := startMesh(t, meshOpts{config: cfg})
 	conv := m.newConversation()
@@ -256,6 +262,7 @@ func TestLoopStopsAtMaxIterationsWithAClearMessage(t *testing.T) {
 }
 
 func TestTS028SequentialPipelineOverA2A(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{config: exampleConfig(t, "sequential")})
 	task := a2aSrvResult(m, "message/send", a2aSrvMessage("list all resources", ""))
 	if str(task, "status", "state") != "completed" {
@@ -292,6 +299,7 @@ func (b taskBackend) Generate(ctx context.Context, req llm.Request) (*llm.Respon
 }
 
 func TestParallelApprovalsDecidedInReverseOrder(t *testing.T) {
+	t.Parallel()
 	srv := llmtest.Start(t, llmtest.Config{API: llmtest.OpenAI, Backend: taskBackend{offline.New()}})
 	cfg := strings.Replace(defaultConfig(t), "\n  model: offline\n", "\n  model: gpt-4o-mini\n", 1) + `
 agent:
@@ -380,6 +388,7 @@ func lines(t *testing.T, path string) int {
 }
 
 func TestKillAgentMidPipelineRerunsNoFinishedNode(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	m := startMesh(t, meshOpts{config: pipelineKillConfig(dir)})
 	conv := m.newConversation()

@@ -69,6 +69,7 @@ func modelSaw(srv *llmtest.Server, n int, data []byte) bool {
 // message lists it, and its owner reads it back; a bad, refused or
 // oversize file is 400, 415 or 413.
 func TestFilesOverREST(t *testing.T) {
+	t.Parallel()
 	for _, c := range llmCases() {
 		t.Run(c.name, func(t *testing.T) {
 			m, srv := startFilesMesh(t, c)
@@ -128,6 +129,7 @@ func TestFilesOverREST(t *testing.T) {
 // (@ag-ui/client, AG-UI 1.0 image part) and an A2A FilePart from a2a-go
 // (0.3 file.bytes) reach the model with the image's bytes.
 func TestFilesOverAGUIAndA2A(t *testing.T) {
+	t.Parallel()
 	node := nodeWith(t, "@ag-ui/client")
 	c := llmCases()[0]
 	m, srv := startFilesMesh(t, c)

@@ -549,6 +549,7 @@ func floorToolhost(ctx context.Context, nc *nats.Conn) error {
 // store what a mesh turn stores (12 events, one record, two session
 // writes) and leave no work item behind.
 func TestTurnFloor(t *testing.T) {
+	t.Parallel()
 	f := startFloor(t)
 	client := turnClient(1)
 	status, body, err := post(client, f.url("/conversations"), map[string]any{})

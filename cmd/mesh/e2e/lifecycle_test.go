@@ -99,6 +99,7 @@ func gone(t *testing.T, what string, status int, body map[string]any, code strin
 // dialects, the WebSocket, A2A), others still do not find it, its events
 // stay readable until an admin purges them, and a user may not purge.
 func TestLifecycleDelete(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{config: lifecycleConfig(t, "")})
 	u, bob, admin := bearer(lcUser), bearer(lcBob), bearer(lcAdmin)
 	created := m.do(http.StatusCreated, "POST", "/conversations", map[string]any{"message": "add resource doomed with value 1"}, u...)
@@ -241,6 +242,7 @@ func (m *meshProc) pendingAs(conv, text string, headers ...string) {
 // waiting for it gets 410, the run ends, and the tool's late answer
 // changes nothing.
 func TestLifecycleDeleteStopsARunningTurn(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	m := startMesh(t, meshOpts{config: gateConfig(dir)})
 	conv := m.newConversation()
@@ -271,6 +273,7 @@ func TestLifecycleDeleteStopsARunningTurn(t *testing.T) {
 // Expiry with a short TTL: an idle conversation answers 410 expired, then
 // 404 once cleaned up; one in use, and one waiting for an approval, stay.
 func TestLifecycleExpiry(t *testing.T) {
+	t.Parallel()
 	// The marker that says a key expired ages out with the bucket's max
 	// age: expired_kept is at most the TTL, so the 410s are seen for 6 s.
 	m := startMesh(t, meshOpts{config: defaultConfig(t) + "\nsessions:\n  ttl: 6s\n  expired_kept: 6s\n"})
@@ -324,6 +327,7 @@ func TestLifecycleExpiry(t *testing.T) {
 // conversation once, newest first; status and owner filter; the owner
 // filter is the admin's.
 func TestLifecyclePagination(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{config: lifecycleConfig(t, "")})
 	u, bob, admin := bearer(lcUser), bearer(lcBob), bearer(lcAdmin)
 	var mine []string

@@ -65,6 +65,7 @@ func rawPost(t *testing.T, url, name, body string, hdr ...string) (int, http.Hea
 // code and resetAt), and the streaming dialects and A2A answer a refusal
 // in their own forms.
 func TestLimitsAcrossTwoBridges(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{config: limitsConfig(t), logLevel: "info"})
 	second := &meshProc{t: t, httpAddr: freeAddr(t)}
 	runRole(t, m, "bridge", "MESH_HTTP_ADDR="+second.httpAddr, "MESH_NODE_ID=second-bridge")
@@ -132,6 +133,7 @@ func TestLimitsAcrossTwoBridges(t *testing.T) {
 // decided approval makes room. Streams: a principal's second stream on a
 // bridge is 429, and a stream past http.max_streams 503 saying so.
 func TestLimitsCapacity(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{config: limitsConfig(t), logLevel: "info"})
 	second := &meshProc{t: t, httpAddr: freeAddr(t)}
 	runRole(t, m, "bridge", "MESH_HTTP_ADDR="+second.httpAddr, "MESH_NODE_ID=second-bridge")

@@ -166,6 +166,7 @@ func strictValue(dec *json.Decoder, where string) error {
 }
 
 func TestDocumentedFields(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		line    string
@@ -189,6 +190,7 @@ func TestDocumentedFields(t *testing.T) {
 }
 
 func TestStrictJSONObject(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		line    string

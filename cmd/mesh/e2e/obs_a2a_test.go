@@ -29,6 +29,7 @@ func findIn(spans []span, ns, service, name string) *span {
 // call, B's request (which continues the traceparent A sent), B's turn and
 // its tool call on B's tool host, each span the child of the one before.
 func TestTraceAcrossAnA2ACallBetweenMeshes(t *testing.T) {
+	t.Parallel()
 	rcv := startOTLP(t)
 	b := startMesh(t, meshOpts{env: append(rcv.traceEnv(), "OTEL_RESOURCE_ATTRIBUTES=service.namespace=b")})
 	a := startMesh(t, meshOpts{config: a2aClientConfig("http://" + b.httpAddr), env: append(rcv.traceEnv(), "OTEL_RESOURCE_ATTRIBUTES=service.namespace=a")})
@@ -106,6 +107,7 @@ func startOTLPGRPC(t testing.TB) (*otlpReceiver, []string) {
 // spans of a turn reach a gRPC collector from the bridge, the agent and
 // the tool host, in the caller's trace with correct parents.
 func TestTraceExportOverGRPC(t *testing.T) {
+	t.Parallel()
 	rcv, env := startOTLPGRPC(t)
 	m := startMesh(t, meshOpts{env: env})
 	const trace, caller = "7d3a9e1b2c4f4a6b8e0d1f2a3b4c5d6e", "8877665544332211"

@@ -157,6 +157,7 @@ func (d delta) want(role, name string, want float64, labels ...string) {
 // round, and checks after each that every role's /metrics counts exactly
 // that; every endpoint passes promtool check metrics.
 func TestMetricsCountWhatHappened(t *testing.T) {
+	t.Parallel()
 	c := llmCases()[0]
 	srv := llmtest.Start(t, llmtest.Config{API: c.api, APIKey: c.key(), Model: c.wireModel})
 	m := startMesh(t, meshOpts{config: obsConfig(t, c), env: []string{

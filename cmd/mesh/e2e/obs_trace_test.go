@@ -130,6 +130,7 @@ func (r *otlpReceiver) traceEnv() []string {
 // and the resumed run and its tool call are still in that trace, under the
 // approver's resume span.
 func TestTraceOfATurnAcrossAnApprovalAndAnAgentRestart(t *testing.T) {
+	t.Parallel()
 	rcv := startOTLP(t)
 	m := startMesh(t, meshOpts{env: rcv.traceEnv()})
 	const trace, caller = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"

@@ -21,6 +21,7 @@ import (
 // the errors (400, 404, 409 with the approval, 415) — status, content type
 // and body against the operation's schema.
 func TestOpenAPIDescribesWhatTheBridgeAnswers(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{})
 	resp, err := http.Get(m.url("/openapi.json"))
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 // /ops/mesh; the events stream for /ops/stats. Viewers read the mesh view,
 // not the inbox.
 func TestOpsAPIFieldsMatchTheMesh(t *testing.T) {
+	t.Parallel()
 	m := parallelApprovalsMesh(t)
 	nc := m.adminNATS(t)
 	js, err := jetstream.New(nc)

@@ -35,6 +35,7 @@ http:
 // refused (421, DNS rebinding), and CORS answers only the configured
 // origin.
 func TestHTTPEdge(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{config: edgeConfig(t), logLevel: "info"})
 	t.Run("slow bodies", func(t *testing.T) { testSlowBodies(t, m, 200) })
 	t.Run("idle keep-alives", func(t *testing.T) { testIdleKeepAlives(t, m, 50) })

@@ -23,6 +23,7 @@ import (
 // names its principal, an expired one, one for another audience and one
 // signed by another key are 401.
 func TestHTTPAuthJWTKeySources(t *testing.T) {
+	t.Parallel()
 	keys := newJWTKeys(t)
 	jwksFile := filepath.Join(t.TempDir(), "jwks.json")
 	if err := os.WriteFile(jwksFile, keys.jwks(), 0o600); err != nil {
@@ -71,6 +72,7 @@ func TestHTTPAuthJWTKeySources(t *testing.T) {
 // out), unless http.insecure says so, and then it starts with a loud
 // warning.
 func TestHTTPBindSafeDefaults(t *testing.T) {
+	t.Parallel()
 	local := startMesh(t, meshOpts{logLevel: "info"})
 	if !strings.Contains(local.logs(), "HTTP authentication is off") {
 		t.Error("a mesh without auth does not say authentication is off")
@@ -120,6 +122,7 @@ func TestHTTPBindSafeDefaults(t *testing.T) {
 // the agent, which forwards it to the sub-agent (TS-010); without a token
 // the request is refused (401) and nothing reaches the sub-agent.
 func TestTS009TS010WithHTTPAuth(t *testing.T) {
+	t.Parallel()
 	sub := a2atest.Start(t, a2atest.Options{Name: "resource-agent", Description: "Manages resources"})
 	cfg := a2aClientConfig(sub.URL) + fmt.Sprintf("auth:\n  tokens:\n    - {name: carol, token: %s, roles: [user]}\n", bobToken)
 	m := startMesh(t, meshOpts{config: cfg})
@@ -151,6 +154,7 @@ func TestTS009TS010WithHTTPAuth(t *testing.T) {
 // decision to B with dave's token: B lets an approver decide the task it
 // waits for, records dave, and the call runs once on B.
 func TestTS027ChainWithHTTPAuth(t *testing.T) {
+	t.Parallel()
 	const carol, dave = "carol-user-token-0123456", "dave-approver-token-0123"
 	tokens := fmt.Sprintf("auth:\n  tokens:\n    - {name: carol, token: %s, roles: [user]}\n    - {name: dave, token: %s, roles: [approver]}\n", carol, dave)
 	b := startMesh(t, meshOpts{config: defaultConfig(t) + "\n" + tokens})

@@ -233,6 +233,7 @@ type routeRow struct {
 // the approval_decided event and the conversation; the public agent card
 // advertises the bearer scheme (0.3 and 1.0).
 func TestHTTPAuth(t *testing.T) {
+	t.Parallel()
 	m := startAuthMesh(t)
 	// ursula's conversations: A waits for an approval, B is idle.
 	convA := m.created(t, "user", "add resource owned-a with value 1")

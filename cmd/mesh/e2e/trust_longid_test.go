@@ -71,6 +71,7 @@ func longIDRequests(id, conv string) []longIDRequest {
 // a row, the mesh is healthy: no role lost its NATS connection, none was
 // restarted, no degradation, and a turn runs.
 func TestLongIDsLeaveTheMeshHealthy(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{})
 	pids := map[string]int{}
 	for _, role := range []string{"bridge", "agent", "toolhost", "approver"} {

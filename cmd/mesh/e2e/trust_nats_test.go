@@ -28,6 +28,7 @@ import (
 // A client without credentials, or with an nkey the server does not know,
 // cannot connect; the admin identity that `mesh up` prints can.
 func TestNATSRefusesClientsWithoutCredentials(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{})
 	url := "nats://" + m.natsAddr
 	if nc, err := nats.Connect(url, nats.Timeout(2*time.Second)); err == nil {
@@ -65,6 +66,7 @@ func TestNATSRefusesClientsWithoutCredentials(t *testing.T) {
 
 // An open server only when asked for, and the log says so.
 func TestNATSAuthNoneIsOpenAndSaysSo(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{env: []string{"MESH_NATS_AUTH=none"}})
 	nc, err := nats.Connect("nats://"+m.natsAddr, nats.Timeout(2*time.Second))
 	if err != nil {
@@ -253,6 +255,7 @@ func trustActions() []action {
 // Every role × every forbidden action: the server refuses it. A few of the
 // role's own actions pass, so the refusals are not a broken connection's.
 func TestNATSRolePermissions(t *testing.T) {
+	t.Parallel()
 	m := startMesh(t, meshOpts{})
 	acts := trustActions()
 	for _, role := range mesh.IdentityRoles {
@@ -309,6 +312,7 @@ func TestNATSRolePermissions(t *testing.T) {
 // The table the e2e rows follow and the table in code agree: a row the
 // server refused is one the table does not grant, and the other way round.
 func TestNATSActionsMatchThePermissionTable(t *testing.T) {
+	t.Parallel()
 	for _, a := range trustActions() {
 		for _, role := range mesh.IdentityRoles {
 			p, _ := mesh.DefaultNamespace.Permissions(role)
@@ -328,6 +332,7 @@ func TestNATSActionsMatchThePermissionTable(t *testing.T) {
 // as the admin, and a role started by hand with its own seed binds them; a
 // role without a known identity exits, saying why.
 func TestExternalNATSProvisionThenBind(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	creds := filepath.Join(dir, "data", "creds")
 	roles := append(slices.Clone(mesh.IdentityRoles), mesh.RoleAdmin)

@@ -54,6 +54,7 @@ func tapAll(t *testing.T, nc *nats.Conn) *tap {
 // an approval: in no log line, KV value, stream payload, nor in a NATS
 // header on a subject that a role which does not need it can read.
 func TestSecretsStayWhereTheyAreNeeded(t *testing.T) {
+	t.Parallel()
 	token := "Bearer tok-" + mesh.NewID()
 	apiKey := "sk-ant-trust-" + mesh.NewID()
 	m := startMesh(t, meshOpts{env: []string{"ANTHROPIC_API_KEY=" + apiKey, "GEMINI_API_KEY=" + apiKey, "OPENAI_API_KEY=" + apiKey}})

@@ -22,6 +22,7 @@ import (
 // it: a turn runs; a client without TLS cannot connect, one with TLS and
 // the admin identity can.
 func TestNATSOverTLS(t *testing.T) {
+	t.Parallel()
 	certs := t.TempDir()
 	ca, cert, key := writeTestCerts(t, certs)
 	m := startMesh(t, meshOpts{config: defaultConfig(t) + "\nnats:\n  tls:\n    ca: " + ca + "\n    cert: " + cert + "\n    key: " + key + "\n"})

@@ -32,6 +32,7 @@ type webAuthResult struct {
 // shows and approves an approval, stays signed in across a reload, and
 // signs out.
 func TestWebAuthInChromium(t *testing.T) {
+	t.Parallel()
 	node := nodeWith(t, "playwright-core")
 	browser := chromiumPath(t)
 	const token = "web-user-approver-token-0123"

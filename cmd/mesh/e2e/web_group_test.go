@@ -138,6 +138,7 @@ func (c webGroupChat) check(t *testing.T, name, conv, source string) {
 // reason the round ended; then ?group=team in the address. Screenshots are
 // left in the artifact directory the test logs.
 func TestWebGroupChatInChromium(t *testing.T) {
+	t.Parallel()
 	node := nodeWith(t, "playwright-core")
 	browser := chromiumPath(t)
 	m := startMesh(t, meshOpts{config: defaultConfig(t) + webGroupConfig, logLevel: "info"})

@@ -107,6 +107,7 @@ type inboxEntry struct {
 // meanwhile appears without a reload; the last two are rejected at once
 // (several at once). A user's page offers no inbox and the API refuses it.
 func TestWebOpsInboxInChromium(t *testing.T) {
+	t.Parallel()
 	node := nodeWith(t, "playwright-core")
 	browser := chromiumPath(t)
 	m := parallelApprovalsMesh(t)
@@ -242,6 +243,7 @@ type webOpsMeshResult struct {
 // stream), and the node turns green after the restart, the turn leaves
 // the queue and the turns chart moves. Screenshots in the artifacts.
 func TestWebOpsMeshInChromium(t *testing.T) {
+	t.Parallel()
 	node := nodeWith(t, "playwright-core")
 	browser := chromiumPath(t)
 	m := startMesh(t, meshOpts{config: slowRestarts(t), logLevel: "info"})

@@ -117,6 +117,7 @@ type webPage struct {
 // stream resumed and one more turn shown once), and the page at phone width. Screenshots are left in the artifact
 // directory the test logs.
 func TestWebChatInChromium(t *testing.T) {
+	t.Parallel()
 	node := nodeWith(t, "playwright-core")
 	browser := chromiumPath(t)
 	m := startMesh(t, meshOpts{logLevel: "info"})
