@@ -10,11 +10,11 @@
 // JSON object with each key once (logcheck_test.go). `make chaos` runs
 // TestChaos at full scale; `make bench` runs the benchmarks here too.
 //
-// Every test but four runs in parallel with the others (t.Parallel): a test
+// Every test runs in parallel with the others (t.Parallel) but those that
+// kill processes under load or measure memory, listed in runAlone
+// (parallel_test.go), which run alone before the others start: a test
 // spends most of its time waiting on processes it started, and one after
-// another the package used about a quarter of two cores. The four that
-// kill processes under load or measure memory (TestChaos,
-// TestClusterChaos, TestClusterPlainNATS, TestHugeConversationKeepsAnswering)
-// run alone, before the others start. A new test calls t.Parallel first
-// unless it is of their kind.
+// another the package used about a quarter of two cores. A new test calls
+// t.Parallel first unless it is of runAlone's kind;
+// TestEveryTestRunsInParallel holds the package to that.
 package e2e
