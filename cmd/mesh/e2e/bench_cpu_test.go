@@ -255,7 +255,9 @@ func (r loadResult) cpuByProcess() string {
 // answers as with a cloud model).
 func benchModels(b *testing.B) map[string]benchModel {
 	base := defaultConfig(b)
-	srv := llmtest.Start(b, llmtest.Config{API: llmtest.OpenAI})
+	// NoRecords: the fake, in this process, would otherwise keep every
+	// request it served, about 500 MB by the end of a 3000x run.
+	srv := llmtest.Start(b, llmtest.Config{API: llmtest.OpenAI, NoRecords: true})
 	return map[string]benchModel{
 		"offline": {opts: meshOpts{logLevel: "warn", config: base}},
 		"openai": {modelURL: srv.BaseURL(), opts: meshOpts{logLevel: "warn", config: strings.Replace(base, "model: offline", "model: gpt-4o-mini", 1),

@@ -371,6 +371,33 @@ func TestConcurrentRequests(t *testing.T) {
 	}
 }
 
+// TestNoRecords: a server that keeps no records answers as any other,
+// whole, streamed and refused, and counts what it received.
+func TestNoRecords(t *testing.T) {
+	for _, tg := range targets()[:3] {
+		t.Run(tg.name, func(t *testing.T) {
+			srv := llmtest.Start(t, llmtest.Config{API: tg.api, APIKey: testKey, NoRecords: true, Backend: llmtest.Replies(llm.Response{Text: "Hello there!"})})
+			p := client(t, srv, tg.model, nil)
+			for _, stream := range []bool{false, true} {
+				resp, err := p.Generate(t.Context(), hello(stream))
+				if err != nil || resp.Text != "Hello there!" {
+					t.Fatalf("stream %v: %+v, %v; want the backend's text", stream, resp, err)
+				}
+			}
+			bad := client(t, srv, tg.model, func(o *llm.Options) { o.APIKey = "wrong" })
+			if _, err := bad.Generate(t.Context(), hello(false)); err == nil {
+				t.Fatal("a wrong key was answered")
+			}
+			if n := srv.Count(); n != 3 {
+				t.Errorf("Count = %d, want 3", n)
+			}
+			if r := srv.Requests(); len(r) != 0 {
+				t.Errorf("Requests = %d records, want none", len(r))
+			}
+		})
+	}
+}
+
 // TestBaseURLForms: a base URL with the version path works for every API,
 // and a model the server does not serve is a 404 naming the base URL.
 func TestBaseURLForms(t *testing.T) {
