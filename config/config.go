@@ -15,6 +15,8 @@
 //	NATS_URL         use this NATS server instead of starting one
 //	NATS_CREDS       a JWT creds file to connect with (nats.creds)
 //	NATS_NKEY        an nkey seed file to connect with (nats.nkey)
+//	NATS_RESPONDER_CREDS, NATS_RESPONDER_NKEY: the identity a role answers
+//	                 requests with (nats.responder_creds, nats.responder_nkey)
 //	MESH_NATS_AUTH   nkeys (default) or none: identities on the embedded server (nats.auth)
 //	MESH_NATS_SERVER_NAME, MESH_NATS_CLUSTER_NAME, MESH_NATS_CLUSTER_LISTEN,
 //	MESH_NATS_ROUTES, MESH_NATS_LEAF_LISTEN, MESH_NATS_LEAF_REMOTES,

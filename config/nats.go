@@ -20,6 +20,10 @@ const (
 	EnvNATSLeafListen    = "MESH_NATS_LEAF_LISTEN"
 	EnvNATSLeafRemotes   = "MESH_NATS_LEAF_REMOTES"
 	EnvNATSMonitorAddr   = "MESH_NATS_MONITOR_ADDR"
+	// EnvNATSResponderCreds and EnvNATSResponderNKey set
+	// nats.responder_creds and nats.responder_nkey.
+	EnvNATSResponderCreds = "NATS_RESPONDER_CREDS"
+	EnvNATSResponderNKey  = "NATS_RESPONDER_NKEY"
 )
 
 // MaxReplicas is the largest replication factor JetStream takes.
@@ -54,6 +58,17 @@ type NATS struct {
 	// (<role>.creds, else <role>.nk), when there is one.
 	Creds string `yaml:"creds"`
 	NKey  string `yaml:"nkey"`
+	// ResponderCreds and ResponderNKey are the identity a role answers
+	// requests with (NATS_RESPONDER_CREDS, NATS_RESPONDER_NKEY; "{role}"
+	// replaced by the role's name): its services and its liveness probes
+	// go out on a connection of their own, whose identity may publish
+	// nothing but answers to inboxes. Empty both means the file beside
+	// Creds or NKey (their pattern with "{role}" replaced by
+	// <role>-responder, or <role>-responder.creds or .nk in their
+	// directory), else that file under <data_dir>/creds, else the role's
+	// own identity.
+	ResponderCreds string `yaml:"responder_creds"`
+	ResponderNKey  string `yaml:"responder_nkey"`
 	// CredsDir is where the mesh's identities live (MESH_NATS_CREDS_DIR):
 	// the nkey seeds of every role and the admin, the cluster's route
 	// secret and the leaf identity. The servers of one cluster share it
@@ -135,8 +150,8 @@ type NATSTLS struct {
 // Empty reports whether no TLS file is set.
 func (t NATSTLS) Empty() bool { return t.CA == "" && t.Cert == "" && t.Key == "" }
 
-// applyNATSEnv reads the nats section's cluster, leaf node and replication
-// variables.
+// applyNATSEnv reads the nats section's cluster, leaf node, responder
+// identity and replication variables.
 func (c *Config) applyNATSEnv(getenv func(string) string) error {
 	n := &c.NATS
 	for _, v := range []struct {
@@ -150,6 +165,12 @@ func (c *Config) applyNATSEnv(getenv func(string) string) error {
 		if s := getenv(v.env); s != "" {
 			*v.dst = s
 		}
+	}
+	if s := getenv(EnvNATSResponderCreds); s != "" {
+		n.ResponderCreds, n.ResponderNKey = s, ""
+	}
+	if s := getenv(EnvNATSResponderNKey); s != "" {
+		n.ResponderNKey, n.ResponderCreds = s, ""
 	}
 	if s := getenv(EnvNATSRoutes); s != "" {
 		n.Cluster.Routes = splitList(s)

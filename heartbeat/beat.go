@@ -22,8 +22,12 @@ const DefaultInterval = time.Second
 // BeatConfig configures the heartbeat of one node.
 type BeatConfig struct {
 	NC *nats.Conn
-	JS jetstream.JetStream
-	NS mesh.Namespace
+	// Responder is the connection probes are answered on: the node's
+	// responder identity, which may publish nothing but answers to inboxes
+	// (mesh.ResponderSuffix). Nil means NC.
+	Responder *nats.Conn
+	JS        jetstream.JetStream
+	NS        mesh.Namespace
 	// Nodes is the nodes bucket; the node's key there lives as long as it
 	// beats (per-key TTL).
 	Nodes jetstream.KeyValue
@@ -77,6 +81,9 @@ func NewBeat(cfg BeatConfig) (*Beat, error) {
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
+	}
+	if cfg.Responder == nil {
+		cfg.Responder = cfg.NC
 	}
 	subj, err := cfg.NS.Heartbeat(cfg.Role, cfg.NodeID)
 	if err != nil {
@@ -136,7 +143,7 @@ func (b *Beat) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	probeSub, err := b.cfg.NC.Subscribe(probe, b.answerProbe)
+	probeSub, err := b.cfg.Responder.Subscribe(probe, b.answerProbe)
 	if err != nil {
 		return fmt.Errorf("heartbeat: subscribe %s: %w", probe, err)
 	}

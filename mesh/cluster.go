@@ -84,7 +84,6 @@ func ServerAuthConfig(users []ServerUser) string {
 		fmt.Fprintf(&b, "    {nkey: %q, permissions: {\n", u.NKey)
 		fmt.Fprintf(&b, "      publish: {allow: %s}\n", confList(p.Publish.Allow))
 		fmt.Fprintf(&b, "      subscribe: {allow: %s}\n", confList(p.Subscribe.Allow))
-		fmt.Fprintf(&b, "      allow_responses: {max: %d, expires: %q}\n", p.Response.MaxMsgs, p.Response.Expires.String())
 		b.WriteString("    }}\n")
 	}
 	b.WriteString("  ]\n}\n")

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -26,9 +27,31 @@ type ConnectConfig struct {
 	// must offer TLS. Nil still speaks TLS to a server that requires it,
 	// with the system's roots.
 	TLS *tls.Config
+	// Responder says the connection answers requests, with a responder
+	// identity (see [ResponderSuffix]): a publish the server refuses is
+	// then a reply whose requester aimed it outside the inboxes, and is
+	// logged as such.
+	Responder bool
 	// Logger receives disconnections, reconnections and what the wire guard
 	// drops. The zero value discards them.
 	Logger zerolog.Logger
+}
+
+// maxLoggedSubject bounds a subject a log line quotes.
+const maxLoggedSubject = 256
+
+// refusedPublish reports whether err is the server's refusal of a publish,
+// and to which subject.
+func refusedPublish(err error) (string, bool) {
+	if !errors.Is(err, nats.ErrPermissionViolation) {
+		return "", false
+	}
+	_, rest, ok := strings.Cut(err.Error(), "Permissions Violation for Publish to \"")
+	if !ok {
+		return "", false
+	}
+	subj, _, _ := strings.Cut(rest, "\"")
+	return subj, true
 }
 
 // Connect opens a NATS connection for a role. It keeps reconnecting for as
@@ -79,6 +102,13 @@ func Connect(cfg ConnectConfig) (*nats.Conn, error) {
 			}
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, s *nats.Subscription, err error) {
+			if subj, ok := refusedPublish(err); ok && cfg.Responder {
+				if len(subj) > maxLoggedSubject {
+					subj = subj[:maxLoggedSubject] + "…"
+				}
+				log.Warn().Str("subject", subj).Msg("refused a reply aimed outside the inboxes")
+				return
+			}
 			ev := log.Warn().Err(err)
 			if s != nil {
 				ev = ev.Str("subject", s.Subject)

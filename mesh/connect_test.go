@@ -218,7 +218,7 @@ func TestConnectNKeyOverTLS(t *testing.T) {
 	if !nc.TLSRequired() {
 		t.Error("the connection does not say TLS")
 	}
-	if _, err := nc.SubscribeSync("mesh.node.*.probe"); err != nil {
+	if _, err := nc.SubscribeSync("mesh.node.*.restart"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := nc.SubscribeSync("mesh.tool.>"); err != nil {

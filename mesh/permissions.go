@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 )
 
 // RoleAdmin is the identity of provisioning, operators and the nats CLI:
@@ -14,6 +13,32 @@ const RoleAdmin = "admin"
 // IdentityRoles are the roles that connect with an identity of their own,
 // in the order of the permission table.
 var IdentityRoles = []string{RoleAgent, RoleToolhost, RoleApprover, RoleGroup, RoleBridge, RoleMonitor}
+
+// ResponderSuffix ends the name of a role's responder identity.
+//
+// On NATS a requester chooses the reply subject, and the server lets a
+// responder publish its answer wherever the responder may publish at all:
+// a request whose reply subject is $KV.<bucket>.<key> makes a responder
+// that writes that bucket write that key. So no role answers with its own
+// identity. Its services and its probe answers go out on a second
+// connection, with its responder identity, which may subscribe to what the
+// role serves and publish nothing but answers to inboxes ([GrantReply]):
+// the server refuses any other reply, whatever a process does.
+const ResponderSuffix = "-responder"
+
+// Responder is the name of role's responder identity.
+func Responder(role string) string { return role + ResponderSuffix }
+
+// Identities are the names of every identity of the mesh's roles, each role
+// followed by its responder: with [RoleAdmin], what `mesh creds` writes a
+// seed for.
+func Identities() []string {
+	out := make([]string, 0, 2*len(IdentityRoles))
+	for _, r := range IdentityRoles {
+		out = append(out, r, Responder(r))
+	}
+	return out
+}
 
 // GrantKind says what a [Grant] allows.
 type GrantKind string
@@ -29,8 +54,14 @@ const (
 	GrantRequest GrantKind = "request"
 	// GrantSubscribe: core subscription to a subject.
 	GrantSubscribe GrantKind = "subscribe"
-	// GrantServe: a service endpoint: subscribe, and reply to what comes in.
+	// GrantServe: a service endpoint, on the role's responder identity:
+	// subscribe, and answer what comes in to the caller's inbox.
 	GrantServe GrantKind = "serve"
+	// GrantReply: publish answers to the inboxes Subject matches; all the
+	// publishing a responder identity does. Never written in the table:
+	// derived from it (the inboxes of the roles whose requests the role
+	// serves, and [OperatorInboxes]).
+	GrantReply GrantKind = "reply"
 	// GrantConsume: a durable pull consumer of a stream (Consumer names its
 	// pattern, Filter its filter subject): create it, pull, acknowledge.
 	GrantConsume GrantKind = "consume"
@@ -83,17 +114,17 @@ type Grant struct {
 // Permissions is what one identity may do on NATS: the allow lists the
 // server enforces, and the grants they were built from.
 type Permissions struct {
+	// Role is the identity's name: a role, a role's [Responder], or
+	// [RoleAdmin].
 	Role   string
 	Grants []Grant
 	// Publish and Subscribe are the allowed subjects (server permissions).
+	// No identity answers a request outside Publish: none has
+	// allow_responses.
 	Publish, Subscribe []string
-	// ResponseMax and ResponseTTL: the role may reply to requests it
-	// received (allow_responses), this many messages (-1: any number)
-	// within this time.
-	ResponseMax int
-	ResponseTTL time.Duration
-	// Inbox is the role's inbox prefix (nats.CustomInboxPrefix): only the
-	// role may subscribe below it, so no other role reads its replies.
+	// Inbox is the identity's inbox prefix (nats.CustomInboxPrefix): only
+	// a role may subscribe below its own, so no other role reads its
+	// replies.
 	Inbox string
 	// Buckets are the KV buckets (base names) the role binds at start.
 	Buckets []string
@@ -106,30 +137,22 @@ type Permissions struct {
 	ns Namespace
 }
 
-// How long a role may answer a request it received (allow_responses). The
-// server keeps an entry for every message with a reply subject it delivers
-// to the role (JetStream deliveries and acks included) until it is answered
-// or this time passes, and scans them all every second: a role that only
-// answers probes keeps 10 s of them, not the server's default 2 minutes
-// (at 500 turns/s that is 200,000 entries and tens of megabytes).
-const (
-	// probeReplyTTL: a probe's answer (the monitor waits 3 s for it).
-	probeReplyTTL = 10 * time.Second
-	// approvalReplyTTL: an approver's answer to a request (15 s) or a
-	// decision (30 s), as long as their callers wait.
-	approvalReplyTTL = 30 * time.Second
-	// toolReplyTTL: a tool call's result, as late as its caller waits.
-	toolReplyTTL = 150 * time.Second
-)
-
 // Inbox is the inbox prefix of role: _INBOX.<prefix>.<role>.
 func (n Namespace) Inbox(role string) string { return "_INBOX." + n.prefix + "." + role }
 
-// Permissions returns the permissions of role (one of [IdentityRoles] or
-// [RoleAdmin]); ok is false for another name.
-func (n Namespace) Permissions(role string) (p Permissions, ok bool) {
-	p = Permissions{Role: role, Inbox: n.Inbox(role), ResponseMax: 1, ResponseTTL: probeReplyTTL, ns: n}
-	if role == RoleAdmin {
+// OperatorInboxes are the reply subjects of a client that keeps the default
+// inbox prefix of nats.go, nats.js and the nats CLI: _INBOX.<nuid>, and
+// _INBOX.<nuid>.<token> for a request answered through its shared reply
+// subscription. A role's own inboxes (_INBOX.<prefix>.<role>.…) have four
+// tokens or more, so answering operators opens no way into a role's inbox.
+func OperatorInboxes() []string { return []string{"_INBOX.*", "_INBOX.*.*"} }
+
+// Permissions returns the permissions of an identity: one of
+// [IdentityRoles], a role's [Responder], or [RoleAdmin]; ok is false for
+// another name.
+func (n Namespace) Permissions(name string) (p Permissions, ok bool) {
+	p = Permissions{Role: name, Inbox: n.Inbox(name), ns: n}
+	if name == RoleAdmin {
 		p.Inbox = ""
 		p.Publish, p.Subscribe = []string{">"}, []string{">"}
 		p.Buckets = []string{BucketSessions, BucketApprovals, BucketTools, BucketNodes, BucketCalls, BucketLimits}
@@ -137,25 +160,22 @@ func (n Namespace) Permissions(role string) (p Permissions, ok bool) {
 		p.Objects = []string{BucketFiles}
 		return p, true
 	}
-	grants := n.roleGrants(role)
-	if grants == nil {
+	if role, ok := strings.CutSuffix(name, ResponderSuffix); ok && n.roleGrants(role) != nil {
+		// A responder requests nothing: it has no inbox of its own.
+		p.Grants = n.responderGrants(role)
+	} else if grants := n.roleGrants(name); grants != nil {
+		// Its own inbox: to read replies, and to answer itself a request
+		// its wire guard would not send (wire.go).
+		p.Publish = []string{p.Inbox + ".>"}
+		p.Subscribe = []string{p.Inbox + ".>"}
+		for _, g := range append(n.nodeGrants(name), grants...) {
+			if g.Kind != GrantServe {
+				p.Grants = append(p.Grants, g)
+			}
+		}
+	} else {
 		return Permissions{}, false
 	}
-	p.Grants = append(n.nodeGrants(role), grants...)
-	switch role {
-	case RoleApprover:
-		p.ResponseTTL = approvalReplyTTL
-	case RoleToolhost:
-		// A tool call gets two answers, "taken by <host>" then the result,
-		// which may come as late as the caller waits (2 minutes); and a
-		// discovery ping gets one from each MCP server's service: any
-		// number, within the time a caller waits.
-		p.ResponseMax, p.ResponseTTL = -1, toolReplyTTL
-	}
-	// Its own inbox: to read replies, and to answer itself a request its
-	// wire guard would not send (wire.go).
-	p.Publish = []string{p.Inbox + ".>"}
-	p.Subscribe = []string{p.Inbox + ".>"}
 	for _, g := range p.Grants {
 		pub, sub := n.compile(g)
 		p.Publish = appendNew(p.Publish, pub...)
@@ -170,6 +190,33 @@ func (n Namespace) Permissions(role string) (p Permissions, ok bool) {
 		}
 	}
 	return p, true
+}
+
+// responderGrants are the grants of role's responder identity: what the
+// role serves, and answers to the inboxes of the roles that may ask for it
+// and of operators' clients.
+func (n Namespace) responderGrants(role string) []Grant {
+	var grants []Grant
+	for _, g := range append(n.nodeGrants(role), n.roleGrants(role)...) {
+		if g.Kind == GrantServe {
+			grants = append(grants, g)
+		}
+	}
+	served := slices.Clone(grants)
+	for _, caller := range IdentityRoles {
+		for _, req := range append(n.nodeGrants(caller), n.roleGrants(caller)...) {
+			asks := slices.ContainsFunc(served, func(s Grant) bool { return SubjectsOverlap(s.Subject, req.Subject) })
+			inbox := n.Inbox(caller) + ".>"
+			if req.Kind != GrantRequest || !asks || slices.ContainsFunc(grants, func(g Grant) bool { return g.Subject == inbox }) {
+				continue
+			}
+			grants = append(grants, Grant{Kind: GrantReply, Subject: inbox, Why: "answers to the " + caller + " (" + req.Why + ")"})
+		}
+	}
+	for _, inbox := range OperatorInboxes() {
+		grants = append(grants, Grant{Kind: GrantReply, Subject: inbox, Why: "answers to operators' clients"})
+	}
+	return grants
 }
 
 // nodeGrants are what every role process does as a node of the mesh.
@@ -301,20 +348,6 @@ func (n Namespace) roleGrants(role string) []Grant {
 	return nil
 }
 
-// deliveryReplies are the reply subjects of the messages a consumer of
-// stream delivers (v1 and v2 forms), for a role that only follows or
-// watches the stream. Its consumers acknowledge nothing (AckNone, and every
-// consumer of a stream it follows or watches is such a one), so these
-// subjects let it do nothing the server acts on; but without them the
-// server, for a role that may answer requests (allow_responses), records
-// every delivery's reply subject as one the role may answer, keeps it until
-// the role's reply time passes and scans the records every second: the
-// bridge's follows and watches made tens of thousands of records a second
-// under load, and the table that held them never shrinks.
-func deliveryReplies(stream string) []string {
-	return []string{"$JS.ACK." + stream + ".>", "$JS.ACK.*.*." + stream + ".>"}
-}
-
 // approvalServiceName mirrors approver.ServiceName (mesh imports no role).
 const approvalServiceName = "mesh-approvals"
 
@@ -323,7 +356,7 @@ const approvalServiceName = "mesh-approvals"
 func (n Namespace) compile(g Grant) (pub, sub []string) {
 	const api = "$JS.API."
 	switch g.Kind {
-	case GrantPublish, GrantStore, GrantRequest:
+	case GrantPublish, GrantStore, GrantRequest, GrantReply:
 		return []string{g.Subject}, nil
 	case GrantSubscribe, GrantServe:
 		return nil, []string{g.Subject}
@@ -360,7 +393,6 @@ func (n Namespace) compile(g Grant) (pub, sub []string) {
 			api + "CONSUMER.MSG.NEXT." + s + ".*",
 			api + "CONSUMER.DELETE." + s + ".*",
 		}
-		pub = append(pub, deliveryReplies(s)...)
 		// A consumer of several filter subjects names none in its create
 		// subject, so the server cannot hold it to Filter: that form is
 		// allowed only when Filter is everything the stream stores.
@@ -382,14 +414,14 @@ func (n Namespace) compile(g Grant) (pub, sub []string) {
 	case GrantKVRead:
 		return []string{api + "STREAM.INFO." + stream, api + "DIRECT.GET." + stream + ".$KV." + bucket + "." + keys}, nil
 	case GrantKVWatch:
-		return append([]string{
+		return []string{
 			api + "STREAM.INFO." + stream,
 			api + "CONSUMER.CREATE." + stream + ".*.$KV." + bucket + "." + keys,
 			api + "CONSUMER.DELETE." + stream + ".*",
 			// Flow control of the watch's push consumer (v1 and v2 forms).
 			"$JS.FC." + stream + ".>",
 			"$JS.FC.*.*." + stream + ".>",
-		}, deliveryReplies(stream)...), nil
+		}, nil
 	case GrantKVWrite:
 		return []string{api + "STREAM.INFO." + stream, "$KV." + bucket + "." + keys}, nil
 	}
@@ -444,8 +476,35 @@ func appendNew(list []string, items ...string) []string {
 // CanPublish reports whether the permissions allow publishing on subject.
 func (p Permissions) CanPublish(subject string) bool { return matchAny(p.Publish, subject) }
 
-// CanSubscribe reports whether the permissions allow subscribing to subject.
-func (p Permissions) CanSubscribe(subject string) bool { return matchAny(p.Subscribe, subject) }
+// CanSubscribe reports whether the server lets the identity subscribe to
+// subject. It matches subject's tokens against the allowed patterns as
+// nats-server does, wildcards taken as they are written: a '*' of the
+// table matches a '>' too, so where the table allows $SRV.* the server
+// lets the identity subscribe to $SRV.> (which then receives every
+// discovery subject, none of them the mesh's).
+func (p Permissions) CanSubscribe(subject string) bool {
+	st := strings.Split(subject, ".")
+	for _, pat := range p.Subscribe {
+		if tokensMatch(strings.Split(pat, "."), st) {
+			return true
+		}
+	}
+	return false
+}
+
+// tokensMatch reports whether pattern matches the tokens of subject, each
+// taken literally: '*' any one token, '>' one or more.
+func tokensMatch(pattern, subject []string) bool {
+	for i, p := range pattern {
+		if p == ">" {
+			return len(subject) > i
+		}
+		if i >= len(subject) || p != "*" && p != subject[i] {
+			return false
+		}
+	}
+	return len(pattern) == len(subject)
+}
 
 // CanRead reports whether the role can see messages on subject, by a core
 // subscription, through a consumer of the stream that stores them
@@ -484,6 +543,24 @@ func matchAny(patterns []string, subject string) bool {
 		}
 	}
 	return false
+}
+
+// SubjectsOverlap reports whether some subject matches both patterns, with
+// NATS wildcards: '*' one token, '>' one or more.
+func SubjectsOverlap(a, b string) bool {
+	if a == "" || b == "" {
+		return false
+	}
+	at, bt := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < len(at) && i < len(bt); i++ {
+		if at[i] == ">" || bt[i] == ">" {
+			return true
+		}
+		if at[i] != "*" && bt[i] != "*" && at[i] != bt[i] {
+			return false
+		}
+	}
+	return len(at) == len(bt)
 }
 
 // SubjectMatches reports whether subject (literal, or itself a pattern, in

@@ -2,7 +2,6 @@ package mesh
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 )
 
@@ -19,21 +18,21 @@ func PermissionsMarkdown(n Namespace) string {
 	}
 	b.WriteString("\n|---|---|---|---|---|" + strings.Repeat("---|", len(buckets)) + "\n")
 	for _, role := range IdentityRoles {
-		p, _ := n.Permissions(role)
-		own := p.Grants[len(n.nodeGrants(role)):]
 		var pubs, reqs, subs, cons []string
 		kv := map[string][]string{}
-		for _, g := range own {
+		for _, g := range n.roleGrants(role) {
 			switch g.Kind {
 			case GrantPublish, GrantStore:
 				pubs = appendNew(pubs, code(g.Subject))
 			case GrantRequest:
 				reqs = appendNew(reqs, code(g.Subject))
-			case GrantSubscribe, GrantServe:
+			case GrantSubscribe:
+				subs = appendNew(subs, code(g.Subject))
+			case GrantServe:
 				if strings.HasPrefix(g.Subject, "$SRV.") {
 					continue // service discovery, in the note below
 				}
-				subs = appendNew(subs, code(g.Subject))
+				subs = appendNew(subs, code(g.Subject)+" (serves)")
 			case GrantConsume:
 				cons = append(cons, fmt.Sprintf("%s as %s (%s)", code(g.Subject), code(g.Consumer), code(g.Filter)))
 			case GrantConsumerInfo:
@@ -62,28 +61,38 @@ func PermissionsMarkdown(n Namespace) string {
 	}
 	fmt.Fprintf(&b, "| %s | everything | everything | everything | everything |%s\n\n", RoleAdmin, strings.Repeat(" everything |", len(buckets)))
 	fmt.Fprintf(&b, "Every role also publishes its heartbeats on %s, writes its own key %s in %s, answers %s, "+
-		"listens on %s, subscribes only to its own inbox %s (`nats.CustomInboxPrefix`; it may publish there too, "+
-		"which is how its connection answers a request it refuses to send) and replies only to requests "+
-		"it received (`allow_responses`: one reply within 10 s, the approver's within 30 s, as long as its callers wait; for the toolhost any number within 150 s: "+
-		"\"taken\" then the result of a call, one answer per MCP server to a discovery ping). The toolhost and the approver also answer the micro service discovery "+
+		"listens on %s, and subscribes only to its own inbox %s (`nats.CustomInboxPrefix`; it may publish there too, "+
+		"which is how its connection answers a request it refuses to send). The toolhost and the approver also answer the micro service discovery "+
 		"subjects (`$SRV.*`) of %s and %s. No role but %s creates, updates, purges or deletes a stream or bucket, "+
 		"reads a stream's messages by sequence (`STREAM.MSG.GET`, `DIRECT.GET` of a stream) except the bridge's "+
 		"look-up of the work items it queued and the direct gets of the message log %s by the roles that keep conversations, or consumes %s except through the consumers above.\n\n",
 		code(n.prefix+".hb.<role>.*"), code("<role>.*"), code(n.Bucket(BucketNodes)), code(n.prefix+".node.*.probe"),
 		code(n.prefix+".node.*.restart"), code(n.Inbox("<role>")+".>"),
 		code(ToolServiceName), code(approvalServiceName), RoleAdmin, code(n.Stream(StreamMessages)), code(n.Stream(StreamWork)))
-	b.WriteString("Exact subjects the server allows (`mesh.Namespace.Permissions`):\n\n")
-	b.WriteString("| role | publish | subscribe | replies |\n|---|---|---|---|\n")
-	for _, role := range append(slices.Clone(IdentityRoles), RoleAdmin) {
-		p, _ := n.Permissions(role)
-		replies := fmt.Sprintf("%d within %s", p.ResponseMax, p.ResponseTTL)
-		switch {
-		case role == RoleAdmin:
-			replies = "any"
-		case p.ResponseMax < 0:
-			replies = "any number within " + p.ResponseTTL.String()
+	fmt.Fprintf(&b, "A role serves (\"serves\" above, the probe and the discovery subjects) only with its responder identity %s, "+
+		"on a connection of its own: that identity subscribes to what the role serves and publishes nothing but answers to inboxes. "+
+		"No identity has `allow_responses`, so the server refuses a reply to any other subject, whatever reply subject a requester chose. "+
+		"A responder answers the inboxes of the roles that request what it serves, and the default inboxes %s of operators' clients (the nats CLI):\n\n",
+		code("<role>"+ResponderSuffix), codeJoin(OperatorInboxes()))
+	b.WriteString("| responder | serves | answers |\n|---|---|---|\n")
+	for _, role := range IdentityRoles {
+		p, _ := n.Permissions(Responder(role))
+		var serves, answers []string
+		for _, g := range p.Grants {
+			switch g.Kind {
+			case GrantServe:
+				serves = append(serves, code(g.Subject))
+			case GrantReply:
+				answers = append(answers, code(g.Subject))
+			}
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", role, codeList(p.Publish), codeList(p.Subscribe), replies)
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", p.Role, strings.Join(serves, ", "), strings.Join(answers, ", "))
+	}
+	b.WriteString("\nExact subjects the server allows (`mesh.Namespace.Permissions`):\n\n")
+	b.WriteString("| identity | publish | subscribe |\n|---|---|---|\n")
+	for _, name := range append(Identities(), RoleAdmin) {
+		p, _ := n.Permissions(name)
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", name, codeList(p.Publish), codeList(p.Subscribe))
 	}
 	return b.String()
 }
@@ -95,6 +104,14 @@ func cell(items []string) string {
 		return "-"
 	}
 	return strings.Join(items, ", ")
+}
+
+func codeJoin(items []string) string {
+	out := make([]string, len(items))
+	for i, s := range items {
+		out[i] = code(s)
+	}
+	return strings.Join(out, " and ")
 }
 
 func codeList(items []string) string {

@@ -31,15 +31,18 @@ func TestPermissionsTable(t *testing.T) {
 func TestPermissionsHold(t *testing.T) {
 	ns := mesh.DefaultNamespace
 	perms := map[string]mesh.Permissions{}
-	for _, role := range append(slices.Clone(mesh.IdentityRoles), mesh.RoleAdmin) {
+	identities := append(mesh.Identities(), mesh.RoleAdmin)
+	for _, role := range identities {
 		p, ok := ns.Permissions(role)
 		if !ok {
 			t.Fatalf("no permissions for %s", role)
 		}
 		perms[role] = p
 	}
-	if _, ok := ns.Permissions("nobody"); ok {
-		t.Error("an unknown role has permissions")
+	for _, name := range []string{"nobody", "nobody" + mesh.ResponderSuffix, mesh.Responder(mesh.RoleAdmin), mesh.RoleLeaf} {
+		if _, ok := ns.Permissions(name); ok {
+			t.Errorf("%s has permissions", name)
+		}
 	}
 	streams := map[string]string{ns.Stream(mesh.StreamWork): ns.WorkAll(), ns.Stream(mesh.StreamEvents): ns.EventsAll()}
 	approval := "mesh.approval.0f0e0d0c-1111-2222-3333-444455556666."
@@ -50,16 +53,18 @@ func TestPermissionsHold(t *testing.T) {
 		allowed []string
 	}{
 		{"only the bridge (and admin) decides approvals", approval + "decide", true, []string{mesh.RoleBridge, mesh.RoleAdmin}},
-		{"only approvers see decisions", approval + "decide", false, []string{mesh.RoleApprover, mesh.RoleAdmin}},
+		{"only approvers' responders see decisions", approval + "decide", false, []string{mesh.Responder(mesh.RoleApprover), mesh.RoleAdmin}},
+		{"only approvers' responders see approval requests", approval + "request", false, []string{mesh.Responder(mesh.RoleApprover), mesh.RoleAdmin}},
 		{"only the agent asks for approvals", approval + "request", true, []string{mesh.RoleAgent, mesh.RoleAdmin}},
-		{"only toolhosts receive tool calls", "mesh.tool.resources.resources_add", false, []string{mesh.RoleToolhost, mesh.RoleAdmin}},
+		{"only toolhosts' responders receive tool calls", "mesh.tool.resources.resources_add", false, []string{mesh.Responder(mesh.RoleToolhost), mesh.RoleAdmin}},
 		{"only agents call tools", "mesh.tool.resources.resources_add", true, []string{mesh.RoleAgent, mesh.RoleAdmin}},
 		// The bridge reads work items only to see whether one it queued is
 		// still there; it published them and holds the tokens they carry.
 		{"only agents (and the bridge) read work", "mesh.work.agent.resource-manager.c1", false, []string{mesh.RoleAgent, mesh.RoleBridge, mesh.RoleAdmin}},
 		{"only groups (and the bridge) read group work", "mesh.work.group.panel.c1", false, []string{mesh.RoleGroup, mesh.RoleBridge, mesh.RoleAdmin}},
-		// Followers and watchers may publish their deliveries' acks
-		// (deliveryReplies), never those of the work queue.
+		// Only a work queue's consumers ack; followers and watchers ack
+		// nothing.
+		{"nobody acks a delivery of the events", "$JS.ACK.MESH_EVENTS.f1.1.5.5.1700000000000000000.0", true, []string{mesh.RoleAdmin}},
 		{"only agents and groups ack their work", "$JS.ACK.MESH_WORK.resource-manager.1.5.5.1700000000000000000.0", true, []string{mesh.RoleAgent, mesh.RoleGroup, mesh.RoleAdmin}},
 		{"only agents and groups ack their work (v2 form)", "$JS.ACK.hub.ACC.MESH_WORK.resource-manager.1.5.5.1700000000000000000.0.x", true, []string{mesh.RoleAgent, mesh.RoleGroup, mesh.RoleAdmin}},
 		{"only the admin deletes a stream", "$JS.API.STREAM.DELETE.MESH_WORK", true, []string{mesh.RoleAdmin}},
@@ -91,7 +96,7 @@ func TestPermissionsHold(t *testing.T) {
 		{"only bridges read the limits", "$JS.API.DIRECT.GET.KV_mesh_limits.$KV.mesh_limits." + mesh.LimitActiveAll, true, []string{mesh.RoleBridge, mesh.RoleAdmin}},
 	} {
 		var got []string
-		for _, role := range append(slices.Clone(mesh.IdentityRoles), mesh.RoleAdmin) {
+		for _, role := range identities {
 			p := perms[role]
 			if c.pub && p.CanPublish(c.subject) || !c.pub && p.CanRead(c.subject, streams) {
 				got = append(got, role)
@@ -101,11 +106,51 @@ func TestPermissionsHold(t *testing.T) {
 			t.Errorf("%s: %s allowed to %v, want %v", c.rule, c.subject, got, c.allowed)
 		}
 	}
+	// A reply is a publish to the subject the requester chose: an identity
+	// that receives requests of others may publish nothing but answers to
+	// inboxes, and only those of the roles that may ask it and of
+	// operators' clients.
+	for _, name := range identities {
+		p := perms[name]
+		if name == mesh.RoleAdmin || !slices.ContainsFunc(p.Grants, func(g mesh.Grant) bool { return g.Kind == mesh.GrantServe }) {
+			continue
+		}
+		for _, pub := range p.Publish {
+			if !strings.HasPrefix(pub, "_INBOX.") {
+				t.Errorf("%s serves requests and may publish to %s, which is no inbox", name, pub)
+			}
+			for _, other := range mesh.IdentityRoles {
+				inbox := ns.Inbox(other) + ".x.y"
+				if mesh.SubjectMatches(pub, inbox) && !calls(t, ns, other, name) {
+					t.Errorf("%s may answer into %s's inbox (%s), but %s asks it nothing", name, other, pub, other)
+				}
+			}
+		}
+	}
 	for _, role := range mesh.IdentityRoles {
 		if w := perms[role].CanPublish("$KV.mesh_approvals.x"); w != (role == mesh.RoleApprover || role == mesh.RoleAgent && agentStillWritesApprovals(t)) {
 			t.Errorf("%s may write mesh_approvals: %v", role, w)
 		}
 	}
+}
+
+// calls reports whether role may request something that responder
+// subscribes to.
+func calls(t *testing.T, ns mesh.Namespace, role, responder string) bool {
+	t.Helper()
+	rp, _ := ns.Permissions(role)
+	sp, _ := ns.Permissions(responder)
+	for _, g := range rp.Grants {
+		if g.Kind != mesh.GrantRequest {
+			continue
+		}
+		for _, sub := range sp.Subscribe {
+			if mesh.SubjectsOverlap(g.Subject, sub) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func sorted(s []string) []string {
@@ -156,6 +201,32 @@ func TestSubjectMatches(t *testing.T) {
 	} {
 		if got := mesh.SubjectMatches(c.pattern, c.subject); got != c.want {
 			t.Errorf("SubjectMatches(%q, %q) = %v, want %v", c.pattern, c.subject, got, c.want)
+		}
+	}
+}
+
+func TestSubjectsOverlap(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want bool
+	}{
+		{"$SRV.PING.mesh-tools", "$SRV.*.mesh-tools", true},
+		{"$SRV.PING.mesh-tools", "$SRV.*", false},
+		{"mesh.tool.>", "mesh.tool.resources.resources_add", true},
+		{"mesh.tool.>", "mesh.tool", false},
+		{"mesh.node.*.probe", "mesh.node.n1.probe", true},
+		{"mesh.node.*.probe", "mesh.node.*.restart", false},
+		{"mesh.approval.*.request", "mesh.approval.*.decide", false},
+		{"_INBOX.*.*", "_INBOX.mesh.agent.>", false},
+		{"_INBOX.*.*", "_INBOX.mesh.agent", true},
+		{">", "a", true},
+		{"a.*.c", "a.b.*", true},
+		{"", "a", false},
+	} {
+		for _, ab := range [][2]string{{c.a, c.b}, {c.b, c.a}} {
+			if got := mesh.SubjectsOverlap(ab[0], ab[1]); got != c.want {
+				t.Errorf("SubjectsOverlap(%q, %q) = %v, want %v", ab[0], ab[1], got, c.want)
+			}
 		}
 	}
 }

@@ -182,10 +182,11 @@ func serverPermissions(p *Permissions) *server.Permissions {
 	if p == nil || p.Role == RoleAdmin {
 		return nil
 	}
+	// No allow_responses: a reply is a publish like any other, allowed by
+	// Publish or refused (see ResponderSuffix).
 	return &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: slices.Clone(p.Publish)},
 		Subscribe: &server.SubjectPermission{Allow: slices.Clone(p.Subscribe)},
-		Response:  &server.ResponsePermission{MaxMsgs: p.ResponseMax, Expires: p.ResponseTTL},
 	}
 }
 

@@ -107,7 +107,7 @@ func runCreds(_ context.Context, cfg *config.Config, args []string) error {
 		}
 	}
 	fmt.Printf("mesh creds: %s holds the seeds of %s and %s, %s and %s\n", *dir,
-		strings.Join(append(append([]string(nil), mesh.IdentityRoles...), mesh.RoleAdmin), ", "), mesh.RoleLeaf,
+		strings.Join(append(mesh.Identities(), mesh.RoleAdmin), ", "), mesh.RoleLeaf,
 		filepath.Base(mesh.RouteSecretFile(*dir)), strings.Join(slices.Sorted(maps.Keys(files)), ", "))
 	return nil
 }

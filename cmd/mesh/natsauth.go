@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -50,6 +51,51 @@ func identityOf(cfg *config.Config, role string) natsIdentity {
 	return id
 }
 
+// responderIdentityOf finds the identity role answers requests with:
+// nats.responder_creds or nats.responder_nkey ({role} replaced by the
+// role's name); else, beside the role's own identity file, the file of the
+// same pattern ({role} replaced by <role>-responder) or, for a file named
+// otherwise, <role>-responder.creds or .nk in its directory; else that file
+// under <data_dir>/creds; else the role's own identity (an open server, or
+// one whose permissions let the role answer with it).
+func responderIdentityOf(cfg *config.Config, role string) natsIdentity {
+	name := mesh.Responder(role)
+	n := cfg.NATS
+	switch {
+	case n.ResponderCreds != "":
+		return natsIdentity{role: name, creds: mesh.ExpandRole(n.ResponderCreds, role)}
+	case n.ResponderNKey != "":
+		return natsIdentity{role: name, nkey: mesh.ExpandRole(n.ResponderNKey, role)}
+	case cfg.EmbeddedNATS() && n.Auth == config.NATSAuthNone:
+		return identityOf(cfg, role)
+	}
+	for _, own := range []struct {
+		path, ext string
+		creds     bool
+	}{{n.Creds, ".creds", true}, {n.NKey, ".nk", false}} {
+		if own.path == "" {
+			continue
+		}
+		p := filepath.Join(filepath.Dir(own.path), name+own.ext)
+		if strings.Contains(own.path, "{role}") {
+			p = mesh.ExpandRole(own.path, name)
+		}
+		if fileExists(p) {
+			if own.creds {
+				return natsIdentity{role: name, creds: p}
+			}
+			return natsIdentity{role: name, nkey: p}
+		}
+	}
+	if p := mesh.CredsFile(cfg.CredsDir(), name); fileExists(p) {
+		return natsIdentity{role: name, creds: p}
+	}
+	if p := mesh.SeedFile(cfg.CredsDir(), name); fileExists(p) {
+		return natsIdentity{role: name, nkey: p}
+	}
+	return identityOf(cfg, role)
+}
+
 func fileExists(path string) bool {
 	fi, err := os.Stat(path)
 	return err == nil && fi.Mode().IsRegular()
@@ -71,7 +117,12 @@ func natsTLS(cfg *config.Config) (*tls.Config, error) {
 // connectAs connects to the mesh's NATS server as role (a role of
 // mesh.IdentityRoles, or mesh.RoleAdmin), with the role's own inbox.
 func connectAs(cfg *config.Config, ns mesh.Namespace, role, name string, log zerolog.Logger) (*nats.Conn, natsIdentity, error) {
-	id := identityOf(cfg, role)
+	return connectWith(cfg, ns, identityOf(cfg, role), name, log)
+}
+
+// connectWith connects with identity id, whose inbox is its own.
+func connectWith(cfg *config.Config, ns mesh.Namespace, id natsIdentity, name string, log zerolog.Logger) (*nats.Conn, natsIdentity, error) {
+	role := id.role
 	tlsCfg, err := natsTLS(cfg)
 	if err != nil {
 		return nil, id, err
@@ -81,19 +132,21 @@ func connectAs(cfg *config.Config, ns mesh.Namespace, role, name string, log zer
 		inbox = ns.Inbox(role)
 	}
 	nc, err := mesh.Connect(mesh.ConnectConfig{
-		URL: natsURL(cfg), Name: name, Inbox: inbox, CredsFile: id.creds, NKeyFile: id.nkey, TLS: tlsCfg, Logger: log,
+		URL: natsURL(cfg), Name: name, Inbox: inbox, CredsFile: id.creds, NKeyFile: id.nkey, TLS: tlsCfg,
+		Responder: strings.HasSuffix(role, mesh.ResponderSuffix), Logger: log,
 	})
 	return nc, id, err
 }
 
-// embeddedUsers are the identities of the embedded server: each role's and
-// the admin's nkey, generated under <data_dir>/creds when missing, with
-// their permissions. None with nats.auth none.
+// embeddedUsers are the identities of the embedded server: each role's,
+// each role's responder's and the admin's nkey, generated under
+// <data_dir>/creds when missing, with their permissions. None with
+// nats.auth none.
 func embeddedUsers(cfg *config.Config, ns mesh.Namespace) ([]mesh.ServerUser, error) {
 	if cfg.NATS.Auth == config.NATSAuthNone {
 		return nil, nil
 	}
-	roles := append(append([]string(nil), mesh.IdentityRoles...), mesh.RoleAdmin)
+	roles := append(mesh.Identities(), mesh.RoleAdmin)
 	keys, err := mesh.EnsureSeeds(cfg.CredsDir(), roles)
 	if err != nil {
 		return nil, err
@@ -147,23 +200,32 @@ func runProvision(ctx context.Context, cfg *config.Config, _ []string) error {
 	return nil
 }
 
-// childIdentityEnv gives a child of `mesh up` its role's identity: the
-// generated seed on the embedded server, the role's file under
-// <data_dir>/creds on an external one (else what the environment says).
+// childIdentityEnv gives a child of `mesh up` its role's identities, its
+// own and its responder's: the generated seeds on the embedded server, the
+// files under <data_dir>/creds on an external one (else what the
+// environment says).
 func childIdentityEnv(cfg *config.Config, role string) []string {
 	if cfg.EmbeddedNATS() {
 		if cfg.NATS.Auth == config.NATSAuthNone {
 			return nil
 		}
-		return []string{config.EnvNATSNKey + "=" + mesh.SeedFile(cfg.CredsDir(), role)}
+		return []string{
+			config.EnvNATSNKey + "=" + mesh.SeedFile(cfg.CredsDir(), role),
+			config.EnvNATSResponderNKey + "=" + mesh.SeedFile(cfg.CredsDir(), mesh.Responder(role)),
+		}
 	}
-	if p := mesh.CredsFile(cfg.CredsDir(), role); fileExists(p) {
-		return []string{config.EnvNATSCreds + "=" + p}
+	var env []string
+	for _, id := range []struct{ name, creds, nkey string }{
+		{role, config.EnvNATSCreds, config.EnvNATSNKey},
+		{mesh.Responder(role), config.EnvNATSResponderCreds, config.EnvNATSResponderNKey},
+	} {
+		if p := mesh.CredsFile(cfg.CredsDir(), id.name); fileExists(p) {
+			env = append(env, id.creds+"="+p)
+		} else if p := mesh.SeedFile(cfg.CredsDir(), id.name); fileExists(p) {
+			env = append(env, id.nkey+"="+p)
+		}
 	}
-	if p := mesh.SeedFile(cfg.CredsDir(), role); fileExists(p) {
-		return []string{config.EnvNATSNKey + "=" + p}
-	}
-	return nil
+	return env
 }
 
 // cliHint is how to use the admin identity with the nats CLI.

@@ -25,9 +25,13 @@ type node struct {
 	role string
 	log  zerolog.Logger
 	nc   *nats.Conn
-	js   jetstream.JetStream
-	res  *mesh.Resources
-	beat *heartbeat.Beat
+	// responder is the connection the role answers requests on (its
+	// services, liveness probes), with its responder identity: nc itself
+	// when that identity is the role's own (an open server).
+	responder *nats.Conn
+	js        jetstream.JetStream
+	res       *mesh.Resources
+	beat      *heartbeat.Beat
 
 	stopBeat context.CancelFunc
 	beatDone chan struct{}
@@ -99,15 +103,20 @@ func startNode(ctx context.Context, cfg *config.Config, role string) (*node, err
 		nc.Close()
 		return nil, err
 	}
-	n := &node{id: id, role: role, log: log, nc: nc, js: js, res: res}
-	metricsAddr, stopObs, err := startTelemetry(ctx, cfg, role, id, n.breakerStates, log)
+	responder, err := connectResponder(cfg, ns, role, id, ident, nc, log)
 	if err != nil {
 		nc.Close()
 		return nil, err
 	}
+	n := &node{id: id, role: role, log: log, nc: nc, responder: responder, js: js, res: res}
+	metricsAddr, stopObs, err := startTelemetry(ctx, cfg, role, id, n.breakerStates, log)
+	if err != nil {
+		n.closeConns()
+		return nil, err
+	}
 	n.stopObs = stopObs
 	beat, err := heartbeat.NewBeat(heartbeat.BeatConfig{
-		NC: nc, JS: js, NS: ns, Nodes: res.Nodes, Role: role, NodeID: id, Version: version, Metrics: metricsAddr,
+		NC: nc, Responder: responder, JS: js, NS: ns, Nodes: res.Nodes, Role: role, NodeID: id, Version: version, Metrics: metricsAddr,
 		Interval: cfg.Monitor.Interval.Std(), Health: n.check, Breakers: n.breakerStates, Logger: log,
 		OnRestart: func(reason string) {
 			// A monitor found this process a zombie: exit, so that its
@@ -118,7 +127,7 @@ func startNode(ctx context.Context, cfg *config.Config, role string) (*node, err
 	})
 	if err != nil {
 		stopObs()
-		nc.Close()
+		n.closeConns()
 		return nil, err
 	}
 	n.beat = beat
@@ -138,10 +147,55 @@ func startNode(ctx context.Context, cfg *config.Config, role string) (*node, err
 	return n, nil
 }
 
+// connectResponder opens the connection role answers requests on, with
+// its responder identity, and makes sure the server lets it serve: a role
+// that may not would run deaf to its callers and its probes. It returns nc
+// when the responder identity is the role's own.
+func connectResponder(cfg *config.Config, ns mesh.Namespace, role, id string, own natsIdentity, nc *nats.Conn, log zerolog.Logger) (*nats.Conn, error) {
+	rid := responderIdentityOf(cfg, role)
+	rc := nc
+	if rid.creds != own.creds || rid.nkey != own.nkey {
+		var err error
+		if rc, _, err = connectWith(cfg, ns, rid, "mesh-"+id+"-responder", log); err != nil {
+			return nil, fmt.Errorf("responder: %w", err)
+		}
+	}
+	probe, err := ns.Probe(id)
+	if err != nil {
+		return nil, err
+	}
+	// The server answers a subscription it refuses with an error before
+	// the flush's PONG: the error is known when Flush returns.
+	sub, err := rc.SubscribeSync(probe)
+	if err == nil {
+		err = rc.FlushTimeout(10 * time.Second)
+		_ = sub.Unsubscribe()
+	}
+	if err == nil {
+		if last := rc.LastError(); errors.Is(last, nats.ErrPermissionViolation) {
+			err = last
+		}
+	}
+	if err != nil {
+		if rc != nc {
+			rc.Close()
+		}
+		who := "identity " + rid.role
+		if rid.none() {
+			who = "a connection without an identity"
+		}
+		return nil, fmt.Errorf("%w: the %s answers requests with %s, which may not serve them (%w): give it its responder identity (`mesh creds` writes %s.nk; nats.responder_nkey or nats.responder_creds name it)",
+			errConfig, role, who, err, mesh.Responder(role))
+	}
+	return rc, nil
+}
+
 // check is the node's liveness: connected, and the role's own check.
 func (n *node) check(ctx context.Context) error {
-	if !n.nc.IsConnected() {
-		return fmt.Errorf("not connected to NATS (%s)", strings.ToLower(n.nc.Status().String()))
+	for _, c := range []*nats.Conn{n.nc, n.responder} {
+		if !c.IsConnected() {
+			return fmt.Errorf("not connected to NATS (%s)", strings.ToLower(c.Status().String()))
+		}
 	}
 	n.mu.Lock()
 	h := n.health
@@ -194,13 +248,33 @@ func (n *node) markReady(ctx context.Context) {
 func (n *node) close() {
 	n.stopBeat()
 	<-n.beatDone
-	if err := n.nc.Drain(); err != nil {
-		n.nc.Close()
-	}
-	for i := 0; i < 100 && !n.nc.IsClosed(); i++ {
-		time.Sleep(20 * time.Millisecond)
+	// The responder first: its answers go out before the connection
+	// whose work they answer.
+	for _, c := range n.conns() {
+		if err := c.Drain(); err != nil {
+			c.Close()
+		}
+		for i := 0; i < 100 && !c.IsClosed(); i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 	n.stopObs()
+}
+
+// conns are the node's connections: the responder's (when it has one of
+// its own), then the role's.
+func (n *node) conns() []*nats.Conn {
+	if n.responder != nil && n.responder != n.nc {
+		return []*nats.Conn{n.responder, n.nc}
+	}
+	return []*nats.Conn{n.nc}
+}
+
+// closeConns closes the node's connections at once (a start that failed).
+func (n *node) closeConns() {
+	for _, c := range n.conns() {
+		c.Close()
+	}
 }
 
 // newNodeID names a process: <role>-<host>-<pid>, unique enough on one mesh

@@ -162,7 +162,7 @@ func runToolhost(ctx context.Context, cfg *config.Config, _ []string) error {
 	}
 	defer n.close()
 	h, err := toolhost.New(toolhost.Config{
-		NC: n.nc, JS: n.js, NS: n.res.NS, Tools: n.res.Tools, Calls: n.res.Calls, Nodes: n.res.Nodes,
+		NC: n.responder, JS: n.js, NS: n.res.NS, Tools: n.res.Tools, Calls: n.res.Calls, Nodes: n.res.Nodes,
 		ApproverKeys: cfg.Approvals.PublicKeys, Approvals: n.res.Approvals,
 		Servers: cfg.MCPServers, NodeID: n.id, Version: version, SearchDirs: []string{ownDir()},
 		MinBackoff: cfg.Mesh.RestartBackoff.Std(), Logger: n.log,
@@ -189,7 +189,7 @@ func runApprover(ctx context.Context, cfg *config.Config, _ []string) error {
 		n.log.Warn().Str("path", cfg.Approvals.SigningKey).Str("key", mesh.PublicKey(key)).Msg("created a signing key: tool hosts with approvals.public_keys must list it")
 	}
 	a, err := approver.New(approver.Config{
-		NC: n.nc, JS: n.js, NS: n.res.NS, Approvals: n.res.Approvals, NodeID: n.id, Version: version, Logger: n.log,
+		NC: n.responder, JS: n.js, NS: n.res.NS, Approvals: n.res.Approvals, NodeID: n.id, Version: version, Logger: n.log,
 		Signer: key, Trusted: cfg.Approvals.PublicKeys, Tools: n.res.Tools, Agents: cfg,
 	})
 	if err != nil {

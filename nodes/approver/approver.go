@@ -62,6 +62,10 @@ const ServiceName = "mesh-approvals"
 
 // Config configures an approver.
 type Config struct {
+	// NC is the connection the service is served on and answered from: the
+	// approver's responder identity, which may publish nothing but answers
+	// to inboxes (mesh.ResponderSuffix). JS, on the approver's own
+	// identity, writes the approvals, events and resumes. Required.
 	NC *nats.Conn
 	JS jetstream.JetStream
 	NS mesh.Namespace

@@ -93,7 +93,10 @@ const ClientName = "agentmesh-toolhost"
 
 // Config configures a [Host].
 type Config struct {
-	// NC is the connection the endpoints are served on. Required.
+	// NC is the connection the endpoints are served on and answered from:
+	// the toolhost's responder identity, which may publish nothing but
+	// answers to inboxes (mesh.ResponderSuffix); the buckets come through
+	// JS, on the toolhost's own. Required.
 	NC *nats.Conn
 	// JS opens the buckets that Tools, Calls and Approvals do not give.
 	// Required when one of them is needed and nil.

@@ -57,7 +57,7 @@ func (p *clusterProc) start() {
 	p.t.Helper()
 	lp := newLogPipe(p.t, p.logPath)
 	cmd := exec.Command(p.args[0], p.args[1:]...)
-	cmd.Env = append(os.Environ(), "NATS_URL=", "NATS_CREDS=", "NATS_NKEY=", "MESH_NATS_AUTH=", testMCPEnv+"=",
+	cmd.Env = append(os.Environ(), "NATS_URL=", "NATS_CREDS=", "NATS_NKEY=", "NATS_RESPONDER_CREDS=", "NATS_RESPONDER_NKEY=", "MESH_NATS_AUTH=", testMCPEnv+"=",
 		"MESH_LOG_FORMAT=json", "MESH_LOG_LEVEL=info", "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	cmd.Env = append(cmd.Env, p.env...)
 	cmd.SysProcAttr = meshProcAttr()
@@ -197,7 +197,7 @@ func startCluster(t testing.TB, n int, plain bool, config string) *natsCluster {
 		}
 		for _, p := range append(c.procs, c.nodeProcs()...) {
 			if p.name != "" && !strings.HasPrefix(filepath.Base(p.args[0]), "nats-server") {
-				checkLogLinesOf(t, p.logPath, true)
+				checkLogLines(t, p.logPath)
 			}
 			if t.Failed() {
 				t.Logf("%s log:\n%s", p.name, tail(p.logs(), 40))

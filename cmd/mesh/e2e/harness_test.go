@@ -214,7 +214,7 @@ func (m *meshProc) start() {
 	cmd.Env = append(os.Environ(),
 		"MESH_CONFIG="+m.config, "MESH_DATA_DIR="+m.dataDir,
 		"MESH_HTTP_ADDR="+m.httpAddr, "MESH_NATS_ADDR="+m.natsAddr,
-		"MESH_LOG_FORMAT=json", "NATS_URL=", "NATS_CREDS=", "NATS_NKEY=", "MESH_NATS_AUTH=",
+		"MESH_LOG_FORMAT=json", "NATS_URL=", "NATS_CREDS=", "NATS_NKEY=", "NATS_RESPONDER_CREDS=", "NATS_RESPONDER_NKEY=", "MESH_NATS_AUTH=",
 		"PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"),
 		testMCPEnv+"=",
 	)

@@ -48,7 +48,7 @@ func TestNATSRefusesClientsWithoutCredentials(t *testing.T) {
 	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Errorf("creds dir: %v %v, want mode 0700", fi, err)
 	}
-	for _, role := range append(slices.Clone(mesh.IdentityRoles), mesh.RoleAdmin) {
+	for _, role := range append(mesh.Identities(), mesh.RoleAdmin) {
 		if fi, err := os.Stat(filepath.Join(dir, role+".nk")); err != nil || fi.Mode().Perm() != 0o600 {
 			t.Errorf("seed of %s: %v %v, want mode 0600", role, fi, err)
 		}
@@ -122,6 +122,14 @@ func (rc *roleConn) denied(subject string) bool {
 	return false
 }
 
+// deniedSubscription reports whether the server refused a subscription to
+// subject.
+func (rc *roleConn) deniedSubscription(subject string) bool {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return slices.ContainsFunc(rc.errs, func(e string) bool { return strings.Contains(e, `Subscription to "`+subject+`"`) })
+}
+
 // action is one thing a role might try: do sends it, subject is what the
 // server's refusal names.
 type action struct {
@@ -165,6 +173,15 @@ const (
 	agent, toolhost, approver, group, bridge, monitor = mesh.RoleAgent, mesh.RoleToolhost, mesh.RoleApprover, mesh.RoleGroup, mesh.RoleBridge, mesh.RoleMonitor
 )
 
+// responders are the responder identities of every role.
+func responders() []string {
+	var out []string
+	for _, r := range mesh.IdentityRoles {
+		out = append(out, mesh.Responder(r))
+	}
+	return out
+}
+
 // trustActions is what the threat model forbids, role by role: every row
 // is tried by every role, and refused to every role it does not list.
 func trustActions() []action {
@@ -172,12 +189,14 @@ func trustActions() []action {
 	acts := []action{
 		pubAction("decide an approval", ap+"decide", bridge),
 		reqAction("decide an approval by request", ap+"decide", bridge),
-		subAction("read decisions", "mesh.approval.*.decide", approver),
+		subAction("read decisions", "mesh.approval.*.decide", mesh.Responder(approver)),
 		reqAction("ask for an approval", ap+"request", agent),
-		subAction("read approval requests", "mesh.approval.*.request", approver),
+		subAction("read approval requests", "mesh.approval.*.request", mesh.Responder(approver)),
 		reqAction("call a destructive tool", "mesh.tool.resources.resources_add", agent),
 		reqAction("call a read-only tool", "mesh.tool.resources.resources_list", agent),
-		subAction("serve tools", "mesh.tool.>", toolhost),
+		subAction("serve tools", "mesh.tool.>", mesh.Responder(toolhost)),
+		// A role answers only with its responder identity.
+		subAction("serve probes", "mesh.node.*.probe", responders()...),
 		subAction("read work raw", "mesh.work.>"),
 		subAction("read an agent's work raw", "mesh.work.agent.resource-manager.*"),
 		reqAction("consume an agent's work", "$JS.API.CONSUMER.CREATE.MESH_WORK.thief.mesh.work.agent.resource-manager.*", agent),
@@ -202,12 +221,11 @@ func trustActions() []action {
 		reqAction("delete a work consumer", "$JS.API.CONSUMER.DELETE.MESH_WORK.agent_resource-manager"),
 		// The bridge's ops API lists the work consumers' state (no message).
 		reqAction("list the work consumers", "$JS.API.CONSUMER.LIST.MESH_WORK", bridge),
-		// Acks: of the work queue only by its consumers; of the deliveries
-		// of a stream a role follows or watches (AckNone: nothing to ack,
-		// the grant spares the server a record of each delivery) by it.
+		// Acks: of the work queue only by its consumers; the deliveries of
+		// a stream a role follows or watches ask for none (AckNone).
 		pubAction("ack an agent's work", "$JS.ACK.MESH_WORK.agent_resource-manager.1.7.7.1700000000000000000.0", agent, group),
-		pubAction("ack a delivery of the sessions", "$JS.ACK.KV_mesh_sessions.w1.1.7.7.1700000000000000000.0", bridge),
-		pubAction("ack a delivery of the events", "$JS.ACK.MESH_EVENTS.f1.1.7.7.1700000000000000000.0", bridge),
+		pubAction("ack a delivery of the sessions", "$JS.ACK.KV_mesh_sessions.w1.1.7.7.1700000000000000000.0"),
+		pubAction("ack a delivery of the events", "$JS.ACK.MESH_EVENTS.f1.1.7.7.1700000000000000000.0"),
 		pubAction("enqueue a turn", "mesh.work.agent.resource-manager.c1", agent, group, approver, bridge),
 		// The bridge ends and announces the turns it queued (run_queued, a
 		// queued turn cancelled, lost or not taken).
@@ -230,7 +248,7 @@ func trustActions() []action {
 		// The bridge follows the log (what its direct gets read anyway),
 		// so that the records of the turns it answers are at hand.
 		reqAction("follow the messages", "$JS.API.CONSUMER.CREATE.MESH_MESSAGES.f1.mesh.msg.*", bridge),
-		pubAction("ack a delivery of the messages", "$JS.ACK.MESH_MESSAGES.f1.1.7.7.1700000000000000000.0", bridge),
+		pubAction("ack a delivery of the messages", "$JS.ACK.MESH_MESSAGES.f1.1.7.7.1700000000000000000.0"),
 		// Files: the bridge stores them, the agent and the bridge read them,
 		// none but the admin purges the store.
 		pubAction("store a file's chunk", "$O.mesh_files.C.abc", bridge),
@@ -258,7 +276,7 @@ func TestNATSRolePermissions(t *testing.T) {
 	t.Parallel()
 	m := startMesh(t, meshOpts{})
 	acts := trustActions()
-	for _, role := range mesh.IdentityRoles {
+	for _, role := range mesh.Identities() {
 		t.Run(role, func(t *testing.T) {
 			rc := connectRole(t, m, role)
 			var refused []string
@@ -287,7 +305,17 @@ func TestNATSRolePermissions(t *testing.T) {
 					t.Errorf("%s may %s (%s)", role, a.name, a.subject)
 				}
 			}
-			// What the role does for a living passes.
+			// What the role does for a living passes: a responder serves
+			// probes, a role asks what its job needs.
+			if strings.HasSuffix(role, mesh.ResponderSuffix) {
+				if _, err := rc.nc.SubscribeSync("mesh.node.n1.probe"); err != nil {
+					t.Fatal(err)
+				}
+				if err := rc.nc.Flush(); err != nil || rc.deniedSubscription("mesh.node.n1.probe") {
+					t.Errorf("%s cannot serve probes: %v", role, err)
+				}
+				return
+			}
 			own := map[string]string{
 				agent:    "$JS.API.DIRECT.GET.KV_mesh_sessions.$KV.mesh_sessions.c1",
 				toolhost: "$JS.API.STREAM.INFO.KV_mesh_tools",
@@ -314,7 +342,7 @@ func TestNATSRolePermissions(t *testing.T) {
 func TestNATSActionsMatchThePermissionTable(t *testing.T) {
 	t.Parallel()
 	for _, a := range trustActions() {
-		for _, role := range mesh.IdentityRoles {
+		for _, role := range mesh.Identities() {
 			p, _ := mesh.DefaultNamespace.Permissions(role)
 			can := p.CanPublish(a.subject)
 			if strings.HasPrefix(a.name, "read") || strings.HasPrefix(a.name, "serve") {
@@ -335,7 +363,7 @@ func TestExternalNATSProvisionThenBind(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	creds := filepath.Join(dir, "data", "creds")
-	roles := append(slices.Clone(mesh.IdentityRoles), mesh.RoleAdmin)
+	roles := append(mesh.Identities(), mesh.RoleAdmin)
 	keys, err := mesh.EnsureSeeds(creds, roles)
 	if err != nil {
 		t.Fatal(err)
