@@ -201,8 +201,21 @@ func (s *ApprovalStore) Get(ctx context.Context, id string) (*Approval, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := a.storedUnder(id); err != nil {
+		return nil, err
+	}
 	a.Revision = rev
 	return a, nil
+}
+
+// storedUnder checks the approval against the key it was read from: a
+// record of one approval stored under another's id is refused, never taken
+// for the one the key names.
+func (a *Approval) storedUnder(key string) error {
+	if a.UUID != key {
+		return ErrApprovalTampered.With(fmt.Sprintf("the record stored as approval %s is that of approval %s; reject it, and ask again", Clip(key), Clip(a.UUID)))
+	}
+	return nil
 }
 
 // Create stores a new approval (pending unless its status says otherwise).
@@ -258,7 +271,12 @@ func (s *ApprovalStore) Update(ctx context.Context, id string, change func(*Appr
 	if CheckID(id) != nil {
 		return nil, ErrApprovalNotFound.With(fmt.Sprintf("approval %s not found: an approval id is %s", Clip(id), IDRule))
 	}
-	a, rev, err := updateJSON(ctx, s.kv, id, ErrApprovalNotFound, nil, 0, change)
+	a, rev, err := updateJSON(ctx, s.kv, id, ErrApprovalNotFound, nil, 0, func(a *Approval) error {
+		if err := a.storedUnder(id); err != nil {
+			return err
+		}
+		return change(a)
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -50,6 +50,14 @@ func (a *ToolAnnotations) ReadOnly() bool {
 	return a != nil && a.ReadOnlyHint != nil && *a.ReadOnlyHint
 }
 
+// Destructive reports whether a call of the tool needs a person's
+// approval: its effective destructiveHint says so, or, read from its
+// annotations with MCP's defaults, it is neither read-only nor declared not
+// destructive. Either saying so is enough.
+func (t *ToolEntry) Destructive() bool {
+	return t.DestructiveHint || !t.ReadOnlyHint && t.Annotations.Destructive()
+}
+
 // Destructive is the effective destructiveHint as MCP defines it: a tool that
 // is not read-only is destructive unless it says destructiveHint: false.
 func (a *ToolAnnotations) Destructive() bool {
@@ -57,6 +65,19 @@ func (a *ToolAnnotations) Destructive() bool {
 		return false
 	}
 	return a == nil || a.DestructiveHint == nil || *a.DestructiveHint
+}
+
+// decodeToolEntry reads the catalog entry stored under key. ok is false for
+// a value that is not an entry, or is the entry of another key: only a tool
+// host writes the bucket, and an entry is believed only where it belongs.
+func decodeToolEntry(key string, value []byte) (t ToolEntry, ok bool) {
+	if json.Unmarshal(value, &t) != nil {
+		return ToolEntry{}, false
+	}
+	if k, err := ToolKey(t.Server, t.Name); err != nil || k != key || t.Name == "" {
+		return ToolEntry{}, false
+	}
+	return t, true
 }
 
 // ToolKey is the key of a tool in the tools bucket: <server>.<tool token>.
@@ -75,7 +96,8 @@ type Catalog struct {
 // NewCatalog returns a reader of the tools bucket.
 func NewCatalog(kv jetstream.KeyValue) *Catalog { return &Catalog{kv: kv} }
 
-// List returns every tool, ordered by server then name.
+// List returns every tool, ordered by server then name. A value that is not
+// the entry of its key is left out.
 func (c *Catalog) List(ctx context.Context) ([]ToolEntry, error) {
 	keys, err := c.kv.ListKeys(ctx)
 	if err != nil {
@@ -87,11 +109,9 @@ func (c *Catalog) List(ctx context.Context) ([]ToolEntry, error) {
 		if err != nil {
 			continue // deleted between the listing and the read
 		}
-		var t ToolEntry
-		if err := json.Unmarshal(e.Value(), &t); err != nil {
-			return nil, fmt.Errorf("decode tool %s: %w", key, err)
+		if t, ok := decodeToolEntry(key, e.Value()); ok {
+			out = append(out, t)
 		}
-		out = append(out, t)
 	}
 	SortTools(out)
 	return out, nil
@@ -126,9 +146,10 @@ func (c *Catalog) Watch(ctx context.Context, fn func([]ToolEntry)) error {
 		if e.Operation() != jetstream.KeyValuePut {
 			delete(tools, e.Key())
 		} else {
-			var t ToolEntry
-			if json.Unmarshal(e.Value(), &t) == nil {
+			if t, ok := decodeToolEntry(e.Key(), e.Value()); ok {
 				tools[e.Key()] = t
+			} else {
+				delete(tools, e.Key())
 			}
 		}
 		if ready {

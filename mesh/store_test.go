@@ -134,6 +134,61 @@ func TestApprovalStoreDecideOnce(t *testing.T) {
 	}
 }
 
+// A record of one approval put under another's id (as a reply aimed at the
+// bucket did) is refused by every reader and writer, never taken for the
+// approval the key names.
+func TestApprovalStoreRefusesARecordUnderAnotherKey(t *testing.T) {
+	m := meshtest.New(t)
+	store := mesh.NewApprovalStore(m.Approvals)
+	ctx := t.Context()
+	victim := &mesh.Approval{UUID: mesh.NewID(), ConversationID: "c", ToolCallID: "t", ToolName: "resources_add"}
+	if err := store.Create(ctx, victim); err != nil {
+		t.Fatal(err)
+	}
+	other := &mesh.Approval{UUID: mesh.NewID(), ConversationID: "c", ToolCallID: "t2", ToolName: "resources_remove"}
+	data, _ := json.Marshal(other)
+	if _, err := m.Approvals.Put(ctx, victim.UUID, data); err != nil {
+		t.Fatal(err)
+	}
+	if ap, err := store.Get(ctx, victim.UUID); !errors.Is(err, mesh.ErrApprovalTampered) {
+		t.Errorf("get: %+v, %v; want approval_tampered", ap, err)
+	}
+	if ap, err := store.Decide(ctx, victim.UUID, mesh.Decision{Approved: true}); !errors.Is(err, mesh.ErrApprovalTampered) {
+		t.Errorf("decide: %+v, %v; want approval_tampered", ap, err)
+	}
+	if list, err := store.List(ctx, ""); err != nil || len(list) != 0 {
+		t.Errorf("list: %d approvals, %v; want none", len(list), err)
+	}
+}
+
+// The catalog believes an entry only under its own key: a value that is no
+// entry, or another tool's entry, is left out, and the rest is listed.
+func TestCatalogListsOnlyEntriesUnderTheirKeys(t *testing.T) {
+	m := meshtest.New(t)
+	ctx := t.Context()
+	for key, v := range map[string]any{
+		"srv.list":   mesh.ToolEntry{Server: "srv", Name: "list", ReadOnlyHint: true},
+		"srv.remove": map[string]any{"text": "a tool's result"},
+		"srv.add":    mesh.ToolEntry{Server: "srv", Name: "list", ReadOnlyHint: true},
+		"srv.broken": "not json at all",
+	} {
+		data, _ := json.Marshal(v)
+		if key == "srv.broken" {
+			data = []byte("{")
+		}
+		if _, err := m.Tools.Put(ctx, key, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tools, err := mesh.NewCatalog(m.Tools).List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tools) != 1 || tools[0].Name != "list" {
+		t.Errorf("catalog = %+v, want srv.list alone", tools)
+	}
+}
+
 func TestProvisionIsIdempotent(t *testing.T) {
 	m := meshtest.New(t)
 	for range 2 {

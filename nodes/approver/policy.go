@@ -37,8 +37,12 @@ func (a *Approver) checkPolicy(ctx context.Context, ap *mesh.Approval) error {
 	}
 }
 
-// nonDestructive: the tool's catalog entry, which its tool host wrote from
-// the server's annotations, says it is not destructive.
+// nonDestructive: the tool's catalog entry, which only a tool host may
+// write, from its server's annotations, says it is not destructive. The
+// approver's statement names the policy (its By), and the tool host that
+// runs the call checks the tool against its own reading of the server
+// before it honours it: were the catalog wrong, a destructive tool would
+// still wait for a person.
 func (a *Approver) nonDestructive(ctx context.Context, ap *mesh.Approval) error {
 	if a.cfg.Tools == nil {
 		return mesh.ErrApprovalPolicy.With("this approver has no tool catalog to check " + ap.Policy + " against")
@@ -56,9 +60,12 @@ func (a *Approver) nonDestructive(ctx context.Context, ap *mesh.Approval) error 
 	}
 	var entry mesh.ToolEntry
 	if err := json.Unmarshal(e.Value(), &entry); err != nil {
-		return mesh.ErrInternal.With(fmt.Sprintf("catalog entry %s: %v", key, err))
+		return mesh.ErrApprovalPolicy.With(fmt.Sprintf("the catalog entry of tool %s of server %s cannot be read: a person must approve its calls", ap.Tool, ap.Server))
 	}
-	if entry.DestructiveHint {
+	if own, err := mesh.ToolKey(entry.Server, entry.Name); err != nil || own != key {
+		return mesh.ErrApprovalPolicy.With(fmt.Sprintf("the catalog entry stored for tool %s of server %s describes another tool: a person must approve its calls", ap.Tool, ap.Server))
+	}
+	if entry.Destructive() {
 		return mesh.ErrApprovalPolicy.With(fmt.Sprintf("tool %s of server %s is destructive: a person must approve its calls", ap.Tool, ap.Server))
 	}
 	return nil

@@ -206,12 +206,18 @@ func TestApproverPublishesItsKey(t *testing.T) {
 
 func TestPolicyDecisions(t *testing.T) {
 	m := meshtest.New(t)
-	for _, e := range []mesh.ToolEntry{
-		{Server: "srv", Name: "create", DestructiveHint: false},
-		{Server: "srv", Name: "danger", DestructiveHint: true},
+	no := false
+	additive := &mesh.ToolAnnotations{DestructiveHint: &no}
+	for key, v := range map[string]any{
+		"srv.create": mesh.ToolEntry{Server: "srv", Name: "create", Annotations: additive},
+		"srv.danger": mesh.ToolEntry{Server: "srv", Name: "danger", DestructiveHint: true},
+		// Entries a tool host would not write: hints that contradict the
+		// annotations, another tool's entry, a value that is no entry.
+		"srv.unannotated": mesh.ToolEntry{Server: "srv", Name: "unannotated"},
+		"srv.moved":       mesh.ToolEntry{Server: "srv", Name: "create", Annotations: additive},
+		"srv.junk":        map[string]any{"text": "a tool's result", "is_error": false},
 	} {
-		data, _ := json.Marshal(e)
-		key, _ := mesh.ToolKey(e.Server, e.Name)
+		data, _ := json.Marshal(v)
 		if _, err := m.Tools.Put(t.Context(), key, data); err != nil {
 			t.Fatal(err)
 		}
@@ -247,6 +253,9 @@ agent:
 		{"not destructive", mesh.PolicyNonDestructive, "create", "tester", nil, nil},
 		{"destructive claimed not to be", mesh.PolicyNonDestructive, "danger", "tester", nil, mesh.ErrApprovalPolicy},
 		{"not in the catalog", mesh.PolicyNonDestructive, "nope", "tester", nil, mesh.ErrApprovalPolicy},
+		{"no annotations: destructive by default", mesh.PolicyNonDestructive, "unannotated", "tester", nil, mesh.ErrApprovalPolicy},
+		{"another tool's entry under its key", mesh.PolicyNonDestructive, "moved", "tester", nil, mesh.ErrApprovalPolicy},
+		{"a value that is no entry", mesh.PolicyNonDestructive, "junk", "tester", nil, mesh.ErrApprovalPolicy},
 		{"step that allows it", mesh.PolicyAllowDestructive, "danger", "tester", []int{1}, nil},
 		{"step that does not", mesh.PolicyAllowDestructive, "danger", "tester", []int{0}, mesh.ErrApprovalPolicy},
 		{"the root does not", mesh.PolicyAllowDestructive, "danger", "tester", nil, mesh.ErrApprovalPolicy},

@@ -22,7 +22,9 @@ import (
 // younger than mesh.ApprovalMaxAge. The call id is then run once
 // (callOnce): the same approval sent again gets the first result.
 
-// checkApproval reports whether the request may run tool t. The error
+// checkApproval reports whether the request may run tool t. An approval
+// given by the policy non_destructive is honoured only for a tool this host
+// finds not destructive. The error
 // matches mesh.ErrApprovalRequired (none sent) or mesh.ErrApprovalInvalid.
 func (c *conn) checkApproval(t *tool, tr mesh.ToolRequest) error {
 	if tr.Approval == nil {
@@ -31,6 +33,13 @@ func (c *conn) checkApproval(t *tool, tr mesh.ToolRequest) error {
 	}
 	if err := tr.Approval.Verify(c.s.h.keys); err != nil {
 		return err
+	}
+	// A policy's approval covers only what the policy says; this host
+	// checks it against its own reading of the server, not the catalog's.
+	if tr.Approval.By == mesh.PolicyBy(mesh.PolicyNonDestructive) && t.entry.Destructive() {
+		return mesh.ErrApprovalInvalid.With(fmt.Sprintf(
+			"approval %s was given by policy %s, but tool %s of server %s is destructive: a person must approve its calls",
+			tr.Approval.ApprovalID, mesh.PolicyNonDestructive, t.name, c.s.cfg.Name))
 	}
 	hash, err := mesh.ArgsHash(tr.Arguments)
 	if err != nil {

@@ -67,6 +67,11 @@ func TestToolThatIsNotReadOnlyRunsOnlyWithItsApproval(t *testing.T) {
 			s.At = time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano)
 		})}, mesh.ErrApprovalInvalid},
 		{"another type", mesh.ToolRequest{CallID: "c-1", Approval: signed(func(s *mesh.ApprovalStatement) { s.Type = "something.else" })}, mesh.ErrApprovalInvalid},
+		// The approver signed by policy non_destructive (the catalog said
+		// so), but this host's server says count is destructive.
+		{"policy non_destructive for a destructive tool", mesh.ToolRequest{CallID: "c-1", Approval: signed(func(s *mesh.ApprovalStatement) {
+			s.By = mesh.PolicyBy(mesh.PolicyNonDestructive)
+		})}, mesh.ErrApprovalInvalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -116,7 +121,8 @@ func TestToolThatIsNotReadOnlyRunsOnlyWithItsApproval(t *testing.T) {
 }
 
 // TestNonDestructiveToolNeedsAnApprovalToo: add says destructiveHint false,
-// but it is not read-only, so it runs only with an approval (a policy's).
+// but it is not read-only, so it runs only with an approval (a policy's,
+// which the host honours because its own server says add is not destructive).
 func TestNonDestructiveToolNeedsAnApprovalToo(t *testing.T) {
 	srv, _ := stdioServer(t, "local")
 	r := startHost(t, nil, srv)
@@ -125,9 +131,14 @@ func TestNonDestructiveToolNeedsAnApprovalToo(t *testing.T) {
 	if _, err := r.raw(t, "local", "add", mesh.ToolRequest{CallID: "a-1", Arguments: args}); !errors.Is(err, mesh.ErrApprovalRequired) {
 		t.Fatalf("add without approval: err = %v, want approval_required", err)
 	}
-	res, err := r.raw(t, "local", "add", mesh.ToolRequest{CallID: "a-1", Arguments: args, Approval: approve(t, r.approver, "a-1", "local", "add", args)})
+	byPolicy := approve(t, r.approver, "a-1", "local", "add", args)
+	byPolicy.By = mesh.PolicyBy(mesh.PolicyNonDestructive)
+	if err := byPolicy.Sign(r.approver); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.raw(t, "local", "add", mesh.ToolRequest{CallID: "a-1", Arguments: args, Approval: byPolicy})
 	if err != nil || res.Text != "5" {
-		t.Fatalf("add with its approval = %+v, %v", res, err)
+		t.Fatalf("add with its approval by policy non_destructive = %+v, %v", res, err)
 	}
 }
 
