@@ -52,17 +52,6 @@ func (m Model) OpenAIReasoning() bool {
 // the provider needs none.
 func KeyEnv(provider string) string { return keyEnv[provider] }
 
-// SecretEnv lists the environment variables that hold API keys, so that
-// processes the mesh starts (MCP servers) do not inherit them.
-func SecretEnv() []string {
-	out := make([]string, 0, len(keyEnv))
-	for _, v := range keyEnv {
-		out = append(out, v)
-	}
-	slices.Sort(out)
-	return out
-}
-
 // BaseURLEnv is the environment variable overriding provider's base URL.
 func BaseURLEnv(provider string) string { return baseURLEnv[provider] }
 
