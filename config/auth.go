@@ -106,17 +106,21 @@ func expandSecret(s Secret, getenv func(string) string) (Secret, string) {
 	return Secret(getenv(m[1])), m[1]
 }
 
-// applyAuthEnv expands the ${ENV} secrets of the auth section. Only the
-// bridge needs them: a variable that is empty is reported by
-// [Config.CheckAuth], which the bridge calls, and not by Load, so that the
-// other roles start without the bridge's secrets.
+// applyAuthEnv expands the ${ENV} secrets of the auth section, and records
+// the variables they name ([Uses].Auth). Only the bridge needs them: a
+// variable that is empty is reported by [Config.CheckAuth], which the
+// bridge calls, and not by Load, so that the other roles start without the
+// bridge's secrets.
 func (c *Config) applyAuthEnv(getenv func(string) string) {
 	a := &c.Auth
-	c.authUnset = map[string]string{}
+	c.authVars = map[string]bool{}
 	expand := func(field string, v *Secret) {
 		val, name := expandSecret(*v, getenv)
+		if name != "" {
+			c.authVars[name] = true
+		}
 		if name != "" && val == "" {
-			c.authUnset[field] = name
+			c.unset[field] = name
 		}
 		*v = val
 	}
@@ -135,8 +139,10 @@ func (c *Config) applyAuthEnv(getenv func(string) string) {
 // a value.
 func (c *Config) CheckAuth() error {
 	fail := func(field, want string) error { return &Error{File: c.Path, Field: field, Want: want} }
-	for _, field := range slices.Sorted(maps.Keys(c.authUnset)) {
-		return fail(field, fmt.Sprintf("names the environment variable %s, which is empty or unset", c.authUnset[field]))
+	for _, field := range slices.Sorted(maps.Keys(c.unset)) {
+		if strings.HasPrefix(field, "auth.") {
+			return fail(field, fmt.Sprintf("names the environment variable %s, which is empty or unset", c.unset[field]))
+		}
 	}
 	a := c.Auth
 	secrets := map[string]bool{}
@@ -196,7 +202,7 @@ func (c *Config) checkAuth() *fieldErr {
 			return &fieldErr{f + ".name", "is required: the principal's name, 1 to 128 letters, digits or @._:+-"}
 		case names[t.Name]:
 			return &fieldErr{f + ".name", fmt.Sprintf("%q is used twice", t.Name)}
-		case t.Token == "" && c.authUnset[f+".token"] == "":
+		case t.Token == "" && c.unset[f+".token"] == "":
 			return &fieldErr{f + ".token", "is required: the token, or ${ENV} naming a variable that holds it"}
 		}
 		if err := checkRoles(f+".roles", t.Roles); err != nil {
@@ -208,7 +214,7 @@ func (c *Config) checkAuth() *fieldErr {
 		return &fieldErr{"auth.stream_token_ttl", "must be between 1s and 1h"}
 	}
 	if j := a.JWT; j != nil {
-		if err := checkJWT(j, c.authUnset["auth.jwt.hs256_secret"] != ""); err != nil {
+		if err := checkJWT(j, c.unset["auth.jwt.hs256_secret"] != ""); err != nil {
 			return err
 		}
 	}

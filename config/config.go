@@ -34,6 +34,14 @@
 //
 // API keys come only from the environment (GEMINI_API_KEY, ANTHROPIC_API_KEY,
 // OPENAI_API_KEY) and are held as [Secret] values that never print.
+//
+// A process holds only the secrets of the parts it uses: [Config.Env] is
+// the environment `mesh up` gives a role (the bridge the auth section's
+// variables, the agents their models' keys, the tool host its MCP
+// servers'), [ProgramEnv] what an MCP server gets besides its env section.
+// Load does not fail on a ${NAME} that a part names and this process
+// lacks; the role that uses the part checks it ([Config.CheckAuth],
+// [Config.CheckTools], [Config.CheckModelKeys]).
 package config
 
 import (
@@ -156,9 +164,15 @@ type Config struct {
 	// Telemetry is what the standard OTEL_* variables say about traces.
 	Telemetry Telemetry `yaml:"-"`
 
-	// authUnset names the ${ENV} variables of the auth section that are
-	// empty, by field, for [Config.CheckAuth].
-	authUnset map[string]string
+	// unset names the variables named in the file (${NAME}) that are
+	// empty in this process, by field ("auth.tokens[0].token",
+	// "mcp_servers[1].url"): only the role that uses the field refuses them
+	// ([Config.CheckAuth], [Config.CheckTools]).
+	unset map[string]string
+	// authVars and toolVars are the variables that the auth section and
+	// the MCP servers name: the secrets of the bridge and of the tool host
+	// ([Config.Env]).
+	authVars, toolVars map[string]bool
 }
 
 // LLM selects the model.
@@ -579,10 +593,12 @@ func Parse(path string, data []byte, getenv func(string) string) (*Config, error
 		return nil, &Error{File: path, Want: yamlErrorText(err)}
 	}
 	c.Path = path
+	c.unset = map[string]string{}
 	if err := c.applyEnv(getenv); err != nil {
 		return nil, err
 	}
 	c.applyDefaults()
+	c.expandTools(getenv)
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
@@ -668,37 +684,6 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 		if v := getenv(env); v != "" {
 			c.BaseURLs[provider] = v
 		}
-	}
-	// ${MESH_DATA_DIR} and other variables in MCP commands, args and URLs.
-	dataDir := c.DataDir
-	if dataDir == "" {
-		dataDir = DefaultDataDir
-	}
-	expand := func(s string) string {
-		return os.Expand(s, func(k string) string {
-			if k == EnvDataDir {
-				return dataDir
-			}
-			return getenv(k)
-		})
-	}
-	servers := c.MCPServers
-	if c.MCP != nil {
-		servers = append(servers, *c.MCP)
-	}
-	for i := range servers {
-		s := &servers[i]
-		s.Command = expand(s.Command)
-		s.URL = expand(s.URL)
-		for j := range s.Args {
-			s.Args[j] = expand(s.Args[j])
-		}
-		for k, v := range s.Env {
-			s.Env[k] = expand(v)
-		}
-	}
-	if c.MCP != nil {
-		*c.MCP = servers[len(servers)-1]
 	}
 	return nil
 }

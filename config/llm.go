@@ -2,8 +2,9 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -50,17 +51,6 @@ func (m Model) OpenAIReasoning() bool {
 // KeyEnv is the environment variable holding provider's API key, or "" when
 // the provider needs none.
 func KeyEnv(provider string) string { return keyEnv[provider] }
-
-// SecretEnv lists the environment variables that hold API keys, so that
-// processes the mesh starts (MCP servers) do not inherit them.
-func SecretEnv() []string {
-	out := make([]string, 0, len(keyEnv))
-	for _, v := range keyEnv {
-		out = append(out, v)
-	}
-	sort.Strings(out)
-	return out
-}
 
 // BaseURLEnv is the environment variable overriding provider's base URL.
 func BaseURLEnv(provider string) string { return baseURLEnv[provider] }
@@ -168,8 +158,22 @@ func (c *Config) BaseURL(provider string) string {
 	return c.BaseURLs[provider]
 }
 
-// Models lists every model the configuration uses, with the field naming it.
+// Models lists every model the configuration uses, with the field naming
+// it: the agents' ([Config.AgentModels]) and the groups'.
 func (c *Config) Models() map[string]string {
+	out := c.AgentModels()
+	for i, g := range c.Groups {
+		if g.Model != "" {
+			out[fmt.Sprintf("groups[%d].model", i)] = g.Model
+		}
+	}
+	return out
+}
+
+// AgentModels lists the models the agent processes call, with the field
+// naming each: llm.model, the agent tree's nodes' and the models of the
+// group members defined here.
+func (c *Config) AgentModels() map[string]string {
 	out := map[string]string{"llm.model": c.LLM.Model}
 	var walk func(n *Node, path string)
 	walk = func(n *Node, path string) {
@@ -184,9 +188,6 @@ func (c *Config) Models() map[string]string {
 		walk(c.Agent, "agent")
 	}
 	for i, g := range c.Groups {
-		if g.Model != "" {
-			out[fmt.Sprintf("groups[%d].model", i)] = g.Model
-		}
 		for j, p := range g.Participants {
 			if p.Model != "" {
 				out[fmt.Sprintf("groups[%d].participants[%d].model", i, j)] = p.Model
@@ -196,11 +197,34 @@ func (c *Config) Models() map[string]string {
 	return out
 }
 
+// SelectorModels lists the models the group processes call, with the
+// field naming each: the selector of every group whose strategy is llm
+// (its model, else llm.model). A group of another strategy calls none.
+func (c *Config) SelectorModels() map[string]string {
+	out := map[string]string{}
+	for i, g := range c.Groups {
+		switch {
+		case g.Strategy != StrategyLLM:
+		case g.Model != "":
+			out[fmt.Sprintf("groups[%d].model", i)] = g.Model
+		default:
+			out["llm.model"] = c.LLM.Model
+		}
+	}
+	return out
+}
+
 // CheckKeys verifies that every provider the configuration uses has its API
-// key in the environment. Only roles that call models need this; the error
-// names the variable to set.
-func (c *Config) CheckKeys() error {
-	for field, name := range c.Models() {
+// key in the environment ([Config.CheckModelKeys] of every model).
+func (c *Config) CheckKeys() error { return c.CheckModelKeys(c.Models()) }
+
+// CheckModelKeys verifies that the providers of models (by field, as
+// [Config.Models] lists them) have their API keys in the environment. Only
+// roles that call models need this, each for the models it calls; the
+// error names the variable to set.
+func (c *Config) CheckModelKeys(models map[string]string) error {
+	for _, field := range slices.Sorted(maps.Keys(models)) {
+		name := models[field]
 		m, err := ParseModel(name)
 		if err != nil {
 			return &Error{File: c.Path, Field: field, Want: err.Error()}

@@ -2,9 +2,11 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -152,7 +154,9 @@ func (c *Config) checkRuntime() *fieldErr {
 	return nil
 }
 
-// checkTools checks the MCP servers and the A2A agents.
+// checkTools checks the MCP servers and the A2A agents. A command or url
+// naming a variable that is empty here is taken as given: the tool host,
+// which gets the variable, checks it ([Config.CheckTools]).
 func (c *Config) checkTools() *fieldErr {
 	seen := map[string]bool{}
 	for i, s := range c.MCPServers {
@@ -164,15 +168,9 @@ func (c *Config) checkTools() *fieldErr {
 			return &fieldErr{field + ".name", fmt.Sprintf("%q is not %s", s.Name, nameWant)}
 		case seen[s.Name]:
 			return &fieldErr{field + ".name", fmt.Sprintf("%q is used twice", s.Name)}
-		case s.Command == "" && s.URL == "":
-			return &fieldErr{field, "needs command (a stdio server) or url (a streamable HTTP server)"}
-		case s.Command != "" && s.URL != "":
-			return &fieldErr{field, "has both command and url: keep one"}
 		}
-		if s.URL != "" {
-			if err := checkURL(s.URL); err != nil {
-				return &fieldErr{field + ".url", err.Error()}
-			}
+		if err := c.checkServer(field, s); err != nil {
+			return err
 		}
 		seen[s.Name] = true
 	}
@@ -180,6 +178,39 @@ func (c *Config) checkTools() *fieldErr {
 	for i, a := range c.A2A {
 		if err := checkA2A(fmt.Sprintf("a2a[%d]", i), a, a2aSeen); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// checkServer checks that an MCP server has a command or a url, not both,
+// and that its url is an http(s) one, unless it names a variable that is
+// empty here.
+func (c *Config) checkServer(field string, s MCPServer) *fieldErr {
+	commandUnset, urlUnset := c.unset[field+".command"] != "", c.unset[field+".url"] != ""
+	hasCommand, hasURL := s.Command != "" || commandUnset, s.URL != "" || urlUnset
+	switch {
+	case !hasCommand && !hasURL:
+		return &fieldErr{field, "needs command (a stdio server) or url (a streamable HTTP server)"}
+	case hasCommand && hasURL:
+		return &fieldErr{field, "has both command and url: keep one"}
+	}
+	if s.URL != "" && !urlUnset {
+		if err := checkURL(s.URL); err != nil {
+			return &fieldErr{field + ".url", err.Error()}
+		}
+	}
+	return nil
+}
+
+// CheckTools checks the MCP servers as the tool host, which starts and
+// reaches them, needs them: every variable that a command or url names
+// set. Load checked the rest; the other roles start without the tool
+// host's variables. Errors name the field and the variable.
+func (c *Config) CheckTools() error {
+	for _, field := range slices.Sorted(maps.Keys(c.unset)) {
+		if strings.HasPrefix(field, "mcp_servers[") {
+			return &Error{File: c.Path, Field: field, Want: fmt.Sprintf("names the environment variable %s, which is empty or unset", c.unset[field])}
 		}
 	}
 	return nil

@@ -44,7 +44,9 @@ func runAgent(ctx context.Context, cfg *config.Config, args []string) error {
 			agents = append(agents, a)
 		}
 	}
-	if err := cfg.CheckKeys(); err != nil {
+	// The keys of the models the agents call; a group's selector model is
+	// the group role's.
+	if err := cfg.CheckModelKeys(cfg.AgentModels()); err != nil {
 		return err
 	}
 	n, err := startNode(ctx, cfg, mesh.RoleAgent)
@@ -121,7 +123,9 @@ func runAll(ctx context.Context, roles []*agent.Agent) error {
 
 // runGroup runs the group role: the chats of the configuration's groups.
 func runGroup(ctx context.Context, cfg *config.Config, _ []string) error {
-	if err := cfg.CheckKeys(); err != nil {
+	// The keys of the selector models of the llm strategy: the members'
+	// models are the agents'.
+	if err := cfg.CheckModelKeys(cfg.SelectorModels()); err != nil {
 		return err
 	}
 	n, err := startNode(ctx, cfg, mesh.RoleGroup)
@@ -155,6 +159,9 @@ const toolhostGCPercent = 400
 func runToolhost(ctx context.Context, cfg *config.Config, _ []string) error {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(toolhostGCPercent)
+	}
+	if err := cfg.CheckTools(); err != nil {
+		return err
 	}
 	n, err := startNode(ctx, cfg, mesh.RoleToolhost)
 	if err != nil {

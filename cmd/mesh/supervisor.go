@@ -22,7 +22,9 @@ type process struct {
 	// Name names the child in logs, e.g. "agent" or "agent-2".
 	Name string
 	Args []string
-	// Env is added to the supervisor's environment.
+	// Env is the child's whole environment: nothing of the supervisor's
+	// own passes unless it is there. Of a name set twice, the last value
+	// holds.
 	Env []string
 }
 
@@ -149,7 +151,8 @@ func (s *supervisor) keep(ctx context.Context, p process) error {
 	log := s.log.With().Str("process", p.Name).Logger()
 	for ctx.Err() == nil {
 		cmd := exec.Command(s.cfg.Binary, p.Args...)
-		cmd.Env = append(os.Environ(), p.Env...)
+		// Never nil: exec would hand the child this process's environment.
+		cmd.Env = append([]string{}, p.Env...)
 		setDeathSignal(cmd)
 		started := time.Now()
 		outputs, err := s.childOutputs(cmd)

@@ -50,6 +50,9 @@ func runUp(ctx context.Context, cfg *config.Config, args []string) error {
 	if err := cfg.CheckAuth(); err != nil {
 		return err
 	}
+	if err := cfg.CheckTools(); err != nil {
+		return err
+	}
 	if _, err := streamKey(cfg); err != nil {
 		return err
 	}
@@ -95,7 +98,7 @@ func runUp(ctx context.Context, cfg *config.Config, args []string) error {
 	defer n.close()
 
 	sup, err := newSupervisor(supervisorConfig{
-		Processes: upProcesses(cfg, url, replicas, roleEnv, procs), MinBackoff: cfg.Mesh.RestartBackoff.Std(), Logger: log,
+		Processes: upProcesses(cfg, url, replicas, roleEnv, procs, os.Environ()), MinBackoff: cfg.Mesh.RestartBackoff.Std(), Logger: log,
 	})
 	if err != nil {
 		return err
@@ -142,10 +145,13 @@ func approvalKeys(cfg *config.Config, log zerolog.Logger) (map[string][]string, 
 }
 
 // upProcesses are the children of `mesh up`: replicas of every role, each
-// with a stable node id (<host>-<role>-<n>), so that a restarted process
-// comes back as the same node, its role's NATS identity, and the role's own
-// environment from roleEnv; GOMAXPROCS procs, unless zero (upProcs).
-func upProcesses(cfg *config.Config, url string, replicas map[string]int, roleEnv map[string][]string, procs int) []process {
+// with an environment built for its role: what of environ (the
+// supervisor's own) the parts of the configuration it uses need
+// (roleUses), a stable node id (<host>-<role>-<n>), so that a restarted
+// process comes back as the same node, its role's NATS identity, and the
+// role's own variables from roleEnv; GOMAXPROCS procs, unless zero
+// (upProcs). A variable set here wins over environ's.
+func upProcesses(cfg *config.Config, url string, replicas map[string]int, roleEnv map[string][]string, procs int, environ []string) []process {
 	var children []process
 	for _, role := range upRoles {
 		for i := 1; i <= replicas[role]; i++ {
@@ -153,10 +159,10 @@ func upProcesses(cfg *config.Config, url string, replicas map[string]int, roleEn
 			if replicas[role] > 1 {
 				name = fmt.Sprintf("%s-%d", role, i)
 			}
-			env := []string{
-				config.EnvNATSURL + "=" + url,
-				config.EnvNodeID + "=" + fmt.Sprintf("%s-%s-%d", upNodePrefix(cfg), role, i),
-			}
+			env := append(cfg.Env(roleUses(cfg, role), environ),
+				config.EnvNATSURL+"="+url,
+				config.EnvNodeID+"="+fmt.Sprintf("%s-%s-%d", upNodePrefix(cfg), role, i),
+			)
 			if addr := childMetricsAddr(cfg.Metrics.Listen, len(children)+1); addr != "" {
 				env = append(env, config.EnvMetricsAddr+"="+addr)
 			}

@@ -5,11 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -43,7 +44,7 @@ func (s *server) transport() (mcp.Transport, *exec.Cmd, func(), error) {
 		return nil, nil, nil, err
 	}
 	cmd := exec.Command(path, s.cfg.Args...)
-	cmd.Env = commandEnv(s.cfg)
+	cmd.Env = commandEnv(s.cfg, os.Environ())
 	stderr := &lineLogger{log: s.log}
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = sysProcAttr()
@@ -79,27 +80,22 @@ func findCommand(name string, dirs []string) (string, error) {
 	return "", fmt.Errorf("command %s: not found on PATH nor in %s", name, strings.Join(dirs, ", "))
 }
 
-// commandEnv is the toolhost's environment plus the server's, in a stable
-// order; the server's values win. The mesh's LLM API keys are left out: a
-// tool server gets a key only when its own env section names it.
-func commandEnv(c config.MCPServer) []string {
-	secret := map[string]bool{}
-	for _, k := range config.SecretEnv() {
-		secret[k] = true
-	}
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if !secret[k] {
+// commandEnv is the environment of a server's command: what any program
+// needs to run, from the toolhost's environment environ
+// (config.ProgramEnv), and MESH_CPU_PROFILE (the sample server writes a
+// profile there, as the roles do); then the server's env section, in a
+// stable order, its values winning. Nothing else of the toolhost's
+// environment passes, neither its NATS identity nor a variable it holds to
+// expand another server's section: a server gets a secret only when its
+// own env section names it.
+func commandEnv(c config.MCPServer, environ []string) []string {
+	env := config.ProgramEnv(environ)
+	for _, kv := range environ {
+		if strings.HasPrefix(kv, config.EnvProfile+"=") {
 			env = append(env, kv)
 		}
 	}
-	keys := make([]string, 0, len(c.Env))
-	for k := range c.Env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(c.Env)) {
 		env = append(env, k+"="+c.Env[k])
 	}
 	return env

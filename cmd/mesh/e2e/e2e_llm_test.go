@@ -274,10 +274,10 @@ func TestLLMProvidersEndToEnd(t *testing.T) {
 				}
 			})
 
-			// The MCP server the toolhost started inherited the mesh's
-			// environment, but not the key.
-			if env := mcpServerEnv(t, m); strings.Contains(env, c.key()) || !strings.Contains(env, c.baseEnv+"="+srv.BaseURL()) {
-				t.Errorf("the environment of mcp-resources holds the key, or not the rest of the mesh's environment")
+			// The MCP server the toolhost started has what a program
+			// needs to run, but neither the model's key nor its URL.
+			if env := mcpServerEnv(t, m); strings.Contains(env, c.key()) || strings.Contains(env, c.baseEnv+"=") || !strings.Contains(env, "PATH="+binDir) {
+				t.Errorf("the environment of mcp-resources holds the model's key or base URL, or not the PATH of the mesh")
 			}
 			m.stop()
 			assertNoSecret(t, c.key(), m.logs(), m.dataDir)
