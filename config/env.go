@@ -42,7 +42,7 @@ func settingEnv() []string {
 		EnvConfig, EnvDataDir, EnvHTTPAddr, EnvNATSAddr, EnvNATSURL, EnvNATSCreds, EnvNATSNKey, EnvNATSAuth,
 		EnvPrefix, EnvLogLevel, EnvLogFmt, EnvProfile, EnvNodeID, EnvMetricsAddr, EnvHealthAddr, EnvApproverPublicKeys,
 		EnvNATSServerName, EnvNATSCredsDir, EnvNATSReplicas, EnvNATSClusterName, EnvNATSClusterListen,
-		EnvNATSRoutes, EnvNATSLeafListen, EnvNATSLeafRemotes, EnvNATSMonitorAddr,
+		EnvNATSRoutes, EnvNATSLeafListen, EnvNATSLeafRemotes, EnvNATSMonitorAddr, EnvNATSResponderCreds, EnvNATSResponderNKey,
 	}
 }
 
