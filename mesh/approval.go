@@ -3,6 +3,8 @@ package mesh
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -79,6 +81,21 @@ func (a *Approval) Pending() *PendingApproval {
 		ToolName: a.ToolName, Server: a.Server, ToolArgs: a.ToolArgs, ArgsHash: a.ArgsHash, Description: a.Description,
 		RemoteTaskID: a.RemoteTaskID, RemoteAgentName: a.RemoteAgentName, CreatedAt: a.CreatedAt,
 	}
+}
+
+// AskedHash is "sha256:" and the hex SHA-256 of the [CanonicalJSON] of the
+// approval as it was asked for: every field but those a decision sets
+// (status, decision, decision time, resume enqueued) and the seal itself.
+// The approver's seal carries it ([ApprovalStatement.Asked]).
+func (a *Approval) AskedHash() (string, error) {
+	c := *a
+	c.Seal, c.Decision, c.Status, c.DecidedAt, c.ResumeEnqueued, c.Revision = nil, nil, "", time.Time{}, false, 0
+	data, err := CanonicalJSON(c)
+	if err != nil {
+		return "", fmt.Errorf("hash approval %s: %w", a.UUID, err)
+	}
+	sum := sha256.Sum256(data)
+	return ArgsHashPrefix + hex.EncodeToString(sum[:]), nil
 }
 
 // Public is the approval as events and conversations show it: without the

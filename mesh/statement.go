@@ -46,7 +46,8 @@ type ApproverKey struct {
 // whose public key is Key, over the [CanonicalJSON] of every other field
 // (Sig left out). Every field is a string, so the signed bytes are
 // {"approval_id":…,"args_hash":…,"at":…,"by":…,"call_id":…,"decision":…,
-// "key":…,"server":…,"tool":…,"type":"agentmesh.approval.v1"} in that order.
+// "key":…,"server":…,"tool":…,"type":"agentmesh.approval.v1"} in that order
+// (a seal also has "asked", between "args_hash" and "at").
 //
 // The approver signs two kinds: a decision (Decision approved or rejected,
 // stored in [Decision.Statement] and sent with the approved call in
@@ -68,9 +69,15 @@ type ApprovalStatement struct {
 	// By is who decided: the principal, "web", "nats", "policy:…".
 	By string `json:"by"`
 	// At is when, RFC 3339 in UTC with nanoseconds.
-	At  string `json:"at"`
-	Key string `json:"key"`
-	Sig string `json:"sig,omitempty"`
+	At string `json:"at"`
+	// Asked is set in a seal only: [Approval.AskedHash] of the record as
+	// the approver created it, every field of what was asked (the
+	// conversation, the agent, the step, the description …, not only the
+	// call), so that the approver refuses to decide on a record changed
+	// in any of them since. Empty, it is left out of the signed bytes.
+	Asked string `json:"asked,omitempty"`
+	Key   string `json:"key"`
+	Sig   string `json:"sig,omitempty"`
 }
 
 // SigningInput is the bytes the signature covers.

@@ -67,10 +67,10 @@ func (a *Approver) Request(ctx context.Context, id string, ask *mesh.Approval) (
 	if ap.ArgsHash, err = mesh.ArgsHash(ap.ToolArgs); err != nil {
 		return nil, mesh.ErrBadRequest.With("approval request: arguments: " + err.Error())
 	}
-	if ap.Seal, err = a.sign(ap, mesh.ApprovalPending, "", now); err != nil {
+	ap.CreatedAt = now
+	if ap.Seal, err = a.seal(ap, now); err != nil {
 		return nil, err
 	}
-	ap.CreatedAt = now
 	if ap.Policy != "" {
 		by := mesh.PolicyBy(ap.Policy)
 		st, err := a.sign(ap, mesh.ApprovalApproved, by, now)
@@ -138,9 +138,27 @@ func (a *Approver) sign(ap *mesh.Approval, decision mesh.ApprovalStatus, by stri
 	return st, nil
 }
 
+// seal is the approver's signed statement of what ap asks, pending: its
+// call, and the hash of the whole record as created.
+func (a *Approver) seal(ap *mesh.Approval, at time.Time) (*mesh.ApprovalStatement, error) {
+	asked, err := ap.AskedHash()
+	if err != nil {
+		return nil, mesh.ErrBadRequest.With("approval request: " + err.Error())
+	}
+	st := &mesh.ApprovalStatement{
+		ApprovalID: ap.UUID, CallID: ap.CallID, Server: ap.Server, Tool: ap.Tool, ArgsHash: ap.ArgsHash,
+		Decision: mesh.ApprovalPending, At: at.UTC().Format(time.RFC3339Nano), Asked: asked,
+	}
+	if err := st.Sign(a.cfg.Signer); err != nil {
+		return nil, mesh.ErrInternal.With(err.Error())
+	}
+	return st, nil
+}
+
 // checkIntact reports whether ap still holds what its seal says was asked:
 // the record may have been rewritten in the bucket since (its arguments,
-// after the person read them). The error matches [mesh.ErrApprovalTampered].
+// after the person read them, or what it says of the conversation, the
+// agent or the step). The error matches [mesh.ErrApprovalTampered].
 func (a *Approver) checkIntact(ap *mesh.Approval) error {
 	tampered := func(why string) error {
 		return mesh.ErrApprovalTampered.With(fmt.Sprintf("approval %s cannot be approved: %s; reject it, and ask again", ap.UUID, why))
@@ -161,6 +179,9 @@ func (a *Approver) checkIntact(ap *mesh.Approval) error {
 		return tampered("its arguments were changed after it was asked for")
 	case s.ApprovalID != ap.UUID || s.CallID != ap.CallID || s.Server != ap.Server || s.Tool != ap.Tool || s.Decision != mesh.ApprovalPending:
 		return tampered("the call it names was changed after it was asked for")
+	}
+	if asked, err := ap.AskedHash(); err != nil || asked != s.Asked {
+		return tampered("what it asks was changed after it was asked for")
 	}
 	return nil
 }

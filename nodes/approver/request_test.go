@@ -152,6 +152,12 @@ func TestTamperedApprovalIsNotSigned(t *testing.T) {
 		{"tool", func(a *mesh.Approval) { a.Tool = "other" }},
 		{"call id", func(a *mesh.Approval) { a.CallID = "another-call" }},
 		{"seal removed", func(a *mesh.Approval) { a.Seal = nil }},
+		// What the person reads beside the call, and where the resume goes.
+		{"description", func(a *mesh.Approval) { a.Description = "add one harmless resource" }},
+		{"conversation", func(a *mesh.Approval) { a.ConversationID = mesh.NewID() }},
+		{"agent", func(a *mesh.Approval) { a.Agent = "other-agent" }},
+		{"step", func(a *mesh.Approval) { a.StepPath = []int{3} }},
+		{"a seal without the record's hash", func(a *mesh.Approval) { a.Seal.Asked = "" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
