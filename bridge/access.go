@@ -74,6 +74,7 @@ var access = map[string]auth.Permission{
 	"POST " + agui.AISDKPath:     auth.Converse,
 	// A socket converses: its frames start runs and follow threads (the
 	// caller's own); a resume in a frame also needs Decide (core.Decide).
+	// Opened with a stream token, it only follows (core.Writes).
 	"GET " + agui.SocketPath: auth.Converse,
 
 	"POST /approvals/{uuid}": auth.Decide,

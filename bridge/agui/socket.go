@@ -48,6 +48,11 @@ import (
 // that reconnects and sends the last cursor it got (or a follow's last
 // seq as after) gets every later event once: none missing, none twice.
 //
+// A socket opened with a stream token (?access_token=, for a browser's
+// WebSocket, which cannot send headers) only reads: follow, unfollow and
+// reattach work; run, cancel and feedback frames get an error frame
+// (code read_only, status 403) and the socket stays up.
+//
 // A socket follows any number of threads up to SocketConfig.MaxThreads,
 // one run or follow each; the socket and each of them take a stream slot
 // (core.AcquireStream). A run does not end with its socket: the client
@@ -243,6 +248,14 @@ func (c *socket) handle(data []byte) {
 		return
 	}
 	var err error
+	switch f.Type {
+	case "", "run", "cancel", "feedback":
+		// What changes something: not on a socket of a stream token.
+		if err := c.h.core.Writes(c.caller); err != nil {
+			c.fail(f.ThreadID, f.RunID, err)
+			return
+		}
+	}
 	switch f.Type {
 	case "", "run":
 		var in runAgentInput

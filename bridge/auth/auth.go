@@ -13,8 +13,9 @@
 // its name and roles, valid for auth.stream_token_ttl (60 s), signed with
 // HMAC-SHA256 by a key every bridge of the mesh shares (auth.stream_key,
 // else <data_dir>/keys/stream.key, see [EnsureStreamKey]), so any replica
-// accepts what another issued. Tokens of every kind are never logged and
-// never echoed in an error.
+// accepts what another issued. It only reads: its principal is
+// [Principal.ReadOnly], whatever its roles. Tokens of every kind are never
+// logged and never echoed in an error.
 //
 // Roles grant permissions: viewer [Read]; user [Read] and [Converse];
 // approver [Read] and [Decide]; admin everything, [Admin] included (the
@@ -75,12 +76,25 @@ type Principal struct {
 	Via string `json:"via"`
 }
 
+// How a principal was authenticated: [Principal.Via].
+const (
+	ViaToken  = "token"
+	ViaJWT    = "jwt"
+	ViaStream = "stream"
+	ViaNone   = "none"
+)
+
 // Anonymous is the principal of every request when authentication is off:
 // an admin, as the mesh was before it had authentication.
-var Anonymous = &Principal{Name: "anonymous", Roles: []string{config.RoleAdmin}, Via: "none"}
+var Anonymous = &Principal{Name: "anonymous", Roles: []string{config.RoleAdmin}, Via: ViaNone}
 
 // IsAnonymous reports whether p is [Anonymous].
 func (p *Principal) IsAnonymous() bool { return p == Anonymous }
+
+// ReadOnly reports whether p was authenticated by a stream token: it
+// reads and does nothing else, whatever its roles (a URL that leaked
+// changes nothing).
+func (p *Principal) ReadOnly() bool { return p != nil && p.Via == ViaStream }
 
 // Has reports whether p has role.
 func (p *Principal) Has(role string) bool { return p != nil && slices.Contains(p.Roles, role) }

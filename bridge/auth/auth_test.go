@@ -150,6 +150,12 @@ func TestStreamTokens(t *testing.T) {
 	if err != nil || p.Name != "u" || !p.May(Converse) || p.Via != "stream" {
 		t.Fatalf("a replica with the shared key: %+v %v", p, err)
 	}
+	if !p.ReadOnly() {
+		t.Error("a stream token's principal is not read-only")
+	}
+	if static, _ := a.Authenticate(request("GET", "user-token-01234567")); static.ReadOnly() {
+		t.Error("a static token's principal is read-only")
+	}
 	if _, err := b.Authenticate(q); !errors.Is(err, ErrBadCredentials) {
 		t.Errorf("another key: %v", err)
 	}

@@ -58,7 +58,7 @@ func New(cfg Config) (*Authenticator, error) {
 		return nil, errors.New("auth: the stream key must be at least 32 bytes")
 	}
 	for _, t := range cfg.Auth.Tokens {
-		a.tokens[sha256.Sum256([]byte(t.Token.Reveal()))] = &Principal{Name: t.Name, Roles: knownRoles(t.Roles), Via: "token"}
+		a.tokens[sha256.Sum256([]byte(t.Token.Reveal()))] = &Principal{Name: t.Name, Roles: knownRoles(t.Roles), Via: ViaToken}
 	}
 	if cfg.Auth.JWT != nil {
 		v, err := newJWTVerifier(*cfg.Auth.JWT, cfg.HTTPClient, a.now, cfg.Logger)
@@ -183,7 +183,7 @@ func (a *Authenticator) verifyStream(token string) (*Principal, error) {
 	if a.now().Unix() >= c.Exp {
 		return nil, ErrExpired
 	}
-	return &Principal{Name: c.Name, Roles: knownRoles(c.Roles), Via: "stream"}, nil
+	return &Principal{Name: c.Name, Roles: knownRoles(c.Roles), Via: ViaStream}, nil
 }
 
 // Challenge is the WWW-Authenticate value of a 401 for err (RFC 6750 §3).

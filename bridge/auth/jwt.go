@@ -136,7 +136,7 @@ func (v *jwtVerifier) check(ctx context.Context, token string) (*Principal, time
 	if err != nil || exp == nil {
 		return nil, time.Time{}, ErrBadCredentials // required by the parser: not reached
 	}
-	return &Principal{Name: name, Roles: knownRoles(rolesOf(claim(claims, v.cfg.RolesClaim))), Via: "jwt"}, exp.Time, nil
+	return &Principal{Name: name, Roles: knownRoles(rolesOf(claim(claims, v.cfg.RolesClaim))), Via: ViaJWT}, exp.Time, nil
 }
 
 // claim is the claim named name; a dotted name that is not a claim walks
