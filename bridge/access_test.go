@@ -45,13 +45,14 @@ llm:
   model: offline
 auth:
   stream_key: "0123456789abcdef0123456789abcdef"
+  stream_token_ttl: 2s
   tokens:
     - {name: alice, token: "alice-token-0123456789", roles: [user]}
     - {name: root, token: "root-token-0123456789", roles: [admin]}
 `
 
 // scopedBridge is a bridge with authentication on (alice a user, root an
-// admin) on an httptest server.
+// admin; stream tokens valid 2 s) on an httptest server.
 func scopedBridge(t *testing.T) (*Bridge, *httptest.Server) {
 	t.Helper()
 	b, _ := limitedBridges(t, scopeYAML)
@@ -63,7 +64,7 @@ func scopedBridge(t *testing.T) (*Bridge, *httptest.Server) {
 // A socket opened with a stream token only reads, even one of an admin:
 // its run, resume, cancel and feedback frames get an error frame
 // read_only (403) and change nothing, and it still takes reads (a follow
-// reaches the core).
+// reaches the core). It closes, 1008 "token expired", when its token does.
 func TestStreamTokenSocketOnlyReads(t *testing.T) {
 	b, srv := scopedBridge(t)
 	w := call(b, "POST", "/auth/stream-token", "root-token-0123456789", "192.0.2.1:1000", "")
@@ -71,6 +72,7 @@ func TestStreamTokenSocketOnlyReads(t *testing.T) {
 	if err := json.Unmarshal(w.Body.Bytes(), &st); w.Code != http.StatusOK || err != nil {
 		t.Fatalf("stream token: %d %s", w.Code, w.Body)
 	}
+	opened := time.Now()
 	conn, _, err := websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(srv.URL, "http")+agui.SocketPath+"?access_token="+st.Token, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -109,5 +111,15 @@ func TestStreamTokenSocketOnlyReads(t *testing.T) {
 	}
 	if f := read(); f["code"] != mesh.ErrSessionNotFound.Kind {
 		t.Errorf("a follow on the socket after the refusals: %v, want %s (a read that reached the core)", f, mesh.ErrSessionNotFound.Kind)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	_, _, err = conn.Read(ctx)
+	var ce websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != websocket.StatusPolicyViolation || ce.Reason != agui.CloseTokenExpired {
+		t.Fatalf("the socket after its token's 2 s: %v, want a close frame 1008 %q", err, agui.CloseTokenExpired)
+	}
+	if d := time.Since(opened); d > 4*time.Second {
+		t.Errorf("the socket closed %v after its token was issued, for a token of 2 s", d)
 	}
 }

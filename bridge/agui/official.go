@@ -215,9 +215,12 @@ func (h *handler) agui(w http.ResponseWriter, r *http.Request) {
 		}
 		return nil
 	})
-	if errors.Is(err, core.ErrSlowConsumer) {
+	switch {
+	case errors.Is(err, core.ErrSlowConsumer):
 		out.CutOff()
 		_ = emit(0, mesh.RunError(CodeSlowConsumer, "the client did not keep up; the run goes on: follow GET /conversations/"+thread+"/events"))
+	case errors.Is(err, core.ErrCredentialExpired):
+		_ = emit(0, mesh.RunError(CodeTokenExpired, "the token of this stream expired; the run goes on: follow GET /conversations/"+thread+"/events with a fresh token"))
 	}
 }
 

@@ -51,7 +51,11 @@ import (
 // A socket opened with a stream token (?access_token=, for a browser's
 // WebSocket, which cannot send headers) only reads: follow, unfollow and
 // reattach work; run, cancel and feedback frames get an error frame
-// (code read_only, status 403) and the socket stays up.
+// (code read_only, status 403) and the socket stays up. A socket lasts no
+// longer than the credential it was opened with: when a stream token or a
+// JWT expires, the server closes the socket with status 1008 (policy
+// violation) and the reason "token expired"; the client opens a new one
+// with a fresh token and reattaches. The runs go on.
 //
 // A socket follows any number of threads up to SocketConfig.MaxThreads,
 // one run or follow each; the socket and each of them take a stream slot
@@ -201,6 +205,10 @@ func (c *socket) run() {
 	}()
 	c.wg.Add(1)
 	go c.heartbeat()
+	if p := c.caller.Principal; p != nil && !p.Expires.IsZero() {
+		c.wg.Add(1)
+		go c.expire(p.Expires)
+	}
 	for {
 		typ, data, err := c.conn.Read(c.ctx)
 		if err != nil {
@@ -238,6 +246,28 @@ func (c *socket) heartbeat() {
 			return
 		}
 	}
+}
+
+// CloseTokenExpired is the reason of the close frame of a socket whose
+// credential expired (status 1008, [websocket.StatusPolicyViolation]).
+const CloseTokenExpired = "token expired: open a new socket with a fresh token and reattach"
+
+// expire closes the socket, with a close frame that says why, when the
+// credential it was opened with expires.
+func (c *socket) expire(at time.Time) {
+	defer c.wg.Done()
+	t := time.NewTimer(time.Until(at))
+	defer t.Stop()
+	select {
+	case <-c.ctx.Done():
+		return
+	case <-t.C:
+	}
+	c.log.Info().Msg("the token of the socket expired: socket closed")
+	// Close first: cancelling the socket's context first would make its
+	// reader close the connection without a close frame.
+	_ = c.conn.Close(websocket.StatusPolicyViolation, CloseTokenExpired)
+	c.cancel()
 }
 
 // handle does what one frame asks, or answers it with an error frame.

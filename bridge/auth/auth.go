@@ -17,6 +17,9 @@
 // [Principal.ReadOnly], whatever its roles. Tokens of every kind are never
 // logged and never echoed in an error.
 //
+// A principal carries when its credential stops being accepted
+// ([Principal.Expires]), so that a stream or socket it opened ends then.
+//
 // Roles grant permissions: viewer [Read]; user [Read] and [Converse];
 // approver [Read] and [Decide]; admin everything, [Admin] included (the
 // conversations of others). With authentication off every request is the
@@ -30,6 +33,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"time"
 
 	"github.com/agentmesh/agentmesh/config"
 )
@@ -74,6 +78,11 @@ type Principal struct {
 	// Via says how the principal was authenticated: token, jwt, stream, or
 	// none for [Anonymous].
 	Via string `json:"via"`
+	// Expires is when the credential that authenticated the principal
+	// stops being accepted: a stream token's expiry, a JWT's exp plus the
+	// clock skew. Zero for a static token and [Anonymous], which do not
+	// expire.
+	Expires time.Time `json:"-"`
 }
 
 // How a principal was authenticated: [Principal.Via].

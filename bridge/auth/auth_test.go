@@ -150,11 +150,15 @@ func TestStreamTokens(t *testing.T) {
 	if err != nil || p.Name != "u" || !p.May(Converse) || p.Via != "stream" {
 		t.Fatalf("a replica with the shared key: %+v %v", p, err)
 	}
-	if !p.ReadOnly() {
-		t.Error("a stream token's principal is not read-only")
+	if !p.ReadOnly() || !p.Expires.Equal(exp) {
+		t.Errorf("a stream token's principal: read-only %v, expires %v; want read-only, expiring with the token at %v", p.ReadOnly(), p.Expires, exp)
 	}
-	if static, _ := a.Authenticate(request("GET", "user-token-01234567")); static.ReadOnly() {
-		t.Error("a static token's principal is read-only")
+	if static, _ := a.Authenticate(request("GET", "user-token-01234567")); static.ReadOnly() || !static.Expires.IsZero() {
+		t.Errorf("a static token's principal: read-only %v, expires %v; want neither", static.ReadOnly(), static.Expires)
+	}
+	// A stream token never outlives the credential it was asked with.
+	if _, short := a.StreamToken(&Principal{Name: "j", Roles: []string{"user"}, Via: ViaJWT, Expires: now.Add(10 * time.Second)}); short.After(now.Add(10 * time.Second)) {
+		t.Errorf("a stream token of a JWT valid 10 s more expires in %v", short.Sub(now))
 	}
 	if _, err := b.Authenticate(q); !errors.Is(err, ErrBadCredentials) {
 		t.Errorf("another key: %v", err)
@@ -207,6 +211,10 @@ func TestJWTHS256(t *testing.T) {
 			}
 			if tc.want == nil && (p.Name != "alice" || strings.Join(p.Roles, ",") != strings.Join(tc.roles, ",")) {
 				t.Errorf("principal %+v, want alice with %v", p, tc.roles)
+			}
+			// Accepted until exp plus the clock skew: so long may what it opens last.
+			if want := time.Now().Add(time.Hour + config.DefaultClockSkew); tc.want == nil && (p.Expires.Before(want.Add(-5*time.Second)) || p.Expires.After(want)) {
+				t.Errorf("the principal of a JWT of an hour expires at %v, want about %v", p.Expires, want)
 			}
 		})
 	}

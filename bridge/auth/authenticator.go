@@ -152,9 +152,13 @@ type streamClaims struct {
 	Exp   int64    `json:"x"`
 }
 
-// StreamToken issues a stream token for p, valid until the time returned.
+// StreamToken issues a stream token for p, valid until the time returned:
+// auth.stream_token_ttl from now, and never past p's own credential.
 func (a *Authenticator) StreamToken(p *Principal) (string, time.Time) {
 	exp := a.now().Add(a.ttl).Truncate(time.Second)
+	if !p.Expires.IsZero() && p.Expires.Before(exp) {
+		exp = p.Expires.Truncate(time.Second)
+	}
 	payload, _ := json.Marshal(streamClaims{Name: p.Name, Roles: p.Roles, Exp: exp.Unix()})
 	body := streamPrefix + base64.RawURLEncoding.EncodeToString(payload)
 	return body + "." + base64.RawURLEncoding.EncodeToString(a.mac(body)), exp
@@ -183,7 +187,7 @@ func (a *Authenticator) verifyStream(token string) (*Principal, error) {
 	if a.now().Unix() >= c.Exp {
 		return nil, ErrExpired
 	}
-	return &Principal{Name: c.Name, Roles: knownRoles(c.Roles), Via: ViaStream}, nil
+	return &Principal{Name: c.Name, Roles: knownRoles(c.Roles), Via: ViaStream, Expires: time.Unix(c.Exp, 0)}, nil
 }
 
 // Challenge is the WWW-Authenticate value of a 401 for err (RFC 6750 §3).

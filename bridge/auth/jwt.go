@@ -136,7 +136,11 @@ func (v *jwtVerifier) check(ctx context.Context, token string) (*Principal, time
 	if err != nil || exp == nil {
 		return nil, time.Time{}, ErrBadCredentials // required by the parser: not reached
 	}
-	return &Principal{Name: name, Roles: knownRoles(rolesOf(claim(claims, v.cfg.RolesClaim))), Via: ViaJWT}, exp.Time, nil
+	// The token is accepted until exp plus the clock skew: so long may
+	// what it opened (a stream, a socket) last.
+	p := &Principal{Name: name, Roles: knownRoles(rolesOf(claim(claims, v.cfg.RolesClaim))), Via: ViaJWT,
+		Expires: exp.Add(v.cfg.ClockSkew.Or(config.DefaultClockSkew))}
+	return p, exp.Time, nil
 }
 
 // claim is the claim named name; a dotted name that is not a claim walks
