@@ -20,6 +20,9 @@
 // A principal carries when its credential stops being accepted
 // ([Principal.Expires]), so that a stream or socket it opened ends then.
 //
+// A JWT whose principal is the name of a static token is refused
+// ([ErrPrincipalTaken]): the two would own the same conversations.
+//
 // Roles grant permissions: viewer [Read]; user [Read] and [Converse];
 // approver [Read] and [Decide]; admin everything, [Admin] included (the
 // conversations of others). With authentication off every request is the
@@ -32,6 +35,7 @@ package auth
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -145,6 +149,11 @@ var (
 	ErrNoCredentials  = errors.New("authentication required: send Authorization: Bearer <token>")
 	ErrBadCredentials = errors.New("invalid token")
 	ErrExpired        = errors.New("token expired")
+	// ErrPrincipalTaken (an [ErrBadCredentials]) refuses a JWT whose
+	// principal is the name of a static token (auth.tokens), whatever the
+	// case: the JWT would own the static token's conversations, and it
+	// theirs.
+	ErrPrincipalTaken = fmt.Errorf("%w: its principal is the name of a static token of this bridge (auth.tokens), which a JWT cannot act as", ErrBadCredentials)
 )
 
 type ctxKey struct{}

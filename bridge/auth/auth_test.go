@@ -220,6 +220,38 @@ func TestJWTHS256(t *testing.T) {
 	}
 }
 
+// A JWT cannot be the principal of a static token: the two would own the
+// same conversations. Its principal is refused, whatever the case; other
+// principals pass, and expire with their token (exp plus the clock skew).
+func TestJWTPrincipalOfAStaticTokenRefused(t *testing.T) {
+	secret := strings.Repeat("h", 32)
+	a, err := New(Config{StreamKey: streamKey, Auth: config.Auth{
+		Tokens: []config.Token{{Name: "alice", Token: "alice-token-0123456789", Roles: []string{"user"}}},
+		JWT:    &config.JWT{HS256Secret: config.Secret(secret), Issuer: issuer, Audience: audience, PrincipalClaim: "sub", RolesClaim: "roles", ClockSkew: config.Duration(5 * time.Second)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sub := range []string{"alice", "Alice"} {
+		tok := sign(t, jwt.SigningMethodHS256, []byte(secret), "", claims(sub, []string{"admin"}, time.Hour, audience))
+		p, err := a.Authenticate(request("GET", tok))
+		if !errors.Is(err, ErrPrincipalTaken) || !errors.Is(err, ErrBadCredentials) {
+			t.Errorf("a JWT of %s: %+v %v, want %v", sub, p, err, ErrPrincipalTaken)
+		}
+	}
+	if p, err := a.Authenticate(request("GET", "alice-token-0123456789")); err != nil || p.Name != "alice" || p.Via != ViaToken {
+		t.Errorf("alice's static token: %+v %v", p, err)
+	}
+	c := claims("bob", []string{"user"}, time.Hour, audience)
+	p, err := a.Authenticate(request("GET", sign(t, jwt.SigningMethodHS256, []byte(secret), "", c)))
+	if err != nil || p.Name != "bob" || p.Via != ViaJWT {
+		t.Fatalf("a JWT of bob: %+v %v", p, err)
+	}
+	if want := time.Unix(c["exp"].(int64), 0).Add(5 * time.Second); !p.Expires.Equal(want) || p.ReadOnly() {
+		t.Errorf("bob's JWT: expires %v, read-only %v; want %v (exp plus the skew), not read-only", p.Expires, p.ReadOnly(), want)
+	}
+}
+
 // A checked JWT is remembered, not checked again on every request, but
 // never past its expiry nor for more than verifiedTTL (so the cache adds at
 // most a minute to the JWKS refresh before a removed key stops its tokens).

@@ -36,16 +36,19 @@ type Config struct {
 type Authenticator struct {
 	enabled bool
 	tokens  map[[sha256.Size]byte]*Principal // by the hash of the token
-	jwt     *jwtVerifier
-	key     []byte
-	ttl     time.Duration
-	now     func() time.Time
+	// names are the principals of the static tokens, in lower case: no
+	// JWT may take one.
+	names map[string]bool
+	jwt   *jwtVerifier
+	key   []byte
+	ttl   time.Duration
+	now   func() time.Time
 }
 
 // New builds an authenticator; a JWKS file that cannot be read is an
 // error, a JWKS URL that does not answer yet is tried again on use.
 func New(cfg Config) (*Authenticator, error) {
-	a := &Authenticator{enabled: cfg.Auth.Enabled(), tokens: map[[sha256.Size]byte]*Principal{}, now: cfg.Now, ttl: cfg.Auth.StreamTokenTTL.Or(config.DefaultStreamTokenTTL)}
+	a := &Authenticator{enabled: cfg.Auth.Enabled(), tokens: map[[sha256.Size]byte]*Principal{}, names: map[string]bool{}, now: cfg.Now, ttl: cfg.Auth.StreamTokenTTL.Or(config.DefaultStreamTokenTTL)}
 	if a.now == nil {
 		a.now = time.Now
 	}
@@ -59,6 +62,7 @@ func New(cfg Config) (*Authenticator, error) {
 	}
 	for _, t := range cfg.Auth.Tokens {
 		a.tokens[sha256.Sum256([]byte(t.Token.Reveal()))] = &Principal{Name: t.Name, Roles: knownRoles(t.Roles), Via: ViaToken}
+		a.names[strings.ToLower(t.Name)] = true
 	}
 	if cfg.Auth.JWT != nil {
 		v, err := newJWTVerifier(*cfg.Auth.JWT, cfg.HTTPClient, a.now, cfg.Logger)
@@ -88,7 +92,8 @@ const QueryParam = "access_token"
 
 // Authenticate returns the principal of r: [Anonymous] when authentication
 // is off, else the one its credentials name. A request without credentials
-// is [ErrNoCredentials]; bad ones [ErrBadCredentials] or [ErrExpired].
+// is [ErrNoCredentials]; bad ones [ErrBadCredentials] (or one that wraps
+// it: [ErrPrincipalTaken]) or [ErrExpired].
 func (a *Authenticator) Authenticate(r *http.Request) (*Principal, error) {
 	if !a.enabled {
 		return Anonymous, nil
@@ -110,7 +115,11 @@ func (a *Authenticator) Authenticate(r *http.Request) (*Principal, error) {
 	if fromQuery || a.jwt == nil || strings.Count(token, ".") != 2 {
 		return nil, ErrBadCredentials
 	}
-	return a.jwt.verify(r.Context(), token)
+	p, err := a.jwt.verify(r.Context(), token)
+	if err == nil && a.names[strings.ToLower(p.Name)] {
+		return nil, ErrPrincipalTaken
+	}
+	return p, err
 }
 
 // bearer is the request's bearer token, from the Authorization header or,
