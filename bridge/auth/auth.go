@@ -154,6 +154,10 @@ var (
 	// case: the JWT would own the static token's conversations, and it
 	// theirs.
 	ErrPrincipalTaken = fmt.Errorf("%w: its principal is the name of a static token of this bridge (auth.tokens), which a JWT cannot act as", ErrBadCredentials)
+	// ErrCritical (an [ErrBadCredentials]) refuses a JWT whose header has
+	// crit: it names extensions a recipient must understand, and this
+	// bridge understands none.
+	ErrCritical = fmt.Errorf(`%w: its "crit" header names extensions this bridge does not understand`, ErrBadCredentials)
 )
 
 type ctxKey struct{}

@@ -220,6 +220,52 @@ func TestJWTHS256(t *testing.T) {
 	}
 }
 
+// A JWT whose header has crit is refused: it names extensions the
+// recipient must understand, and the bridge understands none (an empty
+// list, or one that names a standard parameter, is malformed too).
+func TestJWTCritHeaderRefused(t *testing.T) {
+	secret := strings.Repeat("h", 32)
+	a, err := New(Config{StreamKey: streamKey, Auth: config.Auth{JWT: &config.JWT{HS256Secret: config.Secret(secret), Issuer: issuer, Audience: audience, PrincipalClaim: "sub", RolesClaim: "roles"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withHeader := func(h map[string]any) string {
+		tok := jwt.NewWithClaims(jwt.SigningMethodHS256, claims("alice", []string{"user"}, time.Hour, audience))
+		for k, v := range h {
+			tok.Header[k] = v
+		}
+		s, err := tok.SignedString([]byte(secret))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name   string
+		header map[string]any
+		want   error
+	}{
+		{"no crit", nil, nil},
+		{"an unknown extension", map[string]any{"crit": []string{"https://example.test/ext"}, "https://example.test/ext": true}, ErrCritical},
+		{"an empty list", map[string]any{"crit": []string{}}, ErrCritical},
+		{"a standard parameter", map[string]any{"crit": []string{"alg"}}, ErrCritical},
+		{"not a list", map[string]any{"crit": "exp"}, ErrCritical},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := a.Authenticate(request("GET", withHeader(tc.header)))
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+			if tc.want != nil && (!errors.Is(err, ErrBadCredentials) || Challenge(err) != `Bearer realm="agent-mesh", error="invalid_token"`) {
+				t.Errorf("refusal %v is not an invalid token (challenge %s)", err, Challenge(err))
+			}
+			if tc.want == nil && p.Name != "alice" {
+				t.Errorf("principal %+v", p)
+			}
+		})
+	}
+}
+
 // A JWT cannot be the principal of a static token: the two would own the
 // same conversations. Its principal is refused, whatever the case; other
 // principals pass, and expire with their token (exp plus the clock skew).

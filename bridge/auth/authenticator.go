@@ -93,7 +93,7 @@ const QueryParam = "access_token"
 // Authenticate returns the principal of r: [Anonymous] when authentication
 // is off, else the one its credentials name. A request without credentials
 // is [ErrNoCredentials]; bad ones [ErrBadCredentials] (or one that wraps
-// it: [ErrPrincipalTaken]) or [ErrExpired].
+// it: [ErrPrincipalTaken], [ErrCritical]) or [ErrExpired].
 func (a *Authenticator) Authenticate(r *http.Request) (*Principal, error) {
 	if !a.enabled {
 		return Anonymous, nil
