@@ -123,3 +123,17 @@ func TestStreamTokenSocketOnlyReads(t *testing.T) {
 		t.Errorf("the socket closed %v after its token was issued, for a token of 2 s", d)
 	}
 }
+
+// A resume by a caller that may not decide is refused before anything is
+// created: the thread it names does not come to exist.
+func TestResumeRefusedCreatesNoThread(t *testing.T) {
+	b, _ := scopedBridge(t)
+	body := `{"threadId":"resume-thread","runId":"resume-run","messages":[],"resume":[{"interruptId":"00000000-0000-4000-8000-000000000000","status":"resolved","payload":{"approved":true}}]}`
+	w := call(b, "POST", "/agui", "alice-token-0123456789", "192.0.2.1:1000", body)
+	if w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "approver") {
+		t.Errorf("a user's resume: %d %s, want 403 naming the approver role", w.Code, w.Body)
+	}
+	if _, err := b.core.Sessions.Head(t.Context(), "resume-thread"); !errors.Is(err, mesh.ErrSessionNotFound) {
+		t.Errorf("the thread of the refused resume: %v, want not found", err)
+	}
+}
