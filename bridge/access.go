@@ -74,6 +74,7 @@ var access = map[string]auth.Permission{
 	"POST " + agui.AISDKPath:     auth.Converse,
 	// A socket converses: its frames start runs and follow threads (the
 	// caller's own); a resume in a frame also needs Decide (core.Decide).
+	// Opened with a stream token, it only follows (core.Writes).
 	"GET " + agui.SocketPath: auth.Converse,
 
 	"POST /approvals/{uuid}": auth.Decide,
@@ -180,7 +181,9 @@ func Routes(cfg Config) []Route {
 // guard authenticates every request and lets through those whose
 // principal the route's rule admits, with the principal in the request's
 // context, to next; a route with no rule needs admin. A stream token in
-// the query is removed before anything else sees the URL.
+// the query is removed before anything else sees the URL. A request it
+// refuses spends the limits' budgets as one it lets through does (see
+// limiter.refused).
 func (b *Bridge) guard(mux *http.ServeMux, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, pattern := mux.Handler(r)
@@ -201,10 +204,18 @@ func (b *Bridge) guard(mux *http.ServeMux, next http.Handler) http.Handler {
 				p = nil // bad credentials on an open route: served as no one
 			}
 		case err != nil:
+			if le := b.limits.refused(r, nil); le != nil {
+				writeRefusal(w, r, pattern, le)
+				return
+			}
 			w.Header().Set("WWW-Authenticate", auth.Challenge(err))
 			refuse(w, http.StatusUnauthorized, "unauthorized", err.Error(), rpc)
 			return
 		case !p.May(need):
+			if le := b.limits.refused(r, p); le != nil {
+				writeRefusal(w, r, pattern, le)
+				return
+			}
 			refuse(w, http.StatusForbidden, "forbidden", auth.Describe(p, need), rpc)
 			return
 		}

@@ -1,9 +1,22 @@
 package bridge
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/coder/websocket"
+
+	"github.com/agentmesh/agentmesh/bridge/agui"
+	"github.com/agentmesh/agentmesh/bridge/core"
 	"github.com/agentmesh/agentmesh/config"
+	"github.com/agentmesh/agentmesh/mesh"
 )
 
 // TestEveryRouteHasARule: a route registered without a rule in the access
@@ -24,5 +37,103 @@ func TestEveryRouteHasARule(t *testing.T) {
 		if !seen[p] {
 			t.Errorf("access rule %q names no route", p)
 		}
+	}
+}
+
+const scopeYAML = `name: scoped
+llm:
+  model: offline
+auth:
+  stream_key: "0123456789abcdef0123456789abcdef"
+  stream_token_ttl: 2s
+  tokens:
+    - {name: alice, token: "alice-token-0123456789", roles: [user]}
+    - {name: root, token: "root-token-0123456789", roles: [admin]}
+`
+
+// scopedBridge is a bridge with authentication on (alice a user, root an
+// admin; stream tokens valid 2 s) on an httptest server.
+func scopedBridge(t *testing.T) (*Bridge, *httptest.Server) {
+	t.Helper()
+	b, _ := limitedBridges(t, scopeYAML)
+	srv := httptest.NewServer(b.Handler())
+	t.Cleanup(srv.Close)
+	return b, srv
+}
+
+// A socket opened with a stream token only reads, even one of an admin:
+// its run, resume, cancel and feedback frames get an error frame
+// read_only (403) and change nothing, and it still takes reads (a follow
+// reaches the core). It closes, 1008 "token expired", when its token does.
+func TestStreamTokenSocketOnlyReads(t *testing.T) {
+	b, srv := scopedBridge(t)
+	w := call(b, "POST", "/auth/stream-token", "root-token-0123456789", "192.0.2.1:1000", "")
+	var st struct{ Token string }
+	if err := json.Unmarshal(w.Body.Bytes(), &st); w.Code != http.StatusOK || err != nil {
+		t.Fatalf("stream token: %d %s", w.Code, w.Body)
+	}
+	opened := time.Now()
+	conn, _, err := websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(srv.URL, "http")+agui.SocketPath+"?access_token="+st.Token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.CloseNow()
+	read := func() map[string]any {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		_, data, err := conn.Read(ctx)
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		var f map[string]any
+		_ = json.Unmarshal(data, &f)
+		return f
+	}
+	for name, frame := range map[string]string{
+		"run":      `{"type":"run","threadId":"ro-thread","runId":"ro-run","messages":[{"id":"m","role":"user","content":"hi"}]}`,
+		"resume":   `{"threadId":"ro-thread","runId":"ro-run-2","messages":[],"resume":[{"interruptId":"00000000-0000-4000-8000-000000000000","status":"resolved","payload":{"approved":true}}]}`,
+		"cancel":   `{"type":"cancel","threadId":"ro-thread"}`,
+		"feedback": `{"type":"feedback","threadId":"ro-thread","messageId":"m","rating":"like"}`,
+	} {
+		if err := conn.Write(t.Context(), websocket.MessageText, []byte(frame)); err != nil {
+			t.Fatal(err)
+		}
+		if f := read(); f["type"] != "error" || f["code"] != core.ErrReadOnly.Kind || f["status"] != float64(http.StatusForbidden) || !strings.Contains(fmt.Sprint(f["message"]), "stream token") {
+			t.Errorf("a %s frame on a stream token's socket: %v, want an error frame %s", name, f, core.ErrReadOnly.Kind)
+		}
+	}
+	if _, err := b.core.Sessions.Head(t.Context(), "ro-thread"); !errors.Is(err, mesh.ErrSessionNotFound) {
+		t.Errorf("the thread a refused frame named: %v, want not found", err)
+	}
+	if err := conn.Write(t.Context(), websocket.MessageText, []byte(`{"type":"follow","threadId":"nowhere"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if f := read(); f["code"] != mesh.ErrSessionNotFound.Kind {
+		t.Errorf("a follow on the socket after the refusals: %v, want %s (a read that reached the core)", f, mesh.ErrSessionNotFound.Kind)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	_, _, err = conn.Read(ctx)
+	var ce websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != websocket.StatusPolicyViolation || ce.Reason != agui.CloseTokenExpired {
+		t.Fatalf("the socket after its token's 2 s: %v, want a close frame 1008 %q", err, agui.CloseTokenExpired)
+	}
+	if d := time.Since(opened); d > 4*time.Second {
+		t.Errorf("the socket closed %v after its token was issued, for a token of 2 s", d)
+	}
+}
+
+// A resume by a caller that may not decide is refused before anything is
+// created: the thread it names does not come to exist.
+func TestResumeRefusedCreatesNoThread(t *testing.T) {
+	b, _ := scopedBridge(t)
+	body := `{"threadId":"resume-thread","runId":"resume-run","messages":[],"resume":[{"interruptId":"00000000-0000-4000-8000-000000000000","status":"resolved","payload":{"approved":true}}]}`
+	w := call(b, "POST", "/agui", "alice-token-0123456789", "192.0.2.1:1000", body)
+	if w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "approver") {
+		t.Errorf("a user's resume: %d %s, want 403 naming the approver role", w.Code, w.Body)
+	}
+	if _, err := b.core.Sessions.Head(t.Context(), "resume-thread"); !errors.Is(err, mesh.ErrSessionNotFound) {
+		t.Errorf("the thread of the refused resume: %v, want not found", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,17 +17,33 @@ import (
 // The HTTP edge: what every request goes through before its route's
 // access rule (guard) and handler, in this order: the Host it names
 // (DNS rebinding), CORS (http.cors.origins; off by default), the
-// deadline of its body (http.read_timeout) and the type of the body of a
-// state-changing request (application/json: a cross-site form posts
-// text/plain or a form encoding, which no route takes).
+// deadline of its body (http.read_timeout) and the cross-site rule of a
+// state-changing request (POST, PUT, PATCH, DELETE).
+//
+// The cross-site rule keeps out what a page of another site can send
+// without a CORS preflight (a "simple" request: a form, or fetch with
+// text/plain or no body), which CORS would not stop: a state-changing
+// request sends JSON or nothing. With a body, its Content-Type must be
+// application/json (or application/…+json). Without one, a Content-Type,
+// if sent, must be JSON too (a form with no field posts
+// application/x-www-form-urlencoded and no byte); and one that sends none
+// must not come from a page of another origin: its Origin, if any, is the
+// bridge's own (the Host it was sent to, or http.public_url's), or one of
+// http.cors.origins. A client that is not a browser (curl, the CLI) sends
+// no Origin and needs no type on an empty POST.
 
 // ErrHostNotAllowed refuses a request whose Host header names no name of
 // this bridge (http.hosts).
 var ErrHostNotAllowed = &mesh.Error{Kind: "host_not_allowed", Status: http.StatusMisdirectedRequest, Message: "host not allowed"}
 
-// ErrUnsupportedMediaType refuses a state-changing request whose body is
-// not JSON.
+// ErrUnsupportedMediaType refuses a state-changing request whose body, or
+// whose Content-Type without a body, is not JSON.
 var ErrUnsupportedMediaType = &mesh.Error{Kind: "unsupported_media_type", Status: http.StatusUnsupportedMediaType, Message: "unsupported media type"}
+
+// ErrCrossSite refuses a state-changing request without a body or a type
+// from a page of another origin (a cross-site request a browser sends
+// without asking first).
+var ErrCrossSite = &mesh.Error{Kind: "origin_not_allowed", Status: http.StatusForbidden, Message: "origin not allowed"}
 
 // CORS headers: what a browser may send and read.
 const (
@@ -65,16 +82,51 @@ func (b *Bridge) edge(mux *http.ServeMux, next http.Handler) http.Handler {
 				h.Set("Access-Control-Expose-Headers", corsExpose)
 			}
 		}
-		if hasBody(r) {
-			if stateChanging(r.Method) && !isJSON(r.Header.Get("Content-Type")) {
+		if stateChanging(r.Method) {
+			ct, body := r.Header.Get("Content-Type"), hasBody(r)
+			switch {
+			case body && !isJSON(ct):
 				refuse(w, http.StatusUnsupportedMediaType, ErrUnsupportedMediaType.Kind,
-					"a "+r.Method+" body must be JSON: send Content-Type: application/json (got "+mesh.Clip(r.Header.Get("Content-Type"))+")", rpc)
+					"a "+r.Method+" body must be JSON: send Content-Type: application/json (got "+mesh.Clip(ct)+")", rpc)
+				return
+			case !body && ct != "" && !isJSON(ct):
+				refuse(w, http.StatusUnsupportedMediaType, ErrUnsupportedMediaType.Kind,
+					"a "+r.Method+" without a body sends no Content-Type, or application/json (got "+mesh.Clip(ct)+")", rpc)
+				return
+			case !body && ct == "" && !ownOrigin(r, hc):
+				refuse(w, http.StatusForbidden, ErrCrossSite.Kind,
+					"a "+r.Method+" from a page of origin "+mesh.Clip(r.Header.Get("Origin"))+" is refused (a cross-site request): "+
+						"send Content-Type: application/json, or add the origin to http.cors.origins", rpc)
 				return
 			}
+		}
+		if hasBody(r) {
 			bodyDeadline(w, r, hc.ReadTimeout.Std())
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// ownOrigin admits a request without Origin (not a browser), one from a
+// page of the bridge itself (the Host the request names, or the host of
+// http.public_url) and one from an origin of http.cors.origins.
+func ownOrigin(r *http.Request, hc *config.HTTP) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	if _, ok := hc.CORS.OriginAllowed(origin); ok {
+		return true
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false // "null": a sandboxed frame, a file, a redirect
+	}
+	if strings.EqualFold(u.Host, r.Host) {
+		return true
+	}
+	pub, err := url.Parse(hc.PublicURL)
+	return hc.PublicURL != "" && err == nil && strings.EqualFold(u.Host, pub.Host)
 }
 
 // hasBody reports whether a request has a body: a length, or chunks.

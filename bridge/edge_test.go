@@ -76,6 +76,61 @@ func TestEdgeContentType(t *testing.T) {
 	}
 }
 
+// A state-changing request without a body is held to the rule of one
+// with a body: what a page of another site can send without a preflight
+// (a form with no field, text/plain, fetch with no body) is refused,
+// whatever the method; a client that is not a browser (no Origin) needs
+// no type, and the bridge's own pages and the origins of
+// http.cors.origins send none either.
+func TestEdgeEmptyBodies(t *testing.T) {
+	h := edgeOf(config.HTTP{PublicURL: "https://mesh.example/", CORS: config.CORS{Origins: []string{"https://app.example"}}})
+	tests := []struct {
+		name, method, path, contentType, origin string
+		want                                    int
+		wantCode                                string
+	}{
+		{"curl: no type, no origin", "POST", "/conversations", "", "", 200, ""},
+		{"JSON type", "POST", "/conversations", "application/json", "", 200, ""},
+		{"JSON type from another site (it needs a preflight)", "POST", "/conversations", "application/json", "https://evil.example", 200, ""},
+		{"the bridge's own page", "POST", "/conversations", "", "http://127.0.0.1:8080", 200, ""},
+		{"the page of the public URL", "POST", "/conversations", "", "https://mesh.example", 200, ""},
+		{"an origin of http.cors.origins", "POST", "/conversations", "", "https://app.example", 200, ""},
+		{"an empty form", "POST", "/conversations", "application/x-www-form-urlencoded", "https://evil.example", 415, "unsupported_media_type"},
+		{"an empty form, no origin", "POST", "/conversations", "application/x-www-form-urlencoded", "", 415, "unsupported_media_type"},
+		{"an empty multipart form", "POST", "/conversations", "multipart/form-data; boundary=x", "https://evil.example", 415, "unsupported_media_type"},
+		{"empty text/plain", "POST", "/conversations", "text/plain", "https://evil.example", 415, "unsupported_media_type"},
+		{"empty text/plain from the own page", "POST", "/conversations", "text/plain", "http://127.0.0.1:8080", 415, "unsupported_media_type"},
+		{"fetch with no body from another site", "POST", "/conversations", "", "https://evil.example", 403, "origin_not_allowed"},
+		{"a sandboxed frame (Origin null)", "POST", "/conversations", "", "null", 403, "origin_not_allowed"},
+		{"DELETE from another site", "DELETE", "/conversations/x", "", "https://evil.example", 403, "origin_not_allowed"},
+		{"PUT empty form", "PUT", "/conversations/x", "application/x-www-form-urlencoded", "", 415, "unsupported_media_type"},
+		{"A2A empty form", "POST", a2a.Path, "text/plain", "https://evil.example", 415, ""},
+		{"A2A from another site", "POST", a2a.Path, "", "https://evil.example", 403, ""},
+		{"a GET from another site reads", "GET", "/health", "", "https://evil.example", 200, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var hdr []string
+			if tt.contentType != "" {
+				hdr = append(hdr, "Content-Type", tt.contentType)
+			}
+			if tt.origin != "" {
+				hdr = append(hdr, "Origin", tt.origin)
+			}
+			rec := serve(h, tt.method, "127.0.0.1:8080", tt.path, "", hdr...)
+			if rec.Code != tt.want {
+				t.Fatalf("status %d, want %d: %s", rec.Code, tt.want, rec.Body)
+			}
+			if tt.wantCode != "" && !strings.Contains(rec.Body.String(), `"code":"`+tt.wantCode+`"`) {
+				t.Errorf("the refusal is not %s: %s", tt.wantCode, rec.Body)
+			}
+			if tt.want != 200 && tt.path == a2a.Path && !strings.Contains(rec.Body.String(), `"jsonrpc":"2.0"`) {
+				t.Errorf("the A2A refusal is not a JSON-RPC error: %s", rec.Body)
+			}
+		})
+	}
+}
+
 func TestEdgeHost(t *testing.T) {
 	tests := []struct {
 		name  string

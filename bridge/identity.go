@@ -21,7 +21,9 @@ func (b *Bridge) me(w http.ResponseWriter, r *http.Request) {
 
 // streamToken serves POST /auth/stream-token: a token for the query of an
 // EventSource (?access_token=…), bound to the caller, valid for
-// auth.stream_token_ttl, accepted by every bridge of the mesh, on GET only.
+// auth.stream_token_ttl (never past the caller's own credential), accepted
+// by every bridge of the mesh; it only reads (GET, and a socket that
+// follows).
 func (b *Bridge) streamToken(w http.ResponseWriter, r *http.Request) {
 	tok, exp := b.auth.StreamToken(auth.FromContext(r.Context()))
 	w.Header().Set("Cache-Control", "no-store")

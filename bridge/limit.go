@@ -36,8 +36,11 @@ import (
 // Who a request counts against: an authenticated principal by its name;
 // the anonymous principal (authentication off) by its client IP, as if
 // each IP were a principal; a request with no principal (an open route
-// without credentials) by its client IP only. /health and /ready are never
-// limited: probes must reach them, NATS or not.
+// without credentials) by its client IP only. A request the guard refuses
+// counts too: by its client IP when its credentials are missing, bad or
+// expired (401), by its principal and IP when its role may not (403).
+// /health and /ready are never limited: probes must reach them, NATS or
+// not.
 //
 // A check that cannot be made (NATS unreachable, a key contended) lets the
 // request through, counted in mesh_limit_errors_total: the bridge can serve
@@ -120,6 +123,19 @@ func (l *limiter) handler(mux *http.ServeMux, next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// refused spends the budgets of a request the guard refuses: its client
+// IP's for credentials missing, bad or expired (p nil), its principal's
+// and IP's for a role that may not. Guessing tokens, or knocking on routes
+// a role may not use, costs what any request costs; it returns the
+// refusal of a spent budget, which is answered instead of the 401 or 403.
+func (l *limiter) refused(r *http.Request, p *auth.Principal) *core.LimitError {
+	if l == nil {
+		return nil
+	}
+	ip := l.clientIP(r)
+	return l.take(r.Context(), limitKey(p, ip), ip)
 }
 
 // limitKey is who a request counts against: "p:<name>" for a principal,

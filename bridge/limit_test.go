@@ -310,3 +310,31 @@ func TestLimitSocketRunFrames(t *testing.T) {
 		t.Errorf("second run frame: %v", last)
 	}
 }
+
+// A request the guard refuses spends budgets as any request does: bad or
+// missing credentials (401) the client IP's, so that guessing tokens on
+// GET /auth/me is limited, and a role that may not (403) its principal's.
+// Past a budget, the answer is the 429, not the 401 or 403.
+func TestLimitRefusedRequestsSpendBudgets(t *testing.T) {
+	yaml := strings.Replace(limitsYAML, "    - {name: bob,", "    - {name: vic, token: \"vic-token-0123456789\", roles: [viewer]}\n    - {name: bob,", 1)
+	a, b := limitedBridges(t, yaml)
+	for i := range 5 {
+		tok := []string{"not-a-token-of-this-mesh", ""}[i%2]
+		if w := call([]*Bridge{a, b}[i%2], "GET", "/auth/me", tok, "192.0.2.7:1000", ""); w.Code != http.StatusUnauthorized {
+			t.Fatalf("refused request %d: %d %s", i+1, w.Code, w.Body)
+		}
+	}
+	w := call(a, "GET", "/auth/me", "not-a-token-of-this-mesh", "192.0.2.7:1000", "")
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") == "" || !strings.Contains(w.Body.String(), "rate_limited") {
+		t.Fatalf("6th bad token from one address: %d %s, want 429 rate_limited", w.Code, w.Body)
+	}
+	// A role that may not: the principal's budget (3 a minute).
+	for i := range 3 {
+		if w := call(b, "POST", "/conversations", "vic-token-0123456789", "192.0.2.8:1000", "{}"); w.Code != http.StatusForbidden {
+			t.Fatalf("viewer's refused request %d: %d %s", i+1, w.Code, w.Body)
+		}
+	}
+	if w := call(a, "GET", "/auth/me", "vic-token-0123456789", "192.0.2.9:1000", ""); w.Code != http.StatusTooManyRequests {
+		t.Errorf("the viewer after 3 refused requests: %d %s, want 429", w.Code, w.Body)
+	}
+}

@@ -196,7 +196,7 @@ func operations(s *schemas) map[string]operation {
 		"POST /api/ai-sdk": {tag: "Streams", summary: "The Vercel AI SDK UI message stream (useChat's default transport)",
 			description: `useChat's body: the last user message runs; trigger "regenerate-message" (useChat's regenerate()) answers the chat's last user message again instead.`,
 			body:        obj(map[string]any{"id": str, "messages": arr(map[string]any{}), "trigger": str, "messageId": str}, "messages"), responses: stream("UI message stream parts, then data: [DONE]")},
-		"GET /agui/ws": {tag: "Streams", summary: "AG-UI over a WebSocket", description: "Upgrade to a WebSocket: RunAgentInput (forwardedProps.action regenerate or feedback as on POST /agui), reattach, follow, unfollow, cancel and feedback ({type: feedback, threadId, messageId, rating, comment?}) frames in; event frames with sequence ids and cursors out.",
+		"GET /agui/ws": {tag: "Streams", summary: "AG-UI over a WebSocket", description: "Upgrade to a WebSocket: RunAgentInput (forwardedProps.action regenerate or feedback as on POST /agui), reattach, follow, unfollow, cancel and feedback ({type: feedback, threadId, messageId, rating, comment?}) frames in; event frames with sequence ids and cursors out. Opened with a stream token (?access_token=), it only reads: run, cancel and feedback frames get an error frame read_only. It closes (1008 token expired) when its token expires.",
 			responses: map[string]response{"101": {description: "switching protocols: the socket is open"}}},
 		"GET " + wire.CardPath:                     {tag: "A2A", summary: "The default agent's A2A card", responses: card},
 		"GET " + wire.LegacyCardPath:               {tag: "A2A", summary: "The default agent's A2A card (the 0.2 path)", responses: card},

@@ -222,6 +222,12 @@ func (s *streamer) follow(ctx context.Context) {
 			s.out.CutOff()
 			_ = writeData(s.out, s.c.envelope(nil, errInternal("the client did not keep up with the stream; the task goes on: resubscribe to it or get it")))
 			return
+		case errors.Is(err, core.ErrCredentialExpired):
+			// As a request with that token is refused: invalid request.
+			e := errInvalidRequest("the token of this stream expired; the task goes on: resubscribe to it with a fresh token")
+			e.Meta = map[string]string{"taskId": s.task}
+			_ = writeData(s.out, s.c.envelope(nil, e))
+			return
 		case err != nil:
 			return // the bridge is stopping
 		}

@@ -192,6 +192,8 @@ func (h *handler) streamEndText(r *http.Request, rs *runStream, ended bool, err 
 		return "", false
 	case errors.Is(err, core.ErrSlowConsumer):
 		return "the client did not keep up; the run goes on: follow GET /conversations/" + rs.session + "/events", true
+	case errors.Is(err, core.ErrCredentialExpired):
+		return "the token of this stream expired; the run goes on: follow GET /conversations/" + rs.session + "/events with a fresh token", true
 	case errors.Is(err, core.ErrFollowerClosed):
 		return "the bridge stopped following the run; it goes on: follow GET /conversations/" + rs.session + "/events", true
 	}
@@ -199,8 +201,11 @@ func (h *handler) streamEndText(r *http.Request, rs *runStream, ended bool, err 
 }
 
 func slowOrInternal(err error) string {
-	if errors.Is(err, core.ErrSlowConsumer) {
+	switch {
+	case errors.Is(err, core.ErrSlowConsumer):
 		return CodeSlowConsumer
+	case errors.Is(err, core.ErrCredentialExpired):
+		return CodeTokenExpired
 	}
 	return mesh.CodeInternal
 }

@@ -15,6 +15,11 @@ import (
 // CodeSlowConsumer ends a stream whose client fell too far behind.
 const CodeSlowConsumer = "SLOW_CONSUMER"
 
+// CodeTokenExpired ends a stream whose credential (a stream token, a JWT)
+// expired: the client opens it again with a fresh token, after the last
+// event it got. A run goes on.
+const CodeTokenExpired = "TOKEN_EXPIRED"
+
 // events serves GET /conversations/{id}/events: the conversation's AG-UI
 // events as stored, each with "id: <stream sequence>", from the start or
 // after Last-Event-ID (or ?after=), then live ones until the client leaves.
@@ -57,6 +62,11 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 			out.CutOff()
 			// No id: the client resumes after the last event it did get.
 			data, _ := json.Marshal(mesh.RunError(CodeSlowConsumer, "the client did not keep up; reconnect with Last-Event-ID to resume"))
+			_ = out.Event(0, data)
+			return
+		}
+		if errors.Is(err, core.ErrCredentialExpired) {
+			data, _ := json.Marshal(mesh.RunError(CodeTokenExpired, "the token of this stream expired; reconnect with a fresh token and Last-Event-ID to resume"))
 			_ = out.Event(0, data)
 			return
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentmesh/agentmesh/bridge/auth"
 	"github.com/agentmesh/agentmesh/bridge/core"
 	"github.com/agentmesh/agentmesh/bridge/sse"
 	"github.com/agentmesh/agentmesh/mesh"
@@ -215,9 +216,12 @@ func (h *handler) agui(w http.ResponseWriter, r *http.Request) {
 		}
 		return nil
 	})
-	if errors.Is(err, core.ErrSlowConsumer) {
+	switch {
+	case errors.Is(err, core.ErrSlowConsumer):
 		out.CutOff()
 		_ = emit(0, mesh.RunError(CodeSlowConsumer, "the client did not keep up; the run goes on: follow GET /conversations/"+thread+"/events"))
+	case errors.Is(err, core.ErrCredentialExpired):
+		_ = emit(0, mesh.RunError(CodeTokenExpired, "the token of this stream expired; the run goes on: follow GET /conversations/"+thread+"/events with a fresh token"))
 	}
 }
 
@@ -240,6 +244,10 @@ func (h *handler) starter(ctx context.Context, in *runAgentInput, caller core.Ca
 		return threadFor{}, nil, err
 	}
 	if len(in.Resume) > 0 {
+		// Refused before the thread is opened: a refusal creates nothing.
+		if !h.core.May(caller, auth.Decide) {
+			return threadFor{}, nil, core.ErrForbidden.With("a resume decides approvals, which needs the approver or admin role")
+		}
 		for _, e := range in.Resume {
 			if _, err := e.decision(); err != nil {
 				return threadFor{}, nil, err

@@ -48,6 +48,15 @@ import (
 // that reconnects and sends the last cursor it got (or a follow's last
 // seq as after) gets every later event once: none missing, none twice.
 //
+// A socket opened with a stream token (?access_token=, for a browser's
+// WebSocket, which cannot send headers) only reads: follow, unfollow and
+// reattach work; run, cancel and feedback frames get an error frame
+// (code read_only, status 403) and the socket stays up. A socket lasts no
+// longer than the credential it was opened with: when a stream token or a
+// JWT expires, the server closes the socket with status 1008 (policy
+// violation) and the reason "token expired"; the client opens a new one
+// with a fresh token and reattaches. The runs go on.
+//
 // A socket follows any number of threads up to SocketConfig.MaxThreads,
 // one run or follow each; the socket and each of them take a stream slot
 // (core.AcquireStream). A run does not end with its socket: the client
@@ -196,6 +205,10 @@ func (c *socket) run() {
 	}()
 	c.wg.Add(1)
 	go c.heartbeat()
+	if p := c.caller.Principal; p != nil && !p.Expires.IsZero() {
+		c.wg.Add(1)
+		go c.expire(p.Expires)
+	}
 	for {
 		typ, data, err := c.conn.Read(c.ctx)
 		if err != nil {
@@ -235,6 +248,28 @@ func (c *socket) heartbeat() {
 	}
 }
 
+// CloseTokenExpired is the reason of the close frame of a socket whose
+// credential expired (status 1008, [websocket.StatusPolicyViolation]).
+const CloseTokenExpired = "token expired: open a new socket with a fresh token and reattach"
+
+// expire closes the socket, with a close frame that says why, when the
+// credential it was opened with expires.
+func (c *socket) expire(at time.Time) {
+	defer c.wg.Done()
+	t := time.NewTimer(time.Until(at))
+	defer t.Stop()
+	select {
+	case <-c.ctx.Done():
+		return
+	case <-t.C:
+	}
+	c.log.Info().Msg("the token of the socket expired: socket closed")
+	// Close first: cancelling the socket's context first would make its
+	// reader close the connection without a close frame.
+	_ = c.conn.Close(websocket.StatusPolicyViolation, CloseTokenExpired)
+	c.cancel()
+}
+
 // handle does what one frame asks, or answers it with an error frame.
 func (c *socket) handle(data []byte) {
 	var f clientFrame
@@ -243,6 +278,14 @@ func (c *socket) handle(data []byte) {
 		return
 	}
 	var err error
+	switch f.Type {
+	case "", "run", "cancel", "feedback":
+		// What changes something: not on a socket of a stream token.
+		if err := c.h.core.Writes(c.caller); err != nil {
+			c.fail(f.ThreadID, f.RunID, err)
+			return
+		}
+	}
 	switch f.Type {
 	case "", "run":
 		var in runAgentInput

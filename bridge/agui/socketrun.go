@@ -164,8 +164,11 @@ func (c *socket) ended(sub *subscription, run string, cur runCursor, err error) 
 	if cur.run != "" {
 		frame.Cursor = cur.String()
 	}
-	if errors.Is(err, core.ErrSlowConsumer) {
+	switch {
+	case errors.Is(err, core.ErrSlowConsumer):
 		frame.Code, frame.Message = CodeSlowConsumer, "the client did not keep up; the run goes on: reattach with the last cursor (a follow: with the last seq)"
+	case errors.Is(err, core.ErrCredentialExpired):
+		return // the socket closes with a close frame that says so
 	}
 	c.send(frame)
 }

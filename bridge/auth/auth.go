@@ -13,8 +13,15 @@
 // its name and roles, valid for auth.stream_token_ttl (60 s), signed with
 // HMAC-SHA256 by a key every bridge of the mesh shares (auth.stream_key,
 // else <data_dir>/keys/stream.key, see [EnsureStreamKey]), so any replica
-// accepts what another issued. Tokens of every kind are never logged and
-// never echoed in an error.
+// accepts what another issued. It only reads: its principal is
+// [Principal.ReadOnly], whatever its roles. Tokens of every kind are never
+// logged and never echoed in an error.
+//
+// A principal carries when its credential stops being accepted
+// ([Principal.Expires]), so that a stream or socket it opened ends then.
+//
+// A JWT whose principal is the name of a static token is refused
+// ([ErrPrincipalTaken]): the two would own the same conversations.
 //
 // Roles grant permissions: viewer [Read]; user [Read] and [Converse];
 // approver [Read] and [Decide]; admin everything, [Admin] included (the
@@ -28,7 +35,9 @@ package auth
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"time"
 
 	"github.com/agentmesh/agentmesh/config"
 )
@@ -73,14 +82,32 @@ type Principal struct {
 	// Via says how the principal was authenticated: token, jwt, stream, or
 	// none for [Anonymous].
 	Via string `json:"via"`
+	// Expires is when the credential that authenticated the principal
+	// stops being accepted: a stream token's expiry, a JWT's exp plus the
+	// clock skew. Zero for a static token and [Anonymous], which do not
+	// expire.
+	Expires time.Time `json:"-"`
 }
+
+// How a principal was authenticated: [Principal.Via].
+const (
+	ViaToken  = "token"
+	ViaJWT    = "jwt"
+	ViaStream = "stream"
+	ViaNone   = "none"
+)
 
 // Anonymous is the principal of every request when authentication is off:
 // an admin, as the mesh was before it had authentication.
-var Anonymous = &Principal{Name: "anonymous", Roles: []string{config.RoleAdmin}, Via: "none"}
+var Anonymous = &Principal{Name: "anonymous", Roles: []string{config.RoleAdmin}, Via: ViaNone}
 
 // IsAnonymous reports whether p is [Anonymous].
 func (p *Principal) IsAnonymous() bool { return p == Anonymous }
+
+// ReadOnly reports whether p was authenticated by a stream token: it
+// reads and does nothing else, whatever its roles (a URL that leaked
+// changes nothing).
+func (p *Principal) ReadOnly() bool { return p != nil && p.Via == ViaStream }
 
 // Has reports whether p has role.
 func (p *Principal) Has(role string) bool { return p != nil && slices.Contains(p.Roles, role) }
@@ -122,6 +149,15 @@ var (
 	ErrNoCredentials  = errors.New("authentication required: send Authorization: Bearer <token>")
 	ErrBadCredentials = errors.New("invalid token")
 	ErrExpired        = errors.New("token expired")
+	// ErrPrincipalTaken (an [ErrBadCredentials]) refuses a JWT whose
+	// principal is the name of a static token (auth.tokens), whatever the
+	// case: the JWT would own the static token's conversations, and it
+	// theirs.
+	ErrPrincipalTaken = fmt.Errorf("%w: its principal is the name of a static token of this bridge (auth.tokens), which a JWT cannot act as", ErrBadCredentials)
+	// ErrCritical (an [ErrBadCredentials]) refuses a JWT whose header has
+	// crit: it names extensions a recipient must understand, and this
+	// bridge understands none.
+	ErrCritical = fmt.Errorf(`%w: its "crit" header names extensions this bridge does not understand`, ErrBadCredentials)
 )
 
 type ctxKey struct{}

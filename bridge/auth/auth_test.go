@@ -150,6 +150,16 @@ func TestStreamTokens(t *testing.T) {
 	if err != nil || p.Name != "u" || !p.May(Converse) || p.Via != "stream" {
 		t.Fatalf("a replica with the shared key: %+v %v", p, err)
 	}
+	if !p.ReadOnly() || !p.Expires.Equal(exp) {
+		t.Errorf("a stream token's principal: read-only %v, expires %v; want read-only, expiring with the token at %v", p.ReadOnly(), p.Expires, exp)
+	}
+	if static, _ := a.Authenticate(request("GET", "user-token-01234567")); static.ReadOnly() || !static.Expires.IsZero() {
+		t.Errorf("a static token's principal: read-only %v, expires %v; want neither", static.ReadOnly(), static.Expires)
+	}
+	// A stream token never outlives the credential it was asked with.
+	if _, short := a.StreamToken(&Principal{Name: "j", Roles: []string{"user"}, Via: ViaJWT, Expires: now.Add(10 * time.Second)}); short.After(now.Add(10 * time.Second)) {
+		t.Errorf("a stream token of a JWT valid 10 s more expires in %v", short.Sub(now))
+	}
 	if _, err := b.Authenticate(q); !errors.Is(err, ErrBadCredentials) {
 		t.Errorf("another key: %v", err)
 	}
@@ -202,7 +212,89 @@ func TestJWTHS256(t *testing.T) {
 			if tc.want == nil && (p.Name != "alice" || strings.Join(p.Roles, ",") != strings.Join(tc.roles, ",")) {
 				t.Errorf("principal %+v, want alice with %v", p, tc.roles)
 			}
+			// Accepted until exp plus the clock skew: so long may what it opens last.
+			if want := time.Now().Add(time.Hour + config.DefaultClockSkew); tc.want == nil && (p.Expires.Before(want.Add(-5*time.Second)) || p.Expires.After(want)) {
+				t.Errorf("the principal of a JWT of an hour expires at %v, want about %v", p.Expires, want)
+			}
 		})
+	}
+}
+
+// A JWT whose header has crit is refused: it names extensions the
+// recipient must understand, and the bridge understands none (an empty
+// list, or one that names a standard parameter, is malformed too).
+func TestJWTCritHeaderRefused(t *testing.T) {
+	secret := strings.Repeat("h", 32)
+	a, err := New(Config{StreamKey: streamKey, Auth: config.Auth{JWT: &config.JWT{HS256Secret: config.Secret(secret), Issuer: issuer, Audience: audience, PrincipalClaim: "sub", RolesClaim: "roles"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withHeader := func(h map[string]any) string {
+		tok := jwt.NewWithClaims(jwt.SigningMethodHS256, claims("alice", []string{"user"}, time.Hour, audience))
+		for k, v := range h {
+			tok.Header[k] = v
+		}
+		s, err := tok.SignedString([]byte(secret))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name   string
+		header map[string]any
+		want   error
+	}{
+		{"no crit", nil, nil},
+		{"an unknown extension", map[string]any{"crit": []string{"https://example.test/ext"}, "https://example.test/ext": true}, ErrCritical},
+		{"an empty list", map[string]any{"crit": []string{}}, ErrCritical},
+		{"a standard parameter", map[string]any{"crit": []string{"alg"}}, ErrCritical},
+		{"not a list", map[string]any{"crit": "exp"}, ErrCritical},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := a.Authenticate(request("GET", withHeader(tc.header)))
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+			if tc.want != nil && (!errors.Is(err, ErrBadCredentials) || Challenge(err) != `Bearer realm="agent-mesh", error="invalid_token"`) {
+				t.Errorf("refusal %v is not an invalid token (challenge %s)", err, Challenge(err))
+			}
+			if tc.want == nil && p.Name != "alice" {
+				t.Errorf("principal %+v", p)
+			}
+		})
+	}
+}
+
+// A JWT cannot be the principal of a static token: the two would own the
+// same conversations. Its principal is refused, whatever the case; other
+// principals pass, and expire with their token (exp plus the clock skew).
+func TestJWTPrincipalOfAStaticTokenRefused(t *testing.T) {
+	secret := strings.Repeat("h", 32)
+	a, err := New(Config{StreamKey: streamKey, Auth: config.Auth{
+		Tokens: []config.Token{{Name: "alice", Token: "alice-token-0123456789", Roles: []string{"user"}}},
+		JWT:    &config.JWT{HS256Secret: config.Secret(secret), Issuer: issuer, Audience: audience, PrincipalClaim: "sub", RolesClaim: "roles", ClockSkew: config.Duration(5 * time.Second)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sub := range []string{"alice", "Alice"} {
+		tok := sign(t, jwt.SigningMethodHS256, []byte(secret), "", claims(sub, []string{"admin"}, time.Hour, audience))
+		p, err := a.Authenticate(request("GET", tok))
+		if !errors.Is(err, ErrPrincipalTaken) || !errors.Is(err, ErrBadCredentials) {
+			t.Errorf("a JWT of %s: %+v %v, want %v", sub, p, err, ErrPrincipalTaken)
+		}
+	}
+	if p, err := a.Authenticate(request("GET", "alice-token-0123456789")); err != nil || p.Name != "alice" || p.Via != ViaToken {
+		t.Errorf("alice's static token: %+v %v", p, err)
+	}
+	c := claims("bob", []string{"user"}, time.Hour, audience)
+	p, err := a.Authenticate(request("GET", sign(t, jwt.SigningMethodHS256, []byte(secret), "", c)))
+	if err != nil || p.Name != "bob" || p.Via != ViaJWT {
+		t.Fatalf("a JWT of bob: %+v %v", p, err)
+	}
+	if want := time.Unix(c["exp"].(int64), 0).Add(5 * time.Second); !p.Expires.Equal(want) || p.ReadOnly() {
+		t.Errorf("bob's JWT: expires %v, read-only %v; want %v (exp plus the skew), not read-only", p.Expires, p.ReadOnly(), want)
 	}
 }
 

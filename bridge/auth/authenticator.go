@@ -36,16 +36,19 @@ type Config struct {
 type Authenticator struct {
 	enabled bool
 	tokens  map[[sha256.Size]byte]*Principal // by the hash of the token
-	jwt     *jwtVerifier
-	key     []byte
-	ttl     time.Duration
-	now     func() time.Time
+	// names are the principals of the static tokens, in lower case: no
+	// JWT may take one.
+	names map[string]bool
+	jwt   *jwtVerifier
+	key   []byte
+	ttl   time.Duration
+	now   func() time.Time
 }
 
 // New builds an authenticator; a JWKS file that cannot be read is an
 // error, a JWKS URL that does not answer yet is tried again on use.
 func New(cfg Config) (*Authenticator, error) {
-	a := &Authenticator{enabled: cfg.Auth.Enabled(), tokens: map[[sha256.Size]byte]*Principal{}, now: cfg.Now, ttl: cfg.Auth.StreamTokenTTL.Or(config.DefaultStreamTokenTTL)}
+	a := &Authenticator{enabled: cfg.Auth.Enabled(), tokens: map[[sha256.Size]byte]*Principal{}, names: map[string]bool{}, now: cfg.Now, ttl: cfg.Auth.StreamTokenTTL.Or(config.DefaultStreamTokenTTL)}
 	if a.now == nil {
 		a.now = time.Now
 	}
@@ -58,7 +61,8 @@ func New(cfg Config) (*Authenticator, error) {
 		return nil, errors.New("auth: the stream key must be at least 32 bytes")
 	}
 	for _, t := range cfg.Auth.Tokens {
-		a.tokens[sha256.Sum256([]byte(t.Token.Reveal()))] = &Principal{Name: t.Name, Roles: knownRoles(t.Roles), Via: "token"}
+		a.tokens[sha256.Sum256([]byte(t.Token.Reveal()))] = &Principal{Name: t.Name, Roles: knownRoles(t.Roles), Via: ViaToken}
+		a.names[strings.ToLower(t.Name)] = true
 	}
 	if cfg.Auth.JWT != nil {
 		v, err := newJWTVerifier(*cfg.Auth.JWT, cfg.HTTPClient, a.now, cfg.Logger)
@@ -88,7 +92,8 @@ const QueryParam = "access_token"
 
 // Authenticate returns the principal of r: [Anonymous] when authentication
 // is off, else the one its credentials name. A request without credentials
-// is [ErrNoCredentials]; bad ones [ErrBadCredentials] or [ErrExpired].
+// is [ErrNoCredentials]; bad ones [ErrBadCredentials] (or one that wraps
+// it: [ErrPrincipalTaken], [ErrCritical]) or [ErrExpired].
 func (a *Authenticator) Authenticate(r *http.Request) (*Principal, error) {
 	if !a.enabled {
 		return Anonymous, nil
@@ -110,7 +115,11 @@ func (a *Authenticator) Authenticate(r *http.Request) (*Principal, error) {
 	if fromQuery || a.jwt == nil || strings.Count(token, ".") != 2 {
 		return nil, ErrBadCredentials
 	}
-	return a.jwt.verify(r.Context(), token)
+	p, err := a.jwt.verify(r.Context(), token)
+	if err == nil && a.names[strings.ToLower(p.Name)] {
+		return nil, ErrPrincipalTaken
+	}
+	return p, err
 }
 
 // bearer is the request's bearer token, from the Authorization header or,
@@ -152,9 +161,13 @@ type streamClaims struct {
 	Exp   int64    `json:"x"`
 }
 
-// StreamToken issues a stream token for p, valid until the time returned.
+// StreamToken issues a stream token for p, valid until the time returned:
+// auth.stream_token_ttl from now, and never past p's own credential.
 func (a *Authenticator) StreamToken(p *Principal) (string, time.Time) {
 	exp := a.now().Add(a.ttl).Truncate(time.Second)
+	if !p.Expires.IsZero() && p.Expires.Before(exp) {
+		exp = p.Expires.Truncate(time.Second)
+	}
 	payload, _ := json.Marshal(streamClaims{Name: p.Name, Roles: p.Roles, Exp: exp.Unix()})
 	body := streamPrefix + base64.RawURLEncoding.EncodeToString(payload)
 	return body + "." + base64.RawURLEncoding.EncodeToString(a.mac(body)), exp
@@ -183,7 +196,7 @@ func (a *Authenticator) verifyStream(token string) (*Principal, error) {
 	if a.now().Unix() >= c.Exp {
 		return nil, ErrExpired
 	}
-	return &Principal{Name: c.Name, Roles: knownRoles(c.Roles), Via: "stream"}, nil
+	return &Principal{Name: c.Name, Roles: knownRoles(c.Roles), Via: ViaStream, Expires: time.Unix(c.Exp, 0)}, nil
 }
 
 // Challenge is the WWW-Authenticate value of a 401 for err (RFC 6750 §3).

@@ -116,6 +116,13 @@ func (v *jwtVerifier) verify(ctx context.Context, token string) (*Principal, err
 func (v *jwtVerifier) check(ctx context.Context, token string) (*Principal, time.Time, error) {
 	claims := jwt.MapClaims{}
 	_, err := v.parser.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
+		// The library does not read crit: a token that names extensions
+		// its recipient must understand is refused here, before its key
+		// is looked up (this bridge understands none; an empty list, or
+		// one naming standard parameters, is malformed anyway).
+		if _, ok := t.Header["crit"]; ok {
+			return nil, ErrCritical
+		}
 		if v.secret != nil {
 			return v.secret, nil
 		}
@@ -123,6 +130,8 @@ func (v *jwtVerifier) check(ctx context.Context, token string) (*Principal, time
 		return v.keys.key(ctx, kid, t.Method.Alg())
 	})
 	switch {
+	case errors.Is(err, ErrCritical):
+		return nil, time.Time{}, ErrCritical
 	case errors.Is(err, jwt.ErrTokenExpired):
 		return nil, time.Time{}, ErrExpired
 	case err != nil:
@@ -136,7 +145,11 @@ func (v *jwtVerifier) check(ctx context.Context, token string) (*Principal, time
 	if err != nil || exp == nil {
 		return nil, time.Time{}, ErrBadCredentials // required by the parser: not reached
 	}
-	return &Principal{Name: name, Roles: knownRoles(rolesOf(claim(claims, v.cfg.RolesClaim))), Via: "jwt"}, exp.Time, nil
+	// The token is accepted until exp plus the clock skew: so long may
+	// what it opened (a stream, a socket) last.
+	p := &Principal{Name: name, Roles: knownRoles(rolesOf(claim(claims, v.cfg.RolesClaim))), Via: ViaJWT,
+		Expires: exp.Add(v.cfg.ClockSkew.Or(config.DefaultClockSkew))}
+	return p, exp.Time, nil
 }
 
 // claim is the claim named name; a dotted name that is not a claim walks

@@ -55,6 +55,9 @@ type FeedbackInput struct {
 // conversation does not hold is 404 message_not_found, a rating that is
 // not like or dislike or a comment too long 400.
 func (c *Core) Feedback(ctx context.Context, id, msgID string, in FeedbackInput, caller Caller) (*mesh.Feedback, error) {
+	if err := c.Writes(caller); err != nil {
+		return nil, err
+	}
 	if err := CheckConversationID(id); err != nil {
 		return nil, err
 	}

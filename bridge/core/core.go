@@ -328,6 +328,9 @@ func (c *Core) CreateChat(ctx context.Context, id, group string, caller Caller) 
 
 // create makes a conversation for agent, or a chat of group.
 func (c *Core) create(ctx context.Context, id, group, agent string, caller Caller) (*mesh.Conversation, error) {
+	if err := c.Writes(caller); err != nil {
+		return nil, err
+	}
 	if err := CheckID("conversation id", id); err != nil {
 		return nil, err
 	}
@@ -415,6 +418,9 @@ func (c *Core) SendTurn(ctx context.Context, id, turnID, text string, caller Cal
 // runIDFor checks conversation id and reserves the run id a caller chose
 // for it, or makes a new one when it chose none.
 func (c *Core) runIDFor(ctx context.Context, id, turnID string, caller Caller) (string, error) {
+	if err := c.Writes(caller); err != nil {
+		return "", err
+	}
 	if err := CheckConversationID(id); err != nil {
 		return "", err
 	}
@@ -460,6 +466,9 @@ func (c *Core) sendTurn(ctx context.Context, id string, tq turnQ, caller Caller)
 
 // queueTurn admits, registers and enqueues turn tq of conversation id.
 func (c *Core) queueTurn(ctx context.Context, id string, tq turnQ, caller Caller) (*Run, error) {
+	if err := c.Writes(caller); err != nil {
+		return nil, err
+	}
 	if err := c.admit(ctx, id); err != nil {
 		return nil, err
 	}
@@ -547,6 +556,9 @@ func (c *Core) pausedBy(ctx context.Context, approval, runID string) bool {
 // its resume; a second decision fails with an error matching
 // [mesh.ErrApprovalDecided] and returns the approval as first decided.
 func (c *Core) Decide(ctx context.Context, approvalID string, body []byte, caller Caller) (*mesh.Approval, *Run, error) {
+	if err := c.Writes(caller); err != nil {
+		return nil, nil, err
+	}
 	if !c.May(caller, auth.Decide) {
 		return nil, nil, ErrForbidden.With("deciding an approval needs the approver or admin role")
 	}

@@ -2,9 +2,12 @@ package core
 
 import (
 	"context"
+	"errors"
+	"net/http"
 	"testing"
 	"time"
 
+	"github.com/agentmesh/agentmesh/bridge/auth"
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
 )
@@ -107,5 +110,59 @@ func TestReadinessWhileReconnecting(t *testing.T) {
 	}
 	if nc.IsClosed() {
 		t.Error("the connection closed instead of reconnecting")
+	}
+}
+
+// A caller whose credential only reads (a stream token) changes nothing,
+// through whichever method of the core: each refuses it with ErrReadOnly
+// (403), and the conversation is as it was.
+func TestReadOnlyCallerChangesNothing(t *testing.T) {
+	m := meshtest.New(t)
+	c := newCore(t, m, 0)
+	conv, err := c.CreateConversation(t.Context(), mesh.NewID(), Caller{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro := Caller{Principal: &auth.Principal{Name: "root", Roles: []string{"admin"}, Via: auth.ViaStream}}
+	fresh := mesh.NewID()
+	for name, call := range map[string]func() error{
+		"create": func() error { _, err := c.CreateConversation(t.Context(), fresh, ro); return err },
+		"send":   func() error { _, err := c.Send(t.Context(), conv.ID, "hello", ro); return err },
+		"send run": func() error {
+			_, err := c.SendTurn(t.Context(), conv.ID, "run-of-a-stream-token", "hello", ro)
+			return err
+		},
+		"send once": func() error {
+			_, err := c.SendOnce(t.Context(), conv.ID, "key-1", "hello", ro)
+			return err
+		},
+		"regenerate": func() error { _, err := c.Regenerate(t.Context(), conv.ID, "", ro); return err },
+		"decide": func() error {
+			_, _, err := c.Decide(t.Context(), "00000000-0000-4000-8000-000000000000", []byte(`{"approved":true}`), ro)
+			return err
+		},
+		"feedback": func() error {
+			_, err := c.Feedback(t.Context(), conv.ID, conv.ID+"-system", FeedbackInput{Rating: "like"}, ro)
+			return err
+		},
+		"files": func() error {
+			_, err := c.StoreFiles(t.Context(), conv.ID, []Upload{{Name: "a.txt", MediaType: "text/plain", Base64: "aGk="}}, ro)
+			return err
+		},
+		"delete": func() error { _, err := c.Delete(t.Context(), conv.ID, false, ro); return err },
+	} {
+		if err := call(); !errors.Is(err, ErrReadOnly) || mesh.HTTPStatus(err) != http.StatusForbidden {
+			t.Errorf("%s with a stream token: %v, want %v (403)", name, err, ErrReadOnly)
+		}
+	}
+	if _, err := c.Sessions.Head(t.Context(), fresh); !errors.Is(err, mesh.ErrSessionNotFound) {
+		t.Errorf("the conversation a stream token asked for: %v, want not found", err)
+	}
+	h, err := c.Sessions.Head(t.Context(), conv.ID)
+	if err != nil || h.Queued != nil || h.Turn != nil || h.Status != mesh.StatusActive {
+		t.Errorf("the conversation after the refusals: %+v %v, want idle as it was", h, err)
+	}
+	if holder, err := c.Sessions.ReserveRun(t.Context(), "run-of-a-stream-token", "another"); err != nil || holder != "another" {
+		t.Errorf("the run id a stream token named was reserved for %q (%v)", holder, err)
 	}
 }

@@ -73,6 +73,9 @@ func (c *Core) StoreFiles(ctx context.Context, id string, ups []Upload, caller C
 	if len(ups) == 0 {
 		return nil, nil
 	}
+	if err := c.Writes(caller); err != nil {
+		return nil, err
+	}
 	all, err := c.checkUploads(ups)
 	if err != nil {
 		return nil, err

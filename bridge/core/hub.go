@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentmesh/agentmesh/bridge/auth"
 	"github.com/agentmesh/agentmesh/mesh"
 )
 
@@ -33,6 +34,11 @@ var (
 	ErrSlowConsumer = errors.New("core: client too slow, stream cut off")
 	// ErrFollowerClosed: the follower or the hub was closed.
 	ErrFollowerClosed = errors.New("core: stream closed")
+	// ErrCredentialExpired: the credential of the request that opened the
+	// follower expired (a stream token, a JWT): a stream lasts no longer
+	// than its credential. The client opens a new one with a fresh token,
+	// after the last event it received.
+	ErrCredentialExpired = errors.New("core: the token that opened the stream expired")
 )
 
 // FromNow asks [Core.Follow] for the events published from now on.
@@ -299,6 +305,11 @@ func (h *hub) remove(f *Follower) {
 // Follow streams the events of session that come after sequence after
 // (0: from the first), or only new ones with [FromNow]: first those the
 // stream holds, then live ones, in order, with no gap and no duplicate.
+// When the principal ctx carries has a credential that expires
+// ([auth.Principal.Expires]), the follower ends then with
+// [ErrCredentialExpired], whatever it still holds: every stream of a
+// conversation (AG-UI, its dialects, A2A, a socket's threads) reads
+// through a follower, so none outlives its credential.
 func (c *Core) Follow(ctx context.Context, session string, after uint64) (*Follower, error) {
 	if err := CheckConversationID(session); err != nil {
 		return nil, err
@@ -319,6 +330,9 @@ func (c *Core) Follow(ctx context.Context, session string, after uint64) (*Follo
 	}
 	f := &Follower{hub: c.hub, session: session, limit: c.hub.limit, notify: make(chan struct{}, 1)}
 	f.holds.Store(true)
+	if p := auth.FromContext(ctx); p != nil && !p.Expires.IsZero() {
+		f.expiry = time.AfterFunc(time.Until(p.Expires), f.expire)
+	}
 	c.hub.add(f)
 	// Stream reads the stream's info: its state is as of now.
 	stream, err := c.cfg.JS.Stream(ctx, c.ns.Stream(mesh.StreamEvents))
@@ -365,6 +379,9 @@ type Follower struct {
 	batch      []StreamEvent
 	replayDone bool
 
+	// expiry ends the follower when its caller's credential expires.
+	expiry *time.Timer
+
 	mu     sync.Mutex
 	queue  []StreamEvent
 	bytes  int
@@ -409,9 +426,32 @@ func (f *Follower) fail(err error) {
 	f.signal()
 }
 
+// expire ends the follower for good: nothing it holds, nothing still to
+// replay, is delivered after its credential expired.
+func (f *Follower) expire() {
+	f.mu.Lock()
+	if f.err == nil {
+		f.err = ErrCredentialExpired
+		f.queue, f.bytes = nil, 0
+	}
+	f.mu.Unlock()
+	f.signal()
+}
+
+// expired reports whether the follower's credential expired.
+func (f *Follower) expired() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err == ErrCredentialExpired
+}
+
 // Next returns the next event, waiting for one until ctx ends. It fails with
-// [ErrSlowConsumer] once the client fell too far behind.
+// [ErrSlowConsumer] once the client fell too far behind, and with
+// [ErrCredentialExpired] once its credential expired.
 func (f *Follower) Next(ctx context.Context) (StreamEvent, error) {
+	if f.expired() {
+		return StreamEvent{}, ErrCredentialExpired
+	}
 	if f.replay != nil {
 		if ev, ok, err := f.nextReplayed(ctx); err != nil || ok {
 			return ev, err
@@ -496,6 +536,9 @@ func (f *Follower) endReplay(ctx context.Context) {
 
 // Close stops following. It is idempotent.
 func (f *Follower) Close() {
+	if f.expiry != nil {
+		f.expiry.Stop()
+	}
 	f.hub.remove(f)
 	f.fail(ErrFollowerClosed)
 	f.endReplay(context.Background())

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentmesh/agentmesh/bridge/auth"
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
 )
@@ -282,5 +283,62 @@ func noMore(t *testing.T, f *Follower) {
 	defer cancel()
 	if ev, err := f.Next(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("extra event %+v, %v", ev, err)
+	}
+}
+
+// A follower opened by a principal whose credential expires (a stream
+// token, a JWT) ends then with ErrCredentialExpired: the events it holds,
+// and those published after, are not delivered. One of a principal that
+// does not expire (a static token) goes on.
+func TestFollowerEndsWhenItsCredentialExpires(t *testing.T) {
+	m := meshtest.New(t)
+	c := newCore(t, m, 0)
+	s := mesh.NewID()
+	publish(t, m, s, 2, "old")
+
+	expires := time.Now().Add(time.Second)
+	ctx := auth.WithPrincipal(t.Context(), &auth.Principal{Name: "u", Roles: []string{"user"}, Via: auth.ViaStream, Expires: expires})
+	f, err := c.Follow(ctx, s, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	static, err := c.Follow(auth.WithPrincipal(t.Context(), &auth.Principal{Name: "u", Via: auth.ViaToken}), s, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer static.Close()
+	for range 2 {
+		next(t, f)
+		next(t, static)
+	}
+	ended := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		for {
+			if _, err := f.Next(ctx); err != nil {
+				ended <- err
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-ended:
+		if !errors.Is(err, ErrCredentialExpired) {
+			t.Fatalf("the follower ended with %v, want %v", err, ErrCredentialExpired)
+		}
+		if time.Now().Before(expires) {
+			t.Errorf("the follower ended %v before its credential expired", time.Until(expires))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the follower of an expired credential did not end")
+	}
+	publish(t, m, s, 1, "late")
+	if _, err := f.Next(t.Context()); !errors.Is(err, ErrCredentialExpired) {
+		t.Errorf("after its end, the follower gives %v", err)
+	}
+	if ev := next(t, static); ev.Session != s {
+		t.Errorf("the follower of a static token: %+v", ev)
 	}
 }

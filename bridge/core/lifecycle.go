@@ -42,6 +42,9 @@ const ReasonDeleted = "conversation deleted"
 // with purge (admins only), its events and stored data go too. Deleting a
 // tombstone again changes nothing (a purge still purges).
 func (c *Core) Delete(ctx context.Context, id string, purge bool, caller Caller) (*DeleteResult, error) {
+	if err := c.Writes(caller); err != nil {
+		return nil, err
+	}
 	if err := CheckConversationID(id); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"net/http"
 
 	"github.com/agentmesh/agentmesh/bridge/auth"
 	"github.com/agentmesh/agentmesh/mesh"
@@ -29,6 +30,22 @@ func (c *Core) Authenticated(caller Caller) bool { return !c.cfg.Auth || caller.
 // authentication off).
 func (c *Core) May(caller Caller, perm auth.Permission) bool {
 	return !c.cfg.Auth || caller.Principal.May(perm)
+}
+
+// ErrReadOnly refuses a change asked with a credential that only reads: a
+// stream token, on the AG-UI socket it opened.
+var ErrReadOnly = &mesh.Error{Kind: "read_only", Status: http.StatusForbidden, Message: "a stream token only reads"}
+
+// Writes is nil when the caller may change something (a conversation, a
+// turn, a decision, a rating, a file), and [ErrReadOnly] when its
+// credential only reads ([auth.Principal.ReadOnly]). Every change of the
+// core asks it, whichever surface it comes from.
+func (c *Core) Writes(caller Caller) error {
+	if caller.Principal.ReadOnly() {
+		return ErrReadOnly.With("this connection was opened with a stream token, which only reads: it may follow and reattach to runs; " +
+			"open it with Authorization: Bearer <token> to run, cancel, decide or rate")
+	}
+	return nil
 }
 
 // owner is what a conversation the caller creates records as its owner.

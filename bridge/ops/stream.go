@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/agentmesh/agentmesh/bridge/auth"
 	"github.com/agentmesh/agentmesh/bridge/core"
 	"github.com/agentmesh/agentmesh/bridge/sse"
 )
@@ -69,7 +70,10 @@ func (s *Service) meshEvents(w http.ResponseWriter, r *http.Request) {
 }
 
 // stream starts an SSE response on one of the bridge's stream slots and
-// runs body until the client leaves or the body fails.
+// runs body until the client leaves, the body fails or the credential of
+// the request (a stream token, a JWT) expires: the stream then ends (its
+// events have no error type); an EventSource reconnects, and is refused
+// until the page gives it a fresh token.
 func (s *Service) stream(w http.ResponseWriter, r *http.Request, body func(context.Context, *sse.Writer) error) {
 	closeStream, err := s.core.OpenStream(r.Context())
 	if err != nil {
@@ -84,7 +88,13 @@ func (s *Service) stream(w http.ResponseWriter, r *http.Request, body func(conte
 	if err := out.Retry(2000); err != nil {
 		return
 	}
-	_ = body(r.Context(), out)
+	ctx := r.Context()
+	if p := auth.FromContext(ctx); p != nil && !p.Expires.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, p.Expires)
+		defer cancel()
+	}
+	_ = body(ctx, out)
 }
 
 // send writes one event: v's JSON object with "type" first.

@@ -709,7 +709,8 @@ function onRunFinished(ev) {
 }
 
 function onRunError(ev) {
-  if (ev.code === 'SLOW_CONSUMER') return; // the stream resumes by itself
+  // The stream resumes by itself (a stream token's end: with a fresh one).
+  if (ev.code === 'SLOW_CONSUMER' || ev.code === 'TOKEN_EXPIRED') return;
   hideSpeaking();
   finishOpenTexts();
   if (ev.code === 'WAITING_APPROVAL') setStatus('waiting_approval');

@@ -187,13 +187,14 @@ export function createOps({ onNavigate }) {
     source.onerror = () => {
       if (es !== source) return;
       setConnection('reconnecting…');
-      if (source.readyState === EventSource.CLOSED) {
-        // Refused (401: an expired stream token, 503): again, with a new token.
-        clearTimeout(retry);
-        retry = setTimeout(() => {
-          if (current === view && es === source) connect(path, onData);
-        }, 2000);
-      }
+      // Refused (401: an expired stream token, 503) or ended (the bridge
+      // ends a stream when its stream token expires): again, with a new
+      // token; the browser's own retry would send the old one.
+      source.close();
+      clearTimeout(retry);
+      retry = setTimeout(() => {
+        if (current === view && es === source) connect(path, onData);
+      }, 2000);
     };
   }
 

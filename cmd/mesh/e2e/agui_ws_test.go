@@ -32,6 +32,7 @@ type wsResult struct {
 		WholeJSON                    string `json:"wholeJSON"`
 	} `json:"drop"`
 	BadFrame map[string]any `json:"badFrame"`
+	ReadOnly map[string]any `json:"readOnly"`
 }
 
 // TestAGUIWebSocketClient drives GET /agui/ws of the real binary with the
@@ -39,9 +40,10 @@ type wsResult struct {
 // resume on one socket (bearer header), then a run whose socket is dropped
 // mid-run (its tool waits for the gate) and reattached on a new socket
 // authenticated by a stream token in the query: the frames before and
-// after the drop are exactly the frames of the whole run. Every run's
-// events pass @ag-ui/client's own verifier. A frame that is not JSON gets
-// an error frame and the socket runs a turn after it.
+// after the drop are exactly the frames of the whole run, and that socket
+// refuses a run (a stream token only reads). Every run's events pass
+// @ag-ui/client's own verifier. A frame that is not JSON gets an error
+// frame and the socket runs a turn after it.
 func TestAGUIWebSocketClient(t *testing.T) {
 	t.Parallel()
 	node := nodeWith(t, "ws", "@ag-ui/client")
@@ -107,6 +109,9 @@ func TestAGUIWebSocketClient(t *testing.T) {
 		t.Errorf("the dropped run ended with %v, want success (a drop does not cancel)", d.Joined.Last)
 	}
 
+	if res.ReadOnly["type"] != "error" || res.ReadOnly["code"] != "read_only" {
+		t.Errorf("a run frame on the stream token's socket got %v, want an error frame read_only", res.ReadOnly)
+	}
 	if res.BadFrame["type"] != "error" || res.BadFrame["code"] != "bad_request" {
 		t.Errorf("a frame that is not JSON got %v, want an error frame bad_request", res.BadFrame)
 	}

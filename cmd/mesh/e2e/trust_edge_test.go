@@ -40,6 +40,7 @@ func TestHTTPEdge(t *testing.T) {
 	t.Run("slow bodies", func(t *testing.T) { testSlowBodies(t, m, 200) })
 	t.Run("idle keep-alives", func(t *testing.T) { testIdleKeepAlives(t, m, 50) })
 	t.Run("content type", func(t *testing.T) { testContentType(t, m) })
+	t.Run("empty bodies", func(t *testing.T) { testEmptyBodies(t, m) })
 	t.Run("host", func(t *testing.T) { testHost(t, m) })
 	t.Run("cors", func(t *testing.T) { testCORS(t, m) })
 	t.Run("reused run id", func(t *testing.T) { testReusedRunID(t, m) })
@@ -175,6 +176,56 @@ func testContentType(t *testing.T, m *meshProc) {
 	status, _, body = curl(t, "-H", "Content-Type: application/json", "--data", `{}`, m.url("/conversations"))
 	if status != http.StatusCreated {
 		t.Errorf("POST /conversations as JSON: %d %s", status, body)
+	}
+}
+
+// testEmptyBodies: a state-changing request without a body is held to the
+// cross-site rule too. A page of another site can post an empty form
+// (application/x-www-form-urlencoded, Content-Length: 0), empty text/plain
+// or a fetch with no body and no type without a preflight: refused (415,
+// 403), nothing created or deleted; curl with no body and no Origin, the
+// bridge's own page and the configured origin are served.
+func testEmptyBodies(t *testing.T, m *meshProc) {
+	_, port, _ := net.SplitHostPort(m.httpAddr)
+	before := m.conversationCount(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want int
+		code string
+	}{
+		{"an empty form", []string{"-H", "Origin: https://evil.example", "--data", ""}, http.StatusUnsupportedMediaType, "unsupported_media_type"},
+		{"empty text/plain", []string{"-H", "Origin: https://evil.example", "-H", "Content-Type: text/plain", "--data", ""}, http.StatusUnsupportedMediaType, "unsupported_media_type"},
+		{"Content-Length 0, form type", []string{"-X", "POST", "-H", "Origin: https://evil.example", "-H", "Content-Length: 0", "-H", "Content-Type: application/x-www-form-urlencoded"}, http.StatusUnsupportedMediaType, "unsupported_media_type"},
+		{"no type from another site", []string{"-X", "POST", "-H", "Origin: https://evil.example", "-H", "Content-Length: 0"}, http.StatusForbidden, "origin_not_allowed"},
+		{"no type from a sandboxed frame", []string{"-X", "POST", "-H", "Origin: null"}, http.StatusForbidden, "origin_not_allowed"},
+	} {
+		status, _, body := curl(t, append(tc.args, m.url("/conversations"))...)
+		if status != tc.want || !strings.Contains(body, tc.code) {
+			t.Errorf("POST /conversations, %s: %d %s, want %d %s", tc.name, status, body, tc.want, tc.code)
+		}
+	}
+	if after := m.conversationCount(t); after != before {
+		t.Errorf("refused empty requests created %d conversations", after-before)
+	}
+	for _, origin := range []string{"", "https://app.example", "http://127.0.0.1:" + port} {
+		args := []string{"-X", "POST"}
+		if origin != "" {
+			args = append(args, "-H", "Origin: "+origin)
+		}
+		status, _, body := curl(t, append(args, m.url("/conversations"))...)
+		if status != http.StatusCreated {
+			t.Errorf("POST /conversations without a body, Origin %q: %d %s, want 201", origin, status, body)
+		}
+	}
+	_, out := m.try("POST", "/conversations", nil)
+	conv := str(out, "conversation", "id")
+	status, _, body := curl(t, "-X", "DELETE", "-H", "Origin: https://evil.example", m.url("/conversations/"+conv))
+	if status != http.StatusForbidden || !strings.Contains(body, "origin_not_allowed") {
+		t.Errorf("DELETE from another site: %d %s, want 403", status, body)
+	}
+	if st, _ := m.try("GET", "/conversations/"+conv, nil); st != http.StatusOK {
+		t.Errorf("the conversation after a refused DELETE: %d, want 200", st)
 	}
 }
 

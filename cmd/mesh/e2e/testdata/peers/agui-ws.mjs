@@ -18,8 +18,11 @@
 //              stream token in the query, reattaches with the last cursor
 //              and gets the rest; a third reattaches from the run's start
 //              and gets the whole run, to compare with.
-//   badframe:  a frame that is not JSON gets an error frame, and the same
-//              socket then runs a turn.
+//   readonly:  on the stream token's socket, a run frame gets an error
+//              frame (a stream token only reads).
+//   badframe:  on the third socket (bearer header), a frame that is not
+//              JSON gets an error frame, and the same socket then runs a
+//              turn.
 
 import { randomUUID } from 'node:crypto';
 import { createInterface } from 'node:readline';
@@ -177,12 +180,16 @@ out.drop = {
   wholeJSON: JSON.stringify(whole),
 };
 
+// A stream token's socket reads only: a run is refused.
+again.send(runInput(randomUUID(), 'list all resources'));
+out.readOnly = await again.next();
+
 // A bad frame, then a turn on the same socket.
-again.send('this is not JSON');
-out.badFrame = await again.next();
+third.send('this is not JSON');
+out.badFrame = await third.next();
 const badThread = randomUUID();
-again.send(runInput(badThread, 'list all resources'));
-out.runs.afterBadFrame = await report('after-bad-frame', await again.untilEnd(badThread));
+third.send(runInput(badThread, 'list all resources'));
+out.runs.afterBadFrame = await report('after-bad-frame', await third.untilEnd(badThread));
 
 again.ws.close();
 third.ws.close();
