@@ -138,8 +138,8 @@ func register(mux core.Mux, b *Bridge, cfg Config, c *core.Core) {
 		PingAfter: cfg.Agent.HTTP.PingAfter.Std(), PingEvery: cfg.Agent.HTTP.PingEvery.Std(), Logger: cfg.Logger,
 	}
 	agui.Register(mux, acfg)
-	cors := &cfg.Agent.HTTP.CORS
-	agui.RegisterSocket(mux, acfg, agui.SocketConfig{OriginAllowed: func(o string) bool { _, ok := cors.OriginAllowed(o); return ok }})
+	hc := &cfg.Agent.HTTP
+	agui.RegisterSocket(mux, acfg, agui.SocketConfig{OriginAllowed: func(o string) bool { return originAdmitted(o, hc) }})
 	a2a.Register(mux, a2a.Config{
 		Core: c, Name: cfg.Agent.Name, Description: cfg.Agent.Description, Version: cfg.Version,
 		PublicURL: cfg.Agent.HTTP.PublicURL, SubAgents: subAgents,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -71,6 +72,15 @@ func TestStreamTokenSocketOnlyReads(t *testing.T) {
 	var st struct{ Token string }
 	if err := json.Unmarshal(w.Body.Bytes(), &st); w.Code != http.StatusOK || err != nil {
 		t.Fatalf("stream token: %d %s", w.Code, w.Body)
+	}
+	// Who am I, with it: an admin who may read, and nothing else.
+	me := call(b, "GET", "/auth/me?access_token="+st.Token, "", "192.0.2.1:1000", "")
+	var got struct{ May map[string]bool }
+	if err := json.Unmarshal(me.Body.Bytes(), &got); me.Code != http.StatusOK || err != nil {
+		t.Fatalf("GET /auth/me with a stream token: %d %s", me.Code, me.Body)
+	}
+	if want := map[string]bool{"read": true, "converse": false, "decide": false, "admin": false}; !maps.Equal(got.May, want) {
+		t.Errorf("GET /auth/me with an admin's stream token: may %v, want %v", got.May, want)
 	}
 	opened := time.Now()
 	conn, _, err := websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(srv.URL, "http")+agui.SocketPath+"?access_token="+st.Token, nil)

@@ -115,15 +115,22 @@ func ownOrigin(r *http.Request, hc *config.HTTP) bool {
 	if origin == "" {
 		return true
 	}
+	if u, err := url.Parse(origin); err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host) {
+		return true
+	}
+	return originAdmitted(origin, hc)
+}
+
+// originAdmitted admits a browser's Origin that is not the Host a request
+// names: one of http.cors.origins, or the host of http.public_url (a page
+// of the bridge behind a proxy that rewrites Host).
+func originAdmitted(origin string, hc *config.HTTP) bool {
 	if _, ok := hc.CORS.OriginAllowed(origin); ok {
 		return true
 	}
 	u, err := url.Parse(origin)
 	if err != nil || u.Host == "" {
 		return false // "null": a sandboxed frame, a file, a redirect
-	}
-	if strings.EqualFold(u.Host, r.Host) {
-		return true
 	}
 	pub, err := url.Parse(hc.PublicURL)
 	return hc.PublicURL != "" && err == nil && strings.EqualFold(u.Host, pub.Host)

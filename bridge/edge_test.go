@@ -209,3 +209,23 @@ func TestEdgeCORS(t *testing.T) {
 		}
 	})
 }
+
+// The AG-UI socket admits the same foreign origins as the edge's
+// cross-site rule: http.cors.origins, and the host of http.public_url.
+func TestOriginAdmitted(t *testing.T) {
+	hc := &config.HTTP{PublicURL: "https://mesh.example/", CORS: config.CORS{Origins: []string{"https://app.example"}}}
+	for origin, want := range map[string]bool{
+		"https://mesh.example":  true,
+		"https://app.example":   true,
+		"https://evil.example":  false,
+		"null":                  false,
+		"https://mesh.example.": false,
+	} {
+		if got := originAdmitted(origin, hc); got != want {
+			t.Errorf("originAdmitted(%q) = %v, want %v", origin, got, want)
+		}
+	}
+	if originAdmitted("https://mesh.example", &config.HTTP{}) {
+		t.Error("an origin is admitted without http.public_url nor http.cors")
+	}
+}

@@ -9,12 +9,14 @@ import (
 )
 
 // me serves GET /auth/me: whether authentication is on, who the caller is
-// and what it may do. The web page asks it first: 401 means sign in.
+// and what it may do with the credential it sent (a stream token only
+// reads, whatever its principal's roles). The web page asks it first: 401
+// means sign in.
 func (b *Bridge) me(w http.ResponseWriter, r *http.Request) {
 	p := auth.FromContext(r.Context())
 	may := map[string]bool{}
 	for _, perm := range []auth.Permission{auth.Read, auth.Converse, auth.Decide, auth.Admin} {
-		may[perm.String()] = p.May(perm)
+		may[perm.String()] = p.May(perm) && (perm == auth.Read || !p.ReadOnly())
 	}
 	core.WriteJSON(w, http.StatusOK, map[string]any{"auth": b.auth.Enabled(), "principal": p, "may": may})
 }

@@ -71,7 +71,8 @@ const SocketPath = "/agui/ws"
 // SocketConfig configures GET /agui/ws.
 type SocketConfig struct {
 	// OriginAllowed admits a browser's Origin that is not the bridge's own
-	// host (http.cors.origins). Nil admits the same host only.
+	// host (http.cors.origins, the host of http.public_url). Nil admits the
+	// same host only.
 	OriginAllowed func(origin string) bool
 	// MaxThreads bounds the runs and follows one socket has open at once.
 	// Zero means 16.
@@ -132,7 +133,8 @@ func (s *sockets) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // originAllowed admits a request without Origin (not a browser), one from
-// the bridge's own host, and those http.cors.origins admits.
+// the bridge's own host, and those OriginAllowed admits (http.cors.origins,
+// the host of http.public_url).
 func (s *sockets) originAllowed(r *http.Request) bool {
 	origin := r.Header.Get("Origin")
 	if origin == "" {
