@@ -33,7 +33,7 @@ func TestServerAuthConfigMatchesTheEmbeddedServer(t *testing.T) {
 	}
 	var users []mesh.ServerUser
 	for _, role := range roles {
-		p, _ := ns.Permissions(role)
+		p, _ := mesh.PermissionsOf(ns, role)
 		users = append(users, mesh.ServerUser{NKey: keys[role], Permissions: &p})
 	}
 	write := func(name, content string) {

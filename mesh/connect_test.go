@@ -194,7 +194,7 @@ func TestConnectNKeyOverTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	perms, _ := mesh.DefaultNamespace.Permissions(mesh.RoleBridge)
+	perms, _ := mesh.PermissionsOf(mesh.DefaultNamespace, mesh.RoleBridge)
 	srv, err := mesh.StartServer(mesh.ServerConfig{Listen: "127.0.0.1:0", StoreDir: filepath.Join(dir, "js"), TLS: serverTLS,
 		Users: []mesh.ServerUser{{NKey: keys[mesh.RoleBridge], Permissions: &perms}, {NKey: keys[mesh.RoleAdmin]}}})
 	if err != nil {

@@ -29,7 +29,7 @@ func TestFileStoreRoundTrip(t *testing.T) {
 	for _, role := range roles {
 		u := mesh.ServerUser{NKey: keys[role]}
 		if role != mesh.RoleAdmin {
-			p, _ := ns.Permissions(role)
+			p, _ := mesh.PermissionsOf(ns, role)
 			u.Permissions = &p
 		}
 		users = append(users, u)
@@ -57,7 +57,7 @@ func TestFileStoreRoundTrip(t *testing.T) {
 		t.Fatalf("the object store's stream: %v, %+v", err, st)
 	}
 	bind := func(role string) *mesh.FileStore {
-		p, _ := ns.Permissions(role)
+		p, _ := mesh.PermissionsOf(ns, role)
 		r, err := mesh.Bind(t.Context(), js(role), ns, p)
 		if err != nil || r.Files == nil {
 			t.Fatalf("%s binds: %v, files %v", role, err, r)

@@ -1,14 +1,7 @@
 package mesh
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"strings"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Node states a process reports in its heartbeats.
@@ -100,62 +93,4 @@ type Degradation struct {
 	Since  time.Time `json:"since"`
 	Reason string    `json:"reason"`
 	Failed []string  `json:"failed"`
-}
-
-// SubjectRestart asks a node to exit so that its supervisor starts it again:
-// mesh.node.<node id>.restart.
-const SubjectRestart = "%s.node.%s.restart"
-
-// Restart returns mesh.node.<node id>.restart.
-func (n Namespace) Restart(node string) (string, error) {
-	return n.build(SubjectRestart, node)
-}
-
-// Nodes reads the nodes bucket.
-type Nodes struct{ kv jetstream.KeyValue }
-
-// NewNodes returns a reader of the nodes bucket.
-func NewNodes(kv jetstream.KeyValue) *Nodes { return &Nodes{kv: kv} }
-
-// List returns every node the bucket knows, live or marked down.
-func (n *Nodes) List(ctx context.Context) ([]NodeInfo, error) {
-	keys, err := n.kv.ListKeys(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list nodes: %w", err)
-	}
-	var out []NodeInfo
-	for key := range keys.Keys() {
-		if strings.HasPrefix(key, "_mesh.") {
-			continue
-		}
-		e, err := n.kv.Get(ctx, key)
-		if err != nil {
-			continue
-		}
-		var info NodeInfo
-		if json.Unmarshal(e.Value(), &info) == nil {
-			out = append(out, info)
-		}
-	}
-	return out, nil
-}
-
-// Degraded returns the degradation in force, or nil.
-func (n *Nodes) Degraded(ctx context.Context) (*Degradation, error) {
-	e, err := n.kv.Get(ctx, DegradedKey)
-	if err != nil {
-		if isNotFound(err) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	var d Degradation
-	if err := json.Unmarshal(e.Value(), &d); err != nil {
-		return nil, err
-	}
-	return &d, nil
-}
-
-func isNotFound(err error) bool {
-	return errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted)
 }

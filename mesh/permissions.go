@@ -137,9 +137,6 @@ type Permissions struct {
 	ns Namespace
 }
 
-// Inbox is the inbox prefix of role: _INBOX.<prefix>.<role>.
-func (n Namespace) Inbox(role string) string { return "_INBOX." + n.prefix + "." + role }
-
 // OperatorInboxes are the reply subjects of a client that keeps the default
 // inbox prefix of nats.go, nats.js and the nats CLI: _INBOX.<nuid>, and
 // _INBOX.<nuid>.<token> for a request answered through its shared reply
@@ -150,7 +147,7 @@ func OperatorInboxes() []string { return []string{"_INBOX.*", "_INBOX.*.*"} }
 // Permissions returns the permissions of an identity: one of
 // [IdentityRoles], a role's [Responder], or [RoleAdmin]; ok is false for
 // another name.
-func (n Namespace) Permissions(name string) (p Permissions, ok bool) {
+func PermissionsOf(n Namespace, name string) (p Permissions, ok bool) {
 	p = Permissions{Role: name, Inbox: n.Inbox(name), ns: n}
 	if name == RoleAdmin {
 		p.Inbox = ""
@@ -160,15 +157,15 @@ func (n Namespace) Permissions(name string) (p Permissions, ok bool) {
 		p.Objects = []string{BucketFiles}
 		return p, true
 	}
-	if role, ok := strings.CutSuffix(name, ResponderSuffix); ok && n.roleGrants(role) != nil {
+	if role, ok := strings.CutSuffix(name, ResponderSuffix); ok && roleGrants(n, role) != nil {
 		// A responder requests nothing: it has no inbox of its own.
-		p.Grants = n.responderGrants(role)
-	} else if grants := n.roleGrants(name); grants != nil {
+		p.Grants = responderGrants(n, role)
+	} else if grants := roleGrants(n, name); grants != nil {
 		// Its own inbox: to read replies, and to answer itself a request
 		// its wire guard would not send (wire.go).
 		p.Publish = []string{p.Inbox + ".>"}
 		p.Subscribe = []string{p.Inbox + ".>"}
-		for _, g := range append(n.nodeGrants(name), grants...) {
+		for _, g := range append(nodeGrants(n, name), grants...) {
 			if g.Kind != GrantServe {
 				p.Grants = append(p.Grants, g)
 			}
@@ -177,7 +174,7 @@ func (n Namespace) Permissions(name string) (p Permissions, ok bool) {
 		return Permissions{}, false
 	}
 	for _, g := range p.Grants {
-		pub, sub := n.compile(g)
+		pub, sub := compile(n, g)
 		p.Publish = appendNew(p.Publish, pub...)
 		p.Subscribe = appendNew(p.Subscribe, sub...)
 		switch g.Kind {
@@ -195,16 +192,16 @@ func (n Namespace) Permissions(name string) (p Permissions, ok bool) {
 // responderGrants are the grants of role's responder identity: what the
 // role serves, and answers to the inboxes of the roles that may ask for it
 // and of operators' clients.
-func (n Namespace) responderGrants(role string) []Grant {
+func responderGrants(n Namespace, role string) []Grant {
 	var grants []Grant
-	for _, g := range append(n.nodeGrants(role), n.roleGrants(role)...) {
+	for _, g := range append(nodeGrants(n, role), roleGrants(n, role)...) {
 		if g.Kind == GrantServe {
 			grants = append(grants, g)
 		}
 	}
 	served := slices.Clone(grants)
 	for _, caller := range IdentityRoles {
-		for _, req := range append(n.nodeGrants(caller), n.roleGrants(caller)...) {
+		for _, req := range append(nodeGrants(n, caller), roleGrants(n, caller)...) {
 			asks := slices.ContainsFunc(served, func(s Grant) bool { return SubjectsOverlap(s.Subject, req.Subject) })
 			inbox := n.Inbox(caller) + ".>"
 			if req.Kind != GrantRequest || !asks || slices.ContainsFunc(grants, func(g Grant) bool { return g.Subject == inbox }) {
@@ -220,29 +217,30 @@ func (n Namespace) responderGrants(role string) []Grant {
 }
 
 // nodeGrants are what every role process does as a node of the mesh.
-func (n Namespace) nodeGrants(role string) []Grant {
+func nodeGrants(n Namespace, role string) []Grant {
 	return []Grant{
-		{Kind: GrantPublish, Subject: n.prefix + ".hb." + role + ".*", Why: "heartbeats"},
+		{Kind: GrantPublish, Subject: n.HeartbeatsOf(role), Why: "heartbeats"},
 		{Kind: GrantKVWrite, Subject: BucketNodes, Filter: role + ".*", Why: "its own liveness key"},
-		{Kind: GrantServe, Subject: n.prefix + ".node.*.probe", Why: "answer liveness probes"},
-		{Kind: GrantSubscribe, Subject: n.prefix + ".node.*.restart", Why: "exit when a monitor finds it stuck"},
+		{Kind: GrantServe, Subject: n.ProbeAll(), Why: "answer liveness probes"},
+		{Kind: GrantSubscribe, Subject: n.RestartAll(), Why: "exit when a monitor finds it stuck"},
 	}
 }
 
 // roleGrants is the permission table: what each role's job needs, and
 // nothing else. Every subject a role publishes, serves or reads, every
 // stream it consumes and every bucket it reads or writes is here.
-func (n Namespace) roleGrants(role string) []Grant {
-	p := n.prefix
-	work := func(r string) string { return p + ".work." + r + ".*.*" }
+func roleGrants(n Namespace, role string) []Grant {
+	work := n.WorkOf
+	// The event subjects of one type, of every conversation.
+	events := func(t EventType) string { return must(n.EventsOfType(t)) }
 	switch role {
 	case RoleAgent:
 		g := []Grant{
 			{Kind: GrantConsume, Subject: n.Stream(StreamWork), Consumer: "*", Filter: work(RoleAgent), Why: "turns, tree steps, resumes (with the caller's token)"},
 			{Kind: GrantStore, Subject: work(RoleAgent), Why: "tree steps"},
 			{Kind: GrantStore, Subject: work(RoleGroup), Why: "a member's turn ended (group_next)"},
-			{Kind: GrantStore, Subject: p + ".evt.*.*", Why: "AG-UI events"},
-			{Kind: GrantRequest, Subject: p + ".tool.>", Why: "tool calls"},
+			{Kind: GrantStore, Subject: n.EventSubjects(), Why: "AG-UI events"},
+			{Kind: GrantRequest, Subject: n.ToolAll(), Why: "tool calls"},
 			{Kind: GrantRequest, Subject: n.ApprovalRequestAll(), Why: "ask for an approval"},
 			{Kind: GrantSubscribe, Subject: n.SessionCancelAll(), Why: "cancel requests"},
 			{Kind: GrantPublish, Subject: n.SessionCancelAll(), Why: "stop the rest of a failed tree"},
@@ -263,7 +261,7 @@ func (n Namespace) roleGrants(role string) []Grant {
 			{Kind: GrantConsume, Subject: n.Stream(StreamWork), Consumer: "*", Filter: work(RoleGroup), Why: "group chat work (with the caller's token)"},
 			{Kind: GrantStore, Subject: work(RoleAgent), Why: "members' turns"},
 			{Kind: GrantStore, Subject: work(RoleGroup), Why: "its own checks and next steps"},
-			{Kind: GrantStore, Subject: p + ".evt.*.*", Why: "AG-UI events"},
+			{Kind: GrantStore, Subject: n.EventSubjects(), Why: "AG-UI events"},
 			{Kind: GrantSubscribe, Subject: n.SessionCancelAll(), Why: "cancel requests"},
 			{Kind: GrantKVRead, Subject: BucketSessions, Why: "conversations"},
 			{Kind: GrantKVWrite, Subject: BucketSessions, Why: "conversations, by compare-and-set"},
@@ -272,11 +270,9 @@ func (n Namespace) roleGrants(role string) []Grant {
 			{Kind: GrantKVWatch, Subject: BucketNodes, Filter: RoleAgent + ".*", Why: "which members are alive"},
 		}
 	case RoleToolhost:
-		return []Grant{
-			{Kind: GrantServe, Subject: p + ".tool.>", Why: "tool calls (micro service " + ToolServiceName + ")"},
-			{Kind: GrantServe, Subject: "$SRV.*", Why: "service discovery"},
-			{Kind: GrantServe, Subject: "$SRV.*." + ToolServiceName, Why: "service discovery"},
-			{Kind: GrantServe, Subject: "$SRV.*." + ToolServiceName + ".*", Why: "service discovery"},
+		return slices.Concat([]Grant{
+			{Kind: GrantServe, Subject: n.ToolAll(), Why: "tool calls (micro service " + ToolServiceName + ")"},
+		}, discovery(ToolServiceName), []Grant{
 			{Kind: GrantKVRead, Subject: BucketTools, Why: "its catalog entries"},
 			{Kind: GrantKVWatch, Subject: BucketTools, Why: "its catalog entries, to drop stale ones"},
 			{Kind: GrantKVWrite, Subject: BucketTools, Why: "publish its tools"},
@@ -286,38 +282,36 @@ func (n Namespace) roleGrants(role string) []Grant {
 			{Kind: GrantKVRead, Subject: BucketNodes, Filter: RoleToolhost + ".*", Why: "is the host of a started call alive"},
 			{Kind: GrantKVRead, Subject: BucketApprovals, Filter: ApprovalKeysFilter, Why: "the approvers' public keys"},
 			{Kind: GrantKVWatch, Subject: BucketApprovals, Filter: ApprovalKeysFilter, Why: "the approvers' public keys, as they are published"},
-		}
+		})
 	case RoleApprover:
-		return []Grant{
+		return slices.Concat([]Grant{
 			{Kind: GrantServe, Subject: n.ApprovalDecideAll(), Why: "decisions (with the decider's token)"},
 			{Kind: GrantServe, Subject: n.ApprovalRequestAll(), Why: "record a pending approval"},
-			{Kind: GrantServe, Subject: "$SRV.*", Why: "service discovery"},
-			{Kind: GrantServe, Subject: "$SRV.*." + approvalServiceName, Why: "service discovery"},
-			{Kind: GrantServe, Subject: "$SRV.*." + approvalServiceName + ".*", Why: "service discovery"},
-			{Kind: GrantStore, Subject: p + ".evt.*." + string(EventCustom), Why: "approval_decided"},
+		}, discovery(ApprovalServiceName), []Grant{
+			{Kind: GrantStore, Subject: events(EventCustom), Why: "approval_decided"},
 			{Kind: GrantStore, Subject: work(RoleAgent), Why: "resumes (with the decider's token)"},
 			{Kind: GrantKVRead, Subject: BucketApprovals, Why: "approvals"},
 			{Kind: GrantKVWatch, Subject: BucketApprovals, Why: "decided approvals whose resume is missing"},
 			{Kind: GrantKVWrite, Subject: BucketApprovals, Why: "approvals: the only writer"},
 			{Kind: GrantKVRead, Subject: BucketTools, Why: "is a tool destructive (policy non_destructive)"},
-		}
+		})
 	case RoleBridge:
 		return []Grant{
 			{Kind: GrantStore, Subject: work(RoleAgent), Why: "turns (with the caller's token)"},
 			{Kind: GrantStore, Subject: work(RoleGroup), Why: "group chat messages (with the caller's token)"},
 			{Kind: GrantRequest, Subject: n.ApprovalDecideAll(), Why: "decisions (with the decider's token)"},
 			{Kind: GrantPublish, Subject: n.SessionCancelAll(), Why: "cancel a run"},
-			{Kind: GrantStore, Subject: p + ".evt.*." + string(EventCustom), Why: "run_queued: a message the bridge queued"},
-			{Kind: GrantStore, Subject: p + ".evt.*." + string(EventRunError), Why: "a queued turn not taken or lost (UNAVAILABLE, TURN_LOST)"},
-			{Kind: GrantStore, Subject: p + ".evt.*." + string(EventRunFinished), Why: "a queued turn cancelled before an agent took it"},
+			{Kind: GrantStore, Subject: events(EventCustom), Why: "run_queued: a message the bridge queued"},
+			{Kind: GrantStore, Subject: events(EventRunError), Why: "a queued turn not taken or lost (UNAVAILABLE, TURN_LOST)"},
+			{Kind: GrantStore, Subject: events(EventRunFinished), Why: "a queued turn cancelled before an agent took it"},
 			{Kind: GrantFollow, Subject: n.Stream(StreamEvents), Filter: n.EventsAll(), Why: "stream events to clients"},
 			{Kind: GrantStreamPurge, Subject: n.Stream(StreamEvents), Why: "DELETE /conversations/{id}?purge=true (admins): a conversation's events"},
 			{Kind: GrantStreamPurge, Subject: n.Stream(StreamMessages), Why: "DELETE /conversations/{id}?purge=true (admins): a conversation's messages"},
 			{Kind: GrantConsumerInfo, Subject: n.Stream(StreamWork), Consumer: "*", Why: "/ready: is an agent pulling"},
 			{Kind: GrantConsumerList, Subject: n.Stream(StreamWork), Why: "/ops/mesh: the work queue of every agent and group"},
 			{Kind: GrantStreamGet, Subject: n.Stream(StreamWork), Filter: work("*"), Why: "is a queued turn's item still there (it published it, and holds the token it carries)"},
-			{Kind: GrantRequest, Subject: "$SRV.PING." + ToolServiceName, Why: "/ready"},
-			{Kind: GrantRequest, Subject: "$SRV.PING." + approvalServiceName, Why: "/ready"},
+			{Kind: GrantRequest, Subject: ServicePing(ToolServiceName), Why: "/ready"},
+			{Kind: GrantRequest, Subject: ServicePing(ApprovalServiceName), Why: "/ready"},
 			{Kind: GrantKVRead, Subject: BucketSessions, Why: "conversations"},
 			{Kind: GrantKVWatch, Subject: BucketSessions, Why: "list conversations"},
 			{Kind: GrantKVWrite, Subject: BucketSessions, Why: "create conversations"},
@@ -337,9 +331,9 @@ func (n Namespace) roleGrants(role string) []Grant {
 	case RoleMonitor:
 		return []Grant{
 			{Kind: GrantSubscribe, Subject: n.HeartbeatAll(), Why: "every node's heartbeats"},
-			{Kind: GrantRequest, Subject: p + ".node.*.probe", Why: "liveness probes"},
-			{Kind: GrantPublish, Subject: p + ".node.*.restart", Why: "ask a stuck node to exit"},
-			{Kind: GrantStore, Subject: p + ".evt." + SystemSession + "." + string(EventCustom), Why: "node_down, node_up, degradation"},
+			{Kind: GrantRequest, Subject: n.ProbeAll(), Why: "liveness probes"},
+			{Kind: GrantPublish, Subject: n.RestartAll(), Why: "ask a stuck node to exit"},
+			{Kind: GrantStore, Subject: must(n.Event(SystemSession, EventCustom)), Why: "node_down, node_up, degradation"},
 			{Kind: GrantKVRead, Subject: BucketNodes, Why: "every node"},
 			{Kind: GrantKVWatch, Subject: BucketNodes, Why: "every node"},
 			{Kind: GrantKVWrite, Subject: BucketNodes, Why: "down records, degradation mode"},
@@ -348,12 +342,26 @@ func (n Namespace) roleGrants(role string) []Grant {
 	return nil
 }
 
-// approvalServiceName mirrors approver.ServiceName (mesh imports no role).
-const approvalServiceName = "mesh-approvals"
+// discovery are the grants of a micro service's discovery subjects.
+func discovery(svc string) []Grant {
+	var out []Grant
+	for _, s := range ServiceSubjects(svc) {
+		out = append(out, Grant{Kind: GrantServe, Subject: s, Why: "service discovery"})
+	}
+	return out
+}
+
+// must is a subject of the table, built from valid tokens.
+func must(subject string, err error) string {
+	if err != nil {
+		panic(fmt.Sprintf("mesh: permission table: %v", err))
+	}
+	return subject
+}
 
 // compile turns a grant into the subjects it allows to publish and to
 // subscribe to.
-func (n Namespace) compile(g Grant) (pub, sub []string) {
+func compile(n Namespace, g Grant) (pub, sub []string) {
 	const api = "$JS.API."
 	switch g.Kind {
 	case GrantPublish, GrantStore, GrantRequest, GrantReply:
@@ -396,13 +404,13 @@ func (n Namespace) compile(g Grant) (pub, sub []string) {
 		// A consumer of several filter subjects names none in its create
 		// subject, so the server cannot hold it to Filter: that form is
 		// allowed only when Filter is everything the stream stores.
-		if g.Filter == n.streamSubjects(s) {
+		if g.Filter == streamSubjects(n, s) {
 			pub = append(pub, api+"CONSUMER.CREATE."+s+".*")
 		}
 		return pub, nil
 	}
 	if g.Kind == GrantObjectRead || g.Kind == GrantObjectWrite {
-		return n.compileObjects(g)
+		return compileObjects(n, g)
 	}
 	bucket := n.Bucket(g.Subject)
 	stream := "KV_" + bucket
@@ -430,7 +438,7 @@ func (n Namespace) compile(g Grant) (pub, sub []string) {
 
 // compileObjects turns an object store grant into subjects. An object's
 // name is encoded in its subjects: the grant is the whole store's.
-func (n Namespace) compileObjects(g Grant) (pub, sub []string) {
+func compileObjects(n Namespace, g Grant) (pub, sub []string) {
 	const api = "$JS.API."
 	bucket := n.Bucket(g.Subject)
 	stream := "OBJ_" + bucket
@@ -452,7 +460,7 @@ func (n Namespace) compileObjects(g Grant) (pub, sub []string) {
 
 // streamSubjects is the wildcard of everything stream (its full name)
 // stores, or "" for a stream that is not one of the mesh's.
-func (n Namespace) streamSubjects(stream string) string {
+func streamSubjects(n Namespace, stream string) string {
 	switch stream {
 	case n.Stream(StreamEvents):
 		return n.EventsAll()

@@ -20,7 +20,7 @@ func PermissionsMarkdown(n Namespace) string {
 	for _, role := range IdentityRoles {
 		var pubs, reqs, subs, cons []string
 		kv := map[string][]string{}
-		for _, g := range n.roleGrants(role) {
+		for _, g := range roleGrants(n, role) {
 			switch g.Kind {
 			case GrantPublish, GrantStore:
 				pubs = appendNew(pubs, code(g.Subject))
@@ -66,9 +66,9 @@ func PermissionsMarkdown(n Namespace) string {
 		"subjects (`$SRV.*`) of %s and %s. No role but %s creates, updates, purges or deletes a stream or bucket, "+
 		"reads a stream's messages by sequence (`STREAM.MSG.GET`, `DIRECT.GET` of a stream) except the bridge's "+
 		"look-up of the work items it queued and the direct gets of the message log %s by the roles that keep conversations, or consumes %s except through the consumers above.\n\n",
-		code(n.prefix+".hb.<role>.*"), code("<role>.*"), code(n.Bucket(BucketNodes)), code(n.prefix+".node.*.probe"),
-		code(n.prefix+".node.*.restart"), code(n.Inbox("<role>")+".>"),
-		code(ToolServiceName), code(approvalServiceName), RoleAdmin, code(n.Stream(StreamMessages)), code(n.Stream(StreamWork)))
+		code(n.Prefix()+".hb.<role>.*"), code("<role>.*"), code(n.Bucket(BucketNodes)), code(n.ProbeAll()),
+		code(n.RestartAll()), code(n.Inbox("<role>")+".>"),
+		code(ToolServiceName), code(ApprovalServiceName), RoleAdmin, code(n.Stream(StreamMessages)), code(n.Stream(StreamWork)))
 	fmt.Fprintf(&b, "A role serves (\"serves\" above, the probe and the discovery subjects) only with its responder identity %s, "+
 		"on a connection of its own: that identity subscribes to what the role serves and publishes nothing but answers to inboxes. "+
 		"No identity has `allow_responses`, so the server refuses a reply to any other subject, whatever reply subject a requester chose. "+
@@ -76,7 +76,7 @@ func PermissionsMarkdown(n Namespace) string {
 		code("<role>"+ResponderSuffix), codeJoin(OperatorInboxes()))
 	b.WriteString("| responder | serves | answers |\n|---|---|---|\n")
 	for _, role := range IdentityRoles {
-		p, _ := n.Permissions(Responder(role))
+		p, _ := PermissionsOf(n, Responder(role))
 		var serves, answers []string
 		for _, g := range p.Grants {
 			switch g.Kind {
@@ -91,7 +91,7 @@ func PermissionsMarkdown(n Namespace) string {
 	b.WriteString("\nExact subjects the server allows (`mesh.Namespace.Permissions`):\n\n")
 	b.WriteString("| identity | publish | subscribe |\n|---|---|---|\n")
 	for _, name := range append(Identities(), RoleAdmin) {
-		p, _ := n.Permissions(name)
+		p, _ := PermissionsOf(n, name)
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", name, codeList(p.Publish), codeList(p.Subscribe))
 	}
 	return b.String()

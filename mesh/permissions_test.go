@@ -33,14 +33,14 @@ func TestPermissionsHold(t *testing.T) {
 	perms := map[string]mesh.Permissions{}
 	identities := append(mesh.Identities(), mesh.RoleAdmin)
 	for _, role := range identities {
-		p, ok := ns.Permissions(role)
+		p, ok := mesh.PermissionsOf(ns, role)
 		if !ok {
 			t.Fatalf("no permissions for %s", role)
 		}
 		perms[role] = p
 	}
 	for _, name := range []string{"nobody", "nobody" + mesh.ResponderSuffix, mesh.Responder(mesh.RoleAdmin), mesh.RoleLeaf} {
-		if _, ok := ns.Permissions(name); ok {
+		if _, ok := mesh.PermissionsOf(ns, name); ok {
 			t.Errorf("%s has permissions", name)
 		}
 	}
@@ -138,8 +138,8 @@ func TestPermissionsHold(t *testing.T) {
 // subscribes to.
 func calls(t *testing.T, ns mesh.Namespace, role, responder string) bool {
 	t.Helper()
-	rp, _ := ns.Permissions(role)
-	sp, _ := ns.Permissions(responder)
+	rp, _ := mesh.PermissionsOf(ns, role)
+	sp, _ := mesh.PermissionsOf(ns, responder)
 	for _, g := range rp.Grants {
 		if g.Kind != mesh.GrantRequest {
 			continue

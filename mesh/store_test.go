@@ -230,7 +230,7 @@ func TestSessionStoreReserveRun(t *testing.T) {
 // else: the bridge reads queued work items by subject from MESH_WORK.
 func TestBindTheRolesResources(t *testing.T) {
 	m := meshtest.New(t)
-	p, _ := m.NS.Permissions(mesh.RoleBridge)
+	p, _ := mesh.PermissionsOf(m.NS, mesh.RoleBridge)
 	r, err := mesh.Bind(t.Context(), m.JS, m.NS, p)
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +238,7 @@ func TestBindTheRolesResources(t *testing.T) {
 	if r.Work == nil || r.Sessions == nil || r.Events != nil {
 		t.Errorf("bridge bound work %v, sessions %v, events %v; want work and sessions, not events", r.Work != nil, r.Sessions != nil, r.Events != nil)
 	}
-	p, _ = m.NS.Permissions(mesh.RoleToolhost)
+	p, _ = mesh.PermissionsOf(m.NS, mesh.RoleToolhost)
 	if r, err = mesh.Bind(t.Context(), m.JS, m.NS, p); err != nil || r.Work != nil || r.Sessions != nil {
 		t.Errorf("toolhost bound work %v, sessions %v (err %v)", r != nil && r.Work != nil, r != nil && r.Sessions != nil, err)
 	}

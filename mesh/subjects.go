@@ -68,9 +68,22 @@ const (
 	BucketFiles = "files"
 )
 
-// ToolServiceName is the NATS micro service every toolhost registers, so
-// `nats micro ls` lists the tool hosts of a mesh.
-const ToolServiceName = "mesh-tools"
+// The NATS micro services of the mesh: every toolhost registers
+// ToolServiceName and every approver ApprovalServiceName, so `nats micro
+// ls` lists them.
+const (
+	ToolServiceName     = "mesh-tools"
+	ApprovalServiceName = "mesh-approvals"
+)
+
+// ServiceSubjects are the micro discovery subjects a service named svc
+// answers: $SRV.<verb>, $SRV.<verb>.<svc> and $SRV.<verb>.<svc>.<id>.
+func ServiceSubjects(svc string) []string {
+	return []string{"$SRV.*", "$SRV.*." + svc, "$SRV.*." + svc + ".*"}
+}
+
+// ServicePing is the subject that pings every instance of the service svc.
+func ServicePing(svc string) string { return "$SRV.PING." + svc }
 
 var prefixRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
@@ -292,3 +305,34 @@ func ToolName(token string) (string, error) {
 	}
 	return b.String(), nil
 }
+
+// SubjectRestart asks a node to exit so that its supervisor starts it again:
+// mesh.node.<node id>.restart.
+const SubjectRestart = "%s.node.%s.restart"
+
+// Restart returns mesh.node.<node id>.restart.
+func (n Namespace) Restart(node string) (string, error) {
+	return n.build(SubjectRestart, node)
+}
+
+// EventSubjects is the wildcard of an event of any session and type:
+// mesh.evt.*.*.
+func (n Namespace) EventSubjects() string { return n.prefix + ".evt.*.*" }
+
+// HeartbeatsOf is the wildcard of the heartbeats of role: mesh.hb.<role>.*.
+func (n Namespace) HeartbeatsOf(role string) string { return n.prefix + ".hb." + role + ".*" }
+
+// ProbeAll is the wildcard of every node's probe subject.
+func (n Namespace) ProbeAll() string { return n.prefix + ".node.*.probe" }
+
+// RestartAll is the wildcard of every node's restart subject.
+func (n Namespace) RestartAll() string { return n.prefix + ".node.*.restart" }
+
+// ToolAll is the wildcard of every tool's request subject.
+func (n Namespace) ToolAll() string { return n.prefix + ".tool.>" }
+
+// WorkOf is the wildcard of every work item of role: mesh.work.<role>.*.*.
+func (n Namespace) WorkOf(role string) string { return n.prefix + ".work." + role + ".*.*" }
+
+// Inbox is the inbox prefix of role: _INBOX.<prefix>.<role>.
+func (n Namespace) Inbox(role string) string { return "_INBOX." + n.prefix + "." + role }

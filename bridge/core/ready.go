@@ -20,10 +20,6 @@ const (
 	CheckNotConfigured = "not configured"
 )
 
-// approverService mirrors approver.ServiceName: the bridge does not import
-// roles, it finds them by their NATS service names.
-const approverService = "mesh-approvals"
-
 // Readiness checks what a turn needs: the NATS connection (event_bus), the
 // buckets (storage), a toolhost and an approver answering their service
 // pings, and an agent pulling from its work queue.
@@ -46,7 +42,7 @@ func (c *Core) Readiness(ctx context.Context) (ready bool, checks map[string]str
 		checks["storage"] = CheckFailed
 	}
 	ping := func(service string) string {
-		_, err := c.cfg.NC.RequestWithContext(ctx, "$SRV.PING."+service, nil)
+		_, err := c.cfg.NC.RequestWithContext(ctx, mesh.ServicePing(service), nil)
 		switch {
 		case err == nil:
 			return CheckOK
@@ -60,7 +56,7 @@ func (c *Core) Readiness(ctx context.Context) (ready bool, checks map[string]str
 	} else {
 		checks["toolhosts"] = ping(mesh.ToolServiceName)
 	}
-	checks["approvers"] = ping(approverService)
+	checks["approvers"] = ping(mesh.ApprovalServiceName)
 	cons, err := c.cfg.JS.Consumer(ctx, c.ns.Stream(mesh.StreamWork), "agent_"+c.cfg.Agent)
 	if err != nil {
 		checks["agents"] = CheckMissing

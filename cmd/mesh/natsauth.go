@@ -153,7 +153,7 @@ func embeddedUsers(cfg *config.Config, ns mesh.Namespace) ([]mesh.ServerUser, er
 	}
 	users := make([]mesh.ServerUser, 0, len(roles))
 	for _, role := range roles {
-		p, _ := ns.Permissions(role)
+		p, _ := mesh.PermissionsOf(ns, role)
 		users = append(users, mesh.ServerUser{NKey: keys[role], Permissions: &p})
 	}
 	return users, nil

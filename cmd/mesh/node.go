@@ -93,7 +93,7 @@ func startNode(ctx context.Context, cfg *config.Config, role string) (*node, err
 	} else {
 		// A role's identity may not create streams: bind what the role
 		// uses, and wait for `mesh up` or `mesh nats` to provision it.
-		perms, _ := ns.Permissions(role)
+		perms, _ := mesh.PermissionsOf(ns, role)
 		res, err = mesh.BindRetry(ctx, js, ns, perms, onRetry)
 	}
 	if errors.Is(err, nats.ErrConnectionClosed) && nc.LastError() != nil {

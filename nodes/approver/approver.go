@@ -58,7 +58,7 @@ import (
 )
 
 // ServiceName is the micro service approvers register.
-const ServiceName = "mesh-approvals"
+const ServiceName = mesh.ApprovalServiceName
 
 // Config configures an approver.
 type Config struct {

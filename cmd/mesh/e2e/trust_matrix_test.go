@@ -259,7 +259,7 @@ func identityMatrix(t *testing.T, url, credsDir string) {
 				}
 				return
 			}
-			p, ok := ns.Permissions(name)
+			p, ok := mesh.PermissionsOf(ns, name)
 			if !ok {
 				t.Fatalf("mesh creds wrote %s, which the table does not know", name)
 			}
@@ -323,7 +323,7 @@ func identityMatrix(t *testing.T, url, credsDir string) {
 	}
 	_ = tap.SetPendingLimits(-1, -1)
 	for _, role := range mesh.IdentityRoles {
-		rp, _ := ns.Permissions(mesh.Responder(role))
+		rp, _ := mesh.PermissionsOf(ns, mesh.Responder(role))
 		responder, err := dialIdentity(t, url, credsDir, mesh.Responder(role))
 		if err != nil {
 			t.Fatal(err)
@@ -342,7 +342,7 @@ func identityMatrix(t *testing.T, url, credsDir string) {
 			t.Fatal(err)
 		}
 		for _, caller := range mesh.IdentityRoles {
-			cp, _ := ns.Permissions(caller)
+			cp, _ := mesh.PermissionsOf(ns, caller)
 			for _, g := range cp.Grants {
 				i := slices.IndexFunc(served, func(s string) bool { return g.Kind == mesh.GrantRequest && mesh.SubjectsOverlap(s, g.Subject) })
 				if i < 0 {

@@ -343,7 +343,7 @@ func TestNATSActionsMatchThePermissionTable(t *testing.T) {
 	t.Parallel()
 	for _, a := range trustActions() {
 		for _, role := range mesh.Identities() {
-			p, _ := mesh.DefaultNamespace.Permissions(role)
+			p, _ := mesh.PermissionsOf(mesh.DefaultNamespace, role)
 			can := p.CanPublish(a.subject)
 			if strings.HasPrefix(a.name, "read") || strings.HasPrefix(a.name, "serve") {
 				can = p.CanSubscribe(a.subject)
@@ -370,7 +370,7 @@ func TestExternalNATSProvisionThenBind(t *testing.T) {
 	}
 	var users []mesh.ServerUser
 	for _, role := range roles {
-		p, _ := mesh.DefaultNamespace.Permissions(role)
+		p, _ := mesh.PermissionsOf(mesh.DefaultNamespace, role)
 		users = append(users, mesh.ServerUser{NKey: keys[role], Permissions: &p})
 	}
 	srv, err := mesh.StartServer(mesh.ServerConfig{Listen: freeAddr(t), StoreDir: filepath.Join(dir, "js"), Users: users})

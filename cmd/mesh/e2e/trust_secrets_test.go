@@ -125,7 +125,7 @@ func TestSecretsStayWhereTheyAreNeeded(t *testing.T) {
 				t.Errorf("the bearer token rides on %s", msg.subject)
 			}
 			for _, role := range mesh.IdentityRoles {
-				p, _ := ns.Permissions(role)
+				p, _ := mesh.PermissionsOf(ns, role)
 				if p.CanRead(msg.subject, streams) && !slices.Contains(needers, role) {
 					t.Errorf("the bearer token rides on %s, which the %s can read", msg.subject, role)
 				}
