@@ -18,7 +18,8 @@ HAVE_NODE   := $(shell command -v node >/dev/null 2>&1 && command -v $(NPM) >/de
 
 IMAGE       ?= agentmesh/mesh:dev
 COMPOSE     ?= docker compose
-# build-all: mesh for every platform of seed 002 NFR-010 (no cgo, static).
+# build-all: mesh for Linux, macOS and Windows on amd64 and arm64 (no cgo,
+# static).
 # The sample MCP server needs cgo (SQLite): it is built for this machine only.
 PLATFORMS   := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
 

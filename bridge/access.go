@@ -239,7 +239,8 @@ func refuse(w http.ResponseWriter, status int, kind, msg string, rpc bool) {
 
 // checkExposure refuses to serve unauthenticated beyond loopback (exit
 // code 2) unless http.insecure says so, and says in the log that
-// authentication is off whenever it is (seed 003 FR-032 to FR-034).
+// authentication is off whenever it is, since a bridge without it serves
+// every caller as the admin.
 func (b *Bridge) checkExposure(addr string) error {
 	if b.auth.Enabled() {
 		return nil

@@ -262,8 +262,8 @@ func checkJWT(j *JWT, hsUnset bool) *fieldErr {
 
 // CheckExposure refuses a bridge that would serve every request as an
 // admin beyond this machine: without auth, the HTTP address must be a
-// loopback one unless http.insecure says otherwise on purpose (seed 003
-// FR-032 to FR-034: no authentication is for local use). The error names
+// loopback one unless http.insecure says otherwise on purpose, since a
+// mesh without authentication is meant for local use. The error names
 // the address and the two ways out; its exit code is 2.
 func (c *Config) CheckExposure() error { return c.ExposureError(c.HTTPAddr) }
 

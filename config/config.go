@@ -2,9 +2,9 @@
 // [Config]. It is the only package that reads files and environment
 // variables; roles receive what they need from it.
 //
-// The file has the shape of seed 002 FR-001 (name, description, prompt,
-// llm.model, host, port, data_dir, mcp, mcp_servers, a2a, agent) plus the
-// mesh's own sections (mesh, http, nats, sessions, groups, approvals, auth:
+// The file describes one agent (name, description, prompt, llm.model, host,
+// port, data_dir, mcp, mcp_servers, a2a, agent) plus the mesh's own
+// sections (mesh, http, nats, sessions, groups, approvals, auth:
 // HTTP authentication, see [Auth]; limits, see [Limits]). Environment
 // variables override the file:
 //
@@ -214,7 +214,8 @@ type A2AAgent struct {
 	Name        string `yaml:"name"`
 	URL         string `yaml:"url"`
 	Description string `yaml:"description"`
-	// Destructive makes a call to the agent need approval (FR-015).
+	// Destructive makes a call to the agent need approval, as a destructive
+	// tool's does.
 	Destructive bool `yaml:"destructive"`
 	// DestructiveHint is the original spelling of Destructive.
 	DestructiveHint bool `yaml:"destructiveHint"`
@@ -267,7 +268,8 @@ const (
 	NodeA2A        = "a2a"
 )
 
-// Node is a node of the agent tree (FR-021).
+// Node is a node of the agent tree: an llm step, or a sequential, parallel,
+// loop or a2a node.
 type Node struct {
 	Name        string `yaml:"name"`
 	Type        string `yaml:"type"`
@@ -304,8 +306,8 @@ type Node struct {
 	A2A []A2AAgent `yaml:"a2a"`
 }
 
-// Group is a group chat (seed 003 user story 4): several agents in one
-// conversation, the next speaker chosen by a strategy after every turn.
+// Group is a group chat: several agents in one conversation, the next
+// speaker chosen by a strategy after every turn.
 type Group struct {
 	Name         string        `yaml:"name"`
 	Description  string        `yaml:"description"`
@@ -474,7 +476,8 @@ type Monitor struct {
 	ProbeEvery    Duration `yaml:"probe_every"`
 	ProbeTimeout  Duration `yaml:"probe_timeout"`
 	ProbeFailures int      `yaml:"probe_failures"`
-	// Strategies by role: restart (default), replace or alert (FR-008).
+	// Strategies by role: what the monitor does about a node it found down,
+	// restart (default), replace or alert.
 	Strategies map[string]string `yaml:"strategies"`
 	// DegradeAfter nodes down within DegradeWindow enter degradation mode;
 	// it ends when fewer than RecoverBelow are down for RecoverAfter. Zero
@@ -489,7 +492,9 @@ type Monitor struct {
 }
 
 // Breakers tunes the circuit breakers an agent keeps: one per model
-// endpoint, one per MCP server and one per A2A sub-agent (FR-027 to FR-029).
+// endpoint, one per MCP server and one per A2A sub-agent, so that a peer
+// that keeps failing is left alone for a while instead of slowing every
+// turn.
 type Breakers struct {
 	// LLM: zero means 5 failed attempts and 30s; failures -1 disables it.
 	LLM Breaker `yaml:"llm"`
@@ -762,7 +767,8 @@ func (c *Config) CredsDir() string {
 const DefaultPrompt = "You are a helpful agent. Use the tools you have to do what the user asks."
 
 // Tree returns the agent tree: the agent: section, or one llm node built from
-// the top-level fields when there is none (TS-015).
+// the top-level fields when there is none, so that an agent without a tree
+// runs as a tree of one node.
 func (c *Config) Tree() *Node {
 	if c.Agent != nil {
 		return c.Agent

@@ -6,9 +6,10 @@ import (
 	"strings"
 )
 
-// Defaults of [Limits] (seed 000: 100 requests a minute per principal,
-// 1,000 per client IP, 2 concurrent conversations per principal; seed 003
-// FR-037: 100 active conversations).
+// Defaults of [Limits]: 100 requests a minute per principal, 1,000 per
+// client IP, 2 concurrent conversations per principal and 100 active
+// conversations in the whole mesh. They let a person chat at ease while one
+// caller cannot take the mesh's agents for itself.
 const (
 	DefaultRequestsPerMinute         = 100
 	DefaultIPRequestsPerMinute       = 1000

@@ -52,7 +52,9 @@ type Approval struct {
 	// Policy names the policy that decided at once (PolicyNonDestructive,
 	// PolicyAllowDestructive); empty for an approval a person decides.
 	Policy string `json:"policy,omitempty"`
-	// RemoteTaskID and RemoteAgentName make this a proxy approval (FR-029).
+	// RemoteTaskID and RemoteAgentName make this a proxy approval: a
+	// sub-agent reached over A2A asked for it, and the decision is forwarded
+	// to that agent's task.
 	RemoteTaskID    string `json:"remote_task_id,omitempty"`
 	RemoteAgentName string `json:"remote_agent_name,omitempty"`
 	// StepPath locates the paused step in the agent tree (wire name
@@ -117,7 +119,7 @@ type Decision struct {
 	Statement *ApprovalStatement `json:"statement,omitempty"`
 }
 
-// decisionBody is every form a decision can take on the wire (FR-011):
+// decisionBody is every form a decision can take on the wire:
 // {"approved": true}, {"action": "approve"} or {"answer": "yes"}, with an
 // optional "by", "reason" and "args_hash".
 type decisionBody struct {
@@ -131,8 +133,10 @@ type decisionBody struct {
 
 const decisionFormats = `{"approved": true|false}, {"action": "approve"|"reject"} or {"answer": "yes"|"no"}`
 
-// ParseDecision reads a decision in any of the three formats of FR-011. The
-// error matches [ErrBadRequest] and says what is expected.
+// ParseDecision reads a decision in any of its three formats ({"approved":
+// true}, {"action": "approve"} or {"answer": "yes"}), so that a client may
+// send whichever it finds natural. The error matches [ErrBadRequest] and
+// says what is expected.
 func ParseDecision(body []byte) (Decision, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return Decision{}, ErrBadRequest.With("empty body: send " + decisionFormats)

@@ -114,8 +114,9 @@ func TestConnectReconnectsAfterProtocolError(t *testing.T) {
 	}
 }
 
-// A consumer whose deliver subject is a role's request subject (nats-server
-// #8274) delivers nothing to a guarded connection; its own watches work.
+// A consumer whose deliver subject is a role's request subject (the server
+// does not check a deliver subject against its creator's permissions)
+// delivers nothing to a guarded connection; its own watches work.
 func TestConnectDropsMessagesPushedOutsideItsInbox(t *testing.T) {
 	m := meshtest.New(t)
 	nc := connect(t, mesh.ConnectConfig{URL: m.Server.ClientURL(), Name: "victim"})

@@ -85,7 +85,7 @@ var (
 	// the policy does not cover.
 	ErrApprovalPolicy = &Error{Kind: "approval_policy", Status: http.StatusForbidden, Message: "mesh: no policy approves this call"}
 	// ErrDegraded refuses new conversations while the mesh is in
-	// degradation mode (FR-010a); existing ones go on.
+	// degradation mode (too many nodes down); existing ones go on.
 	ErrDegraded = &Error{Kind: "degraded", Status: http.StatusServiceUnavailable, Message: "mesh: degraded: new conversations are paused while failed nodes recover", RetryAfter: 30}
 )
 

@@ -2,12 +2,11 @@ package mesh
 
 import "time"
 
-// Group chats (seed 003 user story 4): a conversation whose messages are
-// answered by several agents in turn. The group role keeps the chat's
-// position in the conversation (Conversation.Group), picks each speaker and
-// hands it the turn as a work item on that agent's subject; the agent
-// writes its answer and the member turn's result there, and tells the group
-// with a group_next work item.
+// Group chats: a conversation whose messages are answered by several agents
+// in turn. The group role keeps the chat's position in the conversation
+// (Conversation.Group), picks each speaker and hands it the turn as a work
+// item on that agent's subject; the agent writes its answer and the member
+// turn's result there, and tells the group with a group_next work item.
 
 // Work kinds of the group role, on mesh.work.group.<group>.<session>.
 const (

@@ -12,7 +12,8 @@ import (
 // NewID returns a random UUID, the form of conversation, turn and approval ids.
 func NewID() string { return uuid.NewString() }
 
-// NewTraceID returns an 8-hex session trace id from crypto/rand (FR-030).
+// NewTraceID returns an 8-hex session trace id from crypto/rand: the
+// conversation's X-Session-ID, short enough to read in a log line.
 func NewTraceID() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:]) // never fails on supported platforms

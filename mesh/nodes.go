@@ -85,7 +85,8 @@ const (
 )
 
 // DegradedKey is the key of the nodes bucket that holds the degradation
-// state while the mesh is degraded (FR-010a).
+// state while the mesh is degraded (too many nodes went down: new
+// conversations are refused until they recover).
 const DegradedKey = "_mesh.degraded"
 
 // Degradation is the value under DegradedKey.

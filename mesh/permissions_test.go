@@ -69,7 +69,7 @@ func TestPermissionsHold(t *testing.T) {
 		{"only agents and groups ack their work (v2 form)", "$JS.ACK.hub.ACC.MESH_WORK.resource-manager.1.5.5.1700000000000000000.0.x", true, []string{mesh.RoleAgent, mesh.RoleGroup, mesh.RoleAdmin}},
 		{"only the admin deletes a stream", "$JS.API.STREAM.DELETE.MESH_WORK", true, []string{mesh.RoleAdmin}},
 		// The bridge purges a deleted conversation's events for an admin's
-		// DELETE ?purge=true (issue 16): the events stream only.
+		// DELETE ?purge=true: the events stream only.
 		{"only the admin and the bridge purge the events stream", "$JS.API.STREAM.PURGE.MESH_EVENTS", true, []string{mesh.RoleBridge, mesh.RoleAdmin}},
 		{"only the admin purges the work stream", "$JS.API.STREAM.PURGE.MESH_WORK", true, []string{mesh.RoleAdmin}},
 		{"only the admin purges a bucket's stream", "$JS.API.STREAM.PURGE.KV_mesh_sessions", true, []string{mesh.RoleAdmin}},

@@ -22,7 +22,9 @@ const (
 	// HeaderAuthorization carries the caller's bearer token with a work item.
 	// Tokens travel in headers only: never in payloads, KV values or logs.
 	HeaderAuthorization = "Authorization"
-	// HeaderSessionID carries the 8-hex trace id of seed 002 (FR-030).
+	// HeaderSessionID carries the conversation's 8-hex trace id, to an A2A
+	// sub-agent too, so that one conversation's calls can be traced from
+	// agent to agent.
 	HeaderSessionID = "X-Session-ID"
 	// HeaderPrincipal names the authenticated principal on a decision
 	// (mesh.approval.<uuid>.decide): the bridge sets it, and the approver

@@ -17,7 +17,7 @@ import (
 // the newest records of a few hundred conversations of short messages. It
 // counts their JSON: a record a history read also keeps its messages
 // decoded (record.decoded), which the bound does not count (an agent's
-// cache holds about two to three times as much).
+// cache holds more than the bound says).
 const recordCacheBytes = 2 << 20
 
 // recordCache keeps the records this process appended or read, by stream

@@ -8,9 +8,11 @@ import (
 // Status is the status of a conversation.
 type Status string
 
-// Conversation statuses. Seed 002 names active, waiting_approval and
-// completed; queued says a user's message waits in the work queue for an
-// agent (Conversation.Queued), running that a turn holds the conversation.
+// Conversation statuses. A conversation is active between turns,
+// waiting_approval while a tool call waits for a person's decision and
+// completed once ended; queued says a user's message waits in the work
+// queue for an agent (Conversation.Queued), running that a turn holds the
+// conversation.
 const (
 	StatusActive          Status = "active"
 	StatusQueued          Status = "queued"
@@ -30,12 +32,14 @@ const (
 	RoleTool      Role = "tool"
 )
 
-// Conversation is a session: what the sessions bucket holds under its id.
-// Seed 002 §6.4.6 names the first fields; the rest is what a distributed turn
-// needs to be resumed anywhere and applied once.
+// Conversation is a session: what the sessions bucket holds under its id,
+// what a client reads of it, and what a distributed turn needs to be
+// resumed anywhere and applied once.
 type Conversation struct {
 	ID string `json:"id"`
-	// SessionID is the 8-hex trace id forwarded as X-Session-ID (FR-030).
+	// SessionID is the 8-hex trace id forwarded as X-Session-ID, so that
+	// the conversation's log lines and sub-agent calls can be traced
+	// together.
 	SessionID string `json:"session_id"`
 	// Agent is the name of the agent that serves the conversation; its work
 	// subject is mesh.work.agent.<Agent>.<conversation>.
@@ -62,7 +66,7 @@ type Conversation struct {
 	PendingApprovals []PendingApproval `json:"pending_approvals,omitempty"`
 	PipelineState    *PipelineState    `json:"pipeline_state,omitempty"`
 	// Tree is the position of the run through the agent tree, while the
-	// run goes on or waits (FR-026).
+	// run goes on or waits, so that any replica can carry it on.
 	Tree *TreeRun `json:"tree,omitempty"`
 	// Group is set on a group chat: several agents answer in turn.
 	Group *GroupRun `json:"group,omitempty"`
@@ -181,18 +185,19 @@ type PendingApproval struct {
 	ArgsHash    string `json:"args_hash,omitempty"`
 	Description string `json:"description"`
 	// RemoteTaskID and RemoteAgentName are set on a proxy approval: the
-	// decision is forwarded to that A2A agent's task (FR-029).
+	// decision is forwarded to that A2A agent's task.
 	RemoteTaskID    string    `json:"remote_task_id,omitempty"`
 	RemoteAgentName string    `json:"remote_agent_name,omitempty"`
 	CreatedAt       time.Time `json:"created_at"`
 }
 
 // PipelineState is where a paused run stands, so that the resume can carry on
-// from there on any replica (FR-026).
+// from there on any replica.
 type PipelineState struct {
 	// PausedStepPath is the path of child indices from the root of the agent
 	// tree to the paused step; empty for a single llm step. The wire names
-	// are seed 002's (paused_node_path, paused_node_output_key).
+	// (paused_node_path, paused_node_output_key) speak of nodes, as the
+	// configuration's tree does.
 	PausedStepPath      []int             `json:"paused_node_path"`
 	PausedStepOutputKey string            `json:"paused_node_output_key,omitempty"`
 	SessionState        map[string]string `json:"session_state,omitempty"`

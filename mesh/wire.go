@@ -27,13 +27,13 @@ import (
 //     swallows the error: nats.go then sees a plain disconnection and
 //     reconnects, as it does for any other.
 //   - NATS does not check a push consumer's deliver subject against its
-//     creator's permissions (nats-server#8274): a role allowed to create a
-//     consumer could make the server deliver stream messages, with headers
-//     it wrote, to any subject, such as another role's request subject (the
-//     message then even shows the stream's subject, not the one it came
-//     on). Such messages carry a JetStream reply ($JS.ACK… or $JS.FC…);
-//     every consumer the mesh's roles create delivers to their own inbox, so
-//     the guard, which sees the connection's subscriptions go out, drops a
+//     creator's permissions: a role allowed to create a consumer could make
+//     the server deliver stream messages, with headers it wrote, to any
+//     subject, such as another role's request subject (the message then
+//     even shows the stream's subject, not the one it came on). Such
+//     messages carry a JetStream reply ($JS.ACK… or $JS.FC…); every
+//     consumer the mesh's roles create delivers to their own inbox, so the
+//     guard, which sees the connection's subscriptions go out, drops a
 //     message with such a reply for any subscription outside the inbox.
 //
 // The guard also speaks TLS itself (the dialer tells nats.go to skip its
@@ -300,8 +300,8 @@ func (g *guardConn) Read(p []byte) (int, error) {
 }
 
 // maxKeptOut bounds the filtered bytes' buffer kept from one read of the
-// socket to the next (made anew for each read, it was a third of a
-// bridge's allocations).
+// socket to the next: made anew for each read, it would be allocated for
+// every read of a busy bridge's socket.
 const maxKeptOut = 64 << 10
 
 // filter appends to out what of data nats.go may see.

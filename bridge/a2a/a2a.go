@@ -64,7 +64,7 @@
 // endpoint's own. An unknown group is HTTP 404 group_not_found (the
 // bridge's JSON error), for its card and its endpoint alike.
 //
-// # Continuing a task (FR-028)
+// # Continuing a task
 //
 // message/send with the taskId of a task waiting for approval decides that
 // approval: "approved", "yes" … approve, "rejected", "no" … reject

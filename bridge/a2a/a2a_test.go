@@ -105,7 +105,7 @@ func TestPublicURL(t *testing.T) {
 	}
 }
 
-// TS-012: message/send with a list request returns a completed task with an
+// message/send with a list request returns a completed task with an
 // artifact.
 func TestSendCompleted(t *testing.T) {
 	t.Parallel()
@@ -164,9 +164,9 @@ func approvalOf(t *testing.T, task *wire.Task) map[string]any {
 	return ap
 }
 
-// TS-013 and TS-014: a destructive request pauses (input-required with the
-// approval), a REST decision resumes it, tasks/get sees it completed; a
-// conversation made by REST is a task too.
+// A destructive request pauses (input-required with the approval), a REST
+// decision resumes it, tasks/get sees it completed; a conversation made by
+// REST is a task too.
 func TestApprovalAndGet(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
@@ -184,7 +184,7 @@ func TestApprovalAndGet(t *testing.T) {
 		t.Errorf("after approval: %+v (resource created: %v)", got, f.tools.Has("a2a-test-item"))
 	}
 
-	// TS-014
+	// A conversation made by REST is a task.
 	resp, err := f.srv.Client().Post(f.srv.URL+"/conversations", "application/json", strings.NewReader(`{"message":"list all resources"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -200,8 +200,8 @@ func TestApprovalAndGet(t *testing.T) {
 	}
 }
 
-// TS-020 (FR-028): message/send with the taskId of a paused task approves
-// or rejects its approval; other text leaves it waiting.
+// message/send with the taskId of a paused task approves or rejects its
+// approval; other text leaves it waiting.
 func TestContinuation(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)

@@ -23,7 +23,7 @@ type act int
 const (
 	// actTurn runs the message as a new turn of the conversation.
 	actTurn act = iota
-	// actDecide decides the approval the task waits for (FR-028).
+	// actDecide decides the approval the task waits for.
 	actDecide
 	// actHint answers a task waiting for approval whose reply is neither
 	// an approval nor a rejection: nothing runs.
@@ -174,8 +174,8 @@ func (c *call) need(perm auth.Permission) *rpcError {
 // reaches reports whether the caller may send req to the conversation of
 // head: its owner or an admin; or an approver whose message, naming the
 // task, decides the approval it waits for. That is how a proxy approval
-// (FR-029) comes back from another mesh: its agent forwards the decision
-// with the decider's token, and the task belongs to whoever started it.
+// comes back from another mesh: its agent forwards the decision with the
+// decider's token, and the task belongs to whoever started it.
 func (c *call) reaches(head *mesh.SessionHead, byTaskID bool, req *sendRequest) bool {
 	if c.h.core.Sees(c.caller, head.Owner) {
 		return true

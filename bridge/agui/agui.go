@@ -1,10 +1,11 @@
 // Package agui streams the mesh's AG-UI events to browsers over Server-Sent
-// Events, in the official AG-UI form and in the two dialects of the seeds:
+// Events, in the official AG-UI form and in two simpler dialects that
+// existing chat clients speak:
 //
 //	POST /agui                           official AG-UI: RunAgentInput in, the run's events out
 //	GET  /conversations/{id}/events      every event of a conversation: replay, then follow
-//	POST /api/conversation               the dotted dialect (message.start …) of seed 000
-//	POST /api/chat                       the simple dialect (log/text/data/done/error) of seed 001
+//	POST /api/conversation               the dotted dialect (message.start …)
+//	POST /api/chat                       the simple dialect (log/text/data/done/error)
 //
 // A message the bridge accepts waits in the work queue until an agent takes
 // it up: the bridge records it in the conversation (status queued) and
@@ -19,10 +20,10 @@
 // from a run it started cancels that run; one that only follows /events just
 // stops following.
 //
-// The two seed dialects, POST /api/conversation and POST /api/chat, follow
-// one run each like POST /agui does, and translate its AG-UI events.
+// The two dialects, POST /api/conversation and POST /api/chat, follow one
+// run each like POST /agui does, and translate its AG-UI events.
 //
-// # The dotted dialect (seed 000): POST /api/conversation
+// # The dotted dialect: POST /api/conversation
 //
 // Body {"message": "…", "sessionId": "…"}; sessionId is the conversation id:
 // continued when it exists, created with that id when it does not, new when
@@ -49,11 +50,12 @@
 //	                         cancelled: error {error:{code:"CANCELLED", message}}
 //	RUN_ERROR                activity.end, the held message.end, error {error:{code, message}}
 //
-// Seed 000 has no event for a run that pauses for a human: approval.requested
-// and approval.decided are this bridge's extensions. A client decides with
+// The dotted dialect has no event of its own for a run that pauses for a
+// human: approval.requested and approval.decided are this bridge's
+// extensions. A client decides with
 // POST /approvals/{uuid}; the next message continues the conversation.
 //
-// # The simple dialect (seed 001): POST /api/chat
+// # The simple dialect: POST /api/chat
 //
 // Body {"message": "…"} or Vercel useChat's {"messages": [{role, content}]}
 // (the last user message is the input; content may be a string or text
@@ -79,7 +81,7 @@
 //	RUN_FINISHED cancelled, RUN_ERROR   error {error:{code, message, details?}}
 //	(every PingEvery once the turn ran PingAfter)   {"type":"ping"}
 //
-// Error codes are seed 001's: LLM_TIMEOUT, RATE_LIMIT, LLM_ERROR,
+// Error codes are the dialect's own: LLM_TIMEOUT, RATE_LIMIT, LLM_ERROR,
 // VALIDATION_ERROR (a message the conversation cannot take now), TIMEOUT (a
 // turn given up after its redeliveries) and UNKNOWN (cancelled, and the
 // rest); details.meshCode keeps the mesh's code when it differs.

@@ -20,8 +20,8 @@ import (
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
 )
 
-// checkChunks checks chunks of one message against size (seed 001's rules
-// for the simple dialect, seed 000's for the dotted one).
+// checkChunks checks chunks of one message against size (simpleChunks for
+// the simple dialect, dottedChunks for the dotted one).
 func checkChunks(t *testing.T, size chunkSize, chunks []string, want string) {
 	t.Helper()
 	if got := strings.Join(chunks, ""); got != want {
@@ -146,7 +146,7 @@ func TestSimpleTextChunks(t *testing.T) {
 }
 
 // The dotted dialect re-cuts the model's 1 to 7 character deltas into
-// chunks of 5 to 20 (seed 000), in order, before the message's end.
+// chunks of 5 to 20, in order, before the message's end.
 func TestDottedTextChunks(t *testing.T) {
 	f := newFixture(t, script(streaming), nil)
 	_, stream := f.stream("/api/conversation", `{"message":"tell me"}`)

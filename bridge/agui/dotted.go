@@ -21,8 +21,8 @@ const (
 	headerConversationID = "X-Conversation-Id"
 )
 
-// registerDialects mounts the endpoints of the two seed dialects and the
-// AI SDK's (aisdk.go).
+// registerDialects mounts the endpoints of the dotted and the simple
+// dialects and the AI SDK's (aisdk.go).
 func (h *handler) registerDialects(mux core.Mux) {
 	mux.HandleFunc("POST /api/conversation", h.dotted)
 	mux.HandleFunc("POST /api/chat", h.simple)
@@ -38,7 +38,8 @@ type conversationBody struct {
 	Action string `json:"action"`
 }
 
-// dotted serves POST /api/conversation: the dotted dialect of seed 000.
+// dotted serves POST /api/conversation: the dotted dialect (message.start,
+// message.content … events).
 func (h *handler) dotted(w http.ResponseWriter, r *http.Request) {
 	var in conversationBody
 	if err := core.DecodeBody(w, r, h.cfg.MaxBodyBytes, &in, false); err != nil {

@@ -149,8 +149,8 @@ func TestGoldenDotted(t *testing.T) {
 	})
 }
 
-// checkDotted checks what seed 000 asks of every event: a type and a
-// millisecond timestamp.
+// checkDotted checks what the dotted dialect promises of every event: a
+// type and a millisecond timestamp.
 // joinContent joins each message's message.content events into the first
 // of them, with a comment line saying how many there were: cut into 5 to
 // 20 characters, an id in the text would not be whole for normalize to

@@ -17,14 +17,14 @@ import (
 // chunkSize bounds the text chunks of a dialect, in characters.
 type chunkSize struct{ min, max int }
 
-// Text chunks: seed 001's simple dialect asks 20–50 characters, seed
-// 000's dotted dialect 5–20.
+// Text chunks: the simple dialect sends 20–50 characters, the dotted
+// dialect 5–20, the sizes their clients were written for.
 var (
 	simpleChunks = chunkSize{min: 20, max: 50}
 	dottedChunks = chunkSize{min: 5, max: 20}
 )
 
-// Error codes of seed 001 not among the mesh's run error codes.
+// Error codes of the simple dialect not among the mesh's run error codes.
 const (
 	codeTimeout    = "TIMEOUT"
 	codeValidation = "VALIDATION_ERROR"
@@ -88,7 +88,8 @@ func (b *chatBody) input() (message, id string, err error) {
 	return message, id, checkInput(message, id, "conversationId")
 }
 
-// simple serves POST /api/chat: the simple dialect of seed 001.
+// simple serves POST /api/chat: the simple dialect (log, text, data, done
+// and error events).
 func (h *handler) simple(w http.ResponseWriter, r *http.Request) {
 	begun := time.Now()
 	var in chatBody
@@ -317,8 +318,8 @@ func (t *simpleTranslator) flushText(out []simpleEvent) []simpleEvent {
 	return out
 }
 
-// simpleError maps a mesh run error code to seed 001's codes; details keep
-// the mesh's code when it differs.
+// simpleError maps a mesh run error code to the simple dialect's codes;
+// details keep the mesh's code when it differs.
 func simpleError(meshCode, message string) *dialectError {
 	var code string
 	switch meshCode {

@@ -37,7 +37,7 @@ func (f *fixture) waitForClock() {
 }
 
 // The state a tool's result sets reaches each dialect: the dotted one as
-// state.snapshot then state.delta (seed 000's isClockedIn), AG-UI as
+// state.snapshot then state.delta (the clock's isClockedIn), AG-UI as
 // STATE_SNAPSHOT then STATE_DELTA, the AI SDK's as data-state parts;
 // applying them gives the saved state.
 func TestGoldenState(t *testing.T) {

@@ -296,7 +296,8 @@ func (c Caller) headers(sessionID string) nats.Header {
 }
 
 // NewConversation creates a conversation whose first message is the system
-// prompt; its trace id is the caller's X-Session-ID or a new one (FR-030).
+// prompt; its trace id is the caller's X-Session-ID or a new one, so that a
+// caller can trace the conversation under an id of its own.
 func (c *Core) NewConversation(ctx context.Context, caller Caller) (*mesh.Conversation, error) {
 	return c.CreateConversation(ctx, mesh.NewID(), caller)
 }
@@ -373,7 +374,7 @@ var ErrForbidden = &mesh.Error{Kind: "forbidden", Status: http.StatusForbidden, 
 var ErrRunIDUsed = &mesh.Error{Kind: "run_id_used", Status: http.StatusConflict, Message: "run id already used"}
 
 // PendingError is a refusal because the conversation waits for an approval;
-// it carries that approval (FR-004).
+// it carries that approval, so that a client can show it and decide it.
 type PendingError struct {
 	Err      *mesh.Error
 	Approval *mesh.PendingApproval
@@ -551,7 +552,7 @@ func (c *Core) pausedBy(ctx context.Context, approval, runID string) bool {
 	return err == nil && ap.RunID == runID
 }
 
-// Decide sends a decision (any format of FR-011, as sent by the client) to
+// Decide sends a decision (in any of its formats, as sent by the client) to
 // the approvers. On success the approval is decided and the returned run is
 // its resume; a second decision fails with an error matching
 // [mesh.ErrApprovalDecided] and returns the approval as first decided.

@@ -11,23 +11,25 @@ import (
 	"github.com/agentmesh/agentmesh/mesh"
 )
 
-// Health statuses of FR-052.
+// Health statuses, as [Core.Health] decides them: healthy, degraded (a few
+// nodes down or a breaker open) or unhealthy (NATS out of reach, more nodes
+// down, or the mesh in degradation mode).
 const (
 	Healthy   = "healthy"
 	Degraded  = "degraded"
 	Unhealthy = "unhealthy"
 )
 
-// Health is the mesh's health as /health reports it (FR-052).
+// Health is the mesh's health as /health reports it.
 type Health struct {
 	Status         string `json:"status"`
 	UptimeSeconds  int    `json:"uptime_seconds"`
 	ActiveSessions int    `json:"active_sessions"`
-	// Sessions counts the conversations by status (FR-038), deleted and
-	// expired ones among them while they are kept.
+	// Sessions counts the conversations by status, deleted and expired ones
+	// among them while they are kept.
 	Sessions map[string]int `json:"sessions"`
 	// FailedNodes are the nodes a monitor marked down in the last minutes
-	// (seed 003's failed_agents, for every role).
+	// (of every role, agents and the others alike).
 	FailedNodes int               `json:"failed_nodes"`
 	Failed      []mesh.NodeInfo   `json:"failed,omitempty"`
 	Nodes       map[string]int    `json:"nodes"`

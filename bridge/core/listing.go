@@ -277,7 +277,7 @@ func (c *Core) ListApprovals(ctx context.Context, caller Caller, q Query) (*Appr
 	return p, nil
 }
 
-// SessionCounts are the conversations by status (FR-038), from the index:
+// SessionCounts are the conversations by status, from the index:
 // deleted and expired ones among them while they are kept.
 func (c *Core) SessionCounts() map[string]int {
 	if c.lists == nil {

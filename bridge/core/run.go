@@ -188,8 +188,9 @@ func (r *Run) outcome(ctx context.Context, finished, doc bool) (*Outcome, error)
 	return &Outcome{Conversation: conv, Finished: finished, Event: r.lastEvent()}, nil
 }
 
-// Result is the answer of a synchronous turn, in the shape of seed 002:
-// {"response", "waiting_approval", "approval"}.
+// Result is the answer of a synchronous turn: {"response",
+// "waiting_approval", "approval"}, what a client needs to show the answer
+// or ask for a decision.
 type Result struct {
 	RunID           string                `json:"run_id"`
 	Outcome         string                `json:"outcome"`

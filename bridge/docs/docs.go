@@ -1,6 +1,6 @@
 // Package docs serves GET /docs: an HTML page that renders the bridge's
-// OpenAPI document (GET /openapi.json) with a "Try it" per route (seed 002
-// FR-017).
+// OpenAPI document (GET /openapi.json) with a "Try it" per route, so that
+// the API can be tried from a browser without a client.
 package docs
 
 import (

@@ -1,6 +1,6 @@
-// Package rest is the bridge's REST surface, the routes of seed 002 §6.4.1:
+// Package rest is the bridge's REST surface:
 //
-//	GET  /health                      the mesh's health (FR-052): healthy, degraded or unhealthy
+//	GET  /health                      the mesh's health: healthy, degraded or unhealthy
 //	GET  /ready                       200 when a turn can run (NATS, buckets, toolhost, approver, agent), else 503
 //	GET  /tools                       the tool catalog, with destructiveHint, and the A2A sub-agents
 //	POST /conversations               create, optionally with a first message; {"group": name} for a group chat

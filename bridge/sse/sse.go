@@ -1,6 +1,7 @@
 // Package sse writes Server-Sent Events for the bridge's streaming
-// surfaces (AG-UI and its dialects, A2A): the headers of seed 001, "\n\n"
-// framing, a flush after every event, and a bound on every write.
+// surfaces (AG-UI and its dialects, A2A): the headers that keep proxies
+// from caching or buffering a stream, "\n\n" framing, a flush after every
+// event, and a bound on every write.
 package sse
 
 import (

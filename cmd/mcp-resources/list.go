@@ -14,7 +14,7 @@ import (
 // handler (mcp.Server.AddTool) rather than the SDK's typed one
 // (mcp.AddTool), which decoded the arguments three times, each with a new
 // 32 KiB buffer, and decoded, validated and encoded again the output it had
-// just encoded: two thirds of the server's CPU for a call, most of it the
+// just encoded: most of the server's CPU for a call, much of it the
 // collector's. The handler does what the typed path did, with the same
 // schemas and the same answers, byte for byte (TestListAsTyped):
 //

@@ -89,9 +89,9 @@ import (
 // gcPercent is the collector's GOGC when the environment sets none. The
 // SDK decodes each JSON value with a new 32 KiB buffer (seven of them for
 // a tools/call of the current protocol), against a live heap of a few MiB:
-// at GOGC 100 the collector and its sweeping took half the server's CPU.
-// At 400 a call costs about a third less CPU (BenchmarkStdioList) for
-// about 10 MiB more resident.
+// at the default GOGC of 100 the collector and its sweeping would take much
+// of the server's CPU. A larger GOGC trades a few MiB of resident memory
+// for less CPU per call (BenchmarkStdioList measures both).
 const gcPercent = 400
 
 func main() {

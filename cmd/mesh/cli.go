@@ -135,8 +135,8 @@ func roleCommand(name string, runner func(context.Context, *config.Config, []str
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			// The heap profiler's samples cost each process a table of about
-			// 1.5 MB and a stack walk every 512 KiB allocated; only the
+			// The heap profiler's samples cost each process a table of
+			// buckets and a stack walk every 512 KiB allocated; only the
 			// profiles MESH_CPU_PROFILE asks for read them.
 			if cfg.ProfileDir == "" {
 				runtime.MemProfileRate = 0

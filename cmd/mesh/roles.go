@@ -150,10 +150,10 @@ func runGroup(ctx context.Context, cfg *config.Config, _ []string) error {
 
 // toolhostGCPercent is the toolhost's GOGC when the environment sets none.
 // The MCP SDK decodes each JSON value with a new 32 KiB buffer (four for
-// a tools/call's answer) against a live heap of about 2 MiB, so at GOGC
-// 100 the collector ran every few dozen calls and was a third of the
-// process's CPU; at 400 the toolhost's CPU per turn went 0.40 -> 0.27 ms
-// (BenchmarkTurnCPU).
+// a tools/call's answer) against a small live heap, so at the default GOGC
+// of 100 the collector would run every few dozen calls and take much of
+// the process's CPU; a larger GOGC lets the heap grow a few MiB instead,
+// which a toolhost can spare (BenchmarkTurnCPU measures a turn's CPU).
 const toolhostGCPercent = 400
 
 func runToolhost(ctx context.Context, cfg *config.Config, _ []string) error {

@@ -181,11 +181,8 @@ func upProcesses(cfg *config.Config, url string, replicas map[string]int, roleEn
 // environment the children inherit) sets GOMAXPROCS, an operator's own
 // setting winning. The roles share the host's cores, and with more Ps
 // than it can use a process's idle Ps spin for work and hand its
-// goroutines from thread to thread on every wakeup. On 2 cores, GOMAXPROCS
-// 1 for every process took p50 at one conversation from 2.0-2.6 ms to
-// 1.8-2.0 ms and its CPU per turn by a fifth, with throughput at 50
-// concurrent unchanged offline and within 5 % with an OpenAI-format model
-// (BenchmarkTurnCPU).
+// goroutines from thread to thread on every wakeup, which costs a turn CPU
+// and latency without adding throughput (BenchmarkTurnCPU measures both).
 func upProcs(hostProcs int, getenv func(string) string) int {
 	if getenv("GOMAXPROCS") != "" {
 		return 0

@@ -5,7 +5,7 @@
 // envelopes and error codes; version 1.0's shapes are produced and read by
 // the server, which speaks both.
 //
-// Reference: the A2A specification, v0.3.0 and v1.0 (see PROTOCOLS.md).
+// Reference: the A2A specification, v0.3.0 and v1.0.
 package a2a
 
 import (

@@ -10,7 +10,7 @@
 // an idle heap grows with its garbage to twice what it holds alive before it
 // collects. And every process maps the pages of the program it touched, at
 // least 64 KiB at a time (the kernel's fault-around): the five role
-// processes of `mesh up` run one 49 MB binary, and each kept 23 MB of it
+// processes of `mesh up` run one binary, and each kept much of it
 // resident, most of it touched once while starting (package initialisers,
 // configuration, provisioning) or during a burst, never again while quiet.
 package memory

@@ -52,7 +52,7 @@ func Default() *IdleRelease {
 // cache of a message block 10 s after the block's last use, and only then
 // are the block's buffers garbage; and it releases again 2 minutes after
 // the burst, when JetStream drops the blocks' subject indexes (2 minutes
-// after their last use: about 1.7 KB for each conversation a burst wrote).
+// after their last use: some for each conversation a burst wrote).
 func ForServer() *IdleRelease {
 	r := Default()
 	r.IdleAfter = 11 * time.Second

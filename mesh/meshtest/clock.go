@@ -15,8 +15,8 @@ const ClockInTime = "2024-01-01T08:00:00Z"
 
 // StartClock publishes clock.clock_in to m's catalog and serves it until
 // the test ends: a read-only tool whose result carries, under
-// _meta[mesh.StateMetaKey] (ToolResult.State), the state patch of seed
-// 000's isClockedIn example:
+// _meta[mesh.StateMetaKey] (ToolResult.State), a state patch of the kind
+// an AG-UI client shows (whether a person is clocked in):
 //
 //	{"isClockedIn": true, "lastClockIn": ClockInTime, "lastClockOut": null}
 func StartClock(t testing.TB, m *Mesh) {

@@ -79,10 +79,10 @@ func (f *fixture) events(conv string) []mesh.Event {
 	return f.m.Events(f.t, conv)
 }
 
-// TestA2ADelegation covers TS-009, TS-010 and FR-030: the model sees the
-// sub-agent as a tool described by its card, the call carries the caller's
-// token and the conversation's session id, the result is in the
-// conversation and the events, and without a token none is sent.
+// TestA2ADelegation: the model sees the sub-agent as a tool described by
+// its card, the call carries the caller's token and the conversation's
+// session id, the result is in the conversation and the events, and without
+// a token none is sent.
 func TestA2ADelegation(t *testing.T) {
 	sub := a2atest.Start(t, a2atest.Options{Name: "resource-agent", Description: "Manages resources on the resource server", Skills: []string{"list resources"}})
 	var mu sync.Mutex
@@ -195,9 +195,9 @@ func TestA2AMixedWithMCPCalls(t *testing.T) {
 	}
 }
 
-// TestA2ADestructiveSubAgent covers FR-015: a sub-agent marked destructive
-// is called only once approved, with the approved message and the token of
-// who decided; a rejected call never reaches it.
+// TestA2ADestructiveSubAgent: a sub-agent marked destructive is called only
+// once approved, with the approved message and the token of who decided; a
+// rejected call never reaches it.
 func TestA2ADestructiveSubAgent(t *testing.T) {
 	sub := a2atest.Start(t, a2atest.Options{})
 	f := newA2AFixture(t, delegating("a2a_sub", "delete everything"), config.A2AAgent{Name: "sub", URL: sub.URL, DestructiveHint: true})
@@ -238,9 +238,9 @@ func TestA2ADestructiveSubAgent(t *testing.T) {
 	}
 }
 
-// TestA2AProxyApproval covers FR-029: a sub-agent's input-required becomes
-// a proxy approval; its decision is forwarded with the task id and the
-// token of who decided, and the result flows back.
+// TestA2AProxyApproval: a sub-agent's input-required becomes a proxy
+// approval; its decision is forwarded with the task id and the token of who
+// decided, and the result flows back.
 func TestA2AProxyApproval(t *testing.T) {
 	sub := a2atest.Start(t, a2atest.Options{Approvals: 1, ApprovalData: true})
 	f := newA2AFixture(t, delegating("a2a_sub", "add resource chain-test with value 77"), config.A2AAgent{Name: "sub", URL: sub.URL})
@@ -659,10 +659,10 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// TestLogLinesCarryConversationSID (NFR-015): every log line of a turn
-// carries the conversation's session id as sid, also when the work item
-// came without X-Session-ID (a resume decided by a caller without one), and
-// the conversation's id wins over a different header.
+// TestLogLinesCarryConversationSID: every log line of a turn carries the
+// conversation's session id as sid, also when the work item came without
+// X-Session-ID (a resume decided by a caller without one), and the
+// conversation's id wins over a different header.
 func TestLogLinesCarryConversationSID(t *testing.T) {
 	sub := a2atest.Start(t, a2atest.Options{})
 	var logs syncBuffer

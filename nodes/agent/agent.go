@@ -48,8 +48,8 @@ type Config struct {
 	// for the claim (WorkItem.ClaimAtOnce) is claimed at once all the same.
 	ClaimAfter time.Duration
 	// A2A are the sub-agents offered to the model as tools beside the MCP
-	// tools (FR-013). Nil means the a2a list of Agent's tree root when it is
-	// an llm step (the top-level a2a list of agent.yaml).
+	// tools. Nil means the a2a list of Agent's tree root when it is an
+	// llm step (the top-level a2a list of agent.yaml).
 	A2A []config.A2AAgent
 	// Remote tunes the calls to sub-agents; its zero value is the defaults,
 	// with the breaker of agent.yaml's breakers.a2a.

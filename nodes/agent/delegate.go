@@ -24,7 +24,7 @@ import (
 // Its answer becomes the tool result, except an input-required task: that
 // pauses the run on a proxy approval (RemoteTaskID, RemoteAgentName) whose
 // decision is forwarded to the sub-agent as message/send with the task id
-// and the text "approved" or "rejected" (FR-029).
+// and the text "approved" or "rejected".
 //
 // Exactly once: every call is recorded in the calls bucket under its key
 // (the call id; for an approved call or a forwarded decision, the approval
@@ -54,8 +54,9 @@ func (t *turn) remoteSet() *remoteSet { return t.step.remotes }
 func (t *turn) remote(name string) *remoteAgent { return t.remoteSet().byName[name] }
 
 // remoteHeaders are the headers of every call this turn makes to a
-// sub-agent: the caller's Authorization, forwarded as is and never stored
-// (FR-016), and the conversation's session id (FR-030).
+// sub-agent: the caller's Authorization, forwarded as is and never stored,
+// so that the sub-agent sees who asks; and the conversation's session id,
+// so that its logs can be matched with this turn's.
 func (t *turn) remoteHeaders() http.Header {
 	h := http.Header{}
 	if v := t.hdr.Get(mesh.HeaderAuthorization); v != "" {
@@ -312,7 +313,8 @@ func stateName(s a2a.TaskState) string {
 }
 
 // pauseProxy creates the proxy approval of a sub-agent's input-required
-// task (FR-029) and pauses the run on it.
+// task and pauses the run on it: the decision a person makes here is
+// forwarded to the sub-agent's task.
 func (t *turn) pauseProxy(ctx context.Context, call mesh.ToolCall, r *remoteAgent, out *remoteOutcome) error {
 	what := strings.TrimSpace(out.Approval)
 	if what == "" {

@@ -19,10 +19,10 @@ import (
 	"github.com/agentmesh/agentmesh/mesh/llm"
 )
 
-// This file holds the sub-agents reached over A2A (FR-013 to FR-016): each
-// entry of an a2a list becomes a tool the model can pick beside the MCP
-// tools, with its agent card fetched and cached, and its calls guarded by a
-// circuit breaker. delegate.go runs the calls within a turn.
+// This file holds the sub-agents reached over A2A: each entry of an a2a
+// list becomes a tool the model can pick beside the MCP tools, with its
+// agent card fetched and cached, and its calls guarded by a circuit
+// breaker. delegate.go runs the calls within a turn.
 
 // RemoteConfig tunes the calls to sub-agents.
 type RemoteConfig struct {

@@ -111,7 +111,7 @@ func (a *Agent) offer(rs *remoteSet) *offer {
 }
 
 // exitLoopTool is the function offered to llm steps with can_exit_loop: a
-// call ends the loop around them after their step (FR-024).
+// call ends the loop around them after their step.
 const exitLoopTool = "exit_loop"
 
 var exitLoopSpec = llm.Tool{
@@ -192,7 +192,7 @@ const approvedToolWait = 30 * time.Second
 // approval when it has one. When no toolhost serves the tool it waits up
 // to wait for one (a restart in progress). Failures of the mesh come back
 // as an error result the model and the user can read, not as a Go error:
-// the turn goes on (NFR-011).
+// the turn goes on, and the model may try another way or say what failed.
 func (t *turn) callTool(ctx context.Context, call mesh.ToolCall, callID string, wait time.Duration, approval *mesh.ApprovalStatement) toolAnswer {
 	res, err := t.requestTool(ctx, call, callID, wait, approval)
 	return t.toolOutcome(call, res, err)

@@ -12,9 +12,9 @@ import (
 	"github.com/agentmesh/agentmesh/mesh/llm"
 )
 
-// This file runs the agent tree (FR-021 to FR-026). A run of the tree lives
-// in the conversation (mesh.TreeRun): every step it started, by key, with
-// its status. Leaf steps (llm, a2a) run as work items of their own, so the
+// This file runs the agent tree. A run of the tree lives in the
+// conversation (mesh.TreeRun): every step it started, by key, with its
+// status. Leaf steps (llm, a2a) run as work items of their own, so the
 // branches of a parallel step go to whichever replicas are free; composite
 // steps (sequential, parallel, loop) only schedule their children. When a
 // step ends, the replica that ran it applies the outcome by compare-and-set
@@ -358,8 +358,8 @@ func (t *turn) waitTree(c *mesh.Conversation, p *plan) {
 	for _, pa := range c.PendingApprovals {
 		p.interrupts = append(p.interrupts, mesh.Interrupt{ID: pa.UUID, Reason: mesh.InterruptReasonToolApproval, ToolCallID: pa.ToolCallID, Message: pa.Description})
 	}
-	// The position is kept for the resumes; PipelineState shows it the
-	// way seed 002 does.
+	// The position is kept for the resumes; PipelineState shows a client
+	// where the run paused: the paused step's path and output_key.
 	var at *mesh.StepRun
 	for _, sr := range tr.Steps {
 		if sr.Status == mesh.StepWaiting && (at == nil || sr.Key < at.Key) {

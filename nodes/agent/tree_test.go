@@ -18,8 +18,8 @@ import (
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
 )
 
-// These tests run agent trees (FR-021 to FR-026) on an embedded mesh, with
-// models scripted per step: a step's model is told apart by its prompt.
+// These tests run agent trees on an embedded mesh, with models scripted per
+// step: a step's model is told apart by its prompt.
 
 // treeYAML is an agent.yaml with the tree given under agent:.
 func treeYAML(tree string) string {

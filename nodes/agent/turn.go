@@ -178,8 +178,9 @@ func (t *turn) workHeaders() nats.Header {
 	return h
 }
 
-// sid is the conversation's session id (FR-030): the one stored on the
-// conversation, else the work item's X-Session-ID.
+// sid is the conversation's session id, which its log lines and sub-agent
+// calls carry: the one stored on the conversation, else the work item's
+// X-Session-ID.
 func (t *turn) sid() string {
 	if t.conv != nil && t.conv.SessionID != "" {
 		return t.conv.SessionID
@@ -188,7 +189,8 @@ func (t *turn) sid() string {
 }
 
 // setSID makes every later log line of the turn carry the conversation's
-// session id as sid, even when the work item did not carry it (NFR-015).
+// session id as sid, even when the work item did not carry it, so that
+// every line of a conversation can be found by it.
 func (t *turn) setSID(sid string) {
 	if sid == "" || sid == t.hdr.Get(mesh.HeaderSessionID) {
 		return

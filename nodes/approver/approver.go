@@ -12,7 +12,7 @@
 //     id returns the record as it stands. With Policy set it decides at once
 //     instead of waiting for a person, when the policy covers the call
 //     (policy.go), and signs that decision; such records are never pending.
-//   - mesh.approval.*.decide: a decision in any format of FR-011
+//   - mesh.approval.*.decide: a decision in any of its three formats
 //     ({"approved":true}, {"action":"approve"}, {"answer":"yes"}), with an
 //     optional args_hash of the arguments the decider was shown. Who decided
 //     is the Mesh-Principal header, else the body's "by". Before it approves,

@@ -1,6 +1,6 @@
 // Package group is the group role: it runs group chats, conversations that
-// several agents answer in turn (seed 003 user story 4). It keeps nothing
-// in memory that another instance would need.
+// several agents answer in turn. It keeps nothing in memory that another
+// instance would need.
 //
 // Each group has a durable pull consumer on the work stream, filtered on
 // mesh.work.group.<group>.* (the last token names the conversation); every

@@ -1,6 +1,7 @@
 // Package monitor is the monitor role (`mesh monitor`, and inside `mesh up`):
 // it finds the nodes that stop beating or that beat but no longer work, and
-// applies the recovery their role is given (FR-008 to FR-010a).
+// applies the recovery their role is given; when too many go down at once
+// it puts the mesh in degradation mode, which refuses new conversations.
 //
 // It subscribes to every node's heartbeat (mesh.hb.>, sent by package
 // heartbeat) and keeps what it learns from them in memory only: a monitor
@@ -39,7 +40,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
-// Strategy is what a monitor does about a node it found down (FR-008).
+// Strategy is what a monitor does about a node it found down.
 type Strategy string
 
 // Recovery strategies.
@@ -78,9 +79,10 @@ type Config struct {
 	// mesh.node.<id>.restart.
 	Restart func(info mesh.NodeInfo, reason string)
 	// DegradeAfter nodes down within DegradeWindow put the mesh in
-	// degradation mode (FR-010a); it leaves the mode when fewer than
-	// RecoverBelow nodes have been down for RecoverAfter. Zero means more
-	// than 3 within 30s, and fewer than 2 for 2 minutes.
+	// degradation mode, in which new conversations are refused while failed
+	// nodes recover; it leaves the mode when fewer than RecoverBelow nodes
+	// have been down for RecoverAfter. Zero means more than 3 within 30s,
+	// and fewer than 2 for 2 minutes.
 	DegradeAfter  int
 	DegradeWindow time.Duration
 	RecoverBelow  int
@@ -451,7 +453,9 @@ func (m *Monitor) askExit(info mesh.NodeInfo, reason string) {
 	}
 }
 
-// updateDegradation enters or leaves degradation mode (FR-010a).
+// updateDegradation enters or leaves degradation mode: the mesh refuses
+// new conversations while too many nodes are down, and lets existing ones
+// go on.
 func (m *Monitor) updateDegradation(ctx context.Context) {
 	now := m.cfg.Now()
 	m.mu.Lock()

@@ -47,11 +47,11 @@ func (m *meshProc) agentLogLines(conv string) []map[string]any {
 	return out
 }
 
-// TestTS009TS010A2ADelegationForwardsTokenAndSession: the mesh delegates to
-// the sub-agent (TS-009), forwards the caller's bearer token and none
-// without one (TS-010), sends the conversation's session id as X-Session-ID
-// and logs it as sid on every agent line of the turn (FR-030, NFR-015).
-func TestTS009TS010A2ADelegationForwardsTokenAndSession(t *testing.T) {
+// TestA2ADelegationForwardsTokenAndSession: the mesh delegates to the
+// sub-agent, forwards the caller's bearer token and none without one, sends
+// the conversation's session id as X-Session-ID and logs it as sid on every
+// agent line of the turn.
+func TestA2ADelegationForwardsTokenAndSession(t *testing.T) {
 	t.Parallel()
 	sub := a2atest.Start(t, a2atest.Options{Name: "resource-agent", Description: "Manages resources"})
 	m := startMesh(t, meshOpts{config: a2aClientConfig(sub.URL)})
@@ -121,8 +121,8 @@ func TestTS009TS010A2ADelegationForwardsTokenAndSession(t *testing.T) {
 
 // TestA2AProxyApprovalThroughREST: a sub-agent's input-required becomes a
 // proxy approval on the mesh; approving it over REST forwards "approved"
-// with the task id and the decider's token, and the answer comes back
-// (FR-029, TS-021's chain with a Go SDK sub-agent).
+// with the task id and the decider's token, and the answer comes back (the
+// chain of two meshes, with a Go SDK sub-agent in the second's place).
 func TestA2AProxyApprovalThroughREST(t *testing.T) {
 	t.Parallel()
 	sub := a2atest.Start(t, a2atest.Options{Name: "resource-agent", Approvals: 1, ApprovalData: true})

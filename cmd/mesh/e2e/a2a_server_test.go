@@ -15,10 +15,11 @@ import (
 )
 
 // The tests in this file drive the A2A server of a `mesh up` (bridge/a2a)
-// with raw JSON-RPC for the seed's scenarios TS-011 to TS-014 and TS-020,
-// and with the official SDK clients as real peers: a2a-go v0.3.3 (A2A 0.3),
-// built from its own module in testdata/peers/a2a-go, and @a2a-js/sdk 1.x
-// (A2A 1.0) from npm in testdata/peers.
+// with raw JSON-RPC (the agent card, a send, a destructive send approved
+// over REST, a REST conversation read as a task, a task continued with its
+// decision), and with the official SDK clients as real peers: a2a-go v0.3.3
+// (A2A 0.3), built from its own module in testdata/peers/a2a-go, and
+// @a2a-js/sdk 1.x (A2A 1.0) from npm in testdata/peers.
 
 // a2aSrvConfig is the default agent plus the gated items server of
 // testmcp_test.go, whose items_list blocks until the gate file exists: a
@@ -100,7 +101,7 @@ func TestA2AServer(t *testing.T) {
 	m := startMesh(t, meshOpts{config: a2aSrvConfig(t, dir)})
 	t.Cleanup(func() { _ = os.WriteFile(filepath.Join(dir, "gate"), nil, 0o644) })
 
-	t.Run("TS-011 agent card", func(t *testing.T) {
+	t.Run("agent card", func(t *testing.T) {
 		skillsOf := func(card map[string]any) []string {
 			var ids []string
 			for _, s := range list(card, "skills") {
@@ -125,14 +126,14 @@ func TestA2AServer(t *testing.T) {
 		}
 	})
 
-	t.Run("TS-012 send", func(t *testing.T) {
+	t.Run("send", func(t *testing.T) {
 		task := a2aSrvResult(m, "message/send", a2aSrvMessage("list all resources", ""))
 		if str(task, "kind") != "task" || str(task, "status", "state") != "completed" || a2aSrvArtifactText(task) == "" {
 			t.Errorf("task = %v, want completed with an artifact", task)
 		}
 	})
 
-	t.Run("TS-013 destructive send, REST approval, get", func(t *testing.T) {
+	t.Run("destructive send, REST approval, get", func(t *testing.T) {
 		task := a2aSrvResult(m, "message/send", a2aSrvMessage("add resource a2a-test-item with value 77", ""))
 		ap := a2aSrvApproval(t, task)
 		if args := obj(ap, "tool_args"); str(args, "name") != "a2a-test-item" || args["value"] != 77.0 {
@@ -148,7 +149,7 @@ func TestA2AServer(t *testing.T) {
 		}
 	})
 
-	t.Run("TS-014 get a REST conversation", func(t *testing.T) {
+	t.Run("get a REST conversation", func(t *testing.T) {
 		out := m.do(http.StatusCreated, "POST", "/conversations", map[string]any{"message": "list all resources"})
 		id := str(out, "conversation", "id")
 		task := a2aSrvResult(m, "tasks/get", map[string]any{"id": id})
@@ -157,7 +158,7 @@ func TestA2AServer(t *testing.T) {
 		}
 	})
 
-	t.Run("TS-020 continuation approves and rejects", func(t *testing.T) {
+	t.Run("continuation approves and rejects", func(t *testing.T) {
 		task := a2aSrvResult(m, "message/send", a2aSrvMessage("add resource cont-yes with value 1", ""))
 		a2aSrvApproval(t, task)
 		done := a2aSrvResult(m, "message/send", a2aSrvMessage("approved", str(task, "id")))
@@ -231,7 +232,7 @@ func TestA2AServer(t *testing.T) {
 		if !res.NotFoundCoded {
 			t.Errorf("unknown task: %q, want a2a.ErrTaskNotFound", res.NotFound)
 		}
-		// The caller's trace id is the conversation's (FR-030).
+		// The caller's trace id is the conversation's.
 		conv := m.do(http.StatusOK, "GET", "/conversations/"+res.Send.ID, nil)
 		if str(conv, "conversation", "session_id") != "a2a-go-peer" {
 			t.Errorf("session_id = %q, want the caller's X-Session-ID", str(conv, "conversation", "session_id"))

@@ -20,8 +20,8 @@ import (
 
 // The tests in this file attack approvals as a process on the NATS port
 // would: with a plain nats.go connection that sends what it likes, not
-// through the mesh's own client code (SECURITY.md: the tool host runs
-// nothing destructive without a signed approval of that exact call).
+// through the mesh's own client code: the tool host must run nothing
+// destructive without the approver's signed approval of that exact call.
 
 // stolenConn is a plain NATS connection with the stolen identity of role:
 // the agent's may publish on tool subjects, as an attacker who took an

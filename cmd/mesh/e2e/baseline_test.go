@@ -29,16 +29,16 @@ import (
 )
 
 // The baseline the mesh's turn is measured against on the same machine
-// (BenchmarkTurnCPU's server=baseline): a single-process agent server of
-// the kind seed 002 describes. Conversations live in memory behind one
-// mutex and are written to a JSON file each on every change; the model is
-// called over HTTP in OpenAI's format, its answers streamed; tools are
-// called over MCP on the same sample server, over stdio. It has none of
-// the mesh's guarantees (no durable events, no compare-and-set, nothing
-// survives a crash mid-turn), which is the point: it is the cost of a turn
-// with nothing else. The test binary runs it as a process of its own when
-// baselineEnv names the address to listen on, so that its CPU is read from
-// /proc like the mesh's, apart from the load generator's.
+// (BenchmarkTurnCPU's server=baseline): a plain single-process agent
+// server. Conversations live in memory behind one mutex and are written to
+// a JSON file each on every change; the model is called over HTTP in
+// OpenAI's format, its answers streamed; tools are called over MCP on the
+// same sample server, over stdio. It has none of the mesh's guarantees (no
+// durable events, no compare-and-set, nothing survives a crash mid-turn),
+// which is the point: it is the cost of a turn with nothing else. The test
+// binary runs it as a process of its own when baselineEnv names the address
+// to listen on, so that its CPU is read from /proc like the mesh's, apart
+// from the load generator's.
 const (
 	baselineEnv      = "MESH_TEST_BASELINE_ADDR"
 	baselineModelEnv = "MESH_TEST_BASELINE_MODEL_URL" // the OpenAI-format base URL

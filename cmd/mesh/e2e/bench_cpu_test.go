@@ -240,7 +240,7 @@ func (r loadResult) processCPUPerTurn(name string) float64 {
 }
 
 // cpuByProcess says the CPU per turn of each kind of process, by name:
-// "agent 0.41, bridge 0.28, …".
+// "<name> <ms>, …", sorted by name.
 func (r loadResult) cpuByProcess() string {
 	var line []string
 	for _, name := range slices.Sorted(maps.Keys(r.cpu)) {
@@ -256,7 +256,7 @@ func (r loadResult) cpuByProcess() string {
 func benchModels(b *testing.B) map[string]benchModel {
 	base := defaultConfig(b)
 	// NoRecords: the fake, in this process, would otherwise keep every
-	// request it served, about 500 MB by the end of a 3000x run.
+	// request it served, and a long run would measure its memory too.
 	srv := llmtest.Start(b, llmtest.Config{API: llmtest.OpenAI, NoRecords: true})
 	return map[string]benchModel{
 		"offline": {opts: meshOpts{logLevel: "warn", config: base}},
@@ -320,8 +320,7 @@ func BenchmarkTurnCPU(b *testing.B) {
 }
 
 // benchScale scales the fixed-size benchmarks: MESH_BENCH_SCALE=1 runs them
-// at the size of their acceptance figures; the default, 0.1, keeps `make
-// bench` short.
+// at full size; the default, 0.1, keeps `make bench` short.
 func benchScale() float64 {
 	if v, err := strconv.ParseFloat(os.Getenv("MESH_BENCH_SCALE"), 64); err == nil && v > 0 {
 		return v

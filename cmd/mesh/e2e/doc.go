@@ -13,8 +13,8 @@
 // Every test runs in parallel with the others (t.Parallel) but those that
 // kill processes under load or measure memory, listed in runAlone
 // (parallel_test.go), which run alone before the others start: a test
-// spends most of its time waiting on processes it started, and one after
-// another the package used about a quarter of two cores. A new test calls
+// spends most of its time waiting on processes it started, so one after
+// another the tests would leave the machine mostly idle. A new test calls
 // t.Parallel first unless it is of runAlone's kind;
 // TestEveryTestRunsInParallel holds the package to that.
 package e2e

@@ -11,7 +11,7 @@ import (
 
 // chain starts two meshes, each its own `mesh up` with its own data dir and
 // ports: B manages resources (the default configuration), A has no tool of
-// its own and delegates to B over A2A (seed 002 TS-026, TS-027).
+// its own and delegates to B over A2A.
 func chain(t *testing.T) (a, b *meshProc) {
 	t.Helper()
 	b = startMesh(t, meshOpts{})
@@ -40,7 +40,7 @@ func waitSIDLogged(t *testing.T, a, b *meshProc, sid string) {
 		"sid %s is not in both meshes' logs", sid)
 }
 
-func TestTS026ChainListsResourcesThroughA2A(t *testing.T) {
+func TestChainListsResourcesThroughA2A(t *testing.T) {
 	t.Parallel()
 	a, b := chain(t)
 	subs := list(a.do(http.StatusOK, "GET", "/tools", nil), "sub_agents")
@@ -68,7 +68,7 @@ func TestTS026ChainListsResourcesThroughA2A(t *testing.T) {
 	waitSIDLogged(t, a, b, sid)
 }
 
-func TestTS027ProxyApprovalThroughTheChain(t *testing.T) {
+func TestProxyApprovalThroughTheChain(t *testing.T) {
 	t.Parallel()
 	a, b := chain(t)
 	conv := a.newConversation()

@@ -177,17 +177,16 @@ func mcpServerEnv(t *testing.T, m *meshProc) string {
 }
 
 // TestLLMProvidersEndToEnd: for each cloud provider, `mesh up` with its key
-// and base URL from the environment completes TS-003 (a read-only tool
-// call) and TS-004 (a destructive call approved, then run), sending the
-// provider's wire format, recording token usage, and never writing the key
-// to its logs or data.
+// and base URL from the environment completes a read-only tool call and a
+// destructive call approved, then run, sending the provider's wire format,
+// recording token usage, and never writing the key to its logs or data.
 func TestLLMProvidersEndToEnd(t *testing.T) {
 	t.Parallel()
 	for _, c := range llmCases() {
 		t.Run(c.name, func(t *testing.T) {
 			m, srv := startLLMMesh(t, c, "  timeout: 20s\n")
 
-			t.Run("TS003", func(t *testing.T) {
+			t.Run("read-only call", func(t *testing.T) {
 				conv := m.newConversation()
 				before := srv.Count()
 				out := m.send(conv, "list all resources")
@@ -240,7 +239,7 @@ func TestLLMProvidersEndToEnd(t *testing.T) {
 				}
 			})
 
-			t.Run("TS004", func(t *testing.T) {
+			t.Run("destructive call approved", func(t *testing.T) {
 				conv := m.newConversation()
 				ap := m.addPending(conv, "create a server my-test with value 42")
 				if str(ap, "tool_name") != "resources_add" || obj(ap, "tool_args")["name"] != "my-test" || obj(ap, "tool_args")["value"] != 42.0 {
@@ -394,7 +393,8 @@ func TestLLMWireRefusalsSurface(t *testing.T) {
 // TestLLMReadmeModels runs every configuration of the README's Models
 // section: each llm block in config/agent.yaml, with the variables its
 // shell lines export, the provider's base URL pointed at a local server
-// of its API that wants the key the lines export, completes a TS-003 turn.
+// of its API that wants the key the lines export, completes a turn with a
+// read-only tool call.
 func TestLLMReadmeModels(t *testing.T) {
 	t.Parallel()
 	data, err := os.ReadFile("../../../README.md")

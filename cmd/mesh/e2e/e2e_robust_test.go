@@ -206,7 +206,7 @@ func TestStartupRefusesBadConfig(t *testing.T) {
 		{"gemini model without key", "name: a\nllm:\n  model: gemini-2.5-flash\n", []string{"GEMINI_API_KEY"}},
 		{"unknown field", "name: a\nllm:\n  model: offline\n  modle: x\n", []string{"modle"}},
 		{"bad MCP server", "name: a\nllm:\n  model: offline\nmcp_servers:\n  - name: x\n", []string{"mcp_servers[0]", "command", "url"}},
-		// Bad agent trees (issue 6): each error names the node.
+		// Bad agent trees: each error names the node.
 		{"tree: unknown node type", tree("    - {name: scout, type: swarm}\n"), []string{"agent.agents[0].type", `"scout"`, "swarm"}},
 		{"tree: composite without children", tree("    - {name: fan, type: parallel}\n"), []string{"agent.agents[0].agents", `"fan"`, "children"}},
 		{"tree: placeholder without producer", tree("    - {name: exec, type: llm, prompt: \"Do {plan}\"}\n"), []string{"agent.agents[0].prompt", `"exec"`, "{plan}"}},

@@ -12,12 +12,12 @@ import (
 	"github.com/agentmesh/agentmesh/mesh/llm/llmtest"
 )
 
-// TestHugeConversationKeepsAnswering (issue 16, size): a conversation
-// given 20 messages of 900 KB each answers every turn (about 18 MB of
-// messages: more than a KV value holds); the model gets a history within
-// sessions.max_bytes (4 MiB) that ends with the message just sent; the
-// agent's memory stays bounded; GET pages back through every message once,
-// in order; and a reply carries a page, not the whole history.
+// TestHugeConversationKeepsAnswering: a conversation given 20 messages of
+// 900 KB each answers every turn (about 18 MB of messages: more than a KV
+// value holds); the model gets a history within sessions.max_bytes (4 MiB)
+// that ends with the message just sent; the agent's memory stays bounded;
+// GET pages back through every message once, in order; and a reply carries
+// a page, not the whole history.
 func TestHugeConversationKeepsAnswering(t *testing.T) {
 	c := llmCases()[0] // the OpenAI-format fake, answered by the offline planner
 	if c.api != llmtest.OpenAI {
@@ -63,12 +63,11 @@ func TestHugeConversationKeepsAnswering(t *testing.T) {
 		t.Logf("turn %d: %v, agent RSS %.0f MiB", i, time.Since(start).Round(time.Millisecond), rss)
 	}
 	// Bounded: the agent holds the history of one turn at a time (4 MiB,
-	// decoded and encoded a few times), not the 18 MB conversation: its
-	// RSS levels off once the history fills the budget (turn 5 or so),
-	// and the second half of the turns, 9 MB more of conversation, adds
-	// no more than noise. The absolute cap is loose: the race detector
-	// multiplies a heap (80 MiB without it, 200 under it on a loaded
-	// machine).
+	// decoded and encoded a few times), not the 18 MB conversation: its RSS
+	// levels off once the history fills the budget (turn 5 or so), and the
+	// second half of the turns, 9 MB more of conversation, adds no more
+	// than noise. The absolute cap is loose: the race detector multiplies a
+	// heap, the more so on a loaded machine.
 	if peak > 1.25*firstHalf || peak > 400 {
 		t.Errorf("agent RSS peaked at %.0f MiB, %.0f MiB in the first %d turns: it grows with the conversation", peak, firstHalf, turns/2)
 	}

@@ -12,9 +12,9 @@ import (
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
 )
 
-// These tests drive the real `mesh` binary (`mesh up`, every role a separate
-// process, the sample MCP server over stdio) through its REST API, as seed
-// 002's test scenarios describe.
+// These tests drive the real `mesh` binary (`mesh up`, every role a
+// separate process, the sample MCP server over stdio) through its REST API,
+// as a client would.
 
 // newConversation creates a conversation and returns its id.
 func (m *meshProc) newConversation() string {
@@ -54,11 +54,10 @@ func messagesOf(conv map[string]any, role string) []map[string]any {
 	return out
 }
 
-func TestTS001StartupHealthAndTools(t *testing.T) {
+func TestStartupHealthAndTools(t *testing.T) {
 	t.Parallel()
 	m := startMesh(t, meshOpts{})
-	// Seed 002 answered {"status": "ok"}; seed 003's FR-052, which the
-	// robustness issue adopts, says healthy.
+	// A mesh with every node up and no breaker open is healthy.
 	health := m.do(http.StatusOK, "GET", "/health", nil)
 	if str(health, "status") != "healthy" || obj(health, "nodes")["agent"] != 1.0 || health["failed_nodes"] != 0.0 {
 		t.Errorf("health = %v, want healthy with one agent and no failed node", health)
@@ -88,7 +87,7 @@ func TestTS001StartupHealthAndTools(t *testing.T) {
 	}
 }
 
-func TestTS002CreateConversation(t *testing.T) {
+func TestCreateConversation(t *testing.T) {
 	t.Parallel()
 	m := startMesh(t, meshOpts{})
 	empty := m.do(http.StatusCreated, "POST", "/conversations", nil)
@@ -116,7 +115,7 @@ func TestTS002CreateConversation(t *testing.T) {
 	}
 }
 
-func TestTS003ListRunsWithoutApproval(t *testing.T) {
+func TestListRunsWithoutApproval(t *testing.T) {
 	t.Parallel()
 	m := startMesh(t, meshOpts{})
 	conv := m.newConversation()
@@ -160,7 +159,7 @@ func (m *meshProc) addPending(conv, text string) map[string]any {
 	return ap
 }
 
-func TestTS004DestructiveToolWithApproval(t *testing.T) {
+func TestDestructiveToolWithApproval(t *testing.T) {
 	t.Parallel()
 	m := startMesh(t, meshOpts{})
 	conv := m.newConversation()
@@ -183,7 +182,7 @@ func TestTS004DestructiveToolWithApproval(t *testing.T) {
 	}
 }
 
-func TestTS005ApprovalSurvivesKillOfWholeMesh(t *testing.T) {
+func TestApprovalSurvivesKillOfWholeMesh(t *testing.T) {
 	t.Parallel()
 	m := startMesh(t, meshOpts{})
 	conv := m.newConversation()
@@ -209,7 +208,7 @@ func TestTS005ApprovalSurvivesKillOfWholeMesh(t *testing.T) {
 	}
 }
 
-func TestTS006NaturalLanguageVariations(t *testing.T) {
+func TestNaturalLanguageVariations(t *testing.T) {
 	t.Parallel()
 	m := startMesh(t, meshOpts{})
 	tests := []struct {
@@ -250,7 +249,7 @@ func TestTS006NaturalLanguageVariations(t *testing.T) {
 	}
 }
 
-func TestTS007ApprovalRejection(t *testing.T) {
+func TestApprovalRejection(t *testing.T) {
 	t.Parallel()
 	m := startMesh(t, meshOpts{})
 	conv := m.newConversation()
@@ -269,7 +268,7 @@ func TestTS007ApprovalRejection(t *testing.T) {
 	m.send(conv, "list resources")
 }
 
-func TestTS008ThreeApprovalFormats(t *testing.T) {
+func TestThreeApprovalFormats(t *testing.T) {
 	t.Parallel()
 	m := startMesh(t, meshOpts{})
 	formats := []map[string]any{{"approved": true}, {"action": "approve"}, {"answer": "yes"}}

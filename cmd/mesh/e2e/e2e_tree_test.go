@@ -16,9 +16,11 @@ import (
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
 )
 
-// These tests run agent trees (issue 6; seed 002 TS-015 to TS-019, TS-022
-// to TS-025, TS-028) on `mesh up`, with the sample configurations of
-// config/examples and the offline planner.
+// These tests run agent trees on `mesh up` (an agent without a tree, a
+// sequential pipeline that passes state on and pauses for approvals,
+// parallel branches joined into a summary, a loop with an exit, a pipeline
+// reached over A2A), with the sample configurations of config/examples and
+// the offline planner.
 
 // exampleConfig is config/examples/<name>.yaml.
 func exampleConfig(t testing.TB, name string) string {
@@ -76,7 +78,7 @@ func steps(evs []map[string]any) []string {
 	return out
 }
 
-func TestTS015AgentWithoutTreeIsOneLLMNode(t *testing.T) {
+func TestAgentWithoutTreeIsOneLLMNode(t *testing.T) {
 	t.Parallel()
 	m := startMesh(t, meshOpts{})
 	conv := m.newConversation()
@@ -101,7 +103,7 @@ func TestTS015AgentWithoutTreeIsOneLLMNode(t *testing.T) {
 	}
 }
 
-func TestTS016TS022SequentialPipelinePassesTheAnalysisOn(t *testing.T) {
+func TestSequentialPipelinePassesTheAnalysisOn(t *testing.T) {
 	t.Parallel()
 	m := startMesh(t, meshOpts{config: exampleConfig(t, "sequential")})
 	conv := m.newConversation()
@@ -142,7 +144,7 @@ func TestTS016TS022SequentialPipelinePassesTheAnalysisOn(t *testing.T) {
 	}
 }
 
-func TestTS019TS023SequentialPipelinePausesAndResumes(t *testing.T) {
+func TestSequentialPipelinePausesAndResumes(t *testing.T) {
 	t.Parallel()
 	m := startMesh(t, meshOpts{config: exampleConfig(t, "sequential")})
 	conv := m.newConversation()
@@ -179,7 +181,7 @@ func TestTS019TS023SequentialPipelinePausesAndResumes(t *testing.T) {
 	}
 }
 
-func TestTS017TS024ParallelBranchesJoinIntoTheSummary(t *testing.T) {
+func TestParallelBranchesJoinIntoTheSummary(t *testing.T) {
 	t.Parallel()
 	m := startMesh(t, meshOpts{config: exampleConfig(t, "parallel")})
 	conv := m.newConversation()
@@ -208,7 +210,7 @@ func TestTS017TS024ParallelBranchesJoinIntoTheSummary(t *testing.T) {
 	}
 }
 
-func TestTS018TS025LoopAddsUntilTheGoalThenExits(t *testing.T) {
+func TestLoopAddsUntilTheGoalThenExits(t *testing.T) {
 	t.Parallel()
 	m := startMesh(t, meshOpts{config: exampleConfig(t, "loop")})
 	conv := m.newConversation()
@@ -261,7 +263,7 @@ func TestLoopStopsAtMaxIterationsWithAClearMessage(t *testing.T) {
 	}
 }
 
-func TestTS028SequentialPipelineOverA2A(t *testing.T) {
+func TestSequentialPipelineOverA2A(t *testing.T) {
 	t.Parallel()
 	m := startMesh(t, meshOpts{config: exampleConfig(t, "sequential")})
 	task := a2aSrvResult(m, "message/send", a2aSrvMessage("list all resources", ""))

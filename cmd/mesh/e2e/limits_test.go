@@ -103,7 +103,7 @@ func TestLimitsAcrossTwoBridges(t *testing.T) {
 		{"AG-UI", "/agui", `{"threadId":"t","runId":"r","messages":[]}`, []string{"Accept", "text/event-stream"}, 200,
 			[]string{`"type":"RUN_ERROR"`, `"code":"RATE_LIMIT"`, `"resetAt":"`}},
 		{"AI SDK", "/api/ai-sdk", `{"messages":[]}`, nil, 200, []string{`"type":"error"`, `"errorText":"rate limit`, "data: [DONE]"}},
-		{"seed 001 chat", "/api/chat", `{"message":"hi"}`, nil, 200, []string{`"type":"error"`, `"code":"RATE_LIMIT"`, `"resetAt":"`}},
+		{"simple chat", "/api/chat", `{"message":"hi"}`, nil, 200, []string{`"type":"error"`, `"code":"RATE_LIMIT"`, `"resetAt":"`}},
 		{"A2A 0.3", "/a2a", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{}}`, nil, 429,
 			[]string{`"code":-32029`, `"resetAt":"`, `"code":"rate_limited"`}},
 		{"A2A 1.0", "/a2a", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{}}`, []string{"A2A-Version", "1.0"}, 429,

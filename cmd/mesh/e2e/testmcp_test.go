@@ -19,7 +19,7 @@ import (
 //   - items_count (read-only) answers at once and appends a line to
 //     testCountCallsEnv per call;
 //   - with testClockEnv set, also clock_in (not destructive), whose result
-//     carries seed 000's isClockedIn state patch in _meta (agentmesh/state).
+//     carries an isClockedIn state patch in _meta (agentmesh/state).
 const (
 	testMCPEnv        = "MESH_TEST_MCP"
 	testClockEnv      = "MESH_TEST_CLOCK"

@@ -66,11 +66,10 @@ func TestHTTPAuthJWTKeySources(t *testing.T) {
 	}
 }
 
-// TestHTTPBindSafeDefaults (seed 003 FR-032 to FR-034): a mesh without auth
-// on loopback starts and says authentication is off; on a non-loopback
-// address it refuses to start (exit code 2, a message naming the ways
-// out), unless http.insecure says so, and then it starts with a loud
-// warning.
+// TestHTTPBindSafeDefaults: a mesh without auth on loopback starts and says
+// authentication is off; on a non-loopback address it refuses to start
+// (exit code 2, a message naming the ways out), unless http.insecure says
+// so, and then it starts with a loud warning.
 func TestHTTPBindSafeDefaults(t *testing.T) {
 	t.Parallel()
 	local := startMesh(t, meshOpts{logLevel: "info"})
@@ -117,11 +116,11 @@ func TestHTTPBindSafeDefaults(t *testing.T) {
 	}
 }
 
-// TestTS009TS010WithHTTPAuth: with authentication on, the caller's bearer
-// token (a token of the mesh's configuration) still rides on the turn to
-// the agent, which forwards it to the sub-agent (TS-010); without a token
+// TestA2ADelegationWithHTTPAuth: with authentication on, the caller's
+// bearer token (a token of the mesh's configuration) still rides on the
+// turn to the agent, which forwards it to the sub-agent; without a token
 // the request is refused (401) and nothing reaches the sub-agent.
-func TestTS009TS010WithHTTPAuth(t *testing.T) {
+func TestA2ADelegationWithHTTPAuth(t *testing.T) {
 	t.Parallel()
 	sub := a2atest.Start(t, a2atest.Options{Name: "resource-agent", Description: "Manages resources"})
 	cfg := a2aClientConfig(sub.URL) + fmt.Sprintf("auth:\n  tokens:\n    - {name: carol, token: %s, roles: [user]}\n", bobToken)
@@ -147,13 +146,13 @@ func TestTS009TS010WithHTTPAuth(t *testing.T) {
 	}
 }
 
-// TestTS027ChainWithHTTPAuth: two meshes with authentication on, sharing
-// their principals (carol a user, dave an approver). Carol's turn on A
-// delegates to B with her token, so B's task is hers; B's task pauses, A
-// shows a proxy approval; dave approves it on A, and A's agent forwards the
-// decision to B with dave's token: B lets an approver decide the task it
-// waits for, records dave, and the call runs once on B.
-func TestTS027ChainWithHTTPAuth(t *testing.T) {
+// TestProxyApprovalChainWithHTTPAuth: two meshes with authentication on,
+// sharing their principals (carol a user, dave an approver). Carol's turn
+// on A delegates to B with her token, so B's task is hers; B's task pauses,
+// A shows a proxy approval; dave approves it on A, and A's agent forwards
+// the decision to B with dave's token: B lets an approver decide the task
+// it waits for, records dave, and the call runs once on B.
+func TestProxyApprovalChainWithHTTPAuth(t *testing.T) {
 	t.Parallel()
 	const carol, dave = "carol-user-token-0123456", "dave-approver-token-0123"
 	tokens := fmt.Sprintf("auth:\n  tokens:\n    - {name: carol, token: %s, roles: [user]}\n    - {name: dave, token: %s, roles: [approver]}\n", carol, dave)

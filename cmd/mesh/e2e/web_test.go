@@ -190,7 +190,7 @@ func TestWebChatInChromium(t *testing.T) {
 	if !strings.Contains(res.Reconnecting, "reconnecting") {
 		t.Errorf("while the bridge was down the page showed %q, want a reconnecting indicator", res.Reconnecting)
 	}
-	// Seed 000's backoff: 1, 2, 4, 8 … s, at most 30 s; the indicator
+	// The page's backoff: 1, 2, 4, 8 … s, at most 30 s; the indicator
 	// counts the same waits, from 1 s.
 	if fmt.Sprint(res.RetryDelays) != "[1000 2000 4000 8000 16000 30000 30000 30000]" {
 		t.Errorf("the page's retry delays = %v, want 1, 2, 4, 8, 16 s then 30 s", res.RetryDelays)

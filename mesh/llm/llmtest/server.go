@@ -52,9 +52,9 @@ type Config struct {
 	Model string
 	// NoRecords keeps no [Record]: for benchmarks, which send tens of
 	// thousands of requests and read none. Each record holds the request's
-	// body, headers and decoded history, about 27 KB a call of
-	// BenchmarkTurnCPU. Requests and Answered then return nothing; Count
-	// still counts.
+	// body, headers and decoded history, which over such a run adds up to
+	// more memory than the benchmark measures. Requests and Answered then
+	// return nothing; Count still counts.
 	NoRecords bool
 }
 
