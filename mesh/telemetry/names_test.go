@@ -54,16 +54,16 @@ func TestDeployNamesExist(t *testing.T) {
 	}
 }
 
-// TestREADMEMetricsTable: README's metrics table lists every metric with
-// its type, and no other.
-func TestREADMEMetricsTable(t *testing.T) {
-	data, err := os.ReadFile("../../README.md")
+// TestDocsMetricsTable: the metrics table of docs/observability.md lists
+// every metric with its type, and no other.
+func TestDocsMetricsTable(t *testing.T) {
+	data, err := os.ReadFile("../../docs/observability.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, table, ok := strings.Cut(string(data), "| metric | type | labels | what |\n")
 	if !ok {
-		t.Fatal("README has no metrics table (| metric | type | labels | what |)")
+		t.Fatal("docs/observability.md has no metrics table (| metric | type | labels | what |)")
 	}
 	table, _, _ = strings.Cut(table, "\n\n")
 	listed := map[string]string{}
@@ -79,14 +79,14 @@ func TestREADMEMetricsTable(t *testing.T) {
 		typ, ok := listed[name]
 		switch {
 		case !ok:
-			t.Errorf("README's metrics table lacks %s", name)
+			t.Errorf("the metrics table of docs/observability.md lacks %s", name)
 		case typ != m.Type:
-			t.Errorf("README says %s is a %s; it is a %s", name, typ, m.Type)
+			t.Errorf("docs/observability.md says %s is a %s; it is a %s", name, typ, m.Type)
 		}
 	}
 	for name := range listed {
 		if _, ok := Names[name]; !ok {
-			t.Errorf("README lists %s, which the mesh does not expose", name)
+			t.Errorf("docs/observability.md lists %s, which the mesh does not expose", name)
 		}
 	}
 }

@@ -390,20 +390,20 @@ func TestLLMWireRefusalsSurface(t *testing.T) {
 	}
 }
 
-// TestLLMReadmeModels runs every configuration of the README's Models
-// section: each llm block in config/agent.yaml, with the variables its
-// shell lines export, the provider's base URL pointed at a local server
-// of its API that wants the key the lines export, completes a turn with a
-// read-only tool call.
-func TestLLMReadmeModels(t *testing.T) {
+// TestLLMDocsModels runs every configuration of the section "Configure a
+// model" of docs/models.md: each llm block in config/agent.yaml, with the
+// variables its shell lines export, the provider's base URL pointed at a
+// local server of its API that wants the key the lines export, completes a
+// turn with a read-only tool call.
+func TestLLMDocsModels(t *testing.T) {
 	t.Parallel()
-	data, err := os.ReadFile("../../../README.md")
+	data, err := os.ReadFile("../../../docs/models.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(data), "\n## Models\n")
+	_, section, ok := strings.Cut(string(data), "\n## Configure a model\n")
 	if !ok {
-		t.Fatal("README.md has no Models section")
+		t.Fatal("docs/models.md has no section Configure a model")
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	type snippet struct{ yaml, sh string }
@@ -473,14 +473,14 @@ func TestLLMReadmeModels(t *testing.T) {
 	}
 	for _, p := range []string{config.ProviderGoogle, config.ProviderAnthropic, config.ProviderOpenAI, config.ProviderOllama} {
 		if !providers[p] {
-			t.Errorf("the Models section has no configuration for %s", p)
+			t.Errorf("docs/models.md has no configuration for %s", p)
 		}
 	}
 }
 
-// TestLLMReadmeModelNames: the names the README's Models table lists pick
+// TestLLMDocsModelNames: the names the table of docs/models.md lists pick
 // the provider it says.
-func TestLLMReadmeModelNames(t *testing.T) {
+func TestLLMDocsModelNames(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ name, want string }{
 		{"offline", config.ProviderOffline},
