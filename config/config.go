@@ -288,7 +288,7 @@ type Node struct {
 	// AllowDestructive runs destructive tools without asking for approval.
 	AllowDestructive bool `yaml:"allow_destructive"`
 	// StateTool offers an llm node the built-in set_state tool, which
-	// changes the conversation's state (README, "Conversation state").
+	// changes the conversation's state (docs/conversation-state.md).
 	StateTool bool `yaml:"state_tool"`
 	// Tools limits the tools an llm node is offered to these names: absent
 	// means every tool, an empty list none (a node that only writes).

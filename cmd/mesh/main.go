@@ -12,7 +12,7 @@
 //	mesh creds      write the identities a cluster shares (seeds, route secret, nats-server auth)
 //	mesh version    print the version
 //
-// and, for people at a terminal (see cli.go and README's "From the terminal"):
+// and, for people at a terminal (see cli.go and docs/cli.md):
 //
 //	mesh chat       chat with the agent or a group: streamed answers, approvals, Ctrl-C cancels
 //	mesh approve    list, show and decide pending approvals
@@ -22,7 +22,7 @@
 //	mesh completion shell completion for bash and zsh
 //
 // Every role reads config/agent.yaml (or $MESH_CONFIG) and connects to
-// $NATS_URL, or to the embedded server at $MESH_NATS_ADDR. See README.md.
+// $NATS_URL, or to the embedded server at $MESH_NATS_ADDR. See docs/cli.md.
 package main
 
 import (

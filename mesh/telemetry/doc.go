@@ -12,7 +12,7 @@
 // "_seconds" for durations), with label values from bounded sets: agent,
 // group, MCP server and tool names come from the configuration or the
 // tool catalog, outcomes and codes from the mesh's constants; no
-// conversation, run, call or user id is ever a label. README's metrics
+// conversation, run, call or user id is ever a label. docs/observability.md's metrics
 // table lists them all, and a test checks that the table, the Grafana
 // dashboard and the Prometheus rules under deploy/ name only metrics this
 // package defines.

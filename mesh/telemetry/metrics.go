@@ -21,7 +21,7 @@ var Registry = prometheus.NewRegistry()
 var durations = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 
 // Names are the metrics this package defines, by full name, with their
-// type ("counter", "gauge", "histogram") and labels: the list README's
+// type ("counter", "gauge", "histogram") and labels: the list docs/observability.md's
 // table and deploy/'s rules and dashboard are checked against.
 var Names = map[string]Metric{}
 
