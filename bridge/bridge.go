@@ -29,6 +29,7 @@ import (
 	"github.com/agentmesh/agentmesh/bridge/ops"
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/store"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
@@ -36,7 +37,7 @@ import (
 type Config struct {
 	NC        *nats.Conn
 	JS        jetstream.JetStream
-	Resources *mesh.Resources
+	Resources *store.Resources
 	// Agent is the mesh's configuration: agent name, prompt, HTTP settings.
 	Agent *config.Config
 	// Addr is the listen address. Empty means Agent.HTTPAddr.

@@ -20,8 +20,8 @@ import (
 	"github.com/agentmesh/agentmesh/bridge/auth"
 	"github.com/agentmesh/agentmesh/bridge/core"
 	"github.com/agentmesh/agentmesh/config"
-	"github.com/agentmesh/agentmesh/mesh"
 	wire "github.com/agentmesh/agentmesh/mesh/a2a"
+	"github.com/agentmesh/agentmesh/mesh/limits"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
@@ -53,7 +53,7 @@ type limiter struct {
 	perPrincipal, perIP, conversations, active, streams int
 
 	proxies []*net.IPNet
-	store   *mesh.Limits
+	store   *limits.Store
 	core    *core.Core
 	log     zerolog.Logger
 	// lastLog is when a failed check was logged last (unix nanoseconds).
@@ -83,7 +83,7 @@ func newLimiter(cfg Config) (*limiter, error) {
 		active:        config.Limit(lc.MaxActiveSessions, config.DefaultMaxActiveSessions),
 		streams:       config.Limit(lc.StreamsPerPrincipal, config.DefaultStreamsPerPrincipal),
 		proxies:       proxies,
-		store:         mesh.NewLimits(cfg.JS, cfg.Resources.Limits),
+		store:         limits.New(cfg.JS, cfg.Resources.Limits),
 		log:           cfg.Logger,
 		open:          map[string]int{},
 	}, nil
@@ -157,10 +157,10 @@ func (l *limiter) take(ctx context.Context, who, ip string) *core.LimitError {
 	var wg sync.WaitGroup
 	if who != "" {
 		wg.Go(func() {
-			byWho = l.spend(ctx, mesh.LimitKey(mesh.LimitRatePrincipal, who), l.perPrincipal, "requests of yours", telemetry.LimitRatePrincipal)
+			byWho = l.spend(ctx, limits.Key(limits.RatePrincipal, who), l.perPrincipal, "requests of yours", telemetry.LimitRatePrincipal)
 		})
 	}
-	byIP := l.spend(ctx, mesh.LimitKey(mesh.LimitRateIP, ip), l.perIP, "requests from your address", telemetry.LimitRateIP)
+	byIP := l.spend(ctx, limits.Key(limits.RateIP, ip), l.perIP, "requests from your address", telemetry.LimitRateIP)
 	wg.Wait()
 	if byWho != nil {
 		return byWho
@@ -208,7 +208,7 @@ func (l *limiter) admitTo(ctx context.Context, key, id string, n int) (bool, err
 // principal and the mesh have room for one more active conversation.
 func (l *limiter) admit(ctx context.Context, id string) error {
 	if who := core.LimitKeyOf(ctx); who != "" && l.conversations > 0 {
-		ok, err := l.admitTo(ctx, mesh.LimitKey(mesh.LimitActiveOwner, who), id, l.conversations)
+		ok, err := l.admitTo(ctx, limits.Key(limits.ActiveOwner, who), id, l.conversations)
 		switch {
 		case err != nil:
 			l.failed(err)
@@ -219,7 +219,7 @@ func (l *limiter) admit(ctx context.Context, id string) error {
 		}
 	}
 	if l.active > 0 {
-		ok, err := l.admitTo(ctx, mesh.LimitActiveAll, id, l.active)
+		ok, err := l.admitTo(ctx, limits.ActiveAll, id, l.active)
 		switch {
 		case err != nil:
 			l.failed(err)

@@ -24,7 +24,7 @@ type BeatConfig struct {
 	NC *nats.Conn
 	// Responder is the connection probes are answered on: the node's
 	// responder identity, which may publish nothing but answers to inboxes
-	// (mesh.ResponderSuffix). Nil means NC.
+	// (identity.ResponderSuffix). Nil means NC.
 	Responder *nats.Conn
 	JS        jetstream.JetStream
 	NS        mesh.Namespace

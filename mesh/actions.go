@@ -2,7 +2,6 @@ package mesh
 
 import (
 	"fmt"
-	"net/http"
 	"slices"
 	"time"
 )
@@ -15,20 +14,24 @@ import (
 // Conversation.Feedback, by message id. Appends stay as cheap as before:
 // neither touches the message log.
 
-// Sentinels of the user actions.
-var (
-	// ErrNothingToRegenerate refuses a regenerate in a conversation with no
-	// user message to answer again (or none among its newest messages).
-	ErrNothingToRegenerate = &Error{Kind: "nothing_to_regenerate", Status: http.StatusConflict, Message: "mesh: no user message to regenerate the answer of"}
-	// ErrMessageNotFound: feedback on a message the conversation does not
-	// hold.
-	ErrMessageNotFound = &Error{Kind: "message_not_found", Status: http.StatusNotFound, Message: "mesh: message not found"}
-)
+const (
+	// SupersededKept bounds Conversation.Superseded: past it, the entries of
+	// messages no longer among the history a read loads (which alone reaches
+	// models) are dropped.
+	SupersededKept = 256
 
-// SupersededKept bounds Conversation.Superseded: past it, the entries of
-// messages no longer among the history a read loads (which alone reaches
-// models) are dropped.
-const SupersededKept = 256
+	// Ratings of feedback.
+	RatingLike    = "like"
+	RatingDislike = "dislike"
+
+	// MaxFeedbackComment bounds a feedback comment, in characters.
+	MaxFeedbackComment = 1000
+
+	// FeedbackKept bounds the feedback a conversation keeps: past it, the
+	// oldest is dropped. With MaxFeedbackComment it keeps the head, which
+	// every read decodes, within a few hundred KiB at worst.
+	FeedbackKept = 200
+)
 
 // LastUserMessage is the index in Messages of the last user message, or -1.
 func (c *Conversation) LastUserMessage() int {
@@ -73,20 +76,6 @@ func (c *Conversation) Supersede(by string) ([]string, bool) {
 // IsSuperseded reports whether message id was superseded by a regenerated
 // answer: shown to people, not sent to models.
 func (c *Conversation) IsSuperseded(id string) bool { return c.Superseded[id] != "" }
-
-// Ratings of feedback.
-const (
-	RatingLike    = "like"
-	RatingDislike = "dislike"
-)
-
-// MaxFeedbackComment bounds a feedback comment, in characters.
-const MaxFeedbackComment = 1000
-
-// FeedbackKept bounds the feedback a conversation keeps: past it, the
-// oldest is dropped. With MaxFeedbackComment it keeps the head, which
-// every read decodes, within a few hundred KiB at worst.
-const FeedbackKept = 200
 
 // Feedback is one principal's rating of one message.
 type Feedback struct {

@@ -94,7 +94,7 @@ func (a *Approval) AskedHash() (string, error) {
 		return "", fmt.Errorf("hash approval %s: %w", a.UUID, err)
 	}
 	sum := sha256.Sum256(data)
-	return ArgsHashPrefix + hex.EncodeToString(sum[:]), nil
+	return argsHashPrefix + hex.EncodeToString(sum[:]), nil
 }
 
 // Public is the approval as events and conversations show it: without the

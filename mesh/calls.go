@@ -2,22 +2,25 @@ package mesh
 
 import (
 	"encoding/json"
-	"fmt"
-	"strings"
 	"time"
 )
 
-// MetaCallID is the key of the call id in the _meta of every MCP tools/call
-// the mesh sends; servers that deduplicate by it make a call that is sent
-// again after a crash run once (config dedupe_call_ids).
-const MetaCallID = "agentmesh/call_id"
-
-// Headers of the acknowledgement of a tool call: a request carrying
-// HeaderCallAck gets, as soon as a toolhost takes it, an empty message with
-// HeaderCallHost naming that toolhost, before the result.
 const (
+	// MetaCallID is the key of the call id in the _meta of every MCP tools/call
+	// the mesh sends; servers that deduplicate by it make a call that is sent
+	// again after a crash run once (config dedupe_call_ids).
+	MetaCallID = "agentmesh/call_id"
+
+	// Headers of the acknowledgement of a tool call: a request carrying
+	// HeaderCallAck gets, as soon as a toolhost takes it, an empty message with
+	// HeaderCallHost naming that toolhost, before the result.
 	HeaderCallAck  = "Mesh-Call-Ack"
 	HeaderCallHost = "Mesh-Call-Host"
+
+	// SubAgentCallPrefix starts the keys of the call records an agent keeps in
+	// the calls bucket for its sub-agent (A2A) calls: agents may write only
+	// those keys, the tool hosts' records are the tool hosts' alone.
+	SubAgentCallPrefix = "a2a."
 )
 
 // ToolRequest is the body of a request on mesh.tool.<server>.<tool>.
@@ -71,33 +74,6 @@ type CallRecord struct {
 	StartedAt  time.Time   `json:"started_at"`
 	FinishedAt time.Time   `json:"finished_at,omitzero"`
 }
-
-// ContentText joins the text blocks of an MCP content array; blocks of other
-// kinds are named by their type.
-func ContentText(content json.RawMessage) string {
-	var blocks []struct {
-		Type     string `json:"type"`
-		Text     string `json:"text"`
-		MimeType string `json:"mimeType"`
-	}
-	if json.Unmarshal(content, &blocks) != nil {
-		return ""
-	}
-	var parts []string
-	for _, b := range blocks {
-		if b.Type == "text" {
-			parts = append(parts, b.Text)
-			continue
-		}
-		parts = append(parts, fmt.Sprintf("[%s %s]", b.Type, b.MimeType))
-	}
-	return strings.Join(parts, "\n")
-}
-
-// SubAgentCallPrefix starts the keys of the call records an agent keeps in
-// the calls bucket for its sub-agent (A2A) calls: agents may write only
-// those keys, the tool hosts' records are the tool hosts' alone.
-const SubAgentCallPrefix = "a2a."
 
 // SubAgentCallKey is the key of the record of sub-agent call id.
 func SubAgentCallKey(id string) string { return SubAgentCallPrefix + id }

@@ -8,9 +8,9 @@ import (
 	"fmt"
 )
 
-// ArgsHashPrefix starts every argument hash: the algorithm, then the hex
+// argsHashPrefix starts every argument hash: the algorithm, then the hex
 // digest.
-const ArgsHashPrefix = "sha256:"
+const argsHashPrefix = "sha256:"
 
 // CanonicalJSON is the canonical form of a JSON value, the one that
 // argument hashes and approval signatures are computed over. It is close to
@@ -62,5 +62,5 @@ func ArgsHash(args map[string]any) (string, error) {
 		return "", err
 	}
 	sum := sha256.Sum256(c)
-	return ArgsHashPrefix + hex.EncodeToString(sum[:]), nil
+	return argsHashPrefix + hex.EncodeToString(sum[:]), nil
 }

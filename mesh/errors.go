@@ -1,7 +1,6 @@
 package mesh
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,15 +12,17 @@ import (
 	"github.com/nats-io/nats.go/micro"
 )
 
-// ErrInvalidToken reports a name that cannot be a subject token or key part.
-var ErrInvalidToken = errors.New("mesh: invalid subject token")
+var (
+	// ErrInvalidToken reports a name that cannot be a subject token or key part.
+	ErrInvalidToken = errors.New("mesh: invalid subject token")
 
-// StoppedStarting reports whether err only says that ctx ended while a role
-// was starting: a stop asked before the role got going, which its Run
-// returns as nil, like any stop, rather than as a failure.
-func StoppedStarting(ctx context.Context, err error) bool {
-	return ctx.Err() != nil && errors.Is(err, ctx.Err())
-}
+	// ErrInvalidID reports an id that [CheckID] refuses.
+	ErrInvalidID = errors.New("mesh: invalid id")
+
+	// Errors of state patches.
+	ErrStatePatch    = errors.New("mesh: a state patch must be a JSON object")
+	ErrStateTooLarge = errors.New("mesh: state too large")
+)
 
 // Error is an error with a stable kind and an HTTP-like status, so that it can
 // cross NATS (in the micro service error headers) and come out as the same
@@ -87,6 +88,26 @@ var (
 	// ErrDegraded refuses new conversations while the mesh is in
 	// degradation mode (too many nodes down); existing ones go on.
 	ErrDegraded = &Error{Kind: "degraded", Status: http.StatusServiceUnavailable, Message: "mesh: degraded: new conversations are paused while failed nodes recover", RetryAfter: 30}
+
+	// Sentinels of the user actions.
+	// ErrNothingToRegenerate refuses a regenerate in a conversation with no
+	// user message to answer again (or none among its newest messages).
+	ErrNothingToRegenerate = &Error{Kind: "nothing_to_regenerate", Status: http.StatusConflict, Message: "mesh: no user message to regenerate the answer of"}
+	// ErrMessageNotFound: feedback on a message the conversation does not
+	// hold.
+	ErrMessageNotFound = &Error{Kind: "message_not_found", Status: http.StatusNotFound, Message: "mesh: message not found"}
+
+	// Errors of files, with the HTTP statuses every surface answers them with.
+	ErrFileTooLarge = &Error{Kind: "file_too_large", Status: http.StatusRequestEntityTooLarge, Message: "mesh: file too large"}
+	ErrFileType     = &Error{Kind: "unsupported_media_type", Status: http.StatusUnsupportedMediaType, Message: "mesh: media type not accepted"}
+	ErrFileNotFound = &Error{Kind: "file_not_found", Status: http.StatusNotFound, Message: "mesh: file not found"}
+
+	// ErrSessionDeleted and ErrSessionExpired answer a request for a conversation
+	// that was deleted or expired: 410 Gone. Both match [ErrSessionNotFound]
+	// with errors.Is too, so that a role that drops the work of a missing
+	// conversation (an agent's claim, a group's round) drops theirs alike.
+	ErrSessionDeleted = &Error{Kind: "deleted", Status: http.StatusGone, Message: "mesh: conversation deleted"}
+	ErrSessionExpired = &Error{Kind: "expired", Status: http.StatusGone, Message: "mesh: conversation expired"}
 )
 
 // Headers of a micro service error reply. The first two are the standard

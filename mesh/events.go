@@ -56,11 +56,14 @@ const (
 	OutcomeSuccess   = "success"
 	OutcomeInterrupt = "interrupt"
 	OutcomeCancelled = "cancelled"
-)
 
-// InterruptReasonToolApproval is the reason of an interrupt that waits for a
-// human to approve a tool call.
-const InterruptReasonToolApproval = "tool_approval"
+	// InterruptReasonToolApproval is the reason of an interrupt that waits for a
+	// human to approve a tool call.
+	InterruptReasonToolApproval = "tool_approval"
+
+	// Run outcomes recorded in RunSummary besides the AG-UI ones.
+	OutcomeError = "error"
+)
 
 // Run error codes carried by RUN_ERROR events.
 const (
@@ -189,4 +192,22 @@ func RunError(code, message string) Event {
 // Custom is a CUSTOM event carrying a mesh fact.
 func Custom(name string, value any) Event {
 	return Event{Type: EventCustom, Name: name, Value: value}
+}
+
+// MarshalJSON writes value for the operations that take one (add, replace,
+// test) even when it is null, false, 0 or "", and omits it for the others.
+func (p PatchOp) MarshalJSON() ([]byte, error) {
+	type op struct {
+		Op    string `json:"op"`
+		Path  string `json:"path"`
+		From  string `json:"from,omitempty"`
+		Value *any   `json:"value,omitempty"`
+	}
+	o := op{Op: p.Op, Path: p.Path, From: p.From}
+	switch p.Op {
+	case "add", "replace", "test":
+		v := p.Value
+		o.Value = &v
+	}
+	return json.Marshal(o)
 }

@@ -1,9 +1,5 @@
 package mesh
 
-import (
-	"net/http"
-)
-
 // This file holds the files of conversations (images, documents). A
 // message names its files ([Message.Files]); their bytes are objects of the
 // object store mesh_files, one per file, never in mesh_sessions or
@@ -24,17 +20,3 @@ type File struct {
 	SHA256 string `json:"sha256,omitempty"`
 	URL    string `json:"url,omitempty"`
 }
-
-// Errors of files, with the HTTP statuses every surface answers them with.
-var (
-	ErrFileTooLarge = &Error{Kind: "file_too_large", Status: http.StatusRequestEntityTooLarge, Message: "mesh: file too large"}
-	ErrFileType     = &Error{Kind: "unsupported_media_type", Status: http.StatusUnsupportedMediaType, Message: "mesh: media type not accepted"}
-	ErrFileNotFound = &Error{Kind: "file_not_found", Status: http.StatusNotFound, Message: "mesh: file not found"}
-)
-
-// NewFileID returns a new file id, f-<uuid>: a valid [CheckID] id.
-func NewFileID() string { return "f-" + NewID() }
-
-// FileObject is the object name of a conversation's file:
-// <conversation>.<file id>.
-func FileObject(conversation, fileID string) string { return conversation + "." + fileID }

@@ -20,22 +20,21 @@ func NewTraceID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// MaxIDLen is the longest id a client may send: a conversation (an AG-UI
-// thread, a dialect's session, an A2A task or context), a run, an approval
-// (an AG-UI interrupt), an A2A message, an X-Session-ID. Subjects and keys
-// built from ids stay far below the NATS server's 4 KiB control line, so no
-// request can take a role's connection off the bus.
-const MaxIDLen = 128
+const (
+	// MaxIDLen is the longest id a client may send: a conversation (an AG-UI
+	// thread, a dialect's session, an A2A task or context), a run, an approval
+	// (an AG-UI interrupt), an A2A message, an X-Session-ID. Subjects and keys
+	// built from ids stay far below the NATS server's 4 KiB control line, so no
+	// request can take a role's connection off the bus.
+	MaxIDLen = 128
 
-// IDRule says in words what [CheckID] accepts, for error messages.
-const IDRule = "1 to 128 letters, digits, '-' and '_'"
+	// IDRule says in words what [CheckID] accepts, for error messages.
+	IDRule = "1 to 128 letters, digits, '-' and '_'"
 
-// ClipLen is how much of a value a client sent an error or a log line
-// quotes: [Clip] cuts the rest.
-const ClipLen = 32
-
-// ErrInvalidID reports an id that [CheckID] refuses.
-var ErrInvalidID = errors.New("mesh: invalid id")
+	// ClipLen is how much of a value a client sent an error or a log line
+	// quotes: [Clip] cuts the rest.
+	ClipLen = 32
+)
 
 // CheckID reports whether id can name a conversation, a run, an approval
 // or a task: 1 to [MaxIDLen] ASCII letters, digits, '-' and '_', so that it

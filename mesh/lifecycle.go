@@ -2,7 +2,6 @@ package mesh
 
 import (
 	"errors"
-	"net/http"
 )
 
 // This file holds the end of a conversation's life: deletion (a
@@ -16,15 +15,6 @@ import (
 const (
 	StatusDeleted Status = "deleted"
 	StatusExpired Status = "expired"
-)
-
-// ErrSessionDeleted and ErrSessionExpired answer a request for a conversation
-// that was deleted or expired: 410 Gone. Both match [ErrSessionNotFound]
-// with errors.Is too, so that a role that drops the work of a missing
-// conversation (an agent's claim, a group's round) drops theirs alike.
-var (
-	ErrSessionDeleted = &Error{Kind: "deleted", Status: http.StatusGone, Message: "mesh: conversation deleted"}
-	ErrSessionExpired = &Error{Kind: "expired", Status: http.StatusGone, Message: "mesh: conversation expired"}
 )
 
 // IsGone reports whether err says the conversation was deleted or expired.

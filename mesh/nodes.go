@@ -67,12 +67,12 @@ type AgentInfo struct {
 // Key is the node's key in the nodes bucket.
 func (n NodeInfo) Key() string { return n.Role + "." + n.Node }
 
-// SystemSession is the pseudo-session of events about the mesh itself
-// (node_down, node_up, degradation): mesh.evt._mesh.CUSTOM.
-const SystemSession = "_mesh"
-
-// Names of the CUSTOM events the monitor publishes on SystemSession.
 const (
+	// SystemSession is the pseudo-session of events about the mesh itself
+	// (node_down, node_up, degradation): mesh.evt._mesh.CUSTOM.
+	SystemSession = "_mesh"
+
+	// Names of the CUSTOM events the monitor publishes on SystemSession.
 	CustomNodeDown = "node_down"
 	// CustomSessionSaveFailed: an agent failed to save a run's outcome
 	// three times in a row (it keeps trying); value is {conversation,
@@ -82,12 +82,12 @@ const (
 	CustomDegradedEnter     = "degradation_entered"
 	CustomDegradedLeave     = "degradation_left"
 	CustomRecoveryApplied   = "recovery_applied"
-)
 
-// DegradedKey is the key of the nodes bucket that holds the degradation
-// state while the mesh is degraded (too many nodes went down: new
-// conversations are refused until they recover).
-const DegradedKey = "_mesh.degraded"
+	// DegradedKey is the key of the nodes bucket that holds the degradation
+	// state while the mesh is degraded (too many nodes went down: new
+	// conversations are refused until they recover).
+	DegradedKey = "_mesh.degraded"
+)
 
 // Degradation is the value under DegradedKey.
 type Degradation struct {

@@ -377,9 +377,6 @@ type StepRun struct {
 	FinishedAt time.Time `json:"finished_at,omitzero"`
 }
 
-// Run outcomes recorded in RunSummary besides the AG-UI ones.
-const OutcomeError = "error"
-
 // HasTurn reports whether the turn id was applied to the conversation.
 func (c *Conversation) HasTurn(id string) bool {
 	for _, t := range c.RecentTurns {
@@ -405,6 +402,16 @@ func (c *Conversation) MarkTurn(id string) {
 // read, and those saved since. A change may append after them, never edit
 // them.
 func (c *Conversation) Stored() int { return c.stored }
+
+// StoredSnapshot is what the store that read or saved the conversation
+// holds of its stored messages: how many of the first Messages the log
+// holds, and a copy of them as they were, to tell that a change left them
+// as they were.
+func (c *Conversation) StoredSnapshot() (n int, snap []*Message) { return c.stored, c.snap }
+
+// SetStored records what the store holds of the conversation's messages
+// (see StoredSnapshot): the store that reads or saves it calls it.
+func (c *Conversation) SetStored(n int, snap []*Message) { c.stored, c.snap = n, snap }
 
 // HasMessage reports whether a message with this id is in the conversation.
 func (c *Conversation) HasMessage(id string) bool {
@@ -459,7 +466,21 @@ func (c *Conversation) Summary() ConversationSummary {
 		s.Group = c.Group.Name
 	}
 	if c.MessageCount == 0 { // a head of an earlier version
-		s.MessageCount, s.Title = len(c.Messages), titleOf(c.Messages)
+		s.MessageCount, s.Title = len(c.Messages), TitleOf(c.Messages)
 	}
 	return s
+}
+
+// TitleOf is the title of a conversation whose first messages are msgs:
+// its first user message, clipped.
+func TitleOf(msgs []Message) string {
+	for _, m := range msgs {
+		if m.Role == RoleUser {
+			if r := []rune(m.Content); len(r) > 80 {
+				return string(r[:80]) + "…"
+			}
+			return m.Content
+		}
+	}
+	return ""
 }

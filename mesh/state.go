@@ -3,7 +3,6 @@ package mesh
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
@@ -22,28 +21,22 @@ import (
 // [StateDelta]; a client that starts a run (or reconnects) gets the whole
 // state as STATE_SNAPSHOT first.
 
-// StateMetaKey is the key of an MCP tools/call result's _meta whose value,
-// a JSON object, is a merge patch (RFC 7386) of the conversation's state:
-//
-//	{"content": [...], "_meta": {"agentmesh/state": {"isClockedIn": true, "lastClockOut": null}}}
-//
-// The tool host passes it on as [ToolResult.State]; the agent applies it
-// with the run's other changes.
-const StateMetaKey = "agentmesh/state"
-
-// Bounds of the state, in bytes of JSON.
 const (
+	// StateMetaKey is the key of an MCP tools/call result's _meta whose value,
+	// a JSON object, is a merge patch (RFC 7386) of the conversation's state:
+	//
+	//	{"content": [...], "_meta": {"agentmesh/state": {"isClockedIn": true, "lastClockOut": null}}}
+	//
+	// The tool host passes it on as [ToolResult.State]; the agent applies it
+	// with the run's other changes.
+	StateMetaKey = "agentmesh/state"
+
+	// Bounds of the state, in bytes of JSON.
 	// MaxStatePatch bounds one tool result's state patch.
 	MaxStatePatch = 16 << 10
 	// MaxStateSize bounds the whole state of a conversation: a change that
 	// would make it larger is refused.
 	MaxStateSize = 64 << 10
-)
-
-// Errors of state patches.
-var (
-	ErrStatePatch    = errors.New("mesh: a state patch must be a JSON object")
-	ErrStateTooLarge = errors.New("mesh: state too large")
 )
 
 // CheckStatePatch checks that patch is a JSON object of at most
@@ -142,22 +135,4 @@ func nonNilState(state map[string]any) map[string]any {
 		return map[string]any{}
 	}
 	return state
-}
-
-// MarshalJSON writes value for the operations that take one (add, replace,
-// test) even when it is null, false, 0 or "", and omits it for the others.
-func (p PatchOp) MarshalJSON() ([]byte, error) {
-	type op struct {
-		Op    string `json:"op"`
-		Path  string `json:"path"`
-		From  string `json:"from,omitempty"`
-		Value *any   `json:"value,omitempty"`
-	}
-	o := op{Op: p.Op, Path: p.Path, From: p.From}
-	switch p.Op {
-	case "add", "replace", "test":
-		v := p.Value
-		o.Value = &v
-	}
-	return json.Marshal(o)
 }

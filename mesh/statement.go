@@ -11,24 +11,22 @@ import (
 	"github.com/nats-io/nkeys"
 )
 
-// StatementType names what an [ApprovalStatement] is, so that a signature
-// made for one means nothing anywhere else.
-const StatementType = "agentmesh.approval.v1"
-
-// How old a signed approval a tool host still honours, and how far in the
-// future its time may be (clocks of two machines). A call id is recorded in
-// the calls bucket for 7 days, so within ApprovalMaxAge a replayed approval
-// always meets the record of its call and never runs a second time.
 const (
+	// StatementType names what an [ApprovalStatement] is, so that a signature
+	// made for one means nothing anywhere else.
+	StatementType = "agentmesh.approval.v1"
+
+	// How old a signed approval a tool host still honours, and how far in the
+	// future its time may be (clocks of two machines). A call id is recorded in
+	// the calls bucket for 7 days, so within ApprovalMaxAge a replayed approval
+	// always meets the record of its call and never runs a second time.
 	ApprovalMaxAge    = 24 * time.Hour
 	ApprovalClockSkew = 5 * time.Minute
-)
 
-// Keys of the approvals bucket that are not approvals start with '_'
-// (approval ids are UUIDs). The approver publishes each public key it signs
-// with under ApprovalKeysPrefix + key, so tool hosts without configured keys
-// learn them; only the approver may write the bucket.
-const (
+	// Keys of the approvals bucket that are not approvals start with '_'
+	// (approval ids are UUIDs). The approver publishes each public key it signs
+	// with under ApprovalKeysPrefix + key, so tool hosts without configured keys
+	// learn them; only the approver may write the bucket.
 	ApprovalKeysPrefix = "_keys."
 	// ApprovalKeysFilter watches every published key.
 	ApprovalKeysFilter = ApprovalKeysPrefix + "*"

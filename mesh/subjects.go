@@ -7,25 +7,14 @@ import (
 	"strings"
 )
 
-// DefaultPrefix is the first token of every subject and the base of every
-// stream and bucket name. Several meshes can share one NATS server by using
-// different prefixes.
-const DefaultPrefix = "mesh"
-
-// Roles, as they appear in work and heartbeat subjects and in node keys.
 const (
-	RoleAgent    = "agent"
-	RoleToolhost = "toolhost"
-	RoleApprover = "approver"
-	RoleGroup    = "group"
-	RoleBridge   = "bridge"
-	RoleMonitor  = "monitor"
-	RoleNATS     = "nats"
-)
+	// DefaultPrefix is the first token of every subject and the base of every
+	// stream and bucket name. Several meshes can share one NATS server by using
+	// different prefixes.
+	DefaultPrefix = "mesh"
 
-// Subject templates. The first %s is the prefix; the others are tokens that the
-// builders of [Namespace] validate.
-const (
+	// Subject templates. The first %s is the prefix; the others are tokens that the
+	// builders of [Namespace] validate.
 	// SubjectEvent carries one AG-UI event of one session: mesh.evt.<session>.<TYPE>.
 	SubjectEvent = "%s.evt.%s.%s"
 	// SubjectWork carries the work items of one conversation for one
@@ -47,6 +36,21 @@ const (
 	SubjectHeartbeat = "%s.hb.%s.%s"
 	// SubjectProbe answers liveness probes of one node: mesh.node.<node id>.probe.
 	SubjectProbe = "%s.node.%s.probe"
+
+	// SubjectRestart asks a node to exit so that its supervisor starts it again:
+	// mesh.node.<node id>.restart.
+	SubjectRestart = "%s.node.%s.restart"
+)
+
+// Roles, as they appear in work and heartbeat subjects and in node keys.
+const (
+	RoleAgent    = "agent"
+	RoleToolhost = "toolhost"
+	RoleApprover = "approver"
+	RoleGroup    = "group"
+	RoleBridge   = "bridge"
+	RoleMonitor  = "monitor"
+	RoleNATS     = "nats"
 )
 
 // Stream and bucket base names. The full name adds the prefix: MESH_EVENTS,
@@ -75,12 +79,6 @@ const (
 	ToolServiceName     = "mesh-tools"
 	ApprovalServiceName = "mesh-approvals"
 )
-
-// ServiceSubjects are the micro discovery subjects a service named svc
-// answers: $SRV.<verb>, $SRV.<verb>.<svc> and $SRV.<verb>.<svc>.<id>.
-func ServiceSubjects(svc string) []string {
-	return []string{"$SRV.*", "$SRV.*." + svc, "$SRV.*." + svc + ".*"}
-}
 
 // ServicePing is the subject that pings every instance of the service svc.
 func ServicePing(svc string) string { return "$SRV.PING." + svc }
@@ -282,7 +280,7 @@ func ToolToken(name string) string {
 }
 
 // ToolName reverses [ToolToken].
-func ToolName(token string) (string, error) {
+func toolName(token string) (string, error) {
 	if token == "=" {
 		return "", nil
 	}
@@ -305,10 +303,6 @@ func ToolName(token string) (string, error) {
 	}
 	return b.String(), nil
 }
-
-// SubjectRestart asks a node to exit so that its supervisor starts it again:
-// mesh.node.<node id>.restart.
-const SubjectRestart = "%s.node.%s.restart"
 
 // Restart returns mesh.node.<node id>.restart.
 func (n Namespace) Restart(node string) (string, error) {

@@ -78,9 +78,9 @@ func TestToolTokenRoundTrip(t *testing.T) {
 		if err := CheckToken(tok); err != nil {
 			t.Errorf("ToolToken(%q) = %q is not a token: %v", name, tok, err)
 		}
-		back, err := ToolName(tok)
+		back, err := toolName(tok)
 		if err != nil || back != name {
-			t.Errorf("ToolName(ToolToken(%q)) = %q, %v", name, back, err)
+			t.Errorf("toolName(ToolToken(%q)) = %q, %v", name, back, err)
 		}
 	}
 }
@@ -111,7 +111,7 @@ func FuzzSubjectBuilders(f *testing.F) {
 		if CheckToken(tok) != nil {
 			t.Fatalf("ToolToken(%q) = %q is not a valid token", s, tok)
 		}
-		back, err := ToolName(tok)
+		back, err := toolName(tok)
 		if err != nil || back != s {
 			t.Fatalf("round trip of %q: %q, %v", s, back, err)
 		}

@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -16,7 +20,7 @@ import (
 // A package may import, within the module:
 //
 //	config            nothing
-//	mesh/...          config, mesh/...
+//	mesh/...          the rooms of mesh below them (meshRooms)
 //	heartbeat         config, mesh/...
 //	nodes/<role>/...  config, mesh/..., heartbeat, its own role's packages
 //	bridge            config, mesh/..., bridge/... (it wires the protocols)
@@ -63,7 +67,11 @@ func placeOf(rel string) (place, bool) {
 	case "config":
 		return place{kind: kConfig}, true
 	case "mesh":
-		return place{kind: kMesh}, true
+		room := "mesh"
+		if len(parts) > 1 {
+			room = "mesh/" + parts[1]
+		}
+		return place{kind: kMesh, unit: room}, true
 	case "heartbeat":
 		return place{kind: kHeartbeat}, true
 	case "nodes":
@@ -87,6 +95,27 @@ func placeOf(rel string) (place, bool) {
 	return place{}, false
 }
 
+// meshRooms are the packages of mesh/ by job, each with what its whole
+// dependency closure may hold within the module. The shared contracts
+// (mesh) import nothing; each job imports the contracts and the few rooms
+// it builds on.
+var meshRooms = map[string][]string{
+	"mesh":            nil,
+	"mesh/internal":   nil,
+	"mesh/telemetry":  nil,
+	"mesh/memory":     nil,
+	"mesh/natsconn":   nil,
+	"mesh/limits":     nil,
+	"mesh/identity":   {"mesh"},
+	"mesh/bus":        {"mesh", "mesh/telemetry"},
+	"mesh/workloop":   {"mesh", "mesh/telemetry"},
+	"mesh/store":      {"mesh", "mesh/telemetry", "mesh/memory", "mesh/internal"},
+	"mesh/natsserver": {"mesh", "mesh/identity", "mesh/natsconn"},
+	"mesh/a2a":        {"mesh/telemetry"},
+	"mesh/llm":        {"config", "mesh/telemetry", "mesh/internal"},
+	"mesh/meshtest":   {"mesh/..."},
+}
+
 // wall returns why from may not import to, or "" when it may; test says
 // the import is made by from's tests only.
 func wall(from, to place, test bool) string {
@@ -96,6 +125,9 @@ func wall(from, to place, test bool) string {
 	if test && (from.kind == kBridge || from.kind == kShared || from.kind == kProtocol) && (to.kind == kRole || strings.HasPrefix(to.kind, "bridge")) {
 		return "" // a bridge test fixture wires roles and routes, as cmd does
 	}
+	if test && from.kind == kMesh && to.kind == kMesh {
+		return "" // a test of one room starts a server, a store, what it needs
+	}
 	switch from.kind {
 	case kConfig:
 		if to.kind != kConfig {
@@ -104,6 +136,17 @@ func wall(from, to place, test bool) string {
 	case kMesh:
 		if to.kind != kConfig && to.kind != kMesh {
 			return "mesh imports no role, bridge, heartbeat or cmd package: it holds the contracts they share"
+		}
+		allowed, known := meshRooms[from.unit]
+		if !known {
+			return "the room " + from.unit + " is not in meshRooms: say what it may import"
+		}
+		target := to.unit
+		if to.kind == kConfig {
+			target = kConfig
+		}
+		if !slices.Contains(allowed, target) && !slices.Contains(allowed, "mesh/...") {
+			return from.unit + " may import only " + strings.Join(allowed, ", ") + " (meshRooms): it has one job"
 		}
 	case kHeartbeat:
 		if to.kind != kConfig && to.kind != kMesh {
@@ -141,6 +184,8 @@ func wall(from, to place, test bool) string {
 // listed is what the test reads of `go list -json`.
 type listed struct {
 	ImportPath   string
+	Dir          string
+	GoFiles      []string
 	Imports      []string
 	Deps         []string
 	TestImports  []string
@@ -284,9 +329,21 @@ func TestWallsRules(t *testing.T) {
 		test     bool
 		want     bool // allowed
 	}{
-		{"mesh", "config", false, true},
-		{"mesh/llm", "mesh", false, true},
+		{"mesh", "config", false, false},
+		{"mesh", "mesh/store", false, false},
+		{"mesh/store", "mesh", false, true},
+		{"mesh/store", "mesh/identity", false, false},
+		{"mesh/identity", "mesh/store", false, false},
+		{"mesh/natsserver", "mesh/identity", false, true},
+		{"mesh/bus", "mesh/store", false, false},
+		{"mesh/workloop", "mesh/bus", false, false},
+		{"mesh/llm", "mesh", false, false},
+		{"mesh/llm", "config", false, true},
+		{"mesh/llm/offline", "mesh/llm", false, true},
 		{"mesh/meshtest", "mesh", false, true},
+		{"mesh/meshtest", "mesh/store", false, true},
+		{"mesh/store", "mesh/natsserver", true, true},
+		{"mesh/store", "nodes/agent", true, false},
 		{"mesh", "nodes/agent", false, false},
 		{"mesh/llm", "nodes/group", false, false},
 		{"mesh", "bridge/core", false, false},
@@ -330,5 +387,134 @@ func TestWallsRules(t *testing.T) {
 	}
 	if _, ok := placeOf("internal/x"); ok {
 		t.Error("a package outside the known places was placed")
+	}
+}
+
+// Who reads the environment and files, and why. Settings come from config:
+// the environment is read by config, and by the commands, which own the
+// process and give a role what it needs of it (a tool host the
+// environment its MCP servers' are drawn from). A file is read by the
+// package that owns what it holds, at a path config gives.
+var (
+	envReaders = map[string]string{
+		"config": "the settings of the environment (MESH_*, NATS_*, ${VAR} in the configuration)",
+		"cmd":    "the commands own the process: GOGC, GOMAXPROCS, the environment of the children of mesh up",
+	}
+	fileReaders = map[string]string{
+		"config":         "the configuration file",
+		"cmd":            "the commands own the process: data directory, credentials files, profiles, logs",
+		"mesh/identity":  "the seeds, the signing keys and the route secret of the credentials directory",
+		"mesh/memory":    "/proc/self/smaps: what the process maps, to give memory back",
+		"mesh/meshtest":  "helpers of tests: golden files, the ports the kernel gives",
+		"bridge/auth":    "the stream key and a JWKS file",
+		"nodes/toolhost": "an MCP server's command, looked for on disk",
+	}
+	envCalls  = []string{"Getenv", "LookupEnv", "Environ", "Setenv", "Unsetenv", "Clearenv", "ExpandEnv"}
+	fileCalls = []string{"ReadFile", "Open", "OpenFile", "Create", "CreateTemp", "WriteFile", "ReadDir", "Mkdir", "MkdirAll",
+		"MkdirTemp", "Remove", "RemoveAll", "Rename", "Stat", "Lstat", "Chmod", "Chown", "Symlink", "Readlink", "Truncate", "DirFS"}
+)
+
+// readerRoom is the key of envReaders and fileReaders a package falls
+// under: cmd for every command, else its own path (a mesh room for its
+// sub-packages).
+func readerRoom(rel string) string {
+	p, _ := placeOf(rel)
+	switch {
+	case p.kind == kCmd:
+		return "cmd"
+	case p.kind == kMesh:
+		return p.unit
+	}
+	return rel
+}
+
+// TestFilesAndEnvironment finds every call of the os package that reads
+// the environment or a file in the module's non-test code, and fails on
+// one made where envReaders or fileReaders do not say why.
+func TestFilesAndEnvironment(t *testing.T) {
+	module, pkgs := modulePackages(t)
+	for _, p := range pkgs {
+		rel, ok := strings.CutPrefix(p.ImportPath, module+"/")
+		if !ok {
+			continue
+		}
+		room := readerRoom(rel)
+		for _, name := range p.GoFiles {
+			path := filepath.Join(p.Dir, name)
+			for _, call := range osCalls(t, path) {
+				switch {
+				case slices.Contains(envCalls, call.name) && envReaders[room] == "":
+					t.Errorf("%s: os.%s reads the environment in %s: only config and the commands do (envReaders)", call.pos, call.name, rel)
+				case slices.Contains(fileCalls, call.name) && fileReaders[room] == "":
+					t.Errorf("%s: os.%s touches a file in %s, which owns none (fileReaders)", call.pos, call.name, rel)
+				}
+			}
+		}
+	}
+}
+
+type osCall struct{ name, pos string }
+
+// osCalls are the calls os.<Name>(…) of a Go file, with the os package
+// imported under its name.
+func osCalls(t *testing.T, path string) []osCall {
+	t.Helper()
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatal(err)
+	}
+	imported := false
+	for _, im := range f.Imports {
+		if im.Path.Value == `"os"` && (im.Name == nil || im.Name.Name == "os") {
+			imported = true
+		}
+	}
+	if !imported {
+		return nil
+	}
+	var out []osCall
+	ast.Inspect(f, func(n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if !ok {
+			return true
+		}
+		sel, ok := call.Fun.(*ast.SelectorExpr)
+		if !ok {
+			return true
+		}
+		if x, ok := sel.X.(*ast.Ident); ok && x.Name == "os" {
+			out = append(out, osCall{sel.Sel.Name, fset.Position(call.Pos()).String()})
+		}
+		return true
+	})
+	return out
+}
+
+// The rule finds what it is written for: a package that reads the
+// environment, or a file, without a reason.
+func TestFilesAndEnvironmentRule(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "x.go")
+	src := "package x\n\nimport \"os\"\n\nfunc f() { _ = os.Getenv(\"HOME\"); _, _ = os.ReadFile(\"k\"); _ = os.Args }\n"
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range osCalls(t, path) {
+		names = append(names, c.name)
+	}
+	if !slices.Equal(names, []string{"Getenv", "ReadFile"}) {
+		t.Errorf("calls found: %v, want Getenv and ReadFile", names)
+	}
+	for rel, want := range map[string][2]bool{
+		"config": {true, true}, "cmd/mesh": {true, true}, "cmd/mcp-resources": {true, true},
+		"mesh/identity": {false, true}, "mesh/store": {false, false}, "nodes/agent": {false, false},
+		"bridge/auth": {false, true}, "bridge/core": {false, false}, "nodes/toolhost": {false, true},
+	} {
+		room := readerRoom(rel)
+		if got := [2]bool{envReaders[room] != "", fileReaders[room] != ""}; got != want {
+			t.Errorf("%s: reads the environment, files = %v, want %v", rel, got, want)
+		}
 	}
 }

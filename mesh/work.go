@@ -1,10 +1,7 @@
 package mesh
 
 import (
-	"fmt"
 	"time"
-
-	"github.com/nats-io/nats.go"
 )
 
 // WorkKind says what a work item asks for.
@@ -22,7 +19,7 @@ const (
 
 // WorkItem is a message of the work stream, on mesh.work.<role>.<name>,
 // or for a user's message on mesh.work.<role>.<name>.<session> (see
-// [WorkSubject]). Credentials travel in its headers ([HeaderAuthorization]),
+// [workloop.Subject]). Credentials travel in its headers ([HeaderAuthorization]),
 // never here.
 type WorkItem struct {
 	Kind    WorkKind `json:"kind"`
@@ -56,33 +53,9 @@ type WorkItem struct {
 	EnqueuedAt  time.Time `json:"enqueued_at"`
 }
 
-// WorkMsgID is the deduplication id of a work item: the same turn enqueued
-// twice within the stream's duplicate window is stored once.
-func WorkMsgID(item WorkItem) string {
-	switch item.Kind {
-	case WorkStep:
-		return fmt.Sprintf("node:%s:%s:%d", item.TurnID, item.Step, item.Gen)
-	case WorkGroupNext:
-		return fmt.Sprintf("group_next:%s:%s", item.TurnID, item.RunID)
-	}
-	return string(item.Kind) + ":" + item.TurnID
-}
-
 // UserTurn reports whether the item is a user's message: a turn that is not
 // a member's turn of a group chat.
 func (item WorkItem) UserTurn() bool { return item.Kind == WorkTurn && item.Group == "" }
-
-// CopyCallerHeaders copies the caller's credentials and trace id from src to
-// a new header, so they follow the work a request starts.
-func CopyCallerHeaders(src nats.Header) nats.Header {
-	h := nats.Header{}
-	for _, k := range []string{HeaderAuthorization, HeaderSessionID} {
-		if v := src.Get(k); v != "" {
-			h.Set(k, v)
-		}
-	}
-	return h
-}
 
 // CancelRequest is the optional body of a message on
 // mesh.session.<session>.cancel. Without a run id it stops whatever turn the

@@ -15,6 +15,7 @@ import (
 	"github.com/agentmesh/agentmesh/bridge/core"
 	"github.com/agentmesh/agentmesh/mesh"
 	wire "github.com/agentmesh/agentmesh/mesh/a2a"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 // act is what a message does to its task.
@@ -66,7 +67,7 @@ func (c *call) plan(ctx context.Context, req *sendRequest) (*plan, error) {
 	// A message that may start a turn needs the user role; one that only
 	// decides an approval, the approver role (core.Decide checks it).
 	converse := c.need(auth.Converse)
-	var head *mesh.SessionHead
+	var head *store.SessionHead
 	var err error
 	switch {
 	case taskID != "" && mesh.CheckID(taskID) != nil:
@@ -176,7 +177,7 @@ func (c *call) need(perm auth.Permission) *rpcError {
 // task, decides the approval it waits for. That is how a proxy approval
 // comes back from another mesh: its agent forwards the decision with the
 // decider's token, and the task belongs to whoever started it.
-func (c *call) reaches(head *mesh.SessionHead, byTaskID bool, req *sendRequest) bool {
+func (c *call) reaches(head *store.SessionHead, byTaskID bool, req *sendRequest) bool {
 	if c.h.core.Sees(c.caller, head.Owner) {
 		return true
 	}
@@ -190,7 +191,7 @@ func (c *call) reaches(head *mesh.SessionHead, byTaskID bool, req *sendRequest) 
 	return true
 }
 
-func turnID(h *mesh.SessionHead) string {
+func turnID(h *store.SessionHead) string {
 	if h.Turn != nil {
 		return h.Turn.ID
 	}

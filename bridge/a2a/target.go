@@ -10,6 +10,7 @@ import (
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
 	wire "github.com/agentmesh/agentmesh/mesh/a2a"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 // groupPrefix and agentPrefix are the patterns under which a group's and
@@ -129,7 +130,7 @@ func groupOf(c *mesh.Conversation) string {
 }
 
 // headGroup is [groupOf] for a conversation's head.
-func headGroup(h *mesh.SessionHead) string {
+func headGroup(h *store.SessionHead) string {
 	if h.Group == nil {
 		return ""
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/store"
 	"github.com/agentmesh/agentmesh/nodes/agent"
 	"github.com/agentmesh/agentmesh/nodes/approver"
 )
@@ -44,7 +45,7 @@ type fixture struct {
 	m     *meshtest.Mesh
 	core  *core.Core
 	srv   *httptest.Server
-	store *mesh.SessionStore
+	store *store.SessionStore
 	tools *meshtest.Resources
 }
 
@@ -52,7 +53,7 @@ type fixture struct {
 func newFixture(t *testing.T, p llm.Provider, tweak func(*Config)) *fixture {
 	t.Helper()
 	m := meshtest.New(t)
-	f := &fixture{t: t, m: m, store: mesh.NewSessionStore(m.Sessions, m.Messages)}
+	f := &fixture{t: t, m: m, store: store.NewSessionStore(m.Sessions, m.Messages)}
 	f.tools = meshtest.StartResources(t, m)
 
 	cfg, err := config.Parse("test.yaml", []byte("name: tester\nllm:\n  model: offline\nmesh:\n  ack_wait: 2s\n"), func(string) string { return "" })

@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 // The agent directory: every agent this bridge's configuration defines and
@@ -56,7 +57,7 @@ type Agent struct {
 // process a monitor found dead keeps its record, and so its agents, for
 // ten minutes; one that stopped cleanly takes its agents with it).
 func (c *Core) Agents(ctx context.Context) ([]Agent, error) {
-	nodes, err := mesh.NewNodes(c.cfg.Resources.Nodes).List(ctx)
+	nodes, err := store.NewNodes(c.cfg.Resources.Nodes).List(ctx)
 	if err != nil {
 		return nil, mesh.ErrUnavailable.With("the nodes bucket cannot be read: " + err.Error())
 	}

@@ -47,7 +47,9 @@ import (
 	"github.com/agentmesh/agentmesh/bridge/auth"
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/bus"
 	"github.com/agentmesh/agentmesh/mesh/memory"
+	"github.com/agentmesh/agentmesh/mesh/store"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
@@ -55,7 +57,7 @@ import (
 type Config struct {
 	NC        *nats.Conn
 	JS        jetstream.JetStream
-	Resources *mesh.Resources
+	Resources *store.Resources
 	// Agent is the agent that serves new conversations.
 	Agent string
 	// Prompt is the system prompt, the first message of every conversation.
@@ -119,11 +121,11 @@ type Config struct {
 type Core struct {
 	cfg       Config
 	ns        mesh.Namespace
-	Sessions  *mesh.SessionStore
-	Approvals *mesh.ApprovalStore
-	Catalog   *mesh.Catalog
-	files     *mesh.FileStore      // nil when the mesh has none
-	events    *mesh.EventPublisher // the queue's own events
+	Sessions  *store.SessionStore
+	Approvals *store.ApprovalStore
+	Catalog   *store.Catalog
+	files     *store.FileStore // nil when the mesh has none
+	events    *bus.Publisher   // the queue's own events
 	log       zerolog.Logger
 	now       func() time.Time // the queue's clock, a test's to set
 	started   time.Time        // when this process's core was made
@@ -164,16 +166,16 @@ func New(cfg Config) (*Core, error) {
 	if cfg.ExpiredKept == 0 {
 		cfg.ExpiredKept = 24 * time.Hour
 	}
-	sessions := mesh.NewSessionStore(cfg.Resources.Sessions, cfg.Resources.Messages).WithConn(cfg.NC)
+	sessions := store.NewSessionStore(cfg.Resources.Sessions, cfg.Resources.Messages).WithConn(cfg.NC)
 	sessions.HistoryBytes = cfg.HistoryBytes
 	c := &Core{
 		cfg:       cfg,
 		ns:        cfg.Resources.NS,
 		Sessions:  sessions,
-		Approvals: mesh.NewApprovalStore(cfg.Resources.Approvals),
-		Catalog:   mesh.NewCatalog(cfg.Resources.Tools),
+		Approvals: store.NewApprovalStore(cfg.Resources.Approvals),
+		Catalog:   store.NewCatalog(cfg.Resources.Tools),
 		files:     cfg.Resources.Files,
-		events:    mesh.NewEventPublisher(cfg.JS, cfg.Resources.NS),
+		events:    bus.NewPublisher(cfg.JS, cfg.Resources.NS),
 		log:       cfg.Logger,
 		now:       time.Now,
 		started:   time.Now(),

@@ -10,6 +10,8 @@ import (
 	"github.com/agentmesh/agentmesh/bridge/auth"
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/natsconn"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 // Started waits for an agent to take the run up: not before the
@@ -33,8 +35,8 @@ func TestRunStartedWaitsForTheClaim(t *testing.T) {
 		t.Fatal("Started before any agent took the turn")
 	}
 	// An agent claims it.
-	store := mesh.NewSessionStore(m.Sessions, m.Messages)
-	if _, err := store.Update(t.Context(), conv.ID, func(c *mesh.Conversation) error {
+	sessions := store.NewSessionStore(m.Sessions, m.Messages)
+	if _, err := sessions.Update(t.Context(), conv.ID, func(c *mesh.Conversation) error {
 		c.Turn = &mesh.Turn{ID: run.ID, Kind: mesh.WorkTurn, StartedAt: time.Now()}
 		c.Status = mesh.StatusRunning
 		return nil
@@ -89,11 +91,11 @@ func TestReadinessOffTheBus(t *testing.T) {
 	}
 }
 
-// A role's connection (mesh.Connect) whose server went away reconnects
+// A role's connection (natsconn.Connect) whose server went away reconnects
 // rather than closes; meanwhile /ready says the bus is down and why.
 func TestReadinessWhileReconnecting(t *testing.T) {
 	m := meshtest.New(t)
-	nc, err := mesh.Connect(mesh.ConnectConfig{URL: m.Server.ClientURL(), Name: "bridge-test"})
+	nc, err := natsconn.Connect(natsconn.Config{URL: m.Server.ClientURL(), Name: "bridge-test"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 // Health statuses, as [Core.Health] decides them: healthy, degraded (a few
@@ -49,7 +50,7 @@ const failedWithin = 2 * time.Minute
 // with 1 to 3, unhealthy with more or in degradation mode.
 func (c *Core) Health(ctx context.Context, version string, uptime time.Duration) Health {
 	h := Health{Status: Healthy, UptimeSeconds: int(uptime.Seconds()), Nodes: map[string]int{}, Version: version, Timestamp: time.Now().UTC()}
-	nodes, err := mesh.NewNodes(c.cfg.Resources.Nodes).List(ctx)
+	nodes, err := store.NewNodes(c.cfg.Resources.Nodes).List(ctx)
 	if err != nil || !c.cfg.NC.IsConnected() {
 		h.Status = Unhealthy
 		return h
@@ -113,7 +114,7 @@ func (c *Core) activeSessions(ctx context.Context) int {
 	}
 	n := 0
 	for k := range keys.Keys() {
-		if !strings.HasPrefix(k, mesh.RunKeyPrefix) {
+		if !strings.HasPrefix(k, store.RunKeyPrefix) {
 			n++
 		}
 	}
@@ -134,7 +135,7 @@ func (c *Core) SetDraining() { c.draining.Store(true) }
 
 // watchDegradation follows the degradation key of the nodes bucket.
 func (c *Core) watchDegradation(ctx context.Context) error {
-	return mesh.WatchKV(ctx, c.cfg.Resources.Nodes, mesh.DegradedKey, func(e jetstream.KeyValueEntry) {
+	return store.WatchKV(ctx, c.cfg.Resources.Nodes, mesh.DegradedKey, func(e jetstream.KeyValueEntry) {
 		if e.Operation() != jetstream.KeyValuePut {
 			c.degraded.Store(nil)
 			return

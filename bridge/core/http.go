@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/bridge/auth"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 // The HTTP helpers every surface of the bridge (REST, AG-UI, A2A, the web
@@ -70,7 +71,7 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 
 // WriteJSONDoc is [WriteJSON] for a body whose "conversation" is doc: its
 // messages go out as stored, not scanned again by encoding/json.
-func WriteJSONDoc(w http.ResponseWriter, status int, body map[string]any, doc *mesh.ConversationDoc) {
+func WriteJSONDoc(w http.ResponseWriter, status int, body map[string]any, doc *store.ConversationDoc) {
 	rest := make(map[string]any, len(body))
 	for k, v := range body {
 		if k != "conversation" {

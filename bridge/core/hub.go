@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/bridge/auth"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 // StreamEvent is one event of the events stream as a follower receives it:
@@ -127,7 +128,7 @@ func (h *hub) start(ctx context.Context) error {
 // consume follows the events of filters stored from now on
 // (mesh.FollowNew).
 func (h *hub) consume(ctx context.Context, filters []string, fn func(jetstream.Msg)) (jetstream.ConsumeContext, error) {
-	cc, err := mesh.FollowNew(ctx, h.js, h.ns.Stream(mesh.StreamEvents), filters, fn)
+	cc, err := store.FollowNew(ctx, h.js, h.ns.Stream(mesh.StreamEvents), filters, fn)
 	if err != nil {
 		return nil, fmt.Errorf("core: events: %w", err)
 	}

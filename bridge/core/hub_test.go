@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/bridge/auth"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/bus"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
 )
 
@@ -28,7 +29,7 @@ func newCore(t *testing.T, m *meshtest.Mesh, buffer int) *Core {
 
 func publish(t *testing.T, m *meshtest.Mesh, session string, n int, tag string) []uint64 {
 	t.Helper()
-	p := mesh.NewEventPublisher(m.JS, m.NS)
+	p := bus.NewPublisher(m.JS, m.NS)
 	var seqs []uint64
 	for i := range n {
 		seq, err := p.Publish(t.Context(), session, "run-"+tag, "", mesh.Custom("n", fmt.Sprintf("%s%d", tag, i)))
@@ -124,7 +125,7 @@ func TestSlowFollowerIsCutOffWithoutSlowingOthers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fast.Close()
-	p := mesh.NewEventPublisher(m.JS, m.NS)
+	p := bus.NewPublisher(m.JS, m.NS)
 	big := strings.Repeat("x", 1000)
 	var last uint64
 	for i := range 20 {
@@ -180,7 +181,7 @@ func TestFollowerStartsTheAllConsumerWithoutGap(t *testing.T) {
 	// Events published while the follower starts come once, in order.
 	done := make(chan []uint64)
 	go func() {
-		p := mesh.NewEventPublisher(m.JS, m.NS)
+		p := bus.NewPublisher(m.JS, m.NS)
 		var seqs []uint64
 		for i := range 30 {
 			seq, err := p.Publish(context.Background(), s, "run-live", "", mesh.Custom("n", i))
@@ -234,7 +235,7 @@ func TestFollowersComingAsTheAllConsumerStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	published := make(chan []uint64)
 	go func() {
-		p := mesh.NewEventPublisher(m.JS, m.NS)
+		p := bus.NewPublisher(m.JS, m.NS)
 		var seqs []uint64
 		for i := 0; ctx.Err() == nil; i++ {
 			// Another session's events too: the live consumer reads them.

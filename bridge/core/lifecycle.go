@@ -11,10 +11,11 @@ import (
 
 	"github.com/agentmesh/agentmesh/bridge/auth"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 // Deletion (DELETE /conversations/{id}): the conversation becomes a
-// tombstone (mesh.SessionStore.Delete), which every later request meets as
+// tombstone (store.SessionStore.Delete), which every later request meets as
 // 410 deleted; its running turn is cancelled on the cancel subject, its
 // pending approvals are rejected through the approvers (the normal
 // decision: signed, published, the tool never runs), and a queued turn
@@ -24,7 +25,7 @@ import (
 
 // DeleteResult is what a deletion did.
 type DeleteResult struct {
-	Conversation *mesh.SessionHead `json:"conversation"`
+	Conversation *store.SessionHead `json:"conversation"`
 	// Cancelled is the turn that ran or was queued, asked to stop.
 	Cancelled string `json:"cancelled_run,omitempty"`
 	// Rejected are the approvals rejected; Unrejected those the approvers
@@ -53,7 +54,7 @@ func (c *Core) Delete(ctx context.Context, id string, purge bool, caller Caller)
 	}
 	h, err := c.Sessions.HeadAny(ctx, id)
 	if errors.Is(err, mesh.ErrSessionExpired) && purge {
-		return c.purge(ctx, id, &DeleteResult{Conversation: &mesh.SessionHead{ID: id, Status: mesh.StatusExpired}})
+		return c.purge(ctx, id, &DeleteResult{Conversation: &store.SessionHead{ID: id, Status: mesh.StatusExpired}})
 	}
 	if err != nil {
 		return nil, err
@@ -104,7 +105,7 @@ func (c *Core) Delete(ctx context.Context, id string, purge bool, caller Caller)
 
 // purge removes the events and the stored conversation of id.
 func (c *Core) purge(ctx context.Context, id string, out *DeleteResult) (*DeleteResult, error) {
-	if err := mesh.PurgeEvents(ctx, c.cfg.JS, c.ns, id); err != nil {
+	if err := store.PurgeEvents(ctx, c.cfg.JS, c.ns, id); err != nil {
 		return nil, err
 	}
 	if err := c.Sessions.Purge(ctx, id); err != nil {
@@ -215,7 +216,7 @@ func (c *Core) hideGone(caller Caller, id string, err error) error {
 // TombstoneFor is [Core.HeadFor] that also returns a tombstone: a deleted
 // conversation's events stay readable by its owner and admins until the
 // events stream's age limit (or a purge).
-func (c *Core) TombstoneFor(ctx context.Context, id string, caller Caller) (*mesh.SessionHead, error) {
+func (c *Core) TombstoneFor(ctx context.Context, id string, caller Caller) (*store.SessionHead, error) {
 	if err := CheckConversationID(id); err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/bridge/auth"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 // Listings: GET /conversations and GET /approvals page through indexes
@@ -37,7 +38,7 @@ func (c *Core) startListings(ctx context.Context) error {
 	l := &listings{sessions: newIndex(), approvals: newIndex(), ready: make(chan struct{})}
 	c.lists = l
 	sessionsSynced := make(chan struct{})
-	err := mesh.WatchKV(ctx, c.cfg.Resources.Sessions, ">", c.applySession, func() { close(sessionsSynced) })
+	err := store.WatchKV(ctx, c.cfg.Resources.Sessions, ">", c.applySession, func() { close(sessionsSynced) })
 	if err != nil {
 		return fmt.Errorf("core: watch sessions: %w", err)
 	}
@@ -48,7 +49,7 @@ func (c *Core) startListings(ctx context.Context) error {
 		case <-ctx.Done():
 			return
 		}
-		err := mesh.WatchKV(ctx, c.cfg.Resources.Approvals, ">", c.applyApproval, func() { close(l.ready) })
+		err := store.WatchKV(ctx, c.cfg.Resources.Approvals, ">", c.applyApproval, func() { close(l.ready) })
 		if err != nil {
 			c.log.Error().Err(err).Msg("watch approvals")
 		}
@@ -59,7 +60,7 @@ func (c *Core) startListings(ctx context.Context) error {
 
 // applySession puts a save of the sessions bucket in the index.
 func (c *Core) applySession(e jetstream.KeyValueEntry) {
-	if strings.HasPrefix(e.Key(), mesh.RunKeyPrefix) {
+	if strings.HasPrefix(e.Key(), store.RunKeyPrefix) {
 		return
 	}
 	c.handHead(e)
@@ -85,7 +86,7 @@ func (c *Core) applySession(e jetstream.KeyValueEntry) {
 		// one): nothing to decode.
 		return
 	}
-	s, err := mesh.SummaryOf(e.Value())
+	s, err := store.SummaryOf(e.Value())
 	if err != nil {
 		c.log.Warn().Err(err).Str("session", e.Key()).Msg("listing: undecodable conversation")
 		return

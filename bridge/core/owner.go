@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/bridge/auth"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 // Ownership: a conversation belongs to the principal who created it
@@ -63,7 +64,7 @@ func notFound(id string) error {
 
 // check is nil when the caller may reach the conversation of head h, else
 // not found.
-func (c *Core) check(caller Caller, h *mesh.SessionHead) error {
+func (c *Core) check(caller Caller, h *store.SessionHead) error {
 	if !c.Sees(caller, h.Owner) {
 		return notFound(h.ID)
 	}
@@ -72,7 +73,7 @@ func (c *Core) check(caller Caller, h *mesh.SessionHead) error {
 
 // HeadFor is the head of conversation id as the caller may see it: not
 // found when it does not exist or belongs to someone else.
-func (c *Core) HeadFor(ctx context.Context, id string, caller Caller) (*mesh.SessionHead, error) {
+func (c *Core) HeadFor(ctx context.Context, id string, caller Caller) (*store.SessionHead, error) {
 	h, err := c.Sessions.Head(ctx, id)
 	if err != nil {
 		return nil, c.hideGone(caller, id, err)

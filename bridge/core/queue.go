@@ -10,7 +10,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/store"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
+	"github.com/agentmesh/agentmesh/mesh/workloop"
 )
 
 // This file is the queue of a conversation: a user's message the bridge
@@ -112,7 +114,7 @@ func (c *Core) enqueue(ctx context.Context, id string, tq turnQ, caller Caller) 
 	seq, err := c.events.Publish(ctx, id, turnID, turnID+":queued", mesh.Custom(mesh.CustomRunQueued, value))
 	if err == nil {
 		item := mesh.WorkItem{Kind: mesh.WorkTurn, Session: id, TurnID: turnID, Message: text, Files: files, Regenerate: tq.regenerate, ClaimAtOnce: tq.claimAtOnce}
-		err = mesh.PublishWork(ctx, c.cfg.JS, c.ns, role, name, item, caller.headers(conv.SessionID))
+		err = workloop.Publish(ctx, c.cfg.JS, c.ns, role, name, item, caller.headers(conv.SessionID))
 	}
 	if err != nil {
 		// The publish may have used the whole deadline: the undo has its own.
@@ -132,7 +134,7 @@ func (c *Core) unqueue(ctx context.Context, id, turnID string) {
 	_, err := c.Sessions.Update(ctx, id, func(cv *mesh.Conversation) error {
 		taken = cv.Unqueue(turnID)
 		if !taken {
-			return mesh.ErrNoChange
+			return store.ErrNoChange
 		}
 		return nil
 	})
@@ -176,7 +178,7 @@ func refOf(conv *mesh.Conversation) *queuedRef {
 	return &queuedRef{id: conv.ID, sid: conv.SessionID, agent: conv.Agent, group: groupName(conv.Group), q: *conv.Queued}
 }
 
-func refOfHead(h *mesh.SessionHead) *queuedRef {
+func refOfHead(h *store.SessionHead) *queuedRef {
 	if h.Queued == nil {
 		return nil
 	}
@@ -209,7 +211,7 @@ const MaxPageSize = 500
 // ConversationPage is [Core.Conversation] with a page of up to n messages
 // (0: mesh.DefaultPageSize) older than the cursor before (empty: the
 // newest), left as stored.
-func (c *Core) ConversationPage(ctx context.Context, id string, caller Caller, n int, before string) (*mesh.ConversationDoc, error) {
+func (c *Core) ConversationPage(ctx context.Context, id string, caller Caller, n int, before string) (*store.ConversationDoc, error) {
 	if n < 0 || n > MaxPageSize {
 		return nil, mesh.ErrBadRequest.With(fmt.Sprintf("messages=%d: a page holds 1 to %d messages", n, MaxPageSize))
 	}
@@ -257,7 +259,7 @@ func (c *Core) checkQueued(ctx context.Context, ref *queuedRef, caller Caller) b
 		q := cv.Queued
 		// Only the turn checked, as checked: another bridge may have acted.
 		if q == nil || q.ID != ref.q.ID || q.Republished != ref.q.Republished {
-			return mesh.ErrNoChange
+			return store.ErrNoChange
 		}
 		applied = true
 		now := c.now().UTC()
@@ -288,14 +290,14 @@ func (c *Core) checkQueued(ctx context.Context, ref *queuedRef, caller Caller) b
 	}
 	log.Warn().Int("republished", ref.q.Republished+1).Msg("queued turn's work item lost: published again")
 	item := mesh.WorkItem{Kind: mesh.WorkTurn, Session: ref.id, TurnID: ref.q.ID, Message: ref.q.Message, Files: ref.q.Files, Regenerate: ref.q.Regenerate}
-	m, err := mesh.WorkMsg(c.ns, role, name, item, caller.headers(ref.sid))
+	m, err := workloop.Msg(c.ns, role, name, item, caller.headers(ref.sid))
 	if err != nil {
 		log.Warn().Err(err).Msg("could not publish a lost turn again")
 		return true
 	}
 	// A new id: the lost item's may still be in the duplicate window. An
 	// agent drops a copy of a turn that is already claimed or done.
-	m.Header.Set(mesh.HeaderMsgID, fmt.Sprintf("%s:r%d", mesh.WorkMsgID(item), ref.q.Republished+1))
+	m.Header.Set(mesh.HeaderMsgID, fmt.Sprintf("%s:r%d", workloop.MsgID(item), ref.q.Republished+1))
 	telemetry.Inject(ctx, m.Header)
 	if _, err := c.cfg.JS.PublishMsg(ctx, m); err != nil {
 		// The record says republished: the next check, QueueCheckAfter
@@ -331,7 +333,7 @@ func (c *Core) writerGone(ctx context.Context, q mesh.QueuedTurn) bool {
 // of conversation session: the items on mesh.work.<role>.<name>.<session>,
 // read one after another by subject (a conversation has a few at most).
 func (c *Core) inWorkStream(ctx context.Context, role, name, session, turnID string) (bool, error) {
-	subj, err := mesh.WorkSubject(c.ns, role, name, mesh.WorkItem{Kind: mesh.WorkTurn, Session: session})
+	subj, err := workloop.Subject(c.ns, role, name, mesh.WorkItem{Kind: mesh.WorkTurn, Session: session})
 	if err != nil {
 		return false, err
 	}
@@ -363,7 +365,7 @@ func (c *Core) cancelQueued(ctx context.Context, id, runID string) (bool, error)
 		turnID = ""
 		q := cv.Queued
 		if q == nil || runID != "" && q.ID != runID {
-			return mesh.ErrNoChange
+			return store.ErrNoChange
 		}
 		turnID = q.ID
 		cv.Unqueue(q.ID)

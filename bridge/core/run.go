@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 // register makes the Run a caller waits on, before its work is published:
@@ -120,7 +121,7 @@ type Outcome struct {
 	Conversation *mesh.Conversation
 	// Doc is the conversation with its messages left encoded, from
 	// [Run.WaitDoc]; Conversation is then its head, without messages.
-	Doc *mesh.ConversationDoc
+	Doc *store.ConversationDoc
 	// Finished is false when the wait ended before the run did.
 	Finished bool
 	// Event is the run's last event (RUN_FINISHED or RUN_ERROR) when known,

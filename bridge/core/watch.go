@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 // The answer of a turn from the watch: every bridge watches the sessions
@@ -21,7 +22,7 @@ import (
 
 // The next message from the answer's head: the head an answer decoded is
 // kept (heads), and the next message of the conversation is queued from it
-// (mesh.SessionStore.UpdateHeadFrom) instead of reading the head again,
+// (store.SessionStore.UpdateHeadFrom) instead of reading the head again,
 // unless the listing has seen a newer save meanwhile. A head that turns
 // out stale costs a read, as before: the compare-and-set fails, or a
 // refusal is checked again on a fresh read.
@@ -75,7 +76,7 @@ func (c *Core) takeHead(id string) *mesh.Conversation {
 	return h
 }
 
-// updateHead is mesh.SessionStore.UpdateHead from the head kept for
+// updateHead is store.SessionStore.UpdateHead from the head kept for
 // conversation id when there is one.
 func (c *Core) updateHead(ctx context.Context, id string, change func(*mesh.Conversation) error) (*mesh.Conversation, error) {
 	if h := c.takeHead(id); h != nil {
@@ -110,12 +111,12 @@ func (c *Core) handHead(e jetstream.KeyValueEntry) {
 // the head the watch delivered, when that head shows the run over (the
 // same test as the poll of [Run.Wait]); nil when there is none, it is not
 // over there, or anything fails: the caller then reads the conversation.
-func (r *Run) watchedDoc(ctx context.Context, finished bool) *mesh.ConversationDoc {
+func (r *Run) watchedDoc(ctx context.Context, finished bool) *store.ConversationDoc {
 	h := r.head.Load()
 	if !finished || h == nil {
 		return nil
 	}
-	conv, err := mesh.DecodeHead(r.session, h.data, h.rev)
+	conv, err := store.DecodeHead(r.session, h.data, h.rev)
 	if err != nil || !slices.Contains(conv.RecentTurns, r.ID) || conv.Turn != nil && conv.Turn.ID == r.ID {
 		return nil
 	}

@@ -44,12 +44,13 @@ import (
 
 	"github.com/agentmesh/agentmesh/bridge/core"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 // Config configures the operations API.
 type Config struct {
 	Core      *core.Core
-	Resources *mesh.Resources
+	Resources *store.Resources
 	// Interval is the mesh's heartbeat interval (monitor.interval). Zero
 	// means 1s.
 	Interval time.Duration
@@ -72,7 +73,7 @@ type Config struct {
 type Service struct {
 	cfg   Config
 	core  *core.Core
-	res   *mesh.Resources
+	res   *store.Resources
 	log   zerolog.Logger
 	now   func() time.Time
 	inbox *inbox

@@ -15,7 +15,9 @@ import (
 
 	"github.com/agentmesh/agentmesh/bridge/core"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/bus"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 // fixture is an ops service over a mesh with no role running: the test
@@ -88,7 +90,7 @@ func (f *fixture) approval(t *testing.T, conv, call string, at time.Time, policy
 	if policy != "" {
 		ap.Status = mesh.ApprovalApproved
 	}
-	if err := mesh.NewApprovalStore(f.m.Approvals).Create(t.Context(), ap); err != nil {
+	if err := store.NewApprovalStore(f.m.Approvals).Create(t.Context(), ap); err != nil {
 		t.Fatal(err)
 	}
 	return ap
@@ -106,7 +108,7 @@ func TestInboxListsWhatWaitsAndWhatWasDecided(t *testing.T) {
 	older := f.approval(t, c2, "call-2", now.Add(-2*time.Minute), "")
 	f.approval(t, c2, "call-p", now, mesh.PolicyNonDestructive)
 	decided := f.approval(t, c2, "call-3", now.Add(-3*time.Minute), "")
-	if _, err := mesh.NewApprovalStore(f.m.Approvals).Decide(t.Context(), decided.UUID, mesh.Decision{Approved: false, By: "ada", Reason: "not now"}); err != nil {
+	if _, err := store.NewApprovalStore(f.m.Approvals).Decide(t.Context(), decided.UUID, mesh.Decision{Approved: false, By: "ada", Reason: "not now"}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -177,7 +179,7 @@ func TestApprovalStreamFollowsChanges(t *testing.T) {
 	next(func(ev map[string]any) bool { return count(ev, "pending") == 0 }, "an empty inbox")
 	ap := f.approval(t, conv, "call-1", time.Now(), "")
 	next(func(ev map[string]any) bool { return count(ev, "pending") == 1 }, "the new approval")
-	if _, err := mesh.NewApprovalStore(f.m.Approvals).Decide(t.Context(), ap.UUID, mesh.Decision{Approved: true, By: "ada"}); err != nil {
+	if _, err := store.NewApprovalStore(f.m.Approvals).Decide(t.Context(), ap.UUID, mesh.Decision{Approved: true, By: "ada"}); err != nil {
 		t.Fatal(err)
 	}
 	next(func(ev map[string]any) bool { return count(ev, "pending") == 0 && count(ev, "decided") == 1 }, "the decision")
@@ -294,7 +296,7 @@ func TestStatsCountEventsAndTimeRuns(t *testing.T) {
 		f.get(t, "/ops/stats", &st)
 		return len(st.Samples) > 0
 	}, "no sample: the service does not run") // and its tap is in place
-	pub := mesh.NewEventPublisher(f.m.JS, f.m.NS)
+	pub := bus.NewPublisher(f.m.JS, f.m.NS)
 	conv := mesh.NewID()
 	for _, ev := range []mesh.Event{{Type: mesh.EventRunStarted, RunID: "r1"}, {Type: mesh.EventTextMessageStart, MessageID: "m"}, {Type: mesh.EventRunFinished, RunID: "r1"}} {
 		if _, err := pub.Publish(t.Context(), conv, "r1", "", ev); err != nil {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/identity"
 )
 
 // Environment of the terminal commands.
@@ -126,7 +127,7 @@ func (o *clientOptions) admin(ctx context.Context) (*nats.Conn, jetstream.JetStr
 	if err != nil {
 		return nil, nil, mesh.Namespace{}, fmt.Errorf("%w: %w", errConfig, err)
 	}
-	nc, _, err := connectAs(cfg, ns, mesh.RoleAdmin, "mesh-cli", zerolog.Nop())
+	nc, _, err := connectAs(cfg, ns, identity.RoleAdmin, "mesh-cli", zerolog.Nop())
 	if err != nil {
 		return nil, nil, ns, err
 	}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/identity"
+	"github.com/agentmesh/agentmesh/mesh/natsserver"
 )
 
 // topology is the embedded server's cluster and leaf node configuration
@@ -19,16 +21,16 @@ import (
 // credentials directory (generated when missing): the route password, and
 // the leaf identity's key (its public key where leaf nodes connect, its
 // seed where the server is an edge).
-func topology(cfg *config.Config) (mesh.ClusterConfig, mesh.LeafConfig, error) {
-	var c mesh.ClusterConfig
-	var l mesh.LeafConfig
+func topology(cfg *config.Config) (natsserver.ClusterConfig, natsserver.LeafConfig, error) {
+	var c natsserver.ClusterConfig
+	var l natsserver.LeafConfig
 	n := cfg.NATS
 	if n.Cluster.Enabled() {
-		secret, err := mesh.EnsureSecret(mesh.RouteSecretFile(cfg.CredsDir()))
+		secret, err := identity.EnsureSecret(identity.RouteSecretFile(cfg.CredsDir()))
 		if err != nil {
 			return c, l, fmt.Errorf("%w: route secret: %w", errConfig, err)
 		}
-		c = mesh.ClusterConfig{Name: n.Cluster.Name, Listen: n.Cluster.Listen, User: mesh.RouteUser, Password: secret}
+		c = natsserver.ClusterConfig{Name: n.Cluster.Name, Listen: n.Cluster.Listen, User: identity.RouteUser, Password: secret}
 		for _, r := range n.Cluster.Routes {
 			u, err := config.RouteURL(r, "nats-route")
 			if err != nil {
@@ -40,13 +42,13 @@ func topology(cfg *config.Config) (mesh.ClusterConfig, mesh.LeafConfig, error) {
 	if n.LeafNodes.Listen == "" && !n.LeafNodes.Edge() {
 		return c, l, nil
 	}
-	keys, err := mesh.EnsureSeeds(cfg.CredsDir(), []string{mesh.RoleLeaf})
+	keys, err := identity.EnsureSeeds(cfg.CredsDir(), []string{identity.RoleLeaf})
 	if err != nil {
 		return c, l, err
 	}
-	l.Listen, l.NKey = n.LeafNodes.Listen, keys[mesh.RoleLeaf]
+	l.Listen, l.NKey = n.LeafNodes.Listen, keys[identity.RoleLeaf]
 	if n.LeafNodes.Edge() {
-		seed, err := os.ReadFile(mesh.SeedFile(cfg.CredsDir(), mesh.RoleLeaf))
+		seed, err := os.ReadFile(identity.SeedFile(cfg.CredsDir(), identity.RoleLeaf))
 		if err != nil {
 			return c, l, err
 		}
@@ -86,16 +88,16 @@ func runCreds(_ context.Context, cfg *config.Config, args []string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := mesh.EnsureSeeds(*dir, []string{mesh.RoleLeaf}); err != nil {
+	if _, err := identity.EnsureSeeds(*dir, []string{identity.RoleLeaf}); err != nil {
 		return err
 	}
-	secret, err := mesh.EnsureSecret(mesh.RouteSecretFile(*dir))
+	secret, err := identity.EnsureSecret(identity.RouteSecretFile(*dir))
 	if err != nil {
 		return err
 	}
-	files := map[string]string{"auth.conf": mesh.ServerAuthConfig(users)}
+	files := map[string]string{"auth.conf": natsserver.AuthConfig(users)}
 	if *routes != "" {
-		conf, err := mesh.ClusterAuthConfig(secret, strings.Split(*routes, ","))
+		conf, err := natsserver.ClusterAuthConfig(secret, strings.Split(*routes, ","))
 		if err != nil {
 			return fmt.Errorf("%w: --routes: %w", errConfig, err)
 		}
@@ -107,7 +109,7 @@ func runCreds(_ context.Context, cfg *config.Config, args []string) error {
 		}
 	}
 	fmt.Printf("mesh creds: %s holds the seeds of %s and %s, %s and %s\n", *dir,
-		strings.Join(append(mesh.Identities(), mesh.RoleAdmin), ", "), mesh.RoleLeaf,
-		filepath.Base(mesh.RouteSecretFile(*dir)), strings.Join(slices.Sorted(maps.Keys(files)), ", "))
+		strings.Join(append(identity.Identities(), identity.RoleAdmin), ", "), identity.RoleLeaf,
+		filepath.Base(identity.RouteSecretFile(*dir)), strings.Join(slices.Sorted(maps.Keys(files)), ", "))
 	return nil
 }

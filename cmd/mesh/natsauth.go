@@ -16,6 +16,10 @@ import (
 
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/identity"
+	"github.com/agentmesh/agentmesh/mesh/natsconn"
+	"github.com/agentmesh/agentmesh/mesh/natsserver"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 // natsIdentity is what a process connects to NATS with: a JWT creds file or
@@ -29,7 +33,7 @@ func (id natsIdentity) none() bool { return id.creds == "" && id.nkey == "" }
 
 // provisions reports whether the process creates the streams and buckets
 // (the admin, or anyone on an open server) rather than binding them.
-func (id natsIdentity) provisions() bool { return id.none() || id.role == mesh.RoleAdmin }
+func (id natsIdentity) provisions() bool { return id.none() || id.role == identity.RoleAdmin }
 
 // identityOf finds role's credentials: NATS_CREDS or nats.creds, NATS_NKEY
 // or nats.nkey ({role} replaced), else the role's file under
@@ -39,14 +43,14 @@ func identityOf(cfg *config.Config, role string) natsIdentity {
 	id := natsIdentity{role: role}
 	switch {
 	case cfg.NATS.Creds != "":
-		id.creds = mesh.ExpandRole(cfg.NATS.Creds, role)
+		id.creds = identity.ExpandRole(cfg.NATS.Creds, role)
 	case cfg.NATS.NKey != "":
-		id.nkey = mesh.ExpandRole(cfg.NATS.NKey, role)
+		id.nkey = identity.ExpandRole(cfg.NATS.NKey, role)
 	case cfg.EmbeddedNATS() && cfg.NATS.Auth == config.NATSAuthNone:
-	case fileExists(mesh.CredsFile(cfg.CredsDir(), role)):
-		id.creds = mesh.CredsFile(cfg.CredsDir(), role)
-	case fileExists(mesh.SeedFile(cfg.CredsDir(), role)):
-		id.nkey = mesh.SeedFile(cfg.CredsDir(), role)
+	case fileExists(identity.CredsFile(cfg.CredsDir(), role)):
+		id.creds = identity.CredsFile(cfg.CredsDir(), role)
+	case fileExists(identity.SeedFile(cfg.CredsDir(), role)):
+		id.nkey = identity.SeedFile(cfg.CredsDir(), role)
 	}
 	return id
 }
@@ -59,13 +63,13 @@ func identityOf(cfg *config.Config, role string) natsIdentity {
 // under <data_dir>/creds; else the role's own identity (an open server, or
 // one whose permissions let the role answer with it).
 func responderIdentityOf(cfg *config.Config, role string) natsIdentity {
-	name := mesh.Responder(role)
+	name := identity.Responder(role)
 	n := cfg.NATS
 	switch {
 	case n.ResponderCreds != "":
-		return natsIdentity{role: name, creds: mesh.ExpandRole(n.ResponderCreds, role)}
+		return natsIdentity{role: name, creds: identity.ExpandRole(n.ResponderCreds, role)}
 	case n.ResponderNKey != "":
-		return natsIdentity{role: name, nkey: mesh.ExpandRole(n.ResponderNKey, role)}
+		return natsIdentity{role: name, nkey: identity.ExpandRole(n.ResponderNKey, role)}
 	case cfg.EmbeddedNATS() && n.Auth == config.NATSAuthNone:
 		return identityOf(cfg, role)
 	}
@@ -78,7 +82,7 @@ func responderIdentityOf(cfg *config.Config, role string) natsIdentity {
 		}
 		p := filepath.Join(filepath.Dir(own.path), name+own.ext)
 		if strings.Contains(own.path, "{role}") {
-			p = mesh.ExpandRole(own.path, name)
+			p = identity.ExpandRole(own.path, name)
 		}
 		if fileExists(p) {
 			if own.creds {
@@ -87,10 +91,10 @@ func responderIdentityOf(cfg *config.Config, role string) natsIdentity {
 			return natsIdentity{role: name, nkey: p}
 		}
 	}
-	if p := mesh.CredsFile(cfg.CredsDir(), name); fileExists(p) {
+	if p := identity.CredsFile(cfg.CredsDir(), name); fileExists(p) {
 		return natsIdentity{role: name, creds: p}
 	}
-	if p := mesh.SeedFile(cfg.CredsDir(), name); fileExists(p) {
+	if p := identity.SeedFile(cfg.CredsDir(), name); fileExists(p) {
 		return natsIdentity{role: name, nkey: p}
 	}
 	return identityOf(cfg, role)
@@ -103,7 +107,7 @@ func fileExists(path string) bool {
 
 // natsTLS is the client TLS configuration of nats.tls, nil without one.
 func natsTLS(cfg *config.Config) (*tls.Config, error) {
-	files := mesh.TLSFiles(cfg.NATS.TLS)
+	files := identity.TLSFiles(cfg.NATS.TLS)
 	if files.Empty() {
 		return nil, nil
 	}
@@ -115,7 +119,7 @@ func natsTLS(cfg *config.Config) (*tls.Config, error) {
 }
 
 // connectAs connects to the mesh's NATS server as role (a role of
-// mesh.IdentityRoles, or mesh.RoleAdmin), with the role's own inbox.
+// identity.Roles, or identity.RoleAdmin), with the role's own inbox.
 func connectAs(cfg *config.Config, ns mesh.Namespace, role, name string, log zerolog.Logger) (*nats.Conn, natsIdentity, error) {
 	return connectWith(cfg, ns, identityOf(cfg, role), name, log)
 }
@@ -128,12 +132,12 @@ func connectWith(cfg *config.Config, ns mesh.Namespace, id natsIdentity, name st
 		return nil, id, err
 	}
 	inbox := ""
-	if role != mesh.RoleAdmin {
+	if role != identity.RoleAdmin {
 		inbox = ns.Inbox(role)
 	}
-	nc, err := mesh.Connect(mesh.ConnectConfig{
+	nc, err := natsconn.Connect(natsconn.Config{
 		URL: natsURL(cfg), Name: name, Inbox: inbox, CredsFile: id.creds, NKeyFile: id.nkey, TLS: tlsCfg,
-		Responder: strings.HasSuffix(role, mesh.ResponderSuffix), Logger: log,
+		Responder: strings.HasSuffix(role, identity.ResponderSuffix), Logger: log,
 	})
 	return nc, id, err
 }
@@ -142,19 +146,19 @@ func connectWith(cfg *config.Config, ns mesh.Namespace, id natsIdentity, name st
 // each role's responder's and the admin's nkey, generated under
 // <data_dir>/creds when missing, with their permissions. None with
 // nats.auth none.
-func embeddedUsers(cfg *config.Config, ns mesh.Namespace) ([]mesh.ServerUser, error) {
+func embeddedUsers(cfg *config.Config, ns mesh.Namespace) ([]natsserver.User, error) {
 	if cfg.NATS.Auth == config.NATSAuthNone {
 		return nil, nil
 	}
-	roles := append(mesh.Identities(), mesh.RoleAdmin)
-	keys, err := mesh.EnsureSeeds(cfg.CredsDir(), roles)
+	roles := append(identity.Identities(), identity.RoleAdmin)
+	keys, err := identity.EnsureSeeds(cfg.CredsDir(), roles)
 	if err != nil {
 		return nil, err
 	}
-	users := make([]mesh.ServerUser, 0, len(roles))
+	users := make([]natsserver.User, 0, len(roles))
 	for _, role := range roles {
-		p, _ := mesh.PermissionsOf(ns, role)
-		users = append(users, mesh.ServerUser{NKey: keys[role], Permissions: &p})
+		p, _ := identity.PermissionsOf(ns, role)
+		users = append(users, natsserver.User{NKey: keys[role], Permissions: &p})
 	}
 	return users, nil
 }
@@ -163,7 +167,7 @@ func embeddedUsers(cfg *config.Config, ns mesh.Namespace) ([]mesh.ServerUser, er
 // admin identity (or none, on an open server), so that roles, which may
 // only bind, find them.
 func provisionAsAdmin(ctx context.Context, cfg *config.Config, ns mesh.Namespace, log zerolog.Logger) error {
-	nc, _, err := connectAs(cfg, ns, mesh.RoleAdmin, "mesh-provision", log)
+	nc, _, err := connectAs(cfg, ns, identity.RoleAdmin, "mesh-provision", log)
 	if err != nil {
 		return err
 	}
@@ -172,10 +176,10 @@ func provisionAsAdmin(ctx context.Context, cfg *config.Config, ns mesh.Namespace
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
-	_, err = mesh.ProvisionRetry(ctx, js, ns, provisionConfig(cfg), func(err error) {
+	_, err = store.ProvisionRetry(ctx, js, ns, provisionConfig(cfg), func(err error) {
 		log.Warn().Err(err).Str("url", natsURL(cfg)).Msg("waiting for NATS to provision")
 	})
-	if errors.Is(err, mesh.ErrReplicas) {
+	if errors.Is(err, store.ErrReplicas) {
 		// nats.replicas and the streams disagree: a restart cannot fix it.
 		return fmt.Errorf("%w: %w", errConfig, err)
 	}
@@ -186,7 +190,7 @@ func provisionAsAdmin(ctx context.Context, cfg *config.Config, ns mesh.Namespace
 // on an external server, where no `mesh up` or `mesh nats` does it, and
 // roles with identities of their own may only bind.
 func runProvision(ctx context.Context, cfg *config.Config, _ []string) error {
-	log := newLogger(cfg).With().Str("role", mesh.RoleAdmin).Logger()
+	log := newLogger(cfg).With().Str("role", identity.RoleAdmin).Logger()
 	ns, err := mesh.NewNamespace(cfg.Mesh.Prefix)
 	if err != nil {
 		return err
@@ -210,18 +214,18 @@ func childIdentityEnv(cfg *config.Config, role string) []string {
 			return nil
 		}
 		return []string{
-			config.EnvNATSNKey + "=" + mesh.SeedFile(cfg.CredsDir(), role),
-			config.EnvNATSResponderNKey + "=" + mesh.SeedFile(cfg.CredsDir(), mesh.Responder(role)),
+			config.EnvNATSNKey + "=" + identity.SeedFile(cfg.CredsDir(), role),
+			config.EnvNATSResponderNKey + "=" + identity.SeedFile(cfg.CredsDir(), identity.Responder(role)),
 		}
 	}
 	var env []string
 	for _, id := range []struct{ name, creds, nkey string }{
 		{role, config.EnvNATSCreds, config.EnvNATSNKey},
-		{mesh.Responder(role), config.EnvNATSResponderCreds, config.EnvNATSResponderNKey},
+		{identity.Responder(role), config.EnvNATSResponderCreds, config.EnvNATSResponderNKey},
 	} {
-		if p := mesh.CredsFile(cfg.CredsDir(), id.name); fileExists(p) {
+		if p := identity.CredsFile(cfg.CredsDir(), id.name); fileExists(p) {
 			env = append(env, id.creds+"="+p)
-		} else if p := mesh.SeedFile(cfg.CredsDir(), id.name); fileExists(p) {
+		} else if p := identity.SeedFile(cfg.CredsDir(), id.name); fileExists(p) {
 			env = append(env, id.nkey+"="+p)
 		}
 	}
@@ -231,7 +235,7 @@ func childIdentityEnv(cfg *config.Config, role string) []string {
 // cliHint is how to use the admin identity with the nats CLI.
 func cliHint(cfg *config.Config, url string) string {
 	args := []string{"nats", "--server", url}
-	id := identityOf(cfg, mesh.RoleAdmin)
+	id := identityOf(cfg, identity.RoleAdmin)
 	switch {
 	case id.creds != "":
 		args = append(args, "--creds", id.creds)

@@ -16,6 +16,8 @@ import (
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/heartbeat"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/identity"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 // node is what every role starts with: an id, a logger, a connection, the
@@ -30,7 +32,7 @@ type node struct {
 	// when that identity is the role's own (an open server).
 	responder *nats.Conn
 	js        jetstream.JetStream
-	res       *mesh.Resources
+	res       *store.Resources
 	beat      *heartbeat.Beat
 
 	stopBeat context.CancelFunc
@@ -50,8 +52,8 @@ func natsURL(cfg *config.Config) string {
 	return "nats://" + cfg.NATS.Listen
 }
 
-func provisionConfig(cfg *config.Config) mesh.ProvisionConfig {
-	return mesh.ProvisionConfig{
+func provisionConfig(cfg *config.Config) store.ProvisionConfig {
+	return store.ProvisionConfig{
 		EventsMaxAge:   cfg.Mesh.EventsMaxAge.Std(),
 		SessionHistory: cfg.Sessions.History,
 		SessionTTL:     cfg.Sessions.ExpireAfter(),
@@ -87,14 +89,14 @@ func startNode(ctx context.Context, cfg *config.Config, role string) (*node, err
 	onRetry := func(err error) {
 		log.Warn().Err(err).Str("url", natsURL(cfg)).Msg("waiting for NATS")
 	}
-	var res *mesh.Resources
+	var res *store.Resources
 	if ident.provisions() {
-		res, err = mesh.ProvisionRetry(ctx, js, ns, provisionConfig(cfg), onRetry)
+		res, err = store.ProvisionRetry(ctx, js, ns, provisionConfig(cfg), onRetry)
 	} else {
 		// A role's identity may not create streams: bind what the role
 		// uses, and wait for `mesh up` or `mesh nats` to provision it.
-		perms, _ := mesh.PermissionsOf(ns, role)
-		res, err = mesh.BindRetry(ctx, js, ns, perms, onRetry)
+		perms, _ := identity.PermissionsOf(ns, role)
+		res, err = store.BindRetry(ctx, js, ns, store.Uses{Buckets: perms.Buckets, Streams: perms.Streams, Objects: perms.Objects}, onRetry)
 	}
 	if errors.Is(err, nats.ErrConnectionClosed) && nc.LastError() != nil {
 		err = fmt.Errorf("%w: %w", err, nc.LastError()) // e.g. an authorization violation
@@ -185,7 +187,7 @@ func connectResponder(cfg *config.Config, ns mesh.Namespace, role, id string, ow
 			who = "a connection without an identity"
 		}
 		return nil, fmt.Errorf("%w: the %s answers requests with %s, which may not serve them (%w): give it its responder identity (`mesh creds` writes %s.nk; nats.responder_nkey or nats.responder_creds name it)",
-			errConfig, role, who, err, mesh.Responder(role))
+			errConfig, role, who, err, identity.Responder(role))
 	}
 	return rc, nil
 }

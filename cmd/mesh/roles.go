@@ -16,6 +16,7 @@ import (
 	"github.com/agentmesh/agentmesh/bridge/auth"
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/identity"
 	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/llm/models"
 	"github.com/agentmesh/agentmesh/nodes/agent"
@@ -171,7 +172,7 @@ func runToolhost(ctx context.Context, cfg *config.Config, _ []string) error {
 	h, err := toolhost.New(toolhost.Config{
 		NC: n.responder, JS: n.js, NS: n.res.NS, Tools: n.res.Tools, Calls: n.res.Calls, Nodes: n.res.Nodes,
 		ApproverKeys: cfg.Approvals.PublicKeys, Approvals: n.res.Approvals,
-		Servers: cfg.MCPServers, NodeID: n.id, Version: version, SearchDirs: []string{ownDir()},
+		Servers: cfg.MCPServers, NodeID: n.id, Version: version, SearchDirs: []string{ownDir()}, Environ: os.Environ(),
 		MinBackoff: cfg.Mesh.RestartBackoff.Std(), Logger: n.log,
 	})
 	if err != nil {
@@ -183,7 +184,7 @@ func runToolhost(ctx context.Context, cfg *config.Config, _ []string) error {
 // runApprover runs the approver with the signing key of
 // approvals.signing_key (MESH_APPROVER_KEY), made there when missing.
 func runApprover(ctx context.Context, cfg *config.Config, _ []string) error {
-	key, created, err := mesh.EnsureSigningKey(cfg.Approvals.SigningKey)
+	key, created, err := identity.EnsureSigningKey(cfg.Approvals.SigningKey)
 	if err != nil {
 		return fmt.Errorf("%w: approvals.signing_key: %w", errConfig, err)
 	}
@@ -193,7 +194,7 @@ func runApprover(ctx context.Context, cfg *config.Config, _ []string) error {
 	}
 	defer n.close()
 	if created {
-		n.log.Warn().Str("path", cfg.Approvals.SigningKey).Str("key", mesh.PublicKey(key)).Msg("created a signing key: tool hosts with approvals.public_keys must list it")
+		n.log.Warn().Str("path", cfg.Approvals.SigningKey).Str("key", identity.PublicKey(key)).Msg("created a signing key: tool hosts with approvals.public_keys must list it")
 	}
 	a, err := approver.New(approver.Config{
 		NC: n.responder, JS: n.js, NS: n.res.NS, Approvals: n.res.Approvals, NodeID: n.id, Version: version, Logger: n.log,

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 // mesh sessions reads and removes conversations over NATS with the admin's
@@ -73,7 +74,7 @@ func sessionsCommand(o *clientOptions) *cobra.Command {
 }
 
 // sessionStore connects as the admin and opens the sessions bucket.
-func sessionStore(ctx context.Context, o *clientOptions) (*mesh.SessionStore, func(), jetstream.JetStream, mesh.Namespace, error) {
+func sessionStore(ctx context.Context, o *clientOptions) (*store.SessionStore, func(), jetstream.JetStream, mesh.Namespace, error) {
 	nc, js, ns, err := o.admin(ctx)
 	if err != nil {
 		return nil, nil, nil, ns, err
@@ -83,7 +84,7 @@ func sessionStore(ctx context.Context, o *clientOptions) (*mesh.SessionStore, fu
 		nc.Close()
 		return nil, nil, nil, ns, fmt.Errorf("sessions bucket: %w", err)
 	}
-	return mesh.NewSessionStore(kv, mesh.NewMessageLog(js, ns)), nc.Close, js, ns, nil
+	return store.NewSessionStore(kv, store.NewMessageLog(js, ns)), nc.Close, js, ns, nil
 }
 
 func sessionsList(o *clientOptions, f *listFilter) error {
@@ -194,8 +195,8 @@ func sessionsRemove(o *clientOptions, id string, force bool) error {
 	if err != nil {
 		return fmt.Errorf("sessions bucket: %w", err)
 	}
-	store := mesh.NewSessionStore(kv, mesh.NewMessageLog(js, ns))
-	head, err := store.HeadAny(ctx, id) // a deleted one too
+	sessions := store.NewSessionStore(kv, store.NewMessageLog(js, ns))
+	head, err := sessions.HeadAny(ctx, id) // a deleted one too
 	if err != nil {
 		return err
 	}
@@ -207,10 +208,10 @@ func sessionsRemove(o *clientOptions, id string, force bool) error {
 	}
 	// Purge takes the head and the messages; the events are in a stream
 	// of their own.
-	if err := store.Purge(ctx, id); err != nil {
+	if err := sessions.Purge(ctx, id); err != nil {
 		return err
 	}
-	if err := mesh.PurgeEvents(ctx, js, ns, id); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+	if err := store.PurgeEvents(ctx, js, ns, id); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return err
 	}
 	if o.json {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/identity"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 // runStatus prints the nodes of the mesh: role, node id, state, last
@@ -23,7 +25,7 @@ func runStatus(ctx context.Context, cfg *config.Config, _ []string) error {
 		return err
 	}
 	log := newLogger(cfg)
-	nc, _, err := connectAs(cfg, ns, mesh.RoleAdmin, "mesh-status", log)
+	nc, _, err := connectAs(cfg, ns, identity.RoleAdmin, "mesh-status", log)
 	if err != nil {
 		return err
 	}
@@ -38,7 +40,7 @@ func runStatus(ctx context.Context, cfg *config.Config, _ []string) error {
 	if err != nil {
 		return fmt.Errorf("no mesh at %s (%w)", natsURL(cfg), err)
 	}
-	nodes := mesh.NewNodes(kv)
+	nodes := store.NewNodes(kv)
 	list, err := nodes.List(ctx)
 	if err != nil {
 		return err

@@ -11,6 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/bus"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 // mesh tools reads the tool catalog and calls tools over NATS with the
@@ -82,7 +84,7 @@ func toolsList(o *clientOptions) error {
 	if err != nil {
 		return fmt.Errorf("tools bucket: %w", err)
 	}
-	tools, err := mesh.NewCatalog(kv).List(ctx)
+	tools, err := store.NewCatalog(kv).List(ctx)
 	if err != nil {
 		return err
 	}
@@ -126,14 +128,14 @@ func toolsCall(o *clientOptions, server, tool, raw string) error {
 	if err != nil {
 		return fmt.Errorf("tools bucket: %w", err)
 	}
-	entry, err := findTool(ctx, mesh.NewCatalog(kv), server, tool)
+	entry, err := findTool(ctx, store.NewCatalog(kv), server, tool)
 	if err != nil {
 		return err
 	}
 	if !entry.ReadOnlyHint {
 		return fmt.Errorf("%s.%s is %s: it runs only after a person approves the call an agent asks for (mesh chat)", server, tool, kind(*entry))
 	}
-	res, err := mesh.CallTool(ctx, nc, ns, server, tool, mesh.ToolRequest{CallID: "cli-" + mesh.NewID(), Arguments: args}, nil)
+	res, err := bus.CallTool(ctx, nc, ns, server, tool, mesh.ToolRequest{CallID: "cli-" + mesh.NewID(), Arguments: args}, nil)
 	if err != nil {
 		return err
 	}
@@ -151,7 +153,7 @@ func toolsCall(o *clientOptions, server, tool, raw string) error {
 }
 
 // findTool looks a tool up in the catalog.
-func findTool(ctx context.Context, c *mesh.Catalog, server, tool string) (*mesh.ToolEntry, error) {
+func findTool(ctx context.Context, c *store.Catalog, server, tool string) (*mesh.ToolEntry, error) {
 	tools, err := c.List(ctx)
 	if err != nil {
 		return nil, err

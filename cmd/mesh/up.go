@@ -16,7 +16,9 @@ import (
 
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/identity"
 	"github.com/agentmesh/agentmesh/mesh/llm/models"
+	"github.com/agentmesh/agentmesh/mesh/natsserver"
 	"github.com/agentmesh/agentmesh/nodes/monitor"
 )
 
@@ -82,7 +84,7 @@ func runUp(ctx context.Context, cfg *config.Config, args []string) error {
 	}
 	// The streams and buckets are provisioned with the admin identity
 	// before the roles start: a role's own identity may only bind them.
-	if cfg.EmbeddedNATS() || !identityOf(cfg, mesh.RoleAdmin).none() {
+	if cfg.EmbeddedNATS() || !identityOf(cfg, identity.RoleAdmin).none() {
 		if err := provisionAsAdmin(ctx, withURL(cfg, url), ns, log); err != nil {
 			return err
 		}
@@ -131,11 +133,11 @@ func approvalKeys(cfg *config.Config, log zerolog.Logger) (map[string][]string, 
 	if err != nil {
 		return nil, fmt.Errorf("approvals.signing_key: %w", err)
 	}
-	kp, created, err := mesh.EnsureSigningKey(path)
+	kp, created, err := identity.EnsureSigningKey(path)
 	if err != nil {
 		return nil, fmt.Errorf("%w: approvals.signing_key: %w", errConfig, err)
 	}
-	pub := mesh.PublicKey(kp)
+	pub := identity.PublicKey(kp)
 	log.Info().Str("path", path).Str("key", pub).Bool("created", created).Msg("approver signing key")
 	keys := append(slices.Clone(cfg.Approvals.PublicKeys), pub)
 	return map[string][]string{
@@ -296,7 +298,7 @@ func runNATS(ctx context.Context, cfg *config.Config, _ []string) error {
 // startEmbedded starts the embedded server: with every role's identity and
 // permissions (generated under <data_dir>/creds when missing), unless
 // nats.auth is none; with TLS when nats.tls is set.
-func startEmbedded(cfg *config.Config, ns mesh.Namespace, log zerolog.Logger) (*mesh.Server, error) {
+func startEmbedded(cfg *config.Config, ns mesh.Namespace, log zerolog.Logger) (*natsserver.Server, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
@@ -305,7 +307,7 @@ func startEmbedded(cfg *config.Config, ns mesh.Namespace, log zerolog.Logger) (*
 		return nil, err
 	}
 	var tlsCfg *tls.Config
-	if files := mesh.TLSFiles(cfg.NATS.TLS); !files.Empty() {
+	if files := identity.TLSFiles(cfg.NATS.TLS); !files.Empty() {
 		if tlsCfg, err = files.Server(); err != nil {
 			return nil, fmt.Errorf("%w: %w", errConfig, err)
 		}
@@ -314,7 +316,7 @@ func startEmbedded(cfg *config.Config, ns mesh.Namespace, log zerolog.Logger) (*
 	if err != nil {
 		return nil, err
 	}
-	srv, err := mesh.StartServer(mesh.ServerConfig{
+	srv, err := natsserver.Start(natsserver.Config{
 		Listen: cfg.NATS.Listen, StoreDir: cfg.DataPath("jetstream"), MaxPayload: cfg.NATS.MaxPayload,
 		Name: cfg.NATS.ServerName, MaxMemory: cfg.NATS.MaxMemory(),
 		Users: users, TLS: tlsCfg, Cluster: cluster, LeafNodes: leaf,

@@ -17,12 +17,14 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/natsserver"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 // Server starts an embedded JetStream server that stops when the test ends.
-func Server(t testing.TB) *mesh.Server {
+func Server(t testing.TB) *natsserver.Server {
 	t.Helper()
-	s, err := mesh.StartServer(mesh.ServerConfig{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	s, err := natsserver.Start(natsserver.Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatalf("start embedded server: %v", err)
 	}
@@ -43,11 +45,11 @@ func Conn(t testing.TB, url string) *nats.Conn {
 
 // Mesh is a provisioned mesh on its own embedded server.
 type Mesh struct {
-	Server *mesh.Server
+	Server *natsserver.Server
 	NC     *nats.Conn
 	JS     jetstream.JetStream
 	NS     mesh.Namespace
-	*mesh.Resources
+	*store.Resources
 }
 
 // New starts a server and provisions the default namespace on it.
@@ -61,7 +63,7 @@ func New(t testing.TB) *Mesh {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, err := mesh.Provision(ctx, js, mesh.DefaultNamespace, mesh.ProvisionConfig{})
+	r, err := store.Provision(ctx, js, mesh.DefaultNamespace, store.ProvisionConfig{})
 	if err != nil {
 		t.Fatalf("provision: %v", err)
 	}

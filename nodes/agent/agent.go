@@ -16,8 +16,11 @@ import (
 
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/bus"
 	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/store"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
+	"github.com/agentmesh/agentmesh/mesh/workloop"
 )
 
 // Config configures an agent role.
@@ -25,7 +28,7 @@ type Config struct {
 	NC *nats.Conn
 	JS jetstream.JetStream
 	// Resources are the provisioned streams and buckets.
-	Resources *mesh.Resources
+	Resources *store.Resources
 	// Agent is the agent's configuration: name, prompt, tree, mesh settings.
 	Agent *config.Config
 	// Provider answers for the agent's model.
@@ -75,9 +78,9 @@ type Agent struct {
 	cfg       Config
 	name      string
 	ns        mesh.Namespace
-	sessions  *mesh.SessionStore
-	approvals *mesh.ApprovalStore
-	events    *mesh.EventPublisher
+	sessions  *store.SessionStore
+	approvals *store.ApprovalStore
+	events    *bus.Publisher
 	log       zerolog.Logger
 
 	maxIter    int
@@ -86,7 +89,7 @@ type Agent struct {
 	ackWait    time.Duration
 	maxDeliver int
 
-	loop         *mesh.WorkLoop // takes the turns; its Busy and Consuming feed Health
+	loop         *workloop.Loop // takes the turns; its Busy and Consuming feed Health
 	lastProgress atomic.Int64   // unix nanoseconds of the last sign of progress
 	servers      *breakers      // of the MCP servers, as this agent calls them
 
@@ -159,9 +162,9 @@ func New(cfg Config) (*Agent, error) {
 		cfg:        cfg,
 		name:       cfg.Agent.Name,
 		ns:         cfg.Resources.NS,
-		sessions:   mesh.NewSessionStore(cfg.Resources.Sessions, cfg.Resources.Messages),
-		approvals:  mesh.NewApprovalStore(cfg.Resources.Approvals),
-		events:     mesh.NewEventPublisher(cfg.JS, cfg.Resources.NS),
+		sessions:   store.NewSessionStore(cfg.Resources.Sessions, cfg.Resources.Messages),
+		approvals:  store.NewApprovalStore(cfg.Resources.Approvals),
+		events:     bus.NewPublisher(cfg.JS, cfg.Resources.NS),
 		maxIter:    cfg.Agent.Mesh.MaxToolIterations,
 		toolWait:   cfg.Agent.Mesh.ToolWait.Or(config.DefaultToolWait),
 		workers:    cfg.Agent.Mesh.Workers,
@@ -171,7 +174,7 @@ func New(cfg Config) (*Agent, error) {
 		cancelled:  map[string]time.Time{},
 	}
 	// The history the model gets: the newest messages within
-	// sessions.max_bytes (mesh.SessionStore.Get).
+	// sessions.max_bytes (store.SessionStore.Get).
 	a.sessions.HistoryBytes = int(cfg.Agent.Sessions.MaxBytes)
 	if a.maxIter <= 0 {
 		a.maxIter = config.DefaultMaxToolIterations
@@ -212,10 +215,10 @@ func (a *Agent) newLoop() error {
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
-	a.loop, err = mesh.NewWorkLoop(mesh.WorkLoopConfig{
+	a.loop, err = workloop.New(workloop.Config{
 		JS:     a.cfg.JS,
 		Stream: a.ns.Stream(mesh.StreamWork),
-		Queues: []mesh.WorkQueue{{
+		Queues: []workloop.Queue{{
 			Consumer: jetstream.ConsumerConfig{
 				Durable:       ConsumerName(a.name),
 				Description:   "turns of agent " + a.name,
@@ -258,10 +261,10 @@ func ConsumerName(agent string) string { return "agent_" + agent }
 func (a *Agent) Run(ctx context.Context) error {
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	if err := mesh.NewCatalog(a.cfg.Resources.Tools).Watch(watchCtx, func(ts []mesh.ToolEntry) {
+	if err := store.NewCatalog(a.cfg.Resources.Tools).Watch(watchCtx, func(ts []mesh.ToolEntry) {
 		a.tools.Store(newToolSet(ts))
 	}); err != nil {
-		if mesh.StoppedStarting(ctx, err) {
+		if workloop.StoppedStarting(ctx, err) {
 			return nil
 		}
 		return fmt.Errorf("agent: %w", err)

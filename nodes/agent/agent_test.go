@@ -19,6 +19,8 @@ import (
 	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/llm/offline"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/store"
+	"github.com/agentmesh/agentmesh/mesh/workloop"
 )
 
 // script is a provider whose answers a test writes.
@@ -55,8 +57,8 @@ type fixture struct {
 	t     *testing.T
 	m     *meshtest.Mesh
 	agent *Agent
-	store *mesh.SessionStore
-	aps   *mesh.ApprovalStore
+	store *store.SessionStore
+	aps   *store.ApprovalStore
 
 	mu        sync.Mutex
 	calls     map[string]int // by call id
@@ -79,7 +81,7 @@ func newFixture(t *testing.T, p llm.Provider, tweak func(*config.Config)) *fixtu
 func newFixtureWith(t *testing.T, p llm.Provider, tweak func(*config.Config), tweakAgent func(*Config)) *fixture {
 	t.Helper()
 	m := meshtest.New(t)
-	f := &fixture{t: t, m: m, store: mesh.NewSessionStore(m.Sessions, m.Messages), aps: mesh.NewApprovalStore(m.Approvals), calls: map[string]int{}, args: map[string]string{},
+	f := &fixture{t: t, m: m, store: store.NewSessionStore(m.Sessions, m.Messages), aps: store.NewApprovalStore(m.Approvals), calls: map[string]int{}, args: map[string]string{},
 		approvals: map[string]*mesh.ApprovalStatement{}, auth: map[string]string{}}
 	for _, e := range []mesh.ToolEntry{
 		{Server: "srv", Name: "safe", Description: "a safe tool", InputSchema: json.RawMessage(`{"type":"object"}`), ReadOnlyHint: true},
@@ -174,7 +176,7 @@ func (f *fixture) enqueue(item mesh.WorkItem) { f.t.Helper(); f.enqueueWith(item
 // X-Session-ID), as the bridge and the approver do.
 func (f *fixture) enqueueWith(item mesh.WorkItem, hdr nats.Header) {
 	f.t.Helper()
-	if err := mesh.PublishWork(f.t.Context(), f.m.JS, f.m.NS, mesh.RoleAgent, "tester", item, hdr); err != nil {
+	if err := workloop.Publish(f.t.Context(), f.m.JS, f.m.NS, mesh.RoleAgent, "tester", item, hdr); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -264,7 +266,7 @@ func (f *fixture) decideWith(conv, approval string, ok bool, hdr nats.Header) *m
 }
 
 // decide records a decision with its (fake) statement, as the approver does.
-func decide(t *testing.T, aps *mesh.ApprovalStore, approval string, ok bool) {
+func decide(t *testing.T, aps *store.ApprovalStore, approval string, ok bool) {
 	t.Helper()
 	if _, err := aps.Update(t.Context(), approval, func(a *mesh.Approval) error {
 		if a.Status != mesh.ApprovalPending {
@@ -510,7 +512,7 @@ func TestRedeliveredTurnIsAppliedOnce(t *testing.T) {
 		t.Errorf("roles = %s: the user message must not be added twice", got)
 	}
 	// The same turn delivered again (another publish of it) is dropped.
-	if err := mesh.PublishWork(t.Context(), f.m.JS, f.m.NS, mesh.RoleAgent, "tester", mesh.WorkItem{Kind: mesh.WorkTurn, Session: conv, TurnID: id, Message: "list", EnqueuedAt: time.Now().Add(time.Hour)}, nats.Header{"Nats-Msg-Id": []string{"other"}}); err != nil {
+	if err := workloop.Publish(t.Context(), f.m.JS, f.m.NS, mesh.RoleAgent, "tester", mesh.WorkItem{Kind: mesh.WorkTurn, Session: conv, TurnID: id, Message: "list", EnqueuedAt: time.Now().Add(time.Hour)}, nats.Header{"Nats-Msg-Id": []string{"other"}}); err != nil {
 		t.Fatal(err)
 	}
 	meshtest.Eventually(t, 5*time.Second, func() bool {

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 // This file claims a conversation for a work item, by compare-and-set, and
@@ -228,7 +229,7 @@ func (t *turn) withClaim(change func(*mesh.Conversation) error) func(*mesh.Conve
 func (t *turn) unqueue(ctx context.Context) error {
 	_, err := t.a.sessions.Update(ctx, t.item.Session, func(c *mesh.Conversation) error {
 		if !c.Unqueue(t.item.TurnID) {
-			return mesh.ErrNoChange
+			return store.ErrNoChange
 		}
 		c.MarkTurn(t.item.TurnID)
 		return nil
@@ -293,12 +294,12 @@ func (t *turn) keepClaim(ctx context.Context, c *mesh.Conversation) (stop func()
 			}
 			_, err := t.a.sessions.Update(ctx, id, func(c *mesh.Conversation) error {
 				if c.Turn == nil || c.Turn.ID != holder {
-					return mesh.ErrNoChange
+					return store.ErrNoChange
 				}
 				c.Turn.AliveAt = time.Now().UTC()
 				return nil
 			})
-			if err != nil && !errors.Is(err, mesh.ErrNoChange) {
+			if err != nil && !errors.Is(err, store.ErrNoChange) {
 				log.Debug().Err(err).Msg("could not refresh the turn's claim")
 			}
 		}
@@ -324,11 +325,11 @@ func (t *turn) recordDeferredClaim(ctx context.Context, done <-chan struct{}, cl
 	}
 	_, err := t.a.sessions.Update(ctx, t.item.Session, func(c *mesh.Conversation) error {
 		if !t.queuedIn(c) {
-			return mesh.ErrNoChange
+			return store.ErrNoChange
 		}
 		return t.recordClaim(c, log)
 	})
-	if err != nil && !errors.Is(err, mesh.ErrNoChange) {
+	if err != nil && !errors.Is(err, store.ErrNoChange) {
 		// The run's own save claims the turn all the same.
 		log.Debug().Err(err).Msg("could not record the turn's claim")
 	}

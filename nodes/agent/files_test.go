@@ -10,6 +10,7 @@ import (
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 // A turn's files reach the model with their bytes, read from mesh_files;
@@ -41,7 +42,7 @@ func TestTurnFiles(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tc.lose {
-				file.ID = mesh.NewFileID()
+				file.ID = store.NewFileID()
 			}
 			id := mesh.NewID()
 			f.enqueue(mesh.WorkItem{Kind: mesh.WorkTurn, Session: conv, TurnID: id, Message: "what is it?", Files: []mesh.File{file}})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/workloop"
 )
 
 // This file runs an agent's turn as a member of a group chat. The group
@@ -107,7 +108,7 @@ func pendingGroupNext(c *mesh.Conversation, run string) *mesh.WorkItem {
 
 // enqueueGroupNext tells the group that a member's turn ended.
 func (t *turn) enqueueGroupNext(ctx context.Context, item mesh.WorkItem) error {
-	return mesh.PublishWork(ctx, t.a.cfg.JS, t.a.ns, mesh.RoleGroup, item.Group, item, t.workHeaders())
+	return workloop.Publish(ctx, t.a.cfg.JS, t.a.ns, mesh.RoleGroup, item.Group, item, t.workHeaders())
 }
 
 // failMemberTurn records a member's turn given up after its last delivery

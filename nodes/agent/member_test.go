@@ -13,6 +13,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/workloop"
 )
 
 // groupChat creates a group chat whose round r1 waits for the pending
@@ -176,7 +177,7 @@ func TestMemberTurnHandedOutTwiceRunsOnce(t *testing.T) {
 	}
 	// The copy is published past the streams' deduplication, as one handed
 	// out again after the duplicate window would be.
-	m, err := mesh.WorkMsg(f.m.NS, mesh.RoleAgent, "tester", item, nil)
+	m, err := workloop.Msg(f.m.NS, mesh.RoleAgent, "tester", item, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

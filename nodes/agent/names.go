@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 // This file names the tools a model is offered: every model API takes a
@@ -43,7 +44,7 @@ func functionNames(tools []mesh.ToolEntry) map[string]mesh.ToolEntry {
 	// Order by server and name so that collisions resolve the same way
 	// whatever the caller's order.
 	sorted := append([]mesh.ToolEntry(nil), uniq...)
-	mesh.SortTools(sorted)
+	store.SortTools(sorted)
 
 	plain := map[string]int{}
 	for _, t := range sorted {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/store"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
@@ -74,7 +75,7 @@ func (t *turn) settle(ctx context.Context, o outcome) error {
 		t.ev.EmitAs(t.runID(), "end:"+t.runID(), mesh.RunError(mesh.ErrorKind(err), err.Error()))
 		return t.ev.Flush(ctx)
 	}
-	if err != nil && !errors.Is(err, mesh.ErrNoChange) {
+	if err != nil && !errors.Is(err, store.ErrNoChange) {
 		return err
 	}
 	if p.dropped {
@@ -206,7 +207,7 @@ func (t *turn) fail(ctx context.Context, code, text string) error {
 	_, err := t.a.sessions.Update(ctx, t.item.Session, func(c *mesh.Conversation) error {
 		return t.failChange(c, code, text, &f)
 	})
-	if err != nil && !errors.Is(err, mesh.ErrSessionNotFound) && !errors.Is(err, mesh.ErrNoChange) {
+	if err != nil && !errors.Is(err, mesh.ErrSessionNotFound) && !errors.Is(err, store.ErrNoChange) {
 		t.log.Error().Err(err).Msg("record failed turn")
 		return err
 	}
@@ -241,7 +242,7 @@ func (t *turn) failChange(c *mesh.Conversation, code, text string, f *failure) e
 	ours := tr != nil && (tr.ID == t.item.TurnID || slices.Contains(tr.Runs, t.item.TurnID) || slices.Contains(tr.Runs, t.runID()))
 	if !ours {
 		if c.HasTurn(t.runID()) {
-			return mesh.ErrNoChange
+			return store.ErrNoChange
 		}
 		// A turn given up before its claim was recorded (a deferred one, or
 		// a claim that never saved) leaves the queue too, keeping the

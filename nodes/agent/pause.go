@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/bus"
 )
 
 // This file pauses a run on a person and carries it on. A destructive call
@@ -81,7 +82,7 @@ func (t *turn) await(ctx context.Context, call mesh.ToolCall, ap *mesh.Approval)
 func (t *turn) requestApproval(ctx context.Context, ap *mesh.Approval) (*mesh.Approval, error) {
 	rctx, cancel := context.WithTimeout(ctx, approvalWait)
 	defer cancel()
-	return mesh.RequestApproval(rctx, t.a.cfg.NC, t.a.ns, ap)
+	return bus.RequestApproval(rctx, t.a.cfg.NC, t.a.ns, ap)
 }
 
 // wait pauses the run on approval got of call.

@@ -12,6 +12,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/workloop"
 )
 
 // queueTurn records turn id as conv's queued turn, as the bridge does
@@ -216,7 +217,7 @@ func TestCopyOfARunningTurnIsDropped(t *testing.T) {
 				return calls.Load() == 1 && err == nil && c.Turn != nil && c.Turn.ID == id
 			}, "the turn never called its model with its claim recorded")
 			// The copy as a bridge publishes it again: a new Nats-Msg-Id.
-			cp, err := mesh.WorkMsg(f.m.NS, mesh.RoleAgent, "tester", item, nil)
+			cp, err := workloop.Msg(f.m.NS, mesh.RoleAgent, "tester", item, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/store"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
@@ -30,7 +31,7 @@ func (t *turn) save(ctx context.Context, c *mesh.Conversation, change func(*mesh
 	}
 	for n := 1; ; n++ {
 		out, err := t.trySave(ctx, n, c, change)
-		if err == nil || !mesh.IsSaveFailure(err) {
+		if err == nil || !store.IsSaveFailure(err) {
 			return out, err
 		}
 		c = nil // not to be used again: the next try reads it afresh
@@ -57,7 +58,7 @@ func (t *turn) trySave(ctx context.Context, n int, c *mesh.Conversation, change 
 				return err
 			}
 			if err := f(n); err != nil {
-				return mesh.SaveFailure(err)
+				return store.SaveFailure(err)
 			}
 			return nil
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/bus"
 	"github.com/agentmesh/agentmesh/mesh/llm"
 )
 
@@ -250,7 +251,7 @@ func (t *turn) policyApproval(ctx context.Context, call mesh.ToolCall) (*mesh.Ap
 	}
 	rctx, cancel := context.WithTimeout(ctx, approvalWait)
 	defer cancel()
-	got, err := mesh.RequestApproval(rctx, t.a.cfg.NC, t.a.ns, ap)
+	got, err := bus.RequestApproval(rctx, t.a.cfg.NC, t.a.ns, ap)
 	if err != nil {
 		return nil, err
 	}
@@ -287,7 +288,7 @@ func (t *turn) requestTool(ctx context.Context, call mesh.ToolCall, callID strin
 			err = t.a.servers.errOpen(call.Server)
 			break
 		}
-		res, err = mesh.CallToolWatched(ctx, t.a.cfg.NC, t.a.ns, t.a.cfg.Resources.Nodes, call.Server, call.Tool, mesh.ToolRequest{
+		res, err = bus.CallToolWatched(ctx, t.a.cfg.NC, t.a.ns, t.a.cfg.Resources.Nodes, call.Server, call.Tool, mesh.ToolRequest{
 			CallID: callID, Arguments: call.Arguments, Session: t.item.Session, Approval: approval,
 		}, hdr)
 		// The server's failures (it crashed, timed out) count against it; a

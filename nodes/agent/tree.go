@@ -10,6 +10,8 @@ import (
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/store"
+	"github.com/agentmesh/agentmesh/mesh/workloop"
 )
 
 // This file runs the agent tree. A run of the tree lives in the
@@ -85,12 +87,12 @@ func (t *turn) apply(c *mesh.Conversation, key string, gen int, o outcome, p *pl
 	tr := c.Tree
 	if tr == nil || tr.ID != t.treeID() {
 		p.dropped = true
-		return mesh.ErrNoChange
+		return store.ErrNoChange
 	}
 	sr := tr.Steps[key]
 	if sr == nil || sr.Gen != gen || sr.Status != mesh.StepRunning {
 		p.dropped = true
-		return mesh.ErrNoChange
+		return store.ErrNoChange
 	}
 	p.treeRunID = tr.ID
 	if u := t.ex.usage; u != (llm.Usage{}) {
@@ -427,7 +429,7 @@ func pendingWork(c *mesh.Conversation) []mesh.WorkItem {
 // enqueue publishes work items.
 func (t *turn) enqueue(ctx context.Context, items []mesh.WorkItem) error {
 	for _, item := range items {
-		if err := mesh.PublishWork(ctx, t.a.cfg.JS, t.a.ns, mesh.RoleAgent, t.a.name, item, t.workHeaders()); err != nil {
+		if err := workloop.Publish(ctx, t.a.cfg.JS, t.a.ns, mesh.RoleAgent, t.a.name, item, t.workHeaders()); err != nil {
 			return err
 		}
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/bus"
+	"github.com/agentmesh/agentmesh/mesh/workloop"
 )
 
 // turn is one execution of one work item: a turn, a resume, or the run of
@@ -31,7 +33,7 @@ type turn struct {
 	// because a save's first try changes conv in place, and a retry must
 	// still name the run it applies to (treeID).
 	tree string
-	ev   *mesh.RunEvents
+	ev   *bus.RunEvents
 	// step is the step of the tree this work item runs, gen which run of it.
 	step *step
 	gen  int
@@ -171,7 +173,7 @@ func (t *turn) cancelNames() []string {
 // workHeaders are the headers of the work this turn enqueues: the caller's
 // credentials and the trace id follow the tree's steps.
 func (t *turn) workHeaders() nats.Header {
-	h := mesh.CopyCallerHeaders(t.hdr)
+	h := workloop.CopyCallerHeaders(t.hdr)
 	if h.Get(mesh.HeaderSessionID) == "" && t.sid() != "" {
 		h.Set(mesh.HeaderSessionID, t.sid())
 	}

@@ -54,7 +54,11 @@ import (
 
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/bus"
+	"github.com/agentmesh/agentmesh/mesh/identity"
+	"github.com/agentmesh/agentmesh/mesh/store"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
+	"github.com/agentmesh/agentmesh/mesh/workloop"
 )
 
 // ServiceName is the micro service approvers register.
@@ -64,7 +68,7 @@ const ServiceName = mesh.ApprovalServiceName
 type Config struct {
 	// NC is the connection the service is served on and answered from: the
 	// approver's responder identity, which may publish nothing but answers
-	// to inboxes (mesh.ResponderSuffix). JS, on the approver's own
+	// to inboxes (identity.ResponderSuffix). JS, on the approver's own
 	// identity, writes the approvals, events and resumes. Required.
 	NC *nats.Conn
 	JS jetstream.JetStream
@@ -101,8 +105,8 @@ type Config struct {
 // Approver is the approver role.
 type Approver struct {
 	cfg       Config
-	store     *mesh.ApprovalStore
-	publisher *mesh.EventPublisher
+	store     *store.ApprovalStore
+	publisher *bus.Publisher
 	log       zerolog.Logger
 	key       string       // the Signer's public key
 	trusted   *mesh.KeySet // keys whose seals are honoured
@@ -119,7 +123,7 @@ func New(cfg Config) (*Approver, error) {
 	if cfg.NC == nil || cfg.JS == nil || cfg.Approvals == nil || cfg.Signer == nil {
 		return nil, errors.New("approver: NC, JS, Approvals and Signer are required")
 	}
-	key := mesh.PublicKey(cfg.Signer)
+	key := identity.PublicKey(cfg.Signer)
 	if _, err := cfg.Signer.Sign([]byte("probe")); err != nil || key == "" {
 		return nil, fmt.Errorf("approver: Signer cannot sign: %v", err)
 	}
@@ -138,8 +142,8 @@ func New(cfg Config) (*Approver, error) {
 	}
 	return &Approver{
 		cfg:       cfg,
-		store:     mesh.NewApprovalStore(cfg.Approvals),
-		publisher: mesh.NewEventPublisher(cfg.JS, cfg.NS),
+		store:     store.NewApprovalStore(cfg.Approvals),
+		publisher: bus.NewPublisher(cfg.JS, cfg.NS),
 		log:       cfg.Logger,
 		key:       key,
 		trusted:   trusted,
@@ -151,7 +155,7 @@ func New(cfg Config) (*Approver, error) {
 
 // Run serves decisions until ctx is cancelled.
 func (a *Approver) Run(ctx context.Context) error {
-	version, ok := mesh.ServiceVersion(a.cfg.Version)
+	version, ok := bus.ServiceVersion(a.cfg.Version)
 	meta := map[string]string{"node": a.cfg.NodeID}
 	if !ok && a.cfg.Version != "" {
 		meta["version"] = a.cfg.Version // a build that is not semver (a git hash)
@@ -190,7 +194,7 @@ func (a *Approver) Run(ctx context.Context) error {
 	}
 	if err := a.publishKey(ctx); err != nil {
 		_ = svc.Stop()
-		if mesh.StoppedStarting(ctx, err) {
+		if workloop.StoppedStarting(ctx, err) {
 			return nil
 		}
 		return err
@@ -218,7 +222,7 @@ func (a *Approver) Run(ctx context.Context) error {
 	watcher, err := a.cfg.Approvals.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
 		_ = svc.Stop()
-		if mesh.StoppedStarting(ctx, err) {
+		if workloop.StoppedStarting(ctx, err) {
 			return nil
 		}
 		return fmt.Errorf("approver: watch approvals: %w", err)
@@ -425,18 +429,18 @@ func (a *Approver) Decide(ctx context.Context, id string, d mesh.Decision, hdr n
 
 func (a *Approver) enqueueResume(ctx context.Context, ap *mesh.Approval, hdr nats.Header) error {
 	item := mesh.WorkItem{Kind: mesh.WorkResume, Session: ap.ConversationID, TurnID: ap.UUID, ApprovalID: ap.UUID}
-	h := mesh.CopyCallerHeaders(hdr)
+	h := workloop.CopyCallerHeaders(hdr)
 	if h.Get(mesh.HeaderSessionID) == "" && ap.SessionID != "" {
 		h.Set(mesh.HeaderSessionID, ap.SessionID)
 	}
 	ctx, end := resumeSpan(ctx, ap, h)
 	defer end()
-	if err := mesh.PublishWork(ctx, a.cfg.JS, a.cfg.NS, mesh.RoleAgent, ap.Agent, item, h); err != nil {
+	if err := workloop.Publish(ctx, a.cfg.JS, a.cfg.NS, mesh.RoleAgent, ap.Agent, item, h); err != nil {
 		return err
 	}
 	_, err := a.store.Update(ctx, ap.UUID, func(cur *mesh.Approval) error {
 		if cur.ResumeEnqueued {
-			return mesh.ErrNoChange
+			return store.ErrNoChange
 		}
 		cur.ResumeEnqueued = true
 		return nil

@@ -13,7 +13,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/bus"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 // signer is a fresh approver signing key.
@@ -68,7 +70,7 @@ func asking() *mesh.Approval {
 // pending asks the running approver for an approval, as an agent does.
 func pending(t *testing.T, m *meshtest.Mesh) *mesh.Approval {
 	t.Helper()
-	ap, err := mesh.RequestApproval(t.Context(), m.NC, m.NS, asking())
+	ap, err := bus.RequestApproval(t.Context(), m.NC, m.NS, asking())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +82,7 @@ func pending(t *testing.T, m *meshtest.Mesh) *mesh.Approval {
 func stored(t *testing.T, m *meshtest.Mesh) *mesh.Approval {
 	t.Helper()
 	ap := asking()
-	if err := mesh.NewApprovalStore(m.Approvals).Create(t.Context(), ap); err != nil {
+	if err := store.NewApprovalStore(m.Approvals).Create(t.Context(), ap); err != nil {
 		t.Fatal(err)
 	}
 	return ap
@@ -156,7 +158,7 @@ func TestDecideEnqueuesResumeOnce(t *testing.T) {
 			if json.Unmarshal(reply.Data, &first) != nil || first.Status != got.Status {
 				t.Errorf("conflict body = %s", reply.Data)
 			}
-			stored, _ := mesh.NewApprovalStore(m.Approvals).Get(t.Context(), ap.UUID)
+			stored, _ := store.NewApprovalStore(m.Approvals).Get(t.Context(), ap.UUID)
 			if !stored.ResumeEnqueued {
 				t.Error("resume not marked as enqueued")
 			}
@@ -184,7 +186,7 @@ func TestDecideRefusesBadRequests(t *testing.T) {
 			}
 		})
 	}
-	stored, _ := mesh.NewApprovalStore(m.Approvals).Get(t.Context(), ap.UUID)
+	stored, _ := store.NewApprovalStore(m.Approvals).Get(t.Context(), ap.UUID)
 	if stored.Status != mesh.ApprovalPending {
 		t.Errorf("a refused decision changed the approval: %s", stored.Status)
 	}
@@ -195,7 +197,7 @@ func TestSweepEnqueuesAResumeItsDeciderDidNot(t *testing.T) {
 	cons := resumes(t, m)
 	ap := stored(t, m)
 	// A decider died after its decision and before the enqueue.
-	if _, err := mesh.NewApprovalStore(m.Approvals).Decide(t.Context(), ap.UUID, mesh.Decision{Approved: true}); err != nil {
+	if _, err := store.NewApprovalStore(m.Approvals).Decide(t.Context(), ap.UUID, mesh.Decision{Approved: true}); err != nil {
 		t.Fatal(err)
 	}
 	start(t, m)
@@ -212,7 +214,7 @@ func TestSweepEnqueuesAResumeItsDeciderDidNot(t *testing.T) {
 		t.Fatalf("resumes = %d, want 1", n)
 	}
 	meshtest.Eventually(t, 5*time.Second, func() bool {
-		stored, _ := mesh.NewApprovalStore(m.Approvals).Get(t.Context(), ap.UUID)
+		stored, _ := store.NewApprovalStore(m.Approvals).Get(t.Context(), ap.UUID)
 		return stored.ResumeEnqueued
 	}, "resume not marked as enqueued")
 }

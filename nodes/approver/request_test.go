@@ -10,7 +10,10 @@ import (
 
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/bus"
+	"github.com/agentmesh/agentmesh/mesh/identity"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 // decideAs decides with the Mesh-Principal header, as the bridge does.
@@ -49,7 +52,7 @@ func TestRequestCreatesASealedPendingApproval(t *testing.T) {
 	m := meshtest.New(t)
 	kp := start(t, m)
 	ask := asking()
-	ap, err := mesh.RequestApproval(t.Context(), m.NC, m.NS, ask)
+	ap, err := bus.RequestApproval(t.Context(), m.NC, m.NS, ask)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,13 +60,13 @@ func TestRequestCreatesASealedPendingApproval(t *testing.T) {
 	if ap.Status != mesh.ApprovalPending || ap.UUID != ask.UUID || ap.CallID != ask.UUID || ap.ArgsHash != hash || ap.Decision != nil {
 		t.Fatalf("created %+v", ap)
 	}
-	if ap.Seal == nil || ap.Seal.Verify(keys(t, mesh.PublicKey(kp))) != nil || ap.Seal.ArgsHash != hash || ap.Seal.Decision != mesh.ApprovalPending {
+	if ap.Seal == nil || ap.Seal.Verify(keys(t, identity.PublicKey(kp))) != nil || ap.Seal.ArgsHash != hash || ap.Seal.Decision != mesh.ApprovalPending {
 		t.Fatalf("seal %+v", ap.Seal)
 	}
 	// Asked again, with other arguments: the record as it stands.
 	again := *ask
 	again.ToolArgs = map[string]any{"x": 2}
-	got, err := mesh.RequestApproval(t.Context(), m.NC, m.NS, &again)
+	got, err := bus.RequestApproval(t.Context(), m.NC, m.NS, &again)
 	if err != nil || got.ArgsHash != hash || got.ToolArgs["x"] != 1.0 {
 		t.Errorf("asked again: %+v, %v", got, err)
 	}
@@ -71,13 +74,13 @@ func TestRequestCreatesASealedPendingApproval(t *testing.T) {
 	forged := asking()
 	forged.Status, forged.Decision = mesh.ApprovalApproved, &mesh.Decision{Approved: true}
 	forged.ArgsHash, forged.CallID = "sha256:00", "c-forged"
-	got, err = mesh.RequestApproval(t.Context(), m.NC, m.NS, forged)
+	got, err = bus.RequestApproval(t.Context(), m.NC, m.NS, forged)
 	if err != nil || got.Status != mesh.ApprovalPending || got.Decision != nil || got.ArgsHash == "sha256:00" || got.CallID != forged.UUID {
 		t.Errorf("a request that claims a decision: %+v, %v", got, err)
 	}
 	bad := asking()
 	bad.Agent = "a.b"
-	if _, err := mesh.RequestApproval(t.Context(), m.NC, m.NS, bad); !errors.Is(err, mesh.ErrBadRequest) {
+	if _, err := bus.RequestApproval(t.Context(), m.NC, m.NS, bad); !errors.Is(err, mesh.ErrBadRequest) {
 		t.Errorf("agent that is no token: %v", err)
 	}
 }
@@ -94,11 +97,11 @@ func TestDecisionIsSigned(t *testing.T) {
 	if st == nil {
 		t.Fatal("no signed statement with the decision")
 	}
-	if err := st.Verify(keys(t, mesh.PublicKey(kp))); err != nil {
+	if err := st.Verify(keys(t, identity.PublicKey(kp))); err != nil {
 		t.Fatalf("statement: %v", err)
 	}
 	want := mesh.ApprovalStatement{Type: mesh.StatementType, ApprovalID: ap.UUID, CallID: ap.UUID, Server: "srv", Tool: "danger",
-		ArgsHash: ap.ArgsHash, Decision: mesh.ApprovalApproved, By: "alice", At: got.DecidedAt.Format(time.RFC3339Nano), Key: mesh.PublicKey(kp), Sig: st.Sig}
+		ArgsHash: ap.ArgsHash, Decision: mesh.ApprovalApproved, By: "alice", At: got.DecidedAt.Format(time.RFC3339Nano), Key: identity.PublicKey(kp), Sig: st.Sig}
 	if *st != want {
 		t.Errorf("statement\n got %+v\nwant %+v", *st, want)
 	}
@@ -108,7 +111,7 @@ func TestDecisionIsSigned(t *testing.T) {
 	if err := st.Permits(ap.UUID, "srv", "danger", ap.ArgsHash, time.Now()); err != nil {
 		t.Errorf("the statement does not permit the approved call: %v", err)
 	}
-	stored, _ := mesh.NewApprovalStore(m.Approvals).Get(t.Context(), ap.UUID)
+	stored, _ := store.NewApprovalStore(m.Approvals).Get(t.Context(), ap.UUID)
 	if stored.Decision == nil || stored.Decision.Statement == nil || stored.Decision.Statement.Sig != st.Sig {
 		t.Error("the signed statement is not stored with the decision")
 	}
@@ -119,7 +122,7 @@ func TestDecisionIsSigned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := got.Decision.Statement; st == nil || st.By != "bob" || st.Decision != mesh.ApprovalRejected || st.Verify(keys(t, mesh.PublicKey(kp))) != nil {
+	if st := got.Decision.Statement; st == nil || st.By != "bob" || st.Decision != mesh.ApprovalRejected || st.Verify(keys(t, identity.PublicKey(kp))) != nil {
 		t.Errorf("rejection statement %+v", got.Decision.Statement)
 	}
 }
@@ -131,7 +134,7 @@ func TestTamperedApprovalIsNotSigned(t *testing.T) {
 	start(t, m)
 	rewrite := func(id string, edit func(*mesh.Approval)) {
 		t.Helper()
-		if _, err := mesh.NewApprovalStore(m.Approvals).Update(t.Context(), id, func(a *mesh.Approval) error { edit(a); return nil }); err != nil {
+		if _, err := store.NewApprovalStore(m.Approvals).Update(t.Context(), id, func(a *mesh.Approval) error { edit(a); return nil }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -166,7 +169,7 @@ func TestTamperedApprovalIsNotSigned(t *testing.T) {
 			if _, err := decideAs(t, m, ap.UUID, `{"approved": true}`, "alice"); !errors.Is(err, mesh.ErrApprovalTampered) {
 				t.Fatalf("approve: err = %v, want approval_tampered", err)
 			}
-			cur, _ := mesh.NewApprovalStore(m.Approvals).Get(t.Context(), ap.UUID)
+			cur, _ := store.NewApprovalStore(m.Approvals).Get(t.Context(), ap.UUID)
 			if cur.Status != mesh.ApprovalPending || cur.Decision != nil {
 				t.Fatalf("a refused approval was recorded: %+v", cur)
 			}
@@ -196,15 +199,15 @@ func TestDecisionWithTheArgumentsShown(t *testing.T) {
 func TestApproverPublishesItsKey(t *testing.T) {
 	m := meshtest.New(t)
 	kp := start(t, m)
-	e, err := m.Approvals.Get(t.Context(), mesh.ApprovalKeysPrefix+mesh.PublicKey(kp))
+	e, err := m.Approvals.Get(t.Context(), mesh.ApprovalKeysPrefix+identity.PublicKey(kp))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var pub mesh.ApproverKey
-	if err := json.Unmarshal(e.Value(), &pub); err != nil || pub.Key != mesh.PublicKey(kp) {
+	if err := json.Unmarshal(e.Value(), &pub); err != nil || pub.Key != identity.PublicKey(kp) {
 		t.Errorf("published %s (%v)", e.Value(), err)
 	}
-	list, err := mesh.NewApprovalStore(m.Approvals).List(t.Context(), "")
+	list, err := store.NewApprovalStore(m.Approvals).List(t.Context(), "")
 	if err != nil || len(list) != 0 {
 		t.Errorf("the key entry is listed as an approval: %v, %v", list, err)
 	}
@@ -249,7 +252,7 @@ agent:
 		ap := asking()
 		ap.Policy, ap.Tool, ap.ToolName, ap.StepPath, ap.Agent = policy, tool, tool, path, agent
 		ap.CallID = "run-c1-0"
-		return mesh.RequestApproval(t.Context(), m.NC, m.NS, ap)
+		return bus.RequestApproval(t.Context(), m.NC, m.NS, ap)
 	}
 	tests := []struct {
 		name, policy, tool, agent string
@@ -286,7 +289,7 @@ agent:
 			if ap.Status != mesh.ApprovalApproved || st == nil || st.By != mesh.PolicyBy(tt.policy) {
 				t.Fatalf("policy decision %+v", ap)
 			}
-			if err := st.Verify(keys(t, mesh.PublicKey(kp))); err != nil {
+			if err := st.Verify(keys(t, identity.PublicKey(kp))); err != nil {
 				t.Fatal(err)
 			}
 			if err := st.Permits("run-c1-0", "srv", tt.tool, ap.ArgsHash, time.Now()); err != nil {
@@ -295,7 +298,7 @@ agent:
 		})
 	}
 	// Nothing pending, and no resume: the call runs at once.
-	if list, _ := mesh.NewApprovalStore(m.Approvals).List(t.Context(), mesh.ApprovalPending); len(list) != 0 {
+	if list, _ := store.NewApprovalStore(m.Approvals).List(t.Context(), mesh.ApprovalPending); len(list) != 0 {
 		t.Errorf("policy decisions listed as pending: %d", len(list))
 	}
 	time.Sleep(300 * time.Millisecond) // past the sweep's grace: it must not enqueue resumes

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/store"
+	"github.com/agentmesh/agentmesh/mesh/workloop"
 )
 
 // A message to a group chat keeps its files: the round's user message
@@ -15,9 +17,9 @@ func TestGroupMessageKeepsItsFiles(t *testing.T) {
 	if err := h.store.Create(t.Context(), c); err != nil {
 		t.Fatal(err)
 	}
-	file := mesh.File{ID: mesh.NewFileID(), Name: "plan.pdf", MediaType: "application/pdf", Size: 3, SHA256: "ab"}
+	file := mesh.File{ID: store.NewFileID(), Name: "plan.pdf", MediaType: "application/pdf", Size: 3, SHA256: "ab"}
 	turn := mesh.NewID()
-	if err := mesh.PublishWork(t.Context(), h.m.JS, h.m.NS, mesh.RoleGroup, "team", mesh.WorkItem{Kind: mesh.WorkTurn, Session: id, TurnID: turn, Message: "read this", Files: []mesh.File{file}}, nil); err != nil {
+	if err := workloop.Publish(t.Context(), h.m.JS, h.m.NS, mesh.RoleGroup, "team", mesh.WorkItem{Kind: mesh.WorkTurn, Session: id, TurnID: turn, Message: "read this", Files: []mesh.File{file}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	c = h.waitRound(id, turn)

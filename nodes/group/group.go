@@ -38,7 +38,7 @@
 // [Selector] (select.go); member liveness is read from mesh_nodes
 // (liveness.go).
 //
-// [Role.Run] takes the work items through a [mesh.WorkLoop]. When its
+// [Role.Run] takes the work items through a [workloop.Loop]. When its
 // context is cancelled it stops taking work, lets the items in hand finish within DrainTimeout, hands the others
 // back for redelivery, and returns nil.
 package group
@@ -59,15 +59,18 @@ import (
 
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/bus"
 	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/store"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
+	"github.com/agentmesh/agentmesh/mesh/workloop"
 )
 
 // Config configures the group role.
 type Config struct {
 	NC        *nats.Conn
 	JS        jetstream.JetStream
-	Resources *mesh.Resources
+	Resources *store.Resources
 	// Groups are the groups to run, validated (config.Load sets defaults).
 	Groups []config.Group
 	// HistoryBytes bounds the messages a read of a conversation loads
@@ -101,12 +104,12 @@ type Config struct {
 type Role struct {
 	cfg      Config
 	ns       mesh.Namespace
-	sessions *mesh.SessionStore
-	events   *mesh.EventPublisher
+	sessions *store.SessionStore
+	events   *bus.Publisher
 	log      zerolog.Logger
 	groups   map[string]*group
 	live     *liveness
-	loop     *mesh.WorkLoop // takes the groups' work items
+	loop     *workloop.Loop // takes the groups' work items
 	// stopping counts the rounds being stopped on request (onCancel), which
 	// Run waits for before it returns; once done is set no more start.
 	stopping sync.WaitGroup
@@ -143,8 +146,8 @@ func New(cfg Config) (*Role, error) {
 	r := &Role{
 		cfg:      cfg,
 		ns:       cfg.Resources.NS,
-		sessions: mesh.NewSessionStore(cfg.Resources.Sessions, cfg.Resources.Messages),
-		events:   mesh.NewEventPublisher(cfg.JS, cfg.Resources.NS),
+		sessions: store.NewSessionStore(cfg.Resources.Sessions, cfg.Resources.Messages),
+		events:   bus.NewPublisher(cfg.JS, cfg.Resources.NS),
 		log:      cfg.Logger,
 		groups:   map[string]*group{},
 		live:     newLiveness(cfg.Resources.Nodes),
@@ -184,7 +187,7 @@ var errShutdown = errors.New("group: role shutting down")
 // newLoop makes the work loop of the groups' items: a durable consumer on
 // mesh.work.group.<group>.* for each group, all served by the role's workers.
 func (r *Role) newLoop() error {
-	var queues []mesh.WorkQueue
+	var queues []workloop.Queue
 	seen := map[string]bool{}
 	for _, gc := range r.cfg.Groups {
 		g := r.groups[gc.Name]
@@ -196,7 +199,7 @@ func (r *Role) newLoop() error {
 		if err != nil {
 			return fmt.Errorf("group: %w", err)
 		}
-		queues = append(queues, mesh.WorkQueue{
+		queues = append(queues, workloop.Queue{
 			Consumer: jetstream.ConsumerConfig{
 				Durable:       ConsumerName(g.cfg.Name),
 				Description:   "chats of group " + g.cfg.Name,
@@ -212,7 +215,7 @@ func (r *Role) newLoop() error {
 			Logger: r.log.With().Str("group", g.cfg.Name).Logger(),
 		})
 	}
-	loop, err := mesh.NewWorkLoop(mesh.WorkLoopConfig{
+	loop, err := workloop.New(workloop.Config{
 		JS:           r.cfg.JS,
 		Stream:       r.ns.Stream(mesh.StreamWork),
 		Queues:       queues,
@@ -253,7 +256,7 @@ func (r *Role) Health(context.Context) error {
 // back, and returns nil.
 func (r *Role) Run(ctx context.Context) error {
 	if err := r.live.start(ctx); err != nil {
-		if mesh.StoppedStarting(ctx, err) {
+		if workloop.StoppedStarting(ctx, err) {
 			return nil
 		}
 		return fmt.Errorf("group: watch nodes: %w", err)
@@ -308,7 +311,7 @@ func (r *Role) handle(ctx context.Context, g *group, msg jetstream.Msg) {
 	}
 	ctx, log, end := observe(ctx, msg.Headers(), g.cfg.Name, item, attempt, log)
 	defer end(nil) // work items that end below without an error to report
-	x := &exec{r: r, g: g, item: item, attempt: attempt, hdr: mesh.CopyCallerHeaders(msg.Headers()), log: log}
+	x := &exec{r: r, g: g, item: item, attempt: attempt, hdr: workloop.CopyCallerHeaders(msg.Headers()), log: log}
 
 	var err error
 	switch item.Kind {

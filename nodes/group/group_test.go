@@ -17,6 +17,8 @@ import (
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/store"
+	"github.com/agentmesh/agentmesh/mesh/workloop"
 )
 
 // These tests run the group role on an embedded mesh with fake members:
@@ -42,7 +44,7 @@ type fakeMember struct {
 type harness struct {
 	t       *testing.T
 	m       *meshtest.Mesh
-	store   *mesh.SessionStore
+	store   *store.SessionStore
 	members map[string]*fakeMember
 }
 
@@ -57,7 +59,7 @@ func newHarness(t *testing.T, g config.Group, members []*fakeMember, down ...str
 func newHarnessWith(t *testing.T, g config.Group, members []*fakeMember, opt func(*Config), down ...string) *harness {
 	t.Helper()
 	m := meshtest.New(t)
-	h := &harness{t: t, m: m, store: mesh.NewSessionStore(m.Sessions, m.Messages), members: map[string]*fakeMember{}}
+	h := &harness{t: t, m: m, store: store.NewSessionStore(m.Sessions, m.Messages), members: map[string]*fakeMember{}}
 	for _, mem := range members {
 		h.members[mem.name] = mem
 		if !contains(down, mem.name) {
@@ -145,7 +147,7 @@ func (h *harness) answer(mem *fakeMember, item mesh.WorkItem, text string) {
 		next = nil
 		g := c.Group
 		if g == nil || g.Round == nil || g.Round.Pending == nil || g.Round.Pending.ID != item.TurnID || g.Round.Pending.Result != nil {
-			return mesh.ErrNoChange
+			return store.ErrNoChange
 		}
 		c.Messages = append(c.Messages, mesh.Message{ID: item.TurnID + "-a1", Role: mesh.RoleAssistant, Content: text, Name: mem.name, TurnID: item.RunID})
 		c.MarkTurn(item.TurnID)
@@ -195,7 +197,7 @@ func (h *harness) post(group, text string) (id, turn string) {
 func (h *harness) send(group, id, text string) (turn string) {
 	h.t.Helper()
 	turn = mesh.NewID()
-	if err := mesh.PublishWork(h.t.Context(), h.m.JS, h.m.NS, mesh.RoleGroup, group, mesh.WorkItem{Kind: mesh.WorkTurn, Session: id, TurnID: turn, Message: text}, nil); err != nil {
+	if err := workloop.Publish(h.t.Context(), h.m.JS, h.m.NS, mesh.RoleGroup, group, mesh.WorkItem{Kind: mesh.WorkTurn, Session: id, TurnID: turn, Message: text}, nil); err != nil {
 		h.t.Fatal(err)
 	}
 	return turn
@@ -443,7 +445,7 @@ func TestRoundGoesOnWhenItsPickWasLost(t *testing.T) {
 				t.Fatal(err)
 			}
 			item := mesh.WorkItem{Kind: tc.kind, Session: id, TurnID: round + "-m1", RunID: round, Group: "team"}
-			if err := mesh.PublishWork(t.Context(), h.m.JS, h.m.NS, mesh.RoleGroup, "team", item, nil); err != nil {
+			if err := workloop.Publish(t.Context(), h.m.JS, h.m.NS, mesh.RoleGroup, "team", item, nil); err != nil {
 				t.Fatal(err)
 			}
 			c = h.waitRound(id, round)
@@ -498,7 +500,7 @@ func TestDrainDeadlineHandsTheItemBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, m: m, store: mesh.NewSessionStore(m.Sessions, m.Messages)}
+	h := &harness{t: t, m: m, store: store.NewSessionStore(m.Sessions, m.Messages)}
 	for _, p := range g.Participants {
 		h.announce(p.Agent)
 	}
@@ -592,7 +594,7 @@ func TestMessageDeliveredAgainLongAfterItsRoundIsDropped(t *testing.T) {
 			t.Fatal("the copy was not delivered")
 		}
 	})
-	if err := mesh.PublishWork(t.Context(), h.m.JS, h.m.NS, mesh.RoleGroup, "team", mesh.WorkItem{Kind: mesh.WorkTurn, Session: id, TurnID: first, Message: "first"}, nil); err != nil {
+	if err := workloop.Publish(t.Context(), h.m.JS, h.m.NS, mesh.RoleGroup, "team", mesh.WorkItem{Kind: mesh.WorkTurn, Session: id, TurnID: first, Message: "first"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	h.waitRound(id, first)
@@ -646,7 +648,7 @@ func TestMessageDeliveredAgainLongAfterItsRoundIsDropped(t *testing.T) {
 // (TestRoundRobinRoundWithDuplicateEnds met this about once in 40 runs.)
 func TestPickFromAnOutdatedRound(t *testing.T) {
 	m := meshtest.New(t)
-	h := &harness{t: t, m: m, store: mesh.NewSessionStore(m.Sessions, m.Messages)}
+	h := &harness{t: t, m: m, store: store.NewSessionStore(m.Sessions, m.Messages)}
 	for _, name := range []string{"a", "b", "c"} {
 		h.announce(name)
 	}

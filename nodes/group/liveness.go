@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 // liveness knows which agents a live process serves, from the agent nodes
@@ -34,7 +35,7 @@ func newLiveness(kv jetstream.KeyValue) *liveness {
 // current ones are known.
 func (l *liveness) start(ctx context.Context) error {
 	ready := make(chan struct{})
-	if err := mesh.WatchKV(ctx, l.kv, mesh.RoleAgent+".*", l.apply, func() { close(ready) }); err != nil {
+	if err := store.WatchKV(ctx, l.kv, mesh.RoleAgent+".*", l.apply, func() { close(ready) }); err != nil {
 		return err
 	}
 	select {

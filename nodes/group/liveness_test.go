@@ -6,6 +6,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 // TestReloadSeesWhatTheWatchHasNotYet: a liveness that has not heard of a
@@ -55,7 +56,7 @@ func TestOlderEntryDoesNotUndoANewerOne(t *testing.T) {
 	}
 	l := newLiveness(m.Nodes)
 	ready := make(chan struct{})
-	if err := mesh.WatchKV(t.Context(), m.Nodes, mesh.RoleAgent+".*", l.apply, func() { close(ready) }); err != nil {
+	if err := store.WatchKV(t.Context(), m.Nodes, mesh.RoleAgent+".*", l.apply, func() { close(ready) }); err != nil {
 		t.Fatal(err)
 	}
 	<-ready

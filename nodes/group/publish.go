@@ -8,7 +8,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/bus"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
+	"github.com/agentmesh/agentmesh/mesh/workloop"
 )
 
 // Publishing a round's events and work, with deterministic ids.
@@ -31,7 +33,7 @@ func (x *exec) event(session, runID, msgID string, ev mesh.Event) outMsg {
 }
 
 func (x *exec) work(role, name string, item mesh.WorkItem, hdr nats.Header) outMsg {
-	m, err := mesh.WorkMsg(x.r.ns, role, name, item, hdr)
+	m, err := workloop.Msg(x.r.ns, role, name, item, hdr)
 	return outMsg{m, err}
 }
 
@@ -50,5 +52,5 @@ func (x *exec) publishAll(ctx context.Context, msgs ...outMsg) error {
 		}
 		futures = append(futures, f)
 	}
-	return mesh.AwaitAcks(ctx, futures)
+	return bus.AwaitAcks(ctx, futures)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/workloop"
 )
 
 // queue records turn as the chat's queued message, as the bridge does
@@ -35,7 +36,7 @@ func TestRoundTakesTheQueuedMessageUp(t *testing.T) {
 	}
 	turn := mesh.NewID()
 	h.queue(id, turn, "hello team", nil)
-	if err := mesh.PublishWork(t.Context(), h.m.JS, h.m.NS, mesh.RoleGroup, "team", mesh.WorkItem{Kind: mesh.WorkTurn, Session: id, TurnID: turn, Message: "hello team"}, nil); err != nil {
+	if err := workloop.Publish(t.Context(), h.m.JS, h.m.NS, mesh.RoleGroup, "team", mesh.WorkItem{Kind: mesh.WorkTurn, Session: id, TurnID: turn, Message: "hello team"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	c := h.waitRound(id, turn)
@@ -71,7 +72,7 @@ func TestRefusedQueuedMessageLeavesTheQueue(t *testing.T) {
 	h.queue(id, turn, "hello team", func(c *mesh.Conversation) {
 		c.Status = mesh.StatusWaitingApproval // raced an approval
 	})
-	if err := mesh.PublishWork(t.Context(), h.m.JS, h.m.NS, mesh.RoleGroup, "team", mesh.WorkItem{Kind: mesh.WorkTurn, Session: id, TurnID: turn, Message: "hello team"}, nil); err != nil {
+	if err := workloop.Publish(t.Context(), h.m.JS, h.m.NS, mesh.RoleGroup, "team", mesh.WorkItem{Kind: mesh.WorkTurn, Session: id, TurnID: turn, Message: "hello team"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	meshtest.Eventually(t, 10*time.Second, func() bool {

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 // One round of a chat: the answer to a user's message, from its start to
@@ -55,7 +56,7 @@ func (x *exec) start(ctx context.Context) error {
 		case c.Group == nil || c.Group.Name != x.g.cfg.Name:
 			refused = errNotGroup
 		case c.HasTurn(id), c.Group.Round != nil && c.Group.Round.ID == id:
-			return mesh.ErrNoChange // started by an earlier delivery
+			return store.ErrNoChange // started by an earlier delivery
 		case c.Group.Round != nil:
 			refused = errBusy
 		case c.Status == mesh.StatusWaitingApproval:
@@ -65,7 +66,7 @@ func (x *exec) start(ctx context.Context) error {
 			// A refused message leaves the queue: its run ends with the
 			// refusal.
 			if !c.Unqueue(id) {
-				return mesh.ErrNoChange
+				return store.ErrNoChange
 			}
 			c.MarkTurn(id)
 			return nil
@@ -82,7 +83,7 @@ func (x *exec) start(ctx context.Context) error {
 		c.Status = mesh.StatusRunning
 		return nil
 	})
-	if err != nil && !errors.Is(err, mesh.ErrNoChange) {
+	if err != nil && !errors.Is(err, store.ErrNoChange) {
 		return err
 	}
 	switch {
@@ -223,7 +224,7 @@ func (x *exec) settle(ctx context.Context, c *mesh.Conversation, p *mesh.GroupTu
 		ending, detail, applied, ended = "", "", false, nil
 		g := c.Group
 		if g == nil || g.Round == nil || g.Round.ID != roundID || g.Round.Pending == nil || g.Round.Pending.ID != p.ID || g.Round.Pending.Result == nil {
-			return mesh.ErrNoChange
+			return store.ErrNoChange
 		}
 		round, pt := g.Round, g.Round.Pending
 		now := time.Now().UTC()
@@ -259,7 +260,7 @@ func (x *exec) settle(ctx context.Context, c *mesh.Conversation, p *mesh.GroupTu
 		applied = true
 		return nil
 	})
-	if err != nil && !errors.Is(err, mesh.ErrNoChange) {
+	if err != nil && !errors.Is(err, store.ErrNoChange) {
 		return err
 	}
 	if !applied {
@@ -285,7 +286,7 @@ func (x *exec) pause(ctx context.Context, c *mesh.Conversation, p *mesh.GroupTur
 		g := c.Group
 		if g == nil || g.Round == nil || g.Round.Pending == nil || g.Round.Pending.ID != p.ID || g.Round.Pending.Result == nil ||
 			g.Round.Pending.Result.Outcome != mesh.OutcomeInterrupt || len(g.Round.Runs) == 0 {
-			return mesh.ErrNoChange
+			return store.ErrNoChange
 		}
 		runs = g.Round.Runs
 		g.Round.Runs = nil
@@ -295,7 +296,7 @@ func (x *exec) pause(ctx context.Context, c *mesh.Conversation, p *mesh.GroupTur
 		c.LastRun = &mesh.RunSummary{ID: g.Round.ID, Runs: runs, Outcome: mesh.OutcomeInterrupt, Response: g.Round.Pending.Result.Response, FinishedAt: time.Now().UTC()}
 		return nil
 	})
-	if err != nil && !errors.Is(err, mesh.ErrNoChange) {
+	if err != nil && !errors.Is(err, store.ErrNoChange) {
 		return err
 	}
 	var interrupts []mesh.Interrupt
@@ -348,14 +349,14 @@ func (x *exec) check(ctx context.Context) (again bool, err error) {
 		skipped = false
 		g := c.Group
 		if g == nil || g.Round == nil || g.Round.Pending == nil || g.Round.Pending.ID != p.ID || g.Round.Pending.Result != nil {
-			return mesh.ErrNoChange
+			return store.ErrNoChange
 		}
 		g.Round.Pending = nil
 		c.Tree = nil // the member's unfinished turn, if it had begun
 		skipped = true
 		return nil
 	})
-	if err != nil && !errors.Is(err, mesh.ErrNoChange) {
+	if err != nil && !errors.Is(err, store.ErrNoChange) {
 		return false, err
 	}
 	if !skipped {

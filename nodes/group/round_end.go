@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/store"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
@@ -24,12 +25,12 @@ func (x *exec) endIf(ctx context.Context, c *mesh.Conversation, reason, detail s
 	c, err := x.r.sessions.UpdateLoaded(ctx, c, func(c *mesh.Conversation) error {
 		round = nil
 		if g := c.Group; g == nil || g.Round == nil || g.Round.ID != roundID || still != nil && !still(g.Round) {
-			return mesh.ErrNoChange
+			return store.ErrNoChange
 		}
 		round = endRound(c, reason, detail)
 		return nil
 	})
-	if err != nil && !errors.Is(err, mesh.ErrNoChange) {
+	if err != nil && !errors.Is(err, store.ErrNoChange) {
 		return err
 	}
 	if round == nil {

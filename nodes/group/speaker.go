@@ -9,7 +9,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/store"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
+	"github.com/agentmesh/agentmesh/mesh/workloop"
 )
 
 // The next speaker of a round: picked by the group's selector, then handed
@@ -42,7 +44,7 @@ func (x *exec) pick(ctx context.Context, c *mesh.Conversation) error {
 		pending = nil
 		g := c.Group
 		if g == nil || g.Round == nil || g.Round.ID != roundID || g.Round.Seq != seq || g.Round.Pending != nil || g.Round.Waiting {
-			return mesh.ErrNoChange // moved on meanwhile: chosen again below if need be
+			return store.ErrNoChange // moved on meanwhile: chosen again below if need be
 		}
 		g.Round.Seq++
 		pending = &mesh.GroupTurn{
@@ -53,7 +55,7 @@ func (x *exec) pick(ctx context.Context, c *mesh.Conversation) error {
 		c.Turn = &mesh.Turn{ID: roundID, Kind: mesh.WorkTurn, Node: x.r.cfg.NodeID, StartedAt: pending.StartedAt}
 		return nil
 	})
-	if err != nil && !errors.Is(err, mesh.ErrNoChange) {
+	if err != nil && !errors.Is(err, store.ErrNoChange) {
 		return err
 	}
 	if pending == nil {
@@ -98,7 +100,7 @@ func (x *exec) handOut(ctx context.Context, c *mesh.Conversation, p *mesh.GroupT
 // headers are the caller's credentials and the conversation's trace id, for
 // the work the group hands out.
 func (x *exec) headers(c *mesh.Conversation) nats.Header {
-	h := mesh.CopyCallerHeaders(x.hdr)
+	h := workloop.CopyCallerHeaders(x.hdr)
 	if h.Get(mesh.HeaderSessionID) == "" && c.SessionID != "" {
 		h.Set(mesh.HeaderSessionID, c.SessionID)
 	}

@@ -37,6 +37,8 @@ import (
 
 	"github.com/agentmesh/agentmesh/heartbeat"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/bus"
+	"github.com/agentmesh/agentmesh/mesh/store"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
@@ -109,7 +111,7 @@ type Config struct {
 type Monitor struct {
 	cfg    Config
 	log    zerolog.Logger
-	events *mesh.EventPublisher
+	events *bus.Publisher
 
 	mu       sync.Mutex
 	nodes    map[string]*tracked // by key <role>.<node>
@@ -197,7 +199,7 @@ func New(cfg Config) (*Monitor, error) {
 	}
 	return &Monitor{
 		cfg: cfg, log: cfg.Logger,
-		events: mesh.NewEventPublisher(cfg.JS, cfg.NS), nodes: map[string]*tracked{},
+		events: bus.NewPublisher(cfg.JS, cfg.NS), nodes: map[string]*tracked{},
 	}, nil
 }
 
@@ -240,7 +242,7 @@ func (m *Monitor) Run(ctx context.Context) error {
 		return fmt.Errorf("monitor: subscribe %s: %w", m.cfg.NS.HeartbeatAll(), err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if d, err := mesh.NewNodes(m.cfg.Nodes).Degraded(ctx); err == nil && d != nil {
+	if d, err := store.NewNodes(m.cfg.Nodes).Degraded(ctx); err == nil && d != nil {
 		m.mu.Lock()
 		m.degraded = d
 		m.mu.Unlock()

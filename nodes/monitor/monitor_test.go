@@ -15,6 +15,7 @@ import (
 	"github.com/agentmesh/agentmesh/heartbeat"
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 // node is a beating node on its own connection, which a test can cut to
@@ -228,12 +229,12 @@ func TestDegradationModeEntersAndLeaves(t *testing.T) {
 		n.crash()
 	}
 	meshtest.Eventually(t, 5*time.Second, func() bool { return rec.count(mesh.CustomNodeDown) == 3 }, "three downs")
-	if d, _ := mesh.NewNodes(m.Nodes).Degraded(t.Context()); d != nil {
+	if d, _ := store.NewNodes(m.Nodes).Degraded(t.Context()); d != nil {
 		t.Fatalf("degraded after 3 failures; the threshold is more than 3")
 	}
 	nodes[3].crash()
 	meshtest.Eventually(t, 5*time.Second, func() bool {
-		d, _ := mesh.NewNodes(m.Nodes).Degraded(t.Context())
+		d, _ := store.NewNodes(m.Nodes).Degraded(t.Context())
 		return d != nil && len(d.Failed) == 4
 	}, "not degraded after 4 failures")
 	// Recovery: the nodes come back, the mode ends by itself.
@@ -241,7 +242,7 @@ func TestDegradationModeEntersAndLeaves(t *testing.T) {
 		startNode(t, m, mesh.RoleAgent, id, interval, nil)
 	}
 	meshtest.Eventually(t, 5*time.Second, func() bool {
-		d, _ := mesh.NewNodes(m.Nodes).Degraded(t.Context())
+		d, _ := store.NewNodes(m.Nodes).Degraded(t.Context())
 		return d == nil && rec.count(mesh.CustomDegradedLeave) == 1
 	}, "degradation did not end")
 	if rec.count(mesh.CustomDegradedEnter) != 1 {

@@ -10,13 +10,15 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/bus"
+	"github.com/agentmesh/agentmesh/mesh/identity"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
 )
 
 // raw calls a tool with exactly req: no approval is added.
 func (r *running) raw(t *testing.T, server, tool string, req mesh.ToolRequest) (*mesh.ToolResult, error) {
 	t.Helper()
-	return mesh.CallTool(t.Context(), r.NC, r.NS, server, tool, req, nil)
+	return bus.CallTool(t.Context(), r.NC, r.NS, server, tool, req, nil)
 }
 
 // TestToolThatIsNotReadOnlyRunsOnlyWithItsApproval sends the calls an
@@ -157,7 +159,7 @@ func TestApproverKeysFromTheBucket(t *testing.T) {
 	r := startHostOn(t, meshtest.New(t), func(c *Config) {
 		c.ApproverKeys = nil
 		c.Approvals = nil // opened through JS
-	}, func(m *meshtest.Mesh) { publish(m, mesh.PublicKey(early)) }, srv)
+	}, func(m *meshtest.Mesh) { publish(m, identity.PublicKey(early)) }, srv)
 	r.waitServing(t, "local")
 
 	ran := 0 // calls that got a result
@@ -174,10 +176,10 @@ func TestApproverKeysFromTheBucket(t *testing.T) {
 	if err := call(late, "k-2"); !errors.Is(err, mesh.ErrApprovalInvalid) {
 		t.Fatalf("unpublished key: err = %v, want approval_invalid", err)
 	}
-	publish(r.Mesh, mesh.PublicKey(late))
+	publish(r.Mesh, identity.PublicKey(late))
 	n := 0
 	meshtest.Eventually(t, 5*time.Second, func() bool { n++; return call(late, fmt.Sprintf("k-3-%d", n)) == nil }, "a key published later is trusted")
-	if err := r.Approvals.Delete(t.Context(), mesh.ApprovalKeysPrefix+mesh.PublicKey(early)); err != nil {
+	if err := r.Approvals.Delete(t.Context(), mesh.ApprovalKeysPrefix+identity.PublicKey(early)); err != nil {
 		t.Fatal(err)
 	}
 	meshtest.Eventually(t, 5*time.Second, func() bool {

@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/bus"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
@@ -287,7 +288,7 @@ func toolResult(r *mcp.CallToolResult) (*mesh.ToolResult, error) {
 		Content:           content,
 		StructuredContent: structured,
 		IsError:           r.IsError,
-		Text:              mesh.ContentText(content),
+		Text:              bus.ContentText(content),
 	}, nil
 }
 

@@ -3,6 +3,7 @@ package toolhost_test
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/bus"
+	"github.com/agentmesh/agentmesh/mesh/store"
 	"github.com/agentmesh/agentmesh/nodes/toolhost"
 )
 
@@ -23,13 +26,14 @@ func Example() {
 		panic(err)
 	}
 	js, _ := jetstream.New(nc)
-	res, err := mesh.Provision(ctx, js, mesh.DefaultNamespace, mesh.ProvisionConfig{})
+	res, err := store.Provision(ctx, js, mesh.DefaultNamespace, store.ProvisionConfig{})
 	if err != nil {
 		panic(err)
 	}
 	h, err := toolhost.New(toolhost.Config{
 		NC: nc, NS: res.NS, Tools: res.Tools, Calls: res.Calls,
-		NodeID: "toolhost-1",
+		NodeID:  "toolhost-1",
+		Environ: os.Environ(), // npx needs PATH and HOME
 		Servers: []config.MCPServer{{
 			Name:    "memory",
 			Command: "npx",
@@ -45,7 +49,7 @@ func Example() {
 
 	// read_graph is read-only; a destructive tool needs a call id, and
 	// runs once per call id.
-	out, err := mesh.CallTool(ctx, nc, res.NS, "memory", "read_graph", mesh.ToolRequest{}, nil)
+	out, err := bus.CallTool(ctx, nc, res.NS, "memory", "read_graph", mesh.ToolRequest{}, nil)
 	if err != nil {
 		panic(err) // mesh.ErrToolUnavailable until the server is up
 	}

@@ -74,6 +74,8 @@ import (
 
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/bus"
+	"github.com/agentmesh/agentmesh/mesh/workloop"
 )
 
 // Defaults of [Config] and of config.MCPServer.
@@ -82,7 +84,7 @@ const (
 	DefaultMaxBackoff   = 30 * time.Second
 	DefaultCallTimeout  = 30 * time.Second
 	DefaultDrainTimeout = 5 * time.Second
-	DefaultVersion      = mesh.DevVersion
+	DefaultVersion      = bus.DevVersion
 )
 
 // QueueGroup is the queue group of every tool endpoint.
@@ -95,7 +97,7 @@ const ClientName = "agentmesh-toolhost"
 type Config struct {
 	// NC is the connection the endpoints are served on and answered from:
 	// the toolhost's responder identity, which may publish nothing but
-	// answers to inboxes (mesh.ResponderSuffix); the buckets come through
+	// answers to inboxes (identity.ResponderSuffix); the buckets come through
 	// JS, on the toolhost's own. Required.
 	NC *nats.Conn
 	// JS opens the buckets that Tools, Calls and Approvals do not give.
@@ -133,6 +135,11 @@ type Config struct {
 	// the service metadata under "version" while the service says
 	// "0.0.0-dev".
 	Version string
+	// Environ is the environment (key=value) an MCP server's is drawn
+	// from: what any program needs to run (config.ProgramEnv), then the
+	// server's own env section. cmd gives the process's; nil gives a
+	// server its env section alone.
+	Environ []string
 	// SearchDirs are where a Command that is not on PATH is looked for
 	// (cmd passes the directory of the mesh binary).
 	SearchDirs []string
@@ -168,6 +175,7 @@ type Host struct {
 func New(cfg Config) (*Host, error) {
 	cfg.Servers = append([]config.MCPServer(nil), cfg.Servers...)
 	cfg.SearchDirs = append([]string(nil), cfg.SearchDirs...)
+	cfg.Environ = append([]string(nil), cfg.Environ...)
 	cfg.ApproverKeys = append([]string(nil), cfg.ApproverKeys...)
 	if cfg.NC == nil {
 		return nil, fmt.Errorf("%w: NC is required", ErrInvalidConfig)
@@ -225,7 +233,7 @@ func New(cfg Config) (*Host, error) {
 		now:     time.Now,
 		keys:    keys,
 	}
-	if v, ok := mesh.ServiceVersion(cfg.Version); ok {
+	if v, ok := bus.ServiceVersion(cfg.Version); ok {
 		h.version = v
 	} else if cfg.Version != "" {
 		h.meta["version"] = cfg.Version
@@ -310,7 +318,7 @@ func (h *Host) Run(ctx context.Context) error {
 		}
 		kw := &keyWatch{h: h, kv: approvals}
 		if err := kw.start(ctx, &wg); err != nil {
-			if mesh.StoppedStarting(ctx, err) {
+			if workloop.StoppedStarting(ctx, err) {
 				return nil
 			}
 			return err
@@ -330,7 +338,7 @@ func (h *Host) Run(ctx context.Context) error {
 }
 
 func (h *Host) openErr(ctx context.Context, base string, err error) error {
-	if mesh.StoppedStarting(ctx, err) {
+	if workloop.StoppedStarting(ctx, err) {
 		return nil
 	}
 	return fmt.Errorf("open bucket %s: %w", h.cfg.NS.Bucket(base), err)

@@ -25,7 +25,10 @@ import (
 
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/bus"
+	"github.com/agentmesh/agentmesh/mesh/identity"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 const testNode = "th-test"
@@ -99,8 +102,9 @@ func startHostOn(t *testing.T, m *meshtest.Mesh, edit func(*Config), before func
 	kp := testApprover(t)
 	cfg := Config{
 		NC: m.NC, JS: m.JS, NS: m.NS, Tools: m.Tools, Calls: m.Calls,
-		ApproverKeys: []string{mesh.PublicKey(kp)},
+		ApproverKeys: []string{identity.PublicKey(kp)},
 		Servers:      servers,
+		Environ:      os.Environ(),
 		NodeID:       testNode,
 		Version:      "v1.2.3",
 		MinBackoff:   50 * time.Millisecond,
@@ -159,7 +163,7 @@ func (r *running) call(t *testing.T, server, tool string, req mesh.ToolRequest, 
 	if req.Approval == nil {
 		req.Approval = approve(t, r.approver, req.CallID, server, tool, req.Arguments)
 	}
-	return mesh.CallTool(ctx, r.NC, r.NS, server, tool, req, hdr)
+	return bus.CallTool(ctx, r.NC, r.NS, server, tool, req, hdr)
 }
 
 func (r *running) mustCall(t *testing.T, server, tool string, req mesh.ToolRequest) *mesh.ToolResult {
@@ -182,7 +186,7 @@ func (r *running) waitServing(t *testing.T, server string) {
 
 func (r *running) catalog(t *testing.T, server string) map[string]mesh.ToolEntry {
 	t.Helper()
-	list, err := mesh.NewCatalog(r.Tools).List(t.Context())
+	list, err := store.NewCatalog(r.Tools).List(t.Context())
 	if err != nil {
 		t.Fatalf("list catalog: %v", err)
 	}
@@ -295,7 +299,7 @@ func TestPublishCatalog(t *testing.T) {
 	if err := publishCatalog(ctx, m.Tools, "s", mk("a", "one")); err != nil {
 		t.Fatalf("publish fewer: %v", err)
 	}
-	list, err := mesh.NewCatalog(m.Tools).List(ctx)
+	list, err := store.NewCatalog(m.Tools).List(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -483,7 +487,7 @@ func TestWaitsForEarlierAttempt(t *testing.T) {
 	approval := approve(t, r.approver, "w-1", "local", "count", nil)
 	got := make(chan outcome, 1)
 	go func() {
-		res, err := mesh.CallTool(t.Context(), r.NC, r.NS, "local", "count", mesh.ToolRequest{CallID: "w-1", Approval: approval}, nil)
+		res, err := bus.CallTool(t.Context(), r.NC, r.NS, "local", "count", mesh.ToolRequest{CallID: "w-1", Approval: approval}, nil)
 		got <- outcome{res, err}
 	}()
 	meshtest.Eventually(t, 10*time.Second, func() bool {
@@ -664,7 +668,7 @@ func TestNew(t *testing.T) {
 		{name: "no js nor buckets", edit: func(c *Config) { c.JS = nil }, wantErr: true},
 		{name: "buckets without js", edit: func(c *Config) { c.JS, c.Tools, c.Calls, c.Approvals = nil, m.Tools, m.Calls, m.Approvals }},
 		{name: "keys without js nor approvals", edit: func(c *Config) {
-			c.JS, c.Tools, c.Calls, c.ApproverKeys = nil, m.Tools, m.Calls, []string{mesh.PublicKey(testApprover(t))}
+			c.JS, c.Tools, c.Calls, c.ApproverKeys = nil, m.Tools, m.Calls, []string{identity.PublicKey(testApprover(t))}
 		}},
 		{name: "no approvals bucket nor js", edit: func(c *Config) { c.JS, c.Tools, c.Calls = nil, m.Tools, m.Calls }, wantErr: true},
 		{name: "bad approver key", edit: func(c *Config) { c.ApproverKeys = []string{"not-a-key"} }, wantErr: true},
@@ -829,7 +833,7 @@ func TestCallOfADeadHostIsInterruptedAtOnce(t *testing.T) {
 	putRecord(t, r, mesh.CallRecord{CallID: "a-1", Server: "local", Tool: "count", State: mesh.CallStarted, Host: "alive", StartedAt: time.Now()})
 	approval := approve(t, r.approver, "a-1", "local", "count", nil)
 	go func() {
-		_, _ = mesh.CallTool(t.Context(), r.NC, r.NS, "local", "count", mesh.ToolRequest{CallID: "a-1", Approval: approval}, nil)
+		_, _ = bus.CallTool(t.Context(), r.NC, r.NS, "local", "count", mesh.ToolRequest{CallID: "a-1", Approval: approval}, nil)
 	}()
 	meshtest.Eventually(t, 10*time.Second, func() bool {
 		return strings.Contains(r.logs.String(), "waiting for its outcome")

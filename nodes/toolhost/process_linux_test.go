@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/bus"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
 )
 
@@ -49,7 +50,7 @@ func TestChildDiesWithHost(t *testing.T) {
 	meshtest.Eventually(t, 60*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		defer cancel()
-		res, err := mesh.CallTool(ctx, m.NC, m.NS, "orphan", "pid", mesh.ToolRequest{}, nil)
+		res, err := bus.CallTool(ctx, m.NC, m.NS, "orphan", "pid", mesh.ToolRequest{}, nil)
 		if err != nil {
 			return false
 		}

@@ -44,7 +44,7 @@ func (s *server) transport() (mcp.Transport, *exec.Cmd, func(), error) {
 		return nil, nil, nil, err
 	}
 	cmd := exec.Command(path, s.cfg.Args...)
-	cmd.Env = commandEnv(s.cfg, os.Environ())
+	cmd.Env = commandEnv(s.cfg, s.h.cfg.Environ)
 	stderr := &lineLogger{log: s.log}
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = sysProcAttr()

@@ -18,6 +18,8 @@ import (
 	"github.com/agentmesh/agentmesh/heartbeat"
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/natsserver"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 // BenchmarkMonitor runs `mesh monitor` as its own process against 100 nodes
@@ -27,7 +29,7 @@ import (
 func BenchmarkMonitor(b *testing.B) {
 	dir := b.TempDir()
 	natsAddr := freeAddr(b)
-	srv, err := mesh.StartServer(mesh.ServerConfig{Listen: natsAddr, StoreDir: filepath.Join(dir, "js")})
+	srv, err := natsserver.Start(natsserver.Config{Listen: natsAddr, StoreDir: filepath.Join(dir, "js")})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -39,7 +41,7 @@ func BenchmarkMonitor(b *testing.B) {
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	res, err := mesh.Provision(b.Context(), js, mesh.DefaultNamespace, mesh.ProvisionConfig{})
+	res, err := store.Provision(b.Context(), js, mesh.DefaultNamespace, store.ProvisionConfig{})
 	if err != nil {
 		b.Fatal(err)
 	}

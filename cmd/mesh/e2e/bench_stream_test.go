@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/bus"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
 )
 
@@ -26,7 +27,7 @@ type streamBench struct {
 	m    *meshProc
 	nc   *nats.Conn
 	js   jetstream.JetStream
-	pub  *mesh.EventPublisher
+	pub  *bus.Publisher
 	conv string
 }
 
@@ -37,7 +38,7 @@ func newStreamBench(b *testing.B) *streamBench {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &streamBench{m: m, nc: nc, js: js, pub: mesh.NewEventPublisher(js, mesh.DefaultNamespace), conv: m.newConversation()}
+	return &streamBench{m: m, nc: nc, js: js, pub: bus.NewPublisher(js, mesh.DefaultNamespace), conv: m.newConversation()}
 }
 
 // stamp is an event whose value carries its publication time.

@@ -16,6 +16,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/bus"
+	"github.com/agentmesh/agentmesh/mesh/natsconn"
 )
 
 // trustVariant is one way of running the mesh for BenchmarkTrust.
@@ -151,15 +153,15 @@ func benchTrustTurn(b *testing.B, m *meshProc, v trustVariant) float64 {
 	return p50ms(lat)
 }
 
-// benchTrustEvent publishes as the agent role does: through mesh.Connect,
+// benchTrustEvent publishes as the agent role does: through natsconn.Connect,
 // with the agent's identity when the mesh has identities; it returns the
 // latencies from publish to SSE client.
 func benchTrustEvent(b *testing.B, m *meshProc, v trustVariant) []time.Duration {
-	cfg := mesh.ConnectConfig{URL: "nats://" + m.natsAddr, Name: "bench-agent", Inbox: mesh.DefaultNamespace.Inbox(mesh.RoleAgent)}
+	cfg := natsconn.Config{URL: "nats://" + m.natsAddr, Name: "bench-agent", Inbox: mesh.DefaultNamespace.Inbox(mesh.RoleAgent)}
 	if !strings.Contains(strings.Join(v.env, " "), "MESH_NATS_AUTH=none") {
 		cfg.NKeyFile = filepath.Join(m.dataDir, "creds", "agent.nk")
 	}
-	nc, err := mesh.Connect(cfg)
+	nc, err := natsconn.Connect(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -168,7 +170,7 @@ func benchTrustEvent(b *testing.B, m *meshProc, v trustVariant) []time.Duration 
 	if err != nil {
 		b.Fatal(err)
 	}
-	pub := mesh.NewEventPublisher(js, mesh.DefaultNamespace)
+	pub := bus.NewPublisher(js, mesh.DefaultNamespace)
 	conv := m.newConversationAs(v.headers)
 	ctx, cancel := context.WithCancel(b.Context())
 	defer cancel()

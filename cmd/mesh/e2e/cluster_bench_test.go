@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/bus"
 	"github.com/agentmesh/agentmesh/mesh/llm/llmtest"
 	"github.com/agentmesh/agentmesh/mesh/llm/offline"
 )
@@ -154,7 +155,7 @@ func BenchmarkClusterEventLatency(b *testing.B) {
 			}
 			defer nc.Close()
 			js, _ := jetstream.New(nc)
-			pub := mesh.NewEventPublisher(js, mesh.DefaultNamespace)
+			pub := bus.NewPublisher(js, mesh.DefaultNamespace)
 			ctx, cancel := context.WithCancel(b.Context())
 			defer cancel()
 			r := openSSEBench(b, ctx, m.url("/conversations/"+conv+"/events"))

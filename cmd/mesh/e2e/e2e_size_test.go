@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/llm/llmtest"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 // TestHugeConversationKeepsAnswering: a conversation given 20 messages of
@@ -42,7 +42,7 @@ func TestHugeConversationKeepsAnswering(t *testing.T) {
 		// budget whatever the conversation's length.
 		page := list(out, "conversation", "messages")
 		data, _ := json.Marshal(page)
-		if len(data) > budget+size || len(page) > mesh.DefaultPageSize {
+		if len(data) > budget+size || len(page) > store.DefaultPageSize {
 			t.Fatalf("turn %d: the reply carries %d messages, %d bytes", i, len(page), len(data))
 		}
 		// Every model request of the turn fits, and its history ends with

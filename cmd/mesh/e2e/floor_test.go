@@ -24,12 +24,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/bus"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/natsserver"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 // The floor of a turn: the round trips and stored messages a mesh turn's
 // guarantees take, made by processes that do nothing else, on the mesh's
-// own embedded server and streams (mesh.StartServer, mesh.Provision). It
+// own embedded server and streams (natsserver.Start, store.Provision). It
 // answers what part of a turn's latency and CPU at one conversation is the
 // machine's price for the architecture (a wakeup of another process at
 // each hop, a stored message at each step) and what part is the mesh's own
@@ -223,7 +226,7 @@ func runFloorRole() int {
 
 // floorServe runs the embedded server with the mesh's streams and buckets.
 func floorServe(ctx context.Context) error {
-	srv, err := mesh.StartServer(mesh.ServerConfig{Listen: os.Getenv(floorNATSEnv), StoreDir: os.Getenv(floorDirEnv)})
+	srv, err := natsserver.Start(natsserver.Config{Listen: os.Getenv(floorNATSEnv), StoreDir: os.Getenv(floorDirEnv)})
 	if err != nil {
 		return err
 	}
@@ -237,7 +240,7 @@ func floorServe(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := mesh.Provision(ctx, js, mesh.DefaultNamespace, mesh.ProvisionConfig{}); err != nil {
+	if _, err := store.Provision(ctx, js, mesh.DefaultNamespace, store.ProvisionConfig{}); err != nil {
 		return err
 	}
 	<-ctx.Done()
@@ -481,7 +484,7 @@ func floorAgent(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, kv j
 		if err := emit(mesh.EventRunFinished, "end:"+item.TurnID); err != nil {
 			return err
 		}
-		return mesh.AwaitAcks(ctx, acks)
+		return bus.AwaitAcks(ctx, acks)
 	}
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
 		if err := turn(msg); err != nil {

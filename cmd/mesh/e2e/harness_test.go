@@ -24,6 +24,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 // binDir holds the mesh and mcp-resources binaries built once for the tests.
@@ -177,7 +178,7 @@ func (m *meshProc) waitServerTools(server string) {
 	if err != nil {
 		m.t.Fatal(err)
 	}
-	catalog := mesh.NewCatalog(kv)
+	catalog := store.NewCatalog(kv)
 	meshtest.Eventually(m.t, 60*time.Second, func() bool {
 		tools, _ := catalog.List(m.t.Context())
 		return slices.ContainsFunc(tools, func(e mesh.ToolEntry) bool { return e.Server == server })

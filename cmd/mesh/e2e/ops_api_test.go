@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 // TestOpsAPIFieldsMatchTheMesh checks every field of the read-only ops API
@@ -55,7 +56,7 @@ func TestOpsAPIFieldsMatchTheMesh(t *testing.T) {
 		}
 		// The conversation as stored: its head, and its messages from the
 		// message log.
-		store := mesh.NewSessionStore(sessions, mesh.NewMessageLog(js, mesh.DefaultNamespace))
+		convs := store.NewSessionStore(sessions, store.NewMessageLog(js, mesh.DefaultNamespace))
 		pending, decided := list(in, "pending"), list(in, "decided")
 		if len(pending) != 2 || len(decided) != 1 || str(decided[0], "uuid") != rejected {
 			t.Fatalf("pending %d, decided %v; want A's two pending, B's rejected", len(pending), decided)
@@ -68,7 +69,7 @@ func TestOpsAPIFieldsMatchTheMesh(t *testing.T) {
 			item := obj(it)
 			var ap mesh.Approval
 			getJSON(t, kv, str(item, "uuid"), &ap)
-			stored, err := store.Get(ctx, ap.ConversationID)
+			stored, err := convs.Get(ctx, ap.ConversationID)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/identity"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
 )
 
@@ -34,7 +35,7 @@ func matrixSubjects(ns mesh.Namespace) (pub, sub []string) {
 	p := ns.Prefix()
 	add := func(s ...string) { pub = append(pub, s...) }
 	// The mesh's own subjects.
-	for _, r := range append(slices.Clone(mesh.IdentityRoles), "other") {
+	for _, r := range append(identity.Roles(), "other") {
 		add(p+".work."+r+".x.c1", p+".hb."+r+".n1")
 	}
 	for _, ev := range []mesh.EventType{mesh.EventRunStarted, mesh.EventRunFinished, mesh.EventRunError, mesh.EventCustom, mesh.EventTextMessageContent, mesh.EventToolCallResult} {
@@ -53,7 +54,7 @@ func matrixSubjects(ns mesh.Namespace) (pub, sub []string) {
 		mesh.BucketCalls:     {"k1", mesh.SubAgentCallKey("k1")},
 		mesh.BucketLimits:    {"rate.p.abc"},
 	}
-	for _, r := range mesh.IdentityRoles {
+	for _, r := range identity.Roles() {
 		keys[mesh.BucketNodes] = append(keys[mesh.BucketNodes], r+".n1")
 	}
 	for _, b := range []string{mesh.BucketSessions, mesh.BucketApprovals, mesh.BucketTools, mesh.BucketNodes, mesh.BucketCalls, mesh.BucketLimits} {
@@ -85,7 +86,7 @@ func matrixSubjects(ns mesh.Namespace) (pub, sub []string) {
 		api+"STREAM.CREATE.THIEF", api+"STREAM.LIST", api+"INFO", "$SYS.REQ.SERVER.PING")
 	// Services, discovery, and every inbox.
 	add("$SRV.PING", "$SRV.PING."+mesh.ToolServiceName, "$SRV.INFO."+mesh.ToolServiceName, "$SRV.STATS.mesh-approvals.x")
-	for _, id := range mesh.Identities() {
+	for _, id := range identity.Identities() {
 		add(ns.Inbox(id)+".x.y", ns.Inbox(id)+".x")
 	}
 	add("_INBOX.x", "_INBOX.x.y", "_INBOX.other.agent.x.y")
@@ -131,7 +132,7 @@ func dialIdentity(t *testing.T, url, credsDir, name string) (*probeConn, error) 
 	}
 	pc := &probeConn{refused: map[string]map[string]bool{"publish": {}, "subscription": {}}}
 	opts := []nats.Option{opt, nats.Name("matrix-" + name), nats.ErrorHandler(pc.handle), nats.Timeout(5 * time.Second)}
-	if name != mesh.RoleAdmin {
+	if name != identity.RoleAdmin {
 		opts = append(opts, nats.CustomInboxPrefix(mesh.DefaultNamespace.Inbox(name)))
 	}
 	nc, err := nats.Connect(url, opts...)
@@ -218,7 +219,7 @@ func startPlainNATS(t *testing.T) (url, credsDir string) {
 	})
 	url = "nats://" + addr
 	prov := exec.Command(filepath.Join(binDir, "mesh"), "provision")
-	prov.Env = append(env, "NATS_URL="+url, "NATS_NKEY="+filepath.Join(credsDir, mesh.RoleAdmin+".nk"))
+	prov.Env = append(env, "NATS_URL="+url, "NATS_NKEY="+filepath.Join(credsDir, identity.RoleAdmin+".nk"))
 	if out, err := prov.CombinedOutput(); err != nil {
 		t.Fatalf("mesh provision: %v\n%s", err, out)
 	}
@@ -236,22 +237,22 @@ func identityMatrix(t *testing.T, url, credsDir string) {
 		names = append(names, strings.TrimSuffix(filepath.Base(s), ".nk"))
 	}
 	// `mesh creds` writes every identity of the table, and the leaf's.
-	for _, want := range append(mesh.Identities(), mesh.RoleAdmin, mesh.RoleLeaf) {
+	for _, want := range append(identity.Identities(), identity.RoleAdmin, identity.RoleLeaf) {
 		if !slices.Contains(names, want) {
 			t.Errorf("mesh creds wrote no seed for %s (it wrote %v)", want, names)
 		}
 	}
 	pubs, subs := matrixSubjects(ns)
-	admin, err := dialIdentity(t, url, credsDir, mesh.RoleAdmin)
+	admin, err := dialIdentity(t, url, credsDir, identity.RoleAdmin)
 	if err != nil {
 		t.Fatalf("the admin cannot connect: %v", err)
 	}
 	for _, name := range names {
-		if name == mesh.RoleAdmin {
+		if name == identity.RoleAdmin {
 			continue
 		}
 		t.Run(name, func(t *testing.T) {
-			if name == mesh.RoleLeaf {
+			if name == identity.RoleLeaf {
 				// A leaf node's identity, admitted on the leaf node port only.
 				if pc, err := dialIdentity(t, url, credsDir, name); err == nil {
 					pc.nc.Close()
@@ -259,7 +260,7 @@ func identityMatrix(t *testing.T, url, credsDir string) {
 				}
 				return
 			}
-			p, ok := mesh.PermissionsOf(ns, name)
+			p, ok := identity.PermissionsOf(ns, name)
 			if !ok {
 				t.Fatalf("mesh creds wrote %s, which the table does not know", name)
 			}
@@ -292,7 +293,7 @@ func identityMatrix(t *testing.T, url, credsDir string) {
 				}
 			}
 			pc.settle(t, "publish", wantRefused)
-			serves := slices.ContainsFunc(p.Grants, func(g mesh.Grant) bool { return g.Kind == mesh.GrantServe })
+			serves := slices.ContainsFunc(p.Grants, func(g identity.Grant) bool { return g.Kind == identity.GrantServe })
 			for _, s := range pubs {
 				allowed := !pc.wasRefused("publish", s)
 				if want := p.CanPublish(s); allowed != want {
@@ -322,15 +323,15 @@ func identityMatrix(t *testing.T, url, credsDir string) {
 		t.Fatal(err)
 	}
 	_ = tap.SetPendingLimits(-1, -1)
-	for _, role := range mesh.IdentityRoles {
-		rp, _ := mesh.PermissionsOf(ns, mesh.Responder(role))
-		responder, err := dialIdentity(t, url, credsDir, mesh.Responder(role))
+	for _, role := range identity.Roles() {
+		rp, _ := identity.PermissionsOf(ns, identity.Responder(role))
+		responder, err := dialIdentity(t, url, credsDir, identity.Responder(role))
 		if err != nil {
 			t.Fatal(err)
 		}
 		var served []string
 		for _, g := range rp.Grants {
-			if g.Kind != mesh.GrantServe {
+			if g.Kind != identity.GrantServe {
 				continue
 			}
 			served = append(served, g.Subject)
@@ -341,15 +342,15 @@ func identityMatrix(t *testing.T, url, credsDir string) {
 		if err := responder.nc.Flush(); err != nil {
 			t.Fatal(err)
 		}
-		for _, caller := range mesh.IdentityRoles {
-			cp, _ := mesh.PermissionsOf(ns, caller)
+		for _, caller := range identity.Roles() {
+			cp, _ := identity.PermissionsOf(ns, caller)
 			for _, g := range cp.Grants {
-				i := slices.IndexFunc(served, func(s string) bool { return g.Kind == mesh.GrantRequest && mesh.SubjectsOverlap(s, g.Subject) })
+				i := slices.IndexFunc(served, func(s string) bool { return g.Kind == identity.GrantRequest && identity.SubjectsOverlap(s, g.Subject) })
 				if i < 0 {
 					continue
 				}
 				subject := literal(g.Subject)
-				if !mesh.SubjectMatches(served[i], subject) {
+				if !identity.SubjectMatches(served[i], subject) {
 					subject = literal(served[i])
 				}
 				rc, err := dialIdentity(t, url, credsDir, caller)
@@ -364,7 +365,7 @@ func identityMatrix(t *testing.T, url, credsDir string) {
 				if err := rc.nc.Flush(); err != nil {
 					t.Fatal(err)
 				}
-				t.Logf("%s asked %s on %s with a reply aimed at each of %d subjects", caller, mesh.Responder(role), subject, len(pubs))
+				t.Logf("%s asked %s on %s with a reply aimed at each of %d subjects", caller, identity.Responder(role), subject, len(pubs))
 			}
 		}
 		if err := responder.nc.Flush(); err != nil {

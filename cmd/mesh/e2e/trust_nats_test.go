@@ -18,7 +18,9 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/identity"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/natsserver"
 )
 
 // The tests of this file attack `mesh up` over NATS as an outsider would:
@@ -48,7 +50,7 @@ func TestNATSRefusesClientsWithoutCredentials(t *testing.T) {
 	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Errorf("creds dir: %v %v, want mode 0700", fi, err)
 	}
-	for _, role := range append(mesh.Identities(), mesh.RoleAdmin) {
+	for _, role := range append(identity.Identities(), identity.RoleAdmin) {
 		if fi, err := os.Stat(filepath.Join(dir, role+".nk")); err != nil || fi.Mode().Perm() != 0o600 {
 			t.Errorf("seed of %s: %v %v, want mode 0600", role, fi, err)
 		}
@@ -176,8 +178,8 @@ const (
 // responders are the responder identities of every role.
 func responders() []string {
 	var out []string
-	for _, r := range mesh.IdentityRoles {
-		out = append(out, mesh.Responder(r))
+	for _, r := range identity.Roles() {
+		out = append(out, identity.Responder(r))
 	}
 	return out
 }
@@ -189,12 +191,12 @@ func trustActions() []action {
 	acts := []action{
 		pubAction("decide an approval", ap+"decide", bridge),
 		reqAction("decide an approval by request", ap+"decide", bridge),
-		subAction("read decisions", "mesh.approval.*.decide", mesh.Responder(approver)),
+		subAction("read decisions", "mesh.approval.*.decide", identity.Responder(approver)),
 		reqAction("ask for an approval", ap+"request", agent),
-		subAction("read approval requests", "mesh.approval.*.request", mesh.Responder(approver)),
+		subAction("read approval requests", "mesh.approval.*.request", identity.Responder(approver)),
 		reqAction("call a destructive tool", "mesh.tool.resources.resources_add", agent),
 		reqAction("call a read-only tool", "mesh.tool.resources.resources_list", agent),
-		subAction("serve tools", "mesh.tool.>", mesh.Responder(toolhost)),
+		subAction("serve tools", "mesh.tool.>", identity.Responder(toolhost)),
 		// A role answers only with its responder identity.
 		subAction("serve probes", "mesh.node.*.probe", responders()...),
 		subAction("read work raw", "mesh.work.>"),
@@ -256,7 +258,7 @@ func trustActions() []action {
 		reqAction("get a file directly", "$JS.API.DIRECT.GET.OBJ_mesh_files.$O.mesh_files.M.abc", agent, bridge),
 		reqAction("purge the files", "$JS.API.STREAM.PURGE.OBJ_mesh_files"),
 	}
-	for _, role := range mesh.IdentityRoles {
+	for _, role := range identity.Roles() {
 		acts = append(acts, subAction("read "+role+"'s replies", mesh.DefaultNamespace.Inbox(role)+".>", role))
 	}
 	acts = append(acts, kvActions("sessions", "c1", []string{agent, group, bridge}, []string{agent, group, bridge})...)
@@ -276,7 +278,7 @@ func TestNATSRolePermissions(t *testing.T) {
 	t.Parallel()
 	m := startMesh(t, meshOpts{})
 	acts := trustActions()
-	for _, role := range mesh.Identities() {
+	for _, role := range identity.Identities() {
 		t.Run(role, func(t *testing.T) {
 			rc := connectRole(t, m, role)
 			var refused []string
@@ -307,7 +309,7 @@ func TestNATSRolePermissions(t *testing.T) {
 			}
 			// What the role does for a living passes: a responder serves
 			// probes, a role asks what its job needs.
-			if strings.HasSuffix(role, mesh.ResponderSuffix) {
+			if strings.HasSuffix(role, identity.ResponderSuffix) {
 				if _, err := rc.nc.SubscribeSync("mesh.node.n1.probe"); err != nil {
 					t.Fatal(err)
 				}
@@ -342,8 +344,8 @@ func TestNATSRolePermissions(t *testing.T) {
 func TestNATSActionsMatchThePermissionTable(t *testing.T) {
 	t.Parallel()
 	for _, a := range trustActions() {
-		for _, role := range mesh.Identities() {
-			p, _ := mesh.PermissionsOf(mesh.DefaultNamespace, role)
+		for _, role := range identity.Identities() {
+			p, _ := identity.PermissionsOf(mesh.DefaultNamespace, role)
 			can := p.CanPublish(a.subject)
 			if strings.HasPrefix(a.name, "read") || strings.HasPrefix(a.name, "serve") {
 				can = p.CanSubscribe(a.subject)
@@ -363,17 +365,17 @@ func TestExternalNATSProvisionThenBind(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	creds := filepath.Join(dir, "data", "creds")
-	roles := append(mesh.Identities(), mesh.RoleAdmin)
-	keys, err := mesh.EnsureSeeds(creds, roles)
+	roles := append(identity.Identities(), identity.RoleAdmin)
+	keys, err := identity.EnsureSeeds(creds, roles)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var users []mesh.ServerUser
+	var users []natsserver.User
 	for _, role := range roles {
-		p, _ := mesh.PermissionsOf(mesh.DefaultNamespace, role)
-		users = append(users, mesh.ServerUser{NKey: keys[role], Permissions: &p})
+		p, _ := identity.PermissionsOf(mesh.DefaultNamespace, role)
+		users = append(users, natsserver.User{NKey: keys[role], Permissions: &p})
 	}
-	srv, err := mesh.StartServer(mesh.ServerConfig{Listen: freeAddr(t), StoreDir: filepath.Join(dir, "js"), Users: users})
+	srv, err := natsserver.Start(natsserver.Config{Listen: freeAddr(t), StoreDir: filepath.Join(dir, "js"), Users: users})
 	if err != nil {
 		t.Fatal(err)
 	}

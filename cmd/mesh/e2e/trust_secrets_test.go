@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/identity"
 )
 
 // seenMsg is one message the admin saw on the bus.
@@ -124,8 +125,8 @@ func TestSecretsStayWhereTheyAreNeeded(t *testing.T) {
 			case strings.HasPrefix(msg.subject, "mesh.evt."), strings.HasPrefix(msg.subject, "$KV."), strings.HasPrefix(msg.subject, "mesh.tool."):
 				t.Errorf("the bearer token rides on %s", msg.subject)
 			}
-			for _, role := range mesh.IdentityRoles {
-				p, _ := mesh.PermissionsOf(ns, role)
+			for _, role := range identity.Roles() {
+				p, _ := identity.PermissionsOf(ns, role)
 				if p.CanRead(msg.subject, streams) && !slices.Contains(needers, role) {
 					t.Errorf("the bearer token rides on %s, which the %s can read", msg.subject, role)
 				}
