@@ -166,7 +166,7 @@ func TestLimitAnonymous(t *testing.T) {
 	if err != nil || off.LimitsOn() {
 		t.Fatalf("limits on without auth: %v", err)
 	}
-	if got := limitKey(auth.Anonymous, "192.0.2.1"); got != "ip:192.0.2.1" {
+	if got := limitKey(auth.Anonymous(), "192.0.2.1"); got != "ip:192.0.2.1" {
 		t.Errorf("anonymous counts as %q", got)
 	}
 	if got := limitKey(nil, "192.0.2.1"); got != "" {

@@ -79,7 +79,7 @@ const (
 )
 
 // Roles lists every role, least first.
-var Roles = []string{RoleViewer, RoleUser, RoleApprover, RoleAdmin}
+func Roles() []string { return []string{RoleViewer, RoleUser, RoleApprover, RoleAdmin} }
 
 // Defaults of the auth section.
 const (
@@ -226,7 +226,7 @@ func checkRoles(field string, roles []string) *fieldErr {
 		return &fieldErr{field, "needs at least one of viewer, user, approver, admin"}
 	}
 	for _, r := range roles {
-		if !slices.Contains(Roles, r) {
+		if !slices.Contains(Roles(), r) {
 			return &fieldErr{field, fmt.Sprintf("%q is not one of viewer, user, approver, admin", r)}
 		}
 	}

@@ -18,7 +18,9 @@ const (
 
 // FileMediaTypes are the media types a file may have: those every
 // provider's API takes as an image or a document.
-var FileMediaTypes = []string{"image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf", "text/plain"}
+func FileMediaTypes() []string {
+	return []string{"image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf", "text/plain"}
+}
 
 // Files limits the images and documents users send with their messages
 // (REST files, AG-UI binary parts, A2A file parts). Their bytes are kept in
@@ -61,7 +63,7 @@ func (f *Files) applyDefaults(bodyBytes int64) {
 		f.MaxPerMessage = DefaultFilesPerMessage
 	}
 	if len(f.MediaTypes) == 0 {
-		f.MediaTypes = slices.Clone(FileMediaTypes)
+		f.MediaTypes = FileMediaTypes()
 	}
 }
 
@@ -87,7 +89,7 @@ func (f *Files) validate(bodyBytes int64) *fieldErr {
 		return &fieldErr{"files.max_per_message", fmt.Sprintf("%d: use 1 to %d", f.MaxPerMessage, MaxFilesPerMessageLimit)}
 	}
 	for _, mt := range f.MediaTypes {
-		if !slices.Contains(FileMediaTypes, strings.ToLower(mt)) {
+		if !slices.Contains(FileMediaTypes(), strings.ToLower(mt)) {
 			return &fieldErr{"files.media_types", fmt.Sprintf("%q: use some of %s", mt, fileMediaTypeDescription)}
 		}
 	}

@@ -13,8 +13,8 @@ func TestFilesSettings(t *testing.T) {
 		want    Files
 		wantErr string
 	}{
-		{name: "defaults", yaml: minimal, want: Files{MaxBytes: 768 << 10, MaxPerMessage: 4, MediaTypes: FileMediaTypes}},
-		{name: "defaults, a larger body", yaml: minimal + "http:\n  max_body_bytes: 8388608\n", want: Files{MaxBytes: 5 << 20, MaxPerMessage: 4, MediaTypes: FileMediaTypes}},
+		{name: "defaults", yaml: minimal, want: Files{MaxBytes: 768 << 10, MaxPerMessage: 4, MediaTypes: FileMediaTypes()}},
+		{name: "defaults, a larger body", yaml: minimal + "http:\n  max_body_bytes: 8388608\n", want: Files{MaxBytes: 5 << 20, MaxPerMessage: 4, MediaTypes: FileMediaTypes()}},
 		{name: "larger than a body carries", yaml: minimal + "files:\n  max_bytes: 1048576\n", wantErr: "files.max_bytes"},
 		{name: "set", yaml: minimal + "files:\n  max_bytes: 1000\n  max_per_message: 2\n  media_types: [image/png]\n  text_only_models: [gpt-3.5-turbo]\n",
 			want: Files{MaxBytes: 1000, MaxPerMessage: 2, MediaTypes: []string{"image/png"}, TextOnlyModels: []string{"gpt-3.5-turbo"}}},

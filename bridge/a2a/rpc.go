@@ -54,8 +54,8 @@ func (h *handler) rpc(w http.ResponseWriter, r *http.Request, t target) {
 		c.id = bestEffortID(body)
 		c.fail(&rpcError{
 			Code:    wire.CodeVersionNotSupported,
-			Message: fmt.Sprintf("A2A-Version %q is not supported; this agent speaks %s (no header means 0.3)", clip(r.Header.Get(wire.HeaderVersion)), strings.Join(wire.SupportedVersions, " and ")),
-			Meta:    map[string]string{"requestedVersion": clip(r.Header.Get(wire.HeaderVersion)), "supportedVersions": strings.Join(wire.SupportedVersions, ",")},
+			Message: fmt.Sprintf("A2A-Version %q is not supported; this agent speaks %s (no header means 0.3)", clip(r.Header.Get(wire.HeaderVersion)), strings.Join(wire.SupportedVersions(), " and ")),
+			Meta:    map[string]string{"requestedVersion": clip(r.Header.Get(wire.HeaderVersion)), "supportedVersions": strings.Join(wire.SupportedVersions(), ",")},
 		})
 		return
 	}

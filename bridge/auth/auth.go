@@ -98,11 +98,15 @@ const (
 )
 
 // Anonymous is the principal of every request when authentication is off:
-// an admin, as the mesh was before it had authentication.
-var Anonymous = &Principal{Name: "anonymous", Roles: []string{config.RoleAdmin}, Via: ViaNone}
+// an admin, as the mesh was before it had authentication. Each call makes
+// one afresh.
+func Anonymous() *Principal {
+	return &Principal{Name: "anonymous", Roles: []string{config.RoleAdmin}, Via: ViaNone}
+}
 
-// IsAnonymous reports whether p is [Anonymous].
-func (p *Principal) IsAnonymous() bool { return p == Anonymous }
+// IsAnonymous reports whether p is the principal of a request made while
+// authentication is off ([Anonymous]): the only one of no credential.
+func (p *Principal) IsAnonymous() bool { return p != nil && p.Via == ViaNone }
 
 // ReadOnly reports whether p was authenticated by a stream token: it
 // reads and does nothing else, whatever its roles (a URL that leaked
@@ -177,7 +181,7 @@ func FromContext(ctx context.Context) *Principal {
 // [config.Roles].
 func knownRoles(roles []string) []string {
 	out := []string{}
-	for _, r := range config.Roles {
+	for _, r := range config.Roles() {
 		if slices.Contains(roles, r) {
 			out = append(out, r)
 		}

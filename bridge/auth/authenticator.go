@@ -96,7 +96,7 @@ const QueryParam = "access_token"
 // it: [ErrPrincipalTaken], [ErrCritical]) or [ErrExpired].
 func (a *Authenticator) Authenticate(r *http.Request) (*Principal, error) {
 	if !a.enabled {
-		return Anonymous, nil
+		return Anonymous(), nil
 	}
 	token, fromQuery := bearer(r)
 	if token == "" {

@@ -24,7 +24,7 @@ func NegotiateVersion(header string) (version string, ok bool) {
 }
 
 // SupportedVersions lists the versions NegotiateVersion accepts.
-var SupportedVersions = []string{Version03, Version10}
+func SupportedVersions() []string { return []string{Version03, Version10} }
 
 // Details of 1.0 errors: JSON-RPC errors carry in "data" an array of
 // ProtoJSON Any objects, google.rpc.ErrorInfo for the A2A errors and

@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,18 +13,25 @@ import (
 // Namespace prefixes every metric of the mesh.
 const Namespace = "mesh"
 
-// Registry holds this process's collectors: the mesh's, and the Go
+// registry holds this process's collectors: the mesh's, and the Go
 // runtime's and process's (CPU seconds, resident memory, open files).
-var Registry = prometheus.NewRegistry()
+var registry = prometheus.NewRegistry()
+
+// Registry is the registry of this process's collectors.
+func Registry() *prometheus.Registry { return registry }
 
 // durations are the buckets of latency histograms, 5 ms to 5 min: turns
 // and model calls take seconds, KV and tool calls milliseconds.
 var durations = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 
+// names are the metrics this package defines, by full name.
+var names = map[string]Metric{}
+
 // Names are the metrics this package defines, by full name, with their
-// type ("counter", "gauge", "histogram") and labels: the list docs/observability.md's
-// table and deploy/'s rules and dashboard are checked against.
-var Names = map[string]Metric{}
+// type ("counter", "gauge", "histogram") and labels: the list
+// docs/observability.md's table and deploy/'s rules and dashboard are
+// checked against. The map is a copy.
+func Names() map[string]Metric { return maps.Clone(names) }
 
 // Metric describes one metric of [Names].
 type Metric struct {
@@ -33,27 +41,27 @@ type Metric struct {
 }
 
 func define(name, typ, help string, labels []string) {
-	Names[Namespace+"_"+name] = Metric{Type: typ, Help: help, Labels: labels}
+	names[Namespace+"_"+name] = Metric{Type: typ, Help: help, Labels: labels}
 }
 
 func counter(name, help string, labels ...string) *prometheus.CounterVec {
 	define(name, "counter", help, labels)
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help}, labels)
-	Registry.MustRegister(c)
+	registry.MustRegister(c)
 	return c
 }
 
 func gauge(name, help string, labels ...string) *prometheus.GaugeVec {
 	define(name, "gauge", help, labels)
 	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help}, labels)
-	Registry.MustRegister(g)
+	registry.MustRegister(g)
 	return g
 }
 
 func histogram(name, help string, labels ...string) *prometheus.HistogramVec {
 	define(name, "histogram", help, labels)
 	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: name, Help: help, Buckets: durations}, labels)
-	Registry.MustRegister(h)
+	registry.MustRegister(h)
 	return h
 }
 
@@ -118,7 +126,7 @@ var (
 func init() {
 	define("approval_oldest_pending_seconds", "gauge", "Age of the oldest approval waiting for a decision; 0 when none waits.", nil)
 	define("breaker_state", "gauge", "Circuit breakers of this process: 0 closed, 1 half-open, 2 open.", []string{"breaker"})
-	Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), breakers,
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), breakers,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: Namespace, Name: "approval_oldest_pending_seconds",
 			Help: "Age of the oldest approval waiting for a decision; 0 when none waits."}, func() float64 {
 			at := oldestPending.Load()

@@ -14,11 +14,11 @@ var metricName = regexp.MustCompile(`\bmesh_[a-z0-9_]*[a-z0-9]`)
 // known reports whether name is a metric of Names, or a series of one of
 // its histograms.
 func known(name string) bool {
-	if _, ok := Names[name]; ok {
+	if _, ok := Names()[name]; ok {
 		return true
 	}
 	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
-		if m, ok := Names[strings.TrimSuffix(name, suffix)]; ok && m.Type == "histogram" && strings.HasSuffix(name, suffix) {
+		if m, ok := Names()[strings.TrimSuffix(name, suffix)]; ok && m.Type == "histogram" && strings.HasSuffix(name, suffix) {
 			return true
 		}
 	}
@@ -43,7 +43,7 @@ func TestDeployNamesExist(t *testing.T) {
 			}
 		}
 		if strings.HasSuffix(path, ".json") {
-			for name := range Names {
+			for name := range Names() {
 				if name != "mesh_build_info" && !slices.ContainsFunc(names, func(n string) bool {
 					return n == name || strings.TrimSuffix(strings.TrimSuffix(n, "_bucket"), "_count") == name
 				}) {
@@ -75,7 +75,7 @@ func TestDocsMetricsTable(t *testing.T) {
 		name := strings.Trim(strings.TrimSpace(cells[1]), "`")
 		listed[name] = strings.TrimSpace(cells[2])
 	}
-	for name, m := range Names {
+	for name, m := range Names() {
 		typ, ok := listed[name]
 		switch {
 		case !ok:
@@ -85,7 +85,7 @@ func TestDocsMetricsTable(t *testing.T) {
 		}
 	}
 	for name := range listed {
-		if _, ok := Names[name]; !ok {
+		if _, ok := Names()[name]; !ok {
 			t.Errorf("docs/observability.md lists %s, which the mesh does not expose", name)
 		}
 	}

@@ -14,7 +14,7 @@ import (
 // Handler serves the process's metrics in the Prometheus exposition
 // formats.
 func Handler() http.Handler {
-	return promhttp.HandlerFor(Registry, promhttp.HandlerOpts{Registry: Registry})
+	return promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry})
 }
 
 // Serve listens on addr and serves GET /metrics until ctx ends. It returns

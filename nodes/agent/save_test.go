@@ -97,7 +97,7 @@ func TestSaveRetriedThenAlert(t *testing.T) {
 // counterValue is the value of the process's counter name (no labels).
 func counterValue(t *testing.T, name string) float64 {
 	t.Helper()
-	families, err := telemetry.Registry.Gather()
+	families, err := telemetry.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
