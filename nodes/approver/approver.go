@@ -219,7 +219,15 @@ func (a *Approver) Run(ctx context.Context) error {
 			return fmt.Errorf("approver: add endpoint %s: %w", ep.name, err)
 		}
 	}
-	watcher, err := a.cfg.Approvals.WatchAll(ctx, jetstream.IgnoreDeletes())
+	// Decided approvals without a resume, for the sweep. A watch that ends
+	// (a reconnect) is opened again, in a moment.
+	watched, err := store.WatchKV(ctx, a.cfg.Approvals, store.KVWatch{
+		IgnoreDeletes: true,
+		Apply:         a.track,
+		Reopen:        250 * time.Millisecond,
+		Retry:         time.Second,
+		Retrying:      func(err error) { a.log.Warn().Err(err).Msg("watch approvals; retrying") },
+	})
 	if err != nil {
 		_ = svc.Stop()
 		if workloop.StoppedStarting(ctx, err) {
@@ -231,15 +239,11 @@ func (a *Approver) Run(ctx context.Context) error {
 
 	ticker := time.NewTicker(a.cfg.SweepInterval)
 	defer ticker.Stop()
-	updates := watcher.Updates()
-	var rewatch <-chan time.Time // armed while the watch is to be opened again
 	for {
 		select {
 		case <-ctx.Done():
 			err := svc.Stop()
-			if watcher != nil {
-				_ = watcher.Stop()
-			}
+			<-watched // the watch stops with ctx
 			wgMu.Lock()
 			draining = true
 			wgMu.Unlock()
@@ -249,26 +253,6 @@ func (a *Approver) Run(ctx context.Context) error {
 			}
 			a.log.Info().Msg("approver stopped")
 			return nil
-		case e, ok := <-updates:
-			if !ok {
-				// The watch ended (a reconnect): open it again, in a moment.
-				updates, watcher = nil, nil
-				rewatch = time.After(250 * time.Millisecond)
-				continue
-			}
-			if e != nil {
-				a.track(e)
-			}
-		case <-rewatch:
-			w, err := a.cfg.Approvals.WatchAll(ctx, jetstream.IgnoreDeletes())
-			if err != nil {
-				if ctx.Err() == nil {
-					a.log.Warn().Err(err).Msg("watch approvals; retrying")
-					rewatch = time.After(time.Second)
-				}
-				continue
-			}
-			watcher, updates, rewatch = w, w.Updates(), nil
 		case <-ticker.C:
 			a.sweep(work)
 		}
