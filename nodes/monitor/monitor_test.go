@@ -15,6 +15,7 @@ import (
 	"github.com/agentmesh/agentmesh/heartbeat"
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/role"
 	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
@@ -35,7 +36,9 @@ func startNode(t *testing.T, m *meshtest.Mesh, role, id string, interval time.Du
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := heartbeat.NewBeat(heartbeat.BeatConfig{NC: nc, JS: js, NS: m.NS, Nodes: kv, Role: role, NodeID: id, Interval: interval, Health: health})
+	cfg := heartbeat.BeatConfig{Nodes: kv, Role: role, Interval: interval, Health: health}
+	cfg.NC, cfg.JS, cfg.NS, cfg.NodeID = nc, js, m.NS, id
+	b, err := heartbeat.NewBeat(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +199,7 @@ func TestReplaceAsksAZombieToExit(t *testing.T) {
 		Strategies: map[string]Strategy{mesh.RoleAgent: StrategyReplace}})
 	nc := meshtest.Conn(t, m.Server.ClientURL())
 	js, _ := jetstream.New(nc)
-	b, err := heartbeat.NewBeat(heartbeat.BeatConfig{NC: nc, JS: js, NS: m.NS, Nodes: m.Nodes, Role: mesh.RoleAgent, NodeID: "agent-r", Interval: interval,
+	b, err := heartbeat.NewBeat(heartbeat.BeatConfig{Node: role.Node{NC: nc, JS: js, NS: m.NS, NodeID: "agent-r"}, Nodes: m.Nodes, Role: mesh.RoleAgent, Interval: interval,
 		Health:    func(context.Context) error { return errors.New("stuck") },
 		OnRestart: func(reason string) { exited <- reason }})
 	if err != nil {
