@@ -24,6 +24,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/llm/offline"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/role"
 	"github.com/agentmesh/agentmesh/nodes/agent"
 	"github.com/agentmesh/agentmesh/nodes/approver"
 	"github.com/agentmesh/agentmesh/nodes/group"
@@ -129,7 +130,7 @@ func newFixtureWith(t *testing.T, extra string, tweak func(*Config), agentTweaks
 	}
 	var serves []string
 	for _, acfg := range cfg.Agents() {
-		acfg := agent.Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: acfg, Provider: f.model, NodeID: "test-agent", Logger: zerolog.Nop()}
+		acfg := agent.Config{Node: role.Node{NC: m.NC, JS: m.JS, NodeID: "test-agent", Logger: zerolog.Nop()}, Resources: m.Resources, Agent: acfg, Provider: f.model}
 		for _, tweak := range agentTweaks {
 			tweak(&acfg)
 		}

@@ -64,9 +64,9 @@ func runAgent(ctx context.Context, cfg *config.Config, args []string) error {
 			return fmt.Errorf("%w: llm.model of agent %s: %w", errConfig, acfg.Name, err)
 		}
 		a, err := agent.New(agent.Config{
-			NC: n.nc, JS: n.js, Resources: n.res, Agent: acfg, Provider: provider, NodeID: n.id,
+			Node: n.roleNode(), Resources: n.res, Agent: acfg, Provider: provider,
 			Providers:  func(model string) (llm.Provider, error) { return models.FromConfigWith(acfg, model, llmOpts) },
-			StuckAfter: cfg.Monitor.StuckAfter.Std(), Logger: n.log,
+			StuckAfter: cfg.Monitor.StuckAfter.Std(),
 		})
 		if err != nil {
 			// Given a validated configuration, only the tree's models can fail.

@@ -20,6 +20,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/llm/offline"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/role"
 )
 
 // These tests delegate to a sub-agent built with the official Go SDK's
@@ -475,7 +476,7 @@ func TestA2ARedeliveredResumeForwardsOnce(t *testing.T) {
 	<-blocked
 	first.stop() // hands the resume back for redelivery
 
-	second, err := New(Config{NC: first.m.NC, JS: first.m.JS, Resources: first.m.Resources, Agent: first.cfg, NodeID: "second", Logger: zerolog.Nop(), Remote: fastRemote,
+	second, err := New(Config{Node: role.Node{NC: first.m.NC, JS: first.m.JS, NodeID: "second", Logger: zerolog.Nop()}, Resources: first.m.Resources, Agent: first.cfg, Remote: fastRemote,
 		Provider: delegating("a2a_sub", "unused")})
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/bus"
 	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/role"
 	"github.com/agentmesh/agentmesh/mesh/store"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
 	"github.com/agentmesh/agentmesh/mesh/workloop"
@@ -25,8 +26,10 @@ import (
 
 // Config configures an agent role.
 type Config struct {
-	NC *nats.Conn
-	JS jetstream.JetStream
+	// Node is the process's connections, names and logger: NC and JS are
+	// required; NodeID names this process in logs and in claimed turns; NS,
+	// when set, must be Resources'.
+	role.Node
 	// Resources are the provisioned streams and buckets.
 	Resources *store.Resources
 	// Agent is the agent's configuration: name, prompt, tree, mesh settings.
@@ -36,8 +39,6 @@ type Config struct {
 	// Providers makes the provider of a tree step whose model differs from
 	// the agent's. Nil means such trees are refused.
 	Providers func(model string) (llm.Provider, error)
-	// NodeID names this process in logs and in claimed turns.
-	NodeID string
 	// DrainTimeout is how long running turns may take to finish when the role
 	// stops. Zero means 30s.
 	DrainTimeout time.Duration
@@ -69,8 +70,6 @@ type Config struct {
 	// the error it returns, after the change applied (as a write that
 	// fails does: the claimed conversation is already changed).
 	saveFault func(n int) error
-	// Logger receives the role's logs. The zero value discards them.
-	Logger zerolog.Logger
 }
 
 // Agent is the agent role.
@@ -146,6 +145,11 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.NC == nil || cfg.JS == nil || cfg.Resources == nil || cfg.Agent == nil || cfg.Provider == nil {
 		return nil, errors.New("agent: NC, JS, Resources, Agent and Provider are required")
 	}
+	if cfg.NS.Prefix() == "" {
+		cfg.NS = cfg.Resources.NS
+	} else if cfg.NS != cfg.Resources.NS {
+		return nil, fmt.Errorf("agent: NS %q is not the Resources' %q", cfg.NS.Prefix(), cfg.Resources.NS.Prefix())
+	}
 	if cfg.DrainTimeout == 0 {
 		cfg.DrainTimeout = 30 * time.Second
 	}
@@ -161,10 +165,10 @@ func New(cfg Config) (*Agent, error) {
 	a := &Agent{
 		cfg:        cfg,
 		name:       cfg.Agent.Name,
-		ns:         cfg.Resources.NS,
+		ns:         cfg.NS,
 		sessions:   store.NewSessionStore(cfg.Resources.Sessions, cfg.Resources.Messages),
 		approvals:  store.NewApprovalStore(cfg.Resources.Approvals),
-		events:     bus.NewPublisher(cfg.JS, cfg.Resources.NS),
+		events:     bus.NewPublisher(cfg.JS, cfg.NS),
 		maxIter:    cfg.Agent.Mesh.MaxToolIterations,
 		toolWait:   cfg.Agent.Mesh.ToolWait.Or(config.DefaultToolWait),
 		workers:    cfg.Agent.Mesh.Workers,
