@@ -147,7 +147,7 @@ func newFixtureWith(t *testing.T, extra string, tweak func(*Config), agentTweaks
 		if _, err := m.Nodes.Put(t.Context(), mesh.RoleAgent+".test-agent", info); err != nil {
 			t.Fatal(err)
 		}
-		g, err := group.New(group.Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Groups: cfg.Groups, NodeID: "test-group", AckWait: 2 * time.Second, Logger: zerolog.Nop()})
+		g, err := group.New(group.Config{Node: role.Node{NC: m.NC, JS: m.JS, NodeID: "test-group", Logger: zerolog.Nop()}, Resources: m.Resources, Groups: cfg.Groups, AckWait: 2 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}

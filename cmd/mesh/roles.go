@@ -136,10 +136,10 @@ func runGroup(ctx context.Context, cfg *config.Config, _ []string) error {
 	defer n.close()
 	llmOpts := llm.Options{Log: n.log.With().Str("component", "llm").Logger()}
 	g, err := group.New(group.Config{
-		NC: n.nc, JS: n.js, Resources: n.res, Groups: cfg.Groups, NodeID: n.id,
+		Node: n.roleNode(), Resources: n.res, Groups: cfg.Groups,
 		Providers:    func(model string) (llm.Provider, error) { return models.FromConfigWith(cfg, model, llmOpts) },
 		DefaultModel: cfg.LLM.Model, Workers: cfg.Mesh.Workers, AckWait: cfg.Mesh.AckWait.Std(), MaxDeliver: cfg.Mesh.MaxDeliver,
-		CheckInterval: cfg.Monitor.Interval.Std(), HistoryBytes: int(cfg.Sessions.MaxBytes), Logger: n.log,
+		CheckInterval: cfg.Monitor.Interval.Std(), HistoryBytes: int(cfg.Sessions.MaxBytes),
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", errConfig, err)
