@@ -170,10 +170,10 @@ func runToolhost(ctx context.Context, cfg *config.Config, _ []string) error {
 	}
 	defer n.close()
 	h, err := toolhost.New(toolhost.Config{
-		NC: n.responder, JS: n.js, NS: n.res.NS, Tools: n.res.Tools, Calls: n.res.Calls, Nodes: n.res.Nodes,
+		Node: n.roleNode(), Tools: n.res.Tools, Calls: n.res.Calls, Nodes: n.res.Nodes,
 		ApproverKeys: cfg.Approvals.PublicKeys, Approvals: n.res.Approvals,
-		Servers: cfg.MCPServers, NodeID: n.id, Version: version, SearchDirs: []string{ownDir()}, Environ: os.Environ(),
-		MinBackoff: cfg.Mesh.RestartBackoff.Std(), Logger: n.log,
+		Servers: cfg.MCPServers, Version: version, SearchDirs: []string{ownDir()}, Environ: os.Environ(),
+		MinBackoff: cfg.Mesh.RestartBackoff.Std(),
 	})
 	if err != nil {
 		return err

@@ -68,13 +68,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/bus"
+	"github.com/agentmesh/agentmesh/mesh/role"
 	"github.com/agentmesh/agentmesh/mesh/workloop"
 )
 
@@ -95,16 +95,13 @@ const ClientName = "agentmesh-toolhost"
 
 // Config configures a [Host].
 type Config struct {
-	// NC is the connection the endpoints are served on and answered from:
-	// the toolhost's responder identity, which may publish nothing but
-	// answers to inboxes (identity.ResponderSuffix); the buckets come through
-	// JS, on the toolhost's own. Required.
-	NC *nats.Conn
-	// JS opens the buckets that Tools, Calls and Approvals do not give.
-	// Required when one of them is needed and nil.
-	JS jetstream.JetStream
-	// NS names subjects and buckets. The zero value means mesh.DefaultNamespace.
-	NS mesh.Namespace
+	// Node is the process's connections, names and logger. NC is
+	// required; the endpoints are served on and answered from Responder
+	// (NC when nil). JS opens the buckets that Tools, Calls and Approvals
+	// do not give: required when one of them is needed and nil. NodeID,
+	// required, is the Host of catalog entries and call records, the
+	// "node" of service metadata and logs.
+	role.Node
 	// Tools is the mesh_tools bucket (mesh.Resources.Tools). Nil means open
 	// it through JS.
 	Tools jetstream.KeyValue
@@ -127,9 +124,6 @@ type Config struct {
 	// unique; each has a Command or a URL. None is allowed: Run then only
 	// waits for its context to end.
 	Servers []config.MCPServer
-	// NodeID is this process's node id: the Host of catalog entries and call
-	// records, the "node" of service metadata and logs. Required.
-	NodeID string
 	// Version is the micro service version. Zero means "0.0.0-dev"; a
 	// leading "v" is dropped, and a version that is not semver is kept in
 	// the service metadata under "version" while the service says
@@ -154,8 +148,6 @@ type Config struct {
 	// DrainTimeout is how long calls in flight may still run when Run's
 	// context ends, before they are cancelled. Zero means 5s.
 	DrainTimeout time.Duration
-	// Logger receives the host's logs. The zero value discards them.
-	Logger zerolog.Logger
 }
 
 // Host runs the configured MCP servers and serves their tools.
@@ -192,6 +184,9 @@ func New(cfg Config) (*Host, error) {
 	}
 	if cfg.NS.Prefix() == "" {
 		cfg.NS = mesh.DefaultNamespace
+	}
+	if cfg.Responder == nil {
+		cfg.Responder = cfg.NC
 	}
 	if cfg.MinBackoff < 0 || cfg.MaxBackoff < 0 || cfg.StableAfter < 0 || cfg.DrainTimeout < 0 {
 		return nil, fmt.Errorf("%w: durations must not be negative", ErrInvalidConfig)
