@@ -153,7 +153,7 @@ func newFixtureWith(t *testing.T, extra string, tweak func(*Config), agentTweaks
 		}
 		meshtest.Run(t, "group", g.Run)
 	}
-	ap, err := approver.New(approver.Config{NC: m.NC, JS: m.JS, NS: m.NS, Approvals: m.Approvals, Signer: meshtest.SigningKey(t), Tools: m.Tools, NodeID: "test-approver", Logger: zerolog.Nop()})
+	ap, err := approver.New(approver.Config{Node: role.Node{NC: m.NC, JS: m.JS, NS: m.NS, NodeID: "test-approver", Logger: zerolog.Nop()}, Approvals: m.Approvals, Signer: meshtest.SigningKey(t), Tools: m.Tools})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,7 +66,7 @@ func newFixture(t *testing.T, p llm.Provider, tweak func(*Config)) *fixture {
 		t.Fatal(err)
 	}
 	meshtest.Run(t, "agent", a.Run)
-	ap, err := approver.New(approver.Config{NC: m.NC, JS: m.JS, NS: m.NS, Approvals: m.Approvals, Signer: meshtest.SigningKey(t), Tools: m.Tools, NodeID: "test-approver", Logger: zerolog.Nop()})
+	ap, err := approver.New(approver.Config{Node: role.Node{NC: m.NC, JS: m.JS, NS: m.NS, NodeID: "test-approver", Logger: zerolog.Nop()}, Approvals: m.Approvals, Signer: meshtest.SigningKey(t), Tools: m.Tools})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -197,7 +197,7 @@ func runApprover(ctx context.Context, cfg *config.Config, _ []string) error {
 		n.log.Warn().Str("path", cfg.Approvals.SigningKey).Str("key", identity.PublicKey(key)).Msg("created a signing key: tool hosts with approvals.public_keys must list it")
 	}
 	a, err := approver.New(approver.Config{
-		NC: n.responder, JS: n.js, NS: n.res.NS, Approvals: n.res.Approvals, NodeID: n.id, Version: version, Logger: n.log,
+		Node: n.roleNode(), Approvals: n.res.Approvals, Version: version,
 		Signer: key, Trusted: cfg.Approvals.PublicKeys, Tools: n.res.Tools, Agents: cfg,
 	})
 	if err != nil {

@@ -56,6 +56,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/bus"
 	"github.com/agentmesh/agentmesh/mesh/identity"
+	"github.com/agentmesh/agentmesh/mesh/role"
 	"github.com/agentmesh/agentmesh/mesh/store"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
 	"github.com/agentmesh/agentmesh/mesh/workloop"
@@ -66,13 +67,11 @@ const ServiceName = mesh.ApprovalServiceName
 
 // Config configures an approver.
 type Config struct {
-	// NC is the connection the service is served on and answered from: the
-	// approver's responder identity, which may publish nothing but answers
-	// to inboxes (identity.ResponderSuffix). JS, on the approver's own
-	// identity, writes the approvals, events and resumes. Required.
-	NC *nats.Conn
-	JS jetstream.JetStream
-	NS mesh.Namespace
+	// Node is the process's connections, names and logger. NC and JS are
+	// required: the service is served on and answered from Responder (NC
+	// when nil); JS writes the approvals, events and resumes. NodeID names
+	// this process in logs and in the service metadata.
+	role.Node
 	// Approvals is the approvals bucket.
 	Approvals jetstream.KeyValue
 	// Signer is the approver's signing key (an nkey seed's key pair): it
@@ -87,8 +86,6 @@ type Config struct {
 	// Agents is the approver's own copy of the configuration, whose agent
 	// trees decide mesh.PolicyAllowDestructive. Nil refuses that policy.
 	Agents *config.Config
-	// NodeID names this process in logs and in the service metadata.
-	NodeID string
 	// Version is the build's version; the service announces it when it is
 	// semver, else mesh.DevVersion with the version in its metadata.
 	Version string
@@ -98,8 +95,6 @@ type Config struct {
 	// Grace is how long a decided approval may wait for its resume before a
 	// sweep enqueues it again. Zero means 3s.
 	Grace time.Duration
-	// Logger receives the role's logs. The zero value discards them.
-	Logger zerolog.Logger
 }
 
 // Approver is the approver role.
@@ -134,6 +129,9 @@ func New(cfg Config) (*Approver, error) {
 	if cfg.NS.Prefix() == "" {
 		cfg.NS = mesh.DefaultNamespace
 	}
+	if cfg.Responder == nil {
+		cfg.Responder = cfg.NC
+	}
 	if cfg.SweepInterval == 0 {
 		cfg.SweepInterval = 2 * time.Second
 	}
@@ -160,7 +158,7 @@ func (a *Approver) Run(ctx context.Context) error {
 	if !ok && a.cfg.Version != "" {
 		meta["version"] = a.cfg.Version // a build that is not semver (a git hash)
 	}
-	svc, err := micro.AddService(a.cfg.NC, micro.Config{
+	svc, err := micro.AddService(a.cfg.Responder, micro.Config{
 		Name:        ServiceName,
 		Version:     version,
 		Description: "Agent Mesh approvals: ask on request; decide with {\"approved\":true}, {\"action\":\"approve\"} or {\"answer\":\"yes\"}",
