@@ -38,6 +38,7 @@ import (
 	"github.com/agentmesh/agentmesh/heartbeat"
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/bus"
+	"github.com/agentmesh/agentmesh/mesh/role"
 	"github.com/agentmesh/agentmesh/mesh/store"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
@@ -60,9 +61,11 @@ const (
 
 // Config configures a [Monitor].
 type Config struct {
-	NC    *nats.Conn
-	JS    jetstream.JetStream
-	NS    mesh.Namespace
+	// Node is the process's connections, names and logger: NC and JS are
+	// required.
+	role.Node
+	// Nodes is the nodes bucket, where the monitor writes down records and
+	// the degradation mode. Required.
 	Nodes jetstream.KeyValue
 	// Interval is the nodes' heartbeat interval. Zero means 1s.
 	Interval time.Duration
@@ -99,7 +102,6 @@ type Config struct {
 	// stalled, far likelier than every process dying in the same second.
 	// Zero means 10 intervals.
 	StallHold time.Duration
-	Logger    zerolog.Logger
 	// Now is the clock. Nil means time.Now.
 	Now func() time.Time
 }

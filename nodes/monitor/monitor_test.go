@@ -289,7 +289,7 @@ func TestEveryNodeSilentAtOnceIsHeldAsAStall(t *testing.T) {
 	clock := time.Now()
 	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
 	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
-	mon, err := New(Config{NC: m.NC, JS: m.JS, NS: m.NS, Nodes: m.Nodes, Interval: time.Second, StallHold: 10 * time.Second,
+	mon, err := New(Config{Node: role.Node{NC: m.NC, JS: m.JS, NS: m.NS}, Nodes: m.Nodes, Interval: time.Second, StallHold: 10 * time.Second,
 		Now: now, Restart: func(mesh.NodeInfo, string) {}})
 	if err != nil {
 		t.Fatal(err)
