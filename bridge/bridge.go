@@ -18,8 +18,6 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -29,14 +27,17 @@ import (
 	"github.com/agentmesh/agentmesh/bridge/ops"
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/role"
 	"github.com/agentmesh/agentmesh/mesh/store"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 // Config configures a bridge.
 type Config struct {
-	NC        *nats.Conn
-	JS        jetstream.JetStream
+	// Node is the process's connections, names and logger, handed to the
+	// core (core.Config.Node): NC and JS are required; NodeID names this
+	// process in logs and signs the turns it queues.
+	role.Node
 	Resources *store.Resources
 	// Agent is the mesh's configuration: agent name, prompt, HTTP settings.
 	Agent *config.Config
@@ -48,15 +49,12 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Version is reported by /health.
 	Version string
-	// NodeID names this process in logs.
-	NodeID string
 	// StreamKey signs stream tokens; every bridge of the mesh needs the
 	// same (auth.stream_key, else auth.EnsureStreamKey of
 	// <data_dir>/keys/stream.key). Required when Agent.Auth is on.
 	StreamKey []byte
 	// HTTPClient fetches a JWKS URL. Nil means a client with a 10s timeout.
 	HTTPClient *http.Client
-	Logger     zerolog.Logger
 }
 
 // Bridge is the bridge role.
@@ -97,9 +95,9 @@ func New(cfg Config) (*Bridge, error) {
 	}
 	admit, streamLimit, take := lim.coreHooks()
 	c, err := core.New(core.Config{
-		NC: cfg.NC, JS: cfg.JS, Resources: cfg.Resources, Agent: cfg.Agent.Name, Prompt: cfg.Agent.Prompt, Agents: agentDefs(cfg.Agent), Groups: cfg.Agent.Groups,
+		Node: cfg.Node, Resources: cfg.Resources, Agent: cfg.Agent.Name, Prompt: cfg.Agent.Prompt, Agents: agentDefs(cfg.Agent), Groups: cfg.Agent.Groups,
 		FollowerBuffer: cfg.Agent.HTTP.StreamBuffer, MaxStreams: cfg.Agent.HTTP.MaxStreams, NoToolServers: len(cfg.Agent.MCPServers) == 0,
-		QueueCheckAfter: cfg.Agent.HTTP.QueueCheckAfter.Std(), HistoryBytes: int(cfg.Agent.Sessions.MaxBytes), NodeID: cfg.NodeID, Auth: authn.Enabled(), Logger: log,
+		QueueCheckAfter: cfg.Agent.HTTP.QueueCheckAfter.Std(), HistoryBytes: int(cfg.Agent.Sessions.MaxBytes), Auth: authn.Enabled(),
 		SessionTTL: cfg.Agent.Sessions.ExpireAfter(), ExpiredKept: cfg.Agent.Sessions.KeptExpired(),
 		Admit: admit, StreamLimit: streamLimit, Take: take, Files: cfg.Agent.Files,
 	})

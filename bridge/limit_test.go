@@ -16,6 +16,7 @@ import (
 	"github.com/agentmesh/agentmesh/bridge/core"
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/role"
 )
 
 const limitsYAML = `name: limited
@@ -41,7 +42,7 @@ func limitedBridges(t testing.TB, yaml string) (*Bridge, *Bridge) {
 	}
 	var out []*Bridge
 	for range 2 {
-		b, err := New(Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: cfg, StreamKey: []byte("0123456789abcdef0123456789abcdef")})
+		b, err := New(Config{Node: role.Node{NC: m.NC, JS: m.JS}, Resources: m.Resources, Agent: cfg, StreamKey: []byte("0123456789abcdef0123456789abcdef")})
 		if err != nil {
 			t.Fatal(err)
 		}

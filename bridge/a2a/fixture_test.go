@@ -159,7 +159,7 @@ func newFixtureWith(t *testing.T, extra string, tweak func(*Config), agentTweaks
 	}
 	meshtest.Run(t, "approver", ap.Run)
 
-	c, err := core.New(core.Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: cfg.Name, Prompt: cfg.Prompt, Groups: cfg.Groups, Logger: zerolog.Nop()})
+	c, err := core.New(core.Config{Node: role.Node{NC: m.NC, JS: m.JS, Logger: zerolog.Nop()}, Resources: m.Resources, Agent: cfg.Name, Prompt: cfg.Prompt, Groups: cfg.Groups})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,7 +72,7 @@ func newFixture(t *testing.T, p llm.Provider, tweak func(*Config)) *fixture {
 	}
 	meshtest.Run(t, "approver", ap.Run)
 
-	c, err := core.New(core.Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: cfg.Name, Prompt: cfg.Prompt, Logger: zerolog.Nop()})
+	c, err := core.New(core.Config{Node: role.Node{NC: m.NC, JS: m.JS, Logger: zerolog.Nop()}, Resources: m.Resources, Agent: cfg.Name, Prompt: cfg.Prompt})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -234,7 +234,7 @@ func runBridge(ctx context.Context, cfg *config.Config, _ []string) error {
 	if err != nil {
 		return err
 	}
-	b, err := bridge.New(bridge.Config{NC: n.nc, JS: n.js, Resources: n.res, Agent: cfg, Version: version, NodeID: n.id, StreamKey: key, Logger: n.log})
+	b, err := bridge.New(bridge.Config{Node: n.roleNode(), Resources: n.res, Agent: cfg, Version: version, StreamKey: key})
 	if err != nil {
 		return err
 	}
