@@ -56,7 +56,7 @@ func runAgent(ctx context.Context, cfg *config.Config, args []string) error {
 	}
 	defer n.close()
 	llmOpts := llm.Options{Log: n.log.With().Str("component", "llm").Logger()}
-	var roles []*agent.Agent
+	var roles []*agent.Role
 	var names []string
 	for _, acfg := range agents {
 		provider, err := models.FromConfigWith(acfg, acfg.LLM.Model, llmOpts)
@@ -100,7 +100,7 @@ func runAgent(ctx context.Context, cfg *config.Config, args []string) error {
 }
 
 // runAll runs every agent until ctx ends; the first to fail stops them all.
-func runAll(ctx context.Context, roles []*agent.Agent) error {
+func runAll(ctx context.Context, roles []*agent.Role) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make(chan error, len(roles))

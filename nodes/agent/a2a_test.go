@@ -560,7 +560,7 @@ func TestRemoteFunctionNames(t *testing.T) {
 // TestOfferNameCollision: an MCP tool named like a sub-agent's tool is
 // offered as <server>__<name>, and calls resolve to the right one.
 func TestOfferNameCollision(t *testing.T) {
-	a := &Agent{}
+	a := &Role{}
 	a.tools.Store(newToolSet([]mesh.ToolEntry{{Server: "srv", Name: "a2a_sub", InputSchema: json.RawMessage(`{"type":"object"}`)}}))
 	pool := newRemotePool(RemoteConfig{}, zerolog.Nop())
 	o := a.offer(pool.set([]config.A2AAgent{{Name: "sub", URL: "http://127.0.0.1:1"}}))

@@ -57,7 +57,7 @@ func call(name, args string) llm.ToolCall {
 type fixture struct {
 	t     *testing.T
 	m     *meshtest.Mesh
-	agent *Agent
+	agent *Role
 	store *store.SessionStore
 	aps   *store.ApprovalStore
 
@@ -138,7 +138,7 @@ func newFixtureWith(t *testing.T, p llm.Provider, tweak func(*config.Config), tw
 
 // runAgent runs a until the test ends, or until the returned stop is
 // called.
-func runAgent(t *testing.T, a *Agent) (stop func()) {
+func runAgent(t *testing.T, a *Role) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
