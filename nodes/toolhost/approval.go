@@ -54,7 +54,7 @@ func (c *conn) checkApproval(t *tool, tr mesh.ToolRequest) error {
 // published after the host started, or a second one during a rotation, is
 // trusted as it comes, and a removed one no longer is.
 type keyWatch struct {
-	h  *Host
+	h  *Role
 	kv jetstream.KeyValue
 }
 

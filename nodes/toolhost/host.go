@@ -49,7 +49,7 @@
 //
 // # Goroutines and shutdown
 //
-// [Host.Run] owns every goroutine: one supervisor per server, and one
+// [Role.Run] owns every goroutine: one supervisor per server, and one
 // goroutine per tool call in flight. A supervisor starts its server,
 // restarts it with exponential backoff and jitter when it dies (stopping its
 // micro service at once, so requests go to healthy replicas or fail with
@@ -93,7 +93,7 @@ const QueueGroup = "mesh-tools"
 // ClientName is the name the toolhost gives itself in the MCP handshake.
 const ClientName = "agentmesh-toolhost"
 
-// Config configures a [Host].
+// Config configures a [Role].
 type Config struct {
 	// Node is the process's connections, names and logger. NC is
 	// required; the endpoints are served on and answered from Responder
@@ -150,8 +150,9 @@ type Config struct {
 	DrainTimeout time.Duration
 }
 
-// Host runs the configured MCP servers and serves their tools.
-type Host struct {
+// Role is the tool host role: it runs the configured MCP servers and
+// serves their tools.
+type Role struct {
 	cfg     Config
 	version string
 	meta    map[string]string
@@ -163,8 +164,8 @@ type Host struct {
 	running bool
 }
 
-// New checks cfg and returns a host ready to [Host.Run].
-func New(cfg Config) (*Host, error) {
+// New checks cfg and returns a host ready to [Role.Run].
+func New(cfg Config) (*Role, error) {
 	cfg.Servers = append([]config.MCPServer(nil), cfg.Servers...)
 	cfg.SearchDirs = append([]string(nil), cfg.SearchDirs...)
 	cfg.Environ = append([]string(nil), cfg.Environ...)
@@ -220,7 +221,7 @@ func New(cfg Config) (*Host, error) {
 		s.Env = cloneMap(s.Env)
 		s.Headers = cloneMap(s.Headers)
 	}
-	h := &Host{
+	h := &Role{
 		cfg:     cfg,
 		version: DefaultVersion,
 		meta:    map[string]string{"node": cfg.NodeID},
@@ -272,7 +273,7 @@ func cloneMap(m map[string]string) map[string]string {
 // returns an error at once when the buckets cannot be opened or Run is
 // already running; a server that fails to start is logged and retried, not
 // fatal.
-func (h *Host) Run(ctx context.Context) error {
+func (h *Role) Run(ctx context.Context) error {
 	h.mu.Lock()
 	if h.running {
 		h.mu.Unlock()
@@ -332,7 +333,7 @@ func (h *Host) Run(ctx context.Context) error {
 	return nil
 }
 
-func (h *Host) openErr(ctx context.Context, base string, err error) error {
+func (h *Role) openErr(ctx context.Context, base string, err error) error {
 	if workloop.StoppedStarting(ctx, err) {
 		return nil
 	}

@@ -36,7 +36,7 @@ const (
 
 // server supervises one configured MCP server.
 type server struct {
-	h       *Host
+	h       *Role
 	cfg     config.MCPServer
 	tools   jetstream.KeyValue
 	calls   jetstream.KeyValue
@@ -44,7 +44,7 @@ type server struct {
 	timeout time.Duration
 }
 
-func newServer(h *Host, cfg config.MCPServer, tools, calls jetstream.KeyValue) *server {
+func newServer(h *Role, cfg config.MCPServer, tools, calls jetstream.KeyValue) *server {
 	return &server{
 		h:       h,
 		cfg:     cfg,
