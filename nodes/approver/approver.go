@@ -33,7 +33,7 @@
 // approval without ResumeEnqueued; every approver watches the bucket and
 // enqueues such resumes again after a short grace, so no decision is lost.
 //
-// [Approver.Run] owns every goroutine it starts and returns nil after a clean
+// [Role.Run] owns every goroutine it starts and returns nil after a clean
 // drain once its context is cancelled.
 package approver
 
@@ -97,8 +97,8 @@ type Config struct {
 	Grace time.Duration
 }
 
-// Approver is the approver role.
-type Approver struct {
+// Role is the approver role.
+type Role struct {
 	cfg       Config
 	store     *store.ApprovalStore
 	publisher *bus.Publisher
@@ -114,7 +114,7 @@ type Approver struct {
 }
 
 // New validates cfg and returns an approver.
-func New(cfg Config) (*Approver, error) {
+func New(cfg Config) (*Role, error) {
 	if cfg.NC == nil || cfg.JS == nil || cfg.Approvals == nil || cfg.Signer == nil {
 		return nil, errors.New("approver: NC, JS, Approvals and Signer are required")
 	}
@@ -138,7 +138,7 @@ func New(cfg Config) (*Approver, error) {
 	if cfg.Grace == 0 {
 		cfg.Grace = 3 * time.Second
 	}
-	return &Approver{
+	return &Role{
 		cfg:       cfg,
 		store:     store.NewApprovalStore(cfg.Approvals),
 		publisher: bus.NewPublisher(cfg.JS, cfg.NS),
@@ -152,7 +152,7 @@ func New(cfg Config) (*Approver, error) {
 }
 
 // Run serves decisions until ctx is cancelled.
-func (a *Approver) Run(ctx context.Context) error {
+func (a *Role) Run(ctx context.Context) error {
 	version, ok := bus.ServiceVersion(a.cfg.Version)
 	meta := map[string]string{"node": a.cfg.NodeID}
 	if !ok && a.cfg.Version != "" {
@@ -259,7 +259,7 @@ func (a *Approver) Run(ctx context.Context) error {
 
 // publishKey writes the approver's public key under _keys.<key>, where
 // tool hosts without configured keys learn it.
-func (a *Approver) publishKey(ctx context.Context) error {
+func (a *Role) publishKey(ctx context.Context) error {
 	data, err := json.Marshal(mesh.ApproverKey{Key: a.key, Node: a.cfg.NodeID, At: a.now().UTC()})
 	if err != nil {
 		return fmt.Errorf("approver: encode key: %w", err)
@@ -272,7 +272,7 @@ func (a *Approver) publishKey(ctx context.Context) error {
 
 // track remembers decided approvals whose resume was not enqueued yet.
 // Policy decisions resume nothing: their call runs at once.
-func (a *Approver) track(e jetstream.KeyValueEntry) {
+func (a *Role) track(e jetstream.KeyValueEntry) {
 	if strings.HasPrefix(e.Key(), "_") {
 		return // not an approval: a published key
 	}
@@ -293,7 +293,7 @@ func (a *Approver) track(e jetstream.KeyValueEntry) {
 }
 
 // sweep enqueues the resumes that their decider did not.
-func (a *Approver) sweep(ctx context.Context) {
+func (a *Role) sweep(ctx context.Context) {
 	a.mu.Lock()
 	var due []string
 	for id, since := range a.orphan {
@@ -319,7 +319,7 @@ func (a *Approver) sweep(ctx context.Context) {
 	}
 }
 
-func (a *Approver) handleDecide(ctx context.Context, req micro.Request) {
+func (a *Role) handleDecide(ctx context.Context, req micro.Request) {
 	id := approvalIDFromSubject(req.Subject())
 	log := a.log.With().Str("approval", id).Logger()
 	if err := mesh.CheckToken(id); err != nil {
@@ -366,7 +366,7 @@ func (a *Approver) handleDecide(ctx context.Context, req micro.Request) {
 // credentials to the resumed run. An approval whose record no longer holds
 // what was sealed, or whose arguments differ from those the decider was
 // shown (d.ArgsHash), is not approved.
-func (a *Approver) Decide(ctx context.Context, id string, d mesh.Decision, hdr nats.Header) (*mesh.Approval, error) {
+func (a *Role) Decide(ctx context.Context, id string, d mesh.Decision, hdr nats.Header) (*mesh.Approval, error) {
 	ap, err := a.store.Update(ctx, id, func(ap *mesh.Approval) error {
 		if ap.Status != mesh.ApprovalPending {
 			return mesh.ErrApprovalDecided.With(fmt.Sprintf("approval %s was already %s", id, ap.Status))
@@ -409,7 +409,7 @@ func (a *Approver) Decide(ctx context.Context, id string, d mesh.Decision, hdr n
 	return ap, nil
 }
 
-func (a *Approver) enqueueResume(ctx context.Context, ap *mesh.Approval, hdr nats.Header) error {
+func (a *Role) enqueueResume(ctx context.Context, ap *mesh.Approval, hdr nats.Header) error {
 	item := mesh.WorkItem{Kind: mesh.WorkResume, Session: ap.ConversationID, TurnID: ap.UUID, ApprovalID: ap.UUID}
 	h := workloop.CopyCallerHeaders(hdr)
 	if h.Get(mesh.HeaderSessionID) == "" && ap.SessionID != "" {
