@@ -81,7 +81,7 @@ func (r *recorder) count(name string) int {
 	return n
 }
 
-func startMonitor(t *testing.T, m *meshtest.Mesh, cfg Config) (*Monitor, *recorder) {
+func startMonitor(t *testing.T, m *meshtest.Mesh, cfg Config) (*Role, *recorder) {
 	t.Helper()
 	rec := &recorder{}
 	cfg.NC, cfg.JS, cfg.NS, cfg.Nodes = m.NC, m.JS, m.NS, m.Nodes
@@ -254,7 +254,7 @@ func TestDegradationModeEntersAndLeaves(t *testing.T) {
 }
 
 // known is how many nodes the monitor tracks.
-func known(mon *Monitor) int {
+func known(mon *Role) int {
 	mon.mu.Lock()
 	defer mon.mu.Unlock()
 	return len(mon.nodes)
