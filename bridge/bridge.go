@@ -5,7 +5,7 @@
 // work, decisions or reads on NATS, so any number of bridges can serve one
 // mesh.
 //
-// [Bridge.Run] listens until its context is cancelled, then stops taking
+// [Role.Run] listens until its context is cancelled, then stops taking
 // requests, lets those in flight finish (up to ShutdownTimeout) and returns.
 package bridge
 
@@ -57,8 +57,8 @@ type Config struct {
 	HTTPClient *http.Client
 }
 
-// Bridge is the bridge role.
-type Bridge struct {
+// Role is the bridge role.
+type Role struct {
 	cfg     Config
 	core    *core.Core
 	limits  *limiter
@@ -70,7 +70,7 @@ type Bridge struct {
 }
 
 // New validates cfg and builds the routes.
-func New(cfg Config) (*Bridge, error) {
+func New(cfg Config) (*Role, error) {
 	if cfg.Agent == nil {
 		return nil, errors.New("bridge: Agent config is required")
 	}
@@ -114,17 +114,17 @@ func New(cfg Config) (*Bridge, error) {
 	if lim != nil {
 		lim.core = c
 	}
-	b := &Bridge{cfg: cfg, core: c, limits: lim, ops: o, auth: authn, mux: mux, log: log}
+	b := &Role{cfg: cfg, core: c, limits: lim, ops: o, auth: authn, mux: mux, log: log}
 	register(mux, b, cfg, c)
 	b.handler = b.middleware(b.edge(mux, b.guard(mux, lim.handler(mux, mux))))
 	return b, nil
 }
 
-// Handler serves the bridge's routes; [Bridge.Run] serves it too.
-func (b *Bridge) Handler() http.Handler { return b.handler }
+// Handler serves the bridge's routes; [Role.Run] serves it too.
+func (b *Role) Handler() http.Handler { return b.handler }
 
 // Run serves HTTP until ctx is cancelled.
-func (b *Bridge) Run(ctx context.Context) error {
+func (b *Role) Run(ctx context.Context) error {
 	defer b.auth.Close()
 	ln := b.cfg.Listener
 	addr := b.cfg.Addr
@@ -177,7 +177,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 // middleware logs every request with its trace id, counts it by route
 // (mesh_http_*), traces it (a caller's traceparent is continued) and turns
 // panics into 500s.
-func (b *Bridge) middleware(next http.Handler) http.Handler {
+func (b *Role) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
