@@ -120,7 +120,7 @@ func (r *recorder) HandleFunc(pattern string, h func(http.ResponseWriter, *http.
 
 // register mounts every surface's routes on mux.
 // b is nil when only the patterns are wanted.
-func register(mux core.Mux, b *Bridge, cfg Config, c *core.Core) {
+func register(mux core.Mux, b *Role, cfg Config, c *core.Core) {
 	bearer, format := false, ""
 	if b != nil && b.auth.Enabled() {
 		bearer = true
@@ -184,7 +184,7 @@ func Routes(cfg Config) []Route {
 // the query is removed before anything else sees the URL. A request it
 // refuses spends the limits' budgets as one it lets through does (see
 // limiter.refused).
-func (b *Bridge) guard(mux *http.ServeMux, next http.Handler) http.Handler {
+func (b *Role) guard(mux *http.ServeMux, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, pattern := mux.Handler(r)
 		need, known := access[pattern]
@@ -241,7 +241,7 @@ func refuse(w http.ResponseWriter, status int, kind, msg string, rpc bool) {
 // code 2) unless http.insecure says so, and says in the log that
 // authentication is off whenever it is, since a bridge without it serves
 // every caller as the admin.
-func (b *Bridge) checkExposure(addr string) error {
+func (b *Role) checkExposure(addr string) error {
 	if b.auth.Enabled() {
 		return nil
 	}

@@ -54,7 +54,7 @@ auth:
 
 // scopedBridge is a bridge with authentication on (alice a user, root an
 // admin; stream tokens valid 2 s) on an httptest server.
-func scopedBridge(t *testing.T) (*Bridge, *httptest.Server) {
+func scopedBridge(t *testing.T) (*Role, *httptest.Server) {
 	t.Helper()
 	b, _ := limitedBridges(t, scopeYAML)
 	srv := httptest.NewServer(b.Handler())

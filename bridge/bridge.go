@@ -5,7 +5,7 @@
 // work, decisions or reads on NATS, so any number of bridges can serve one
 // mesh.
 //
-// [Bridge.Run] listens until its context is cancelled, then stops taking
+// [Role.Run] listens until its context is cancelled, then stops taking
 // requests, lets those in flight finish (up to ShutdownTimeout) and returns.
 package bridge
 
@@ -18,8 +18,6 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -29,14 +27,17 @@ import (
 	"github.com/agentmesh/agentmesh/bridge/ops"
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/role"
 	"github.com/agentmesh/agentmesh/mesh/store"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 // Config configures a bridge.
 type Config struct {
-	NC        *nats.Conn
-	JS        jetstream.JetStream
+	// Node is the process's connections, names and logger, handed to the
+	// core (core.Config.Node): NC and JS are required; NodeID names this
+	// process in logs and signs the turns it queues.
+	role.Node
 	Resources *store.Resources
 	// Agent is the mesh's configuration: agent name, prompt, HTTP settings.
 	Agent *config.Config
@@ -48,19 +49,16 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Version is reported by /health.
 	Version string
-	// NodeID names this process in logs.
-	NodeID string
 	// StreamKey signs stream tokens; every bridge of the mesh needs the
 	// same (auth.stream_key, else auth.EnsureStreamKey of
 	// <data_dir>/keys/stream.key). Required when Agent.Auth is on.
 	StreamKey []byte
 	// HTTPClient fetches a JWKS URL. Nil means a client with a 10s timeout.
 	HTTPClient *http.Client
-	Logger     zerolog.Logger
 }
 
-// Bridge is the bridge role.
-type Bridge struct {
+// Role is the bridge role.
+type Role struct {
 	cfg     Config
 	core    *core.Core
 	limits  *limiter
@@ -72,7 +70,7 @@ type Bridge struct {
 }
 
 // New validates cfg and builds the routes.
-func New(cfg Config) (*Bridge, error) {
+func New(cfg Config) (*Role, error) {
 	if cfg.Agent == nil {
 		return nil, errors.New("bridge: Agent config is required")
 	}
@@ -97,9 +95,9 @@ func New(cfg Config) (*Bridge, error) {
 	}
 	admit, streamLimit, take := lim.coreHooks()
 	c, err := core.New(core.Config{
-		NC: cfg.NC, JS: cfg.JS, Resources: cfg.Resources, Agent: cfg.Agent.Name, Prompt: cfg.Agent.Prompt, Agents: agentDefs(cfg.Agent), Groups: cfg.Agent.Groups,
+		Node: cfg.Node, Resources: cfg.Resources, Agent: cfg.Agent.Name, Prompt: cfg.Agent.Prompt, Agents: agentDefs(cfg.Agent), Groups: cfg.Agent.Groups,
 		FollowerBuffer: cfg.Agent.HTTP.StreamBuffer, MaxStreams: cfg.Agent.HTTP.MaxStreams, NoToolServers: len(cfg.Agent.MCPServers) == 0,
-		QueueCheckAfter: cfg.Agent.HTTP.QueueCheckAfter.Std(), HistoryBytes: int(cfg.Agent.Sessions.MaxBytes), NodeID: cfg.NodeID, Auth: authn.Enabled(), Logger: log,
+		QueueCheckAfter: cfg.Agent.HTTP.QueueCheckAfter.Std(), HistoryBytes: int(cfg.Agent.Sessions.MaxBytes), Auth: authn.Enabled(),
 		SessionTTL: cfg.Agent.Sessions.ExpireAfter(), ExpiredKept: cfg.Agent.Sessions.KeptExpired(),
 		Admit: admit, StreamLimit: streamLimit, Take: take, Files: cfg.Agent.Files,
 	})
@@ -116,17 +114,17 @@ func New(cfg Config) (*Bridge, error) {
 	if lim != nil {
 		lim.core = c
 	}
-	b := &Bridge{cfg: cfg, core: c, limits: lim, ops: o, auth: authn, mux: mux, log: log}
+	b := &Role{cfg: cfg, core: c, limits: lim, ops: o, auth: authn, mux: mux, log: log}
 	register(mux, b, cfg, c)
 	b.handler = b.middleware(b.edge(mux, b.guard(mux, lim.handler(mux, mux))))
 	return b, nil
 }
 
-// Handler serves the bridge's routes; [Bridge.Run] serves it too.
-func (b *Bridge) Handler() http.Handler { return b.handler }
+// Handler serves the bridge's routes; [Role.Run] serves it too.
+func (b *Role) Handler() http.Handler { return b.handler }
 
 // Run serves HTTP until ctx is cancelled.
-func (b *Bridge) Run(ctx context.Context) error {
+func (b *Role) Run(ctx context.Context) error {
 	defer b.auth.Close()
 	ln := b.cfg.Listener
 	addr := b.cfg.Addr
@@ -179,7 +177,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 // middleware logs every request with its trace id, counts it by route
 // (mesh_http_*), traces it (a caller's traceparent is continued) and turns
 // panics into 500s.
-func (b *Bridge) middleware(next http.Handler) http.Handler {
+func (b *Role) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}

@@ -55,7 +55,7 @@ const (
 // edge wraps next (the guard) with the edge's checks; mux finds the
 // pattern of a request, to answer refusals on the A2A endpoints as
 // JSON-RPC errors.
-func (b *Bridge) edge(mux *http.ServeMux, next http.Handler) http.Handler {
+func (b *Role) edge(mux *http.ServeMux, next http.Handler) http.Handler {
 	hc := &b.cfg.Agent.HTTP
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rpc := false

@@ -12,7 +12,7 @@ import (
 // and what it may do with the credential it sent (a stream token only
 // reads, whatever its principal's roles). The web page asks it first: 401
 // means sign in.
-func (b *Bridge) me(w http.ResponseWriter, r *http.Request) {
+func (b *Role) me(w http.ResponseWriter, r *http.Request) {
 	p := auth.FromContext(r.Context())
 	may := map[string]bool{}
 	for _, perm := range []auth.Permission{auth.Read, auth.Converse, auth.Decide, auth.Admin} {
@@ -26,7 +26,7 @@ func (b *Bridge) me(w http.ResponseWriter, r *http.Request) {
 // auth.stream_token_ttl (never past the caller's own credential), accepted
 // by every bridge of the mesh; it only reads (GET, and a socket that
 // follows).
-func (b *Bridge) streamToken(w http.ResponseWriter, r *http.Request) {
+func (b *Role) streamToken(w http.ResponseWriter, r *http.Request) {
 	tok, exp := b.auth.StreamToken(auth.FromContext(r.Context()))
 	w.Header().Set("Cache-Control", "no-store")
 	core.WriteJSON(w, http.StatusOK, map[string]any{

@@ -16,6 +16,7 @@ import (
 	"github.com/agentmesh/agentmesh/bridge/core"
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/role"
 )
 
 const limitsYAML = `name: limited
@@ -33,15 +34,15 @@ limits:
 `
 
 // limitedBridges are two bridges of one mesh with limitsYAML's limits.
-func limitedBridges(t testing.TB, yaml string) (*Bridge, *Bridge) {
+func limitedBridges(t testing.TB, yaml string) (*Role, *Role) {
 	m := meshtest.New(t)
 	cfg, err := config.Parse("agent.yaml", []byte(yaml), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []*Bridge
+	var out []*Role
 	for range 2 {
-		b, err := New(Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: cfg, StreamKey: []byte("0123456789abcdef0123456789abcdef")})
+		b, err := New(Config{Node: role.Node{NC: m.NC, JS: m.JS}, Resources: m.Resources, Agent: cfg, StreamKey: []byte("0123456789abcdef0123456789abcdef")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,7 +52,7 @@ func limitedBridges(t testing.TB, yaml string) (*Bridge, *Bridge) {
 	return out[0], out[1]
 }
 
-func call(b *Bridge, method, path, token, peer string, body string, hdr ...string) *httptest.ResponseRecorder {
+func call(b *Role, method, path, token, peer string, body string, hdr ...string) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(method, "http://127.0.0.1"+path, strings.NewReader(body))
 	r.RemoteAddr = peer
 	if token != "" {
@@ -75,7 +76,7 @@ func call(b *Bridge, method, path, token, peer string, body string, hdr ...strin
 func TestLimitPrincipalAcrossBridges(t *testing.T) {
 	a, b := limitedBridges(t, limitsYAML)
 	for i := range 3 {
-		br := []*Bridge{a, b}[i%2]
+		br := []*Role{a, b}[i%2]
 		if w := call(br, "GET", "/tools", "alice-token-0123456789", "192.0.2.1:1000", ""); w.Code != http.StatusOK {
 			t.Fatalf("request %d: %d %s", i+1, w.Code, w.Body)
 		}
@@ -110,7 +111,7 @@ func TestLimitClientIP(t *testing.T) {
 	a, b := limitedBridges(t, strings.Replace(limitsYAML, "requests_per_minute: 3", "requests_per_minute: 100", 1))
 	for i := range 5 {
 		tok := []string{"alice-token-0123456789", "bob-token-0123456789"}[i%2]
-		if w := call([]*Bridge{a, b}[i%2], "GET", "/tools", tok, "10.1.2.3:999", "", "X-Forwarded-For", "198.51.100.7, 10.9.9.9"); w.Code != http.StatusOK {
+		if w := call([]*Role{a, b}[i%2], "GET", "/tools", tok, "10.1.2.3:999", "", "X-Forwarded-For", "198.51.100.7, 10.9.9.9"); w.Code != http.StatusOK {
 			t.Fatalf("request %d: %d", i+1, w.Code)
 		}
 	}
@@ -183,7 +184,7 @@ func TestLimitAnonymous(t *testing.T) {
 // convOf creates a conversation and sends it a message that no agent takes
 // up: the conversation stays active (queued). It returns the status of
 // the message's answer.
-func convOf(t *testing.T, b *Bridge, tok string) (string, *httptest.ResponseRecorder) {
+func convOf(t *testing.T, b *Role, tok string) (string, *httptest.ResponseRecorder) {
 	t.Helper()
 	w := call(b, "POST", "/conversations", tok, "192.0.2.1:1", "{}")
 	if w.Code != http.StatusCreated && w.Code != http.StatusOK {
@@ -320,7 +321,7 @@ func TestLimitRefusedRequestsSpendBudgets(t *testing.T) {
 	a, b := limitedBridges(t, yaml)
 	for i := range 5 {
 		tok := []string{"not-a-token-of-this-mesh", ""}[i%2]
-		if w := call([]*Bridge{a, b}[i%2], "GET", "/auth/me", tok, "192.0.2.7:1000", ""); w.Code != http.StatusUnauthorized {
+		if w := call([]*Role{a, b}[i%2], "GET", "/auth/me", tok, "192.0.2.7:1000", ""); w.Code != http.StatusUnauthorized {
 			t.Fatalf("refused request %d: %d %s", i+1, w.Code, w.Body)
 		}
 	}

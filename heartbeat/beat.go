@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/role"
 )
 
 // DefaultInterval is how often a node beats.
@@ -21,19 +22,13 @@ const DefaultInterval = time.Second
 
 // BeatConfig configures the heartbeat of one node.
 type BeatConfig struct {
-	NC *nats.Conn
-	// Responder is the connection probes are answered on: the node's
-	// responder identity, which may publish nothing but answers to inboxes
-	// (identity.ResponderSuffix). Nil means NC.
-	Responder *nats.Conn
-	JS        jetstream.JetStream
-	NS        mesh.Namespace
+	// Node is the process's connections, names and logger. NC, JS and
+	// NodeID are required; probes are answered on Responder.
+	role.Node
 	// Nodes is the nodes bucket; the node's key there lives as long as it
 	// beats (per-key TTL).
-	Nodes jetstream.KeyValue
-	Role  string
-	// NodeID names the node; required.
-	NodeID  string
+	Nodes   jetstream.KeyValue
+	Role    string
 	Version string
 	// Metrics is the address of the node's /metrics, reported in beats.
 	Metrics string
@@ -50,7 +45,6 @@ type BeatConfig struct {
 	// found it a zombie): cmd makes the process exit so its supervisor starts
 	// it again. Nil ignores such requests.
 	OnRestart func(reason string)
-	Logger    zerolog.Logger
 }
 
 // Beat publishes a node's heartbeats on mesh.hb.<role>.<node id>, keeps its

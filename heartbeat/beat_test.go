@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/role"
 )
 
 // TestKeyHoldsTheLatestInfo: once SetServes returns and its write is
@@ -21,7 +22,7 @@ func TestKeyHoldsTheLatestInfo(t *testing.T) {
 	m := meshtest.New(t)
 	nc := meshtest.Conn(t, m.Server.ClientURL())
 	js, _ := jetstream.New(nc)
-	b, err := NewBeat(BeatConfig{NC: nc, JS: js, NS: m.NS, Nodes: m.Nodes, Role: mesh.RoleAgent, NodeID: "agent-o", Interval: time.Millisecond})
+	b, err := NewBeat(BeatConfig{Node: role.Node{NC: nc, JS: js, NS: m.NS, NodeID: "agent-o"}, Nodes: m.Nodes, Role: mesh.RoleAgent, Interval: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func TestBeatsCarryTheAgents(t *testing.T) {
 	m := meshtest.New(t)
 	nc := meshtest.Conn(t, m.Server.ClientURL())
 	js, _ := jetstream.New(nc)
-	b, err := NewBeat(BeatConfig{NC: nc, JS: js, NS: m.NS, Nodes: m.Nodes, Role: mesh.RoleAgent, NodeID: "agent-i", Interval: 10 * time.Millisecond})
+	b, err := NewBeat(BeatConfig{Node: role.Node{NC: nc, JS: js, NS: m.NS, NodeID: "agent-i"}, Nodes: m.Nodes, Role: mesh.RoleAgent, Interval: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@
 //	mesh/limits      request budgets and active conversations every bridge counts together
 //	mesh/identity    who a process is on NATS and what it may do: seeds, signing keys, the permission table
 //	mesh/natsconn    a role's connection to NATS, with its wire guard
+//	mesh/role        what a process gives each role it runs: connections, namespace, node id, logger
 //	mesh/natsserver  the embedded NATS server, and the files of a plain nats-server
 //
 // # NATS layout

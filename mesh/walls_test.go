@@ -107,6 +107,7 @@ var meshRooms = map[string][]string{
 	"mesh/natsconn":   nil,
 	"mesh/limits":     nil,
 	"mesh/identity":   {"mesh"},
+	"mesh/role":       {"mesh"},
 	"mesh/bus":        {"mesh", "mesh/telemetry"},
 	"mesh/workloop":   {"mesh", "mesh/telemetry"},
 	"mesh/store":      {"mesh", "mesh/telemetry", "mesh/memory", "mesh/internal"},

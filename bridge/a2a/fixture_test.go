@@ -24,6 +24,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/llm/offline"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/role"
 	"github.com/agentmesh/agentmesh/nodes/agent"
 	"github.com/agentmesh/agentmesh/nodes/approver"
 	"github.com/agentmesh/agentmesh/nodes/group"
@@ -129,7 +130,7 @@ func newFixtureWith(t *testing.T, extra string, tweak func(*Config), agentTweaks
 	}
 	var serves []string
 	for _, acfg := range cfg.Agents() {
-		acfg := agent.Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: acfg, Provider: f.model, NodeID: "test-agent", Logger: zerolog.Nop()}
+		acfg := agent.Config{Node: role.Node{NC: m.NC, JS: m.JS, NodeID: "test-agent", Logger: zerolog.Nop()}, Resources: m.Resources, Agent: acfg, Provider: f.model}
 		for _, tweak := range agentTweaks {
 			tweak(&acfg)
 		}
@@ -146,19 +147,19 @@ func newFixtureWith(t *testing.T, extra string, tweak func(*Config), agentTweaks
 		if _, err := m.Nodes.Put(t.Context(), mesh.RoleAgent+".test-agent", info); err != nil {
 			t.Fatal(err)
 		}
-		g, err := group.New(group.Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Groups: cfg.Groups, NodeID: "test-group", AckWait: 2 * time.Second, Logger: zerolog.Nop()})
+		g, err := group.New(group.Config{Node: role.Node{NC: m.NC, JS: m.JS, NodeID: "test-group", Logger: zerolog.Nop()}, Resources: m.Resources, Groups: cfg.Groups, AckWait: 2 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
 		meshtest.Run(t, "group", g.Run)
 	}
-	ap, err := approver.New(approver.Config{NC: m.NC, JS: m.JS, NS: m.NS, Approvals: m.Approvals, Signer: meshtest.SigningKey(t), Tools: m.Tools, NodeID: "test-approver", Logger: zerolog.Nop()})
+	ap, err := approver.New(approver.Config{Node: role.Node{NC: m.NC, JS: m.JS, NS: m.NS, NodeID: "test-approver", Logger: zerolog.Nop()}, Approvals: m.Approvals, Signer: meshtest.SigningKey(t), Tools: m.Tools})
 	if err != nil {
 		t.Fatal(err)
 	}
 	meshtest.Run(t, "approver", ap.Run)
 
-	c, err := core.New(core.Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: cfg.Name, Prompt: cfg.Prompt, Groups: cfg.Groups, Logger: zerolog.Nop()})
+	c, err := core.New(core.Config{Node: role.Node{NC: m.NC, JS: m.JS, Logger: zerolog.Nop()}, Resources: m.Resources, Agent: cfg.Name, Prompt: cfg.Prompt, Groups: cfg.Groups})
 	if err != nil {
 		t.Fatal(err)
 	}

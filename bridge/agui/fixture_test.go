@@ -19,6 +19,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/role"
 	"github.com/agentmesh/agentmesh/mesh/store"
 	"github.com/agentmesh/agentmesh/nodes/agent"
 	"github.com/agentmesh/agentmesh/nodes/approver"
@@ -60,18 +61,18 @@ func newFixture(t *testing.T, p llm.Provider, tweak func(*Config)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := agent.New(agent.Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: cfg, Provider: p, NodeID: "test-agent", Logger: zerolog.Nop()})
+	a, err := agent.New(agent.Config{Node: role.Node{NC: m.NC, JS: m.JS, NodeID: "test-agent", Logger: zerolog.Nop()}, Resources: m.Resources, Agent: cfg, Provider: p})
 	if err != nil {
 		t.Fatal(err)
 	}
 	meshtest.Run(t, "agent", a.Run)
-	ap, err := approver.New(approver.Config{NC: m.NC, JS: m.JS, NS: m.NS, Approvals: m.Approvals, Signer: meshtest.SigningKey(t), Tools: m.Tools, NodeID: "test-approver", Logger: zerolog.Nop()})
+	ap, err := approver.New(approver.Config{Node: role.Node{NC: m.NC, JS: m.JS, NS: m.NS, NodeID: "test-approver", Logger: zerolog.Nop()}, Approvals: m.Approvals, Signer: meshtest.SigningKey(t), Tools: m.Tools})
 	if err != nil {
 		t.Fatal(err)
 	}
 	meshtest.Run(t, "approver", ap.Run)
 
-	c, err := core.New(core.Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: cfg.Name, Prompt: cfg.Prompt, Logger: zerolog.Nop()})
+	c, err := core.New(core.Config{Node: role.Node{NC: m.NC, JS: m.JS, Logger: zerolog.Nop()}, Resources: m.Resources, Agent: cfg.Name, Prompt: cfg.Prompt})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/role"
 )
 
 // putNode writes a node's heartbeat record as its beat would.
@@ -25,7 +26,7 @@ func putNode(t *testing.T, m *meshtest.Mesh, n mesh.NodeInfo) {
 // another process knows is listed.
 func TestAgentDirectory(t *testing.T) {
 	m := meshtest.New(t)
-	c, err := New(Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: "main", Prompt: "be main",
+	c, err := New(Config{Node: role.Node{NC: m.NC, JS: m.JS}, Resources: m.Resources, Agent: "main", Prompt: "be main",
 		Agents: []AgentDef{{Name: "main", Description: "the main one", Prompt: "be main"}, {Name: "critic", Prompt: "be critical"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +92,7 @@ func TestAgentDirectory(t *testing.T) {
 // only its process knows it; an unknown or malformed name is 404.
 func TestCreateForAnAgent(t *testing.T) {
 	m := meshtest.New(t)
-	c, err := New(Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: "main", Prompt: "be main",
+	c, err := New(Config{Node: role.Node{NC: m.NC, JS: m.JS}, Resources: m.Resources, Agent: "main", Prompt: "be main",
 		Agents: []AgentDef{{Name: "main", Prompt: "be main"}, {Name: "critic", Prompt: "be critical"}}})
 	if err != nil {
 		t.Fatal(err)

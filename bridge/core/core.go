@@ -41,7 +41,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/agentmesh/agentmesh/bridge/auth"
@@ -49,14 +48,19 @@ import (
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/bus"
 	"github.com/agentmesh/agentmesh/mesh/memory"
+	"github.com/agentmesh/agentmesh/mesh/role"
 	"github.com/agentmesh/agentmesh/mesh/store"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 // Config configures the core.
 type Config struct {
-	NC        *nats.Conn
-	JS        jetstream.JetStream
+	// Node is the bridge process's connections, names and logger: NC and
+	// JS are required; NS, when set, must be Resources'. NodeID is the
+	// process's node id (its key in mesh_nodes is bridge.<NodeID>): it
+	// signs the turns it queues, so that another bridge can tell when
+	// their writer is gone. An empty NodeID signs nothing.
+	role.Node
 	Resources *store.Resources
 	// Agent is the agent that serves new conversations.
 	Agent string
@@ -91,10 +95,6 @@ type Config struct {
 	// HistoryBytes bounds the messages a read of a conversation loads, a
 	// page too (sessions.max_bytes). Zero means mesh.DefaultHistoryBytes.
 	HistoryBytes int
-	// NodeID is this bridge process's node id (its key in mesh_nodes is
-	// bridge.<NodeID>): it signs the turns it queues, so that another
-	// bridge can tell when their writer is gone. Empty signs nothing.
-	NodeID string
 	// SessionTTL is sessions.ttl (zero: conversations never expire): the
 	// listing keeps conversations that wait for an approval from expiring.
 	SessionTTL time.Duration
@@ -113,8 +113,6 @@ type Config struct {
 	// Files limits the files of messages (files.go). Its zero value is
 	// the files section's defaults.
 	Files config.Files
-	// Logger receives the core's logs. The zero value discards them.
-	Logger zerolog.Logger
 }
 
 // Core submits work to the mesh and waits for it.
@@ -153,6 +151,11 @@ func New(cfg Config) (*Core, error) {
 	if cfg.NC == nil || cfg.JS == nil || cfg.Resources == nil || cfg.Agent == "" {
 		return nil, errors.New("core: NC, JS, Resources and Agent are required")
 	}
+	if cfg.NS.Prefix() == "" {
+		cfg.NS = cfg.Resources.NS
+	} else if cfg.NS != cfg.Resources.NS {
+		return nil, fmt.Errorf("core: NS %q is not the Resources' %q", cfg.NS.Prefix(), cfg.Resources.NS.Prefix())
+	}
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = time.Second
 	}
@@ -170,18 +173,18 @@ func New(cfg Config) (*Core, error) {
 	sessions.HistoryBytes = cfg.HistoryBytes
 	c := &Core{
 		cfg:       cfg,
-		ns:        cfg.Resources.NS,
+		ns:        cfg.NS,
 		Sessions:  sessions,
 		Approvals: store.NewApprovalStore(cfg.Resources.Approvals),
 		Catalog:   store.NewCatalog(cfg.Resources.Tools),
 		files:     cfg.Resources.Files,
-		events:    bus.NewPublisher(cfg.JS, cfg.Resources.NS),
+		events:    bus.NewPublisher(cfg.JS, cfg.NS),
 		log:       cfg.Logger,
 		now:       time.Now,
 		started:   time.Now(),
 		waiters:   map[string]*Run{},
 		watched:   map[string]*Run{},
-		hub:       newHub(cfg.JS, cfg.Resources.NS, cfg.FollowerBuffer),
+		hub:       newHub(cfg.JS, cfg.NS, cfg.FollowerBuffer),
 		streams:   make(chan struct{}, cfg.MaxStreams),
 	}
 	c.hub.ends = c.onRunEnd

@@ -11,6 +11,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
 	"github.com/agentmesh/agentmesh/mesh/natsconn"
+	"github.com/agentmesh/agentmesh/mesh/role"
 	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
@@ -53,7 +54,7 @@ func TestRunStartedWaitsForTheClaim(t *testing.T) {
 // The stream slots are one pool for the whole bridge.
 func TestStreamSlotsAreBoundedByMaxStreams(t *testing.T) {
 	m := meshtest.New(t)
-	c, err := New(Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: "a", MaxStreams: 2})
+	c, err := New(Config{Node: role.Node{NC: m.NC, JS: m.JS}, Resources: m.Resources, Agent: "a", MaxStreams: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +77,7 @@ func TestStreamSlotsAreBoundedByMaxStreams(t *testing.T) {
 func TestReadinessOffTheBus(t *testing.T) {
 	m := meshtest.New(t)
 	nc := meshtest.Conn(t, m.Server.ClientURL())
-	c, err := New(Config{NC: nc, JS: m.JS, Resources: m.Resources, Agent: "a"})
+	c, err := New(Config{Node: role.Node{NC: nc, JS: m.JS}, Resources: m.Resources, Agent: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +101,7 @@ func TestReadinessWhileReconnecting(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	c, err := New(Config{NC: nc, JS: m.JS, Resources: m.Resources, Agent: "a"})
+	c, err := New(Config{Node: role.Node{NC: nc, JS: m.JS}, Resources: m.Resources, Agent: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,13 +11,14 @@ import (
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/role"
 )
 
 // Every refusal of a file is the status its kind says (400, 413, 415),
 // and nothing is stored unless every file of the message passes.
 func TestStoreFilesLimits(t *testing.T) {
 	m := meshtest.New(t)
-	c, err := New(Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: "a", Auth: true,
+	c, err := New(Config{Node: role.Node{NC: m.NC, JS: m.JS}, Resources: m.Resources, Agent: "a", Auth: true,
 		Files: config.Files{MaxBytes: 10, MaxPerMessage: 2, MediaTypes: []string{"image/png", "application/pdf"}}})
 	if err != nil {
 		t.Fatal(err)

@@ -135,7 +135,7 @@ func (c *Core) SetDraining() { c.draining.Store(true) }
 
 // watchDegradation follows the degradation key of the nodes bucket.
 func (c *Core) watchDegradation(ctx context.Context) error {
-	return store.WatchKV(ctx, c.cfg.Resources.Nodes, mesh.DegradedKey, func(e jetstream.KeyValueEntry) {
+	_, err := store.WatchKV(ctx, c.cfg.Resources.Nodes, store.KVWatch{Keys: mesh.DegradedKey, Apply: func(e jetstream.KeyValueEntry) {
 		if e.Operation() != jetstream.KeyValuePut {
 			c.degraded.Store(nil)
 			return
@@ -144,5 +144,6 @@ func (c *Core) watchDegradation(ctx context.Context) error {
 		if json.Unmarshal(e.Value(), &d) == nil {
 			c.degraded.Store(&d)
 		}
-	}, nil)
+	}})
+	return err
 }

@@ -12,11 +12,12 @@ import (
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/bus"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/role"
 )
 
 func newCore(t *testing.T, m *meshtest.Mesh, buffer int) *Core {
 	t.Helper()
-	c, err := New(Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: "a", FollowerBuffer: buffer})
+	c, err := New(Config{Node: role.Node{NC: m.NC, JS: m.JS}, Resources: m.Resources, Agent: "a", FollowerBuffer: buffer})
 	if err != nil {
 		t.Fatal(err)
 	}

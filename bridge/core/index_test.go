@@ -14,6 +14,7 @@ import (
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/role"
 )
 
 // walk pages through x with q until the end and returns the ids in the
@@ -114,7 +115,7 @@ func TestIndexWalksEveryEntryOnceNewestFirst(t *testing.T) {
 
 func authCore(t *testing.T, m *meshtest.Mesh) *Core {
 	t.Helper()
-	c, err := New(Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: "a", Auth: true})
+	c, err := New(Config{Node: role.Node{NC: m.NC, JS: m.JS}, Resources: m.Resources, Agent: "a", Auth: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func (c *Core) startListings(ctx context.Context) error {
 	l := &listings{sessions: newIndex(), approvals: newIndex(), ready: make(chan struct{})}
 	c.lists = l
 	sessionsSynced := make(chan struct{})
-	err := store.WatchKV(ctx, c.cfg.Resources.Sessions, ">", c.applySession, func() { close(sessionsSynced) })
+	_, err := store.WatchKV(ctx, c.cfg.Resources.Sessions, store.KVWatch{Apply: c.applySession, Synced: func() { close(sessionsSynced) }})
 	if err != nil {
 		return fmt.Errorf("core: watch sessions: %w", err)
 	}
@@ -49,7 +49,7 @@ func (c *Core) startListings(ctx context.Context) error {
 		case <-ctx.Done():
 			return
 		}
-		err := store.WatchKV(ctx, c.cfg.Resources.Approvals, ">", c.applyApproval, func() { close(l.ready) })
+		_, err := store.WatchKV(ctx, c.cfg.Resources.Approvals, store.KVWatch{Apply: c.applyApproval, Synced: func() { close(l.ready) }})
 		if err != nil {
 			c.log.Error().Err(err).Msg("watch approvals")
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/role"
 )
 
 // clock is a test's clock: it moves only when told.
@@ -26,7 +27,7 @@ func (k *clock) set(c *Core) *clock      { c.now = k.now; return k }
 // the clock returned; no agent runs, so every turn stays queued.
 func queueCore(t *testing.T, m *meshtest.Mesh, checkAfter time.Duration) (*Core, *clock) {
 	t.Helper()
-	c, err := New(Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: "a", QueueCheckAfter: checkAfter, PollInterval: 50 * time.Millisecond})
+	c, err := New(Config{Node: role.Node{NC: m.NC, JS: m.JS}, Resources: m.Resources, Agent: "a", QueueCheckAfter: checkAfter, PollInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +326,7 @@ func TestCancelEndsAQueuedTurn(t *testing.T) {
 // waits.
 func TestQueuedTurnOfAGoneWriterIsCheckedAtOnce(t *testing.T) {
 	m := meshtest.New(t)
-	c, err := New(Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: "a", NodeID: "b1"})
+	c, err := New(Config{Node: role.Node{NC: m.NC, JS: m.JS, NodeID: "b1"}, Resources: m.Resources, Agent: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,9 +27,10 @@
 // events of mesh.evt._mesh.CUSTOM (node_down, node_up, degradation) come
 // the same way.
 //
-// [Service.Run] owns every goroutine of the package: the two watches and
-// the sampler that takes one sample a second. It returns when its context
-// ends. Stream handlers run on their requests' goroutines.
+// [Service.Run] owns every goroutine of the package: the two watches
+// (store.WatchKV), while it takes one sample a second itself. It returns
+// when its context ends, once the watches have stopped. Stream handlers
+// run on their requests' goroutines.
 package ops
 
 import (
@@ -127,21 +128,11 @@ func (s *Service) Register(mux core.Mux) {
 func (s *Service) Run(ctx context.Context) error {
 	untap := s.core.Tap(s.stats.observe)
 	defer untap()
-	var wg sync.WaitGroup
-	wg.Add(3)
-	go func() {
-		defer wg.Done()
-		s.watch(ctx, "approvals", s.res.Approvals, s.inbox.apply, s.inbox.synced)
-	}()
-	go func() {
-		defer wg.Done()
-		s.watch(ctx, "nodes", s.res.Nodes, s.nodes.apply, s.nodes.synced)
-	}()
-	go func() {
-		defer wg.Done()
-		s.sample(ctx)
-	}()
-	wg.Wait()
+	approvals := s.watch(ctx, "approvals", s.res.Approvals, s.inbox.apply, s.inbox.synced)
+	nodes := s.watch(ctx, "nodes", s.res.Nodes, s.nodes.apply, s.nodes.synced)
+	s.sample(ctx)
+	<-approvals
+	<-nodes
 	return nil
 }
 

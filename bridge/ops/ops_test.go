@@ -17,6 +17,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/bus"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/role"
 	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
@@ -32,7 +33,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	m := meshtest.New(t)
-	c, err := core.New(core.Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: "keeper"})
+	c, err := core.New(core.Config{Node: role.Node{NC: m.NC, JS: m.JS}, Resources: m.Resources, Agent: "keeper"})
 	if err != nil {
 		t.Fatal(err)
 	}

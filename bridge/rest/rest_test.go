@@ -11,6 +11,7 @@ import (
 	"github.com/agentmesh/agentmesh/bridge/core"
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/role"
 )
 
 // restServer serves the REST routes over a core with no agent: every turn
@@ -18,7 +19,7 @@ import (
 func restServer(t *testing.T, wait time.Duration) *httptest.Server {
 	t.Helper()
 	m := meshtest.New(t)
-	c, err := core.New(core.Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: "a"})
+	c, err := core.New(core.Config{Node: role.Node{NC: m.NC, JS: m.JS}, Resources: m.Resources, Agent: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}

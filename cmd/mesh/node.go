@@ -17,6 +17,7 @@ import (
 	"github.com/agentmesh/agentmesh/heartbeat"
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/identity"
+	"github.com/agentmesh/agentmesh/mesh/role"
 	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
@@ -118,8 +119,8 @@ func startNode(ctx context.Context, cfg *config.Config, role string) (*node, err
 	}
 	n.stopObs = stopObs
 	beat, err := heartbeat.NewBeat(heartbeat.BeatConfig{
-		NC: nc, Responder: responder, JS: js, NS: ns, Nodes: res.Nodes, Role: role, NodeID: id, Version: version, Metrics: metricsAddr,
-		Interval: cfg.Monitor.Interval.Std(), Health: n.check, Breakers: n.breakerStates, Logger: log,
+		Node: n.roleNode(), Nodes: res.Nodes, Role: role, Version: version, Metrics: metricsAddr,
+		Interval: cfg.Monitor.Interval.Std(), Health: n.check, Breakers: n.breakerStates,
 		OnRestart: func(reason string) {
 			// A monitor found this process a zombie: exit, so that its
 			// supervisor starts a fresh one; its work is redelivered.
@@ -147,6 +148,12 @@ func startNode(ctx context.Context, cfg *config.Config, role string) (*node, err
 		}
 	}
 	return n, nil
+}
+
+// roleNode is what this process gives each role it runs, and its
+// heartbeat: its connections, names, id and logger.
+func (n *node) roleNode() role.Node {
+	return role.Node{NC: n.nc, Responder: n.responder, JS: n.js, NS: n.res.NS, NodeID: n.id, Logger: n.log}
 }
 
 // connectResponder opens the connection role answers requests on, with

@@ -56,7 +56,7 @@ func runAgent(ctx context.Context, cfg *config.Config, args []string) error {
 	}
 	defer n.close()
 	llmOpts := llm.Options{Log: n.log.With().Str("component", "llm").Logger()}
-	var roles []*agent.Agent
+	var roles []*agent.Role
 	var names []string
 	for _, acfg := range agents {
 		provider, err := models.FromConfigWith(acfg, acfg.LLM.Model, llmOpts)
@@ -64,9 +64,9 @@ func runAgent(ctx context.Context, cfg *config.Config, args []string) error {
 			return fmt.Errorf("%w: llm.model of agent %s: %w", errConfig, acfg.Name, err)
 		}
 		a, err := agent.New(agent.Config{
-			NC: n.nc, JS: n.js, Resources: n.res, Agent: acfg, Provider: provider, NodeID: n.id,
+			Node: n.roleNode(), Resources: n.res, Agent: acfg, Provider: provider,
 			Providers:  func(model string) (llm.Provider, error) { return models.FromConfigWith(acfg, model, llmOpts) },
-			StuckAfter: cfg.Monitor.StuckAfter.Std(), Logger: n.log,
+			StuckAfter: cfg.Monitor.StuckAfter.Std(),
 		})
 		if err != nil {
 			// Given a validated configuration, only the tree's models can fail.
@@ -100,7 +100,7 @@ func runAgent(ctx context.Context, cfg *config.Config, args []string) error {
 }
 
 // runAll runs every agent until ctx ends; the first to fail stops them all.
-func runAll(ctx context.Context, roles []*agent.Agent) error {
+func runAll(ctx context.Context, roles []*agent.Role) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make(chan error, len(roles))
@@ -136,10 +136,10 @@ func runGroup(ctx context.Context, cfg *config.Config, _ []string) error {
 	defer n.close()
 	llmOpts := llm.Options{Log: n.log.With().Str("component", "llm").Logger()}
 	g, err := group.New(group.Config{
-		NC: n.nc, JS: n.js, Resources: n.res, Groups: cfg.Groups, NodeID: n.id,
+		Node: n.roleNode(), Resources: n.res, Groups: cfg.Groups,
 		Providers:    func(model string) (llm.Provider, error) { return models.FromConfigWith(cfg, model, llmOpts) },
 		DefaultModel: cfg.LLM.Model, Workers: cfg.Mesh.Workers, AckWait: cfg.Mesh.AckWait.Std(), MaxDeliver: cfg.Mesh.MaxDeliver,
-		CheckInterval: cfg.Monitor.Interval.Std(), HistoryBytes: int(cfg.Sessions.MaxBytes), Logger: n.log,
+		CheckInterval: cfg.Monitor.Interval.Std(), HistoryBytes: int(cfg.Sessions.MaxBytes),
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", errConfig, err)
@@ -170,10 +170,10 @@ func runToolhost(ctx context.Context, cfg *config.Config, _ []string) error {
 	}
 	defer n.close()
 	h, err := toolhost.New(toolhost.Config{
-		NC: n.responder, JS: n.js, NS: n.res.NS, Tools: n.res.Tools, Calls: n.res.Calls, Nodes: n.res.Nodes,
+		Node: n.roleNode(), Tools: n.res.Tools, Calls: n.res.Calls, Nodes: n.res.Nodes,
 		ApproverKeys: cfg.Approvals.PublicKeys, Approvals: n.res.Approvals,
-		Servers: cfg.MCPServers, NodeID: n.id, Version: version, SearchDirs: []string{ownDir()}, Environ: os.Environ(),
-		MinBackoff: cfg.Mesh.RestartBackoff.Std(), Logger: n.log,
+		Servers: cfg.MCPServers, Version: version, SearchDirs: []string{ownDir()}, Environ: os.Environ(),
+		MinBackoff: cfg.Mesh.RestartBackoff.Std(),
 	})
 	if err != nil {
 		return err
@@ -197,7 +197,7 @@ func runApprover(ctx context.Context, cfg *config.Config, _ []string) error {
 		n.log.Warn().Str("path", cfg.Approvals.SigningKey).Str("key", identity.PublicKey(key)).Msg("created a signing key: tool hosts with approvals.public_keys must list it")
 	}
 	a, err := approver.New(approver.Config{
-		NC: n.responder, JS: n.js, NS: n.res.NS, Approvals: n.res.Approvals, NodeID: n.id, Version: version, Logger: n.log,
+		Node: n.roleNode(), Approvals: n.res.Approvals, Version: version,
 		Signer: key, Trusted: cfg.Approvals.PublicKeys, Tools: n.res.Tools, Agents: cfg,
 	})
 	if err != nil {
@@ -234,7 +234,7 @@ func runBridge(ctx context.Context, cfg *config.Config, _ []string) error {
 	if err != nil {
 		return err
 	}
-	b, err := bridge.New(bridge.Config{NC: n.nc, JS: n.js, Resources: n.res, Agent: cfg, Version: version, NodeID: n.id, StreamKey: key, Logger: n.log})
+	b, err := bridge.New(bridge.Config{Node: n.roleNode(), Resources: n.res, Agent: cfg, Version: version, StreamKey: key})
 	if err != nil {
 		return err
 	}

@@ -238,13 +238,12 @@ func monitorConfig(cfg *config.Config, n *node, restart func(mesh.NodeInfo, stri
 		strategies[role] = monitor.Strategy(s)
 	}
 	return monitor.Config{
-		NC: n.nc, JS: n.js, NS: n.res.NS, Nodes: n.res.Nodes,
+		Node: n.roleNode(), Nodes: n.res.Nodes,
 		Interval: cfg.Monitor.Interval.Std(), Missed: cfg.Monitor.Missed,
 		ProbeEvery: cfg.Monitor.ProbeEvery.Std(), ProbeTimeout: cfg.Monitor.ProbeTimeout.Std(), ProbeFailures: cfg.Monitor.ProbeFailures,
 		Strategies: strategies, Restart: restart,
 		DegradeAfter: cfg.Monitor.DegradeAfter, DegradeWindow: cfg.Monitor.DegradeWindow.Std(),
 		RecoverBelow: cfg.Monitor.RecoverBelow, RecoverAfter: cfg.Monitor.RecoverAfter.Std(),
-		Logger: n.log,
 	}
 }
 

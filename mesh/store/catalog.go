@@ -78,7 +78,7 @@ func (c *Catalog) Watch(ctx context.Context, fn func([]mesh.ToolEntry)) error {
 		SortTools(out)
 		fn(out)
 	}
-	err := WatchKV(ctx, c.kv, ">", func(e jetstream.KeyValueEntry) {
+	_, err := WatchKV(ctx, c.kv, KVWatch{Apply: func(e jetstream.KeyValueEntry) {
 		if e.Operation() != jetstream.KeyValuePut {
 			delete(tools, e.Key())
 		} else {
@@ -91,10 +91,10 @@ func (c *Catalog) Watch(ctx context.Context, fn func([]mesh.ToolEntry)) error {
 		if ready {
 			publish()
 		}
-	}, func() {
+	}, Synced: func() {
 		ready = true
 		publish()
-	})
+	}})
 	if err != nil {
 		return fmt.Errorf("watch tools: %w", err)
 	}

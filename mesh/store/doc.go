@@ -15,5 +15,6 @@
 //
 // [Provision] creates or updates the streams and buckets (an admin's job);
 // [Bind] binds those a process [Uses], as its identity allows. [WatchKV]
-// and [FollowNew] run until their context ends.
+// follows a bucket's keys, opening its watch again after a reconnect when
+// its [KVWatch] asks; it and [FollowNew] run until their context ends.
 package store

@@ -134,37 +134,6 @@ type writeError struct {
 func (e *writeError) Error() string { return fmt.Sprintf("update %s: %v", e.key, e.err) }
 func (e *writeError) Unwrap() error { return e.err }
 
-// WatchKV follows the keys of kv that keys names (a key, or a filter with
-// wildcards) until ctx ends: apply gets the current entries, then each put
-// and delete as it comes; synced, when not nil, is called once, when the
-// current entries have all been applied.
-func WatchKV(ctx context.Context, kv jetstream.KeyValue, keys string, apply func(jetstream.KeyValueEntry), synced func()) error {
-	w, err := kv.Watch(ctx, keys)
-	if err != nil {
-		return err
-	}
-	go func() {
-		defer func() { _ = w.Stop() }()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case e, ok := <-w.Updates():
-				switch {
-				case !ok:
-					return
-				case e != nil:
-					apply(e)
-				case synced != nil: // the current entries are all delivered
-					synced()
-					synced = nil
-				}
-			}
-		}
-	}()
-	return nil
-}
-
 // RunKeyPrefix starts the keys of the sessions bucket that reserve run ids:
 // _runs.<run id> holds the id of the conversation the run belongs to. Run
 // ids must be unique across the mesh, because the ids of everything a run

@@ -20,6 +20,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/llm/offline"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/role"
 )
 
 // These tests delegate to a sub-agent built with the official Go SDK's
@@ -475,7 +476,7 @@ func TestA2ARedeliveredResumeForwardsOnce(t *testing.T) {
 	<-blocked
 	first.stop() // hands the resume back for redelivery
 
-	second, err := New(Config{NC: first.m.NC, JS: first.m.JS, Resources: first.m.Resources, Agent: first.cfg, NodeID: "second", Logger: zerolog.Nop(), Remote: fastRemote,
+	second, err := New(Config{Node: role.Node{NC: first.m.NC, JS: first.m.JS, NodeID: "second", Logger: zerolog.Nop()}, Resources: first.m.Resources, Agent: first.cfg, Remote: fastRemote,
 		Provider: delegating("a2a_sub", "unused")})
 	if err != nil {
 		t.Fatal(err)
@@ -559,7 +560,7 @@ func TestRemoteFunctionNames(t *testing.T) {
 // TestOfferNameCollision: an MCP tool named like a sub-agent's tool is
 // offered as <server>__<name>, and calls resolve to the right one.
 func TestOfferNameCollision(t *testing.T) {
-	a := &Agent{}
+	a := &Role{}
 	a.tools.Store(newToolSet([]mesh.ToolEntry{{Server: "srv", Name: "a2a_sub", InputSchema: json.RawMessage(`{"type":"object"}`)}}))
 	pool := newRemotePool(RemoteConfig{}, zerolog.Nop())
 	o := a.offer(pool.set([]config.A2AAgent{{Name: "sub", URL: "http://127.0.0.1:1"}}))

@@ -18,6 +18,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/bus"
 	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/role"
 	"github.com/agentmesh/agentmesh/mesh/store"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
 	"github.com/agentmesh/agentmesh/mesh/workloop"
@@ -25,8 +26,10 @@ import (
 
 // Config configures an agent role.
 type Config struct {
-	NC *nats.Conn
-	JS jetstream.JetStream
+	// Node is the process's connections, names and logger: NC and JS are
+	// required; NodeID names this process in logs and in claimed turns; NS,
+	// when set, must be Resources'.
+	role.Node
 	// Resources are the provisioned streams and buckets.
 	Resources *store.Resources
 	// Agent is the agent's configuration: name, prompt, tree, mesh settings.
@@ -36,8 +39,6 @@ type Config struct {
 	// Providers makes the provider of a tree step whose model differs from
 	// the agent's. Nil means such trees are refused.
 	Providers func(model string) (llm.Provider, error)
-	// NodeID names this process in logs and in claimed turns.
-	NodeID string
 	// DrainTimeout is how long running turns may take to finish when the role
 	// stops. Zero means 30s.
 	DrainTimeout time.Duration
@@ -58,7 +59,7 @@ type Config struct {
 	// with the breaker of agent.yaml's breakers.a2a.
 	Remote RemoteConfig
 	// StuckAfter: when every worker is busy and no turn made progress (an
-	// event, a model answer, a tool result) for that long, [Agent.Health]
+	// event, a model answer, a tool result) for that long, [Role.Health]
 	// fails, so liveness probes catch a process that beats but no longer
 	// works. Zero means 5 minutes.
 	StuckAfter time.Duration
@@ -69,12 +70,10 @@ type Config struct {
 	// the error it returns, after the change applied (as a write that
 	// fails does: the claimed conversation is already changed).
 	saveFault func(n int) error
-	// Logger receives the role's logs. The zero value discards them.
-	Logger zerolog.Logger
 }
 
-// Agent is the agent role.
-type Agent struct {
+// Role is the agent role.
+type Role struct {
 	cfg       Config
 	name      string
 	ns        mesh.Namespace
@@ -141,10 +140,15 @@ var (
 	errShutdown   = errors.New("agent: role shutting down")
 )
 
-// New validates cfg and returns an agent.
-func New(cfg Config) (*Agent, error) {
+// New validates cfg and returns the agent role.
+func New(cfg Config) (*Role, error) {
 	if cfg.NC == nil || cfg.JS == nil || cfg.Resources == nil || cfg.Agent == nil || cfg.Provider == nil {
 		return nil, errors.New("agent: NC, JS, Resources, Agent and Provider are required")
+	}
+	if cfg.NS.Prefix() == "" {
+		cfg.NS = cfg.Resources.NS
+	} else if cfg.NS != cfg.Resources.NS {
+		return nil, fmt.Errorf("agent: NS %q is not the Resources' %q", cfg.NS.Prefix(), cfg.Resources.NS.Prefix())
 	}
 	if cfg.DrainTimeout == 0 {
 		cfg.DrainTimeout = 30 * time.Second
@@ -158,13 +162,13 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.StuckAfter == 0 {
 		cfg.StuckAfter = 5 * time.Minute
 	}
-	a := &Agent{
+	a := &Role{
 		cfg:        cfg,
 		name:       cfg.Agent.Name,
-		ns:         cfg.Resources.NS,
+		ns:         cfg.NS,
 		sessions:   store.NewSessionStore(cfg.Resources.Sessions, cfg.Resources.Messages),
 		approvals:  store.NewApprovalStore(cfg.Resources.Approvals),
-		events:     bus.NewPublisher(cfg.JS, cfg.Resources.NS),
+		events:     bus.NewPublisher(cfg.JS, cfg.NS),
 		maxIter:    cfg.Agent.Mesh.MaxToolIterations,
 		toolWait:   cfg.Agent.Mesh.ToolWait.Or(config.DefaultToolWait),
 		workers:    cfg.Agent.Mesh.Workers,
@@ -210,7 +214,7 @@ func New(cfg Config) (*Agent, error) {
 // newLoop makes the work loop of the agent's turns: its durable consumer on
 // mesh.work.agent.<name>.* (every conversation's items), with the agent's
 // workers and drain.
-func (a *Agent) newLoop() error {
+func (a *Role) newLoop() error {
 	subject, err := a.ns.WorkFilter(mesh.RoleAgent, a.name)
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
@@ -258,7 +262,7 @@ func ConsumerName(agent string) string { return "agent_" + agent }
 // Run takes turns until ctx is cancelled; then it stops taking them, lets
 // running turns finish within DrainTimeout, hands the others back, and
 // returns nil.
-func (a *Agent) Run(ctx context.Context) error {
+func (a *Role) Run(ctx context.Context) error {
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	if err := store.NewCatalog(a.cfg.Resources.Tools).Watch(watchCtx, func(ts []mesh.ToolEntry) {
@@ -293,7 +297,7 @@ func (a *Agent) Run(ctx context.Context) error {
 
 // onCancel aborts the running work of a session: every work item of the
 // run named (or of the tree it belongs to), or all of them without a name.
-func (a *Agent) onCancel(m *nats.Msg) {
+func (a *Role) onCancel(m *nats.Msg) {
 	parts := strings.Split(m.Subject, ".")
 	if len(parts) < 3 {
 		return
@@ -322,7 +326,7 @@ func (a *Agent) onCancel(m *nats.Msg) {
 
 // cancelledEarly reports whether one of runs was cancelled before it
 // started here; it also forgets cancellations older than a minute.
-func (a *Agent) cancelledEarly(runs []string) bool {
+func (a *Role) cancelledEarly(runs []string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for id, at := range a.cancelled {
@@ -341,7 +345,7 @@ func (a *Agent) cancelledEarly(runs []string) bool {
 // register makes a claimed work item one that cancel requests for its
 // session stop; a turn still waiting for the conversation is not one yet.
 // The returned func unregisters it.
-func (a *Agent) register(session string, runs []string, cancel context.CancelCauseFunc) func() {
+func (a *Role) register(session string, runs []string, cancel context.CancelCauseFunc) func() {
 	rt := &runningTurn{session: session, runs: runs, cancel: cancel}
 	a.mu.Lock()
 	a.running[rt] = struct{}{}
@@ -358,7 +362,7 @@ func (a *Agent) register(session string, runs []string, cancel context.CancelCau
 
 // handle runs one work item and settles it with the work queue; the loop
 // keeps the item in progress meanwhile.
-func (a *Agent) handle(ctx context.Context, msg jetstream.Msg) {
+func (a *Role) handle(ctx context.Context, msg jetstream.Msg) {
 	attempt, seq := 1, uint64(0)
 	if md, err := msg.Metadata(); err == nil {
 		attempt, seq = int(md.NumDelivered), md.Sequence.Stream
@@ -407,7 +411,7 @@ func (a *Agent) handle(ctx context.Context, msg jetstream.Msg) {
 
 // giveUp records turn t's failure after its last delivery and ends its work
 // item; one whose failure could not be recorded comes back to try again.
-func (a *Agent) giveUp(ctx context.Context, t *turn, msg jetstream.Msg, text string, cause error) {
+func (a *Role) giveUp(ctx context.Context, t *turn, msg jetstream.Msg, text string, cause error) {
 	t.log.Error().Err(cause).Msg("turn given up after its last delivery")
 	if err := t.fail(context.WithoutCancel(ctx), mesh.CodeMaxDeliveries, text); err != nil {
 		_ = msg.NakWithDelay(time.Second)

@@ -19,6 +19,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/llm/offline"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/role"
 	"github.com/agentmesh/agentmesh/mesh/store"
 	"github.com/agentmesh/agentmesh/mesh/workloop"
 )
@@ -56,7 +57,7 @@ func call(name, args string) llm.ToolCall {
 type fixture struct {
 	t     *testing.T
 	m     *meshtest.Mesh
-	agent *Agent
+	agent *Role
 	store *store.SessionStore
 	aps   *store.ApprovalStore
 
@@ -120,7 +121,7 @@ func newFixtureWith(t *testing.T, p llm.Provider, tweak func(*config.Config), tw
 	if tweak != nil {
 		tweak(cfg)
 	}
-	acfg := Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: cfg, Provider: p, NodeID: "test-node", Logger: zerolog.Nop()}
+	acfg := Config{Node: role.Node{NC: m.NC, JS: m.JS, NodeID: "test-node", Logger: zerolog.Nop()}, Resources: m.Resources, Agent: cfg, Provider: p}
 	if tweakAgent != nil {
 		tweakAgent(&acfg)
 	}
@@ -137,7 +138,7 @@ func newFixtureWith(t *testing.T, p llm.Provider, tweak func(*config.Config), tw
 
 // runAgent runs a until the test ends, or until the returned stop is
 // called.
-func runAgent(t *testing.T, a *Agent) (stop func()) {
+func runAgent(t *testing.T, a *Role) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
@@ -608,7 +609,7 @@ func TestStopWhileStartingIsNotAFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: cfg, Provider: offline.New(), NodeID: "test-agent", Logger: zerolog.Nop()})
+	a, err := New(Config{Node: role.Node{NC: m.NC, JS: m.JS, NodeID: "test-agent", Logger: zerolog.Nop()}, Resources: m.Resources, Agent: cfg, Provider: offline.New()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -635,7 +636,7 @@ func TestTurnCutOffOnItsLastDeliveryIsGivenUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	called := make(chan struct{}, 1)
-	dying, err := New(Config{NC: nc, JS: js, Resources: f.m.Resources, Agent: f.cfg, NodeID: "dying", Logger: zerolog.Nop(), DrainTimeout: 50 * time.Millisecond,
+	dying, err := New(Config{Node: role.Node{NC: nc, JS: js, NodeID: "dying", Logger: zerolog.Nop()}, Resources: f.m.Resources, Agent: f.cfg, DrainTimeout: 50 * time.Millisecond,
 		Provider: script(func(ctx context.Context, _ llm.Request) (*llm.Response, error) {
 			called <- struct{}{}
 			<-ctx.Done()
@@ -652,7 +653,7 @@ func TestTurnCutOffOnItsLastDeliveryIsGivenUp(t *testing.T) {
 	nc.Close()
 	stopDying()
 
-	second, err := New(Config{NC: f.m.NC, JS: f.m.JS, Resources: f.m.Resources, Agent: f.cfg, NodeID: "second", Logger: zerolog.Nop(), Provider: script(func(context.Context, llm.Request) (*llm.Response, error) {
+	second, err := New(Config{Node: role.Node{NC: f.m.NC, JS: f.m.JS, NodeID: "second", Logger: zerolog.Nop()}, Resources: f.m.Resources, Agent: f.cfg, Provider: script(func(context.Context, llm.Request) (*llm.Response, error) {
 		t.Error("the turn ran again after its last delivery")
 		return &llm.Response{Text: "ran"}, nil
 	})})
@@ -720,7 +721,7 @@ func TestTurnDeliveredAgainLongAfterItWasAppliedIsDropped(t *testing.T) {
 		t.Fatal("the copy was not delivered")
 	}
 
-	second, err := New(Config{NC: f.m.NC, JS: f.m.JS, Resources: f.m.Resources, Agent: f.cfg, NodeID: "second", Logger: zerolog.Nop(), Provider: model})
+	second, err := New(Config{Node: role.Node{NC: f.m.NC, JS: f.m.JS, NodeID: "second", Logger: zerolog.Nop()}, Resources: f.m.Resources, Agent: f.cfg, Provider: model})
 	if err != nil {
 		t.Fatal(err)
 	}

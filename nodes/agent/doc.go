@@ -70,7 +70,7 @@
 // agent, not a tool host, enforces that a destructive sub-agent is called
 // only after a person's approval.
 //
-// [Agent.Run] owns every goroutine it starts (the consumer, the workers, the
+// [Role.Run] owns every goroutine it starts (the consumer, the workers, the
 // catalog watch, the agent card refresh). When its context is cancelled it
 // stops taking work, lets running work items finish within DrainTimeout,
 // hands the others back for redelivery, and returns nil.

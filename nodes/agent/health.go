@@ -16,13 +16,13 @@ import (
 )
 
 // touch records a sign of progress.
-func (a *Agent) touch() { a.lastProgress.Store(time.Now().UnixNano()) }
+func (a *Role) touch() { a.lastProgress.Store(time.Now().UnixNano()) }
 
 // Health reports whether the agent's work loop works, for liveness probes: it
 // consumes its work queue, and it is not stuck — every worker busy with no
 // turn making progress for StuckAfter. A process that beats but fails this
 // is a zombie that its monitor restarts.
-func (a *Agent) Health(context.Context) error {
+func (a *Role) Health(context.Context) error {
 	if !a.loop.Consuming() {
 		return errors.New("agent: not consuming its work queue")
 	}
@@ -38,7 +38,7 @@ func (a *Agent) Health(context.Context) error {
 
 // Breakers reports the states of the agent's circuit breakers: one per MCP
 // server it calls ("mcp:<server>") and one per sub-agent ("a2a:<name>").
-func (a *Agent) Breakers() map[string]string {
+func (a *Role) Breakers() map[string]string {
 	out := a.servers.states()
 	maps.Copy(out, a.pool.states())
 	return out
@@ -118,7 +118,7 @@ func (p *remotePool) states() map[string]string {
 // Info is what the agent says of itself in its node's heartbeats, for the
 // agent directory: the tools and sub-agents its llm steps are offered as
 // the catalog stands, and its workers, busy or not.
-func (a *Agent) Info() mesh.AgentInfo {
+func (a *Role) Info() mesh.AgentInfo {
 	info := mesh.AgentInfo{Name: a.name, Description: a.cfg.Agent.Description, Workers: a.workers, Busy: a.loop.Busy()}
 	tools, subs := map[string]bool{}, map[string]bool{}
 	for _, s := range a.steps {

@@ -179,7 +179,7 @@ func runResult(response string, usage *mesh.Usage) map[string]any {
 
 // cancelRuns asks every replica to stop what still runs of a tree that
 // failed or was cancelled.
-func (a *Agent) cancelRuns(session, treeID string) {
+func (a *Role) cancelRuns(session, treeID string) {
 	subj, err := a.ns.SessionCancel(session)
 	if err != nil || treeID == "" {
 		return

@@ -34,7 +34,7 @@ type step struct {
 func (s *step) leaf() bool { return s.cfg.Type == config.NodeLLM || s.cfg.Type == config.NodeA2A }
 
 // buildTree prepares the tree of cfg for runs.
-func (a *Agent) buildTree(root *config.Node, providers func(string) (llm.Provider, error)) error {
+func (a *Role) buildTree(root *config.Node, providers func(string) (llm.Provider, error)) error {
 	a.steps = map[string]*step{}
 	var build func(cfg *config.Node, parent *step, key string, path []int, index int) error
 	build = func(cfg *config.Node, parent *step, key string, path []int, index int) error {

@@ -20,7 +20,7 @@ import (
 // the run that scheduled a step). It returns the context to run the item
 // in, log with trace_id when the span is recorded, and the function that
 // ends both.
-func (a *Agent) observe(ctx context.Context, hdr nats.Header, item mesh.WorkItem, attempt int, log zerolog.Logger) (context.Context, zerolog.Logger, func(error)) {
+func (a *Role) observe(ctx context.Context, hdr nats.Header, item mesh.WorkItem, attempt int, log zerolog.Logger) (context.Context, zerolog.Logger, func(error)) {
 	kind := string(item.Kind)
 	telemetry.WorkDelivered(mesh.RoleAgent, a.name, attempt)
 	done := telemetry.TurnStarted(a.name, kind)

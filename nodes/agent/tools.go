@@ -88,7 +88,7 @@ type offer struct {
 // offer joins the catalog and the sub-agents of rs. A sub-agent keeps its
 // a2a_<name>; an MCP tool whose name is the same is offered as
 // <server>__<name> instead, or left out when that is taken too.
-func (a *Agent) offer(rs *remoteSet) *offer {
+func (a *Role) offer(rs *remoteSet) *offer {
 	ts := a.tools.Load()
 	o := &offer{mcp: make(map[string]mesh.ToolEntry, len(ts.byFunc)), remote: make(map[string]*remoteAgent, len(rs.list))}
 	for _, r := range rs.list {
@@ -140,7 +140,7 @@ func (t *turn) stepOffer() *offer {
 
 // stepTools is the catalog and the sub-agents of an llm step, cut to its
 // tools list when it has one.
-func (a *Agent) stepTools(s *step) *offer {
+func (a *Role) stepTools(s *step) *offer {
 	o := a.offer(s.remotes)
 	if allow := s.cfg.Tools; allow != nil {
 		keep := map[string]bool{}

@@ -16,6 +16,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh/a2a/a2atest"
 	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/role"
 )
 
 // These tests run agent trees on an embedded mesh, with models scripted per
@@ -354,7 +355,7 @@ func TestTreeStepModelWithoutFactoryIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := meshtest.New(t)
-	_, err = New(Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Agent: parsed, Provider: text("x")})
+	_, err = New(Config{Node: role.Node{NC: m.NC, JS: m.JS}, Resources: m.Resources, Agent: parsed, Provider: text("x")})
 	if err == nil || !strings.Contains(err.Error(), `"other"`) {
 		t.Errorf("New = %v, want an error naming step other", err)
 	}

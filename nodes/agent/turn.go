@@ -17,7 +17,7 @@ import (
 // one step of the agent tree. run is its whole life; the package doc says
 // which file holds each part of it.
 type turn struct {
-	a *Agent
+	a *Role
 	work
 	log zerolog.Logger
 	// baseLog is log without sid: sid is added once the conversation's

@@ -33,7 +33,7 @@
 // approval without ResumeEnqueued; every approver watches the bucket and
 // enqueues such resumes again after a short grace, so no decision is lost.
 //
-// [Approver.Run] owns every goroutine it starts and returns nil after a clean
+// [Role.Run] owns every goroutine it starts and returns nil after a clean
 // drain once its context is cancelled.
 package approver
 
@@ -56,6 +56,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/bus"
 	"github.com/agentmesh/agentmesh/mesh/identity"
+	"github.com/agentmesh/agentmesh/mesh/role"
 	"github.com/agentmesh/agentmesh/mesh/store"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
 	"github.com/agentmesh/agentmesh/mesh/workloop"
@@ -66,13 +67,11 @@ const ServiceName = mesh.ApprovalServiceName
 
 // Config configures an approver.
 type Config struct {
-	// NC is the connection the service is served on and answered from: the
-	// approver's responder identity, which may publish nothing but answers
-	// to inboxes (identity.ResponderSuffix). JS, on the approver's own
-	// identity, writes the approvals, events and resumes. Required.
-	NC *nats.Conn
-	JS jetstream.JetStream
-	NS mesh.Namespace
+	// Node is the process's connections, names and logger. NC and JS are
+	// required: the service is served on and answered from Responder (NC
+	// when nil); JS writes the approvals, events and resumes. NodeID names
+	// this process in logs and in the service metadata.
+	role.Node
 	// Approvals is the approvals bucket.
 	Approvals jetstream.KeyValue
 	// Signer is the approver's signing key (an nkey seed's key pair): it
@@ -87,8 +86,6 @@ type Config struct {
 	// Agents is the approver's own copy of the configuration, whose agent
 	// trees decide mesh.PolicyAllowDestructive. Nil refuses that policy.
 	Agents *config.Config
-	// NodeID names this process in logs and in the service metadata.
-	NodeID string
 	// Version is the build's version; the service announces it when it is
 	// semver, else mesh.DevVersion with the version in its metadata.
 	Version string
@@ -98,12 +95,10 @@ type Config struct {
 	// Grace is how long a decided approval may wait for its resume before a
 	// sweep enqueues it again. Zero means 3s.
 	Grace time.Duration
-	// Logger receives the role's logs. The zero value discards them.
-	Logger zerolog.Logger
 }
 
-// Approver is the approver role.
-type Approver struct {
+// Role is the approver role.
+type Role struct {
 	cfg       Config
 	store     *store.ApprovalStore
 	publisher *bus.Publisher
@@ -119,7 +114,7 @@ type Approver struct {
 }
 
 // New validates cfg and returns an approver.
-func New(cfg Config) (*Approver, error) {
+func New(cfg Config) (*Role, error) {
 	if cfg.NC == nil || cfg.JS == nil || cfg.Approvals == nil || cfg.Signer == nil {
 		return nil, errors.New("approver: NC, JS, Approvals and Signer are required")
 	}
@@ -134,13 +129,16 @@ func New(cfg Config) (*Approver, error) {
 	if cfg.NS.Prefix() == "" {
 		cfg.NS = mesh.DefaultNamespace
 	}
+	if cfg.Responder == nil {
+		cfg.Responder = cfg.NC
+	}
 	if cfg.SweepInterval == 0 {
 		cfg.SweepInterval = 2 * time.Second
 	}
 	if cfg.Grace == 0 {
 		cfg.Grace = 3 * time.Second
 	}
-	return &Approver{
+	return &Role{
 		cfg:       cfg,
 		store:     store.NewApprovalStore(cfg.Approvals),
 		publisher: bus.NewPublisher(cfg.JS, cfg.NS),
@@ -154,13 +152,13 @@ func New(cfg Config) (*Approver, error) {
 }
 
 // Run serves decisions until ctx is cancelled.
-func (a *Approver) Run(ctx context.Context) error {
+func (a *Role) Run(ctx context.Context) error {
 	version, ok := bus.ServiceVersion(a.cfg.Version)
 	meta := map[string]string{"node": a.cfg.NodeID}
 	if !ok && a.cfg.Version != "" {
 		meta["version"] = a.cfg.Version // a build that is not semver (a git hash)
 	}
-	svc, err := micro.AddService(a.cfg.NC, micro.Config{
+	svc, err := micro.AddService(a.cfg.Responder, micro.Config{
 		Name:        ServiceName,
 		Version:     version,
 		Description: "Agent Mesh approvals: ask on request; decide with {\"approved\":true}, {\"action\":\"approve\"} or {\"answer\":\"yes\"}",
@@ -219,7 +217,15 @@ func (a *Approver) Run(ctx context.Context) error {
 			return fmt.Errorf("approver: add endpoint %s: %w", ep.name, err)
 		}
 	}
-	watcher, err := a.cfg.Approvals.WatchAll(ctx, jetstream.IgnoreDeletes())
+	// Decided approvals without a resume, for the sweep. A watch that ends
+	// (a reconnect) is opened again, in a moment.
+	watched, err := store.WatchKV(ctx, a.cfg.Approvals, store.KVWatch{
+		IgnoreDeletes: true,
+		Apply:         a.track,
+		Reopen:        250 * time.Millisecond,
+		Retry:         time.Second,
+		Retrying:      func(err error) { a.log.Warn().Err(err).Msg("watch approvals; retrying") },
+	})
 	if err != nil {
 		_ = svc.Stop()
 		if workloop.StoppedStarting(ctx, err) {
@@ -231,15 +237,11 @@ func (a *Approver) Run(ctx context.Context) error {
 
 	ticker := time.NewTicker(a.cfg.SweepInterval)
 	defer ticker.Stop()
-	updates := watcher.Updates()
-	var rewatch <-chan time.Time // armed while the watch is to be opened again
 	for {
 		select {
 		case <-ctx.Done():
 			err := svc.Stop()
-			if watcher != nil {
-				_ = watcher.Stop()
-			}
+			<-watched // the watch stops with ctx
 			wgMu.Lock()
 			draining = true
 			wgMu.Unlock()
@@ -249,26 +251,6 @@ func (a *Approver) Run(ctx context.Context) error {
 			}
 			a.log.Info().Msg("approver stopped")
 			return nil
-		case e, ok := <-updates:
-			if !ok {
-				// The watch ended (a reconnect): open it again, in a moment.
-				updates, watcher = nil, nil
-				rewatch = time.After(250 * time.Millisecond)
-				continue
-			}
-			if e != nil {
-				a.track(e)
-			}
-		case <-rewatch:
-			w, err := a.cfg.Approvals.WatchAll(ctx, jetstream.IgnoreDeletes())
-			if err != nil {
-				if ctx.Err() == nil {
-					a.log.Warn().Err(err).Msg("watch approvals; retrying")
-					rewatch = time.After(time.Second)
-				}
-				continue
-			}
-			watcher, updates, rewatch = w, w.Updates(), nil
 		case <-ticker.C:
 			a.sweep(work)
 		}
@@ -277,7 +259,7 @@ func (a *Approver) Run(ctx context.Context) error {
 
 // publishKey writes the approver's public key under _keys.<key>, where
 // tool hosts without configured keys learn it.
-func (a *Approver) publishKey(ctx context.Context) error {
+func (a *Role) publishKey(ctx context.Context) error {
 	data, err := json.Marshal(mesh.ApproverKey{Key: a.key, Node: a.cfg.NodeID, At: a.now().UTC()})
 	if err != nil {
 		return fmt.Errorf("approver: encode key: %w", err)
@@ -290,7 +272,7 @@ func (a *Approver) publishKey(ctx context.Context) error {
 
 // track remembers decided approvals whose resume was not enqueued yet.
 // Policy decisions resume nothing: their call runs at once.
-func (a *Approver) track(e jetstream.KeyValueEntry) {
+func (a *Role) track(e jetstream.KeyValueEntry) {
 	if strings.HasPrefix(e.Key(), "_") {
 		return // not an approval: a published key
 	}
@@ -311,7 +293,7 @@ func (a *Approver) track(e jetstream.KeyValueEntry) {
 }
 
 // sweep enqueues the resumes that their decider did not.
-func (a *Approver) sweep(ctx context.Context) {
+func (a *Role) sweep(ctx context.Context) {
 	a.mu.Lock()
 	var due []string
 	for id, since := range a.orphan {
@@ -337,7 +319,7 @@ func (a *Approver) sweep(ctx context.Context) {
 	}
 }
 
-func (a *Approver) handleDecide(ctx context.Context, req micro.Request) {
+func (a *Role) handleDecide(ctx context.Context, req micro.Request) {
 	id := approvalIDFromSubject(req.Subject())
 	log := a.log.With().Str("approval", id).Logger()
 	if err := mesh.CheckToken(id); err != nil {
@@ -384,7 +366,7 @@ func (a *Approver) handleDecide(ctx context.Context, req micro.Request) {
 // credentials to the resumed run. An approval whose record no longer holds
 // what was sealed, or whose arguments differ from those the decider was
 // shown (d.ArgsHash), is not approved.
-func (a *Approver) Decide(ctx context.Context, id string, d mesh.Decision, hdr nats.Header) (*mesh.Approval, error) {
+func (a *Role) Decide(ctx context.Context, id string, d mesh.Decision, hdr nats.Header) (*mesh.Approval, error) {
 	ap, err := a.store.Update(ctx, id, func(ap *mesh.Approval) error {
 		if ap.Status != mesh.ApprovalPending {
 			return mesh.ErrApprovalDecided.With(fmt.Sprintf("approval %s was already %s", id, ap.Status))
@@ -427,7 +409,7 @@ func (a *Approver) Decide(ctx context.Context, id string, d mesh.Decision, hdr n
 	return ap, nil
 }
 
-func (a *Approver) enqueueResume(ctx context.Context, ap *mesh.Approval, hdr nats.Header) error {
+func (a *Role) enqueueResume(ctx context.Context, ap *mesh.Approval, hdr nats.Header) error {
 	item := mesh.WorkItem{Kind: mesh.WorkResume, Session: ap.ConversationID, TurnID: ap.UUID, ApprovalID: ap.UUID}
 	h := workloop.CopyCallerHeaders(hdr)
 	if h.Get(mesh.HeaderSessionID) == "" && ap.SessionID != "" {

@@ -15,6 +15,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/bus"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/role"
 	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
@@ -223,7 +224,7 @@ func TestSweepEnqueuesAResumeItsDeciderDidNot(t *testing.T) {
 // going returns nil, as it does once running.
 func TestStopWhileStartingIsNotAFailure(t *testing.T) {
 	m := meshtest.New(t)
-	a, err := New(Config{NC: m.NC, JS: m.JS, NS: m.NS, Approvals: m.Approvals, Signer: signer(t), NodeID: "t", Logger: zerolog.Nop()})
+	a, err := New(Config{Node: role.Node{NC: m.NC, JS: m.JS, NS: m.NS, NodeID: "t", Logger: zerolog.Nop()}, Approvals: m.Approvals, Signer: signer(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

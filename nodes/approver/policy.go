@@ -23,7 +23,7 @@ const remotePrefix = "a2a:"
 
 // checkPolicy reports whether ap.Policy covers the call ap describes. The
 // error matches [mesh.ErrApprovalPolicy] and says why not.
-func (a *Approver) checkPolicy(ctx context.Context, ap *mesh.Approval) error {
+func (a *Role) checkPolicy(ctx context.Context, ap *mesh.Approval) error {
 	if strings.HasPrefix(ap.Server, remotePrefix) || ap.Server == "" {
 		return mesh.ErrApprovalPolicy.With(fmt.Sprintf("policy %s covers calls of MCP tools, not %q", ap.Policy, ap.Server))
 	}
@@ -43,7 +43,7 @@ func (a *Approver) checkPolicy(ctx context.Context, ap *mesh.Approval) error {
 // runs the call checks the tool against its own reading of the server
 // before it honours it: were the catalog wrong, a destructive tool would
 // still wait for a person.
-func (a *Approver) nonDestructive(ctx context.Context, ap *mesh.Approval) error {
+func (a *Role) nonDestructive(ctx context.Context, ap *mesh.Approval) error {
 	if a.cfg.Tools == nil {
 		return mesh.ErrApprovalPolicy.With("this approver has no tool catalog to check " + ap.Policy + " against")
 	}
@@ -73,7 +73,7 @@ func (a *Approver) nonDestructive(ctx context.Context, ap *mesh.Approval) error 
 
 // allowDestructive: in the approver's own configuration, the agent's step
 // at ap.StepPath has allow_destructive: true and is offered the tool.
-func (a *Approver) allowDestructive(ap *mesh.Approval) error {
+func (a *Role) allowDestructive(ap *mesh.Approval) error {
 	refuse := func(why string) error {
 		return mesh.ErrApprovalPolicy.With(fmt.Sprintf("%s: %s", ap.Policy, why))
 	}

@@ -17,7 +17,7 @@ import (
 // approver signs: the seal of what was asked and the statement of each
 // decision.
 
-func (a *Approver) handleRequest(ctx context.Context, req micro.Request) {
+func (a *Role) handleRequest(ctx context.Context, req micro.Request) {
 	id := approvalIDFromSubject(req.Subject())
 	if err := mesh.CheckToken(id); err != nil {
 		_ = mesh.RespondError(req, mesh.ErrBadRequest.With(fmt.Sprintf("approval id %q: use a UUID", short(id))))
@@ -47,7 +47,7 @@ func (a *Approver) handleRequest(ctx context.Context, req micro.Request) {
 // it; an approval that exists under id is returned as it stands. With
 // ask.Policy set, the approval is decided and signed at once when that
 // policy covers the call, and refused ([mesh.ErrApprovalPolicy]) when not.
-func (a *Approver) Request(ctx context.Context, id string, ask *mesh.Approval) (*mesh.Approval, error) {
+func (a *Role) Request(ctx context.Context, id string, ask *mesh.Approval) (*mesh.Approval, error) {
 	if cur, err := a.store.Get(ctx, id); err == nil {
 		return cur, nil
 	} else if !errors.Is(err, mesh.ErrApprovalNotFound) {
@@ -127,7 +127,7 @@ func asked(id string, ask *mesh.Approval) (*mesh.Approval, error) {
 }
 
 // sign is the approver's signed statement of decision on ap at at.
-func (a *Approver) sign(ap *mesh.Approval, decision mesh.ApprovalStatus, by string, at time.Time) (*mesh.ApprovalStatement, error) {
+func (a *Role) sign(ap *mesh.Approval, decision mesh.ApprovalStatus, by string, at time.Time) (*mesh.ApprovalStatement, error) {
 	st := &mesh.ApprovalStatement{
 		ApprovalID: ap.UUID, CallID: ap.CallID, Server: ap.Server, Tool: ap.Tool, ArgsHash: ap.ArgsHash,
 		Decision: decision, By: by, At: at.UTC().Format(time.RFC3339Nano),
@@ -140,7 +140,7 @@ func (a *Approver) sign(ap *mesh.Approval, decision mesh.ApprovalStatus, by stri
 
 // seal is the approver's signed statement of what ap asks, pending: its
 // call, and the hash of the whole record as created.
-func (a *Approver) seal(ap *mesh.Approval, at time.Time) (*mesh.ApprovalStatement, error) {
+func (a *Role) seal(ap *mesh.Approval, at time.Time) (*mesh.ApprovalStatement, error) {
 	asked, err := ap.AskedHash()
 	if err != nil {
 		return nil, mesh.ErrBadRequest.With("approval request: " + err.Error())
@@ -159,7 +159,7 @@ func (a *Approver) seal(ap *mesh.Approval, at time.Time) (*mesh.ApprovalStatemen
 // the record may have been rewritten in the bucket since (its arguments,
 // after the person read them, or what it says of the conversation, the
 // agent or the step). The error matches [mesh.ErrApprovalTampered].
-func (a *Approver) checkIntact(ap *mesh.Approval) error {
+func (a *Role) checkIntact(ap *mesh.Approval) error {
 	tampered := func(why string) error {
 		return mesh.ErrApprovalTampered.With(fmt.Sprintf("approval %s cannot be approved: %s; reject it, and ask again", ap.UUID, why))
 	}

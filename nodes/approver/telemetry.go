@@ -16,7 +16,7 @@ import (
 
 // countPending keeps the set of approvals waiting for a person, and
 // mesh_approvals_pending and the oldest one's age with it. a.mu is held.
-func (a *Approver) countPending(id string, pending bool, created time.Time) {
+func (a *Role) countPending(id string, pending bool, created time.Time) {
 	if pending {
 		a.pending[id] = created
 	} else {

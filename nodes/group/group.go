@@ -61,6 +61,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/bus"
 	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/role"
 	"github.com/agentmesh/agentmesh/mesh/store"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
 	"github.com/agentmesh/agentmesh/mesh/workloop"
@@ -68,8 +69,10 @@ import (
 
 // Config configures the group role.
 type Config struct {
-	NC        *nats.Conn
-	JS        jetstream.JetStream
+	// Node is the process's connections, names and logger: NC and JS are
+	// required; NodeID names this process in logs and in the conversation;
+	// NS, when set, must be Resources'.
+	role.Node
 	Resources *store.Resources
 	// Groups are the groups to run, validated (config.Load sets defaults).
 	Groups []config.Group
@@ -80,8 +83,6 @@ type Config struct {
 	// model, else DefaultModel).
 	Providers    func(model string) (llm.Provider, error)
 	DefaultModel string
-	// NodeID names this process in logs and in the conversation.
-	NodeID string
 	// Workers bounds the work items handled at once. Zero means 32.
 	Workers int
 	// AckWait is the work items' ack wait; MaxDeliver how often a turn or a
@@ -96,8 +97,6 @@ type Config struct {
 	// the role stops; those still running then are handed back for
 	// redelivery. Zero means 30s.
 	DrainTimeout time.Duration
-	// Logger receives the role's logs. The zero value discards them.
-	Logger zerolog.Logger
 }
 
 // Role is the group role.
@@ -131,6 +130,11 @@ func New(cfg Config) (*Role, error) {
 	if cfg.NC == nil || cfg.JS == nil || cfg.Resources == nil {
 		return nil, errors.New("group: NC, JS and Resources are required")
 	}
+	if cfg.NS.Prefix() == "" {
+		cfg.NS = cfg.Resources.NS
+	} else if cfg.NS != cfg.Resources.NS {
+		return nil, fmt.Errorf("group: NS %q is not the Resources' %q", cfg.NS.Prefix(), cfg.Resources.NS.Prefix())
+	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = config.DefaultWorkers
 	}
@@ -145,9 +149,9 @@ func New(cfg Config) (*Role, error) {
 	}
 	r := &Role{
 		cfg:      cfg,
-		ns:       cfg.Resources.NS,
+		ns:       cfg.NS,
 		sessions: store.NewSessionStore(cfg.Resources.Sessions, cfg.Resources.Messages),
-		events:   bus.NewPublisher(cfg.JS, cfg.Resources.NS),
+		events:   bus.NewPublisher(cfg.JS, cfg.NS),
 		log:      cfg.Logger,
 		groups:   map[string]*group{},
 		live:     newLiveness(cfg.Resources.Nodes),

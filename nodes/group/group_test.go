@@ -17,6 +17,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/role"
 	"github.com/agentmesh/agentmesh/mesh/store"
 	"github.com/agentmesh/agentmesh/mesh/workloop"
 )
@@ -67,8 +68,8 @@ func newHarnessWith(t *testing.T, g config.Group, members []*fakeMember, opt fun
 		}
 		h.serve(mem)
 	}
-	cfg := Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Groups: []config.Group{g}, NodeID: "test-group",
-		AckWait: 2 * time.Second, CheckInterval: 50 * time.Millisecond, Logger: zerolog.Nop()}
+	cfg := Config{Node: role.Node{NC: m.NC, JS: m.JS, NodeID: "test-group", Logger: zerolog.Nop()}, Resources: m.Resources, Groups: []config.Group{g},
+		AckWait: 2 * time.Second, CheckInterval: 50 * time.Millisecond}
 	if opt != nil {
 		opt(&cfg)
 	}
@@ -460,7 +461,7 @@ func TestRoundGoesOnWhenItsPickWasLost(t *testing.T) {
 // going returns nil, as it does once running.
 func TestStopWhileStartingIsNotAFailure(t *testing.T) {
 	m := meshtest.New(t)
-	r, err := New(Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Groups: []config.Group{trio(3)}, NodeID: "test-group", Logger: zerolog.Nop()})
+	r, err := New(Config{Node: role.Node{NC: m.NC, JS: m.JS, NodeID: "test-group", Logger: zerolog.Nop()}, Resources: m.Resources, Groups: []config.Group{trio(3)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -494,9 +495,9 @@ func TestDrainDeadlineHandsTheItemBack(t *testing.T) {
 	g := trio(3)
 	g.Strategy = config.StrategyLLM
 	model := blockingModel{called: make(chan struct{}, 1)}
-	r, err := New(Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Groups: []config.Group{g}, NodeID: "test-group",
+	r, err := New(Config{Node: role.Node{NC: m.NC, JS: m.JS, NodeID: "test-group", Logger: zerolog.Nop()}, Resources: m.Resources, Groups: []config.Group{g},
 		Providers: func(string) (llm.Provider, error) { return model, nil }, DefaultModel: "blocking",
-		AckWait: 30 * time.Second, MaxDeliver: 1, DrainTimeout: 200 * time.Millisecond, Logger: zerolog.Nop()})
+		AckWait: 30 * time.Second, MaxDeliver: 1, DrainTimeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -652,7 +653,7 @@ func TestPickFromAnOutdatedRound(t *testing.T) {
 	for _, name := range []string{"a", "b", "c"} {
 		h.announce(name)
 	}
-	r, err := New(Config{NC: m.NC, JS: m.JS, Resources: m.Resources, Groups: []config.Group{trio(5)}, NodeID: "test-group", Logger: zerolog.Nop()})
+	r, err := New(Config{Node: role.Node{NC: m.NC, JS: m.JS, NodeID: "test-group", Logger: zerolog.Nop()}, Resources: m.Resources, Groups: []config.Group{trio(5)}})
 	if err != nil {
 		t.Fatal(err)
 	}

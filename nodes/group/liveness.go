@@ -35,7 +35,7 @@ func newLiveness(kv jetstream.KeyValue) *liveness {
 // current ones are known.
 func (l *liveness) start(ctx context.Context) error {
 	ready := make(chan struct{})
-	if err := store.WatchKV(ctx, l.kv, mesh.RoleAgent+".*", l.apply, func() { close(ready) }); err != nil {
+	if _, err := store.WatchKV(ctx, l.kv, store.KVWatch{Keys: mesh.RoleAgent + ".*", Apply: l.apply, Synced: func() { close(ready) }}); err != nil {
 		return err
 	}
 	select {

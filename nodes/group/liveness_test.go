@@ -56,7 +56,7 @@ func TestOlderEntryDoesNotUndoANewerOne(t *testing.T) {
 	}
 	l := newLiveness(m.Nodes)
 	ready := make(chan struct{})
-	if err := store.WatchKV(t.Context(), m.Nodes, mesh.RoleAgent+".*", l.apply, func() { close(ready) }); err != nil {
+	if _, err := store.WatchKV(t.Context(), m.Nodes, store.KVWatch{Keys: mesh.RoleAgent + ".*", Apply: l.apply, Synced: func() { close(ready) }}); err != nil {
 		t.Fatal(err)
 	}
 	<-ready

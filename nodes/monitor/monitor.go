@@ -17,7 +17,7 @@
 // the mesh in degradation mode (the _mesh.degraded key), which the bridge
 // reads to refuse new conversations until the mesh calms down.
 //
-// [Monitor.Run] owns the probe goroutines it starts and returns nil, after
+// [Role.Run] owns the probe goroutines it starts and returns nil, after
 // they have ended, once its context is cancelled.
 package monitor
 
@@ -38,6 +38,7 @@ import (
 	"github.com/agentmesh/agentmesh/heartbeat"
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/bus"
+	"github.com/agentmesh/agentmesh/mesh/role"
 	"github.com/agentmesh/agentmesh/mesh/store"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
@@ -58,11 +59,13 @@ const (
 	StrategyAlert Strategy = "alert"
 )
 
-// Config configures a [Monitor].
+// Config configures a [Role].
 type Config struct {
-	NC    *nats.Conn
-	JS    jetstream.JetStream
-	NS    mesh.Namespace
+	// Node is the process's connections, names and logger: NC and JS are
+	// required.
+	role.Node
+	// Nodes is the nodes bucket, where the monitor writes down records and
+	// the degradation mode. Required.
 	Nodes jetstream.KeyValue
 	// Interval is the nodes' heartbeat interval. Zero means 1s.
 	Interval time.Duration
@@ -99,16 +102,15 @@ type Config struct {
 	// stalled, far likelier than every process dying in the same second.
 	// Zero means 10 intervals.
 	StallHold time.Duration
-	Logger    zerolog.Logger
 	// Now is the clock. Nil means time.Now.
 	Now func() time.Time
 }
 
-// Monitor watches heartbeats and probes, marks nodes down and up, applies
-// the recovery strategies and the degradation mode. It keeps only what it
-// learns from the heartbeats; a monitor that restarts knows every live node
-// again within one interval.
-type Monitor struct {
+// Role is the monitor role: it watches heartbeats and probes, marks nodes
+// down and up, applies the recovery strategies and the degradation mode.
+// It keeps only what it learns from the heartbeats; a monitor that
+// restarts knows every live node again within one interval.
+type Role struct {
 	cfg    Config
 	log    zerolog.Logger
 	events *bus.Publisher
@@ -147,7 +149,7 @@ type Stats struct {
 }
 
 // New validates cfg.
-func New(cfg Config) (*Monitor, error) {
+func New(cfg Config) (*Role, error) {
 	if cfg.NC == nil || cfg.JS == nil || cfg.Nodes == nil {
 		return nil, errors.New("monitor: NC, JS and Nodes are required")
 	}
@@ -197,14 +199,14 @@ func New(cfg Config) (*Monitor, error) {
 			return nil, fmt.Errorf("monitor: role %s: unknown recovery strategy %q", role, s)
 		}
 	}
-	return &Monitor{
+	return &Role{
 		cfg: cfg, log: cfg.Logger,
 		events: bus.NewPublisher(cfg.JS, cfg.NS), nodes: map[string]*tracked{},
 	}, nil
 }
 
 // Stats returns the counts so far.
-func (m *Monitor) Stats() Stats {
+func (m *Role) Stats() Stats {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.stats
@@ -213,7 +215,7 @@ func (m *Monitor) Stats() Stats {
 // holdForStall reports whether the late nodes are left alone for now: every
 // live node (two at least) fell silent at once, and for less than
 // StallHold. m.mu is held.
-func (m *Monitor) holdForStall(now time.Time, late, live int) bool {
+func (m *Role) holdForStall(now time.Time, late, live int) bool {
 	if late < 2 || live > 0 || now.Sub(m.lastBeat) <= m.deadline() {
 		m.stallSince = time.Time{}
 		return false
@@ -226,12 +228,12 @@ func (m *Monitor) holdForStall(now time.Time, late, live int) bool {
 }
 
 // deadline is how long a node may stay silent.
-func (m *Monitor) deadline() time.Duration {
+func (m *Role) deadline() time.Duration {
 	return time.Duration(m.cfg.Missed)*m.cfg.Interval + m.cfg.Interval/2
 }
 
 // Run watches until ctx ends.
-func (m *Monitor) Run(ctx context.Context) error {
+func (m *Role) Run(ctx context.Context) error {
 	sub, err := m.cfg.NC.Subscribe(m.cfg.NS.HeartbeatAll(), func(msg *nats.Msg) {
 		var info mesh.NodeInfo
 		if json.Unmarshal(msg.Data, &info) == nil && info.Node != "" {
@@ -267,7 +269,7 @@ func (m *Monitor) Run(ctx context.Context) error {
 }
 
 // seen records a heartbeat; a node that was down is up again.
-func (m *Monitor) seen(ctx context.Context, info mesh.NodeInfo) {
+func (m *Role) seen(ctx context.Context, info mesh.NodeInfo) {
 	key := info.Key()
 	m.mu.Lock()
 	t := m.nodes[key]
@@ -304,7 +306,7 @@ func (m *Monitor) seen(ctx context.Context, info mesh.NodeInfo) {
 }
 
 // check marks down the nodes that stopped beating.
-func (m *Monitor) check(ctx context.Context) {
+func (m *Role) check(ctx context.Context) {
 	now := m.cfg.Now()
 	var late []*tracked
 	live := 0
@@ -347,7 +349,7 @@ func (m *Monitor) check(ctx context.Context) {
 }
 
 // probeAll asks every live node whether its work loop works.
-func (m *Monitor) probeAll(ctx context.Context, wg *sync.WaitGroup) {
+func (m *Role) probeAll(ctx context.Context, wg *sync.WaitGroup) {
 	m.mu.Lock()
 	var targets []*tracked
 	for _, t := range m.nodes {
@@ -366,7 +368,7 @@ func (m *Monitor) probeAll(ctx context.Context, wg *sync.WaitGroup) {
 	}
 }
 
-func (m *Monitor) probe(ctx context.Context, t *tracked) {
+func (m *Role) probe(ctx context.Context, t *tracked) {
 	m.mu.Lock()
 	info := t.info
 	m.mu.Unlock()
@@ -403,7 +405,7 @@ func (m *Monitor) probe(ctx context.Context, t *tracked) {
 }
 
 // markDown records a node down, tells everyone and applies its strategy.
-func (m *Monitor) markDown(ctx context.Context, info mesh.NodeInfo, reason string, zombie bool) {
+func (m *Role) markDown(ctx context.Context, info mesh.NodeInfo, reason string, zombie bool) {
 	now := m.cfg.Now()
 	strategy := m.cfg.Strategies[info.Role]
 	if strategy == "" {
@@ -440,7 +442,7 @@ func (m *Monitor) markDown(ctx context.Context, info mesh.NodeInfo, reason strin
 // restart restarts a node: the supervisor's hook when there is one, else the
 // node is asked to exit (a dead one needs nothing: its supervisor, if any,
 // already restarts it).
-func (m *Monitor) restart(ctx context.Context, info mesh.NodeInfo, reason string, zombie bool) {
+func (m *Role) restart(ctx context.Context, info mesh.NodeInfo, reason string, zombie bool) {
 	if m.cfg.Restart != nil {
 		m.cfg.Restart(info, reason)
 	} else if zombie {
@@ -449,7 +451,7 @@ func (m *Monitor) restart(ctx context.Context, info mesh.NodeInfo, reason string
 	m.publish(ctx, mesh.CustomRecoveryApplied, map[string]any{"node": info.Node, "role": info.Role, "strategy": StrategyRestart})
 }
 
-func (m *Monitor) askExit(info mesh.NodeInfo, reason string) {
+func (m *Role) askExit(info mesh.NodeInfo, reason string) {
 	if subj, err := m.cfg.NS.Restart(info.Node); err == nil {
 		_ = m.cfg.NC.Publish(subj, []byte(reason))
 	}
@@ -458,7 +460,7 @@ func (m *Monitor) askExit(info mesh.NodeInfo, reason string) {
 // updateDegradation enters or leaves degradation mode: the mesh refuses
 // new conversations while too many nodes are down, and lets existing ones
 // go on.
-func (m *Monitor) updateDegradation(ctx context.Context) {
+func (m *Role) updateDegradation(ctx context.Context) {
 	now := m.cfg.Now()
 	m.mu.Lock()
 	recent := m.failures[:0]
@@ -520,14 +522,14 @@ func (m *Monitor) updateDegradation(ctx context.Context) {
 }
 
 // publish publishes a CUSTOM event about the mesh on mesh.evt._mesh.CUSTOM.
-func (m *Monitor) publish(ctx context.Context, name string, value any) {
+func (m *Role) publish(ctx context.Context, name string, value any) {
 	if _, err := m.events.Publish(ctx, mesh.SystemSession, "", "", mesh.Custom(name, value)); err != nil && ctx.Err() == nil {
 		m.log.Warn().Err(err).Str("event", name).Msg("publish monitor event")
 	}
 }
 
 // Down lists the nodes the monitor holds down.
-func (m *Monitor) Down() []mesh.NodeInfo {
+func (m *Role) Down() []mesh.NodeInfo {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []mesh.NodeInfo

@@ -15,6 +15,7 @@ import (
 	"github.com/agentmesh/agentmesh/heartbeat"
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/role"
 	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
@@ -35,7 +36,9 @@ func startNode(t *testing.T, m *meshtest.Mesh, role, id string, interval time.Du
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := heartbeat.NewBeat(heartbeat.BeatConfig{NC: nc, JS: js, NS: m.NS, Nodes: kv, Role: role, NodeID: id, Interval: interval, Health: health})
+	cfg := heartbeat.BeatConfig{Nodes: kv, Role: role, Interval: interval, Health: health}
+	cfg.NC, cfg.JS, cfg.NS, cfg.NodeID = nc, js, m.NS, id
+	b, err := heartbeat.NewBeat(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +81,7 @@ func (r *recorder) count(name string) int {
 	return n
 }
 
-func startMonitor(t *testing.T, m *meshtest.Mesh, cfg Config) (*Monitor, *recorder) {
+func startMonitor(t *testing.T, m *meshtest.Mesh, cfg Config) (*Role, *recorder) {
 	t.Helper()
 	rec := &recorder{}
 	cfg.NC, cfg.JS, cfg.NS, cfg.Nodes = m.NC, m.JS, m.NS, m.Nodes
@@ -196,7 +199,7 @@ func TestReplaceAsksAZombieToExit(t *testing.T) {
 		Strategies: map[string]Strategy{mesh.RoleAgent: StrategyReplace}})
 	nc := meshtest.Conn(t, m.Server.ClientURL())
 	js, _ := jetstream.New(nc)
-	b, err := heartbeat.NewBeat(heartbeat.BeatConfig{NC: nc, JS: js, NS: m.NS, Nodes: m.Nodes, Role: mesh.RoleAgent, NodeID: "agent-r", Interval: interval,
+	b, err := heartbeat.NewBeat(heartbeat.BeatConfig{Node: role.Node{NC: nc, JS: js, NS: m.NS, NodeID: "agent-r"}, Nodes: m.Nodes, Role: mesh.RoleAgent, Interval: interval,
 		Health:    func(context.Context) error { return errors.New("stuck") },
 		OnRestart: func(reason string) { exited <- reason }})
 	if err != nil {
@@ -251,7 +254,7 @@ func TestDegradationModeEntersAndLeaves(t *testing.T) {
 }
 
 // known is how many nodes the monitor tracks.
-func known(mon *Monitor) int {
+func known(mon *Role) int {
 	mon.mu.Lock()
 	defer mon.mu.Unlock()
 	return len(mon.nodes)
@@ -286,7 +289,7 @@ func TestEveryNodeSilentAtOnceIsHeldAsAStall(t *testing.T) {
 	clock := time.Now()
 	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
 	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
-	mon, err := New(Config{NC: m.NC, JS: m.JS, NS: m.NS, Nodes: m.Nodes, Interval: time.Second, StallHold: 10 * time.Second,
+	mon, err := New(Config{Node: role.Node{NC: m.NC, JS: m.JS, NS: m.NS}, Nodes: m.Nodes, Interval: time.Second, StallHold: 10 * time.Second,
 		Now: now, Restart: func(mesh.NodeInfo, string) {}})
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 // This file enforces approvals where the effect happens: a tool that is not
@@ -53,75 +54,28 @@ func (c *conn) checkApproval(t *tool, tr mesh.ToolRequest) error {
 // published after the host started, or a second one during a rotation, is
 // trusted as it comes, and a removed one no longer is.
 type keyWatch struct {
-	h  *Host
+	h  *Role
 	kv jetstream.KeyValue
 }
 
-// start reads the keys published now, then follows changes until ctx
-// ends, on a goroutine of wg.
+// start follows the published keys until ctx ends, on a goroutine of wg.
+// It returns once the keys published now are trusted, so that calls are
+// not refused for want of a key that is already published (or after 10s,
+// or when the watch ended first: the rest comes with the updates). A
+// watch that ends (a reconnect) is opened again, in a moment.
 func (k *keyWatch) start(ctx context.Context, wg *sync.WaitGroup) error {
-	w, err := k.kv.Watch(ctx, mesh.ApprovalKeysFilter)
+	done, err := store.WatchKV(ctx, k.kv, store.KVWatch{
+		Keys:       mesh.ApprovalKeysFilter,
+		Apply:      k.apply,
+		Reopen:     250 * time.Millisecond,
+		Retrying:   func(err error) { k.h.log.Warn().Err(err).Msg("watch approver keys; retrying") },
+		WaitSynced: 10 * time.Second,
+	})
 	if err != nil {
 		return fmt.Errorf("watch approver keys: %w", err)
 	}
-	// The current keys first, so that calls are not refused for want of
-	// a key that is already published.
-	synced := false
-	deadline := time.After(10 * time.Second)
-	for !synced {
-		select {
-		case <-ctx.Done():
-			_ = w.Stop()
-			return ctx.Err()
-		case <-deadline:
-			synced = true // go on; the rest comes with the updates
-		case e, ok := <-w.Updates():
-			switch {
-			case !ok:
-				synced = true
-			case e == nil:
-				synced = true
-			default:
-				k.apply(e)
-			}
-		}
-	}
-	wg.Go(func() { k.follow(ctx, w) })
+	wg.Go(func() { <-done })
 	return nil
-}
-
-func (k *keyWatch) follow(ctx context.Context, w jetstream.KeyWatcher) {
-	for {
-		updates := w.Updates()
-		for open := true; open; {
-			select {
-			case <-ctx.Done():
-				_ = w.Stop()
-				return
-			case e, ok := <-updates:
-				if !ok {
-					open = false
-				} else if e != nil {
-					k.apply(e)
-				}
-			}
-		}
-		// The watch ended (a reconnect): open it again, in a moment.
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(250 * time.Millisecond):
-			}
-			var err error
-			if w, err = k.kv.Watch(ctx, mesh.ApprovalKeysFilter); err == nil {
-				break
-			}
-			if ctx.Err() == nil {
-				k.h.log.Warn().Err(err).Msg("watch approver keys; retrying")
-			}
-		}
-	}
 }
 
 // apply trusts a published key, or stops trusting a deleted one.

@@ -144,7 +144,7 @@ func (c *conn) respond(req request, data []byte, hdr nats.Header) error {
 	if req.reply == "" {
 		return nil // a publish, not a request: nobody waits
 	}
-	return c.s.h.cfg.NC.PublishMsg(&nats.Msg{Subject: req.reply, Data: data, Header: hdr})
+	return c.s.h.cfg.Responder.PublishMsg(&nats.Msg{Subject: req.reply, Data: data, Header: hdr})
 }
 
 // replyErr answers with an error in the headers of micro services
@@ -220,7 +220,7 @@ func (c *conn) fit(t *tool, res *mesh.ToolResult) *mesh.ToolResult {
 // fitEncoded is [conn.fit] that also returns the result it gives encoded
 // (nil if it cannot be), so that the reply does not encode it again.
 func (c *conn) fitEncoded(t *tool, res *mesh.ToolResult) (*mesh.ToolResult, []byte) {
-	limit := c.s.h.cfg.NC.MaxPayload() - recordOverhead
+	limit := c.s.h.cfg.Responder.MaxPayload() - recordOverhead
 	data, err := json.Marshal(res)
 	size := len(data)
 	if limit <= 0 || err == nil && int64(size) <= limit {

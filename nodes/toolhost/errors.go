@@ -6,12 +6,12 @@ import (
 	"net/http"
 )
 
-// Errors of [New] and [Host.Run]. Errors that cross NATS are mesh sentinels
+// Errors of [New] and [Role.Run]. Errors that cross NATS are mesh sentinels
 // (mesh.ErrToolUnavailable, mesh.ErrCallInterrupted …), not these.
 var (
 	// ErrInvalidConfig reports a [Config] that cannot work.
 	ErrInvalidConfig = errors.New("toolhost: invalid config")
-	// ErrRunning reports a second [Host.Run] while one is running.
+	// ErrRunning reports a second [Role.Run] while one is running.
 	ErrRunning = errors.New("toolhost: already running")
 )
 

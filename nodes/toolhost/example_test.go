@@ -12,6 +12,7 @@ import (
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/bus"
+	"github.com/agentmesh/agentmesh/mesh/role"
 	"github.com/agentmesh/agentmesh/mesh/store"
 	"github.com/agentmesh/agentmesh/nodes/toolhost"
 )
@@ -31,15 +32,14 @@ func Example() {
 		panic(err)
 	}
 	h, err := toolhost.New(toolhost.Config{
-		NC: nc, NS: res.NS, Tools: res.Tools, Calls: res.Calls,
-		NodeID:  "toolhost-1",
+		Node:  role.Node{NC: nc, NS: res.NS, NodeID: "toolhost-1", Logger: zerolog.New(zerolog.NewConsoleWriter())},
+		Tools: res.Tools, Calls: res.Calls,
 		Environ: os.Environ(), // npx needs PATH and HOME
 		Servers: []config.MCPServer{{
 			Name:    "memory",
 			Command: "npx",
 			Args:    []string{"-y", "@modelcontextprotocol/server-memory"},
 		}},
-		Logger: zerolog.New(zerolog.NewConsoleWriter()),
 	})
 	if err != nil {
 		panic(err)

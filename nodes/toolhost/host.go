@@ -49,7 +49,7 @@
 //
 // # Goroutines and shutdown
 //
-// [Host.Run] owns every goroutine: one supervisor per server, and one
+// [Role.Run] owns every goroutine: one supervisor per server, and one
 // goroutine per tool call in flight. A supervisor starts its server,
 // restarts it with exponential backoff and jitter when it dies (stopping its
 // micro service at once, so requests go to healthy replicas or fail with
@@ -68,13 +68,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/bus"
+	"github.com/agentmesh/agentmesh/mesh/role"
 	"github.com/agentmesh/agentmesh/mesh/workloop"
 )
 
@@ -93,18 +93,15 @@ const QueueGroup = "mesh-tools"
 // ClientName is the name the toolhost gives itself in the MCP handshake.
 const ClientName = "agentmesh-toolhost"
 
-// Config configures a [Host].
+// Config configures a [Role].
 type Config struct {
-	// NC is the connection the endpoints are served on and answered from:
-	// the toolhost's responder identity, which may publish nothing but
-	// answers to inboxes (identity.ResponderSuffix); the buckets come through
-	// JS, on the toolhost's own. Required.
-	NC *nats.Conn
-	// JS opens the buckets that Tools, Calls and Approvals do not give.
-	// Required when one of them is needed and nil.
-	JS jetstream.JetStream
-	// NS names subjects and buckets. The zero value means mesh.DefaultNamespace.
-	NS mesh.Namespace
+	// Node is the process's connections, names and logger. NC is
+	// required; the endpoints are served on and answered from Responder
+	// (NC when nil). JS opens the buckets that Tools, Calls and Approvals
+	// do not give: required when one of them is needed and nil. NodeID,
+	// required, is the Host of catalog entries and call records, the
+	// "node" of service metadata and logs.
+	role.Node
 	// Tools is the mesh_tools bucket (mesh.Resources.Tools). Nil means open
 	// it through JS.
 	Tools jetstream.KeyValue
@@ -127,9 +124,6 @@ type Config struct {
 	// unique; each has a Command or a URL. None is allowed: Run then only
 	// waits for its context to end.
 	Servers []config.MCPServer
-	// NodeID is this process's node id: the Host of catalog entries and call
-	// records, the "node" of service metadata and logs. Required.
-	NodeID string
 	// Version is the micro service version. Zero means "0.0.0-dev"; a
 	// leading "v" is dropped, and a version that is not semver is kept in
 	// the service metadata under "version" while the service says
@@ -154,12 +148,11 @@ type Config struct {
 	// DrainTimeout is how long calls in flight may still run when Run's
 	// context ends, before they are cancelled. Zero means 5s.
 	DrainTimeout time.Duration
-	// Logger receives the host's logs. The zero value discards them.
-	Logger zerolog.Logger
 }
 
-// Host runs the configured MCP servers and serves their tools.
-type Host struct {
+// Role is the tool host role: it runs the configured MCP servers and
+// serves their tools.
+type Role struct {
 	cfg     Config
 	version string
 	meta    map[string]string
@@ -171,8 +164,8 @@ type Host struct {
 	running bool
 }
 
-// New checks cfg and returns a host ready to [Host.Run].
-func New(cfg Config) (*Host, error) {
+// New checks cfg and returns a host ready to [Role.Run].
+func New(cfg Config) (*Role, error) {
 	cfg.Servers = append([]config.MCPServer(nil), cfg.Servers...)
 	cfg.SearchDirs = append([]string(nil), cfg.SearchDirs...)
 	cfg.Environ = append([]string(nil), cfg.Environ...)
@@ -192,6 +185,9 @@ func New(cfg Config) (*Host, error) {
 	}
 	if cfg.NS.Prefix() == "" {
 		cfg.NS = mesh.DefaultNamespace
+	}
+	if cfg.Responder == nil {
+		cfg.Responder = cfg.NC
 	}
 	if cfg.MinBackoff < 0 || cfg.MaxBackoff < 0 || cfg.StableAfter < 0 || cfg.DrainTimeout < 0 {
 		return nil, fmt.Errorf("%w: durations must not be negative", ErrInvalidConfig)
@@ -225,7 +221,7 @@ func New(cfg Config) (*Host, error) {
 		s.Env = cloneMap(s.Env)
 		s.Headers = cloneMap(s.Headers)
 	}
-	h := &Host{
+	h := &Role{
 		cfg:     cfg,
 		version: DefaultVersion,
 		meta:    map[string]string{"node": cfg.NodeID},
@@ -277,7 +273,7 @@ func cloneMap(m map[string]string) map[string]string {
 // returns an error at once when the buckets cannot be opened or Run is
 // already running; a server that fails to start is logged and retried, not
 // fatal.
-func (h *Host) Run(ctx context.Context) error {
+func (h *Role) Run(ctx context.Context) error {
 	h.mu.Lock()
 	if h.running {
 		h.mu.Unlock()
@@ -337,7 +333,7 @@ func (h *Host) Run(ctx context.Context) error {
 	return nil
 }
 
-func (h *Host) openErr(ctx context.Context, base string, err error) error {
+func (h *Role) openErr(ctx context.Context, base string, err error) error {
 	if workloop.StoppedStarting(ctx, err) {
 		return nil
 	}

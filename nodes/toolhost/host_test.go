@@ -28,6 +28,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh/bus"
 	"github.com/agentmesh/agentmesh/mesh/identity"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/role"
 	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
@@ -101,15 +102,15 @@ func startHostOn(t *testing.T, m *meshtest.Mesh, edit func(*Config), before func
 	logs := &logBuffer{}
 	kp := testApprover(t)
 	cfg := Config{
-		NC: m.NC, JS: m.JS, NS: m.NS, Tools: m.Tools, Calls: m.Calls,
+		Node: role.Node{NC: m.NC, JS: m.JS, NS: m.NS, NodeID: testNode,
+			Logger: zerolog.New(zerolog.MultiLevelWriter(logs, zerolog.NewTestWriter(t))).Level(zerolog.DebugLevel).With().Timestamp().Logger()},
+		Tools: m.Tools, Calls: m.Calls,
 		ApproverKeys: []string{identity.PublicKey(kp)},
 		Servers:      servers,
 		Environ:      os.Environ(),
-		NodeID:       testNode,
 		Version:      "v1.2.3",
 		MinBackoff:   50 * time.Millisecond,
 		MaxBackoff:   200 * time.Millisecond,
-		Logger:       zerolog.New(zerolog.MultiLevelWriter(logs, zerolog.NewTestWriter(t))).Level(zerolog.DebugLevel).With().Timestamp().Logger(),
 	}
 	if edit != nil {
 		edit(&cfg)
@@ -656,7 +657,7 @@ func TestHTTPServer(t *testing.T) {
 
 func TestNew(t *testing.T) {
 	m := meshtest.New(t)
-	ok := Config{NC: m.NC, JS: m.JS, NodeID: "n1", Servers: []config.MCPServer{{Name: "a", Command: "x"}}}
+	ok := Config{Node: role.Node{NC: m.NC, JS: m.JS, NodeID: "n1"}, Servers: []config.MCPServer{{Name: "a", Command: "x"}}}
 	tests := []struct {
 		name    string
 		edit    func(*Config)
@@ -699,7 +700,7 @@ func TestNew(t *testing.T) {
 func TestVersion(t *testing.T) {
 	m := meshtest.New(t)
 	for in, want := range map[string]string{"": DefaultVersion, "v1.2.3": "1.2.3", "1.0.0-rc.1": "1.0.0-rc.1", "dev": DefaultVersion} {
-		h, err := New(Config{NC: m.NC, JS: m.JS, NodeID: "n", Version: in})
+		h, err := New(Config{Node: role.Node{NC: m.NC, JS: m.JS, NodeID: "n"}, Version: in})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -780,7 +781,7 @@ func TestCallPassesStatePatch(t *testing.T) {
 
 func TestResultTooLarge(t *testing.T) {
 	m := meshtest.New(t)
-	h, err := New(Config{NC: m.NC, JS: m.JS, NodeID: "n"})
+	h, err := New(Config{Node: role.Node{NC: m.NC, JS: m.JS, NodeID: "n"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,7 @@ const (
 
 // server supervises one configured MCP server.
 type server struct {
-	h       *Host
+	h       *Role
 	cfg     config.MCPServer
 	tools   jetstream.KeyValue
 	calls   jetstream.KeyValue
@@ -44,7 +44,7 @@ type server struct {
 	timeout time.Duration
 }
 
-func newServer(h *Host, cfg config.MCPServer, tools, calls jetstream.KeyValue) *server {
+func newServer(h *Role, cfg config.MCPServer, tools, calls jetstream.KeyValue) *server {
 	return &server{
 		h:       h,
 		cfg:     cfg,
@@ -273,7 +273,7 @@ func (c *conn) register(tools toolSet) error {
 	for k, v := range c.s.h.meta {
 		meta[k] = v
 	}
-	svc, err := micro.AddService(c.s.h.cfg.NC, micro.Config{
+	svc, err := micro.AddService(c.s.h.cfg.Responder, micro.Config{
 		Name:        mesh.ToolServiceName,
 		Version:     c.s.h.version,
 		Description: "Agent Mesh tools of MCP server " + c.s.cfg.Name,
@@ -356,7 +356,7 @@ func (c *conn) dispatch(mr micro.Request, name string) {
 	if req.reply != "" && req.header.Get(mesh.HeaderCallAck) != "" {
 		ack := nats.NewMsg(req.reply)
 		ack.Header.Set(mesh.HeaderCallHost, c.s.h.cfg.NodeID)
-		_ = c.s.h.cfg.NC.PublishMsg(ack)
+		_ = c.s.h.cfg.Responder.PublishMsg(ack)
 	}
 	go func() {
 		defer c.wg.Done()

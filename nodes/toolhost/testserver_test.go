@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/role"
 )
 
 // The test binary doubles as the MCP server of the tests: run with
@@ -173,7 +174,7 @@ func runTestHost(url string) int {
 		fmt.Fprintln(os.Stderr, "test host:", err)
 		return 1
 	}
-	h, err := New(Config{NC: nc, JS: js, NodeID: "orphan-host", Servers: []config.MCPServer{{
+	h, err := New(Config{Node: role.Node{NC: nc, JS: js, NodeID: "orphan-host"}, Servers: []config.MCPServer{{
 		Name:    "orphan",
 		Command: os.Args[0],
 		Env:     map[string]string{envHost: "", envServer: "stdio", envCounter: os.DevNull, envLinger: "1"},

@@ -19,6 +19,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
 	"github.com/agentmesh/agentmesh/mesh/natsserver"
+	"github.com/agentmesh/agentmesh/mesh/role"
 	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
@@ -86,7 +87,7 @@ func BenchmarkMonitor(b *testing.B) {
 			b.Fatal(err)
 		}
 		bjs, _ := jetstream.New(bnc)
-		beat, err := heartbeat.NewBeat(heartbeat.BeatConfig{NC: bnc, JS: bjs, NS: mesh.DefaultNamespace, Nodes: res.Nodes, Role: mesh.RoleAgent, NodeID: fmt.Sprintf("bench-%03d", i)})
+		beat, err := heartbeat.NewBeat(heartbeat.BeatConfig{Node: role.Node{NC: bnc, JS: bjs, NS: mesh.DefaultNamespace, NodeID: fmt.Sprintf("bench-%03d", i)}, Nodes: res.Nodes, Role: mesh.RoleAgent})
 		if err != nil {
 			b.Fatal(err)
 		}
