@@ -56,6 +56,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/agentmesh/agentmesh/mesh/llm/modelspec"
 )
 
 // Environment variables read by [Load].
@@ -149,7 +151,7 @@ type Config struct {
 	// HTTPAddr is the bridge's effective listen address.
 	HTTPAddr string `yaml:"-"`
 	// Keys are the API keys found in the environment.
-	Keys Keys `yaml:"-"`
+	Keys modelspec.Keys `yaml:"-"`
 	// NodeID names this process in heartbeats and logs (MESH_NODE_ID; `mesh
 	// up` gives each child a stable one). Empty means <role>-<host>-<pid>.
 	NodeID string `yaml:"-"`
@@ -188,7 +190,7 @@ type LLM struct {
 	MaxRetries int `yaml:"max_retries"`
 	// Sampling: max_tokens, temperature and top_p of every call (a tree
 	// node's own settings replace them for its calls).
-	Sampling `yaml:",inline"`
+	modelspec.Sampling `yaml:",inline"`
 }
 
 // MCPServer is a tool server: a command run over stdio, or a URL spoken to
@@ -279,7 +281,7 @@ type Node struct {
 	Prompt string `yaml:"prompt"`
 	// Sampling: an llm node's max_tokens, temperature and top_p, over the
 	// agent's llm section.
-	Sampling `yaml:",inline"`
+	modelspec.Sampling `yaml:",inline"`
 	// OutputKey stores the node's reply in session state.
 	OutputKey   string `yaml:"output_key"`
 	CanExitLoop bool   `yaml:"can_exit_loop"`
@@ -368,7 +370,7 @@ type Participant struct {
 	Model    string   `yaml:"model"`
 	// Sampling: the member's max_tokens, temperature and top_p, over the
 	// llm section, when it is defined here.
-	Sampling `yaml:",inline"`
+	modelspec.Sampling `yaml:",inline"`
 }
 
 // Defined reports whether the participant is an agent defined by the group.
@@ -685,8 +687,8 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	c.applyAuthEnv(getenv)
 	c.Keys = keysFromEnv(getenv)
 	c.BaseURLs = map[string]string{}
-	for provider, env := range baseURLEnv {
-		if v := getenv(env); v != "" {
+	for _, provider := range []string{modelspec.ProviderGoogle, modelspec.ProviderAnthropic, modelspec.ProviderOpenAI, modelspec.ProviderOllama} {
+		if v := getenv(modelspec.BaseURLEnv(provider)); v != "" {
 			c.BaseURLs[provider] = v
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/agentmesh/agentmesh/mesh/llm/modelspec"
 )
 
 // The environment of the processes the mesh starts. A process gets what a
@@ -117,11 +119,11 @@ func filterEnv(environ []string, keep func(name string) bool) []string {
 func modelEnv(models map[string]string) []string {
 	var out []string
 	for _, name := range models {
-		m, err := ParseModel(name)
+		m, err := modelspec.ParseModel(name)
 		if err != nil {
 			continue // Load refused it already
 		}
-		for _, v := range []string{keyEnv[m.Provider], baseURLEnv[m.Provider]} {
+		for _, v := range []string{modelspec.KeyEnv(m.Provider), modelspec.BaseURLEnv(m.Provider)} {
 			if v != "" && !slices.Contains(out, v) {
 				out = append(out, v)
 			}

@@ -1,36 +1,10 @@
 package config
 
-import "fmt"
+import (
+	"fmt"
 
-// Sampling are the generation settings sent with a model call, each in the
-// provider's own field (OpenAI and Ollama temperature, top_p and
-// max_tokens or max_completion_tokens; Anthropic temperature, top_p and
-// max_tokens; Gemini generationConfig.temperature, topP and
-// maxOutputTokens). Unset means the provider's default.
-type Sampling struct {
-	// MaxTokens caps the reply length where the API needs it. Zero means
-	// 4096 for the agent, the agent's value for a node.
-	MaxTokens int `yaml:"max_tokens"`
-	// Temperature: 0 to 2 (0 to 1 for Anthropic).
-	Temperature *float64 `yaml:"temperature"`
-	// TopP is nucleus sampling: above 0, at most 1.
-	TopP *float64 `yaml:"top_p"`
-}
-
-// Over returns s with the settings o sets replacing its own: a node's
-// settings over its agent's.
-func (s Sampling) Over(o Sampling) Sampling {
-	if o.MaxTokens != 0 {
-		s.MaxTokens = o.MaxTokens
-	}
-	if o.Temperature != nil {
-		s.Temperature = o.Temperature
-	}
-	if o.TopP != nil {
-		s.TopP = o.TopP
-	}
-	return s
-}
+	"github.com/agentmesh/agentmesh/mesh/llm/modelspec"
+)
 
 // The highest temperature every API accepts; Anthropic's stops at 1.
 const (
@@ -47,7 +21,7 @@ func (c *Config) checkSamplings() *fieldErr {
 	}
 	var walk func(n *Node, path string) *fieldErr
 	walk = func(n *Node, path string) *fieldErr {
-		if n.Type != NodeLLM && n.Type != "" && n.Sampling != (Sampling{}) {
+		if n.Type != NodeLLM && n.Type != "" && n.Sampling != (modelspec.Sampling{}) {
 			return &fieldErr{path, fmt.Sprintf("node %q is a %s node: max_tokens, temperature and top_p belong to llm nodes", n.Name, n.Type)}
 		}
 		model := n.Model
@@ -87,8 +61,8 @@ func (c *Config) checkSamplings() *fieldErr {
 
 // checkSampling checks settings sent to the API of model (a valid name:
 // checkModels has parsed it).
-func checkSampling(field, model string, s Sampling) *fieldErr {
-	m, err := ParseModel(model)
+func checkSampling(field, model string, s modelspec.Sampling) *fieldErr {
+	m, err := modelspec.ParseModel(model)
 	if err != nil {
 		return &fieldErr{field + ".model", err.Error()}
 	}
@@ -96,7 +70,7 @@ func checkSampling(field, model string, s Sampling) *fieldErr {
 		return &fieldErr{field + ".max_tokens", "must not be negative"}
 	}
 	hi := maxTemperature
-	if m.Provider == ProviderAnthropic {
+	if m.Provider == modelspec.ProviderAnthropic {
 		hi = maxAnthropicTemperature
 	}
 	if t := s.Temperature; t != nil && (*t < 0 || *t > hi) {
@@ -106,7 +80,7 @@ func checkSampling(field, model string, s Sampling) *fieldErr {
 		return &fieldErr{field + ".top_p", "must be between 0 and 1"}
 	}
 	switch {
-	case m.Provider == ProviderAnthropic && s.Temperature != nil && s.TopP != nil:
+	case m.Provider == modelspec.ProviderAnthropic && s.Temperature != nil && s.TopP != nil:
 		// Anthropic's API asks for one or the other, and its newest
 		// models refuse a request with both.
 		return &fieldErr{field + ".top_p", fmt.Sprintf("cannot be set with temperature for %s: Anthropic takes one or the other", m)}

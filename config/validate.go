@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nkeys"
+
+	"github.com/agentmesh/agentmesh/mesh/llm/modelspec"
 )
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
@@ -39,7 +41,7 @@ func (c *Config) checkModels() *fieldErr {
 		return &fieldErr{"llm.model", "is required: offline (no API key needed), a gemini-…, claude-… or gpt-… model, or provider:model"}
 	}
 	for field, m := range c.Models() {
-		if _, err := ParseModel(m); err != nil {
+		if _, err := modelspec.ParseModel(m); err != nil {
 			return &fieldErr{field, err.Error()}
 		}
 	}

@@ -19,7 +19,7 @@ import (
 // The walls between the module's packages (ARCHITECTURE.md, package map).
 // A package may import, within the module:
 //
-//	config            nothing
+//	config            mesh/llm/modelspec only: the model types it fills
 //	mesh/...          the rooms of mesh below them (meshRooms)
 //	heartbeat         config, mesh/...
 //	nodes/<role>/...  config, mesh/..., heartbeat, its own role's packages
@@ -33,8 +33,9 @@ import (
 //
 // So mesh imports no role, bridge, heartbeat or cmd package; no role imports
 // another role or the bridge; the bridge imports no role; heartbeat imports
-// no role or bridge; config imports nothing of the mesh. A package in none of
-// these places fails the test until it is given one here.
+// no role or bridge; config imports nothing of the mesh but the model types
+// it fills. A package in none of these places fails the test until it is
+// given one here.
 //
 // What a package's non-test files import is checked over its whole
 // dependency closure (go list's Deps). What its tests import besides is
@@ -71,6 +72,13 @@ func placeOf(rel string) (place, bool) {
 		if len(parts) > 1 {
 			room = "mesh/" + parts[1]
 		}
+		// A package that meshRooms names stands in a room of its own,
+		// apart from its parent's (mesh/llm/modelspec from mesh/llm).
+		if len(parts) > 2 {
+			if _, own := meshRooms[strings.Join(parts[:3], "/")]; own {
+				room = strings.Join(parts[:3], "/")
+			}
+		}
 		return place{kind: kMesh, unit: room}, true
 	case "heartbeat":
 		return place{kind: kHeartbeat}, true
@@ -98,7 +106,8 @@ func placeOf(rel string) (place, bool) {
 // meshRooms are the packages of mesh/ by job, each with what its whole
 // dependency closure may hold within the module. The shared contracts
 // (mesh) import nothing; each job imports the contracts and the few rooms
-// it builds on.
+// it builds on. A room is mesh/<name> and what lies below it, unless a
+// package below is a room of its own here.
 var meshRooms = map[string][]string{
 	"mesh":            nil,
 	"mesh/internal":   nil,
@@ -113,9 +122,16 @@ var meshRooms = map[string][]string{
 	"mesh/store":      {"mesh", "mesh/telemetry", "mesh/memory", "mesh/internal"},
 	"mesh/natsserver": {"mesh", "mesh/identity", "mesh/natsconn"},
 	"mesh/a2a":        {"mesh/telemetry"},
-	"mesh/llm":        {"config", "mesh/telemetry", "mesh/internal"},
+	"mesh/llm":        {"config", "mesh/llm/modelspec", "mesh/telemetry", "mesh/internal"},
 	"mesh/meshtest":   {"mesh/..."},
+	// The model types config fills: a leaf, so that config depends on
+	// nothing else of the mesh.
+	"mesh/llm/modelspec": nil,
 }
+
+// configRooms are the rooms of mesh/ that config may import: the types it
+// fills from the file and the environment, which import nothing.
+var configRooms = []string{"mesh/llm/modelspec"}
 
 // wall returns why from may not import to, or "" when it may; test says
 // the import is made by from's tests only.
@@ -131,8 +147,11 @@ func wall(from, to place, test bool) string {
 	}
 	switch from.kind {
 	case kConfig:
+		if to.kind == kMesh && slices.Contains(configRooms, to.unit) {
+			return ""
+		}
 		if to.kind != kConfig {
-			return "config imports nothing of the mesh: it only reads and checks the configuration"
+			return "config imports nothing of the mesh but the model types it fills (configRooms): it only reads and checks the configuration"
 		}
 	case kMesh:
 		if to.kind != kConfig && to.kind != kMesh {
@@ -355,6 +374,11 @@ func TestWallsRules(t *testing.T) {
 		{"heartbeat", "nodes/monitor", false, false},
 		{"heartbeat", "bridge", false, false},
 		{"config", "mesh", false, false},
+		{"config", "mesh/llm/modelspec", false, true},
+		{"config", "mesh/llm", false, false},
+		{"mesh/llm/modelspec", "config", false, false},
+		{"mesh/llm/modelspec", "mesh/llm", false, false},
+		{"mesh/llm", "mesh/llm/modelspec", false, true},
 		{"nodes/monitor", "heartbeat", false, true},
 		{"nodes/agent", "mesh/llm", false, true},
 		{"nodes/group", "nodes/agent", false, false},

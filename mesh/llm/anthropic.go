@@ -20,7 +20,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/agentmesh/agentmesh/config"
+	"github.com/agentmesh/agentmesh/mesh/llm/modelspec"
 )
 
 const (
@@ -29,18 +29,18 @@ const (
 )
 
 type anthropicProvider struct {
-	model config.Model
+	model modelspec.Model
 	ep    *endpoint
 	// sampling is the settings of every call (llm section).
-	sampling config.Sampling
+	sampling modelspec.Sampling
 }
 
-func newAnthropic(model config.Model, opts Options) *anthropicProvider {
+func newAnthropic(model modelspec.Model, opts Options) *anthropicProvider {
 	base := opts.BaseURL
 	if base == "" {
 		base = anthropicDefaultBase
 	}
-	return &anthropicProvider{model: model, ep: newEndpoint(config.ProviderAnthropic, base, opts), sampling: opts.Sampling}
+	return &anthropicProvider{model: model, ep: newEndpoint(modelspec.ProviderAnthropic, base, opts), sampling: opts.Sampling}
 }
 
 func (p *anthropicProvider) Model() string { return p.model.String() }

@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/llm/llmtest"
+	"github.com/agentmesh/agentmesh/mesh/llm/modelspec"
 	"github.com/agentmesh/agentmesh/mesh/llm/offline"
 )
 
@@ -23,7 +23,7 @@ func ExampleNewCloud() {
 	}
 	defer srv.Close()
 
-	model, _ := config.ParseModel("gpt-4o-mini")
+	model, _ := modelspec.ParseModel("gpt-4o-mini")
 	p, err := llm.NewCloud(model, llm.Options{BaseURL: srv.BaseURL(), APIKey: "test-key"})
 	if err != nil {
 		panic(err)
@@ -61,7 +61,7 @@ func ExampleNewCloud_ollama() {
 	}
 	defer srv.Close()
 
-	model, _ := config.ParseModel("ollama:llama3.2")
+	model, _ := modelspec.ParseModel("ollama:llama3.2")
 	p, err := llm.NewCloud(model, llm.Options{BaseURL: srv.BaseURL()})
 	if err != nil {
 		panic(err)

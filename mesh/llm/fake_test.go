@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentmesh/agentmesh/config"
+	"github.com/agentmesh/agentmesh/mesh/llm/modelspec"
 )
 
 // Local servers that speak each provider's API the way its reference
@@ -426,9 +426,9 @@ func golden(t *testing.T, name string, body []byte) {
 }
 
 // model is a parsed model name.
-func model(t testing.TB, name string) config.Model {
+func model(t testing.TB, name string) modelspec.Model {
 	t.Helper()
-	m, err := config.ParseModel(name)
+	m, err := modelspec.ParseModel(name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/agentmesh/agentmesh/config"
+	"github.com/agentmesh/agentmesh/mesh/llm/modelspec"
 )
 
 const (
@@ -50,22 +50,22 @@ const (
 var geminiMajor = regexp.MustCompile(`gemini-(\d+)`)
 
 type geminiProvider struct {
-	model config.Model
+	model modelspec.Model
 	ep    *endpoint
 	// sampling is the settings of every call (llm section).
-	sampling config.Sampling
+	sampling modelspec.Sampling
 	sigs     *signatureCache
 	// needsSignature: the model validates thought signatures on replayed
 	// function calls (Gemini 3 and later).
 	needsSignature bool
 }
 
-func newGemini(model config.Model, opts Options) *geminiProvider {
+func newGemini(model modelspec.Model, opts Options) *geminiProvider {
 	base := opts.BaseURL
 	if base == "" {
 		base = geminiDefaultBase
 	}
-	p := &geminiProvider{model: model, ep: newEndpoint(config.ProviderGoogle, base, opts), sampling: opts.Sampling, sigs: newSignatureCache(geminiSignatures)}
+	p := &geminiProvider{model: model, ep: newEndpoint(modelspec.ProviderGoogle, base, opts), sampling: opts.Sampling, sigs: newSignatureCache(geminiSignatures)}
 	p.ep.provider = "gemini"
 	if m := geminiMajor.FindStringSubmatch(model.Name); m != nil {
 		n, _ := strconv.Atoi(m[1])

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/agentmesh/agentmesh/config"
+	"github.com/agentmesh/agentmesh/mesh/llm/modelspec"
 )
 
 // normalizeHistory makes msgs safe for APIs that pair tool calls and tool
@@ -138,7 +138,7 @@ func errorText(content string) string {
 
 // sampling is the settings of one call: the request's over the
 // provider's, with the default cap of a reply when neither sets one.
-func sampling(req Request, provider config.Sampling) config.Sampling {
+func sampling(req Request, provider modelspec.Sampling) modelspec.Sampling {
 	s := provider.Over(req.Sampling)
 	if s.MaxTokens <= 0 {
 		s.MaxTokens = defaultMaxTokens

@@ -11,7 +11,7 @@
 //
 // # Quick start
 //
-//	model, _ := config.ParseModel("gpt-4o-mini")
+//	model, _ := modelspec.ParseModel("gpt-4o-mini")
 //	p, err := llm.NewCloud(model, llm.Options{APIKey: key})
 //	resp, err := p.Generate(ctx, llm.Request{
 //		System:   "You are friendly.",
@@ -24,10 +24,11 @@
 //
 // # Packages
 //
-//	mesh/llm          Provider, messages, cloud providers, Selection
-//	mesh/llm/offline  the offline planner, the model "offline" (no network)
-//	mesh/llm/models   the provider of a model name, offline included
-//	mesh/llm/llmtest  local servers speaking each cloud API, for tests
+//	mesh/llm            Provider, messages, cloud providers, Selection
+//	mesh/llm/modelspec  model names and providers, Sampling, API keys
+//	mesh/llm/offline    the offline planner, the model "offline" (no network)
+//	mesh/llm/models     the provider of a model name, offline included
+//	mesh/llm/llmtest    local servers speaking each cloud API, for tests
 //
 // A process builds its providers with models.FromConfigWith (model name,
 // configuration, logger). That factory lives in a package of its own
@@ -95,7 +96,7 @@ import (
 	"context"
 	"encoding/json"
 
-	"github.com/agentmesh/agentmesh/config"
+	"github.com/agentmesh/agentmesh/mesh/llm/modelspec"
 )
 
 // Role is the author of a message sent to a model.
@@ -155,7 +156,7 @@ type Request struct {
 	OnText func(delta string)
 	// Sampling: max_tokens, temperature and top_p of this call, over the
 	// provider's (Options.Sampling). Zero and nil mean the provider's.
-	config.Sampling
+	modelspec.Sampling
 }
 
 // Usage counts tokens.

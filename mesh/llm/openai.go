@@ -27,7 +27,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/agentmesh/agentmesh/config"
+	"github.com/agentmesh/agentmesh/mesh/llm/modelspec"
 )
 
 const (
@@ -36,10 +36,10 @@ const (
 )
 
 type openAIProvider struct {
-	model config.Model
+	model modelspec.Model
 	ep    *endpoint
 	// sampling is the settings of every call (llm section).
-	sampling config.Sampling
+	sampling modelspec.Sampling
 	// completionTokens sends max_completion_tokens (OpenAI itself, where
 	// max_tokens is deprecated, and OpenAI's reasoning models wherever they
 	// are served, which refuse max_tokens) instead of max_tokens (what
@@ -48,7 +48,7 @@ type openAIProvider struct {
 	tools            toolsJSON // the last tool list, encoded
 }
 
-func newOpenAI(model config.Model, opts Options, defaultBase string) *openAIProvider {
+func newOpenAI(model modelspec.Model, opts Options, defaultBase string) *openAIProvider {
 	base := opts.BaseURL
 	if base == "" {
 		base = defaultBase
@@ -141,7 +141,7 @@ func (p *openAIProvider) encode(req Request, stream bool) ([]byte, error) {
 		return nil, err
 	}
 	history := func(b []byte) ([]byte, error) {
-		return appendOpenAIHistory(b, req.System, req.Messages, p.model.Provider == config.ProviderOllama)
+		return appendOpenAIHistory(b, req.System, req.Messages, p.model.Provider == modelspec.ProviderOllama)
 	}
 	return appendOpenAIRequest(make([]byte, 0, 4096), &r, history, tools)
 }
@@ -149,7 +149,7 @@ func (p *openAIProvider) encode(req Request, stream bool) ([]byte, error) {
 // request is the request body as a value: what encode writes.
 func (p *openAIProvider) request(req Request, stream bool) openAIRequest {
 	out := p.settings(req, stream)
-	out.Messages = openAIMessages(req.System, req.Messages, p.model.Provider == config.ProviderOllama)
+	out.Messages = openAIMessages(req.System, req.Messages, p.model.Provider == modelspec.ProviderOllama)
 	out.Tools = openAITools(req.Tools)
 	return out
 }

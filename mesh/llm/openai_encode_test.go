@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/agentmesh/agentmesh/config"
+	"github.com/agentmesh/agentmesh/mesh/llm/modelspec"
 )
 
 // The hand-written request body is json.Marshal's, byte for byte, whatever
@@ -38,7 +38,7 @@ func TestOpenAIEncoding(t *testing.T) {
 			for j, tools := range toolLists {
 				req := Request{System: text, Messages: msgs[:1+(i+j)%len(msgs)], Tools: tools}
 				if j%2 == 1 {
-					req.Sampling = config.Sampling{MaxTokens: 100 + j, Temperature: &temp, TopP: &topP}
+					req.Sampling = modelspec.Sampling{MaxTokens: 100 + j, Temperature: &temp, TopP: &topP}
 				}
 				reqs := []Request{req, {}, {Messages: []Message{{Role: RoleTool, Content: text, ToolCallID: "orphan"}}}}
 				for k, stream := range []bool{false, true} {

@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentmesh/agentmesh/config"
+	"github.com/agentmesh/agentmesh/mesh/llm/modelspec"
 )
 
 // Options configure a cloud provider.
@@ -20,7 +21,7 @@ type Options struct {
 	// (…/v1), as OpenAI-compatible servers document it.
 	BaseURL string
 	// APIKey authenticates; it is sent to the provider and nowhere else.
-	APIKey config.Secret
+	APIKey modelspec.Key
 	// Timeout bounds one call (every attempt, every wait between attempts,
 	// and the whole stream). Zero means 60s.
 	Timeout time.Duration
@@ -28,7 +29,7 @@ type Options struct {
 	MaxRetries int
 	// Sampling: max_tokens (zero means 4096), temperature and top_p (nil
 	// means the API's default) of every call; a request's replace them.
-	config.Sampling
+	modelspec.Sampling
 	// RetryBaseDelay is the backoff ceiling before the first retry; it
 	// doubles each retry up to RetryMaxDelay, and the wait is random below
 	// it (full jitter). A provider's Retry-After replaces the backoff. Zero
@@ -59,8 +60,8 @@ type Options struct {
 // OpenAI at its default base URL; the error names the environment
 // variable to set. The offline planner is no cloud provider: package
 // mesh/llm/models builds every provider of a model name, offline included.
-func NewCloud(model config.Model, opts Options) (Provider, error) {
-	if model.Provider == config.ProviderOffline {
+func NewCloud(model modelspec.Model, opts Options) (Provider, error) {
+	if model.Provider == modelspec.ProviderOffline {
 		return nil, fmt.Errorf("llm: model %s is the offline planner, not a cloud provider: build it with models.New", model)
 	}
 	if opts.BaseURL != "" {
@@ -73,20 +74,20 @@ func NewCloud(model config.Model, opts Options) (Provider, error) {
 		if opts.APIKey != "" {
 			return nil
 		}
-		return fmt.Errorf("%w: model %s needs the environment variable %s; set it, or use llm.model: offline", ErrNoAPIKey, model, config.KeyEnv(model.Provider))
+		return fmt.Errorf("%w: model %s needs the environment variable %s; set it, or use llm.model: offline", ErrNoAPIKey, model, modelspec.KeyEnv(model.Provider))
 	}
 	switch model.Provider {
-	case config.ProviderGoogle:
+	case modelspec.ProviderGoogle:
 		if err := needKey(); err != nil {
 			return nil, err
 		}
 		return newGemini(model, opts), nil
-	case config.ProviderAnthropic:
+	case modelspec.ProviderAnthropic:
 		if err := needKey(); err != nil {
 			return nil, err
 		}
 		return newAnthropic(model, opts), nil
-	case config.ProviderOpenAI:
+	case modelspec.ProviderOpenAI:
 		// A compatible server at its own URL usually needs no key.
 		if opts.BaseURL == "" {
 			if err := needKey(); err != nil {
@@ -94,7 +95,7 @@ func NewCloud(model config.Model, opts Options) (Provider, error) {
 			}
 		}
 		return newOpenAI(model, opts, openAIDefaultBase), nil
-	case config.ProviderOllama:
+	case modelspec.ProviderOllama:
 		return newOpenAI(model, opts, ollamaDefaultBase), nil
 	}
 	return nil, fmt.Errorf("llm: unknown provider %q (model %s); use google, anthropic, openai, ollama or offline", model.Provider, model)

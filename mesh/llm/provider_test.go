@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/llm/modelspec"
 )
 
 func TestNewCloud(t *testing.T) {
@@ -82,7 +83,7 @@ func TestCodesMatchMesh(t *testing.T) {
 
 // fromConfig builds a provider as models.FromConfig does.
 func fromConfig(cfg *config.Config, name string) (Provider, error) {
-	m, err := config.ParseModel(name)
+	m, err := modelspec.ParseModel(name)
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/sony/gobreaker/v2"
 
-	"github.com/agentmesh/agentmesh/config"
+	"github.com/agentmesh/agentmesh/mesh/llm/modelspec"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
@@ -58,9 +58,9 @@ var errCallTimeout = errors.New("llm call timeout")
 
 // endpoint is one provider endpoint and the robustness of its calls.
 type endpoint struct {
-	provider string // config.Provider…, names the provider in messages
+	provider string // modelspec.Provider…, names the provider in messages
 	base     string // base URL, no trailing slash
-	key      config.Secret
+	key      modelspec.Key
 	keyEnv   string
 	client   *http.Client
 	timeout  time.Duration
@@ -80,7 +80,7 @@ func newEndpoint(provider, base string, opts Options) *endpoint {
 		provider: provider,
 		base:     strings.TrimRight(base, "/"),
 		key:      opts.APIKey,
-		keyEnv:   config.KeyEnv(provider),
+		keyEnv:   modelspec.KeyEnv(provider),
 		client:   opts.HTTPClient,
 		timeout:  opts.Timeout,
 		retries:  opts.MaxRetries,

@@ -15,6 +15,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/a2a/a2atest"
 	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/llm/modelspec"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
 	"github.com/agentmesh/agentmesh/mesh/role"
 )
@@ -318,7 +319,7 @@ func TestTreeStepModelOverridesTheAgents(t *testing.T) {
 // sends none (its provider holds the llm section's).
 func TestTreeStepSamplingReachesItsCalls(t *testing.T) {
 	var mu sync.Mutex
-	got := map[string]config.Sampling{}
+	got := map[string]modelspec.Sampling{}
 	record := func(name string) script {
 		return func(_ context.Context, req llm.Request) (*llm.Response, error) {
 			mu.Lock()
@@ -340,7 +341,7 @@ func TestTreeStepSamplingReachesItsCalls(t *testing.T) {
 	if first.Temperature == nil || *first.Temperature != 0 || first.TopP == nil || *first.TopP != 0.8 || first.MaxTokens != 64 {
 		t.Errorf("first step's call carried %+v, want temperature 0, top_p 0.8, max_tokens 64", first)
 	}
-	if second != (config.Sampling{}) {
+	if second != (modelspec.Sampling{}) {
 		t.Errorf("second step's call carried %+v, want no settings of its own", second)
 	}
 }

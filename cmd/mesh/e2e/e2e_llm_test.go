@@ -17,6 +17,7 @@ import (
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/llm/llmtest"
+	"github.com/agentmesh/agentmesh/mesh/llm/modelspec"
 )
 
 // `mesh up` with a cloud model, its base URL pointed at a local server that
@@ -427,7 +428,7 @@ func TestLLMDocsModels(t *testing.T) {
 		if err := dec.Decode(&file); err != nil {
 			t.Fatalf("snippet %d:\n%s\ndoes not decode: %v", i, sn.yaml, err)
 		}
-		model, err := config.ParseModel(file.LLM.Model)
+		model, err := modelspec.ParseModel(file.LLM.Model)
 		if err != nil {
 			t.Fatalf("snippet %d: %v", i, err)
 		}
@@ -437,9 +438,9 @@ func TestLLMDocsModels(t *testing.T) {
 			for _, m := range regexp.MustCompile(`(?m)^export (\w+)=(\S+)`).FindAllStringSubmatch(sn.sh, -1) {
 				env[m[1]] = m[2]
 			}
-			api := map[string]llmtest.API{config.ProviderGoogle: llmtest.Gemini, config.ProviderAnthropic: llmtest.Anthropic,
-				config.ProviderOpenAI: llmtest.OpenAI, config.ProviderOllama: llmtest.OpenAI}[model.Provider]
-			keyEnv := config.KeyEnv(model.Provider)
+			api := map[string]llmtest.API{modelspec.ProviderGoogle: llmtest.Gemini, modelspec.ProviderAnthropic: llmtest.Anthropic,
+				modelspec.ProviderOpenAI: llmtest.OpenAI, modelspec.ProviderOllama: llmtest.OpenAI}[model.Provider]
+			keyEnv := modelspec.KeyEnv(model.Provider)
 			key := env[keyEnv]
 			if _, set := env[keyEnv]; !set && keyEnv != "" {
 				env[keyEnv] = "" // no key: not even one from the test's environment
@@ -449,7 +450,7 @@ func TestLLMDocsModels(t *testing.T) {
 			if file.LLM.BaseURL != "" {
 				text = strings.Replace(text, file.LLM.BaseURL, srv.BaseURL(), 1)
 			} else {
-				env[config.BaseURLEnv(model.Provider)] = srv.BaseURL()
+				env[modelspec.BaseURLEnv(model.Provider)] = srv.BaseURL()
 			}
 			cfg := defaultConfig(t)
 			if !llmBlock.MatchString(cfg) {
@@ -471,7 +472,7 @@ func TestLLMDocsModels(t *testing.T) {
 			}
 		})
 	}
-	for _, p := range []string{config.ProviderGoogle, config.ProviderAnthropic, config.ProviderOpenAI, config.ProviderOllama} {
+	for _, p := range []string{modelspec.ProviderGoogle, modelspec.ProviderAnthropic, modelspec.ProviderOpenAI, modelspec.ProviderOllama} {
 		if !providers[p] {
 			t.Errorf("docs/models.md has no configuration for %s", p)
 		}
@@ -483,15 +484,15 @@ func TestLLMDocsModels(t *testing.T) {
 func TestLLMDocsModelNames(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ name, want string }{
-		{"offline", config.ProviderOffline},
-		{"gemini-2.5-pro", config.ProviderGoogle}, {"google:gemini-2.5-pro", config.ProviderGoogle}, {"gemini:gemini-2.5-pro", config.ProviderGoogle},
-		{"claude-opus-4-1", config.ProviderAnthropic}, {"anthropic:claude-opus-4-1", config.ProviderAnthropic}, {"claude:claude-opus-4-1", config.ProviderAnthropic},
-		{"gpt-4.1", config.ProviderOpenAI}, {"chatgpt-4o-latest", config.ProviderOpenAI}, {"o1", config.ProviderOpenAI},
-		{"o3-mini", config.ProviderOpenAI}, {"o4-mini", config.ProviderOpenAI}, {"openai:Qwen/Qwen2.5-7B-Instruct", config.ProviderOpenAI},
-		{"ollama:llama3.2", config.ProviderOllama},
+		{"offline", modelspec.ProviderOffline},
+		{"gemini-2.5-pro", modelspec.ProviderGoogle}, {"google:gemini-2.5-pro", modelspec.ProviderGoogle}, {"gemini:gemini-2.5-pro", modelspec.ProviderGoogle},
+		{"claude-opus-4-1", modelspec.ProviderAnthropic}, {"anthropic:claude-opus-4-1", modelspec.ProviderAnthropic}, {"claude:claude-opus-4-1", modelspec.ProviderAnthropic},
+		{"gpt-4.1", modelspec.ProviderOpenAI}, {"chatgpt-4o-latest", modelspec.ProviderOpenAI}, {"o1", modelspec.ProviderOpenAI},
+		{"o3-mini", modelspec.ProviderOpenAI}, {"o4-mini", modelspec.ProviderOpenAI}, {"openai:Qwen/Qwen2.5-7B-Instruct", modelspec.ProviderOpenAI},
+		{"ollama:llama3.2", modelspec.ProviderOllama},
 	}
 	for _, tt := range tests {
-		if m, err := config.ParseModel(tt.name); err != nil || m.Provider != tt.want {
+		if m, err := modelspec.ParseModel(tt.name); err != nil || m.Provider != tt.want {
 			t.Errorf("ParseModel(%q) = %+v, %v; want provider %s", tt.name, m, err, tt.want)
 		}
 	}

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/llm/llmtest"
+	"github.com/agentmesh/agentmesh/mesh/llm/modelspec"
 )
 
 // The package's own contract: the real providers of package llm, pointed at
@@ -32,7 +32,7 @@ type target struct {
 // wireModel is the model name the client sends: model without its
 // provider prefix.
 func (tg target) wireModel() string {
-	m, err := config.ParseModel(tg.model)
+	m, err := modelspec.ParseModel(tg.model)
 	if err != nil {
 		panic(err)
 	}
@@ -53,7 +53,7 @@ func targets() []target {
 // and no circuit breaker (ports, and so breakers, are reused across tests).
 func client(t testing.TB, srv *llmtest.Server, model string, mod func(*llm.Options)) llm.Provider {
 	t.Helper()
-	m, err := config.ParseModel(model)
+	m, err := modelspec.ParseModel(model)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/llm/llmtest"
+	"github.com/agentmesh/agentmesh/mesh/llm/modelspec"
 )
 
 // A stand-in for OpenAI, answered by the offline planner, called by the
@@ -21,7 +21,7 @@ func ExampleNew() {
 	}
 	defer srv.Close()
 
-	model, _ := config.ParseModel("gpt-4o-mini")
+	model, _ := modelspec.ParseModel("gpt-4o-mini")
 	p, err := llm.NewCloud(model, llm.Options{BaseURL: srv.BaseURL(), APIKey: "test-key"})
 	if err != nil {
 		panic(err)
@@ -54,7 +54,7 @@ func ExampleServer_Fail() {
 	defer srv.Close()
 	srv.Fail(llmtest.Fault{Status: 429, RetryAfter: time.Millisecond, Times: 2})
 
-	model, _ := config.ParseModel("gemini-2.5-flash")
+	model, _ := modelspec.ParseModel("gemini-2.5-flash")
 	p, _ := llm.NewCloud(model, llm.Options{BaseURL: srv.BaseURL(), APIKey: "k", BreakerFailures: -1})
 	resp, err := p.Generate(context.Background(), llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}})
 	fmt.Println(resp.Text, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/llm/llmtest"
 	"github.com/agentmesh/agentmesh/mesh/llm/models"
+	"github.com/agentmesh/agentmesh/mesh/llm/modelspec"
 )
 
 // Scripted faults, as the real providers of package llm see them.
@@ -230,7 +231,7 @@ func sendNoFail(srv *llmtest.Server, c rawCase) (int, http.Header, error) {
 // logger it is given, without the key.
 func TestFromConfigWithLogsRetries(t *testing.T) {
 	srv := llmtest.Start(t, llmtest.Config{API: llmtest.Anthropic, APIKey: testKey, Backend: llmtest.Replies(llm.Response{Text: "ok"})})
-	cfg := &config.Config{Keys: config.Keys{Anthropic: testKey}, BaseURLs: map[string]string{config.ProviderAnthropic: srv.BaseURL()}}
+	cfg := &config.Config{Keys: modelspec.Keys{Anthropic: testKey}, BaseURLs: map[string]string{modelspec.ProviderAnthropic: srv.BaseURL()}}
 	cfg.LLM.Model = "claude-sonnet-4-5"
 	cfg.LLM.MaxRetries = 1
 	var logs bytes.Buffer
@@ -258,7 +259,7 @@ func TestFromConfigWithLogsRetries(t *testing.T) {
 	}
 	// FromConfig still works, logging nothing; llm.base_url wins over the
 	// environment's base URL.
-	cfg.BaseURLs[config.ProviderAnthropic] = "http://127.0.0.1:1"
+	cfg.BaseURLs[modelspec.ProviderAnthropic] = "http://127.0.0.1:1"
 	cfg.LLM.BaseURL = srv.BaseURL()
 	p, err = models.FromConfig(cfg, cfg.LLM.Model)
 	if err != nil {

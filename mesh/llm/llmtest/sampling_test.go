@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/llm/llmtest"
+	"github.com/agentmesh/agentmesh/mesh/llm/modelspec"
 )
 
 func ptr(v float64) *float64 { return &v }
@@ -26,19 +26,19 @@ func TestSamplingOnTheWire(t *testing.T) {
 		t.Run(tg.name, func(t *testing.T) {
 			srv := llmtest.Start(t, llmtest.Config{API: tg.api, APIKey: testKey, Model: tg.wireModel(), Backend: llmtest.Replies(llm.Response{Text: "a"}, llm.Response{Text: "b"}, llm.Response{Text: "c"})})
 			p := client(t, srv, tg.model, func(o *llm.Options) {
-				o.Sampling = config.Sampling{MaxTokens: 300, Temperature: ptr(0.25), TopP: ptr(0.5)}
+				o.Sampling = modelspec.Sampling{MaxTokens: 300, Temperature: ptr(0.25), TopP: ptr(0.5)}
 			})
-			ask := func(s config.Sampling) {
+			ask := func(s modelspec.Sampling) {
 				t.Helper()
 				req := llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}, Sampling: s}
 				if _, err := p.Generate(t.Context(), req); err != nil {
 					t.Fatal(err)
 				}
 			}
-			ask(config.Sampling{})
-			ask(config.Sampling{MaxTokens: 20, Temperature: ptr(0)})
+			ask(modelspec.Sampling{})
+			ask(modelspec.Sampling{MaxTokens: 20, Temperature: ptr(0)})
 			p = client(t, srv, tg.model, nil)
-			ask(config.Sampling{})
+			ask(modelspec.Sampling{})
 
 			f := fields[tg.api]
 			for i, want := range []struct {

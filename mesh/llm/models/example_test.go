@@ -10,6 +10,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/llm/llmtest"
 	"github.com/agentmesh/agentmesh/mesh/llm/models"
+	"github.com/agentmesh/agentmesh/mesh/llm/modelspec"
 )
 
 // Providers from model names, as a configuration gives them: "offline"
@@ -42,8 +43,8 @@ func ExampleFromConfig() {
 		panic(err)
 	}
 	defer srv.Close()
-	cfg.Keys.OpenAI = "test-key"                                           // OPENAI_API_KEY
-	cfg.BaseURLs = map[string]string{config.ProviderOpenAI: srv.BaseURL()} // OPENAI_BASE_URL
+	cfg.Keys.OpenAI = "test-key"                                              // OPENAI_API_KEY
+	cfg.BaseURLs = map[string]string{modelspec.ProviderOpenAI: srv.BaseURL()} // OPENAI_BASE_URL
 	p, err = models.FromConfig(cfg, "gpt-4o-mini")
 	if err != nil {
 		panic(err)

@@ -26,6 +26,7 @@ package models
 import (
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/llm/modelspec"
 	"github.com/agentmesh/agentmesh/mesh/llm/offline"
 )
 
@@ -35,8 +36,8 @@ import (
 // through BaseURL), or ollama. Google and Anthropic need an API key, and
 // so does OpenAI at its default base URL; the error wraps
 // [llm.ErrNoAPIKey] and names the environment variable to set.
-func New(model config.Model, opts llm.Options) (llm.Provider, error) {
-	if model.Provider == config.ProviderOffline {
+func New(model modelspec.Model, opts llm.Options) (llm.Provider, error) {
+	if model.Provider == modelspec.ProviderOffline {
 		return observe(offline.New(), model), nil
 	}
 	p, err := llm.NewCloud(model, opts)
@@ -61,7 +62,7 @@ func FromConfig(cfg *config.Config, name string) (llm.Provider, error) {
 //
 //	p, err := models.FromConfigWith(cfg, cfg.LLM.Model, llm.Options{Log: log})
 func FromConfigWith(cfg *config.Config, name string, base llm.Options) (llm.Provider, error) {
-	m, err := config.ParseModel(name)
+	m, err := modelspec.ParseModel(name)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/llm/llmtest"
 	"github.com/agentmesh/agentmesh/mesh/llm/models"
+	"github.com/agentmesh/agentmesh/mesh/llm/modelspec"
 )
 
 func TestNew(t *testing.T) {
@@ -29,7 +30,7 @@ func TestNew(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, err := config.ParseModel(tt.model)
+			m, err := modelspec.ParseModel(tt.model)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -75,7 +76,7 @@ func TestFromConfigKeys(t *testing.T) {
 // call opens the breaker, and the next call fails fast without a request.
 func TestFromConfigBreaker(t *testing.T) {
 	srv := llmtest.Start(t, llmtest.Config{API: llmtest.OpenAI, APIKey: "k"})
-	cfg := &config.Config{Keys: config.Keys{OpenAI: "k"}, BaseURLs: map[string]string{config.ProviderOpenAI: srv.BaseURL()}}
+	cfg := &config.Config{Keys: modelspec.Keys{OpenAI: "k"}, BaseURLs: map[string]string{modelspec.ProviderOpenAI: srv.BaseURL()}}
 	cfg.LLM.MaxRetries = -1
 	cfg.Breakers.LLM = config.Breaker{Failures: 1, Cooldown: config.Duration(time.Minute)}
 	p, err := models.FromConfig(cfg, "gpt-4o-mini")

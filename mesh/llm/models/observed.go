@@ -8,8 +8,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/llm/modelspec"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
@@ -20,7 +20,7 @@ type observed struct {
 	provider, model string
 }
 
-func observe(p llm.Provider, m config.Model) llm.Provider {
+func observe(p llm.Provider, m modelspec.Model) llm.Provider {
 	return &observed{Provider: p, provider: m.Provider, model: m.Name}
 }
 

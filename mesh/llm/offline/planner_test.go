@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/llm/modelspec"
 )
 
 // resourceTools are the tools of the sample MCP server (cmd/mcp-resources).
@@ -372,7 +372,7 @@ func TestOfflineCancelled(t *testing.T) {
 }
 
 func TestOfflineMaxTokens(t *testing.T) {
-	resp := generate(t, llm.Request{Messages: userSays("help"), Tools: resourceTools(), Sampling: config.Sampling{MaxTokens: 5}})
+	resp := generate(t, llm.Request{Messages: userSays("help"), Tools: resourceTools(), Sampling: modelspec.Sampling{MaxTokens: 5}})
 	if len(resp.Text) > 20 || resp.StopReason != stopMax {
 		t.Errorf("MaxTokens 5: text %q (%d bytes), stop %q; want at most 20 bytes and %q", resp.Text, len(resp.Text), resp.StopReason, stopMax)
 	}
