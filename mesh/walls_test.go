@@ -122,11 +122,14 @@ var meshRooms = map[string][]string{
 	"mesh/store":      {"mesh", "mesh/telemetry", "mesh/memory", "mesh/internal"},
 	"mesh/natsserver": {"mesh", "mesh/identity", "mesh/natsconn"},
 	"mesh/a2a":        {"mesh/telemetry"},
-	"mesh/llm":        {"config", "mesh/llm/modelspec", "mesh/telemetry", "mesh/internal"},
+	"mesh/llm":        {"mesh/llm/modelspec", "mesh/telemetry", "mesh/internal"},
 	"mesh/meshtest":   {"mesh/..."},
 	// The model types config fills: a leaf, so that config depends on
 	// nothing else of the mesh.
 	"mesh/llm/modelspec": nil,
+	// The factory of providers from a configuration: the one package of
+	// the model clients that takes the whole configuration.
+	"mesh/llm/models": {"config", "mesh/llm", "mesh/llm/modelspec", "mesh/telemetry", "mesh/internal"},
 }
 
 // configRooms are the rooms of mesh/ that config may import: the types it
@@ -358,7 +361,12 @@ func TestWallsRules(t *testing.T) {
 		{"mesh/bus", "mesh/store", false, false},
 		{"mesh/workloop", "mesh/bus", false, false},
 		{"mesh/llm", "mesh", false, false},
-		{"mesh/llm", "config", false, true},
+		{"mesh/llm", "config", false, false},
+		{"mesh/llm/offline", "config", false, false},
+		{"mesh/llm/llmtest", "config", true, false},
+		{"mesh/llm/models", "config", false, true},
+		{"mesh/llm/models", "mesh/llm", false, true},
+		{"mesh/llm", "mesh/llm/models", false, false},
 		{"mesh/llm/offline", "mesh/llm", false, true},
 		{"mesh/meshtest", "mesh", false, true},
 		{"mesh/meshtest", "mesh/store", false, true},

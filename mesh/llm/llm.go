@@ -38,7 +38,7 @@
 // # Providers
 //
 // [NewCloud] returns the provider of a model served over HTTP, and
-// [OptionsFromConfig] the options a configuration sets for it:
+// models.OptionsFromConfig the options a configuration sets for it:
 //
 //   - gemini-… or google:…: the Gemini API, POST
 //     {base}/v1beta/models/{model}:generateContent, or

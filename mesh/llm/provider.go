@@ -8,7 +8,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh/llm/modelspec"
 )
 
@@ -99,29 +98,4 @@ func NewCloud(model modelspec.Model, opts Options) (Provider, error) {
 		return newOpenAI(model, opts, ollamaDefaultBase), nil
 	}
 	return nil, fmt.Errorf("llm: unknown provider %q (model %s); use google, anthropic, openai, ollama or offline", model.Provider, model)
-}
-
-// OptionsFromConfig returns base with what cfg sets for a provider: the
-// BaseURL and APIKey of provider, and Timeout, MaxRetries, MaxTokens and the
-// breaker when llm.timeout, llm.max_retries, llm.max_tokens and
-// breakers.llm are set; base gives the rest (Log, HTTPClient, backoff
-// settings).
-func OptionsFromConfig(cfg *config.Config, provider string, base Options) Options {
-	opts := base
-	opts.BaseURL = cfg.BaseURL(provider)
-	opts.APIKey = cfg.Keys.For(provider)
-	if t := cfg.LLM.Timeout.Std(); t != 0 {
-		opts.Timeout = t
-	}
-	if cfg.LLM.MaxRetries != 0 {
-		opts.MaxRetries = cfg.LLM.MaxRetries
-	}
-	opts.Sampling = opts.Sampling.Over(cfg.LLM.Sampling)
-	if b := cfg.Breakers.LLM; b.Failures != 0 {
-		opts.BreakerFailures = b.Failures
-	}
-	if c := cfg.Breakers.LLM.Cooldown.Std(); c != 0 {
-		opts.BreakerCooldown = c
-	}
-	return opts
 }

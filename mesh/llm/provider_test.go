@@ -6,9 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
-	"github.com/agentmesh/agentmesh/mesh/llm/modelspec"
 )
 
 func TestNewCloud(t *testing.T) {
@@ -81,28 +79,17 @@ func TestCodesMatchMesh(t *testing.T) {
 	}
 }
 
-// fromConfig builds a provider as models.FromConfig does.
-func fromConfig(cfg *config.Config, name string) (Provider, error) {
-	m, err := modelspec.ParseModel(name)
-	if err != nil {
-		return nil, err
-	}
-	return NewCloud(m, OptionsFromConfig(cfg, m.Provider, Options{}))
-}
-
-func TestOptionsFromConfigBreaker(t *testing.T) {
-	cfg := &config.Config{}
-	cfg.Keys.OpenAI = "k"
-	cfg.Breakers.LLM = config.Breaker{Failures: 2, Cooldown: config.Duration(time.Minute)}
-	p, err := fromConfig(cfg, "gpt-4o-mini")
+// TestOptionsBreaker: the breaker settings of Options reach the endpoint
+// (models.OptionsFromConfig sets them from breakers.llm).
+func TestOptionsBreaker(t *testing.T) {
+	p, err := NewCloud(model(t, "gpt-4o-mini"), Options{APIKey: "k", BreakerFailures: 2, BreakerCooldown: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if e := endpointOf(t, p); e.failures != 2 || e.cooldown != time.Minute {
 		t.Errorf("breaker of %d failures and %s, want breakers.llm's 2 and 1m", e.failures, e.cooldown)
 	}
-	cfg.Breakers.LLM = config.Breaker{Failures: -1}
-	if p, err = fromConfig(cfg, "gpt-4o-mini"); err != nil {
+	if p, err = NewCloud(model(t, "gpt-4o-mini"), Options{APIKey: "k", BreakerFailures: -1}); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := endpointOf(t, p).gate.(noGate); !ok {

@@ -1,7 +1,6 @@
 package llmtest_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -9,13 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
-	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/llm/llmtest"
-	"github.com/agentmesh/agentmesh/mesh/llm/models"
-	"github.com/agentmesh/agentmesh/mesh/llm/modelspec"
 )
 
 // Scripted faults, as the real providers of package llm see them.
@@ -224,48 +218,4 @@ func sendNoFail(srv *llmtest.Server, c rawCase) (int, http.Header, error) {
 	}
 	defer resp.Body.Close()
 	return resp.StatusCode, resp.Header, nil
-}
-
-// TestFromConfigWithLogsRetries: FromConfigWith takes the key, base URL,
-// timeout and retries from the configuration and logs retries to the
-// logger it is given, without the key.
-func TestFromConfigWithLogsRetries(t *testing.T) {
-	srv := llmtest.Start(t, llmtest.Config{API: llmtest.Anthropic, APIKey: testKey, Backend: llmtest.Replies(llm.Response{Text: "ok"})})
-	cfg := &config.Config{Keys: modelspec.Keys{Anthropic: testKey}, BaseURLs: map[string]string{modelspec.ProviderAnthropic: srv.BaseURL()}}
-	cfg.LLM.Model = "claude-sonnet-4-5"
-	cfg.LLM.MaxRetries = 1
-	var logs bytes.Buffer
-	p, err := models.FromConfigWith(cfg, cfg.LLM.Model, llm.Options{Log: zerolog.New(&logs), RetryBaseDelay: time.Millisecond, BreakerFailures: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Fail(llmtest.Fault{Status: 529})
-	if _, err := p.Generate(t.Context(), hello(true)); err != nil {
-		t.Fatalf("a 529 then an answer: %v", err)
-	}
-	if !strings.Contains(logs.String(), "retrying") || !strings.Contains(logs.String(), "overloaded") {
-		t.Errorf("logs %q do not show the retry", logs.String())
-	}
-	if strings.Contains(logs.String(), testKey) {
-		t.Error("the logs show the key")
-	}
-	// llm.max_retries: 1 is one retry, so two failures fail the call.
-	srv.Fail(llmtest.Fault{Status: 500, Times: 2})
-	if _, err := p.Generate(t.Context(), hello(false)); err == nil {
-		t.Error("two 500s with llm.max_retries 1: no error")
-	}
-	if n := srv.Count(); n != 4 {
-		t.Errorf("%d requests, want 4", n)
-	}
-	// FromConfig still works, logging nothing; llm.base_url wins over the
-	// environment's base URL.
-	cfg.BaseURLs[modelspec.ProviderAnthropic] = "http://127.0.0.1:1"
-	cfg.LLM.BaseURL = srv.BaseURL()
-	p, err = models.FromConfig(cfg, cfg.LLM.Model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.Generate(t.Context(), hello(false)); err != nil {
-		t.Errorf("llm.base_url over ANTHROPIC_BASE_URL: %v", err)
-	}
 }

@@ -19,8 +19,9 @@
 // factory inside mesh/llm that returned the planner would import it back,
 // a cycle. This package imports both and nothing imports it but the
 // commands and tests that wire providers; mesh/llm keeps the cloud
-// providers ([llm.NewCloud]) and the options a configuration sets
-// ([llm.OptionsFromConfig]).
+// providers ([llm.NewCloud]). What needs the whole configuration is here,
+// the options a configuration sets ([OptionsFromConfig]) included, so
+// that mesh/llm imports no config.
 package models
 
 import (
@@ -56,7 +57,7 @@ func FromConfig(cfg *config.Config, name string) (llm.Provider, error) {
 // FromConfigWith is [FromConfig] over base options: the configuration sets
 // BaseURL and APIKey, and Timeout, MaxRetries, MaxTokens and the breaker when
 // llm.timeout, llm.max_retries, llm.max_tokens and breakers.llm are set
-// ([llm.OptionsFromConfig]); base gives the rest (Log, HTTPClient, backoff
+// ([OptionsFromConfig]); base gives the rest (Log, HTTPClient, backoff
 // settings). A process that runs turns passes its logger, so that retries
 // are logged:
 //
@@ -66,5 +67,30 @@ func FromConfigWith(cfg *config.Config, name string, base llm.Options) (llm.Prov
 	if err != nil {
 		return nil, err
 	}
-	return New(m, llm.OptionsFromConfig(cfg, m.Provider, base))
+	return New(m, OptionsFromConfig(cfg, m.Provider, base))
+}
+
+// OptionsFromConfig returns base with what cfg sets for a cloud provider
+// ([llm.NewCloud]): the BaseURL and APIKey of provider, and Timeout,
+// MaxRetries, MaxTokens and the breaker when llm.timeout,
+// llm.max_retries, llm.max_tokens and breakers.llm are set; base gives
+// the rest (Log, HTTPClient, backoff settings).
+func OptionsFromConfig(cfg *config.Config, provider string, base llm.Options) llm.Options {
+	opts := base
+	opts.BaseURL = cfg.BaseURL(provider)
+	opts.APIKey = cfg.Keys.For(provider)
+	if t := cfg.LLM.Timeout.Std(); t != 0 {
+		opts.Timeout = t
+	}
+	if cfg.LLM.MaxRetries != 0 {
+		opts.MaxRetries = cfg.LLM.MaxRetries
+	}
+	opts.Sampling = opts.Sampling.Over(cfg.LLM.Sampling)
+	if b := cfg.Breakers.LLM; b.Failures != 0 {
+		opts.BreakerFailures = b.Failures
+	}
+	if c := cfg.Breakers.LLM.Cooldown.Std(); c != 0 {
+		opts.BreakerCooldown = c
+	}
+	return opts
 }

@@ -1,6 +1,7 @@
 package models_test
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh/llm/llmtest"
 	"github.com/agentmesh/agentmesh/mesh/llm/models"
 	"github.com/agentmesh/agentmesh/mesh/llm/modelspec"
+	"github.com/rs/zerolog"
 )
 
 func TestNew(t *testing.T) {
@@ -72,6 +74,21 @@ func TestFromConfigKeys(t *testing.T) {
 	}
 }
 
+// TestOptionsFromConfigBreaker: breakers.llm sets the breaker of the
+// options, and -1 turns it off.
+func TestOptionsFromConfigBreaker(t *testing.T) {
+	cfg := &config.Config{}
+	cfg.Keys.OpenAI = "k"
+	cfg.Breakers.LLM = config.Breaker{Failures: 2, Cooldown: config.Duration(time.Minute)}
+	if o := models.OptionsFromConfig(cfg, modelspec.ProviderOpenAI, llm.Options{}); o.BreakerFailures != 2 || o.BreakerCooldown != time.Minute {
+		t.Errorf("breaker of %d failures and %s, want breakers.llm's 2 and 1m", o.BreakerFailures, o.BreakerCooldown)
+	}
+	cfg.Breakers.LLM = config.Breaker{Failures: -1}
+	if o := models.OptionsFromConfig(cfg, modelspec.ProviderOpenAI, llm.Options{}); o.BreakerFailures != -1 {
+		t.Errorf("breakers.llm.failures -1: %d failures, want -1 (no breaker)", o.BreakerFailures)
+	}
+}
+
 // TestFromConfigBreaker: breakers.llm reaches the provider: one failed
 // call opens the breaker, and the next call fails fast without a request.
 func TestFromConfigBreaker(t *testing.T) {
@@ -93,5 +110,61 @@ func TestFromConfigBreaker(t *testing.T) {
 	}
 	if n := srv.Count(); n != 1 {
 		t.Errorf("%d requests, want 1: the open breaker sends none", n)
+	}
+}
+
+// retryKey is the API key of TestFromConfigWithLogsRetries, which no log
+// line may show.
+const retryKey = "sk-models-Zq8yX3pL0sWv5"
+
+func hello(stream bool) llm.Request {
+	req := llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "hello"}}}
+	if stream {
+		req.OnText = func(string) {}
+	}
+	return req
+}
+
+// TestFromConfigWithLogsRetries: FromConfigWith takes the key, base URL,
+// timeout and retries from the configuration and logs retries to the
+// logger it is given, without the key.
+func TestFromConfigWithLogsRetries(t *testing.T) {
+	srv := llmtest.Start(t, llmtest.Config{API: llmtest.Anthropic, APIKey: retryKey, Backend: llmtest.Replies(llm.Response{Text: "ok"})})
+	cfg := &config.Config{Keys: modelspec.Keys{Anthropic: retryKey}, BaseURLs: map[string]string{modelspec.ProviderAnthropic: srv.BaseURL()}}
+	cfg.LLM.Model = "claude-sonnet-4-5"
+	cfg.LLM.MaxRetries = 1
+	var logs bytes.Buffer
+	p, err := models.FromConfigWith(cfg, cfg.LLM.Model, llm.Options{Log: zerolog.New(&logs), RetryBaseDelay: time.Millisecond, BreakerFailures: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Fail(llmtest.Fault{Status: 529})
+	if _, err := p.Generate(t.Context(), hello(true)); err != nil {
+		t.Fatalf("a 529 then an answer: %v", err)
+	}
+	if !strings.Contains(logs.String(), "retrying") || !strings.Contains(logs.String(), "overloaded") {
+		t.Errorf("logs %q do not show the retry", logs.String())
+	}
+	if strings.Contains(logs.String(), retryKey) {
+		t.Error("the logs show the key")
+	}
+	// llm.max_retries: 1 is one retry, so two failures fail the call.
+	srv.Fail(llmtest.Fault{Status: 500, Times: 2})
+	if _, err := p.Generate(t.Context(), hello(false)); err == nil {
+		t.Error("two 500s with llm.max_retries 1: no error")
+	}
+	if n := srv.Count(); n != 4 {
+		t.Errorf("%d requests, want 4", n)
+	}
+	// FromConfig still works, logging nothing; llm.base_url wins over the
+	// environment's base URL.
+	cfg.BaseURLs[modelspec.ProviderAnthropic] = "http://127.0.0.1:1"
+	cfg.LLM.BaseURL = srv.BaseURL()
+	p, err = models.FromConfig(cfg, cfg.LLM.Model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Generate(t.Context(), hello(false)); err != nil {
+		t.Errorf("llm.base_url over ANTHROPIC_BASE_URL: %v", err)
 	}
 }
