@@ -1,0 +1,114 @@
+package config
+
+import "path/filepath"
+
+// Mesh tunes the roles.
+type Mesh struct {
+	// Prefix of subjects, streams and buckets. Empty means "mesh".
+	Prefix string `yaml:"prefix"`
+	// MaxToolIterations bounds model calls in one turn. Zero means 10.
+	MaxToolIterations int `yaml:"max_tool_iterations"`
+	// Workers is how many turns one agent process runs at once. Zero means 32.
+	Workers int `yaml:"workers"`
+	// AckWait is how long a work item may go without a sign of progress
+	// before it is redelivered. Zero means 10s.
+	AckWait Duration `yaml:"ack_wait"`
+	// MaxDeliver bounds deliveries of one work item. Zero means 5.
+	MaxDeliver int `yaml:"max_deliver"`
+	// EventsMaxAge is how long events are kept. Zero means 7 days.
+	EventsMaxAge Duration `yaml:"events_max_age"`
+	// ToolWait is how long a tool call waits for a toolhost when none serves
+	// the tool (one is restarting) before it fails. Zero means 2s.
+	ToolWait Duration `yaml:"tool_wait"`
+	// Replicas is how many processes of each role `mesh up` runs. A role
+	// not named runs one.
+	Replicas map[string]int `yaml:"replicas"`
+	// RestartBackoff is the first pause before `mesh up` restarts a role that
+	// died; it doubles while the role keeps dying quickly. Zero means 200ms.
+	RestartBackoff Duration `yaml:"restart_backoff"`
+}
+
+// Approvals configures the signing of approval decisions. The approver
+// signs every decision with its key; a tool host runs a tool that is not
+// read-only only with a decision signed by a key it trusts.
+type Approvals struct {
+	// SigningKey is the file holding the approver's nkey seed. Empty means
+	// <data_dir>/keys/approver.nk, which `mesh up` creates when missing
+	// (mode 0600).
+	SigningKey string `yaml:"signing_key"`
+	// PublicKeys are the approver public keys tool hosts trust (several
+	// during a key rotation). Empty means the keys the approvers publish in
+	// the approvals bucket (_keys.<key>), which only the approver may write.
+	PublicKeys []string `yaml:"public_keys"`
+}
+
+// Monitor configures heartbeats, failure detection and recovery.
+type Monitor struct {
+	// Interval between heartbeats of every node. Zero means 1s.
+	Interval Duration `yaml:"interval"`
+	// Missed heartbeats make a node down. Zero means 2.
+	Missed int `yaml:"missed"`
+	// ProbeEvery, ProbeTimeout, ProbeFailures: liveness probes that catch a
+	// node which beats but no longer works. Zero means 2s, 3s, 2.
+	ProbeEvery    Duration `yaml:"probe_every"`
+	ProbeTimeout  Duration `yaml:"probe_timeout"`
+	ProbeFailures int      `yaml:"probe_failures"`
+	// Strategies by role: what the monitor does about a node it found down,
+	// restart (default), replace or alert.
+	Strategies map[string]string `yaml:"strategies"`
+	// DegradeAfter nodes down within DegradeWindow enter degradation mode;
+	// it ends when fewer than RecoverBelow are down for RecoverAfter. Zero
+	// means 3, 30s, 2, 2m.
+	DegradeAfter  int      `yaml:"degrade_after"`
+	DegradeWindow Duration `yaml:"degrade_window"`
+	RecoverBelow  int      `yaml:"recover_below"`
+	RecoverAfter  Duration `yaml:"recover_after"`
+	// StuckAfter: an agent whose workers are all busy and none made progress
+	// for that long fails its liveness probes. Zero means 5m.
+	StuckAfter Duration `yaml:"stuck_after"`
+}
+
+// Breakers tunes the circuit breakers an agent keeps: one per model
+// endpoint, one per MCP server and one per A2A sub-agent, so that a peer
+// that keeps failing is left alone for a while instead of slowing every
+// turn.
+type Breakers struct {
+	// LLM: zero means 5 failed attempts and 30s; failures -1 disables it.
+	LLM Breaker `yaml:"llm"`
+	// Tools: zero means 5 failed calls and 15s.
+	Tools Breaker `yaml:"tools"`
+	// A2A: zero means 5 failed attempts and 30s.
+	A2A Breaker `yaml:"a2a"`
+}
+
+// Breaker is one kind of circuit breaker: Failures failures in a row open
+// it; open, it refuses calls for Cooldown, then lets one through to probe.
+type Breaker struct {
+	Failures int      `yaml:"failures"`
+	Cooldown Duration `yaml:"cooldown"`
+}
+
+// Log configures logging.
+type Log struct {
+	// Level is debug, info, warn or error. Empty means info.
+	Level string `yaml:"level"`
+	// Format is json or console. Empty means console on a terminal, else json.
+	Format string `yaml:"format"`
+}
+
+// DataPath is a path inside the data directory.
+func (c *Config) DataPath(elem ...string) string {
+	return filepath.Join(append([]string{c.DataDir}, elem...)...)
+}
+
+// EmbeddedNATS reports whether the mesh runs its own NATS server.
+func (c *Config) EmbeddedNATS() bool { return c.NATS.URL == "" }
+
+// CredsDir is where the mesh keeps its NATS identities: nats.creds_dir,
+// else <data_dir>/creds.
+func (c *Config) CredsDir() string {
+	if c.NATS.CredsDir != "" {
+		return c.NATS.CredsDir
+	}
+	return c.DataPath("creds")
+}
