@@ -23,7 +23,7 @@ import (
 // TestEveryRouteHasARule: a route registered without a rule in the access
 // table fails here (and needs admin at run time).
 func TestEveryRouteHasARule(t *testing.T) {
-	routes := Routes(Config{Agent: &config.Config{Name: "a"}})
+	routes := Routes(Config{Agent: &config.Config{Definition: config.Definition{Name: "a"}}})
 	if len(routes) < 20 {
 		t.Fatalf("only %d routes: %v", len(routes), routes)
 	}

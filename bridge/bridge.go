@@ -39,7 +39,9 @@ type Config struct {
 	// process in logs and signs the turns it queues.
 	role.Node
 	Resources *store.Resources
-	// Agent is the mesh's configuration: agent name, prompt, HTTP settings.
+	// Agent is the mesh's configuration: the agents' Definition (names,
+	// prompts, groups, sub-agents) and the Process settings the bridge
+	// serves with (HTTP, auth, limits, files, sessions).
 	Agent *config.Config
 	// Addr is the listen address. Empty means Agent.HTTPAddr.
 	Addr string

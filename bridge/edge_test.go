@@ -19,7 +19,7 @@ func edgeOf(hc config.HTTP) http.Handler {
 	mux.HandleFunc("GET /health", ok)
 	mux.HandleFunc("POST "+a2a.Path, ok)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNotFound) })
-	b := &Role{cfg: Config{Agent: &config.Config{Name: "a", HTTP: hc}}}
+	b := &Role{cfg: Config{Agent: &config.Config{Definition: config.Definition{Name: "a"}, Process: config.Process{HTTP: hc}}}}
 	return b.edge(mux, mux)
 }
 

@@ -12,7 +12,9 @@ import (
 	"github.com/agentmesh/agentmesh/config"
 )
 
-func routesConfig() Config { return Config{Agent: &config.Config{Name: "a"}, Version: "1.2.3"} }
+func routesConfig() Config {
+	return Config{Agent: &config.Config{Definition: config.Definition{Name: "a"}}, Version: "1.2.3"}
+}
 
 // TestOpenAPIDocumentIsValid: the document passes libopenapi-validator's
 // validation against the OpenAPI 3.1 schema.

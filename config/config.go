@@ -2,11 +2,13 @@
 // [Config]. It is the only package that reads files and environment
 // variables; roles receive what they need from it.
 //
-// The file describes one agent (name, description, prompt, llm.model, host,
-// port, data_dir, mcp, mcp_servers, a2a, agent) plus the mesh's own
-// sections (mesh, http, nats, sessions, groups, approvals, auth:
-// HTTP authentication, see [Auth]; limits, see [Limits]). Environment
-// variables override the file:
+// The file describes the agents, the [Definition] part of a Config (name,
+// description, prompt, llm, mcp, mcp_servers, a2a, state_tool, agent,
+// groups), and how the mesh's processes run, its [Process] part (host,
+// port, data_dir and the sections mesh, http, nats, sessions, log,
+// monitor, breakers, metrics, approvals, auth: HTTP authentication, see
+// [Auth]; limits, see [Limits]; files). Environment variables override
+// the file:
 //
 //	MESH_CONFIG      path of the file (default config/agent.yaml)
 //	MESH_DATA_DIR    data directory (default ./data)
@@ -33,7 +35,10 @@
 //	OTEL_EXPORTER_OTLP_ENDPOINT (and _TRACES_ENDPOINT, _PROTOCOL): traces on, see [Telemetry]
 //
 // API keys come only from the environment (GEMINI_API_KEY, ANTHROPIC_API_KEY,
-// OPENAI_API_KEY) and are held as [Secret] values that never print.
+// OPENAI_API_KEY) and are held as modelspec.Key values that never print,
+// as the auth section's secrets are [Secret] ones. The model types (a
+// model name's provider, sampling, the keys) are mesh/llm/modelspec's:
+// config fills them, the model clients take them.
 //
 // A process holds only the secrets of the parts it uses: [Config.Env] is
 // the environment `mesh up` gives a role (the bridge the auth section's
@@ -102,68 +107,25 @@ const (
 	DefaultToolWait          = 2 * time.Second
 )
 
-// Config is the whole configuration of a mesh.
+// Config is the whole configuration of a mesh: agent.yaml and the
+// environment, validated. It has two parts with one job each, embedded so
+// that the file stays one flat document and a field reads cfg.Name or
+// cfg.NATS whichever part holds it:
+//
+//   - [Definition]: what the agents are (name, description, prompt, model,
+//     tools, sub-agents, tree, group chats);
+//   - [Process]: what a process of the mesh runs with, whichever agents it
+//     serves (data directory, NATS, HTTP, auth, sessions, logs, monitor,
+//     breakers, metrics, limits, files, approvals, the mesh's tuning), and
+//     what the environment adds (node id, API keys, base URLs, traces).
+//
+// The agent role and the bridge, which use both, take the whole Config.
 type Config struct {
-	// Name names the agent; its turns go to mesh.work.agent.<Name>.<conversation>.
-	Name        string `yaml:"name"`
-	Description string `yaml:"description"`
-	// Prompt is the system prompt, the first message of every conversation.
-	Prompt  string `yaml:"prompt"`
-	Host    string `yaml:"host"`
-	Port    int    `yaml:"port"`
-	DataDir string `yaml:"data_dir"`
-	LLM     LLM    `yaml:"llm"`
-	// MCP is the single MCP server of the original format; it is served as
-	// the server named "default" unless mcp_servers also names one so.
-	MCP        *MCPServer  `yaml:"mcp"`
-	MCPServers []MCPServer `yaml:"mcp_servers"`
-	A2A        []A2AAgent  `yaml:"a2a"`
-	// StateTool offers the built-in set_state tool to the agent built from
-	// the top-level fields (an agent: tree sets it per llm node).
-	StateTool bool `yaml:"state_tool"`
-	// Agent is the agent tree; when absent one llm node is built from the
-	// top-level fields.
-	Agent    *Node    `yaml:"agent"`
-	Groups   []Group  `yaml:"groups"`
-	Mesh     Mesh     `yaml:"mesh"`
-	HTTP     HTTP     `yaml:"http"`
-	NATS     NATS     `yaml:"nats"`
-	Sessions Sessions `yaml:"sessions"`
-	Log      Log      `yaml:"log"`
-	Monitor  Monitor  `yaml:"monitor"`
-	Breakers Breakers `yaml:"breakers"`
-	// Metrics is where each role process serves Prometheus metrics.
-	Metrics Metrics `yaml:"metrics"`
-	// Approvals configures the signed approvals: the approver's signing
-	// key and the keys tool hosts trust.
-	Approvals Approvals `yaml:"approvals"`
-	// Auth is HTTP authentication at the bridge; absent means off (loopback
-	// only, see [Config.CheckExposure]).
-	Auth Auth `yaml:"auth"`
-	// Limits are the bridge's rate and capacity limits, see [Limits].
-	Limits Limits `yaml:"limits"`
-	// Files limits the images and documents of users' messages, see [Files].
-	Files Files `yaml:"files"`
+	Definition `yaml:",inline"`
+	Process    `yaml:",inline"`
 
 	// Path is the file the configuration was read from.
 	Path string `yaml:"-"`
-	// HTTPAddr is the bridge's effective listen address.
-	HTTPAddr string `yaml:"-"`
-	// Keys are the API keys found in the environment.
-	Keys modelspec.Keys `yaml:"-"`
-	// NodeID names this process in heartbeats and logs (MESH_NODE_ID; `mesh
-	// up` gives each child a stable one). Empty means <role>-<host>-<pid>.
-	NodeID string `yaml:"-"`
-	// HealthAddr, when set (MESH_HEALTH_ADDR), is host:port where a role
-	// process without HTTP of its own answers /health and /ready, for
-	// container probes.
-	HealthAddr string `yaml:"-"`
-	// ProfileDir, when set, is where each role writes a CPU profile of its run.
-	ProfileDir string `yaml:"-"`
-	// BaseURLs are provider base URLs given by the environment, by provider.
-	BaseURLs map[string]string `yaml:"-"`
-	// Telemetry is what the standard OTEL_* variables say about traces.
-	Telemetry Telemetry `yaml:"-"`
 
 	// unset names the variables named in the file (${NAME}) that are
 	// empty in this process, by field ("auth.tokens[0].token",

@@ -358,7 +358,7 @@ func TestExamplesLoad(t *testing.T) {
 
 func TestSubAgents(t *testing.T) {
 	t.Parallel()
-	c := &Config{
+	c := &Definition{
 		A2A: []A2AAgent{{Name: "a", URL: "http://a"}},
 		Agent: &Node{Type: NodeSequential, Agents: []Node{
 			{Type: NodeLLM, A2A: []A2AAgent{{Name: "a", URL: "http://a"}, {Name: "b", URL: "http://b"}}},

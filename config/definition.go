@@ -2,6 +2,32 @@ package config
 
 import "github.com/agentmesh/agentmesh/mesh/llm/modelspec"
 
+// Definition is what agent.yaml says the agents are: the top-level agent
+// (its name, description, prompt, model, tools, sub-agents and tree) and
+// the group chats, whose members may define more agents
+// ([Definition.Agents]). It is the part of [Config] that the roles which
+// run or check agents read; how a process runs is its [Process].
+type Definition struct {
+	// Name names the agent; its turns go to mesh.work.agent.<Name>.<conversation>.
+	Name        string `yaml:"name"`
+	Description string `yaml:"description"`
+	// Prompt is the system prompt, the first message of every conversation.
+	Prompt string `yaml:"prompt"`
+	LLM    LLM    `yaml:"llm"`
+	// MCP is the single MCP server of the original format; it is served as
+	// the server named "default" unless mcp_servers also names one so.
+	MCP        *MCPServer  `yaml:"mcp"`
+	MCPServers []MCPServer `yaml:"mcp_servers"`
+	A2A        []A2AAgent  `yaml:"a2a"`
+	// StateTool offers the built-in set_state tool to the agent built from
+	// the top-level fields (an agent: tree sets it per llm node).
+	StateTool bool `yaml:"state_tool"`
+	// Agent is the agent tree; when absent one llm node is built from the
+	// top-level fields.
+	Agent  *Node   `yaml:"agent"`
+	Groups []Group `yaml:"groups"`
+}
+
 // LLM selects the model.
 type LLM struct {
 	// Model is required: "offline", a model name (gemini-…, claude-…, gpt-…)
@@ -54,7 +80,7 @@ func (a A2AAgent) IsDestructive() bool { return a.Destructive || a.DestructiveHi
 // SubAgents lists the A2A agents the configuration delegates to: the
 // top-level a2a list, the a2a lists of the agent tree's llm nodes and its
 // a2a nodes, each name once.
-func (c *Config) SubAgents() []A2AAgent {
+func (c *Definition) SubAgents() []A2AAgent {
 	var out []A2AAgent
 	seen := map[string]bool{}
 	add := func(a A2AAgent) {
@@ -139,27 +165,27 @@ const DefaultPrompt = "You are a helpful agent. Use the tools you have to do wha
 // Tree returns the agent tree: the agent: section, or one llm node built from
 // the top-level fields when there is none, so that an agent without a tree
 // runs as a tree of one node.
-func (c *Config) Tree() *Node {
+func (c *Definition) Tree() *Node {
 	if c.Agent != nil {
 		return c.Agent
 	}
 	return &Node{Name: c.Name, Type: NodeLLM, Description: c.Description, Prompt: c.Prompt, Model: c.LLM.Model, A2A: c.A2A, StateTool: c.StateTool}
 }
 
-// Agents are the agents this configuration defines: the top-level one,
-// then every group participant defined with a prompt or a model, each as a
-// configuration of its own (a single llm node with the top-level tools and
-// settings, and the participant's prompt and model).
-func (c *Config) Agents() []*Config {
-	out := []*Config{c}
-	seen := map[string]bool{c.Name: true}
-	for _, g := range c.Groups {
+// Agents are the agents this definition defines: the top-level one (d
+// itself), then every group participant defined with a prompt or a model,
+// each as a definition of its own (a single llm node with the top-level
+// tools and settings, and the participant's prompt, model and sampling).
+func (d *Definition) Agents() []*Definition {
+	out := []*Definition{d}
+	seen := map[string]bool{d.Name: true}
+	for _, g := range d.Groups {
 		for _, p := range g.Participants {
 			if !p.Defined() || seen[p.Agent] {
 				continue
 			}
 			seen[p.Agent] = true
-			a := *c
+			a := *d
 			a.Name, a.Description, a.Agent, a.A2A, a.Groups = p.Agent, p.Description, nil, nil, nil
 			if p.Prompt != "" {
 				a.Prompt = p.Prompt
@@ -170,6 +196,30 @@ func (c *Config) Agents() []*Config {
 			a.LLM.Sampling = a.LLM.Sampling.Over(p.Sampling)
 			out = append(out, &a)
 		}
+	}
+	return out
+}
+
+// AgentNamed is the agent of Agents named name, or nil.
+func (d *Definition) AgentNamed(name string) *Definition {
+	for _, a := range d.Agents() {
+		if a.Name == name {
+			return a
+		}
+	}
+	return nil
+}
+
+// Agents are the agents this configuration defines ([Definition.Agents]),
+// each as a configuration of its own: its definition, with this
+// configuration's Process. The first is c itself.
+func (c *Config) Agents() []*Config {
+	defs := c.Definition.Agents()
+	out := []*Config{c}
+	for _, d := range defs[1:] {
+		a := *c
+		a.Definition = *d
+		out = append(out, &a)
 	}
 	return out
 }

@@ -52,7 +52,7 @@ func settingEnv() []string {
 // secrets of the environment it gets from [Config.Env].
 type Uses struct {
 	// Models are the models the process calls, by the field naming each
-	// (as [Config.Models] lists them): it gets their providers' API keys and
+	// (as [Definition.Models] lists them): it gets their providers' API keys and
 	// base URLs.
 	Models map[string]string
 	// Auth is the bridge's: the variables that the auth section names

@@ -71,7 +71,7 @@ type Participant struct {
 func (p Participant) Defined() bool { return p.Prompt != "" || p.Model != "" }
 
 // Group finds a group by name.
-func (c *Config) Group(name string) *Group {
+func (c *Definition) Group(name string) *Group {
 	for i := range c.Groups {
 		if c.Groups[i].Name == name {
 			return &c.Groups[i]

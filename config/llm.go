@@ -43,8 +43,8 @@ func (c *Config) BaseURL(provider string) string {
 }
 
 // Models lists every model the configuration uses, with the field naming
-// it: the agents' ([Config.AgentModels]) and the groups'.
-func (c *Config) Models() map[string]string {
+// it: the agents' ([Definition.AgentModels]) and the groups'.
+func (c *Definition) Models() map[string]string {
 	out := c.AgentModels()
 	for i, g := range c.Groups {
 		if g.Model != "" {
@@ -57,7 +57,7 @@ func (c *Config) Models() map[string]string {
 // AgentModels lists the models the agent processes call, with the field
 // naming each: llm.model, the agent tree's nodes' and the models of the
 // group members defined here.
-func (c *Config) AgentModels() map[string]string {
+func (c *Definition) AgentModels() map[string]string {
 	out := map[string]string{"llm.model": c.LLM.Model}
 	var walk func(n *Node, path string)
 	walk = func(n *Node, path string) {
@@ -84,7 +84,7 @@ func (c *Config) AgentModels() map[string]string {
 // SelectorModels lists the models the group processes call, with the
 // field naming each: the selector of every group whose strategy is llm
 // (its model, else llm.model). A group of another strategy calls none.
-func (c *Config) SelectorModels() map[string]string {
+func (c *Definition) SelectorModels() map[string]string {
 	out := map[string]string{}
 	for i, g := range c.Groups {
 		switch {
@@ -103,7 +103,7 @@ func (c *Config) SelectorModels() map[string]string {
 func (c *Config) CheckKeys() error { return c.CheckModelKeys(c.Models()) }
 
 // CheckModelKeys verifies that the providers of models (by field, as
-// [Config.Models] lists them) have their API keys in the environment. Only
+// [Definition.Models] lists them) have their API keys in the environment. Only
 // roles that call models need this, each for the models it calls; the
 // error names the variable to set.
 func (c *Config) CheckModelKeys(models map[string]string) error {

@@ -1,6 +1,58 @@
 package config
 
-import "path/filepath"
+import (
+	"path/filepath"
+
+	"github.com/agentmesh/agentmesh/mesh/llm/modelspec"
+)
+
+// Process is what a process of the mesh runs with, whichever agents it
+// serves: the file's data directory, bridge address and sections of the
+// mesh (mesh, http, nats, sessions, log, monitor, breakers, metrics,
+// approvals, auth, limits, files), and what the environment adds to them.
+// It is the part of [Config] that is not the agents' [Definition].
+type Process struct {
+	Host     string   `yaml:"host"`
+	Port     int      `yaml:"port"`
+	DataDir  string   `yaml:"data_dir"`
+	Mesh     Mesh     `yaml:"mesh"`
+	HTTP     HTTP     `yaml:"http"`
+	NATS     NATS     `yaml:"nats"`
+	Sessions Sessions `yaml:"sessions"`
+	Log      Log      `yaml:"log"`
+	Monitor  Monitor  `yaml:"monitor"`
+	Breakers Breakers `yaml:"breakers"`
+	// Metrics is where each role process serves Prometheus metrics.
+	Metrics Metrics `yaml:"metrics"`
+	// Approvals configures the signed approvals: the approver's signing
+	// key and the keys tool hosts trust.
+	Approvals Approvals `yaml:"approvals"`
+	// Auth is HTTP authentication at the bridge; absent means off (loopback
+	// only, see [Config.CheckExposure]).
+	Auth Auth `yaml:"auth"`
+	// Limits are the bridge's rate and capacity limits, see [Limits].
+	Limits Limits `yaml:"limits"`
+	// Files limits the images and documents of users' messages, see [Files].
+	Files Files `yaml:"files"`
+
+	// HTTPAddr is the bridge's effective listen address.
+	HTTPAddr string `yaml:"-"`
+	// Keys are the API keys found in the environment.
+	Keys modelspec.Keys `yaml:"-"`
+	// NodeID names this process in heartbeats and logs (MESH_NODE_ID; `mesh
+	// up` gives each child a stable one). Empty means <role>-<host>-<pid>.
+	NodeID string `yaml:"-"`
+	// HealthAddr, when set (MESH_HEALTH_ADDR), is host:port where a role
+	// process without HTTP of its own answers /health and /ready, for
+	// container probes.
+	HealthAddr string `yaml:"-"`
+	// ProfileDir, when set, is where each role writes a CPU profile of its run.
+	ProfileDir string `yaml:"-"`
+	// BaseURLs are provider base URLs given by the environment, by provider.
+	BaseURLs map[string]string `yaml:"-"`
+	// Telemetry is what the standard OTEL_* variables say about traces.
+	Telemetry Telemetry `yaml:"-"`
+}
 
 // Mesh tunes the roles.
 type Mesh struct {
@@ -97,16 +149,16 @@ type Log struct {
 }
 
 // DataPath is a path inside the data directory.
-func (c *Config) DataPath(elem ...string) string {
+func (c *Process) DataPath(elem ...string) string {
 	return filepath.Join(append([]string{c.DataDir}, elem...)...)
 }
 
 // EmbeddedNATS reports whether the mesh runs its own NATS server.
-func (c *Config) EmbeddedNATS() bool { return c.NATS.URL == "" }
+func (c *Process) EmbeddedNATS() bool { return c.NATS.URL == "" }
 
 // CredsDir is where the mesh keeps its NATS identities: nats.creds_dir,
 // else <data_dir>/creds.
-func (c *Config) CredsDir() string {
+func (c *Process) CredsDir() string {
 	if c.NATS.CredsDir != "" {
 		return c.NATS.CredsDir
 	}

@@ -66,7 +66,7 @@ func TestResponderIdentityOf(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := &config.Config{DataDir: dir, NATS: tt.nats}
+			cfg := &config.Config{Process: config.Process{DataDir: dir, NATS: tt.nats}}
 			if got := responderIdentityOf(cfg, tt.role); got != tt.want {
 				t.Errorf("responderIdentityOf(%s) = %+v, want %+v", tt.role, got, tt.want)
 			}

@@ -32,7 +32,9 @@ type Config struct {
 	role.Node
 	// Resources are the provisioned streams and buckets.
 	Resources *store.Resources
-	// Agent is the agent's configuration: name, prompt, tree, mesh settings.
+	// Agent is the agent's configuration (one of config.Config.Agents): its
+	// Definition (name, description, prompt, model, tree) and the Process
+	// settings it runs with (mesh tuning, sessions, breakers, files).
 	Agent *config.Config
 	// Provider answers for the agent's model.
 	Provider llm.Provider

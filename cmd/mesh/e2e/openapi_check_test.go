@@ -29,7 +29,7 @@ var (
 
 func openAPIValidator() (validator.Validator, error) {
 	specOnce.Do(func() {
-		data, err := bridgehttp.OpenAPI(bridgehttp.Config{Agent: &config.Config{Name: "a"}})
+		data, err := bridgehttp.OpenAPI(bridgehttp.Config{Agent: &config.Config{Definition: config.Definition{Name: "a"}}})
 		if err != nil {
 			specErr = err
 			return

@@ -93,7 +93,7 @@ func TestOptionsFromConfigBreaker(t *testing.T) {
 // call opens the breaker, and the next call fails fast without a request.
 func TestFromConfigBreaker(t *testing.T) {
 	srv := llmtest.Start(t, llmtest.Config{API: llmtest.OpenAI, APIKey: "k"})
-	cfg := &config.Config{Keys: modelspec.Keys{OpenAI: "k"}, BaseURLs: map[string]string{modelspec.ProviderOpenAI: srv.BaseURL()}}
+	cfg := &config.Config{Process: config.Process{Keys: modelspec.Keys{OpenAI: "k"}, BaseURLs: map[string]string{modelspec.ProviderOpenAI: srv.BaseURL()}}}
 	cfg.LLM.MaxRetries = -1
 	cfg.Breakers.LLM = config.Breaker{Failures: 1, Cooldown: config.Duration(time.Minute)}
 	p, err := models.FromConfig(cfg, "gpt-4o-mini")
@@ -130,7 +130,7 @@ func hello(stream bool) llm.Request {
 // logger it is given, without the key.
 func TestFromConfigWithLogsRetries(t *testing.T) {
 	srv := llmtest.Start(t, llmtest.Config{API: llmtest.Anthropic, APIKey: retryKey, Backend: llmtest.Replies(llm.Response{Text: "ok"})})
-	cfg := &config.Config{Keys: modelspec.Keys{Anthropic: retryKey}, BaseURLs: map[string]string{modelspec.ProviderAnthropic: srv.BaseURL()}}
+	cfg := &config.Config{Process: config.Process{Keys: modelspec.Keys{Anthropic: retryKey}, BaseURLs: map[string]string{modelspec.ProviderAnthropic: srv.BaseURL()}}}
 	cfg.LLM.Model = "claude-sonnet-4-5"
 	cfg.LLM.MaxRetries = 1
 	var logs bytes.Buffer
