@@ -119,7 +119,9 @@ const (
 //     breakers, metrics, limits, files, approvals, the mesh's tuning), and
 //     what the environment adds (node id, API keys, base URLs, traces).
 //
-// The agent role and the bridge, which use both, take the whole Config.
+// A role takes the part it uses where it uses one: the approver checks
+// policies against the agents' Definition; the agent role and the bridge,
+// which use both, take the whole Config.
 type Config struct {
 	Definition `yaml:",inline"`
 	Process    `yaml:",inline"`

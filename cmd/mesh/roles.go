@@ -198,7 +198,7 @@ func runApprover(ctx context.Context, cfg *config.Config, _ []string) error {
 	}
 	a, err := approver.New(approver.Config{
 		Node: n.roleNode(), Approvals: n.res.Approvals, Version: version,
-		Signer: key, Trusted: cfg.Approvals.PublicKeys, Tools: n.res.Tools, Agents: cfg,
+		Signer: key, Trusted: cfg.Approvals.PublicKeys, Tools: n.res.Tools, Agents: &cfg.Definition,
 	})
 	if err != nil {
 		return err

@@ -83,9 +83,9 @@ type Config struct {
 	// Tools is the tool catalog, read to decide by
 	// mesh.PolicyNonDestructive. Nil refuses that policy.
 	Tools jetstream.KeyValue
-	// Agents is the approver's own copy of the configuration, whose agent
+	// Agents are the agents of the approver's own configuration, whose
 	// trees decide mesh.PolicyAllowDestructive. Nil refuses that policy.
-	Agents *config.Config
+	Agents *config.Definition
 	// Version is the build's version; the service announces it when it is
 	// semver, else mesh.DevVersion with the version in its metadata.
 	Version string

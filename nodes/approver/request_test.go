@@ -245,7 +245,7 @@ agent:
 		t.Fatal(err)
 	}
 	kp := signer(t)
-	startWith(t, m, Config{Signer: kp, Tools: m.Tools, Agents: cfg})
+	startWith(t, m, Config{Signer: kp, Tools: m.Tools, Agents: &cfg.Definition})
 	cons := resumes(t, m)
 
 	ask := func(policy, tool string, path []int, agent string) (*mesh.Approval, error) {
