@@ -35,8 +35,17 @@ func TestAnthropicErrorEvent(t *testing.T) {
 		f.set(anthropicStream(anthropicStart, anthropicText, anthropicOverloaded), f.answer(okReply))
 		_, deltas, err := generateWith(t.Context(), f.provider(testOptions(nil)), ask(), true)
 		e := wantCode(t, err, CodeError)
-		if e.Status != 529 || !strings.Contains(e.Message, "overloaded_error") || f.count() != 1 || strings.Join(deltas, "") != "Hi" {
-			t.Errorf("error %q (status %d) after %d requests, deltas %q", e.Message, e.Status, f.count(), deltas)
+		if e.Status != 529 {
+			t.Errorf("status %d, want 529 for the overloaded event", e.Status)
+		}
+		if !strings.Contains(e.Message, "overloaded_error") {
+			t.Errorf("error %q, want it to name overloaded_error", e.Message)
+		}
+		if n := f.count(); n != 1 {
+			t.Errorf("%d requests, want 1: text reached the caller, so no retry", n)
+		}
+		if got := strings.Join(deltas, ""); got != "Hi" {
+			t.Errorf("deltas %q, want the text before the event, Hi", got)
 		}
 	})
 	t.Run("rate limit in stream", func(t *testing.T) {
@@ -62,8 +71,18 @@ func TestAnthropicThinkingIgnored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.Text != "42" || strings.Join(deltas, "") != "42" || resp.Usage != (Usage{InputTokens: 25, OutputTokens: 30}) || resp.StopReason != "end_turn" {
-		t.Errorf("response %+v, deltas %q: want only the text block, usage 25/30", resp, deltas)
+	// Only the text block counts.
+	if resp.Text != "42" {
+		t.Errorf("text %q, want 42", resp.Text)
+	}
+	if got := strings.Join(deltas, ""); got != "42" {
+		t.Errorf("deltas %q, want 42", got)
+	}
+	if want := (Usage{InputTokens: 25, OutputTokens: 30}); resp.Usage != want {
+		t.Errorf("usage %+v, want %+v", resp.Usage, want)
+	}
+	if resp.StopReason != "end_turn" {
+		t.Errorf("stop reason %q, want end_turn", resp.StopReason)
 	}
 }
 

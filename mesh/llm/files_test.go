@@ -72,8 +72,17 @@ func TestProviderFilesWithoutText(t *testing.T) {
 				t.Fatalf("Generate: %v", err)
 			}
 			got := f.last().Messages
-			if len(got) != 1 || len(got[0].Files) != 1 || got[0].Files[0].Data != string(img.Data) || got[0].Files[0].MediaType != "image/webp" {
-				t.Errorf("sent %s, want one user message with the webp image", mustJSON(got))
+			if len(got) != 1 {
+				t.Fatalf("sent %d messages, want one user message: %s", len(got), mustJSON(got))
+			}
+			if len(got[0].Files) != 1 {
+				t.Fatalf("sent %d files, want the webp image: %s", len(got[0].Files), mustJSON(got))
+			}
+			if f := got[0].Files[0]; f.Data != string(img.Data) {
+				t.Errorf("sent file data %q, want the webp's %q", f.Data, img.Data)
+			}
+			if f := got[0].Files[0]; f.MediaType != "image/webp" {
+				t.Errorf("sent media type %q, want image/webp", f.MediaType)
 			}
 		})
 	}

@@ -74,8 +74,17 @@ func TestGeminiCallIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(resp.ToolCalls) != 2 || resp.ToolCalls[0].ID != "fc-7" || !strings.HasPrefix(resp.ToolCalls[1].ID, "call_") || string(resp.ToolCalls[1].Arguments) != "{}" {
-		t.Errorf("calls %+v: want the model's id kept, one made up, {} for missing args", resp.ToolCalls)
+	if len(resp.ToolCalls) != 2 {
+		t.Fatalf("%d calls, want 2: %+v", len(resp.ToolCalls), resp.ToolCalls)
+	}
+	if id := resp.ToolCalls[0].ID; id != "fc-7" {
+		t.Errorf("call 0 id %q, want the model's fc-7 kept", id)
+	}
+	if id := resp.ToolCalls[1].ID; !strings.HasPrefix(id, "call_") {
+		t.Errorf("call 1 id %q, want one made up, starting with call_", id)
+	}
+	if args := string(resp.ToolCalls[1].Arguments); args != "{}" {
+		t.Errorf("call 1 arguments %s, want {} for missing args", args)
 	}
 	if resp.Usage != (Usage{InputTokens: 5, OutputTokens: 10}) {
 		t.Errorf("usage %+v, want thinking counted as output", resp.Usage)

@@ -512,8 +512,17 @@ func TestBreakerOpensDuringRetries(t *testing.T) {
 		f.set(f.fail(http.StatusBadGateway, "upstream connect error", nil))
 		p := f.provider(testOptions(func(o *Options) { o.MaxRetries = 5; o.BreakerFailures = 2; o.BreakerCooldown = time.Hour }))
 		e := wantCode(t, fmtErr(p.Generate(t.Context(), ask())), CodeError)
-		if f.count() != 2 || e.Status != http.StatusBadGateway || !strings.Contains(e.Message, "upstream connect error") || !strings.Contains(e.Message, "circuit breaker is now open") {
-			t.Errorf("%d requests, error %q (status %d): want the 502 after 2 attempts, and the breaker's opening", f.count(), e.Message, e.Status)
+		if n := f.count(); n != 2 {
+			t.Errorf("%d requests, want 2: the breaker opens after the second failure", n)
+		}
+		if e.Status != http.StatusBadGateway {
+			t.Errorf("status %d, want the provider's 502", e.Status)
+		}
+		if !strings.Contains(e.Message, "upstream connect error") {
+			t.Errorf("error %q, want the provider's words, upstream connect error", e.Message)
+		}
+		if !strings.Contains(e.Message, "circuit breaker is now open") {
+			t.Errorf("error %q, want it to say the circuit breaker is now open", e.Message)
 		}
 	})
 }
