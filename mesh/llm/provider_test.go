@@ -119,3 +119,38 @@ func TestOptionsFromConfigBreaker(t *testing.T) {
 		t.Errorf("breakers.llm.failures -1: gate %T, want none", endpointOf(t, p).gate)
 	}
 }
+
+// model is a parsed model name.
+func model(t testing.TB, name string) config.Model {
+	t.Helper()
+	m, err := config.ParseModel(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func newProvider(t *testing.T, name string, opts Options) Provider {
+	t.Helper()
+	p, err := NewCloud(model(t, name), opts)
+	if err != nil {
+		t.Fatalf("NewCloud(%s): %v", name, err)
+	}
+	return p
+}
+
+// endpointOf exposes a provider's transport, for tests of its settings and
+// for SetSleep.
+func endpointOf(t *testing.T, p Provider) *endpoint {
+	t.Helper()
+	switch p := p.(type) {
+	case *geminiProvider:
+		return p.ep
+	case *anthropicProvider:
+		return p.ep
+	case *openAIProvider:
+		return p.ep
+	}
+	t.Fatalf("%T has no endpoint", p)
+	return nil
+}
