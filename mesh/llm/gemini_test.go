@@ -61,8 +61,14 @@ func TestGeminiThoughtSignatures(t *testing.T) {
 	// second. The server accepts only the signatures it handed out (one,
 	// on the first call of its answer) and the placeholder.
 	sigs := geminiSignatures(t, f.last().Body, 1)
-	if len(sigs) != 2 || sigs[0] == "" || sigs[0] == llm.GeminiSkipSignature || sigs[1] != "" {
-		t.Errorf("replayed calls with signatures %q: want the first call's signature back, as received, and none on the second", sigs)
+	if len(sigs) != 2 {
+		t.Fatalf("replayed %d calls, want 2", len(sigs))
+	}
+	if sigs[0] == "" || sigs[0] == llm.GeminiSkipSignature {
+		t.Errorf("first call replayed with signature %q, want the one received", sigs[0])
+	}
+	if sigs[1] != "" {
+		t.Errorf("second call replayed with signature %q, want none", sigs[1])
 	}
 
 	// A call this process never saw (another agent replica made it).
