@@ -83,8 +83,7 @@ func TestA2ADelegationForwardsTokenAndSession(t *testing.T) {
 	}
 
 	// Without a token: it still works, and no Authorization is sent.
-	conv2 := m.newConversation()
-	m.send(conv2, "list all resources")
+	conv2, _ := m.firstTurn("list all resources")
 	sends = sub.Sends()
 	if len(sends) != 2 || sends[1].HasAuth {
 		t.Errorf("second send = %+v; want no Authorization header", sends[len(sends)-1])

@@ -87,8 +87,7 @@ func TestAgentDirectoryFollowsItsProcesses(t *testing.T) {
 	if str(withReviewer, "conversation", "agent") != "reviewer" || str(withReviewer, "result", "outcome") != "success" {
 		t.Fatalf("conversation with reviewer: %v", withReviewer)
 	}
-	mainConv := m.newConversation()
-	m.send(mainConv, "list all resources")
+	mainConv, _ := m.firstTurn("list all resources")
 	// An agent logs a turn after publishing its end, and the log reaches its
 	// file through a pipe: wait for each process's own line, then check that
 	// the other process has none.

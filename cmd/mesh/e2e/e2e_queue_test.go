@@ -61,8 +61,7 @@ func sendQueued(t *testing.T, m *meshProc, conv, text string) map[string]any {
 func TestQueuedTurnIsVisibleAndRunsWhenAnAgentComes(t *testing.T) {
 	t.Parallel()
 	m, agentCmd := queueMesh(t, "")
-	conv := m.newConversation()
-	m.send(conv, "list all resources") // the agent works, and has its consumer
+	conv, _ := m.firstTurn("list all resources") // the agent works, and has its consumer
 	stopAgent(t, agentCmd)
 
 	out := sendQueued(t, m, conv, "add resource queued-1 with value 4")
@@ -169,8 +168,7 @@ func TestQueuedTurnIsVisibleAndRunsWhenAnAgentComes(t *testing.T) {
 func TestLostQueuedTurnIsPublishedAgain(t *testing.T) {
 	t.Parallel()
 	m, agentCmd := queueMesh(t, "  queue_check_after: 1s\n")
-	conv := m.newConversation()
-	m.send(conv, "list all resources")
+	conv, _ := m.firstTurn("list all resources")
 	stopAgent(t, agentCmd)
 	run := str(sendQueued(t, m, conv, "list all resources again"), "run_id")
 

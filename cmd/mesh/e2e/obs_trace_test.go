@@ -135,11 +135,7 @@ func TestTraceOfATurnAcrossAnApprovalAndAnAgentRestart(t *testing.T) {
 	m := startMesh(t, meshOpts{env: rcv.traceEnv()})
 	const trace, caller = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 
-	conv := m.newConversation()
-	out := m.send(conv, "list all resources", "traceparent", "00-"+trace+"-"+caller+"-01")
-	if str(out, "conversation", "status") != "active" {
-		t.Fatalf("answer %v", out)
-	}
+	conv, _ := m.firstTurn("list all resources", "traceparent", "00-"+trace+"-"+caller+"-01")
 	var spans []span
 	meshtest.Eventually(t, 20*time.Second, func() bool {
 		spans = rcv.of(trace)
