@@ -1,5 +1,7 @@
 # Agent Mesh. `make run` starts the whole mesh on an embedded NATS server with
-# the offline planner (no API key); `make test` runs every test with -race.
+# the offline planner (no API key); `make test` runs every test with -race;
+# `make test-short` is the inner loop: the unit tests and a smoke of the
+# end-to-end tests.
 
 GO          ?= go
 BIN         := $(CURDIR)/bin
@@ -23,7 +25,7 @@ COMPOSE     ?= docker compose
 # The sample MCP server needs cgo (SQLite): it is built for this machine only.
 PLATFORMS   := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
 
-.PHONY: all build build-all run test lint bench bench-cluster chaos chaos-cluster clean peers image compose-up compose-down
+.PHONY: all build build-all run test test-short lint bench bench-cluster chaos chaos-cluster clean peers image compose-up compose-down
 
 all: build
 
@@ -64,6 +66,20 @@ E2E         := ./cmd/mesh/e2e
 test: $(if $(HAVE_NODE),peers)
 	$(GO) test -race -timeout 30m $(TEST_FLAGS) $$($(GO) list ./... | grep -v '/cmd/mesh/e2e$$')
 	$(GO) test -race -count=1 -timeout 30m $(TEST_FLAGS) $(E2E)
+
+## test-short: the unit tests with -race and -short, then a smoke of the end-to-end tests
+# The smoke: the mesh starts and lists its tools, a destructive turn waits
+# for its approval and runs once approved, every NATS identity against
+# every subject on both servers, and the official AG-UI client (an npm
+# peer) through a turn and its approval. -short skips the parts of the
+# unit tests that wait for a TTL or form a cluster (make test runs them).
+# The unit tests wait on NATS more than they compute: four packages at a
+# time (-p 4) finish sooner than two on two cores. The smoke runs without
+# -race, which make test keeps for the whole end-to-end suite.
+E2E_SMOKE   := ^(TestStartupHealthAndTools|TestDestructiveToolWithApproval|TestNATSIdentitySubjectMatrix|TestAGUIOfficialClient)$$
+test-short: $(if $(HAVE_NODE),peers)
+	$(GO) test -race -short -p 4 -timeout 10m $(TEST_FLAGS) $$($(GO) list ./... | grep -v '/cmd/mesh/e2e$$')
+	$(GO) test -short -count=1 -timeout 10m -run '$(E2E_SMOKE)' $(TEST_FLAGS) $(E2E)
 
 ## peers: install the tests' npm peers in cmd/mesh/e2e/testdata/peers (npm ci)
 peers: $(PEERS)/node_modules/.package-lock.json

@@ -109,8 +109,18 @@ func TestStreamTokenSocketOnlyReads(t *testing.T) {
 		if err := conn.Write(t.Context(), websocket.MessageText, []byte(frame)); err != nil {
 			t.Fatal(err)
 		}
-		if f := read(); f["type"] != "error" || f["code"] != core.ErrReadOnly.Kind || f["status"] != float64(http.StatusForbidden) || !strings.Contains(fmt.Sprint(f["message"]), "stream token") {
-			t.Errorf("a %s frame on a stream token's socket: %v, want an error frame %s", name, f, core.ErrReadOnly.Kind)
+		f := read()
+		if f["type"] != "error" {
+			t.Errorf("a %s frame on a stream token's socket: answer type %v, want error: %v", name, f["type"], f)
+		}
+		if f["code"] != core.ErrReadOnly.Kind {
+			t.Errorf("a %s frame on a stream token's socket: code %v, want %s", name, f["code"], core.ErrReadOnly.Kind)
+		}
+		if f["status"] != float64(http.StatusForbidden) {
+			t.Errorf("a %s frame on a stream token's socket: status %v, want %d", name, f["status"], http.StatusForbidden)
+		}
+		if msg := fmt.Sprint(f["message"]); !strings.Contains(msg, "stream token") {
+			t.Errorf("a %s frame on a stream token's socket: message %q, want it to name the stream token", name, msg)
 		}
 	}
 	if _, err := b.core.Sessions.Head(t.Context(), "ro-thread"); !errors.Is(err, mesh.ErrSessionNotFound) {

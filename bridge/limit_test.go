@@ -91,8 +91,16 @@ func TestLimitPrincipalAcrossBridges(t *testing.T) {
 	}
 	reset, err := time.Parse(time.RFC3339, body.ResetAt)
 	ra, _ := strconv.Atoi(w.Header().Get("Retry-After"))
-	if body.Code != "rate_limited" || err != nil || time.Until(reset) <= 0 || time.Until(reset) > 21*time.Second || ra < 1 || ra > 21 {
-		t.Errorf("refusal: %s, Retry-After %q", w.Body, w.Header().Get("Retry-After"))
+	if body.Code != "rate_limited" {
+		t.Errorf("refusal code %q, want rate_limited: %s", body.Code, w.Body)
+	}
+	if err != nil {
+		t.Errorf("refusal resetAt %q: %v", body.ResetAt, err)
+	} else if in := time.Until(reset); in <= 0 || in > 21*time.Second {
+		t.Errorf("refusal resetAt in %v, want within the next 21s", in)
+	}
+	if ra < 1 || ra > 21 {
+		t.Errorf("refusal Retry-After %q, want 1 to 21 seconds", w.Header().Get("Retry-After"))
 	}
 	if w := call(a, "GET", "/tools", "bob-token-0123456789", "192.0.2.2:1000", ""); w.Code != http.StatusOK {
 		t.Errorf("bob: %d %s", w.Code, w.Body)
@@ -307,8 +315,17 @@ func TestLimitSocketRunFrames(t *testing.T) {
 			t.Fatalf("first run frame refused: %v", last)
 		}
 	}
-	if last["type"] != "error" || last["code"] != "rate_limited" || last["status"] != float64(429) || last["resetAt"] == nil {
-		t.Errorf("second run frame: %v", last)
+	if last["type"] != "error" {
+		t.Errorf("second run frame type %v, want error: %v", last["type"], last)
+	}
+	if last["code"] != "rate_limited" {
+		t.Errorf("second run frame code %v, want rate_limited", last["code"])
+	}
+	if last["status"] != float64(429) {
+		t.Errorf("second run frame status %v, want 429", last["status"])
+	}
+	if last["resetAt"] == nil {
+		t.Errorf("second run frame without resetAt: %v", last)
 	}
 }
 

@@ -28,12 +28,32 @@ func TestAuthFromFileAndEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := c.Auth
-	if !a.Enabled() || len(a.Tokens) != 2 || a.Tokens[0].Token.Reveal() != "alice-secret-token-42" || a.Tokens[1].Token.Reveal() != "literal-token-0123456789" {
-		t.Fatalf("tokens = %+v", a.Tokens)
+	if !a.Enabled() {
+		t.Fatal("auth not enabled with two tokens configured")
 	}
-	if a.JWT.HS256Secret.Reveal() != strings.Repeat("k", 32) || a.JWT.PrincipalClaim != "sub" || a.JWT.RolesClaim != "roles" ||
-		a.JWT.ClockSkew.Std() != 30*time.Second || a.StreamTokenTTL.Std() != time.Minute {
-		t.Errorf("jwt defaults: %+v, stream ttl %v", a.JWT, a.StreamTokenTTL.Std())
+	if len(a.Tokens) != 2 {
+		t.Fatalf("got %d tokens, want 2: %+v", len(a.Tokens), a.Tokens)
+	}
+	if got := a.Tokens[0].Token.Reveal(); got != "alice-secret-token-42" {
+		t.Fatalf("token 0 = %q, want the value of ALICE_TOKEN", got)
+	}
+	if got := a.Tokens[1].Token.Reveal(); got != "literal-token-0123456789" {
+		t.Fatalf("token 1 = %q, want the literal from the file", got)
+	}
+	if a.JWT.HS256Secret.Reveal() != strings.Repeat("k", 32) {
+		t.Error("jwt hs256 secret is not the value of JWT_SECRET")
+	}
+	if a.JWT.PrincipalClaim != "sub" {
+		t.Errorf("jwt principal claim = %q, want the default sub", a.JWT.PrincipalClaim)
+	}
+	if a.JWT.RolesClaim != "roles" {
+		t.Errorf("jwt roles claim = %q, want the default roles", a.JWT.RolesClaim)
+	}
+	if got := a.JWT.ClockSkew.Std(); got != 30*time.Second {
+		t.Errorf("jwt clock skew = %v, want the default 30s", got)
+	}
+	if got := a.StreamTokenTTL.Std(); got != time.Minute {
+		t.Errorf("stream token ttl = %v, want the default 1m", got)
 	}
 	// Secrets never print.
 	if s := fmt.Sprintf("%v %+v %#v", a, a.Tokens, a.JWT); strings.Contains(s, "alice-secret") || strings.Contains(s, "kkkk") || strings.Contains(s, "literal-token") {

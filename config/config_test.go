@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -78,8 +79,21 @@ func TestEnvironmentOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.HTTPAddr != "127.0.0.1:1" || c.DataDir != "/d" || c.NATS.Listen != "127.0.0.1:2" || c.NATS.URL != "nats://n:4222" || c.EmbeddedNATS() {
-		t.Errorf("environment did not win: %+v", c)
+	// The environment wins over the file.
+	if c.HTTPAddr != "127.0.0.1:1" {
+		t.Errorf("http addr = %q, want 127.0.0.1:1 from the environment", c.HTTPAddr)
+	}
+	if c.DataDir != "/d" {
+		t.Errorf("data dir = %q, want /d from the environment", c.DataDir)
+	}
+	if c.NATS.Listen != "127.0.0.1:2" {
+		t.Errorf("nats listen = %q, want 127.0.0.1:2 from the environment", c.NATS.Listen)
+	}
+	if c.NATS.URL != "nats://n:4222" {
+		t.Errorf("nats url = %q, want nats://n:4222 from the environment", c.NATS.URL)
+	}
+	if c.EmbeddedNATS() {
+		t.Error("EmbeddedNATS() = true with a NATS URL in the environment, want false")
 	}
 	if c.MCPServers[0].Args[1] != "/d/r.db" {
 		t.Errorf("args = %v, want ${MESH_DATA_DIR} expanded to /d", c.MCPServers[0].Args)
@@ -118,8 +132,17 @@ func TestNATSIdentitySettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.NATS.Auth != NATSAuthNKeys || c.NATS.Creds != "/etc/mesh/{role}.creds" || c.NATS.TLS.CA != "ca.pem" || c.CredsDir() != "data/creds" {
-		t.Errorf("from the file: %+v, creds dir %s", c.NATS, c.CredsDir())
+	if c.NATS.Auth != NATSAuthNKeys {
+		t.Errorf("from the file: nats auth = %q, want %q", c.NATS.Auth, NATSAuthNKeys)
+	}
+	if c.NATS.Creds != "/etc/mesh/{role}.creds" {
+		t.Errorf("from the file: nats creds = %q, want /etc/mesh/{role}.creds", c.NATS.Creds)
+	}
+	if c.NATS.TLS.CA != "ca.pem" {
+		t.Errorf("from the file: nats tls ca = %q, want ca.pem", c.NATS.TLS.CA)
+	}
+	if got := c.CredsDir(); got != "data/creds" {
+		t.Errorf("from the file: creds dir = %q, want data/creds", got)
 	}
 	c, err = Parse("a.yaml", []byte(yaml), env(EnvNATSNKey, "/s/agent.nk", EnvNATSAuth, "none"))
 	if err != nil {
@@ -209,9 +232,17 @@ func TestHTTPEdgeSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := c.HTTP
-	if h.ReadHeaderTimeout.Std() != DefaultReadHeaderTimeout || h.ReadTimeout.Std() != DefaultReadTimeout ||
-		h.IdleTimeout.Std() != DefaultIdleTimeout || h.WriteTimeout.Std() != DefaultWaitTimeout+DefaultWriteMargin {
-		t.Errorf("default timeouts: %+v", h)
+	if got := h.ReadHeaderTimeout.Std(); got != DefaultReadHeaderTimeout {
+		t.Errorf("default read header timeout = %v, want %v", got, DefaultReadHeaderTimeout)
+	}
+	if got := h.ReadTimeout.Std(); got != DefaultReadTimeout {
+		t.Errorf("default read timeout = %v, want %v", got, DefaultReadTimeout)
+	}
+	if got := h.IdleTimeout.Std(); got != DefaultIdleTimeout {
+		t.Errorf("default idle timeout = %v, want %v", got, DefaultIdleTimeout)
+	}
+	if got, want := h.WriteTimeout.Std(), DefaultWaitTimeout+DefaultWriteMargin; got != want {
+		t.Errorf("default write timeout = %v, want %v (the wait timeout and its margin)", got, want)
 	}
 	if len(h.Hosts) != 0 || len(h.CORS.Origins) != 0 {
 		t.Errorf("hosts or origins by default: %v %v", h.Hosts, h.CORS.Origins)
@@ -249,8 +280,20 @@ func TestTreeRefsAreExpanded(t *testing.T) {
 		t.Fatal(err)
 	}
 	kids := c.Tree().Agents
-	if len(kids) != 3 || kids[2].Name != "check" || kids[2].OutputKey != "status" || kids[2].Tools == nil || len(*kids[2].Tools) != 0 {
-		t.Errorf("children = %+v, want the third a copy of check", kids)
+	if len(kids) != 3 {
+		t.Fatalf("got %d children, want 3: %+v", len(kids), kids)
+	}
+	// The third is a copy of check.
+	if kids[2].Name != "check" {
+		t.Errorf("third child's name = %q, want check", kids[2].Name)
+	}
+	if kids[2].OutputKey != "status" {
+		t.Errorf("third child's output key = %q, want status", kids[2].OutputKey)
+	}
+	if kids[2].Tools == nil {
+		t.Error("third child's tools = nil (every tool), want [] as on check")
+	} else if len(*kids[2].Tools) != 0 {
+		t.Errorf("third child's tools = %v, want [] as on check", *kids[2].Tools)
 	}
 	if c.Tree().Agents[1].Tools != nil {
 		t.Errorf("a node without tools: gets %v, want nil (every tool)", c.Tree().Agents[1].Tools)
@@ -366,8 +409,15 @@ func TestSubAgents(t *testing.T) {
 		}},
 	}
 	got := c.SubAgents()
-	if len(got) != 3 || got[0].Name != "a" || got[1].Name != "b" || got[2].Name != "c" || !got[2].IsDestructive() {
-		t.Errorf("SubAgents = %+v", got)
+	var names []string
+	for _, a := range got {
+		names = append(names, a.Name)
+	}
+	if !slices.Equal(names, []string{"a", "b", "c"}) {
+		t.Fatalf("SubAgents names = %q, want [a b c]", names)
+	}
+	if !got[2].IsDestructive() {
+		t.Errorf("SubAgents c: IsDestructive() = false, want true from destructive_hint: %+v", got[2])
 	}
 }
 

@@ -30,9 +30,17 @@ func TestFilesSettings(t *testing.T) {
 				return
 			}
 			f := c.Files
-			if f.MaxBytes != tt.want.MaxBytes || f.MaxPerMessage != tt.want.MaxPerMessage || strings.Join(f.MediaTypes, ",") != strings.Join(tt.want.MediaTypes, ",") ||
-				strings.Join(f.TextOnlyModels, ",") != strings.Join(tt.want.TextOnlyModels, ",") {
-				t.Errorf("files %+v, want %+v", f, tt.want)
+			if f.MaxBytes != tt.want.MaxBytes {
+				t.Errorf("max bytes = %d, want %d", f.MaxBytes, tt.want.MaxBytes)
+			}
+			if f.MaxPerMessage != tt.want.MaxPerMessage {
+				t.Errorf("max per message = %d, want %d", f.MaxPerMessage, tt.want.MaxPerMessage)
+			}
+			if got, want := strings.Join(f.MediaTypes, ","), strings.Join(tt.want.MediaTypes, ","); got != want {
+				t.Errorf("media types = %q, want %q", got, want)
+			}
+			if got, want := strings.Join(f.TextOnlyModels, ","), strings.Join(tt.want.TextOnlyModels, ","); got != want {
+				t.Errorf("text-only models = %q, want %q", got, want)
 			}
 		})
 	}

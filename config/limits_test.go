@@ -39,8 +39,20 @@ func TestLimitsSettings(t *testing.T) {
 		t.Error("Limit: 0 is the default, -1 none, else the number")
 	}
 	nets, err := (&Limits{TrustedProxies: []string{"192.0.2.1", "10.0.0.0/8"}}).ProxyNets()
-	if err != nil || len(nets) != 2 || !nets[0].Contains([]byte{192, 0, 2, 1}) || nets[0].Contains([]byte{192, 0, 2, 2}) || !nets[1].Contains([]byte{10, 9, 8, 7}) {
-		t.Errorf("ProxyNets: %v, %v", nets, err)
+	if err != nil {
+		t.Fatalf("ProxyNets: %v", err)
+	}
+	if len(nets) != 2 {
+		t.Fatalf("ProxyNets = %v, want 2 networks", nets)
+	}
+	if !nets[0].Contains([]byte{192, 0, 2, 1}) {
+		t.Errorf("ProxyNets[0] = %v, want it to hold 192.0.2.1", nets[0])
+	}
+	if nets[0].Contains([]byte{192, 0, 2, 2}) {
+		t.Errorf("ProxyNets[0] = %v, want a single address, not holding 192.0.2.2", nets[0])
+	}
+	if !nets[1].Contains([]byte{10, 9, 8, 7}) {
+		t.Errorf("ProxyNets[1] = %v, want it to hold 10.9.8.7", nets[1])
 	}
 }
 

@@ -22,9 +22,29 @@ func TestNATSClusterSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := c.NATS
-	if n.ServerName != "n1" || n.Replicas != 3 || c.CredsDir() != "/etc/mesh/creds" || n.Cluster.Name != "prod" || n.Cluster.Listen != "0.0.0.0:6222" ||
-		!slices.Equal(n.Cluster.Routes, []string{"nats-1:6222", "nats-route://nats-2:6222"}) || n.LeafNodes.Listen != "0.0.0.0:7422" || n.LeafNodes.Edge() {
-		t.Errorf("from the file: %+v", n)
+	if n.ServerName != "n1" {
+		t.Errorf("from the file: server name = %q, want n1", n.ServerName)
+	}
+	if n.Replicas != 3 {
+		t.Errorf("from the file: replicas = %d, want 3", n.Replicas)
+	}
+	if got := c.CredsDir(); got != "/etc/mesh/creds" {
+		t.Errorf("from the file: creds dir = %q, want /etc/mesh/creds", got)
+	}
+	if n.Cluster.Name != "prod" {
+		t.Errorf("from the file: cluster name = %q, want prod", n.Cluster.Name)
+	}
+	if n.Cluster.Listen != "0.0.0.0:6222" {
+		t.Errorf("from the file: cluster listen = %q, want 0.0.0.0:6222", n.Cluster.Listen)
+	}
+	if want := []string{"nats-1:6222", "nats-route://nats-2:6222"}; !slices.Equal(n.Cluster.Routes, want) {
+		t.Errorf("from the file: cluster routes = %q, want %q", n.Cluster.Routes, want)
+	}
+	if n.LeafNodes.Listen != "0.0.0.0:7422" {
+		t.Errorf("from the file: leaf nodes listen = %q, want 0.0.0.0:7422", n.LeafNodes.Listen)
+	}
+	if n.LeafNodes.Edge() {
+		t.Errorf("from the file: LeafNodes.Edge() = true with no remotes, want false: %+v", n.LeafNodes)
 	}
 	c, err = Parse("a.yaml", []byte(minimal), env(
 		EnvNATSServerName, "edge-1", EnvNATSReplicas, "1", EnvNATSCredsDir, "/c",
@@ -33,9 +53,26 @@ func TestNATSClusterSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	n = c.NATS
-	if n.ServerName != "edge-1" || n.Replicas != 1 || c.CredsDir() != "/c" || !n.LeafNodes.Edge() || n.MonitorListen != "127.0.0.1:8222" ||
-		!slices.Equal(n.LeafNodes.Remotes, []string{"hub-1:7422", "nats-leaf://hub-2:7422"}) || n.Cluster.Enabled() {
-		t.Errorf("from the environment: %+v", n)
+	if n.ServerName != "edge-1" {
+		t.Errorf("from the environment: server name = %q, want edge-1", n.ServerName)
+	}
+	if n.Replicas != 1 {
+		t.Errorf("from the environment: replicas = %d, want 1", n.Replicas)
+	}
+	if got := c.CredsDir(); got != "/c" {
+		t.Errorf("from the environment: creds dir = %q, want /c", got)
+	}
+	if !n.LeafNodes.Edge() {
+		t.Errorf("from the environment: LeafNodes.Edge() = false with remotes, want true: %+v", n.LeafNodes)
+	}
+	if n.MonitorListen != "127.0.0.1:8222" {
+		t.Errorf("from the environment: monitor listen = %q, want 127.0.0.1:8222", n.MonitorListen)
+	}
+	if want := []string{"hub-1:7422", "nats-leaf://hub-2:7422"}; !slices.Equal(n.LeafNodes.Remotes, want) {
+		t.Errorf("from the environment: leaf remotes = %q, want %q", n.LeafNodes.Remotes, want)
+	}
+	if n.Cluster.Enabled() {
+		t.Errorf("from the environment: Cluster.Enabled() = true with no cluster set, want false: %+v", n.Cluster)
 	}
 	c, err = Parse("a.yaml", []byte(minimal), env(EnvNATSClusterName, "c", EnvNATSClusterListen, "127.0.0.1:6222",
 		EnvNATSRoutes, "a:1,b:2", EnvNATSServerName, "s"))

@@ -30,8 +30,16 @@ groups:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.LLM.MaxTokens != 800 || c.LLM.Temperature == nil || *c.LLM.Temperature != 0.4 || c.LLM.TopP != nil {
-		t.Errorf("llm section read as %+v", c.LLM.Sampling)
+	if c.LLM.MaxTokens != 800 {
+		t.Errorf("llm section: max tokens = %d, want 800", c.LLM.MaxTokens)
+	}
+	if c.LLM.Temperature == nil {
+		t.Error("llm section: temperature = nil, want 0.4")
+	} else if *c.LLM.Temperature != 0.4 {
+		t.Errorf("llm section: temperature = %v, want 0.4", *c.LLM.Temperature)
+	}
+	if c.LLM.TopP != nil {
+		t.Errorf("llm section: top_p = %v, want nil (not set)", *c.LLM.TopP)
 	}
 	draft, check := c.Agent.Agents[0].Sampling, c.Agent.Agents[1].Sampling
 	if *draft.Temperature != 1.1 || *draft.TopP != 0.9 || draft.MaxTokens != 0 {

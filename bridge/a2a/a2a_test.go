@@ -55,10 +55,7 @@ func TestCard(t *testing.T) {
 			t.Fatal(err)
 		}
 		url := f.srv.URL + "/a2a"
-		if card.Name != "tester" || card.Description != "Manages resources." || card.URL != url || card.Version != "1.2.3" ||
-			card.ProtocolVersion != "0.3.0" || card.PreferredTransport != "JSONRPC" || !card.Capabilities.Streaming || card.Capabilities.PushNotifications {
-			t.Errorf("GET %s: card %s", path, data)
-		}
+		checkCard(t, "GET "+path, card, "tester", "Manages resources.", url)
 		want := []wire.Interface{{URL: url, ProtocolBinding: "JSONRPC", ProtocolVersion: "1.0"}, {URL: url, ProtocolBinding: "JSONRPC", ProtocolVersion: "0.3"}}
 		if !slices.Equal(card.SupportedInterfaces, want) {
 			t.Errorf("supportedInterfaces = %+v, want %+v", card.SupportedInterfaces, want)
@@ -76,8 +73,18 @@ func TestCard(t *testing.T) {
 			"helper":         {"a2a", "sub-agent", "destructive"},
 		} {
 			s, ok := skills[id]
-			if !ok || !slices.Equal(s.Tags, tags) || s.Name == "" || s.Description == "" {
-				t.Errorf("skill %s = %+v (present %v), want tags %v", id, s, ok, tags)
+			if !ok {
+				t.Errorf("skill %s missing from the card", id)
+				continue
+			}
+			if !slices.Equal(s.Tags, tags) {
+				t.Errorf("skill %s tags = %q, want %q", id, s.Tags, tags)
+			}
+			if s.Name == "" {
+				t.Errorf("skill %s has no name", id)
+			}
+			if s.Description == "" {
+				t.Errorf("skill %s has no description", id)
 			}
 		}
 		// What a2a-go 0.3's resolver and client factory read.
@@ -85,8 +92,17 @@ func TestCard(t *testing.T) {
 		if err := json.Unmarshal(data, &goCard); err != nil {
 			t.Fatalf("a2a-go cannot read the card: %v", err)
 		}
-		if goCard.URL != url || goCard.PreferredTransport != a2ago.TransportProtocolJSONRPC || !goCard.Capabilities.Streaming || len(goCard.Skills) != 3 {
-			t.Errorf("a2a-go reads %+v", goCard)
+		if goCard.URL != url {
+			t.Errorf("a2a-go reads url %q, want %q", goCard.URL, url)
+		}
+		if goCard.PreferredTransport != a2ago.TransportProtocolJSONRPC {
+			t.Errorf("a2a-go reads preferred transport %q, want %q", goCard.PreferredTransport, a2ago.TransportProtocolJSONRPC)
+		}
+		if !goCard.Capabilities.Streaming {
+			t.Error("a2a-go reads streaming false, want true")
+		}
+		if len(goCard.Skills) != 3 {
+			t.Errorf("a2a-go reads %d skills, want 3: %+v", len(goCard.Skills), goCard.Skills)
 		}
 	}
 }
@@ -115,14 +131,36 @@ func TestSendCompleted(t *testing.T) {
 	if string(a.ID) != "1" {
 		t.Errorf("id = %s, want 1", a.ID)
 	}
-	if task.Kind != "task" || task.ID == "" || task.ContextID != task.ID || task.Status.State != wire.StateCompleted || task.Status.Timestamp == "" {
-		t.Fatalf("task = %s", a.Result)
+	if task.Kind != "task" {
+		t.Fatalf("kind = %q, want task: %s", task.Kind, a.Result)
+	}
+	if task.ID == "" {
+		t.Fatalf("task without an id: %s", a.Result)
+	}
+	if task.ContextID != task.ID {
+		t.Fatalf("contextId = %q, want the task id %q", task.ContextID, task.ID)
+	}
+	if task.Status.State != wire.StateCompleted {
+		t.Fatalf("state = %q, want %q", task.Status.State, wire.StateCompleted)
+	}
+	if task.Status.Timestamp == "" {
+		t.Fatalf("status without a timestamp: %s", a.Result)
 	}
 	if len(task.Artifacts) != 1 || !strings.Contains(textOf(task.Artifacts[0].Parts), "db-1") {
 		t.Errorf("artifacts = %+v, want the reply listing db-1", task.Artifacts)
 	}
-	if len(task.History) != 2 || task.History[0].Role != "user" || task.History[0].Text() != "list all resources" || task.History[1].Role != "agent" {
-		t.Errorf("history = %+v", task.History)
+	if len(task.History) != 2 {
+		t.Errorf("history has %d messages, want the user's and the agent's: %+v", len(task.History), task.History)
+	} else {
+		if task.History[0].Role != "user" {
+			t.Errorf("history[0] role = %q, want user", task.History[0].Role)
+		}
+		if got := task.History[0].Text(); got != "list all resources" {
+			t.Errorf("history[0] text = %q, want %q", got, "list all resources")
+		}
+		if task.History[1].Role != "agent" {
+			t.Errorf("history[1] role = %q, want agent", task.History[1].Role)
+		}
 	}
 	if task.Metadata["session_id"] != traceID {
 		t.Errorf("metadata = %v, want the caller's trace id", task.Metadata)
@@ -158,8 +196,17 @@ func approvalOf(t *testing.T, task *wire.Task) map[string]any {
 		t.Fatalf("status message = %+v", m)
 	}
 	ap, _ := m.Parts[1].Data["approval"].(map[string]any)
-	if ap == nil || ap["uuid"] == "" || ap["tool_name"] != "resources_add" || ap["description"] == "" {
-		t.Fatalf("approval data = %v", m.Parts[1].Data)
+	if ap == nil {
+		t.Fatalf("no approval in the data part: %v", m.Parts[1].Data)
+	}
+	if ap["uuid"] == "" {
+		t.Fatalf("approval without a uuid: %v", ap)
+	}
+	if ap["tool_name"] != "resources_add" {
+		t.Fatalf("approval tool_name = %v, want resources_add", ap["tool_name"])
+	}
+	if ap["description"] == "" {
+		t.Fatalf("approval without a description: %v", ap)
 	}
 	return ap
 }
@@ -180,8 +227,17 @@ func TestApprovalAndGet(t *testing.T) {
 	f.decide(ap["uuid"].(string), true)
 	var got wire.Task
 	f.result("", rpc(2, wire.MethodGet, fmt.Sprintf(`{"id":%q}`, task.ID)), &got)
-	if got.ID != task.ID || got.Status.State != wire.StateCompleted || len(got.Artifacts) != 1 || !f.tools.Has("a2a-test-item") {
-		t.Errorf("after approval: %+v (resource created: %v)", got, f.tools.Has("a2a-test-item"))
+	if got.ID != task.ID {
+		t.Errorf("after approval: task id %q, want %q", got.ID, task.ID)
+	}
+	if got.Status.State != wire.StateCompleted {
+		t.Errorf("after approval: state %q, want %q", got.Status.State, wire.StateCompleted)
+	}
+	if len(got.Artifacts) != 1 {
+		t.Errorf("after approval: %d artifacts, want 1: %+v", len(got.Artifacts), got.Artifacts)
+	}
+	if !f.tools.Has("a2a-test-item") {
+		t.Error("after approval: the resource a2a-test-item was not created")
 	}
 
 	// A conversation made by REST is a task.
@@ -195,8 +251,16 @@ func TestApprovalAndGet(t *testing.T) {
 	_ = json.NewDecoder(resp.Body).Decode(&created)
 	resp.Body.Close()
 	f.result("", rpc(3, wire.MethodGet, fmt.Sprintf(`{"id":%q}`, created.Conversation.ID)), &got)
-	if got.ID != created.Conversation.ID || got.Status.State != wire.StateCompleted || len(got.Artifacts) != 1 || textOf(got.Artifacts[0].Parts) == "" {
-		t.Errorf("tasks/get of a REST conversation = %+v", got)
+	if got.ID != created.Conversation.ID {
+		t.Errorf("tasks/get of a REST conversation: id %q, want %q", got.ID, created.Conversation.ID)
+	}
+	if got.Status.State != wire.StateCompleted {
+		t.Errorf("tasks/get of a REST conversation: state %q, want %q", got.Status.State, wire.StateCompleted)
+	}
+	if len(got.Artifacts) != 1 {
+		t.Errorf("tasks/get of a REST conversation: %d artifacts, want 1: %+v", len(got.Artifacts), got.Artifacts)
+	} else if textOf(got.Artifacts[0].Parts) == "" {
+		t.Errorf("tasks/get of a REST conversation: the artifact has no text: %+v", got.Artifacts[0])
 	}
 }
 
@@ -221,8 +285,17 @@ func TestContinuation(t *testing.T) {
 
 	var done wire.Task
 	f.result("", send03(3, wire.MethodSend, "approved", task.ID), &done)
-	if done.ID != task.ID || done.Status.State != wire.StateCompleted || len(done.Artifacts) != 1 || !f.tools.Has("cont-yes") {
-		t.Fatalf("after \"approved\": %+v, resource created: %v", done, f.tools.Has("cont-yes"))
+	if done.ID != task.ID {
+		t.Fatalf("after \"approved\": task id %q, want %q", done.ID, task.ID)
+	}
+	if done.Status.State != wire.StateCompleted {
+		t.Fatalf("after \"approved\": state %q, want %q", done.Status.State, wire.StateCompleted)
+	}
+	if len(done.Artifacts) != 1 {
+		t.Fatalf("after \"approved\": %d artifacts, want 1: %+v", len(done.Artifacts), done.Artifacts)
+	}
+	if !f.tools.Has("cont-yes") {
+		t.Fatal("after \"approved\": the resource cont-yes was not created")
 	}
 
 	f.result("", send03(4, wire.MethodSend, "add resource cont-no with value 2", ""), &task)
@@ -235,8 +308,16 @@ func TestContinuation(t *testing.T) {
 		t.Errorf("reply after rejection = %q", reply)
 	}
 	decided, err := f.core.Approvals.Get(t.Context(), ap["uuid"].(string))
-	if err != nil || decided.Status != mesh.ApprovalRejected || decided.Decision == nil || decided.Decision.By != "a2a" {
-		t.Errorf("approval = %+v, %v: want rejected by a2a", decided, err)
+	if err != nil {
+		t.Fatalf("get the approval: %v", err)
+	}
+	if decided.Status != mesh.ApprovalRejected {
+		t.Errorf("approval status = %q, want %q", decided.Status, mesh.ApprovalRejected)
+	}
+	if decided.Decision == nil {
+		t.Error("approval has no decision, want one by a2a")
+	} else if decided.Decision.By != "a2a" {
+		t.Errorf("approval decided by %q, want a2a", decided.Decision.By)
 	}
 
 	// A data part {"approved": true} decides too, and 1.0 does the same.
@@ -284,8 +365,16 @@ func TestStates(t *testing.T) {
 		t.Errorf("1.0 new conversation = %+v", t10.Status)
 	}
 	f.result("", send03(3, wire.MethodSend, "please explode", conv.ID), &task)
-	if task.Status.State != wire.StateFailed || task.Status.Message == nil || !strings.Contains(task.Status.Message.Text(), "the model exploded") || task.Artifacts != nil {
-		t.Errorf("failed run = %+v", task)
+	if task.Status.State != wire.StateFailed {
+		t.Errorf("failed run: state %q, want %q", task.Status.State, wire.StateFailed)
+	}
+	if task.Status.Message == nil {
+		t.Error("failed run: no status message, want the model's error")
+	} else if got := task.Status.Message.Text(); !strings.Contains(got, "the model exploded") {
+		t.Errorf("failed run: status message %q, want it to hold %q", got, "the model exploded")
+	}
+	if task.Artifacts != nil {
+		t.Errorf("failed run: artifacts %+v, want none", task.Artifacts)
 	}
 	strict03(t, meshtest.JSON(task))
 	f.result("1.0", rpc(4, wire.MethodGetTask, fmt.Sprintf(`{"id":%q}`, conv.ID)), &t10)
@@ -361,8 +450,20 @@ func responses(t *testing.T, events []string, id string) []json.RawMessage {
 			Result  json.RawMessage `json:"result"`
 			Error   json.RawMessage `json:"error"`
 		}
-		if err := json.Unmarshal([]byte(e), &r); err != nil || r.JSONRPC != "2.0" || string(r.ID) != id || r.Error != nil || r.Result == nil {
-			t.Fatalf("stream event %s: not a JSON-RPC result for id %s (%v)", e, id, err)
+		if err := json.Unmarshal([]byte(e), &r); err != nil {
+			t.Fatalf("stream event %s: not JSON: %v", e, err)
+		}
+		if r.JSONRPC != "2.0" {
+			t.Fatalf("stream event %s: jsonrpc %q, want 2.0", e, r.JSONRPC)
+		}
+		if string(r.ID) != id {
+			t.Fatalf("stream event %s: id %s, want %s", e, r.ID, id)
+		}
+		if r.Error != nil {
+			t.Fatalf("stream event %s: an error, want a result", e)
+		}
+		if r.Result == nil {
+			t.Fatalf("stream event %s: no result", e)
 		}
 		out = append(out, r.Result)
 	}
@@ -381,8 +482,17 @@ func TestStream03(t *testing.T) {
 		t.Fatalf("events = %v", events)
 	}
 	first, ok := strict03(t, results[0]).(*a2ago.Task)
-	if !ok || first.Status.State != a2ago.TaskStateSubmitted || len(first.History) != 1 || first.History[0].ID != "m-7" {
-		t.Fatalf("first event = %s", results[0])
+	if !ok {
+		t.Fatalf("first event = %s, want a task", results[0])
+	}
+	if first.Status.State != a2ago.TaskStateSubmitted {
+		t.Fatalf("first event state = %q, want %q", first.Status.State, a2ago.TaskStateSubmitted)
+	}
+	if len(first.History) != 1 {
+		t.Fatalf("first event history has %d messages, want the user's: %s", len(first.History), results[0])
+	}
+	if first.History[0].ID != "m-7" {
+		t.Fatalf("first event history[0] id = %q, want m-7", first.History[0].ID)
 	}
 	var sawWorking, sawChunk bool
 	for i, r := range results[1:] {
@@ -403,8 +513,23 @@ func TestStream03(t *testing.T) {
 	}
 	last := strict03(t, results[len(results)-1]).(*a2ago.TaskStatusUpdateEvent)
 	reply := strict03(t, results[len(results)-2]).(*a2ago.TaskArtifactUpdateEvent)
-	if !sawWorking || !sawChunk || last.Status.State != a2ago.TaskStateCompleted || !last.Final || !reply.LastChunk || reply.Append {
-		t.Errorf("working %v chunk %v last %s reply %s", sawWorking, sawChunk, results[len(results)-1], results[len(results)-2])
+	if !sawWorking {
+		t.Error("no working status update in the stream")
+	}
+	if !sawChunk {
+		t.Error("no artifact chunk in the stream")
+	}
+	if last.Status.State != a2ago.TaskStateCompleted {
+		t.Errorf("last event state = %q, want %q", last.Status.State, a2ago.TaskStateCompleted)
+	}
+	if !last.Final {
+		t.Errorf("last event is not final: %s", results[len(results)-1])
+	}
+	if !reply.LastChunk {
+		t.Errorf("the reply before the last event is not the last chunk: %s", results[len(results)-2])
+	}
+	if reply.Append {
+		t.Errorf("the reply before the last event appends, want the whole reply: %s", results[len(results)-2])
 	}
 	var got wire.Task
 	f.result("", rpc(8, wire.MethodGet, fmt.Sprintf(`{"id":%q}`, first.ID)), &got)
@@ -418,16 +543,34 @@ func TestStream03(t *testing.T) {
 	results = responses(t, events, "9")
 	var end wire.StatusUpdate
 	_ = json.Unmarshal(results[len(results)-1], &end)
-	if end.Kind != "status-update" || !end.Final || end.Status.State != wire.StateInputRequired || len(end.Status.Message.Parts) != 2 {
-		t.Fatalf("last event = %s", results[len(results)-1])
+	if end.Kind != "status-update" {
+		t.Fatalf("last event kind = %q, want status-update: %s", end.Kind, results[len(results)-1])
+	}
+	if !end.Final {
+		t.Fatalf("last event is not final: %s", results[len(results)-1])
+	}
+	if end.Status.State != wire.StateInputRequired {
+		t.Fatalf("last event state = %q, want %q", end.Status.State, wire.StateInputRequired)
+	}
+	if n := len(end.Status.Message.Parts); n != 2 {
+		t.Fatalf("last event's message has %d parts, want the text and the approval: %s", n, results[len(results)-1])
 	}
 	_, events = f.stream("", send03(10, wire.MethodStream, "approved", end.TaskID))
 	results = responses(t, events, "10")
 	var resumed wire.Task
 	_ = json.Unmarshal(results[0], &resumed)
 	_ = json.Unmarshal(results[len(results)-1], &end)
-	if resumed.Status.State != wire.StateWorking || end.Status.State != wire.StateCompleted || !end.Final || !f.tools.Has("streamed") {
-		t.Errorf("resume stream: first %s, last %s", results[0], results[len(results)-1])
+	if resumed.Status.State != wire.StateWorking {
+		t.Errorf("resume stream: first event state %q, want %q: %s", resumed.Status.State, wire.StateWorking, results[0])
+	}
+	if end.Status.State != wire.StateCompleted {
+		t.Errorf("resume stream: last event state %q, want %q: %s", end.Status.State, wire.StateCompleted, results[len(results)-1])
+	}
+	if !end.Final {
+		t.Errorf("resume stream: last event is not final: %s", results[len(results)-1])
+	}
+	if !f.tools.Has("streamed") {
+		t.Error("resume stream: the resource streamed was not created")
 	}
 }
 
@@ -447,8 +590,17 @@ func TestStream10(t *testing.T) {
 	var first, last wire.StreamResponseV1
 	_ = json.Unmarshal(results[0], &first)
 	_ = json.Unmarshal(results[len(results)-1], &last)
-	if first.Task == nil || first.Task.Status.State != "TASK_STATE_SUBMITTED" || first.Task.History[0].Role != "ROLE_USER" || first.Task.History[0].Parts[0].Text == nil {
-		t.Fatalf("first item = %s", results[0])
+	if first.Task == nil {
+		t.Fatalf("first item = %s, want a task", results[0])
+	}
+	if first.Task.Status.State != "TASK_STATE_SUBMITTED" {
+		t.Fatalf("first item state = %q, want TASK_STATE_SUBMITTED", first.Task.Status.State)
+	}
+	if first.Task.History[0].Role != "ROLE_USER" {
+		t.Fatalf("first item history[0] role = %q, want ROLE_USER", first.Task.History[0].Role)
+	}
+	if first.Task.History[0].Parts[0].Text == nil {
+		t.Fatalf("first item history[0] has no text part: %s", results[0])
 	}
 	if last.StatusUpdate == nil || last.StatusUpdate.Status.State != "TASK_STATE_COMPLETED" {
 		t.Fatalf("last item = %s", results[len(results)-1])
@@ -539,8 +691,17 @@ func TestResubscribe(t *testing.T) {
 	_, events = f.stream("1.0", rpc(6, wire.MethodSubscribeToTask, fmt.Sprintf(`{"id":%q}`, res10.Task.ID)))
 	results = responses(t, events, "6")
 	var item wire.StreamResponseV1
-	if len(results) != 1 || json.Unmarshal(results[0], &item) != nil || item.Task == nil || item.Task.Status.State != "TASK_STATE_INPUT_REQUIRED" {
-		t.Errorf("SubscribeToTask of an input-required task: %v", events)
+	if len(results) != 1 {
+		t.Fatalf("SubscribeToTask of an input-required task: %d items, want the task alone: %v", len(results), events)
+	}
+	if err := json.Unmarshal(results[0], &item); err != nil {
+		t.Fatalf("SubscribeToTask of an input-required task: item %s: %v", results[0], err)
+	}
+	if item.Task == nil {
+		t.Fatalf("SubscribeToTask of an input-required task: item %s, want a task", results[0])
+	}
+	if item.Task.Status.State != "TASK_STATE_INPUT_REQUIRED" {
+		t.Errorf("SubscribeToTask of an input-required task: state %q, want TASK_STATE_INPUT_REQUIRED", item.Task.Status.State)
 	}
 }
 
@@ -599,8 +760,20 @@ func TestListTasks(t *testing.T) {
 
 	var all wire.ListTasksResponseV1
 	a := f.result("1.0", rpc(10, wire.MethodListTasks, `{}`), &all)
-	if all.TotalSize < 4 || len(all.Tasks) != all.TotalSize || all.PageSize != 50 || all.NextPageToken != "" || !strings.Contains(a.Raw, `"nextPageToken":""`) {
-		t.Fatalf("ListTasks = %s", a.Result)
+	if all.TotalSize < 4 {
+		t.Fatalf("ListTasks totalSize = %d, want 4 at least", all.TotalSize)
+	}
+	if len(all.Tasks) != all.TotalSize {
+		t.Fatalf("ListTasks gave %d tasks, want all %d on one page", len(all.Tasks), all.TotalSize)
+	}
+	if all.PageSize != 50 {
+		t.Fatalf("ListTasks pageSize = %d, want the default 50", all.PageSize)
+	}
+	if all.NextPageToken != "" {
+		t.Fatalf("ListTasks nextPageToken = %q, want none", all.NextPageToken)
+	}
+	if !strings.Contains(a.Raw, `"nextPageToken":""`) {
+		t.Fatalf("ListTasks = %s, want an empty nextPageToken written out", a.Raw)
 	}
 	if all.Tasks[0].ID != waiting {
 		t.Errorf("first task %s, want the newest (%s)", all.Tasks[0].ID, waiting)
@@ -635,8 +808,18 @@ func TestListTasks(t *testing.T) {
 	}
 	var one wire.ListTasksResponseV1
 	f.result("1.0", rpc(12, wire.MethodListTasks, fmt.Sprintf(`{"contextId":%q,"includeArtifacts":true,"historyLength":1}`, ids[1])), &one)
-	if one.TotalSize != 1 || one.Tasks[0].ID != ids[1] || len(one.Tasks[0].Artifacts) != 1 || len(one.Tasks[0].History) != 1 {
-		t.Errorf("by contextId = %+v", one)
+	if one.TotalSize != 1 {
+		t.Errorf("by contextId: totalSize = %d, want 1: %+v", one.TotalSize, one)
+	} else {
+		if one.Tasks[0].ID != ids[1] {
+			t.Errorf("by contextId: task %s, want %s", one.Tasks[0].ID, ids[1])
+		}
+		if n := len(one.Tasks[0].Artifacts); n != 1 {
+			t.Errorf("by contextId with includeArtifacts: %d artifacts, want 1", n)
+		}
+		if n := len(one.Tasks[0].History); n != 1 {
+			t.Errorf("by contextId with historyLength 1: %d messages, want 1", n)
+		}
 	}
 	f.result("1.0", rpc(13, wire.MethodListTasks, `{"status":"TASK_STATE_INPUT_REQUIRED"}`), &one)
 	if one.TotalSize != 1 || one.Tasks[0].ID != waiting {
@@ -783,8 +966,26 @@ func TestErrors(t *testing.T) {
 			if err := json.Unmarshal(data, &a); err != nil {
 				t.Fatalf("answer %q: %v", data, err)
 			}
-			if resp.StatusCode != tt.status || a.JSONRPC != "2.0" || a.Error == nil || a.Error.Code != tt.code || a.Error.Message == "" || a.Result != nil || string(a.ID) != tt.id {
-				t.Fatalf("status %d, answer %s; want status %d, code %d, id %s", resp.StatusCode, data, tt.status, tt.code, tt.id)
+			if resp.StatusCode != tt.status {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tt.status, data)
+			}
+			if a.JSONRPC != "2.0" {
+				t.Fatalf("jsonrpc %q, want 2.0: %s", a.JSONRPC, data)
+			}
+			if a.Error == nil {
+				t.Fatalf("answer %s, want an error", data)
+			}
+			if a.Error.Code != tt.code {
+				t.Fatalf("error code %d, want %d: %s", a.Error.Code, tt.code, data)
+			}
+			if a.Error.Message == "" {
+				t.Fatalf("error without a message: %s", data)
+			}
+			if a.Result != nil {
+				t.Fatalf("answer %s, want no result beside the error", data)
+			}
+			if string(a.ID) != tt.id {
+				t.Fatalf("id %s, want %s", a.ID, tt.id)
 			}
 			if len(data) > 2000 {
 				t.Errorf("answer of %d bytes echoes the request", len(data))

@@ -340,3 +340,28 @@ func (f *fixture) decide(uuid string, approved bool) {
 		f.t.Fatalf("POST /approvals/%s: status %d: %s", uuid, resp.StatusCode, data)
 	}
 }
+
+// checkCard checks the fields every card of the mesh has: its name,
+// description and url, version 1.2.3 (the fixture's), A2A 0.3.0 over
+// JSON-RPC, streaming without push notifications.
+func checkCard(t *testing.T, what string, card wire.AgentCard, name, description, url string) {
+	t.Helper()
+	for _, c := range []struct{ field, got, want string }{
+		{"name", card.Name, name},
+		{"description", card.Description, description},
+		{"url", card.URL, url},
+		{"version", card.Version, "1.2.3"},
+		{"protocolVersion", card.ProtocolVersion, "0.3.0"},
+		{"preferredTransport", card.PreferredTransport, "JSONRPC"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: card %s = %q, want %q", what, c.field, c.got, c.want)
+		}
+	}
+	if !card.Capabilities.Streaming {
+		t.Errorf("%s: card capabilities.streaming = false, want true", what)
+	}
+	if card.Capabilities.PushNotifications {
+		t.Errorf("%s: card capabilities.pushNotifications = true, want false", what)
+	}
+}

@@ -60,10 +60,7 @@ func TestGroupCard(t *testing.T) {
 			t.Fatal(err)
 		}
 		url := f.srv.URL + teamPath
-		if card.Name != "team" || card.Description != "Three resource clerks" || card.URL != url || card.Version != "1.2.3" ||
-			card.ProtocolVersion != "0.3.0" || card.PreferredTransport != "JSONRPC" || !card.Capabilities.Streaming || card.Capabilities.PushNotifications {
-			t.Errorf("GET %s: card %s", path, data)
-		}
+		checkCard(t, "GET "+path, card, "team", "Three resource clerks", url)
 		want := []wire.Interface{{URL: url, ProtocolBinding: "JSONRPC", ProtocolVersion: "1.0"}, {URL: url, ProtocolBinding: "JSONRPC", ProtocolVersion: "0.3"}}
 		if !slices.Equal(card.SupportedInterfaces, want) {
 			t.Errorf("supportedInterfaces = %+v, want %+v", card.SupportedInterfaces, want)
@@ -78,13 +75,32 @@ func TestGroupCard(t *testing.T) {
 		}
 		for i, s := range card.Skills {
 			w := wantSkills[i]
-			if s.ID != w.ID || s.Name != w.Name || s.Description != w.Description || !slices.Equal(s.Tags, w.Tags) {
-				t.Errorf("skill %d = %+v, want %+v", i, s, w)
+			if s.ID != w.ID {
+				t.Errorf("skill %d id = %q, want %q", i, s.ID, w.ID)
+			}
+			if s.Name != w.Name {
+				t.Errorf("skill %d name = %q, want %q", i, s.Name, w.Name)
+			}
+			if s.Description != w.Description {
+				t.Errorf("skill %d description = %q, want %q", i, s.Description, w.Description)
+			}
+			if !slices.Equal(s.Tags, w.Tags) {
+				t.Errorf("skill %d tags = %q, want %q", i, s.Tags, w.Tags)
 			}
 		}
 		var goCard a2ago.AgentCard
-		if err := json.Unmarshal(data, &goCard); err != nil || goCard.URL != url || goCard.Name != "team" || len(goCard.Skills) != 3 {
-			t.Errorf("a2a-go reads %+v (%v)", goCard, err)
+		if err := json.Unmarshal(data, &goCard); err != nil {
+			t.Errorf("a2a-go cannot read the card: %v", err)
+			continue
+		}
+		if goCard.URL != url {
+			t.Errorf("a2a-go reads url %q, want %q", goCard.URL, url)
+		}
+		if goCard.Name != "team" {
+			t.Errorf("a2a-go reads name %q, want team", goCard.Name)
+		}
+		if len(goCard.Skills) != 3 {
+			t.Errorf("a2a-go reads %d skills, want 3: %+v", len(goCard.Skills), goCard.Skills)
 		}
 	}
 
@@ -96,8 +112,18 @@ func TestGroupCard(t *testing.T) {
 	if pair.Name != "pair" || !strings.Contains(pair.Description, "tester and alice answer each message in turn") || pair.URL != f.srv.URL+"/groups/pair/a2a" {
 		t.Errorf("pair card = %s", data)
 	}
-	if len(pair.Skills) != 2 || pair.Skills[0].ID != "tester" || pair.Skills[0].Description != "Manages resources." || pair.Skills[1].Description != "lists resources" {
-		t.Errorf("pair skills = %+v", pair.Skills)
+	if len(pair.Skills) != 2 {
+		t.Errorf("pair has %d skills, want 2: %+v", len(pair.Skills), pair.Skills)
+	} else {
+		if pair.Skills[0].ID != "tester" {
+			t.Errorf("pair skill 0 id = %q, want tester", pair.Skills[0].ID)
+		}
+		if pair.Skills[0].Description != "Manages resources." {
+			t.Errorf("pair skill 0 description = %q, want the agent's %q", pair.Skills[0].Description, "Manages resources.")
+		}
+		if pair.Skills[1].Description != "lists resources" {
+			t.Errorf("pair skill 1 description = %q, want the member's %q", pair.Skills[1].Description, "lists resources")
+		}
 	}
 
 	// The agent's card is the agent's.
@@ -118,8 +144,18 @@ func TestGroupUnknown(t *testing.T) {
 			Error string `json:"error"`
 			Code  string `json:"code"`
 		}
-		if err := json.Unmarshal(data, &body); err != nil || status != http.StatusNotFound || body.Code != "group_not_found" || !strings.Contains(body.Error, `"nope"`) {
-			t.Errorf("%s: %d %s, want 404 group_not_found", what, status, data)
+		if status != http.StatusNotFound {
+			t.Errorf("%s: status %d, want 404: %s", what, status, data)
+		}
+		if err := json.Unmarshal(data, &body); err != nil {
+			t.Errorf("%s: body %s: %v", what, data, err)
+			return
+		}
+		if body.Code != "group_not_found" {
+			t.Errorf("%s: code %q, want group_not_found", what, body.Code)
+		}
+		if !strings.Contains(body.Error, `"nope"`) {
+			t.Errorf("%s: error %q, want it to name \"nope\"", what, body.Error)
 		}
 	}
 	for _, path := range []string{"/groups/nope" + wire.CardPath, "/groups/nope" + wire.LegacyCardPath} {
@@ -148,13 +184,32 @@ func TestGroupSend(t *testing.T) {
 		t.Errorf("a2a-go reads %#v", goTask)
 	}
 	conv, err := f.core.Sessions.Get(t.Context(), task.ID)
-	if err != nil || conv.Group == nil || conv.Group.Name != "team" || conv.LastRun == nil {
-		t.Fatalf("conversation %+v, %v: want a chat of team", conv, err)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if conv.Group == nil {
+		t.Fatalf("conversation %s is not a group chat, want a chat of team", conv.ID)
+	}
+	if conv.Group.Name != "team" {
+		t.Fatalf("conversation is a chat of %q, want team", conv.Group.Name)
+	}
+	if conv.LastRun == nil {
+		t.Fatal("conversation has no last run")
+	}
+	// The artifact is carol's answer.
 	last := conv.Messages[len(conv.Messages)-1]
 	art := task.Artifacts[0]
-	if textOf(art.Parts) != conv.LastRun.Response || art.ArtifactID != last.ID || last.Name != "carol" || art.Metadata["name"] != "carol" {
-		t.Errorf("artifact %+v, want carol's answer %+v", art, last)
+	if got := textOf(art.Parts); got != conv.LastRun.Response {
+		t.Errorf("artifact text %q, want the last run's response %q", got, conv.LastRun.Response)
+	}
+	if art.ArtifactID != last.ID {
+		t.Errorf("artifact id %q, want the last message's %q", art.ArtifactID, last.ID)
+	}
+	if last.Name != "carol" {
+		t.Errorf("last message by %q, want carol", last.Name)
+	}
+	if art.Metadata["name"] != "carol" {
+		t.Errorf("artifact metadata name = %v, want carol", art.Metadata["name"])
 	}
 	if got := memberNames(task.History); !slices.Equal(got, []string{"alice", "bob", "carol"}) || task.History[0].Role != wire.RoleUser {
 		t.Errorf("history by %v, want the user, then alice, bob, carol", got)
@@ -169,8 +224,17 @@ func TestGroupSend(t *testing.T) {
 	// A new contextId makes a chat of the group with that id (1.0 here).
 	var res10 wire.SendMessageResponseV1
 	f.at(teamPath).result("1.0", rpc(3, wire.MethodSendMessage, `{"message":{"messageId":"m-3","role":"ROLE_USER","contextId":"team-ctx","parts":[{"text":"list all resources"}]}}`), &res10)
-	if res10.Task == nil || res10.Task.ID != "team-ctx" || res10.Task.Status.State != "TASK_STATE_COMPLETED" || len(res10.Task.Artifacts) != 1 {
-		t.Fatalf("1.0 send with a new contextId = %+v", res10)
+	if res10.Task == nil {
+		t.Fatalf("1.0 send with a new contextId = %+v, want a task", res10)
+	}
+	if res10.Task.ID != "team-ctx" {
+		t.Fatalf("1.0 send with a new contextId: task %q, want team-ctx", res10.Task.ID)
+	}
+	if res10.Task.Status.State != "TASK_STATE_COMPLETED" {
+		t.Fatalf("1.0 send with a new contextId: state %q, want TASK_STATE_COMPLETED", res10.Task.Status.State)
+	}
+	if n := len(res10.Task.Artifacts); n != 1 {
+		t.Fatalf("1.0 send with a new contextId: %d artifacts, want 1", n)
 	}
 	if c, err := f.core.Sessions.Get(t.Context(), "team-ctx"); err != nil || c.Group == nil || c.Group.Name != "team" {
 		t.Errorf("team-ctx = %+v, %v: want a chat of team", c, err)
@@ -284,8 +348,17 @@ func TestGroupStream(t *testing.T) {
 		t.Errorf("speakers %v, artifacts by %v; want %v", speakers, authors, want)
 	}
 	last, ok := strict03(t, results[len(results)-1]).(*a2ago.TaskStatusUpdateEvent)
-	if !ok || !last.Final || last.Status.State != a2ago.TaskStateCompleted || reply == nil {
-		t.Fatalf("last event %s, reply %+v", results[len(results)-1], reply)
+	if !ok {
+		t.Fatalf("last event %s, want a status update", results[len(results)-1])
+	}
+	if !last.Final {
+		t.Fatalf("last event is not final: %s", results[len(results)-1])
+	}
+	if last.Status.State != a2ago.TaskStateCompleted {
+		t.Fatalf("last event state %q, want %q", last.Status.State, a2ago.TaskStateCompleted)
+	}
+	if reply == nil {
+		t.Fatal("no reply artifact in the stream")
 	}
 	var got wire.Task
 	g.result("", rpc(2, wire.MethodGet, fmt.Sprintf(`{"id":%q}`, first.ID)), &got)

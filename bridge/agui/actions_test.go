@@ -52,7 +52,12 @@ func TestDottedFeedback(t *testing.T) {
 		t.Fatalf("dotted events %+v, want one message.feedback of m1", out)
 	}
 	fb, _ := out[0].Feedback.(map[string]any)
-	if fb["rating"] != "dislike" || fb["comment"] != "no" || fb["by"] != "ursula" || fb["messageId"] != nil {
-		t.Errorf("feedback %v", fb)
+	for _, c := range []struct{ key, want string }{{"rating", "dislike"}, {"comment", "no"}, {"by", "ursula"}} {
+		if fb[c.key] != c.want {
+			t.Errorf("feedback %s = %v, want %q", c.key, fb[c.key], c.want)
+		}
+	}
+	if fb["messageId"] != nil {
+		t.Errorf("feedback carries messageId %v, want it on the event alone", fb["messageId"])
 	}
 }

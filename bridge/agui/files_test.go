@@ -63,8 +63,20 @@ func TestAGUIImagePartsReachTheModel(t *testing.T) {
 		t.Fatalf("stream without the model's answer:\n%s", stream)
 	}
 	got := rec.last()
-	if len(got) != 2 || !bytes.Equal(got[0].Data, png) || got[0].MediaType != "image/png" || !bytes.Equal(got[1].Data, gif) || got[1].Name != "anim.gif" {
-		t.Fatalf("the model got %+v", got)
+	if len(got) != 2 {
+		t.Fatalf("the model got %d files, want 2: %+v", len(got), got)
+	}
+	if !bytes.Equal(got[0].Data, png) {
+		t.Fatalf("the model's file 0 has %d bytes, want the png's %d", len(got[0].Data), len(png))
+	}
+	if got[0].MediaType != "image/png" {
+		t.Fatalf("the model's file 0 is %q, want image/png", got[0].MediaType)
+	}
+	if !bytes.Equal(got[1].Data, gif) {
+		t.Fatalf("the model's file 1 has %d bytes, want the gif's %d", len(got[1].Data), len(gif))
+	}
+	if got[1].Name != "anim.gif" {
+		t.Fatalf("the model's file 1 is named %q, want anim.gif", got[1].Name)
 	}
 	conv := f.conversation("files-1")
 	var files []mesh.File
@@ -73,8 +85,17 @@ func TestAGUIImagePartsReachTheModel(t *testing.T) {
 			files = m.Files
 		}
 	}
-	if len(files) != 2 || files[0].ID == "" || files[0].Size != int64(len(png)) || len(files[0].SHA256) != 64 {
-		t.Fatalf("the message's files: %+v", files)
+	if len(files) != 2 {
+		t.Fatalf("the message has %d files, want 2: %+v", len(files), files)
+	}
+	if files[0].ID == "" {
+		t.Fatalf("the message's file 0 has no id: %+v", files[0])
+	}
+	if files[0].Size != int64(len(png)) {
+		t.Fatalf("the message's file 0 size %d, want %d", files[0].Size, len(png))
+	}
+	if len(files[0].SHA256) != 64 {
+		t.Fatalf("the message's file 0 sha256 %q, want 64 hex digits", files[0].SHA256)
 	}
 	resp, err := f.srv.Client().Get(f.srv.URL + "/conversations/files-1/files/" + files[1].ID)
 	if err != nil {
@@ -82,8 +103,17 @@ func TestAGUIImagePartsReachTheModel(t *testing.T) {
 	}
 	data, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !bytes.Equal(data, gif) || resp.Header.Get("Content-Type") != "image/gif" || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
-		t.Errorf("GET the file: %d %s %q", resp.StatusCode, resp.Header, data)
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET the file: status %d, want 200", resp.StatusCode)
+	}
+	if !bytes.Equal(data, gif) {
+		t.Errorf("GET the file: %d bytes, want the gif's %d", len(data), len(gif))
+	}
+	if got := resp.Header.Get("Content-Type"); got != "image/gif" {
+		t.Errorf("GET the file: Content-Type %q, want image/gif", got)
+	}
+	if got := resp.Header.Get("X-Content-Type-Options"); got != "nosniff" {
+		t.Errorf("GET the file: X-Content-Type-Options %q, want nosniff", got)
 	}
 	resp, err = f.srv.Client().Get(f.srv.URL + "/conversations/files-1/files/f-missing")
 	if err != nil {

@@ -126,8 +126,17 @@ func TestOffIsAnonymousAdmin(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, err := a.Authenticate(request("POST", "whatever"))
-	if err != nil || !p.IsAnonymous() || !p.May(Admin) || a.Enabled() {
-		t.Fatalf("off: %+v %v", p, err)
+	if err != nil {
+		t.Fatalf("off: %v", err)
+	}
+	if !p.IsAnonymous() {
+		t.Fatalf("off: principal %+v, want anonymous", p)
+	}
+	if !p.May(Admin) {
+		t.Fatalf("off: anonymous %+v may not administer, want every right", p)
+	}
+	if a.Enabled() {
+		t.Fatal("off: Enabled() = true, want false")
 	}
 }
 
@@ -147,8 +156,17 @@ func TestStreamTokens(t *testing.T) {
 	}
 	q := httptest.NewRequest("GET", "/conversations/x/events?after=3&access_token="+tok, nil)
 	p, err := replica.Authenticate(q)
-	if err != nil || p.Name != "u" || !p.May(Converse) || p.Via != "stream" {
-		t.Fatalf("a replica with the shared key: %+v %v", p, err)
+	if err != nil {
+		t.Fatalf("a replica with the shared key: %v", err)
+	}
+	if p.Name != "u" {
+		t.Fatalf("a replica with the shared key: principal %q, want u", p.Name)
+	}
+	if !p.May(Converse) {
+		t.Fatalf("a replica with the shared key: %+v may not converse", p)
+	}
+	if p.Via != "stream" {
+		t.Fatalf("a replica with the shared key: via %q, want stream", p.Via)
 	}
 	if !p.ReadOnly() || !p.Expires.Equal(exp) {
 		t.Errorf("a stream token's principal: read-only %v, expires %v; want read-only, expiring with the token at %v", p.ReadOnly(), p.Expires, exp)
@@ -317,8 +335,14 @@ func TestJWTVerifiedCache(t *testing.T) {
 		}
 	}
 	until := func(tok string) time.Duration { return a.jwt.verified[sha256.Sum256([]byte(tok))].until.Sub(now) }
-	if len(a.jwt.verified) != 2 || until(long) != verifiedTTL || until(short) > 30*time.Second || until(short) < 28*time.Second {
-		t.Fatalf("%d remembered, long for %v, short for %v; want 2, %v and its 30 s", len(a.jwt.verified), until(long), until(short), verifiedTTL)
+	if n := len(a.jwt.verified); n != 2 {
+		t.Fatalf("%d tokens remembered, want 2", n)
+	}
+	if got := until(long); got != verifiedTTL {
+		t.Fatalf("the long token is remembered for %v, want %v", got, verifiedTTL)
+	}
+	if got := until(short); got > 30*time.Second || got < 28*time.Second {
+		t.Fatalf("the short token is remembered for %v, want its 30 s left", got)
 	}
 	// Past its expiry and the clock skew, the short one is checked again
 	// and refused.

@@ -49,15 +49,34 @@ func TestRegenerateQueuesTheLastUserMessage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q := got.Queued; q == nil || q.ID != run.ID || !q.Regenerate || q.Message != "what is up" {
-		t.Fatalf("queued %+v, want regenerate turn %s of the last user message", q, run.ID)
+	q := got.Queued
+	if q == nil {
+		t.Fatalf("nothing queued, want regenerate turn %s", run.ID)
+	}
+	if q.ID != run.ID {
+		t.Fatalf("queued turn %s, want %s", q.ID, run.ID)
+	}
+	if !q.Regenerate {
+		t.Fatalf("queued turn %+v is not a regenerate", q)
+	}
+	if q.Message != "what is up" {
+		t.Fatalf("queued message %q, want the last user message %q", q.Message, "what is up")
 	}
 	if n := len(got.Messages); n != len(before.Messages) {
 		t.Errorf("%d messages after queueing a regenerate, want %d: the bridge adds none", n, len(before.Messages))
 	}
 	items := workItems(t, m, id)
-	if len(items) != 1 || !items[0].Regenerate || items[0].Message != "what is up" || items[0].TurnID != run.ID {
-		t.Fatalf("work items %+v, want one regenerate turn", items)
+	if len(items) != 1 {
+		t.Fatalf("%d work items, want one regenerate turn: %+v", len(items), items)
+	}
+	if !items[0].Regenerate {
+		t.Fatalf("work item %+v is not a regenerate", items[0])
+	}
+	if items[0].Message != "what is up" {
+		t.Fatalf("work item message %q, want %q", items[0].Message, "what is up")
+	}
+	if items[0].TurnID != run.ID {
+		t.Fatalf("work item turn %s, want %s", items[0].TurnID, run.ID)
 	}
 	var queued *mesh.Event
 	for _, ev := range m.Events(t, id) {
@@ -107,8 +126,22 @@ func TestFeedbackOnAMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	list := h.Feedback["u1-a0"]
-	if len(list) != 2 || list[0].By != "ursula" || list[0].Rating != "dislike" || list[0].Comment != "too short" || list[1].By != "anonymous" {
-		t.Errorf("stored feedback %+v, want ursula's latest and anonymous's", list)
+	// Ursula's latest and anonymous's.
+	if len(list) != 2 {
+		t.Errorf("%d stored feedbacks, want ursula's latest and anonymous's: %+v", len(list), list)
+	} else {
+		if list[0].By != "ursula" {
+			t.Errorf("stored feedback 0 by %q, want ursula", list[0].By)
+		}
+		if list[0].Rating != "dislike" {
+			t.Errorf("stored feedback 0 rating %q, want her latest, dislike", list[0].Rating)
+		}
+		if list[0].Comment != "too short" {
+			t.Errorf("stored feedback 0 comment %q, want her latest, %q", list[0].Comment, "too short")
+		}
+		if list[1].By != "anonymous" {
+			t.Errorf("stored feedback 1 by %q, want anonymous", list[1].By)
+		}
 	}
 	var evs []map[string]any
 	for _, ev := range m.Events(t, id) {
@@ -117,8 +150,14 @@ func TestFeedbackOnAMessage(t *testing.T) {
 			evs = append(evs, v)
 		}
 	}
-	if len(evs) != 3 || evs[1]["messageId"] != "u1-a0" || evs[1]["rating"] != "dislike" || evs[1]["comment"] != "too short" || evs[1]["by"] != "ursula" {
-		t.Errorf("feedback events %v", evs)
+	if len(evs) != 3 {
+		t.Errorf("%d feedback events, want 3: %v", len(evs), evs)
+	} else {
+		for _, c := range []struct{ key, want string }{{"messageId", "u1-a0"}, {"rating", "dislike"}, {"comment", "too short"}, {"by", "ursula"}} {
+			if evs[1][c.key] != c.want {
+				t.Errorf("feedback event 1 %s = %v, want %q", c.key, evs[1][c.key], c.want)
+			}
+		}
 	}
 	for _, tc := range []struct {
 		name, msg, rating string

@@ -3,6 +3,7 @@ package core
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/agentmesh/agentmesh/mesh"
@@ -50,16 +51,40 @@ func TestAgentDirectory(t *testing.T) {
 	for _, a := range list {
 		got[a.Name] = a
 	}
-	if len(list) != 4 || list[0].Name != "critic" || list[1].Name != "elsewhere" || list[2].Name != "ghost" || list[3].Name != "main" {
-		t.Fatalf("directory %+v, want critic, elsewhere, ghost, main", list)
+	var names []string
+	for _, a := range list {
+		names = append(names, a.Name)
+	}
+	if want := []string{"critic", "elsewhere", "ghost", "main"}; !slices.Equal(names, want) {
+		t.Fatalf("directory %q, want %q", names, want)
 	}
 	if a := got["ghost"]; a.Status != AgentOffline || len(a.Nodes) != 0 || a.Workers != 0 {
 		t.Errorf("ghost, served by a node found down = %+v, want offline", a)
 	}
 	main := got["main"]
-	if main.Status != AgentBusy || main.Workers != 8 || main.Busy != 8 || !main.Default || main.Description != "the main one" ||
-		len(main.Nodes) != 2 || len(main.Tools) != 2 || main.Tools[0] != "resources_add" || len(main.SubAgents) != 1 {
-		t.Errorf("main = %+v, want busy on two nodes, 8 of 8 workers, both tools and the sub-agent", main)
+	// Busy on two nodes, 8 of 8 workers, both tools and the sub-agent.
+	if main.Status != AgentBusy {
+		t.Errorf("main status %s, want %s", main.Status, AgentBusy)
+	}
+	if main.Workers != 8 || main.Busy != 8 {
+		t.Errorf("main %d of %d workers busy, want 8 of 8", main.Busy, main.Workers)
+	}
+	if !main.Default {
+		t.Error("main is not the default agent")
+	}
+	if main.Description != "the main one" {
+		t.Errorf("main description %q, want %q", main.Description, "the main one")
+	}
+	if len(main.Nodes) != 2 {
+		t.Errorf("main on %d nodes, want 2: %+v", len(main.Nodes), main.Nodes)
+	}
+	if len(main.Tools) != 2 {
+		t.Errorf("main tools %q, want both", main.Tools)
+	} else if main.Tools[0] != "resources_add" {
+		t.Errorf("main tools %q, want resources_add first", main.Tools)
+	}
+	if len(main.SubAgents) != 1 {
+		t.Errorf("main sub-agents %+v, want one", main.SubAgents)
 	}
 	if a := got["critic"]; a.Status != AgentOnline || a.Workers != 2 || len(a.Nodes) != 1 {
 		t.Errorf("critic = %+v, want online on a1 only (a4 drains)", a)

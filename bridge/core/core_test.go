@@ -162,8 +162,18 @@ func TestReadOnlyCallerChangesNothing(t *testing.T) {
 		t.Errorf("the conversation a stream token asked for: %v, want not found", err)
 	}
 	h, err := c.Sessions.Head(t.Context(), conv.ID)
-	if err != nil || h.Queued != nil || h.Turn != nil || h.Status != mesh.StatusActive {
-		t.Errorf("the conversation after the refusals: %+v %v, want idle as it was", h, err)
+	if err != nil {
+		t.Fatalf("the conversation after the refusals: %v", err)
+	}
+	// Idle as it was.
+	if h.Queued != nil {
+		t.Errorf("the conversation after the refusals: queued %+v, want nothing", h.Queued)
+	}
+	if h.Turn != nil {
+		t.Errorf("the conversation after the refusals: turn %+v, want none", h.Turn)
+	}
+	if h.Status != mesh.StatusActive {
+		t.Errorf("the conversation after the refusals: status %s, want %s", h.Status, mesh.StatusActive)
 	}
 	if holder, err := c.Sessions.ReserveRun(t.Context(), "run-of-a-stream-token", "another"); err != nil || holder != "another" {
 		t.Errorf("the run id a stream token named was reserved for %q (%v)", holder, err)

@@ -58,8 +58,23 @@ func TestStoreFilesLimits(t *testing.T) {
 	}
 
 	files, err := c.StoreFiles(t.Context(), conv.ID, []Upload{png, {MediaType: "application/pdf", URL: "https://example.com/r.pdf"}}, alice)
-	if err != nil || len(files) != 2 || files[0].ID == "" || files[0].Size != 10 || files[1].ID != "" || files[1].URL == "" {
-		t.Fatalf("stored %+v, %v", files, err)
+	if err != nil {
+		t.Fatalf("store: %v", err)
+	}
+	if len(files) != 2 {
+		t.Fatalf("stored %d files, want 2: %+v", len(files), files)
+	}
+	if files[0].ID == "" {
+		t.Fatalf("the uploaded png has no id: %+v", files[0])
+	}
+	if files[0].Size != 10 {
+		t.Fatalf("the uploaded png's size %d, want 10", files[0].Size)
+	}
+	if files[1].ID != "" {
+		t.Fatalf("the pdf by url has id %q, want none (not stored)", files[1].ID)
+	}
+	if files[1].URL == "" {
+		t.Fatalf("the pdf by url lost its url: %+v", files[1])
 	}
 	data, f, err := c.File(t.Context(), conv.ID, files[0].ID, alice)
 	if err != nil || !bytes.Equal(data, []byte("0123456789")) || f.MediaType != "image/png" {

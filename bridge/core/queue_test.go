@@ -94,8 +94,20 @@ func TestSendQueuesTheTurnVisibly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != mesh.StatusQueued || got.Queued == nil || got.Queued.ID != run.ID || got.Queued.Message != "hello" || got.Queued.At.IsZero() {
-		t.Fatalf("after Send: status %s, queued %+v; want queued, turn %s with its message and time", got.Status, got.Queued, run.ID)
+	if got.Status != mesh.StatusQueued {
+		t.Fatalf("after Send: status %s, want %s", got.Status, mesh.StatusQueued)
+	}
+	if got.Queued == nil {
+		t.Fatalf("after Send: nothing queued, want turn %s", run.ID)
+	}
+	if got.Queued.ID != run.ID {
+		t.Fatalf("after Send: queued turn %s, want %s", got.Queued.ID, run.ID)
+	}
+	if got.Queued.Message != "hello" {
+		t.Fatalf("after Send: queued message %q, want hello", got.Queued.Message)
+	}
+	if got.Queued.At.IsZero() {
+		t.Fatal("after Send: the queued turn has no time")
 	}
 	if s := got.Summary(); s.Status != mesh.StatusQueued || s.QueuedTurn == nil || s.QueuedTurn.ID != run.ID {
 		t.Errorf("summary = %+v, want status queued and the queued turn", s)
@@ -201,12 +213,30 @@ func TestLostQueuedTurnIsPublishedAgainThenFailed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !out.Finished || out.Event == nil || out.Event.Type != mesh.EventRunError || out.Event.Code != mesh.CodeTurnLost {
-		t.Fatalf("outcome = finished %v, event %+v; want RUN_ERROR %s", out.Finished, out.Event, mesh.CodeTurnLost)
+	if !out.Finished {
+		t.Fatal("outcome not finished, want the lost turn failed")
+	}
+	if out.Event == nil {
+		t.Fatalf("outcome without an event, want RUN_ERROR %s", mesh.CodeTurnLost)
+	}
+	if out.Event.Type != mesh.EventRunError || out.Event.Code != mesh.CodeTurnLost {
+		t.Fatalf("outcome event %s %s, want %s %s", out.Event.Type, out.Event.Code, mesh.EventRunError, mesh.CodeTurnLost)
 	}
 	got := out.Conversation
-	if got.Queued != nil || got.Status != mesh.StatusActive || !got.HasTurn(run.ID) || got.LastRun == nil || got.LastRun.ErrorCode != mesh.CodeTurnLost {
-		t.Fatalf("failed turn: status %s, queued %+v, last run %+v", got.Status, got.Queued, got.LastRun)
+	if got.Queued != nil {
+		t.Fatalf("failed turn: still queued: %+v", got.Queued)
+	}
+	if got.Status != mesh.StatusActive {
+		t.Fatalf("failed turn: status %s, want %s", got.Status, mesh.StatusActive)
+	}
+	if !got.HasTurn(run.ID) {
+		t.Fatalf("failed turn: turn %s not recorded", run.ID)
+	}
+	if got.LastRun == nil {
+		t.Fatal("failed turn: no last run")
+	}
+	if got.LastRun.ErrorCode != mesh.CodeTurnLost {
+		t.Fatalf("failed turn: last run error code %q, want %q", got.LastRun.ErrorCode, mesh.CodeTurnLost)
 	}
 	if res := ResultOf(got, run.ID, out.Event); res.Outcome != mesh.OutcomeError || res.ErrorCode != mesh.CodeTurnLost {
 		t.Errorf("result = %+v, want error %s", res, mesh.CodeTurnLost)
@@ -312,11 +342,34 @@ func TestCancelEndsAQueuedTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := out.Conversation
-	if !out.Finished || got.Queued != nil || got.Status != mesh.StatusActive || !got.HasTurn(run.ID) || got.LastRun == nil || got.LastRun.Outcome != mesh.OutcomeCancelled {
-		t.Fatalf("cancelled queued turn: finished %v, status %s, queued %+v, last run %+v", out.Finished, got.Status, got.Queued, got.LastRun)
+	if !out.Finished {
+		t.Fatal("cancelled queued turn: not finished")
 	}
-	if out.Event == nil || out.Event.Type != mesh.EventRunFinished || out.Event.Outcome == nil || out.Event.Outcome.Type != mesh.OutcomeCancelled {
-		t.Errorf("end event = %+v, want RUN_FINISHED cancelled", out.Event)
+	if got.Queued != nil {
+		t.Fatalf("cancelled queued turn: still queued: %+v", got.Queued)
+	}
+	if got.Status != mesh.StatusActive {
+		t.Fatalf("cancelled queued turn: status %s, want %s", got.Status, mesh.StatusActive)
+	}
+	if !got.HasTurn(run.ID) {
+		t.Fatalf("cancelled queued turn: turn %s not recorded", run.ID)
+	}
+	if got.LastRun == nil {
+		t.Fatal("cancelled queued turn: no last run")
+	}
+	if got.LastRun.Outcome != mesh.OutcomeCancelled {
+		t.Fatalf("cancelled queued turn: last run outcome %s, want %s", got.LastRun.Outcome, mesh.OutcomeCancelled)
+	}
+	// The end event is RUN_FINISHED, cancelled.
+	switch {
+	case out.Event == nil:
+		t.Error("no end event")
+	case out.Event.Type != mesh.EventRunFinished:
+		t.Errorf("end event %s, want %s", out.Event.Type, mesh.EventRunFinished)
+	case out.Event.Outcome == nil:
+		t.Errorf("end event %+v without an outcome", out.Event)
+	case out.Event.Outcome.Type != mesh.OutcomeCancelled:
+		t.Errorf("end event outcome %s, want %s", out.Event.Outcome.Type, mesh.OutcomeCancelled)
 	}
 }
 

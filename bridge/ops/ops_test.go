@@ -122,16 +122,49 @@ func TestInboxListsWhatWaitsAndWhatWasDecided(t *testing.T) {
 		t.Errorf("pending %s, %s; want the older %s first", in.Pending[0].UUID, in.Pending[1].UUID, older.UUID)
 	}
 	p := in.Pending[1]
-	if p.Conversation == nil || p.Conversation.ID != c1 || p.Conversation.Title != "an earlier message" || p.AskedBy != "uma" ||
-		p.Member != "add-left" || p.Request != "add the left one" || p.Seal != nil {
-		t.Errorf("pending item %+v (conversation %+v); want c1 by uma, member add-left, its request, no seal", p, p.Conversation)
+	// c1 by uma, member add-left, its request, no seal.
+	if p.Conversation == nil {
+		t.Errorf("pending item %+v without its conversation, want c1", p)
+	} else {
+		if p.Conversation.ID != c1 {
+			t.Errorf("pending item's conversation %s, want %s", p.Conversation.ID, c1)
+		}
+		if p.Conversation.Title != "an earlier message" {
+			t.Errorf("pending item's conversation title %q, want %q", p.Conversation.Title, "an earlier message")
+		}
+	}
+	if p.AskedBy != "uma" {
+		t.Errorf("pending item asked by %q, want uma", p.AskedBy)
+	}
+	if p.Member != "add-left" {
+		t.Errorf("pending item member %q, want add-left", p.Member)
+	}
+	if p.Request != "add the left one" {
+		t.Errorf("pending item request %q, want %q", p.Request, "add the left one")
+	}
+	if p.Seal != nil {
+		t.Errorf("pending item carries a seal %+v, want none", p.Seal)
 	}
 	if p.WaitedSeconds < 59 || p.WaitedSeconds > 120 {
 		t.Errorf("waited %.1fs, want about a minute", p.WaitedSeconds)
 	}
 	d := in.Decided[0]
-	if d.UUID != decided.UUID || d.Status != mesh.ApprovalRejected || d.Decision == nil || d.Decision.By != "ada" || d.Decision.Reason != "not now" {
-		t.Errorf("decided item %+v, want the rejection by ada with its reason", d)
+	// The rejection by ada with its reason.
+	if d.UUID != decided.UUID {
+		t.Errorf("decided item %s, want %s", d.UUID, decided.UUID)
+	}
+	if d.Status != mesh.ApprovalRejected {
+		t.Errorf("decided item status %s, want %s", d.Status, mesh.ApprovalRejected)
+	}
+	if d.Decision == nil {
+		t.Error("decided item without its decision")
+	} else {
+		if d.Decision.By != "ada" {
+			t.Errorf("decided by %q, want ada", d.Decision.By)
+		}
+		if d.Decision.Reason != "not now" {
+			t.Errorf("decision reason %q, want %q", d.Decision.Reason, "not now")
+		}
 	}
 	want := map[mesh.ApprovalStatus]int{mesh.ApprovalPending: 2, mesh.ApprovalApproved: 0, mesh.ApprovalRejected: 1}
 	for k, n := range want {
@@ -255,8 +288,21 @@ func TestMeshViewShowsNodesBreakersQueues(t *testing.T) {
 	for _, n := range v.Nodes {
 		byNode[n.Node] = n
 	}
-	if n := byNode["h-agent-0"]; n.Late || n.PID != 42 || n.Host != "h" || n.BeatAgeMS > 5000 || len(n.Serves) != 1 {
-		t.Errorf("live agent %+v", n)
+	live := byNode["h-agent-0"]
+	if live.Late {
+		t.Errorf("live agent late: %+v", live)
+	}
+	if live.PID != 42 {
+		t.Errorf("live agent pid %d, want 42", live.PID)
+	}
+	if live.Host != "h" {
+		t.Errorf("live agent host %q, want h", live.Host)
+	}
+	if live.BeatAgeMS > 5000 {
+		t.Errorf("live agent's last beat %d ms ago, want 5000 at most", live.BeatAgeMS)
+	}
+	if len(live.Serves) != 1 {
+		t.Errorf("live agent serves %v, want one agent", live.Serves)
 	}
 	if n := byNode["h-agent-1"]; !n.Late || n.BeatAgeMS < 9000 {
 		t.Errorf("silent agent %+v, want late", n)
@@ -264,8 +310,11 @@ func TestMeshViewShowsNodesBreakersQueues(t *testing.T) {
 	if n := byNode["h-toolhost-0"]; n.Late || n.State != mesh.NodeDown {
 		t.Errorf("down toolhost %+v, want down, not late", n)
 	}
-	if rc := v.Roles[mesh.RoleAgent]; rc == nil || rc.Nodes != 2 || rc.Ready != 1 || rc.Late != 1 {
-		t.Errorf("agent role count %+v", rc)
+	switch rc := v.Roles[mesh.RoleAgent]; {
+	case rc == nil:
+		t.Error("no agent role count")
+	case rc.Nodes != 2 || rc.Ready != 1 || rc.Late != 1:
+		t.Errorf("agent role count: %d nodes, %d ready, %d late; want 2, 1, 1", rc.Nodes, rc.Ready, rc.Late)
 	}
 	if rc := v.Roles[mesh.RoleToolhost]; rc == nil || rc.Down != 1 {
 		t.Errorf("toolhost role count %+v", rc)
@@ -321,8 +370,17 @@ func TestStatsCountEventsAndTimeRuns(t *testing.T) {
 	}, "the samples never counted 4 events, 1 run and its time")
 	var v View
 	f.get(t, "/ops/mesh", &v)
-	if len(v.Events) != 1 || v.Events[0].Name != mesh.CustomNodeDown || v.Events[0].Node != "h-agent-0" || v.Events[0].Reason != "missed heartbeats" {
-		t.Errorf("system events %+v, want the node_down of h-agent-0", v.Events)
+	if len(v.Events) != 1 {
+		t.Fatalf("%d system events, want the node_down of h-agent-0: %+v", len(v.Events), v.Events)
+	}
+	if e := v.Events[0]; e.Name != mesh.CustomNodeDown {
+		t.Errorf("system event %s, want %s", e.Name, mesh.CustomNodeDown)
+	}
+	if e := v.Events[0]; e.Node != "h-agent-0" {
+		t.Errorf("system event of node %q, want h-agent-0", e.Node)
+	}
+	if e := v.Events[0]; e.Reason != "missed heartbeats" {
+		t.Errorf("system event reason %q, want %q", e.Reason, "missed heartbeats")
 	}
 }
 

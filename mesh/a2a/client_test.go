@@ -42,16 +42,35 @@ func TestClientAgainstGoSDK(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Task == nil || res.Task.ID != taskID || res.Task.Status.State != a2a.StateCompleted || res.Task.Text() != "done: add resource x" {
-		t.Fatalf("continuation = %+v, want the completed task", res.Task)
+	if res.Task == nil {
+		t.Fatalf("continuation = %+v, want the completed task", res)
+	}
+	if res.Task.ID != taskID {
+		t.Fatalf("continuation task id = %q, want the first answer's %q", res.Task.ID, taskID)
+	}
+	if res.Task.Status.State != a2a.StateCompleted {
+		t.Fatalf("continuation state = %q, want %q", res.Task.Status.State, a2a.StateCompleted)
+	}
+	if got := res.Task.Text(); got != "done: add resource x" {
+		t.Fatalf("continuation text = %q, want %q", got, "done: add resource x")
 	}
 	got, err := c.GetTask(t.Context(), ep, a2a.TaskQueryParams{ID: taskID}, nil)
 	if err != nil || got.Status.State != a2a.StateCompleted {
 		t.Fatalf("tasks/get = %+v, %v", got, err)
 	}
 	reqs := sub.Requests()
-	if len(reqs) != 3 || reqs[0].Authorization != "Bearer tok" || reqs[0].SessionID != "0a1b2c3d" || reqs[2].HasAuth {
-		t.Errorf("requests = %+v: want the headers on the sends only", reqs)
+	// The headers go on the sends only.
+	if len(reqs) != 3 {
+		t.Fatalf("got %d requests, want 3: %+v", len(reqs), reqs)
+	}
+	if reqs[0].Authorization != "Bearer tok" {
+		t.Errorf("first send's Authorization = %q, want %q", reqs[0].Authorization, "Bearer tok")
+	}
+	if reqs[0].SessionID != "0a1b2c3d" {
+		t.Errorf("first send's session id = %q, want 0a1b2c3d", reqs[0].SessionID)
+	}
+	if reqs[2].HasAuth {
+		t.Errorf("tasks/get carried an Authorization header: %+v", reqs[2])
 	}
 
 	// A JSON-RPC error is an *a2a.Error, and not transient.

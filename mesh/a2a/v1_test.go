@@ -82,8 +82,20 @@ func TestPartFromV1(t *testing.T) {
 
 func TestMessageFromV1(t *testing.T) {
 	m, err := MessageFromV1(&MessageV1{MessageID: "m", Role: RoleUserV1, TaskID: "t", Parts: []PartV1{TextPartV1("approved")}})
-	if err != nil || m.Kind != KindMessage || m.Role != RoleUser || m.TaskID != "t" || m.Text() != "approved" {
-		t.Errorf("MessageFromV1 = %+v, %v", m, err)
+	if err != nil {
+		t.Fatalf("MessageFromV1: %v", err)
+	}
+	if m.Kind != KindMessage {
+		t.Errorf("MessageFromV1 kind = %q, want %q", m.Kind, KindMessage)
+	}
+	if m.Role != RoleUser {
+		t.Errorf("MessageFromV1 role = %q, want %q", m.Role, RoleUser)
+	}
+	if m.TaskID != "t" {
+		t.Errorf("MessageFromV1 task id = %q, want t", m.TaskID)
+	}
+	if got := m.Text(); got != "approved" {
+		t.Errorf("MessageFromV1 text = %q, want approved", got)
 	}
 	for _, role := range []string{"user", "", "ROLE_UNSPECIFIED"} {
 		if _, err := MessageFromV1(&MessageV1{MessageID: "m", Role: role}); err == nil {

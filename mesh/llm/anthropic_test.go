@@ -1,17 +1,17 @@
-package llm
+package llm_test
 
 import (
 	"errors"
-	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/llm/llmtest"
 )
 
-// anthropicStream writes events, each "event: data" pairs.
-func anthropicStream(events ...string) behavior {
-	return func(w http.ResponseWriter, r *http.Request, s seen) {
-		writeEvents(w, events)
-	}
+// stream answers with events as they are, "event: data" pairs.
+func stream(events ...string) llmtest.Fault {
+	return llmtest.Fault{Body: strings.Join(events, ""), ContentType: "text/event-stream"}
 }
 
 const (
@@ -23,27 +23,36 @@ const (
 
 func TestAnthropicErrorEvent(t *testing.T) {
 	t.Run("before text: retried", func(t *testing.T) {
-		f := newFake(t, anthropicWire{}, nil)
-		f.set(anthropicStream(anthropicStart, anthropicOverloaded), f.answer(okReply))
+		f := newFake(t, anthropicWire)
+		f.Fail(stream(anthropicStart, anthropicOverloaded))
 		resp, _, err := generateWith(t.Context(), f.provider(testOptions(nil)), ask(), true)
-		if err != nil || resp.Text != "All good." || f.count() != 2 {
-			t.Fatalf("text %v, err %v after %d requests; want a retry after the overloaded event", resp, err, f.count())
+		if err != nil || resp.Text != "All good." || f.Count() != 2 {
+			t.Fatalf("text %v, err %v after %d requests; want a retry after the overloaded event", resp, err, f.Count())
 		}
 	})
 	t.Run("after text: reported", func(t *testing.T) {
-		f := newFake(t, anthropicWire{}, nil)
-		f.set(anthropicStream(anthropicStart, anthropicText, anthropicOverloaded), f.answer(okReply))
+		f := newFake(t, anthropicWire)
+		f.Fail(stream(anthropicStart, anthropicText, anthropicOverloaded))
 		_, deltas, err := generateWith(t.Context(), f.provider(testOptions(nil)), ask(), true)
-		e := wantCode(t, err, CodeError)
-		if e.Status != 529 || !strings.Contains(e.Message, "overloaded_error") || f.count() != 1 || strings.Join(deltas, "") != "Hi" {
-			t.Errorf("error %q (status %d) after %d requests, deltas %q", e.Message, e.Status, f.count(), deltas)
+		e := wantCode(t, err, llm.CodeError)
+		if e.Status != 529 {
+			t.Errorf("status %d, want 529 for the overloaded event", e.Status)
+		}
+		if !strings.Contains(e.Message, "overloaded_error") {
+			t.Errorf("error %q, want it to name overloaded_error", e.Message)
+		}
+		if n := f.Count(); n != 1 {
+			t.Errorf("%d requests, want 1: text reached the caller, so no retry", n)
+		}
+		if got := strings.Join(deltas, ""); got != "Hi" {
+			t.Errorf("deltas %q, want the text before the event, Hi", got)
 		}
 	})
 	t.Run("rate limit in stream", func(t *testing.T) {
-		f := newFake(t, anthropicWire{}, nil)
-		f.set(anthropicStream(anthropicStart, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":\"Number of request tokens has exceeded your per-minute rate limit\"}}\n\n"))
-		_, _, err := generateWith(t.Context(), f.provider(testOptions(func(o *Options) { o.MaxRetries = -1 })), ask(), true)
-		wantCode(t, err, CodeRateLimit)
+		f := newFake(t, anthropicWire)
+		f.Fail(stream(anthropicStart, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":\"Number of request tokens has exceeded your per-minute rate limit\"}}\n\n"))
+		_, _, err := generateWith(t.Context(), f.provider(testOptions(func(o *llm.Options) { o.MaxRetries = -1 })), ask(), true)
+		wantCode(t, err, llm.CodeRateLimit)
 	})
 }
 
@@ -57,13 +66,24 @@ func TestAnthropicThinkingIgnored(t *testing.T) {
 		"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}\n\n" +
 		"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":30}}\n\n" +
 		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
-	f := newFake(t, anthropicWire{}, anthropicStream(anthropicStart, thinking))
+	f := newFake(t, anthropicWire)
+	f.Fail(stream(anthropicStart, thinking))
 	resp, deltas, err := generateWith(t.Context(), f.provider(testOptions(nil)), ask(), true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.Text != "42" || strings.Join(deltas, "") != "42" || resp.Usage != (Usage{InputTokens: 25, OutputTokens: 30}) || resp.StopReason != "end_turn" {
-		t.Errorf("response %+v, deltas %q: want only the text block, usage 25/30", resp, deltas)
+	// Only the text block counts.
+	if resp.Text != "42" {
+		t.Errorf("text %q, want 42", resp.Text)
+	}
+	if got := strings.Join(deltas, ""); got != "42" {
+		t.Errorf("deltas %q, want 42", got)
+	}
+	if want := (llm.Usage{InputTokens: 25, OutputTokens: 30}); resp.Usage != want {
+		t.Errorf("usage %+v, want %+v", resp.Usage, want)
+	}
+	if resp.StopReason != "end_turn" {
+		t.Errorf("stop reason %q, want end_turn", resp.StopReason)
 	}
 }
 
@@ -74,18 +94,18 @@ func TestAnthropicToolArgsCutAtMaxTokens(t *testing.T) {
 		"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
 		"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"max_tokens\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":4096}}\n\n" +
 		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
-	f := newFake(t, anthropicWire{}, anthropicStream(body))
+	f := newFake(t, anthropicWire)
+	f.Fail(stream(body))
 	_, _, err := generateWith(t.Context(), f.provider(testOptions(nil)), ask(), true)
-	e := wantCode(t, err, CodeError)
-	if !errors.Is(e, ErrMalformedResponse) || !strings.Contains(e.Message, "max_tokens") {
+	e := wantCode(t, err, llm.CodeError)
+	if !errors.Is(e, llm.ErrMalformedResponse) || !strings.Contains(e.Message, "max_tokens") {
 		t.Errorf("error %q: want it to say the call was cut at max_tokens", e.Message)
 	}
 }
 
 func TestAnthropicVersionedBase(t *testing.T) {
-	f := newFake(t, anthropicWire{}, nil)
-	f.set(f.answer(okReply))
-	p := newProvider(t, "claude-sonnet-4-5", testOptions(func(o *Options) { o.BaseURL = f.srv.URL + "/v1" }))
+	f := newFake(t, anthropicWire)
+	p := newProvider(t, "claude-sonnet-4-5", testOptions(func(o *llm.Options) { o.BaseURL = f.URL + "/v1" }))
 	if _, err := p.Generate(t.Context(), ask()); err != nil {
 		t.Fatalf("base URL ending in /v1: %v", err)
 	}
@@ -93,13 +113,12 @@ func TestAnthropicVersionedBase(t *testing.T) {
 
 func TestMaxTokens(t *testing.T) {
 	forEachWire(t, func(t *testing.T, w wire) {
-		f := newFake(t, w, nil)
-		f.set(f.answer(okReply))
-		p := f.provider(testOptions(func(o *Options) { o.MaxTokens = 500 }))
+		f := newFake(t, w)
+		p := f.provider(testOptions(func(o *llm.Options) { o.MaxTokens = 500 }))
 		if _, err := p.Generate(t.Context(), ask()); err != nil {
 			t.Fatal(err)
 		}
-		if got := f.last().MaxTokens; got != 500 {
+		if got := f.last().Request.MaxTokens; got != 500 {
 			t.Errorf("Options.MaxTokens 500 sent as %d", got)
 		}
 		req := ask()
@@ -107,7 +126,7 @@ func TestMaxTokens(t *testing.T) {
 		if _, err := p.Generate(t.Context(), req); err != nil {
 			t.Fatal(err)
 		}
-		if got := f.last().MaxTokens; got != 77 {
+		if got := f.last().Request.MaxTokens; got != 77 {
 			t.Errorf("Request.MaxTokens 77 sent as %d", got)
 		}
 	})

@@ -1,30 +1,27 @@
-package llm
+package llm_test
 
 import (
-	"context"
 	"encoding/json"
 	"reflect"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/llm/llmtest"
 )
 
-// The contract every cloud provider keeps, run against each through a local
-// server that speaks its API: text, one call, parallel calls, text with a
-// call, results sent back as native tool results, streaming, usage.
-
-// wires are the APIs under contract.
-func wires() []wire {
-	return []wire{geminiWire{}, anthropicWire{}, openAIWire{}, openAIWire{ollama: true}}
-}
+// The contract every cloud provider keeps, run against each through an
+// llmtest server that speaks its API: text, one call, parallel calls, text
+// with a call, results sent back as native tool results, streaming, usage.
 
 const contractSystem = "You are a terse weather assistant."
 
 // contractTools are MCP-style tools, with the JSON Schema extras MCP
 // servers send ($schema, additionalProperties) and a tool without
 // arguments.
-func contractTools() []Tool {
-	return []Tool{
+func contractTools() []llm.Tool {
+	return []llm.Tool{
 		{Name: "get_weather", Description: "Current weather of a city", ReadOnly: true, Parameters: json.RawMessage(`{
 			"$schema":"http://json-schema.org/draft-07/schema#","type":"object",
 			"properties":{"location":{"type":"string","description":"City name"},"unit":{"type":"string","enum":["celsius","fahrenheit"]}},
@@ -36,28 +33,27 @@ func contractTools() []Tool {
 	}
 }
 
-func userTurn(text string) []Message { return []Message{{Role: RoleUser, Content: text}} }
-
 // roundTrip is a history where the model called two tools in parallel and
 // one failed.
-func roundTrip() []Message {
-	return []Message{
-		{Role: RoleUser, Content: "Weather in Paris and in Atlantis?"},
-		{Role: RoleAssistant, Content: "Checking both.", ToolCalls: []ToolCall{
+func roundTrip() []llm.Message {
+	return []llm.Message{
+		{Role: llm.RoleUser, Content: "Weather in Paris and in Atlantis?"},
+		{Role: llm.RoleAssistant, Content: "Checking both.", ToolCalls: []llm.ToolCall{
 			{ID: "run1-c1-0", Name: "get_weather", Arguments: json.RawMessage(`{"location":"Paris"}`)},
 			{ID: "run1-c1-1", Name: "get_weather", Arguments: json.RawMessage(`{"location":"Atlantis","unit":"celsius"}`)},
 		}},
-		{Role: RoleTool, ToolCallID: "run1-c1-0", ToolName: "get_weather", Content: "18°C, sunny"},
-		{Role: RoleTool, ToolCallID: "run1-c1-1", ToolName: "get_weather", Content: "unknown city: Atlantis", IsError: true},
+		{Role: llm.RoleTool, ToolCallID: "run1-c1-0", ToolName: "get_weather", Content: "18°C, sunny"},
+		{Role: llm.RoleTool, ToolCallID: "run1-c1-1", ToolName: "get_weather", Content: "unknown city: Atlantis", IsError: true},
 	}
 }
 
 type contractCase struct {
 	name     string
-	messages []Message
+	messages []llm.Message
 	reply    reply
-	// want is what the request must hold, in the wire-neutral view.
-	want []seenMsg
+	// want is the history the request must hold, as the server decoded
+	// it (fake.sent).
+	want []llm.Message
 	// golden names the golden file of the request body, if any.
 	golden bool
 }
@@ -67,13 +63,13 @@ func contractCases() []contractCase {
 	return []contractCase{
 		{
 			name: "text", messages: userTurn(ask), golden: true,
-			reply: reply{Text: []string{"Paris: ", "18°C ", "and sunny."}, Usage: Usage{InputTokens: 31, OutputTokens: 9}},
-			want:  []seenMsg{{Role: "user", Text: ask}},
+			reply: reply{Text: []string{"Paris: ", "18°C ", "and sunny."}, Usage: llm.Usage{InputTokens: 31, OutputTokens: 9}},
+			want:  userTurn(ask),
 		},
 		{
 			name: "tool_call", messages: userTurn(ask),
-			reply: reply{Calls: []fakeCall{{Name: "get_weather", Args: `{"location":"Paris","unit":"celsius"}`}}, Usage: Usage{InputTokens: 120, OutputTokens: 21}},
-			want:  []seenMsg{{Role: "user", Text: ask}},
+			reply: reply{Calls: []fakeCall{{Name: "get_weather", Args: `{"location":"Paris","unit":"celsius"}`}}, Usage: llm.Usage{InputTokens: 120, OutputTokens: 21}},
+			want:  userTurn(ask),
 		},
 		{
 			name: "parallel_tool_calls", messages: userTurn("Weather in Paris and Oslo, and list the items"),
@@ -81,33 +77,25 @@ func contractCases() []contractCase {
 				{Name: "get_weather", Args: `{"location":"Paris"}`},
 				{Name: "get_weather", Args: `{"location":"Oslo","unit":"celsius"}`},
 				{Name: "list_items"},
-			}, Usage: Usage{InputTokens: 130, OutputTokens: 44}},
-			want: []seenMsg{{Role: "user", Text: "Weather in Paris and Oslo, and list the items"}},
+			}, Usage: llm.Usage{InputTokens: 130, OutputTokens: 44}},
+			want: userTurn("Weather in Paris and Oslo, and list the items"),
 		},
 		{
 			name: "text_and_tool_call", messages: userTurn("Create an item called lamp"),
-			reply: reply{Text: []string{"Creating ", "it now."}, Calls: []fakeCall{{Name: "create_item", Args: `{"name":"lamp","tags":["home"]}`}}, Usage: Usage{InputTokens: 140, OutputTokens: 30}},
-			want:  []seenMsg{{Role: "user", Text: "Create an item called lamp"}},
+			reply: reply{Text: []string{"Creating ", "it now."}, Calls: []fakeCall{{Name: "create_item", Args: `{"name":"lamp","tags":["home"]}`}}, Usage: llm.Usage{InputTokens: 140, OutputTokens: 30}},
+			want:  userTurn("Create an item called lamp"),
 		},
 		{
 			name: "tool_result_round_trip", messages: roundTrip(), golden: true,
-			reply: reply{Text: []string{"Paris is 18°C and sunny; ", "I could not find Atlantis."}, Usage: Usage{InputTokens: 210, OutputTokens: 17}},
-			want: []seenMsg{
-				{Role: "user", Text: "Weather in Paris and in Atlantis?"},
-				{Role: "assistant", Text: "Checking both.", Calls: []seenCall{
-					{ID: "run1-c1-0", Name: "get_weather", Args: `{"location":"Paris"}`},
-					{ID: "run1-c1-1", Name: "get_weather", Args: `{"location":"Atlantis","unit":"celsius"}`},
-				}},
-				{Role: "tool", Result: &seenResult{CallID: "run1-c1-0", Name: "get_weather", Content: "18°C, sunny"}},
-				{Role: "tool", Result: &seenResult{CallID: "run1-c1-1", Name: "get_weather", Content: "unknown city: Atlantis", IsError: true}},
-			},
+			reply: reply{Text: []string{"Paris is 18°C and sunny; ", "I could not find Atlantis."}, Usage: llm.Usage{InputTokens: 210, OutputTokens: 17}},
+			want:  roundTrip(),
 		},
 	}
 }
 
 func TestProviderContract(t *testing.T) {
 	for _, w := range wires() {
-		t.Run(w.Name(), func(t *testing.T) {
+		t.Run(w.name, func(t *testing.T) {
 			t.Parallel()
 			for _, mode := range []string{"whole", "stream"} {
 				t.Run(mode, func(t *testing.T) {
@@ -123,10 +111,9 @@ func TestProviderContract(t *testing.T) {
 }
 
 func runContractCase(t *testing.T, w wire, c contractCase, stream bool) {
-	f := newFake(t, w, nil)
-	f.set(f.answer(c.reply))
+	f := newFake(t, w, c.reply)
 	p := f.provider(testOptions(nil))
-	req := Request{System: contractSystem, Messages: c.messages, Tools: contractTools()}
+	req := llm.Request{System: contractSystem, Messages: c.messages, Tools: contractTools()}
 	var deltas []string
 	if stream {
 		req.OnText = func(d string) { deltas = append(deltas, d) }
@@ -135,7 +122,7 @@ func runContractCase(t *testing.T, w wire, c contractCase, stream bool) {
 	if err != nil {
 		t.Fatalf("Generate: %v", err)
 	}
-	if n := f.count(); n != 1 {
+	if n := f.Count(); n != 1 {
 		t.Errorf("provider sent %d requests, want 1", n)
 	}
 
@@ -144,26 +131,22 @@ func runContractCase(t *testing.T, w wire, c contractCase, stream bool) {
 	if got.Stream != stream {
 		t.Errorf("request stream = %v, want %v", got.Stream, stream)
 	}
-	if got.System != contractSystem {
-		t.Errorf("system prompt = %q, want %q", got.System, contractSystem)
+	if got.Request.System != contractSystem {
+		t.Errorf("system prompt = %q, want %q", got.Request.System, contractSystem)
 	}
-	if got.MaxTokens != defaultMaxTokens {
-		t.Errorf("max tokens = %d, want the default %d", got.MaxTokens, defaultMaxTokens)
+	if got.Request.MaxTokens != llm.DefaultMaxTokens {
+		t.Errorf("max tokens = %d, want the default %d", got.Request.MaxTokens, llm.DefaultMaxTokens)
 	}
-	checkTools(t, w, got.Tools)
-	want := c.want
-	if !w.HasIDs() {
-		want = withoutIDs(want)
-	}
-	if !reflect.DeepEqual(got.Messages, want) {
-		t.Errorf("messages sent:\n%s\nwant:\n%s", mustJSON(got.Messages), mustJSON(want))
+	checkTools(t, w, got)
+	if sent, want := f.sent(got), neutral(w, c.want); !reflect.DeepEqual(sent, want) {
+		t.Errorf("messages sent:\n%s\nwant:\n%s", mustJSON(sent), mustJSON(want))
 	}
 	if c.golden {
 		mode := "whole"
 		if stream {
 			mode = "stream"
 		}
-		golden(t, w.Name()+"_"+c.name+"_"+mode, got.Body)
+		golden(t, w.name+"_"+c.name+"_"+mode, got.Body)
 	}
 
 	// What the provider answered.
@@ -201,34 +184,57 @@ func runContractCase(t *testing.T, w wire, c contractCase, stream bool) {
 	}
 }
 
-// checkTools verifies the declarations: every tool, described, with its
-// schema as the API takes it.
-func checkTools(t *testing.T, w wire, got []seenTool) {
+// checkTools verifies the declarations of rec: every tool, described, with
+// its schema as the API takes it.
+func checkTools(t *testing.T, w wire, rec llmtest.Record) {
 	t.Helper()
+	got := rec.Request.Tools
 	tools := contractTools()
 	if len(got) != len(tools) {
 		t.Fatalf("%d tools declared, want %d", len(got), len(tools))
 	}
+	declared := geminiDeclared(rec.Body)
 	for i, tool := range tools {
 		g := got[i]
 		if g.Name != tool.Name || g.Description != tool.Description {
 			t.Errorf("tool %d = %s %q, want %s %q", i, g.Name, g.Description, tool.Name, tool.Description)
 		}
-		if w.Name() != "gemini" {
-			if canonical(g.Params) != canonical(tool.Parameters) {
-				t.Errorf("tool %s schema = %s, want the MCP schema unchanged %s", tool.Name, g.Params, tool.Parameters)
+		if w.api != llmtest.Gemini {
+			if canonical(g.Parameters) != canonical(tool.Parameters) {
+				t.Errorf("tool %s schema = %s, want the MCP schema unchanged %s", tool.Name, g.Parameters, tool.Parameters)
 			}
 			continue
 		}
-		// Gemini: same properties, its own subset (the fake refuses the rest).
+		// Gemini: same properties, its own subset (the server refuses the rest).
 		if wantProps := propertyNames(tool.Parameters); len(wantProps) == 0 {
-			if g.Params != nil {
-				t.Errorf("tool %s takes no arguments but declares parameters %s", tool.Name, g.Params)
+			if params := declared[tool.Name]; params != nil {
+				t.Errorf("tool %s takes no arguments but declares parameters %s", tool.Name, params)
 			}
-		} else if gotProps := propertyNames(g.Params); !reflect.DeepEqual(gotProps, wantProps) {
+		} else if gotProps := propertyNames(g.Parameters); !reflect.DeepEqual(gotProps, wantProps) {
 			t.Errorf("tool %s properties = %v, want %v", tool.Name, gotProps, wantProps)
 		}
 	}
+}
+
+// geminiDeclared is the parameters of each function a Gemini request
+// body declares, nil when it declares none.
+func geminiDeclared(body []byte) map[string]json.RawMessage {
+	var req struct {
+		Tools []struct {
+			FunctionDeclarations []struct {
+				Name       string          `json:"name"`
+				Parameters json.RawMessage `json:"parameters"`
+			} `json:"functionDeclarations"`
+		} `json:"tools"`
+	}
+	_ = json.Unmarshal(body, &req)
+	out := map[string]json.RawMessage{}
+	for _, t := range req.Tools {
+		for _, d := range t.FunctionDeclarations {
+			out[d.Name] = d.Parameters
+		}
+	}
+	return out
 }
 
 func propertyNames(schema json.RawMessage) []string {
@@ -244,26 +250,6 @@ func propertyNames(schema json.RawMessage) []string {
 	return names
 }
 
-func withoutIDs(msgs []seenMsg) []seenMsg {
-	out := make([]seenMsg, len(msgs))
-	for i, m := range msgs {
-		out[i] = m
-		if m.Calls != nil {
-			out[i].Calls = make([]seenCall, len(m.Calls))
-			for j, c := range m.Calls {
-				c.ID = ""
-				out[i].Calls[j] = c
-			}
-		}
-		if m.Result != nil {
-			r := *m.Result
-			r.CallID = ""
-			out[i].Result = &r
-		}
-	}
-	return out
-}
-
 func nonEmpty(ss []string) []string {
 	var out []string
 	for _, s := range ss {
@@ -272,14 +258,4 @@ func nonEmpty(ss []string) []string {
 		}
 	}
 	return out
-}
-
-// generate runs one call, collecting the streamed deltas.
-func generateWith(ctx context.Context, p Provider, req Request, stream bool) (*Response, []string, error) {
-	var deltas []string
-	if stream {
-		req.OnText = func(d string) { deltas = append(deltas, d) }
-	}
-	resp, err := p.Generate(ctx, req)
-	return resp, deltas, err
 }

@@ -3,21 +3,15 @@ package llm
 import (
 	"bytes"
 	"errors"
-	"strings"
 	"testing"
 )
 
 // FuzzDecoders feeds arbitrary bytes to every decoder, whole and streamed:
 // they may refuse them, with an error, but never panic or answer
-// arguments that are not a JSON object.
+// arguments that are not a JSON object. Its seeds beside the two below are
+// whole and streamed answers of each API, text and calls, in
+// testdata/fuzz/FuzzDecoders.
 func FuzzDecoders(f *testing.F) {
-	for _, w := range wires() {
-		s := seen{Model: "m"}
-		for _, rp := range []reply{okReply, {Text: []string{"a"}, Calls: []fakeCall{{Name: "get_weather", Args: `{"location":"Paris"}`}, {Name: "list_items"}}}} {
-			f.Add(w.Whole(s, rp))
-			f.Add([]byte(strings.Join(w.Events(s, rp), "")))
-		}
-	}
 	f.Add([]byte("data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":-1}]}}]}\n\n"))
 	f.Add([]byte("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":5,\"delta\":{}}\n\n"))
 	gemini := newGemini(model(f, "gemini-2.5-flash"), Options{APIKey: "k"})

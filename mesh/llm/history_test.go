@@ -1,19 +1,21 @@
-package llm
+package llm_test
 
 import (
 	"encoding/json"
 	"reflect"
 	"testing"
+
+	"github.com/agentmesh/agentmesh/mesh/llm"
 )
 
 func TestNormalizeHistory(t *testing.T) {
-	call := func(id, name, args string) ToolCall {
-		return ToolCall{ID: id, Name: name, Arguments: json.RawMessage(args)}
+	call := func(id, name, args string) llm.ToolCall {
+		return llm.ToolCall{ID: id, Name: name, Arguments: json.RawMessage(args)}
 	}
 	tests := []struct {
 		name string
-		in   []Message
-		want []Message
+		in   []llm.Message
+		want []llm.Message
 	}{
 		{
 			name: "complete history unchanged",
@@ -22,65 +24,65 @@ func TestNormalizeHistory(t *testing.T) {
 		},
 		{
 			name: "ids and arguments filled in",
-			in: []Message{
-				{Role: RoleUser, Content: "go"},
-				{Role: RoleAssistant, ToolCalls: []ToolCall{call("", "a", ""), call("", "b", "[1]")}},
-				{Role: RoleTool, Content: "ra"},
-				{Role: RoleTool, ToolName: "b", Content: "rb"},
+			in: []llm.Message{
+				{Role: llm.RoleUser, Content: "go"},
+				{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{call("", "a", ""), call("", "b", "[1]")}},
+				{Role: llm.RoleTool, Content: "ra"},
+				{Role: llm.RoleTool, ToolName: "b", Content: "rb"},
 			},
-			want: []Message{
-				{Role: RoleUser, Content: "go"},
-				{Role: RoleAssistant, ToolCalls: []ToolCall{call("call_1_0", "a", "{}"), call("call_1_1", "b", "{}")}},
-				{Role: RoleTool, ToolCallID: "call_1_0", ToolName: "a", Content: "ra"},
-				{Role: RoleTool, ToolCallID: "call_1_1", ToolName: "b", Content: "rb"},
+			want: []llm.Message{
+				{Role: llm.RoleUser, Content: "go"},
+				{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{call("call_1_0", "a", "{}"), call("call_1_1", "b", "{}")}},
+				{Role: llm.RoleTool, ToolCallID: "call_1_0", ToolName: "a", Content: "ra"},
+				{Role: llm.RoleTool, ToolCallID: "call_1_1", ToolName: "b", Content: "rb"},
 			},
 		},
 		{
 			name: "results matched by name, put in call order",
-			in: []Message{
-				{Role: RoleAssistant, ToolCalls: []ToolCall{call("x", "a", "{}"), call("y", "b", "{}")}},
-				{Role: RoleTool, ToolName: "b", Content: "rb"},
-				{Role: RoleTool, ToolName: "a", Content: "ra"},
+			in: []llm.Message{
+				{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{call("x", "a", "{}"), call("y", "b", "{}")}},
+				{Role: llm.RoleTool, ToolName: "b", Content: "rb"},
+				{Role: llm.RoleTool, ToolName: "a", Content: "ra"},
 			},
-			want: []Message{
-				{Role: RoleAssistant, ToolCalls: []ToolCall{call("x", "a", "{}"), call("y", "b", "{}")}},
-				{Role: RoleTool, ToolCallID: "x", ToolName: "a", Content: "ra"},
-				{Role: RoleTool, ToolCallID: "y", ToolName: "b", Content: "rb"},
+			want: []llm.Message{
+				{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{call("x", "a", "{}"), call("y", "b", "{}")}},
+				{Role: llm.RoleTool, ToolCallID: "x", ToolName: "a", Content: "ra"},
+				{Role: llm.RoleTool, ToolCallID: "y", ToolName: "b", Content: "rb"},
 			},
 		},
 		{
 			name: "unanswered call gets an error result",
-			in: []Message{
-				{Role: RoleAssistant, ToolCalls: []ToolCall{call("x", "a", "{}"), call("y", "b", "{}")}},
-				{Role: RoleTool, ToolCallID: "x", Content: "ra"},
-				{Role: RoleUser, Content: "never mind"},
+			in: []llm.Message{
+				{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{call("x", "a", "{}"), call("y", "b", "{}")}},
+				{Role: llm.RoleTool, ToolCallID: "x", Content: "ra"},
+				{Role: llm.RoleUser, Content: "never mind"},
 			},
-			want: []Message{
-				{Role: RoleAssistant, ToolCalls: []ToolCall{call("x", "a", "{}"), call("y", "b", "{}")}},
-				{Role: RoleTool, ToolCallID: "x", ToolName: "a", Content: "ra"},
-				{Role: RoleTool, ToolCallID: "y", ToolName: "b", Content: "no result: the call was not completed", IsError: true},
-				{Role: RoleUser, Content: "never mind"},
+			want: []llm.Message{
+				{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{call("x", "a", "{}"), call("y", "b", "{}")}},
+				{Role: llm.RoleTool, ToolCallID: "x", ToolName: "a", Content: "ra"},
+				{Role: llm.RoleTool, ToolCallID: "y", ToolName: "b", Content: "no result: the call was not completed", IsError: true},
+				{Role: llm.RoleUser, Content: "never mind"},
 			},
 		},
 		{
 			name: "orphan result becomes user text after the results",
-			in: []Message{
-				{Role: RoleUser, Content: "go"},
-				{Role: RoleAssistant, ToolCalls: []ToolCall{call("x", "a", "{}")}},
-				{Role: RoleTool, ToolCallID: "zzz", ToolName: "c", Content: "rc", IsError: true},
-				{Role: RoleTool, ToolCallID: "x", Content: "ra"},
+			in: []llm.Message{
+				{Role: llm.RoleUser, Content: "go"},
+				{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{call("x", "a", "{}")}},
+				{Role: llm.RoleTool, ToolCallID: "zzz", ToolName: "c", Content: "rc", IsError: true},
+				{Role: llm.RoleTool, ToolCallID: "x", Content: "ra"},
 			},
-			want: []Message{
-				{Role: RoleUser, Content: "go"},
-				{Role: RoleAssistant, ToolCalls: []ToolCall{call("x", "a", "{}")}},
-				{Role: RoleTool, ToolCallID: "x", ToolName: "a", Content: "ra"},
-				{Role: RoleUser, Content: "[error of c]\nrc"},
+			want: []llm.Message{
+				{Role: llm.RoleUser, Content: "go"},
+				{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{call("x", "a", "{}")}},
+				{Role: llm.RoleTool, ToolCallID: "x", ToolName: "a", Content: "ra"},
+				{Role: llm.RoleUser, Content: "[error of c]\nrc"},
 			},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := normalizeHistory(tt.in)
+			got := llm.NormalizeHistory(tt.in)
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("normalizeHistory:\n got %s\nwant %s", mustJSON(got), mustJSON(tt.want))
 			}
@@ -89,29 +91,27 @@ func TestNormalizeHistory(t *testing.T) {
 }
 
 // Every provider sends histories that would otherwise break the APIs'
-// pairing rules; the fakes enforce them.
+// pairing rules; the servers and checkRequest enforce them.
 func TestBrokenHistoriesAccepted(t *testing.T) {
-	history := []Message{
-		{Role: RoleUser, Content: "first"},
-		{Role: RoleUser, Content: "second"},
-		{Role: RoleAssistant, Content: ""},
-		{Role: RoleAssistant, Content: "Let me look.", ToolCalls: []ToolCall{{Name: "list_items"}, {ID: "b", Name: "get_weather", Arguments: json.RawMessage(`{"location":"Rome"}`)}}},
-		{Role: RoleTool, ToolCallID: "b", Content: "20°C"},
-		{Role: RoleTool, ToolCallID: "gone", ToolName: "create_item", Content: "created"},
-		{Role: RoleUser, Content: "and?"},
+	history := []llm.Message{
+		{Role: llm.RoleUser, Content: "first"},
+		{Role: llm.RoleUser, Content: "second"},
+		{Role: llm.RoleAssistant, Content: ""},
+		{Role: llm.RoleAssistant, Content: "Let me look.", ToolCalls: []llm.ToolCall{{Name: "list_items"}, {ID: "b", Name: "get_weather", Arguments: json.RawMessage(`{"location":"Rome"}`)}}},
+		{Role: llm.RoleTool, ToolCallID: "b", Content: "20°C"},
+		{Role: llm.RoleTool, ToolCallID: "gone", ToolName: "create_item", Content: "created"},
+		{Role: llm.RoleUser, Content: "and?"},
 	}
 	forEachWire(t, func(t *testing.T, w wire) {
-		f := newFake(t, w, nil)
-		f.set(f.answer(okReply))
+		f := newFake(t, w)
 		p := f.provider(testOptions(nil))
-		if _, err := p.Generate(t.Context(), Request{Messages: history, Tools: contractTools()}); err != nil {
+		if _, err := p.Generate(t.Context(), llm.Request{Messages: history, Tools: contractTools()}); err != nil {
 			t.Fatalf("Generate: %v", err)
 		}
-		got := f.last().Messages
 		var results []string
-		for _, m := range got {
-			if m.Result != nil {
-				results = append(results, m.Result.Name+":"+m.Result.Content)
+		for _, m := range f.sent(f.last()) {
+			if m.Role == llm.RoleTool {
+				results = append(results, m.ToolName+":"+m.Content)
 			}
 		}
 		want := []string{"list_items:no result: the call was not completed", "get_weather:20°C"}

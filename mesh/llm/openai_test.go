@@ -1,37 +1,32 @@
-package llm
+package llm_test
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/llm/llmtest"
 )
 
-// redirect sends every request to srv, whatever its host.
-type redirect struct{ srv *httptest.Server }
+// redirect sends every request to the server at url, whatever its host.
+type redirect struct{ url string }
 
 func (r redirect) RoundTrip(req *http.Request) (*http.Response, error) {
 	req = req.Clone(req.Context())
-	req.URL.Scheme, req.URL.Host = "http", strings.TrimPrefix(r.srv.URL, "http://")
+	req.URL.Scheme, req.URL.Host = "http", strings.TrimPrefix(r.url, "http://")
 	return http.DefaultTransport.RoundTrip(req)
 }
 
 func TestOpenAIMaxCompletionTokens(t *testing.T) {
-	var body []byte
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ = io.ReadAll(r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(openAIWire{}.Whole(seen{Model: "o4-mini"}, okReply))
-	}))
-	defer srv.Close()
-	p := newProvider(t, "o4-mini", testOptions(func(o *Options) { o.HTTPClient = &http.Client{Transport: redirect{srv}} }))
+	f := newFake(t, openAIWire)
+	p := newProvider(t, "o4-mini", testOptions(func(o *llm.Options) { o.HTTPClient = &http.Client{Transport: redirect{f.URL}} }))
 	if _, err := p.Generate(t.Context(), ask()); err != nil {
 		t.Fatal(err)
 	}
 	var sent map[string]any
-	_ = json.Unmarshal(body, &sent)
+	_ = json.Unmarshal(f.last().Body, &sent)
 	if sent["max_completion_tokens"] != float64(4096) || sent["max_tokens"] != nil {
 		t.Errorf("api.openai.com got max_completion_tokens %v, max_tokens %v; want 4096 and none (max_tokens is deprecated there)", sent["max_completion_tokens"], sent["max_tokens"])
 	}
@@ -79,10 +74,11 @@ func TestOpenAICompatibleStreams(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFake(t, openAIWire{ollama: true}, func(w http.ResponseWriter, r *http.Request, s seen) { writeEvents(w, tt.events) })
+			f := newFake(t, ollamaWire)
+			f.Fail(llmtest.Fault{Body: strings.Join(tt.events, ""), ContentType: "text/event-stream"})
 			resp, _, err := generateWith(t.Context(), f.provider(testOptions(nil)), ask(), true)
 			if tt.wantErr != "" {
-				e := wantCode(t, err, CodeError)
+				e := wantCode(t, err, llm.CodeError)
 				if !strings.Contains(e.Message, tt.wantErr) {
 					t.Errorf("error %q, want %q", e.Message, tt.wantErr)
 				}
@@ -104,11 +100,10 @@ func TestOpenAICompatibleStreams(t *testing.T) {
 
 func TestOpenAIStreamAnsweredWhole(t *testing.T) {
 	// A server that ignores "stream": true and answers with one JSON body.
-	f := newFake(t, openAIWire{}, nil)
-	f.set(func(w http.ResponseWriter, r *http.Request, s seen) {
-		s.Stream = false
-		f.answer(okReply)(w, r, s)
-	})
+	f := newFake(t, openAIWire)
+	f.Fail(llmtest.Fault{Body: `{"id":"chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG","object":"chat.completion","created":1741570283,"model":"gpt-4o-mini",` +
+		`"choices":[{"index":0,"message":{"role":"assistant","content":"All good.","refusal":null},"logprobs":null,"finish_reason":"stop"}],` +
+		`"usage":{"prompt_tokens":10,"completion_tokens":3,"total_tokens":13},"system_fingerprint":"fp_06737a9306"}`})
 	resp, deltas, err := generateWith(t.Context(), f.provider(testOptions(nil)), ask(), true)
 	if err != nil || resp.Text != "All good." || strings.Join(deltas, "") != "All good." {
 		t.Errorf("text %v, deltas %q, err %v: want the whole text, passed to OnText once", resp, deltas, err)
@@ -123,19 +118,13 @@ func TestOpenAITokenFieldByModelBehindGateway(t *testing.T) {
 		completion bool
 	}{{"o3-mini", true}, {"gpt-5-mini", true}, {"gpt-4o-mini", false}} {
 		t.Run(tt.model, func(t *testing.T) {
-			var body []byte
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				body, _ = io.ReadAll(r.Body)
-				w.Header().Set("Content-Type", "application/json")
-				_, _ = w.Write(openAIWire{}.Whole(seen{Model: tt.model}, okReply))
-			}))
-			defer srv.Close()
-			p := newProvider(t, "openai:"+tt.model, testOptions(func(o *Options) { o.BaseURL = srv.URL + "/v1"; o.APIKey = "k" }))
+			f := newFake(t, openAIWire)
+			p := newProvider(t, "openai:"+tt.model, testOptions(func(o *llm.Options) { o.BaseURL = f.URL + "/v1" }))
 			if _, err := p.Generate(t.Context(), ask()); err != nil {
 				t.Fatal(err)
 			}
 			var sent map[string]any
-			_ = json.Unmarshal(body, &sent)
+			_ = json.Unmarshal(f.last().Body, &sent)
 			if got := sent["max_completion_tokens"] != nil; got != tt.completion || (sent["max_tokens"] != nil) == tt.completion {
 				t.Errorf("sent max_completion_tokens %v, max_tokens %v", sent["max_completion_tokens"], sent["max_tokens"])
 			}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/llm/modelspec"
 )
 
 func TestNewCloud(t *testing.T) {
@@ -60,9 +61,20 @@ func TestNewCloud(t *testing.T) {
 func TestOptionDefaults(t *testing.T) {
 	p := newProvider(t, "claude-sonnet-4-5", Options{APIKey: "k"})
 	e := endpointOf(t, p)
-	if e.timeout != defaultTimeout || e.retries != 3 || e.failures != 5 || e.cooldown != defaultBreakerCooldown ||
-		e.backoff != (backoff{base: defaultRetryBaseDelay, max: defaultRetryMaxDelay}) {
-		t.Errorf("defaults: timeout %v retries %d breaker %d/%v backoff %+v", e.timeout, e.retries, e.failures, e.cooldown, e.backoff)
+	if e.timeout != defaultTimeout {
+		t.Errorf("default timeout %v, want %v", e.timeout, defaultTimeout)
+	}
+	if e.retries != 3 {
+		t.Errorf("default retries %d, want 3", e.retries)
+	}
+	if e.failures != 5 {
+		t.Errorf("default breaker failures %d, want 5", e.failures)
+	}
+	if e.cooldown != defaultBreakerCooldown {
+		t.Errorf("default breaker cooldown %v, want %v", e.cooldown, defaultBreakerCooldown)
+	}
+	if want := (backoff{base: defaultRetryBaseDelay, max: defaultRetryMaxDelay}); e.backoff != want {
+		t.Errorf("default backoff %+v, want %+v", e.backoff, want)
 	}
 	if e := endpointOf(t, newProvider(t, "claude-sonnet-4-5", Options{APIKey: "k", MaxRetries: -1, BreakerFailures: -1})); e.retries != 0 {
 		t.Errorf("MaxRetries -1: %d retries, want none", e.retries)
@@ -95,4 +107,39 @@ func TestOptionsBreaker(t *testing.T) {
 	if _, ok := endpointOf(t, p).gate.(noGate); !ok {
 		t.Errorf("breakers.llm.failures -1: gate %T, want none", endpointOf(t, p).gate)
 	}
+}
+
+// model is a parsed model name.
+func model(t testing.TB, name string) modelspec.Model {
+	t.Helper()
+	m, err := modelspec.ParseModel(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func newProvider(t *testing.T, name string, opts Options) Provider {
+	t.Helper()
+	p, err := NewCloud(model(t, name), opts)
+	if err != nil {
+		t.Fatalf("NewCloud(%s): %v", name, err)
+	}
+	return p
+}
+
+// endpointOf exposes a provider's transport, for tests of its settings and
+// for SetSleep.
+func endpointOf(t *testing.T, p Provider) *endpoint {
+	t.Helper()
+	switch p := p.(type) {
+	case *geminiProvider:
+		return p.ep
+	case *anthropicProvider:
+		return p.ep
+	case *openAIProvider:
+		return p.ep
+	}
+	t.Fatalf("%T has no endpoint", p)
+	return nil
 }

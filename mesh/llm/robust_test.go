@@ -1,4 +1,4 @@
-package llm
+package llm_test
 
 import (
 	"bytes"
@@ -12,42 +12,22 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/llm/llmtest"
 )
 
 // Error paths, run against every provider: rate limits, server errors and
 // the circuit breaker, malformed answers, timeouts, cut streams,
 // cancellation, and the key kept out of every message.
 
-var okReply = reply{Text: []string{"All ", "good."}, Usage: Usage{InputTokens: 10, OutputTokens: 3}}
-
 func forEachWire(t *testing.T, test func(t *testing.T, w wire)) {
 	for _, w := range wires() {
-		t.Run(w.Name(), func(t *testing.T) {
+		t.Run(w.name, func(t *testing.T) {
 			t.Parallel()
 			test(t, w)
 		})
 	}
-}
-
-func ask() Request {
-	return Request{System: "Be brief.", Messages: userTurn("status?"), Tools: contractTools()}
-}
-
-// wantCode checks err is an *Error with code.
-func wantCode(t *testing.T, err error, code string) *Error {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("Generate succeeded, want a %s error", code)
-	}
-	var pe *Error
-	if !errors.As(err, &pe) {
-		t.Fatalf("error %v (%T) is not an *llm.Error", err, err)
-	}
-	var coded interface{ RunErrorCode() string }
-	if !errors.As(err, &coded) || coded.RunErrorCode() != code {
-		t.Fatalf("RunErrorCode = %q, want %q (error: %v)", pe.Code, code, err)
-	}
-	return pe
 }
 
 // sleeps records the waits between attempts instead of waiting.
@@ -73,18 +53,18 @@ func TestRateLimitRetryAfter(t *testing.T) {
 	forEachWire(t, func(t *testing.T, w wire) {
 		for _, stream := range []bool{false, true} {
 			t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
-				f := newFake(t, w, nil)
+				f := newFake(t, w)
 				// Anthropic sends the header in lower case; names are
 				// case-insensitive either way.
-				f.set(f.fail(http.StatusTooManyRequests, "Rate limit reached for requests per minute", map[string]string{"retry-after": "0"}), f.answer(okReply))
-				p := f.provider(testOptions(func(o *Options) { o.RetryBaseDelay = time.Hour; o.RetryMaxDelay = time.Hour }))
+				f.Fail(llmtest.Fault{Status: http.StatusTooManyRequests, Message: "Rate limit reached for requests per minute", Header: map[string]string{"retry-after": "0"}})
+				p := f.provider(testOptions(func(o *llm.Options) { o.RetryBaseDelay = time.Hour; o.RetryMaxDelay = time.Hour }))
 				// A backoff of up to an hour: only Retry-After: 0 makes this fast.
 				resp, _, err := generateWith(t.Context(), p, ask(), stream)
 				if err != nil {
 					t.Fatalf("Generate after a 429: %v", err)
 				}
-				if resp.Text != "All good." || f.count() != 2 {
-					t.Errorf("text %q after %d requests, want %q after 2 (one retry)", resp.Text, f.count(), "All good.")
+				if resp.Text != "All good." || f.Count() != 2 {
+					t.Errorf("text %q after %d requests, want %q after 2 (one retry)", resp.Text, f.Count(), "All good.")
 				}
 			})
 		}
@@ -94,8 +74,8 @@ func TestRateLimitRetryAfter(t *testing.T) {
 // The retry's log line is written by the caller's logger (the turn's, with
 // its sid), so an operator finds it by conversation.
 func TestRetryIsLoggedWithTheCallersFields(t *testing.T) {
-	f := newFake(t, openAIWire{}, nil)
-	f.set(f.fail(http.StatusServiceUnavailable, "overloaded", map[string]string{"retry-after": "0"}), f.answer(okReply))
+	f := newFake(t, openAIWire)
+	f.Fail(llmtest.Fault{Status: http.StatusServiceUnavailable, Message: "overloaded", Header: map[string]string{"retry-after": "0"}})
 	p := f.provider(testOptions(nil))
 	var buf bytes.Buffer
 	log := zerolog.New(&buf).With().Str("sid", "0badcafe").Logger()
@@ -124,11 +104,11 @@ func TestRetryAfterHonoured(t *testing.T) {
 	forEachWire(t, func(t *testing.T, w wire) {
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
-				f := newFake(t, w, nil)
-				f.set(f.fail(http.StatusTooManyRequests, "slow down", tt.header), f.answer(okReply))
-				p := f.provider(testOptions(func(o *Options) { o.Timeout = 5 * time.Minute }))
+				f := newFake(t, w)
+				f.Fail(llmtest.Fault{Status: http.StatusTooManyRequests, Message: "slow down", Header: tt.header})
+				p := f.provider(testOptions(func(o *llm.Options) { o.Timeout = 5 * time.Minute }))
 				var s sleeps
-				endpointOf(t, p).sleep = s.sleep
+				llm.SetSleep(t, p, s.sleep)
 				if _, err := p.Generate(t.Context(), ask()); err != nil {
 					t.Fatalf("Generate: %v", err)
 				}
@@ -145,17 +125,13 @@ func TestRetryAfterHonoured(t *testing.T) {
 }
 
 func TestGeminiRetryInfo(t *testing.T) {
-	f := newFake(t, geminiWire{}, nil)
-	f.set(func(w http.ResponseWriter, r *http.Request, s seen) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusTooManyRequests)
-		_, _ = w.Write([]byte(`{"error":{"code":429,"message":"You exceeded your current quota.","status":"RESOURCE_EXHAUSTED","details":[
+	f := newFake(t, geminiWire)
+	f.Fail(llmtest.Fault{Status: http.StatusTooManyRequests, Body: `{"error":{"code":429,"message":"You exceeded your current quota.","status":"RESOURCE_EXHAUSTED","details":[
 			{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaMetric":"generativelanguage.googleapis.com/generate_content_free_tier_requests"}]},
-			{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"37s"}]}}`))
-	}, f.answer(okReply))
-	p := f.provider(testOptions(func(o *Options) { o.Timeout = 5 * time.Minute }))
+			{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"37s"}]}}`})
+	p := f.provider(testOptions(func(o *llm.Options) { o.Timeout = 5 * time.Minute }))
 	var s sleeps
-	endpointOf(t, p).sleep = s.sleep
+	llm.SetSleep(t, p, s.sleep)
 	if _, err := p.Generate(t.Context(), ask()); err != nil {
 		t.Fatalf("Generate: %v", err)
 	}
@@ -166,18 +142,18 @@ func TestGeminiRetryInfo(t *testing.T) {
 
 func TestBackoffBetweenRetries(t *testing.T) {
 	forEachWire(t, func(t *testing.T, w wire) {
-		f := newFake(t, w, nil)
-		f.set(f.fail(http.StatusServiceUnavailable, "The service is currently unavailable.", nil))
-		p := f.provider(testOptions(func(o *Options) {
+		f := newFake(t, w)
+		f.Fail(llmtest.Fault{Status: http.StatusServiceUnavailable, Message: "The service is currently unavailable.", Times: -1})
+		p := f.provider(testOptions(func(o *llm.Options) {
 			o.MaxRetries = 3
 			o.RetryBaseDelay = 100 * time.Millisecond
 			o.RetryMaxDelay = 250 * time.Millisecond
 		}))
 		var s sleeps
-		endpointOf(t, p).sleep = s.sleep
-		e := wantCode(t, fmtErr(p.Generate(t.Context(), ask())), CodeError)
-		if f.count() != 4 || e.Status != http.StatusServiceUnavailable {
-			t.Errorf("%d requests, status %d; want 4 (3 retries) and 503", f.count(), e.Status)
+		llm.SetSleep(t, p, s.sleep)
+		e := wantCode(t, fmtErr(p.Generate(t.Context(), ask())), llm.CodeError)
+		if f.Count() != 4 || e.Status != http.StatusServiceUnavailable {
+			t.Errorf("%d requests, status %d; want 4 (3 retries) and 503", f.Count(), e.Status)
 		}
 		ceilings := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 250 * time.Millisecond}
 		got := s.waits()
@@ -195,16 +171,14 @@ func TestBackoffBetweenRetries(t *testing.T) {
 	})
 }
 
-func fmtErr(_ *Response, err error) error { return err }
-
 func TestRateLimitExhausted(t *testing.T) {
 	forEachWire(t, func(t *testing.T, w wire) {
-		f := newFake(t, w, nil)
-		f.set(f.fail(http.StatusTooManyRequests, "Rate limit reached", map[string]string{"Retry-After": "0"}))
-		p := f.provider(testOptions(func(o *Options) { o.MaxRetries = 1 }))
-		e := wantCode(t, fmtErr(p.Generate(t.Context(), ask())), CodeRateLimit)
-		if e.Status != http.StatusTooManyRequests || f.count() != 2 {
-			t.Errorf("status %d after %d requests, want 429 after 2", e.Status, f.count())
+		f := newFake(t, w)
+		f.Fail(llmtest.Fault{Status: http.StatusTooManyRequests, Message: "Rate limit reached", Header: map[string]string{"Retry-After": "0"}, Times: -1})
+		p := f.provider(testOptions(func(o *llm.Options) { o.MaxRetries = 1 }))
+		e := wantCode(t, fmtErr(p.Generate(t.Context(), ask())), llm.CodeRateLimit)
+		if e.Status != http.StatusTooManyRequests || f.Count() != 2 {
+			t.Errorf("status %d after %d requests, want 429 after 2", e.Status, f.Count())
 		}
 		if !strings.Contains(e.Message, "rate limited") || !strings.Contains(e.Message, "Rate limit reached") {
 			t.Errorf("message %q should say it was rate limited, with the provider's words", e.Message)
@@ -214,13 +188,13 @@ func TestRateLimitExhausted(t *testing.T) {
 
 func TestRetryAfterBeyondTimeout(t *testing.T) {
 	forEachWire(t, func(t *testing.T, w wire) {
-		f := newFake(t, w, nil)
-		f.set(f.fail(http.StatusTooManyRequests, "Rate limit reached", map[string]string{"Retry-After": "120"}))
-		p := f.provider(testOptions(func(o *Options) { o.Timeout = 2 * time.Second }))
+		f := newFake(t, w)
+		f.Fail(llmtest.Fault{Status: http.StatusTooManyRequests, Message: "Rate limit reached", Header: map[string]string{"Retry-After": "120"}, Times: -1})
+		p := f.provider(testOptions(func(o *llm.Options) { o.Timeout = 2 * time.Second }))
 		start := time.Now()
-		e := wantCode(t, fmtErr(p.Generate(t.Context(), ask())), CodeRateLimit)
-		if time.Since(start) > time.Second || f.count() != 1 {
-			t.Errorf("took %v and %d requests; want an immediate failure: waiting 120s cannot fit a 2s call", time.Since(start), f.count())
+		e := wantCode(t, fmtErr(p.Generate(t.Context(), ask())), llm.CodeRateLimit)
+		if time.Since(start) > time.Second || f.Count() != 1 {
+			t.Errorf("took %v and %d requests; want an immediate failure: waiting 120s cannot fit a 2s call", time.Since(start), f.Count())
 		}
 		if e.RetryAfter != 120*time.Second || !strings.Contains(e.Message, "2m0s") {
 			t.Errorf("RetryAfter %v, message %q; want 2m0s in both", e.RetryAfter, e.Message)
@@ -230,66 +204,67 @@ func TestRetryAfterBeyondTimeout(t *testing.T) {
 
 func TestCircuitBreaker(t *testing.T) {
 	forEachWire(t, func(t *testing.T, w wire) {
-		f := newFake(t, w, nil)
-		f.set(f.fail(http.StatusInternalServerError, "Internal error encountered.", nil))
-		opts := testOptions(func(o *Options) {
+		f := newFake(t, w)
+		f.Fail(llmtest.Fault{Status: http.StatusInternalServerError, Message: "Internal error encountered.", Times: -1})
+		opts := testOptions(func(o *llm.Options) {
 			o.MaxRetries = -1
 			o.BreakerFailures = 3
 			o.BreakerCooldown = 300 * time.Millisecond // long enough that a stall cannot half-open it before the checks
 		})
 		p := f.provider(opts)
 		for i := 1; i <= 3; i++ {
-			e := wantCode(t, fmtErr(p.Generate(t.Context(), ask())), CodeError)
-			if e.Status != http.StatusInternalServerError || errors.Is(e, ErrBreakerOpen) {
+			e := wantCode(t, fmtErr(p.Generate(t.Context(), ask())), llm.CodeError)
+			if e.Status != http.StatusInternalServerError || errors.Is(e, llm.ErrBreakerOpen) {
 				t.Fatalf("call %d: %v; want the provider's 500", i, e)
 			}
 		}
 		// Open: fails fast, for every provider of this endpoint.
-		for _, q := range []Provider{p, f.provider(opts)} {
-			e := wantCode(t, fmtErr(q.Generate(t.Context(), ask())), CodeError)
-			if !errors.Is(e, ErrBreakerOpen) || !strings.Contains(e.Message, "circuit breaker open") {
+		for _, q := range []llm.Provider{p, f.provider(opts)} {
+			e := wantCode(t, fmtErr(q.Generate(t.Context(), ask())), llm.CodeError)
+			if !errors.Is(e, llm.ErrBreakerOpen) || !strings.Contains(e.Message, "circuit breaker open") {
 				t.Fatalf("after 3 failures: %v; want the open breaker", e)
 			}
-			if f.count() != 3 {
-				t.Errorf("open breaker reached the server (%d requests)", f.count())
+			if f.Count() != 3 {
+				t.Errorf("open breaker reached the server (%d requests)", f.Count())
 			}
 		}
 		// After the cooldown one probe goes through; its success closes it.
-		f.set(f.answer(okReply))
+		f.Recover()
+		failed := f.Count()
 		waitFor(t, 5*time.Second, func() bool {
 			_, err := p.Generate(t.Context(), ask())
-			if err != nil && !errors.Is(err, ErrBreakerOpen) {
+			if err != nil && !errors.Is(err, llm.ErrBreakerOpen) {
 				t.Fatalf("probe: %v", err)
 			}
 			return err == nil
 		})
-		if f.count() != 1 {
-			t.Errorf("%d requests reached the server while half-open, want 1 probe", f.count())
+		if n := f.Count() - failed; n != 1 {
+			t.Errorf("%d requests reached the server while half-open, want 1 probe", n)
 		}
 		for i := 0; i < 3; i++ {
 			if _, err := p.Generate(t.Context(), ask()); err != nil {
 				t.Fatalf("closed breaker: %v", err)
 			}
 		}
-		if f.count() != 4 {
-			t.Errorf("%d requests, want 4: the breaker should be closed again", f.count())
+		if n := f.Count() - failed; n != 4 {
+			t.Errorf("%d requests, want 4: the breaker should be closed again", n)
 		}
 	})
 }
 
 func TestBreakerIgnoresClientErrors(t *testing.T) {
 	forEachWire(t, func(t *testing.T, w wire) {
-		f := newFake(t, w, nil)
-		f.set(f.fail(http.StatusBadRequest, "messages: text content blocks must be non-empty", nil))
-		p := f.provider(testOptions(func(o *Options) { o.BreakerFailures = 2; o.BreakerCooldown = time.Hour }))
+		f := newFake(t, w)
+		f.Fail(llmtest.Fault{Status: http.StatusBadRequest, Message: "messages: text content blocks must be non-empty", Times: -1})
+		p := f.provider(testOptions(func(o *llm.Options) { o.BreakerFailures = 2; o.BreakerCooldown = time.Hour }))
 		for i := 0; i < 4; i++ {
-			e := wantCode(t, fmtErr(p.Generate(t.Context(), ask())), CodeError)
-			if errors.Is(e, ErrBreakerOpen) || e.Status != http.StatusBadRequest {
+			e := wantCode(t, fmtErr(p.Generate(t.Context(), ask())), llm.CodeError)
+			if errors.Is(e, llm.ErrBreakerOpen) || e.Status != http.StatusBadRequest {
 				t.Fatalf("call %d: %v; a 400 is the request's fault and must neither retry nor trip the breaker", i, e)
 			}
 		}
-		if f.count() != 4 {
-			t.Errorf("%d requests, want 4 (no retries of a 400)", f.count())
+		if f.Count() != 4 {
+			t.Errorf("%d requests, want 4 (no retries of a 400)", f.Count())
 		}
 	})
 }
@@ -299,38 +274,52 @@ func TestMalformedAnswer(t *testing.T) {
 		for _, tt := range []struct {
 			name   string
 			stream bool
-			b      behavior
+			fault  llmtest.Fault
 		}{
-			{"json", false, raw("application/json", `{"candidates": [{"content": {"parts": [{"text": "Hel`)},
-			{"html", false, raw("application/json", `<html><body>502 Bad Gateway</body></html>`)},
-			{"event", true, raw("text/event-stream", "data: {\"choices\": [{\"delta\": \n\n")},
-			{"tool-args", true, nil},
+			{"json", false, llmtest.Fault{Body: `{"candidates": [{"content": {"parts": [{"text": "Hel`}},
+			{"html", false, llmtest.Fault{Body: `<html><body>502 Bad Gateway</body></html>`}},
+			{"event", true, llmtest.Fault{Body: "data: {\"choices\": [{\"delta\": \n\n", ContentType: "text/event-stream"}},
+			{"tool-args", true, llmtest.Fault{Body: cutToolArgs[w.api], ContentType: "text/event-stream"}},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
-				f := newFake(t, w, nil)
-				b := tt.b
-				switch {
-				case b != nil:
-				case w.Name() == "gemini":
-					// Gemini sends whole args objects; here, not an object.
-					b = raw("text/event-stream", `data: {"candidates": [{"content": {"parts": [{"functionCall": {"name": "get_weather", "args": "Paris"}}], "role": "model"}, "finishReason": "STOP"}]}`+"\r\n\r\n")
-				default:
-					// Arguments cut in the middle of the JSON.
-					b = f.answer(reply{Calls: []fakeCall{{Name: "get_weather", Args: `{"location": "Par`}}})
-				}
-				f.set(b)
+				f := newFake(t, w)
+				f.Fail(tt.fault)
 				p := f.provider(testOptions(nil))
 				_, _, err := generateWith(t.Context(), p, ask(), tt.stream)
-				e := wantCode(t, err, CodeError)
-				if !errors.Is(e, ErrMalformedResponse) || !strings.Contains(e.Message, "malformed") {
+				e := wantCode(t, err, llm.CodeError)
+				if !errors.Is(e, llm.ErrMalformedResponse) || !strings.Contains(e.Message, "malformed") {
 					t.Errorf("error %v, want a malformed-response error", e)
 				}
-				if f.count() != 1 {
-					t.Errorf("%d requests, want 1: a malformed answer is not retried", f.count())
+				if f.Count() != 1 {
+					t.Errorf("%d requests, want 1: a malformed answer is not retried", f.Count())
 				}
 			})
 		}
 	})
+}
+
+// cutToolArgs are streams of a get_weather call whose arguments end in the
+// middle of the JSON; Gemini, which sends whole args objects, sends one
+// that is not an object.
+var cutToolArgs = map[llmtest.API]string{
+	llmtest.OpenAI: openAIChunk(`{"role":"assistant","content":""}`, "null") +
+		openAIChunk(`{"tool_calls":[{"index":0,"id":"call_abc0","type":"function","function":{"name":"get_weather","arguments":""}}]}`, "null") +
+		openAIChunk(`{"tool_calls":[{"index":0,"function":{"arguments":"{\"location\": \"Par"}}]}`, "null") +
+		openAIChunk(`{}`, `"tool_calls"`) +
+		`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":0,"completion_tokens":0,"total_tokens":0}}` + "\n\n" +
+		"data: [DONE]\n\n",
+	llmtest.Anthropic: anthropicStart +
+		`event: content_block_start` + "\n" + `data: {"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_01A0","name":"get_weather","input":{}}}` + "\n\n" +
+		`event: content_block_delta` + "\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"location\": \"Par"}}` + "\n\n" +
+		`event: content_block_stop` + "\n" + `data: {"type":"content_block_stop","index":0}` + "\n\n" +
+		`event: message_delta` + "\n" + `data: {"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":9}}` + "\n\n" +
+		`event: message_stop` + "\n" + `data: {"type":"message_stop"}` + "\n\n",
+	llmtest.Gemini: `data: {"candidates": [{"content": {"parts": [{"functionCall": {"name": "get_weather", "args": "Paris"}}], "role": "model"}, "finishReason": "STOP"}]}` + "\r\n\r\n",
+}
+
+// openAIChunk is one event of a Chat Completions stream.
+func openAIChunk(delta, finish string) string {
+	return `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":` + delta + `,"finish_reason":` + finish + `}]}` + "\n\n"
 }
 
 func TestTimeout(t *testing.T) {
@@ -338,18 +327,18 @@ func TestTimeout(t *testing.T) {
 		for _, tt := range []struct {
 			name   string
 			stream bool
-			marker string // hang after the event with it
+			until  string // hang after the event with it
 		}{
 			{"no-answer", false, ""},
 			{"mid-stream", true, "All "},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
-				f := newFake(t, w, nil)
-				f.set(f.hangAfter(okReply, tt.marker))
-				p := f.provider(testOptions(func(o *Options) { o.Timeout = 150 * time.Millisecond }))
+				f := newFake(t, w)
+				f.Fail(llmtest.Fault{Hang: true, Until: tt.until})
+				p := f.provider(testOptions(func(o *llm.Options) { o.Timeout = 150 * time.Millisecond }))
 				start := time.Now()
 				resp, deltas, err := generateWith(t.Context(), p, ask(), tt.stream)
-				e := wantCode(t, err, CodeTimeout)
+				e := wantCode(t, err, llm.CodeTimeout)
 				if resp != nil || !errors.Is(e, context.DeadlineExceeded) || !strings.Contains(e.Message, "150ms") {
 					t.Errorf("error %v: want LLM_TIMEOUT wrapping context.DeadlineExceeded, naming the timeout", e)
 				}
@@ -366,16 +355,16 @@ func TestTimeout(t *testing.T) {
 
 func TestStreamCut(t *testing.T) {
 	forEachWire(t, func(t *testing.T, w wire) {
-		f := newFake(t, w, nil)
-		f.set(f.cutAfter(okReply, "All "), f.answer(okReply))
+		f := newFake(t, w)
+		f.Fail(llmtest.Fault{Cut: true, Until: "All "})
 		p := f.provider(testOptions(nil))
 		_, deltas, err := generateWith(t.Context(), p, ask(), true)
-		e := wantCode(t, err, CodeError)
-		if !errors.Is(e, ErrStreamInterrupted) || !strings.Contains(e.Message, "cut off") {
+		e := wantCode(t, err, llm.CodeError)
+		if !errors.Is(e, llm.ErrStreamInterrupted) || !strings.Contains(e.Message, "cut off") {
 			t.Errorf("error %v, want a stream interruption", e)
 		}
-		if f.count() != 1 {
-			t.Errorf("%d requests: a stream that already showed text must not be retried", f.count())
+		if f.Count() != 1 {
+			t.Errorf("%d requests: a stream that already showed text must not be retried", f.Count())
 		}
 		if strings.Join(deltas, "") != "All " {
 			t.Errorf("deltas %q, want only what arrived before the cut", deltas)
@@ -385,55 +374,52 @@ func TestStreamCut(t *testing.T) {
 
 func TestStreamCutBeforeTextIsRetried(t *testing.T) {
 	forEachWire(t, func(t *testing.T, w wire) {
-		f := newFake(t, w, nil)
-		f.set(f.cutAfter(okReply, ""), f.answer(okReply))
+		f := newFake(t, w)
+		f.Fail(llmtest.Fault{Cut: true, Early: true})
 		p := f.provider(testOptions(nil))
 		resp, deltas, err := generateWith(t.Context(), p, ask(), true)
 		if err != nil {
 			t.Fatalf("Generate: %v", err)
 		}
-		if f.count() != 2 || resp.Text != "All good." || strings.Join(deltas, "") != "All good." {
-			t.Errorf("%d requests, text %q, deltas %q; want a retry and the text once", f.count(), resp.Text, deltas)
+		if f.Count() != 2 || resp.Text != "All good." || strings.Join(deltas, "") != "All good." {
+			t.Errorf("%d requests, text %q, deltas %q; want a retry and the text once", f.Count(), resp.Text, deltas)
 		}
 	})
 }
 
 func TestStreamEndsEarly(t *testing.T) {
 	forEachWire(t, func(t *testing.T, w wire) {
-		f := newFake(t, w, nil)
+		f := newFake(t, w)
 		// A clean end of the body, but before the final event.
-		f.set(func(rw http.ResponseWriter, r *http.Request, s seen) {
-			ev := w.Events(s, okReply)
-			writeEvents(rw, ev[:eventWith(t, ev, "All ")+1])
-		})
+		f.Fail(llmtest.Fault{End: true, Until: "All "})
 		p := f.provider(testOptions(nil))
 		_, _, err := generateWith(t.Context(), p, ask(), true)
-		e := wantCode(t, err, CodeError)
-		if !errors.Is(e, ErrStreamInterrupted) || f.count() != 1 {
-			t.Errorf("error %v after %d requests; want an interrupted stream, not retried", e, f.count())
+		e := wantCode(t, err, llm.CodeError)
+		if !errors.Is(e, llm.ErrStreamInterrupted) || f.Count() != 1 {
+			t.Errorf("error %v after %d requests; want an interrupted stream, not retried", e, f.Count())
 		}
 	})
 }
 
 func TestConnectionReset(t *testing.T) {
 	forEachWire(t, func(t *testing.T, w wire) {
-		f := newFake(t, w, nil)
-		f.set(reset(), f.answer(okReply))
+		f := newFake(t, w)
+		f.Fail(llmtest.Fault{Reset: true})
 		p := f.provider(testOptions(nil))
 		resp, err := p.Generate(t.Context(), ask())
 		if err != nil {
 			t.Fatalf("Generate after a reset connection: %v", err)
 		}
-		if f.count() != 2 || resp.Text != "All good." {
-			t.Errorf("%d requests, text %q; want a retry", f.count(), resp.Text)
+		if f.Count() != 2 || resp.Text != "All good." {
+			t.Errorf("%d requests, text %q; want a retry", f.Count(), resp.Text)
 		}
 	})
 }
 
 func TestCancellation(t *testing.T) {
 	forEachWire(t, func(t *testing.T, w wire) {
-		f := newFake(t, w, nil)
-		f.set(f.hangAfter(okReply, "All "))
+		f := newFake(t, w)
+		f.Fail(llmtest.Fault{Hang: true, Until: "All "})
 		p := f.provider(testOptions(nil))
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
@@ -449,8 +435,8 @@ func TestCancellation(t *testing.T) {
 		}
 		// Cancelled before the call: no request at all.
 		_, err = p.Generate(ctx, ask())
-		if !errors.Is(err, context.Canceled) || f.count() != 1 {
-			t.Errorf("error %v after %d requests, want context.Canceled and no new request", err, f.count())
+		if !errors.Is(err, context.Canceled) || f.Count() != 1 {
+			t.Errorf("error %v after %d requests, want context.Canceled and no new request", err, f.Count())
 		}
 	})
 }
@@ -458,15 +444,15 @@ func TestCancellation(t *testing.T) {
 func TestKeyNeverInErrors(t *testing.T) {
 	forEachWire(t, func(t *testing.T, w wire) {
 		key := testKey
-		if w.Name() == "ollama" {
+		if w.name == "ollama" {
 			key = "no-key-at-all" // ollama sends none, so none can leak
 		}
 		echo := fmt.Sprintf("API key not valid: %s (called https://generativelanguage.googleapis.com/v1beta/models?key=%s)", key, key)
-		f := newFake(t, w, nil)
-		f.set(f.fail(http.StatusUnauthorized, echo, nil))
+		f := newFake(t, w)
+		f.Fail(llmtest.Fault{Status: http.StatusUnauthorized, Message: echo})
 		p := f.provider(testOptions(nil))
 		err := fmtErr(p.Generate(t.Context(), ask()))
-		e := wantCode(t, err, CodeError)
+		e := wantCode(t, err, llm.CodeError)
 		for _, text := range []string{err.Error(), fmt.Sprintf("%+v", err), fmt.Sprintf("%#v", err), errors.Unwrap(err).Error()} {
 			if strings.Contains(text, testKey) || strings.Contains(text, "key="+key) {
 				t.Errorf("the API key leaks: %s", text)
@@ -475,7 +461,7 @@ func TestKeyNeverInErrors(t *testing.T) {
 		if !strings.Contains(e.Message, "API key not valid") || !strings.Contains(e.Message, "[redacted]") {
 			t.Errorf("message %q should keep the provider's words, key redacted", e.Message)
 		}
-		if w.Name() != "ollama" && !strings.Contains(e.Message, "_API_KEY") {
+		if w.name != "ollama" && !strings.Contains(e.Message, "_API_KEY") {
 			t.Errorf("message %q should name the key's environment variable", e.Message)
 		}
 	})
@@ -484,9 +470,9 @@ func TestKeyNeverInErrors(t *testing.T) {
 func TestKeyNotInTransportErrors(t *testing.T) {
 	// A base URL that carries a key (some gateways want it there) and
 	// points at nothing.
-	p := newProvider(t, "gpt-4o-mini", Options{BaseURL: "http://127.0.0.1:1/v1?key=" + testKey, APIKey: testKey, MaxRetries: -1})
+	p := newProvider(t, "gpt-4o-mini", llm.Options{BaseURL: "http://127.0.0.1:1/v1?key=" + testKey, APIKey: testKey, MaxRetries: -1})
 	err := fmtErr(p.Generate(t.Context(), ask()))
-	wantCode(t, err, CodeError)
+	wantCode(t, err, llm.CodeError)
 	if strings.Contains(err.Error(), testKey) || strings.Contains(fmt.Sprintf("%+v", errors.Unwrap(err)), testKey) {
 		t.Errorf("the API key leaks: %v", err)
 	}
@@ -508,12 +494,21 @@ func waitFor(t *testing.T, d time.Duration, cond func() bool) {
 
 func TestBreakerOpensDuringRetries(t *testing.T) {
 	forEachWire(t, func(t *testing.T, w wire) {
-		f := newFake(t, w, nil)
-		f.set(f.fail(http.StatusBadGateway, "upstream connect error", nil))
-		p := f.provider(testOptions(func(o *Options) { o.MaxRetries = 5; o.BreakerFailures = 2; o.BreakerCooldown = time.Hour }))
-		e := wantCode(t, fmtErr(p.Generate(t.Context(), ask())), CodeError)
-		if f.count() != 2 || e.Status != http.StatusBadGateway || !strings.Contains(e.Message, "upstream connect error") || !strings.Contains(e.Message, "circuit breaker is now open") {
-			t.Errorf("%d requests, error %q (status %d): want the 502 after 2 attempts, and the breaker's opening", f.count(), e.Message, e.Status)
+		f := newFake(t, w)
+		f.Fail(llmtest.Fault{Status: http.StatusBadGateway, Message: "upstream connect error", Times: -1})
+		p := f.provider(testOptions(func(o *llm.Options) { o.MaxRetries = 5; o.BreakerFailures = 2; o.BreakerCooldown = time.Hour }))
+		e := wantCode(t, fmtErr(p.Generate(t.Context(), ask())), llm.CodeError)
+		if n := f.Count(); n != 2 {
+			t.Errorf("%d requests, want 2: the breaker opens after the second failure", n)
+		}
+		if e.Status != http.StatusBadGateway {
+			t.Errorf("status %d, want the provider's 502", e.Status)
+		}
+		if !strings.Contains(e.Message, "upstream connect error") {
+			t.Errorf("error %q, want the provider's words, upstream connect error", e.Message)
+		}
+		if !strings.Contains(e.Message, "circuit breaker is now open") {
+			t.Errorf("error %q, want it to say the circuit breaker is now open", e.Message)
 		}
 	})
 }

@@ -2,6 +2,7 @@ package llm
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 )
 
@@ -117,4 +118,73 @@ func TestObjectSchema(t *testing.T) {
 			t.Errorf("objectSchema(%s) = %s, want %s", tt.in, got, tt.want)
 		}
 	}
+}
+
+// canonical re-encodes JSON with sorted keys, for comparisons.
+func canonical(raw []byte) string {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return "INVALID JSON: " + string(raw)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+// geminiSchemaKeys are the keys of Gemini's Schema (an OpenAPI subset).
+var geminiSchemaKeys = map[string]bool{
+	"type": true, "format": true, "title": true, "description": true, "nullable": true, "enum": true,
+	"maxItems": true, "minItems": true, "properties": true, "required": true, "minProperties": true,
+	"maxProperties": true, "minLength": true, "maxLength": true, "pattern": true, "example": true,
+	"anyOf": true, "propertyOrdering": true, "default": true, "items": true, "minimum": true, "maximum": true,
+}
+
+// checkGeminiSchema refuses what the Gemini API refuses in a function's
+// parameters: unknown keys, non-string enums, lists of types, arrays
+// without items. (mesh/llm/llmtest checks requests as the API does, but an
+// internal test cannot import it: llmtest imports llm.)
+func checkGeminiSchema(path string, v any) error {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return fmt.Errorf("%s: schema is not an object", path)
+	}
+	for k, x := range m {
+		if !geminiSchemaKeys[k] {
+			return fmt.Errorf("%s: unknown schema field %q", path, k)
+		}
+		switch k {
+		case "properties":
+			for name, p := range x.(map[string]any) {
+				if err := checkGeminiSchema(path+".properties."+name, p); err != nil {
+					return err
+				}
+			}
+		case "items":
+			if err := checkGeminiSchema(path+".items", x); err != nil {
+				return err
+			}
+		case "anyOf":
+			for i, s := range x.([]any) {
+				if err := checkGeminiSchema(fmt.Sprintf("%s.anyOf[%d]", path, i), s); err != nil {
+					return err
+				}
+			}
+		case "enum":
+			for _, e := range x.([]any) {
+				if _, ok := e.(string); !ok {
+					return fmt.Errorf("%s: enum values must be strings", path)
+				}
+			}
+		case "type":
+			if _, ok := x.(string); !ok {
+				return fmt.Errorf("%s: type must be one string", path)
+			}
+		}
+	}
+	if m["type"] == "array" && m["items"] == nil {
+		return fmt.Errorf("%s: array without items", path)
+	}
+	return nil
 }

@@ -102,8 +102,20 @@ func TestProvisionReplicasOnASingleServer(t *testing.T) {
 	}
 	_, err = store.Provision(ctx, m.JS, m.NS, store.ProvisionConfig{Replicas: 3})
 	var re *store.ReplicasError
-	if !errors.Is(err, store.ErrReplicas) || !errors.As(err, &re) || re.Stream != "MESH_EVENTS" || re.Have != 1 || re.Want != 3 {
-		t.Fatalf("provision R3 over R1: %v", err)
+	if !errors.Is(err, store.ErrReplicas) {
+		t.Fatalf("provision R3 over R1: err = %v, want store.ErrReplicas", err)
+	}
+	if !errors.As(err, &re) {
+		t.Fatalf("provision R3 over R1: err = %v (%T), want a *store.ReplicasError", err, err)
+	}
+	if re.Stream != "MESH_EVENTS" {
+		t.Fatalf("provision R3 over R1: ReplicasError.Stream = %q, want MESH_EVENTS", re.Stream)
+	}
+	if re.Have != 1 {
+		t.Fatalf("provision R3 over R1: ReplicasError.Have = %d, want 1", re.Have)
+	}
+	if re.Want != 3 {
+		t.Fatalf("provision R3 over R1: ReplicasError.Want = %d, want 3", re.Want)
 	}
 	if !strings.Contains(err.Error(), "nats.replicas") || !strings.Contains(err.Error(), "--replicas 3") {
 		t.Errorf("the error does not say what to do: %v", err)

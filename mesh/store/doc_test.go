@@ -88,8 +88,17 @@ func TestUpdateHeadFrom(t *testing.T) {
 		cv.Status = mesh.StatusQueued
 		return nil
 	})
-	if err != nil || len(seen) != 2 || seen[1] != "one" || got.Title != "one" || got.Status != mesh.StatusQueued {
-		t.Fatalf("from a stale head: %v, change saw %q, got %q %s", err, seen, got.Title, got.Status)
+	if err != nil {
+		t.Fatalf("from a stale head: %v", err)
+	}
+	if len(seen) != 2 || seen[1] != "one" {
+		t.Fatalf("from a stale head: the change saw titles %q, want two, the second the bucket's \"one\"", seen)
+	}
+	if got.Title != "one" {
+		t.Fatalf("from a stale head: title = %q, want the bucket's \"one\"", got.Title)
+	}
+	if got.Status != mesh.StatusQueued {
+		t.Fatalf("from a stale head: status = %q, want the change's %q", got.Status, mesh.StatusQueued)
 	}
 	// A refusal on a stale head is asked again of the bucket.
 	seen = nil

@@ -35,8 +35,20 @@ func TestSessionStoreDeleteLeavesATombstone(t *testing.T) {
 		t.Fatalf("the deletion did not return what the conversation waited for: %+v", d.Before)
 	}
 	ts := d.Tombstone
-	if ts.Status != mesh.StatusDeleted || ts.Owner != "alice" || ts.DeletedBy != "bob" || ts.DeletedAt == nil || ts.ID != conv.ID {
-		t.Fatalf("tombstone %+v", ts)
+	if ts.Status != mesh.StatusDeleted {
+		t.Fatalf("tombstone status = %q, want %q", ts.Status, mesh.StatusDeleted)
+	}
+	if ts.Owner != "alice" {
+		t.Fatalf("tombstone owner = %q, want alice", ts.Owner)
+	}
+	if ts.DeletedBy != "bob" {
+		t.Fatalf("tombstone deleted by = %q, want bob", ts.DeletedBy)
+	}
+	if ts.DeletedAt == nil {
+		t.Fatal("tombstone deleted at = nil, want the time of the deletion")
+	}
+	if ts.ID != conv.ID {
+		t.Fatalf("tombstone id = %q, want %q", ts.ID, conv.ID)
 	}
 	// Every read and write of it is 410 deleted, which is also not found.
 	_, errGet := sessions.Get(ctx, conv.ID)
@@ -53,8 +65,17 @@ func TestSessionStoreDeleteLeavesATombstone(t *testing.T) {
 		}
 	}
 	h, err := sessions.HeadAny(ctx, conv.ID)
-	if err != nil || h.Status != mesh.StatusDeleted || h.Queued != nil || h.PendingApproval != nil {
-		t.Fatalf("HeadAny: %+v, %v", h, err)
+	if err != nil {
+		t.Fatalf("HeadAny: %v", err)
+	}
+	if h.Status != mesh.StatusDeleted {
+		t.Fatalf("HeadAny status = %q, want %q", h.Status, mesh.StatusDeleted)
+	}
+	if h.Queued != nil {
+		t.Fatalf("HeadAny of a tombstone kept its queued turn: %+v", h.Queued)
+	}
+	if h.PendingApproval != nil {
+		t.Fatalf("HeadAny of a tombstone kept its pending approval: %+v", h.PendingApproval)
 	}
 	// Deleting again changes nothing.
 	again, err := sessions.Delete(ctx, conv.ID, "carol")
@@ -197,8 +218,17 @@ func TestSummaryOfReadsTheHead(t *testing.T) {
 	}
 	// A head of an earlier version, its messages inside: counted, titled
 	// by its first user message.
-	if want := strings.Repeat("é", 80) + "…"; s.MessageCount != 4 || s.Title != want || s.Owner != "o" || s.ID != "c1" {
-		t.Fatalf("summary %+v, want count 4 and title %q", s, want)
+	if s.MessageCount != 4 {
+		t.Fatalf("summary message count = %d, want 4", s.MessageCount)
+	}
+	if want := strings.Repeat("é", 80) + "…"; s.Title != want {
+		t.Fatalf("summary title = %q, want %q", s.Title, want)
+	}
+	if s.Owner != "o" {
+		t.Fatalf("summary owner = %q, want o", s.Owner)
+	}
+	if s.ID != "c1" {
+		t.Fatalf("summary id = %q, want c1", s.ID)
 	}
 	// A head of today: its count and title, no message read.
 	head, err := store.SummaryOf([]byte(`{"id":"c3","status":"active","message_count":7,"title":"list it"}`))
@@ -235,7 +265,16 @@ func TestSummaryOfEveryField(t *testing.T) {
 	if g, _ := json.Marshal(got); string(g) != string(want) {
 		t.Fatalf("summary\n got %s\nwant %s", g, want)
 	}
-	if got.Group != "g" || got.QueuedTurn == nil || got.PendingApproval == nil || got.DeletedAt == nil {
-		t.Fatalf("summary lost a field: %+v", got)
+	if got.Group != "g" {
+		t.Fatalf("summary lost the group: %q, want g", got.Group)
+	}
+	if got.QueuedTurn == nil {
+		t.Fatalf("summary lost the queued turn: %+v", got)
+	}
+	if got.PendingApproval == nil {
+		t.Fatalf("summary lost the pending approval: %+v", got)
+	}
+	if got.DeletedAt == nil {
+		t.Fatalf("summary lost deleted at: %+v", got)
 	}
 }

@@ -34,8 +34,17 @@ func TestMessageTailJSON(t *testing.T) {
 		t.Fatalf("encoded %s, %v", b, err)
 	}
 	var got mesh.MessageTail
-	if err := json.Unmarshal([]byte(" [ [12, 345] ,[1099511627776,0]] "), &got); err != nil || len(got) != 2 || got[1].Seq != 1<<40 || got[0].Bytes != 345 {
-		t.Fatalf("decoded %+v, %v", got, err)
+	if err := json.Unmarshal([]byte(" [ [12, 345] ,[1099511627776,0]] "), &got); err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("decoded %d entries, want 2: %+v", len(got), got)
+	}
+	if got[1].Seq != 1<<40 {
+		t.Fatalf("decoded entry 1 seq = %d, want %d", got[1].Seq, uint64(1)<<40)
+	}
+	if got[0].Bytes != 345 {
+		t.Fatalf("decoded entry 0 bytes = %d, want 345", got[0].Bytes)
 	}
 	for _, bad := range []string{`[[1]]`, `[[1,2,3]]`, `[1,2]`, `[[1,2]`, `[["1",2]]`, `{}`, `[[,2]]`} {
 		if err := json.Unmarshal([]byte(bad), &got); err == nil {
@@ -187,8 +196,17 @@ func TestPagesAndHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(read.Messages) != TailKept || read.Messages[TailKept-1].ID != "m149" || read.MessageCount != total || len(read.MessageTail) != TailKept {
-		t.Fatalf("history: %d messages, last %s, count %d", len(read.Messages), read.Messages[len(read.Messages)-1].ID, read.MessageCount)
+	if len(read.Messages) != TailKept {
+		t.Fatalf("history: %d messages, want the %d of the tail", len(read.Messages), TailKept)
+	}
+	if last := read.Messages[TailKept-1].ID; last != "m149" {
+		t.Fatalf("history: last message %s, want m149", last)
+	}
+	if read.MessageCount != total {
+		t.Fatalf("history: message count %d, want %d", read.MessageCount, total)
+	}
+	if len(read.MessageTail) != TailKept {
+		t.Fatalf("history: %d entries in the message tail, want %d", len(read.MessageTail), TailKept)
 	}
 	// Pages of 40 start at a save's first message (saves add 10); pages of
 	// 15 start inside a save's record too. Read from the server, then from

@@ -268,15 +268,36 @@ func TestConversationDoc(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Agent != "a" || d.Status != mesh.StatusQueued || d.Version != 2 || d.Revision == 0 {
-		t.Fatalf("head after update: %+v", d)
+	if d.Agent != "a" {
+		t.Fatalf("head after update: agent = %q, want a", d.Agent)
+	}
+	if d.Status != mesh.StatusQueued {
+		t.Fatalf("head after update: status = %q, want %q", d.Status, mesh.StatusQueued)
+	}
+	if d.Version != 2 {
+		t.Fatalf("head after update: version = %d, want 2", d.Version)
+	}
+	if d.Revision == 0 {
+		t.Fatal("head after update: revision = 0, want the bucket's revision")
 	}
 	got, err := s.Get(ctx, c.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != mesh.StatusQueued || got.Queued == nil || got.Queued.ID != "t1" || got.Version != 2 || got.Revision != d.Revision {
-		t.Fatalf("conversation after update: %+v", got)
+	if got.Status != mesh.StatusQueued {
+		t.Fatalf("conversation after update: status = %q, want %q", got.Status, mesh.StatusQueued)
+	}
+	if got.Queued == nil {
+		t.Fatal("conversation after update: queued = nil, want turn t1")
+	}
+	if got.Queued.ID != "t1" {
+		t.Fatalf("conversation after update: queued turn %q, want t1", got.Queued.ID)
+	}
+	if got.Version != 2 {
+		t.Fatalf("conversation after update: version = %d, want 2", got.Version)
+	}
+	if got.Revision != d.Revision {
+		t.Fatalf("conversation after update: revision = %d, want the head's %d", got.Revision, d.Revision)
 	}
 	want, _ := json.Marshal(c.Messages)
 	have, _ := json.Marshal(got.Messages)

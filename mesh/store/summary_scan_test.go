@@ -78,8 +78,17 @@ func checkScanSummary(t *testing.T, data []byte) {
 // handed to encoding/json.
 func TestScanSummaryReadsHeads(t *testing.T) {
 	var h summaryHead
-	if !scanSummary([]byte(summarySeeds()[0]), &h) || h.ID != "c1" || h.Queued == nil || h.MessageCount != 9 {
-		t.Fatalf("the scan did not read a stored head: %+v", h)
+	if !scanSummary([]byte(summarySeeds()[0]), &h) {
+		t.Fatal("the scan did not read a stored head")
+	}
+	if h.ID != "c1" {
+		t.Errorf("scanned id = %q, want c1", h.ID)
+	}
+	if h.Queued == nil {
+		t.Errorf("scanned queued = nil, want the stored queued turn: %+v", h)
+	}
+	if h.MessageCount != 9 {
+		t.Errorf("scanned message count = %d, want 9", h.MessageCount)
 	}
 }
 

@@ -115,8 +115,17 @@ func TestA2ADelegation(t *testing.T) {
 		t.Errorf("sub-agent got %+v, want the model's message in a new task", sends[0])
 	}
 	results := toolMessages(c)
-	if len(results) != 1 || results[0].Content != "done: list all resources" || results[0].IsError || results[0].ToolName != "a2a_resource-agent" {
-		t.Fatalf("tool results = %+v, want the sub-agent's artifact", results)
+	if len(results) != 1 {
+		t.Fatalf("got %d tool results, want the sub-agent's artifact alone: %+v", len(results), results)
+	}
+	if results[0].Content != "done: list all resources" {
+		t.Fatalf("tool result = %q, want the sub-agent's artifact %q", results[0].Content, "done: list all resources")
+	}
+	if results[0].IsError {
+		t.Fatalf("tool result is an error: %+v", results[0])
+	}
+	if results[0].ToolName != "a2a_resource-agent" {
+		t.Fatalf("tool result's tool = %q, want a2a_resource-agent", results[0].ToolName)
 	}
 	if c.Status != mesh.StatusActive || c.LastRun.Response != "result: done: list all resources" {
 		t.Errorf("status %s, last run %+v", c.Status, c.LastRun)
@@ -125,8 +134,17 @@ func TestA2ADelegation(t *testing.T) {
 	for _, m := range c.Messages {
 		calls = append(calls, m.ToolCalls...)
 	}
-	if len(calls) != 1 || calls[0].Server != "a2a:resource-agent" || calls[0].Tool != "resource-agent" || calls[0].Destructive {
-		t.Errorf("tool call = %+v", calls)
+	if len(calls) != 1 {
+		t.Fatalf("got %d tool calls, want 1: %+v", len(calls), calls)
+	}
+	if calls[0].Server != "a2a:resource-agent" {
+		t.Errorf("tool call server = %q, want a2a:resource-agent", calls[0].Server)
+	}
+	if calls[0].Tool != "resource-agent" {
+		t.Errorf("tool call tool = %q, want resource-agent", calls[0].Tool)
+	}
+	if calls[0].Destructive {
+		t.Errorf("tool call is destructive, want not: %+v", calls[0])
 	}
 
 	// The model saw the sub-agent beside the MCP tools, described by its card.
@@ -208,8 +226,17 @@ func TestA2ADestructiveSubAgent(t *testing.T) {
 		t.Fatalf("status %s pending %+v; want waiting for approval", c.Status, c.PendingApproval)
 	}
 	ap := c.PendingApproval
-	if ap.ToolName != "a2a_sub" || ap.Server != "a2a:sub" || ap.ToolArgs["message"] != "delete everything" || ap.RemoteTaskID != "" {
-		t.Errorf("approval = %+v", ap)
+	if ap.ToolName != "a2a_sub" {
+		t.Errorf("approval tool = %q, want a2a_sub", ap.ToolName)
+	}
+	if ap.Server != "a2a:sub" {
+		t.Errorf("approval server = %q, want a2a:sub", ap.Server)
+	}
+	if got := ap.ToolArgs["message"]; got != "delete everything" {
+		t.Errorf("approval message argument = %v, want %q", got, "delete everything")
+	}
+	if ap.RemoteTaskID != "" {
+		t.Errorf("approval remote task id = %q, want none before the sub-agent is asked", ap.RemoteTaskID)
 	}
 	if !strings.Contains(ap.Description, `sub-agent sub`) || !strings.Contains(ap.Description, `"delete everything"`) {
 		t.Errorf("description = %q", ap.Description)
@@ -220,8 +247,17 @@ func TestA2ADestructiveSubAgent(t *testing.T) {
 
 	c = f.decideWith(conv, ap.UUID, true, nats.Header{mesh.HeaderAuthorization: {"Bearer decider"}})
 	sends := sub.Sends()
-	if len(sends) != 1 || sends[0].Text != "delete everything" || sends[0].Authorization != "Bearer decider" || sends[0].MessageID != ap.UUID {
-		t.Fatalf("sends = %+v; want one with the approved message and the decider's token", sends)
+	if len(sends) != 1 {
+		t.Fatalf("got %d sends, want one with the approved message: %+v", len(sends), sends)
+	}
+	if sends[0].Text != "delete everything" {
+		t.Fatalf("send text = %q, want the approved message %q", sends[0].Text, "delete everything")
+	}
+	if sends[0].Authorization != "Bearer decider" {
+		t.Fatalf("send Authorization = %q, want the decider's token", sends[0].Authorization)
+	}
+	if sends[0].MessageID != ap.UUID {
+		t.Fatalf("send message id = %q, want the approval's uuid %q", sends[0].MessageID, ap.UUID)
 	}
 	if c.Status != mesh.StatusActive || c.LastRun.Response != "result: done: delete everything" {
 		t.Errorf("status %s, last run %+v", c.Status, c.LastRun)
@@ -259,8 +295,17 @@ func TestA2AProxyApproval(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ap.RemoteAgentName != "sub" || ap.RemoteTaskID == "" || stored.RemoteTaskID != ap.RemoteTaskID || stored.RemoteAgentName != "sub" {
-		t.Errorf("proxy approval = %+v (stored %+v); want remote_task_id and remote_agent_name", ap, stored)
+	if ap.RemoteAgentName != "sub" {
+		t.Errorf("proxy approval remote_agent_name = %q, want sub", ap.RemoteAgentName)
+	}
+	if ap.RemoteTaskID == "" {
+		t.Error("proxy approval has no remote_task_id")
+	}
+	if stored.RemoteTaskID != ap.RemoteTaskID {
+		t.Errorf("stored approval remote_task_id = %q, want %q", stored.RemoteTaskID, ap.RemoteTaskID)
+	}
+	if stored.RemoteAgentName != "sub" {
+		t.Errorf("stored approval remote_agent_name = %q, want sub", stored.RemoteAgentName)
 	}
 	// The description comes from the approval's data part.
 	if ap.Description != "sub-agent sub asks for approval: Approve: add resource chain-test with value 77?" {
@@ -279,8 +324,17 @@ func TestA2AProxyApproval(t *testing.T) {
 		t.Fatalf("sends = %+v; want the forwarded decision", sends)
 	}
 	fwd := sends[1]
-	if fwd.TaskID != ap.RemoteTaskID || fwd.Text != "approved" || fwd.Authorization != "Bearer decider" || fwd.SessionID != c.SessionID {
-		t.Errorf("forward = %+v; want approved, the task id, the decider's token and the session id", fwd)
+	if fwd.TaskID != ap.RemoteTaskID {
+		t.Errorf("forward task id = %q, want the remote task %q", fwd.TaskID, ap.RemoteTaskID)
+	}
+	if fwd.Text != "approved" {
+		t.Errorf("forward text = %q, want approved", fwd.Text)
+	}
+	if fwd.Authorization != "Bearer decider" {
+		t.Errorf("forward Authorization = %q, want the decider's token", fwd.Authorization)
+	}
+	if fwd.SessionID != c.SessionID {
+		t.Errorf("forward session id = %q, want %q", fwd.SessionID, c.SessionID)
 	}
 	if sub.Completed(ap.RemoteTaskID) != 1 {
 		t.Errorf("remote task completed %d times", sub.Completed(ap.RemoteTaskID))
@@ -306,8 +360,20 @@ func TestA2AProxyApprovalTwice(t *testing.T) {
 	}
 	c = f.decide(conv, first.UUID, true)
 	second := c.PendingApproval
-	if c.Status != mesh.StatusWaitingApproval || second == nil || second.UUID == first.UUID || second.RemoteTaskID != first.RemoteTaskID || !strings.Contains(second.Description, "step 2 of 2") {
-		t.Fatalf("after the first decision: status %s, approval %+v", c.Status, second)
+	if c.Status != mesh.StatusWaitingApproval {
+		t.Fatalf("after the first decision: status %s, want %s", c.Status, mesh.StatusWaitingApproval)
+	}
+	if second == nil {
+		t.Fatal("after the first decision: no pending approval, want the second step's")
+	}
+	if second.UUID == first.UUID {
+		t.Fatalf("after the first decision: the pending approval is still the first, %s", first.UUID)
+	}
+	if second.RemoteTaskID != first.RemoteTaskID {
+		t.Fatalf("after the first decision: remote task %q, want the first's %q", second.RemoteTaskID, first.RemoteTaskID)
+	}
+	if !strings.Contains(second.Description, "step 2 of 2") {
+		t.Fatalf("after the first decision: description %q, want it to say step 2 of 2", second.Description)
 	}
 	// The message log appends and never edits: the call keeps the approval
 	// it first waited for, and the second names the same call.
@@ -343,8 +409,17 @@ func TestA2AProxyRejection(t *testing.T) {
 		t.Fatalf("sends = %+v; want the rejection forwarded with the task id", sends)
 	}
 	res := toolMessages(c)
-	if len(res) != 1 || !res[0].IsError || !strings.HasPrefix(res[0].Content, "rejected: ") || !strings.Contains(res[0].Content, "cancelled: add resource x was not done") {
-		t.Errorf("results = %+v; want a rejection with the sub-agent's answer", res)
+	if len(res) != 1 {
+		t.Fatalf("got %d tool results, want the rejection alone: %+v", len(res), res)
+	}
+	if !res[0].IsError {
+		t.Errorf("tool result is not an error: %q", res[0].Content)
+	}
+	if !strings.HasPrefix(res[0].Content, "rejected: ") {
+		t.Errorf("tool result = %q, want it to start with %q", res[0].Content, "rejected: ")
+	}
+	if !strings.Contains(res[0].Content, "cancelled: add resource x was not done") {
+		t.Errorf("tool result = %q, want the sub-agent's answer in it", res[0].Content)
 	}
 	if sub.Completed(ap.RemoteTaskID) != 0 || c.Status != mesh.StatusActive {
 		t.Errorf("completed %d, status %s", sub.Completed(ap.RemoteTaskID), c.Status)
@@ -362,8 +437,17 @@ func TestA2ASubAgentDown(t *testing.T) {
 
 	_, c := f.turn(conv, "first")
 	res := toolMessages(c)
-	if len(res) != 1 || !res[0].IsError || !strings.HasPrefix(res[0].Content, "sub-agent sub unavailable: ") || !strings.Contains(res[0].Content, "503") {
-		t.Fatalf("results = %+v; want sub-agent sub unavailable with the 503", res)
+	if len(res) != 1 {
+		t.Fatalf("got %d tool results, want one: %+v", len(res), res)
+	}
+	if !res[0].IsError {
+		t.Fatalf("tool result is not an error: %q", res[0].Content)
+	}
+	if !strings.HasPrefix(res[0].Content, "sub-agent sub unavailable: ") {
+		t.Fatalf("tool result = %q, want it to start with %q", res[0].Content, "sub-agent sub unavailable: ")
+	}
+	if !strings.Contains(res[0].Content, "503") {
+		t.Fatalf("tool result = %q, want the 503 in it", res[0].Content)
 	}
 	if c.Status != mesh.StatusActive || !strings.HasPrefix(c.LastRun.Response, "result: sub-agent sub unavailable") {
 		t.Errorf("the turn should go on: status %s, last run %+v", c.Status, c.LastRun)
@@ -420,8 +504,17 @@ func TestA2ACardUnavailable(t *testing.T) {
 	}
 	mu.Unlock()
 	res := toolMessages(c)
-	if len(res) != 1 || !res[0].IsError || !strings.HasPrefix(res[0].Content, "sub-agent sub unavailable: agent card: ") || !strings.Contains(res[0].Content, "404") {
-		t.Fatalf("results = %+v; want unavailable: agent card … 404", res)
+	if len(res) != 1 {
+		t.Fatalf("got %d tool results, want one: %+v", len(res), res)
+	}
+	if !res[0].IsError {
+		t.Fatalf("tool result is not an error: %q", res[0].Content)
+	}
+	if !strings.HasPrefix(res[0].Content, "sub-agent sub unavailable: agent card: ") {
+		t.Fatalf("tool result = %q, want it to start with %q", res[0].Content, "sub-agent sub unavailable: agent card: ")
+	}
+	if !strings.Contains(res[0].Content, "404") {
+		t.Fatalf("tool result = %q, want the 404 in it", res[0].Content)
 	}
 	if n := len(sub.Requests()); n != 0 {
 		t.Errorf("JSON-RPC requests = %d without a card", n)
@@ -501,8 +594,16 @@ func TestA2ARedeliveredResumeForwardsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rec remoteRecord
-	if err := json.Unmarshal(entry.Value(), &rec); err != nil || rec.State != mesh.CallDone || rec.A2A == nil || rec.A2A.State != a2a.StateCompleted {
-		t.Errorf("record = %s", entry.Value())
+	if err := json.Unmarshal(entry.Value(), &rec); err != nil {
+		t.Fatalf("record %s: %v", entry.Value(), err)
+	}
+	if rec.State != mesh.CallDone {
+		t.Errorf("record state = %q, want %q", rec.State, mesh.CallDone)
+	}
+	if rec.A2A == nil {
+		t.Errorf("record has no a2a part: %s", entry.Value())
+	} else if rec.A2A.State != a2a.StateCompleted {
+		t.Errorf("record a2a state = %q, want %q", rec.A2A.State, a2a.StateCompleted)
 	}
 }
 

@@ -317,8 +317,17 @@ func TestTextTurn(t *testing.T) {
 	if got := roles(c); got != "user,assistant" {
 		t.Fatalf("roles = %s", got)
 	}
-	if c.Status != mesh.StatusActive || c.Turn != nil || c.LastRun.Outcome != mesh.OutcomeSuccess || c.LastRun.Response != "hello there" {
-		t.Errorf("conversation = %+v, last run %+v", c, c.LastRun)
+	if c.Status != mesh.StatusActive {
+		t.Errorf("status = %s, want %s", c.Status, mesh.StatusActive)
+	}
+	if c.Turn != nil {
+		t.Errorf("a turn is left open: %+v", c.Turn)
+	}
+	if c.LastRun.Outcome != mesh.OutcomeSuccess {
+		t.Errorf("last run outcome = %s, want %s", c.LastRun.Outcome, mesh.OutcomeSuccess)
+	}
+	if c.LastRun.Response != "hello there" {
+		t.Errorf("last run response = %q, want %q", c.LastRun.Response, "hello there")
 	}
 	if c.LastRun.Usage == nil || c.LastRun.Usage.InputTokens != 3 {
 		t.Errorf("usage = %+v", c.LastRun.Usage)
@@ -361,8 +370,18 @@ func TestSafeAndDestructiveCallsInOneAnswer(t *testing.T) {
 	if f.callCount(first.UUID) != 1 || args != `{"b":2}` {
 		t.Errorf("approved call: ran %d times with %s", f.callCount(first.UUID), args)
 	}
-	if c.Status != mesh.StatusWaitingApproval || c.PendingApproval == nil || c.PendingApproval.UUID == first.UUID || c.PendingApproval.ToolArgs["c"] != 3.0 {
-		t.Fatalf("after the first approval: status %s, pending %+v; want the second destructive call", c.Status, c.PendingApproval)
+	// Waiting again, for the second destructive call.
+	if c.Status != mesh.StatusWaitingApproval {
+		t.Fatalf("after the first approval: status %s, want %s", c.Status, mesh.StatusWaitingApproval)
+	}
+	if c.PendingApproval == nil {
+		t.Fatal("after the first approval: nothing pending, want the second destructive call")
+	}
+	if c.PendingApproval.UUID == first.UUID {
+		t.Fatalf("after the first approval: the first, %s, is still pending", first.UUID)
+	}
+	if got := c.PendingApproval.ToolArgs["c"]; got != 3.0 {
+		t.Fatalf("after the first approval: pending call's argument c = %v, want the second call's 3", got)
 	}
 	second := c.PendingApproval
 
@@ -662,8 +681,17 @@ func TestTurnCutOffOnItsLastDeliveryIsGivenUp(t *testing.T) {
 	}
 	runAgent(t, second)
 	c := f.waitApplied(conv, id)
-	if c.Turn != nil || c.Status != mesh.StatusActive || c.LastRun == nil || c.LastRun.ErrorCode != mesh.CodeMaxDeliveries {
-		t.Errorf("turn %+v, status %s, last run %+v; want it given up (%s)", c.Turn, c.Status, c.LastRun, mesh.CodeMaxDeliveries)
+	// Given up.
+	if c.Turn != nil {
+		t.Errorf("a turn is left open: %+v", c.Turn)
+	}
+	if c.Status != mesh.StatusActive {
+		t.Errorf("status = %s, want %s", c.Status, mesh.StatusActive)
+	}
+	if c.LastRun == nil {
+		t.Errorf("no last run, want one given up (%s)", mesh.CodeMaxDeliveries)
+	} else if c.LastRun.ErrorCode != mesh.CodeMaxDeliveries {
+		t.Errorf("last run error code = %q, want %q: %+v", c.LastRun.ErrorCode, mesh.CodeMaxDeliveries, c.LastRun)
 	}
 	if got := roles(c); got != "user,assistant(notice)" {
 		t.Errorf("messages %s; want the user's message and the notice", got)

@@ -58,8 +58,20 @@ func TestAgentAsksTheApproverAndSendsItsDecision(t *testing.T) {
 		t.Fatalf("status %s: want waiting for approval", c.Status)
 	}
 	asked := f.askedFor()
-	if len(asked) != 1 || asked[0].Policy != "" || asked[0].Server != "srv" || asked[0].Tool != "danger" || asked[0].ToolArgs["b"] != 2.0 {
-		t.Fatalf("asked the approver for %+v", asked)
+	if len(asked) != 1 {
+		t.Fatalf("asked the approver %d times, want once: %+v", len(asked), asked)
+	}
+	if asked[0].Policy != "" {
+		t.Fatalf("asked the approver for policy %q, want a person (no policy)", asked[0].Policy)
+	}
+	if asked[0].Server != "srv" {
+		t.Fatalf("asked the approver about server %q, want srv", asked[0].Server)
+	}
+	if asked[0].Tool != "danger" {
+		t.Fatalf("asked the approver about tool %q, want danger", asked[0].Tool)
+	}
+	if got := asked[0].ToolArgs["b"]; got != 2.0 {
+		t.Fatalf("asked the approver with argument b = %v, want 2", got)
 	}
 	ap := c.PendingApproval
 	if ap.ArgsHash == "" {
@@ -71,8 +83,20 @@ func TestAgentAsksTheApproverAndSendsItsDecision(t *testing.T) {
 	}
 	f.decide(conv, ap.UUID, true)
 	st := f.approvalOf(ap.UUID)
-	if f.callCount(ap.UUID) != 1 || st == nil || st.CallID != ap.UUID || st.Decision != mesh.ApprovalApproved || st.Sig == "" {
-		t.Errorf("approved call ran %d times with approval %+v; want once with the decision's statement", f.callCount(ap.UUID), st)
+	if n := f.callCount(ap.UUID); n != 1 {
+		t.Errorf("approved call ran %d times, want once", n)
+	}
+	if st == nil {
+		t.Fatal("approved call was sent without the decision's statement")
+	}
+	if st.CallID != ap.UUID {
+		t.Errorf("statement call id = %q, want %q", st.CallID, ap.UUID)
+	}
+	if st.Decision != mesh.ApprovalApproved {
+		t.Errorf("statement decision = %q, want %q", st.Decision, mesh.ApprovalApproved)
+	}
+	if st.Sig == "" {
+		t.Error("statement is not signed")
 	}
 }
 
@@ -88,13 +112,31 @@ func TestAllowDestructiveStepAsksForAPolicyDecision(t *testing.T) {
 		t.Fatal("a step with allow_destructive paused on a person")
 	}
 	asked := f.askedFor()
-	if len(asked) != 1 || asked[0].Policy != mesh.PolicyAllowDestructive || !slices.Equal(asked[0].StepPath, []int{0}) || asked[0].CallID == "" {
-		t.Fatalf("asked the approver for %+v, want a policy decision for step [0]", asked)
+	if len(asked) != 1 {
+		t.Fatalf("asked the approver %d times, want once: %+v", len(asked), asked)
+	}
+	if asked[0].Policy != mesh.PolicyAllowDestructive {
+		t.Fatalf("asked the approver for policy %q, want %q", asked[0].Policy, mesh.PolicyAllowDestructive)
+	}
+	if !slices.Equal(asked[0].StepPath, []int{0}) {
+		t.Fatalf("asked the approver for step %v, want [0]", asked[0].StepPath)
+	}
+	if asked[0].CallID == "" {
+		t.Fatalf("asked the approver without a call id: %+v", asked[0])
 	}
 	id := asked[0].CallID
 	st := f.approvalOf(id)
-	if f.callCount(id) != 1 || st == nil || st.By != mesh.PolicyBy(mesh.PolicyAllowDestructive) || st.CallID != id {
-		t.Errorf("call %s ran %d times with approval %+v", id, f.callCount(id), st)
+	if n := f.callCount(id); n != 1 {
+		t.Errorf("call %s ran %d times, want once", id, n)
+	}
+	if st == nil {
+		t.Fatalf("call %s was sent without the policy's statement", id)
+	}
+	if want := mesh.PolicyBy(mesh.PolicyAllowDestructive); st.By != want {
+		t.Errorf("statement by = %q, want %q", st.By, want)
+	}
+	if st.CallID != id {
+		t.Errorf("statement call id = %q, want %q", st.CallID, id)
 	}
 }
 

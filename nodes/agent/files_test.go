@@ -59,8 +59,17 @@ func TestTurnFiles(t *testing.T) {
 					t.Errorf("the model got %q with %d files, want the placeholder only", got.Content, len(got.Files))
 				}
 			default:
-				if len(got.Files) != 1 || !bytes.Equal(got.Files[0].Data, png) || got.Files[0].MediaType != "image/png" || strings.Contains(got.Content, "[file") {
-					t.Errorf("the model got %q with %+v, want the png's bytes", got.Content, got.Files)
+				if len(got.Files) != 1 {
+					t.Fatalf("the model got %d files, want the png: %+v", len(got.Files), got.Files)
+				}
+				if !bytes.Equal(got.Files[0].Data, png) {
+					t.Errorf("the model got %d bytes, want the png's %d", len(got.Files[0].Data), len(png))
+				}
+				if got.Files[0].MediaType != "image/png" {
+					t.Errorf("the model got media type %q, want image/png", got.Files[0].MediaType)
+				}
+				if strings.Contains(got.Content, "[file") {
+					t.Errorf("the model got a placeholder with the file: %q", got.Content)
 				}
 			}
 		})

@@ -76,11 +76,29 @@ func TestMemberTurnAnswersOnTheSharedChat(t *testing.T) {
 	c := f.waitApplied(conv, "r1-m1")
 
 	pt := c.Group.Round.Pending
-	if pt == nil || pt.Result == nil || pt.Result.Outcome != mesh.OutcomeSuccess || pt.Result.Response != "Here is my view." {
-		t.Fatalf("pending turn = %+v, want its result", pt)
+	if pt == nil {
+		t.Fatal("no pending turn in the round, want the member's")
 	}
-	if c.Status != mesh.StatusRunning || c.Turn == nil || c.Turn.ID != "r1" || c.LastRun != nil {
-		t.Errorf("status %s, turn %+v, last run %+v: the round holds the chat", c.Status, c.Turn, c.LastRun)
+	if pt.Result == nil {
+		t.Fatalf("pending turn %+v has no result", pt)
+	}
+	if pt.Result.Outcome != mesh.OutcomeSuccess {
+		t.Fatalf("pending turn outcome = %s, want %s", pt.Result.Outcome, mesh.OutcomeSuccess)
+	}
+	if pt.Result.Response != "Here is my view." {
+		t.Fatalf("pending turn response = %q, want %q", pt.Result.Response, "Here is my view.")
+	}
+	// The round holds the chat.
+	if c.Status != mesh.StatusRunning {
+		t.Errorf("status = %s, want %s: the round holds the chat", c.Status, mesh.StatusRunning)
+	}
+	if c.Turn == nil {
+		t.Error("no turn, want the round's r1: the round holds the chat")
+	} else if c.Turn.ID != "r1" {
+		t.Errorf("turn = %s, want the round's r1", c.Turn.ID)
+	}
+	if c.LastRun != nil {
+		t.Errorf("last run %+v, want none while the round holds the chat", c.LastRun)
 	}
 	last := c.Messages[len(c.Messages)-1]
 	if last.Name != "tester" || last.Content != "Here is my view." || slices.ContainsFunc(c.Messages, func(m mesh.Message) bool { return m.Role == mesh.RoleUser && m.ID != "r1" }) {

@@ -94,14 +94,35 @@ func TestClaimTakesTheQueuedTurnUpInOneSave(t *testing.T) {
 				case queued && !claimed && deferred:
 					// The first revision without the record is the turn.
 					claimed = true
-					if !rev.HasTurn(id) || rev.Turn != nil || rev.Status != mesh.StatusActive || rev.MessageCount != 2 {
-						t.Errorf("revision %d took the queued turn off without settling it: status %s, turn %+v, %d messages", rev.Revision, rev.Status, rev.Turn, rev.MessageCount)
+					// Taken off and settled in one revision.
+					if !rev.HasTurn(id) {
+						t.Errorf("revision %d took the queued turn off without recording turn %s", rev.Revision, id)
+					}
+					if rev.Turn != nil {
+						t.Errorf("revision %d took the queued turn off with a turn open: %+v", rev.Revision, rev.Turn)
+					}
+					if rev.Status != mesh.StatusActive {
+						t.Errorf("revision %d took the queued turn off with status %s, want %s", rev.Revision, rev.Status, mesh.StatusActive)
+					}
+					if rev.MessageCount != 2 {
+						t.Errorf("revision %d took the queued turn off with %d messages, want 2", rev.Revision, rev.MessageCount)
 					}
 				case queued && !claimed:
 					// The first revision without the record is the claim.
 					claimed = true
-					if rev.Turn == nil || rev.Turn.ID != id || rev.Status != mesh.StatusRunning || rev.Turn.Seq == 0 {
-						t.Errorf("revision %d took the queued turn off without claiming it: status %s, turn %+v", rev.Revision, rev.Status, rev.Turn)
+					// Taken off and claimed in one revision.
+					if rev.Turn == nil {
+						t.Errorf("revision %d took the queued turn off without claiming it: no turn", rev.Revision)
+					} else {
+						if rev.Turn.ID != id {
+							t.Errorf("revision %d took the queued turn off claiming turn %s, want %s", rev.Revision, rev.Turn.ID, id)
+						}
+						if rev.Turn.Seq == 0 {
+							t.Errorf("revision %d claimed the turn without a sequence: %+v", rev.Revision, rev.Turn)
+						}
+					}
+					if rev.Status != mesh.StatusRunning {
+						t.Errorf("revision %d took the queued turn off with status %s, want %s", rev.Revision, rev.Status, mesh.StatusRunning)
 					}
 				}
 				if queued && rev.Queued == nil {
@@ -185,8 +206,20 @@ func TestDeferredTurnCancelledWhileQueued(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := roles(c); got != "" || c.Turn != nil || c.Status != mesh.StatusActive || c.LastRun == nil || c.LastRun.Outcome != mesh.OutcomeCancelled {
-		t.Errorf("after the cancel: roles %q, turn %+v, status %s, last run %+v; want the bridge's record alone", got, c.Turn, c.Status, c.LastRun)
+	// The bridge's record alone.
+	if got := roles(c); got != "" {
+		t.Errorf("after the cancel: roles %q, want no message", got)
+	}
+	if c.Turn != nil {
+		t.Errorf("after the cancel: a turn is open: %+v", c.Turn)
+	}
+	if c.Status != mesh.StatusActive {
+		t.Errorf("after the cancel: status %s, want %s", c.Status, mesh.StatusActive)
+	}
+	if c.LastRun == nil {
+		t.Error("after the cancel: no last run, want the bridge's cancelled record")
+	} else if c.LastRun.Outcome != mesh.OutcomeCancelled {
+		t.Errorf("after the cancel: last run outcome %s, want %s", c.LastRun.Outcome, mesh.OutcomeCancelled)
 	}
 	for _, ev := range f.events(conv) {
 		if ev.Type == mesh.EventRunFinished || ev.Type == mesh.EventRunError {
@@ -258,8 +291,18 @@ func TestDeferredTurnGivenUpKeepsItsMessage(t *testing.T) {
 	f.queueTurn(conv, id, "keep me")
 	f.enqueue(mesh.WorkItem{Kind: mesh.WorkTurn, Session: conv, TurnID: id, Message: "keep me"})
 	c := f.waitApplied(conv, id)
-	if c.Queued != nil || c.Turn != nil || c.LastRun == nil || c.LastRun.ErrorCode != mesh.CodeMaxDeliveries {
-		t.Fatalf("after the turn: queued %+v, turn %+v, last run %+v; want it given up", c.Queued, c.Turn, c.LastRun)
+	// Given up.
+	if c.Queued != nil {
+		t.Fatalf("after the turn: still queued: %+v", c.Queued)
+	}
+	if c.Turn != nil {
+		t.Fatalf("after the turn: a turn is open: %+v", c.Turn)
+	}
+	if c.LastRun == nil {
+		t.Fatal("after the turn: no last run, want it given up")
+	}
+	if c.LastRun.ErrorCode != mesh.CodeMaxDeliveries {
+		t.Fatalf("after the turn: last run error code %q, want %q", c.LastRun.ErrorCode, mesh.CodeMaxDeliveries)
 	}
 	if got := roles(c); got != "user,assistant(notice)" || c.Messages[0].ID != id || c.Messages[0].Content != "keep me" {
 		t.Errorf("messages %s (%+v); want the user's message, then the notice", got, c.Messages)

@@ -79,8 +79,17 @@ func TestSaveRetriedThenAlert(t *testing.T) {
 		}
 	}
 	// The outcome was kept: the turn is applied once, with its answer.
-	if c.LastRun == nil || c.LastRun.ID != id || c.LastRun.Outcome != mesh.OutcomeSuccess || c.Status != mesh.StatusActive {
-		t.Fatalf("last run %+v, status %s", c.LastRun, c.Status)
+	if c.LastRun == nil {
+		t.Fatal("no last run, want the turn's")
+	}
+	if c.LastRun.ID != id {
+		t.Fatalf("last run %s, want the turn's %s", c.LastRun.ID, id)
+	}
+	if c.LastRun.Outcome != mesh.OutcomeSuccess {
+		t.Fatalf("last run outcome %s, want %s", c.LastRun.Outcome, mesh.OutcomeSuccess)
+	}
+	if c.Status != mesh.StatusActive {
+		t.Fatalf("status %s, want %s", c.Status, mesh.StatusActive)
 	}
 	seen := map[string]int{}
 	for _, m := range c.Messages {
@@ -142,7 +151,16 @@ func TestResumeSavedAfterAFailedFirstTry(t *testing.T) {
 	if failed.Load() == 0 {
 		t.Fatal("no save failed: the test tested nothing")
 	}
-	if done.Status != mesh.StatusActive || done.LastRun == nil || done.LastRun.Outcome != mesh.OutcomeSuccess || !strings.HasPrefix(done.LastRun.Response, "done: ran danger") {
-		t.Fatalf("after the resume: status %s, last run %+v", done.Status, done.LastRun)
+	if done.Status != mesh.StatusActive {
+		t.Fatalf("after the resume: status %s, want %s", done.Status, mesh.StatusActive)
+	}
+	if done.LastRun == nil {
+		t.Fatal("after the resume: no last run")
+	}
+	if done.LastRun.Outcome != mesh.OutcomeSuccess {
+		t.Fatalf("after the resume: last run outcome %s, want %s", done.LastRun.Outcome, mesh.OutcomeSuccess)
+	}
+	if !strings.HasPrefix(done.LastRun.Response, "done: ran danger") {
+		t.Fatalf("after the resume: last run response %q, want it to start with %q", done.LastRun.Response, "done: ran danger")
 	}
 }

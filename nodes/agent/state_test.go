@@ -164,8 +164,17 @@ func TestStateChangeTooLargeIsRefused(t *testing.T) {
 		t.Errorf("changeState = %v, %v, %d patches kept; want ErrStateTooLarge and nothing kept", delta, err, len(tr.ex.state.patches))
 	}
 	delta, err = tr.changeState(json.RawMessage(`{"big":null}`))
-	if err != nil || len(delta) != 1 || delta[0].Op != "remove" || len(tr.state()) != 0 {
-		t.Errorf("changeState = %v, %v, state %v; want one remove", delta, err, tr.state())
+	if err != nil {
+		t.Fatalf("changeState(big: null): %v", err)
+	}
+	if len(delta) != 1 {
+		t.Fatalf("changeState(big: null) = %v, want one remove", delta)
+	}
+	if delta[0].Op != "remove" {
+		t.Errorf("changeState(big: null) op = %q, want remove", delta[0].Op)
+	}
+	if s := tr.state(); len(s) != 0 {
+		t.Errorf("state after the remove = %v, want empty", s)
 	}
 }
 

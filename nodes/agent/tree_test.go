@@ -205,12 +205,30 @@ func TestTreeParallelApprovalsDecidedInReverseOrder(t *testing.T) {
 		t.Fatalf("after left: status %s, tree %+v", c.Status, c.Tree)
 	}
 	r := c.LastRun.Response
-	if c.LastRun.Outcome != mesh.OutcomeSuccess || !c.LastRun.Covers(side["left"]) ||
-		!strings.Contains(r, "left: left did: ran danger") || !strings.Contains(r, "right: right did: ran danger") {
-		t.Errorf("last run = %+v, want both branches joined", c.LastRun)
+	if c.LastRun.Outcome != mesh.OutcomeSuccess {
+		t.Errorf("last run outcome = %s, want %s", c.LastRun.Outcome, mesh.OutcomeSuccess)
 	}
-	if n := c.LastRun.Steps; len(n) != 2 || n[0].Name != "left" || n[0].Status != mesh.StepDone || n[1].Worker != "test-node" {
-		t.Errorf("step summaries = %+v", n)
+	if !c.LastRun.Covers(side["left"]) {
+		t.Errorf("last run %+v does not cover left's approval %s", c.LastRun, side["left"])
+	}
+	// Both branches joined.
+	for _, want := range []string{"left: left did: ran danger", "right: right did: ran danger"} {
+		if !strings.Contains(r, want) {
+			t.Errorf("last run response = %q, want it to hold %q", r, want)
+		}
+	}
+	if n := c.LastRun.Steps; len(n) != 2 {
+		t.Errorf("got %d step summaries, want 2: %+v", len(n), n)
+	} else {
+		if n[0].Name != "left" {
+			t.Errorf("step 0 name = %q, want left", n[0].Name)
+		}
+		if n[0].Status != mesh.StepDone {
+			t.Errorf("step 0 status = %s, want %s", n[0].Status, mesh.StepDone)
+		}
+		if n[1].Worker != "test-node" {
+			t.Errorf("step 1 worker = %q, want test-node", n[1].Worker)
+		}
 	}
 	for s, id := range side {
 		if n := f.callCount(id); n != 1 {
@@ -338,8 +356,18 @@ func TestTreeStepSamplingReachesItsCalls(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	first, second := got["first"], got["second"]
-	if first.Temperature == nil || *first.Temperature != 0 || first.TopP == nil || *first.TopP != 0.8 || first.MaxTokens != 64 {
-		t.Errorf("first step's call carried %+v, want temperature 0, top_p 0.8, max_tokens 64", first)
+	if first.Temperature == nil {
+		t.Error("first step's call carried no temperature, want 0")
+	} else if *first.Temperature != 0 {
+		t.Errorf("first step's call carried temperature %v, want 0", *first.Temperature)
+	}
+	if first.TopP == nil {
+		t.Error("first step's call carried no top_p, want 0.8")
+	} else if *first.TopP != 0.8 {
+		t.Errorf("first step's call carried top_p %v, want 0.8", *first.TopP)
+	}
+	if first.MaxTokens != 64 {
+		t.Errorf("first step's call carried max_tokens %d, want 64", first.MaxTokens)
 	}
 	if second != (modelspec.Sampling{}) {
 		t.Errorf("second step's call carried %+v, want no settings of its own", second)
@@ -544,8 +572,17 @@ func TestInfoListsTheToolsAndSubAgentsOfItsSteps(t *testing.T) {
 	for {
 		info := f.agent.Info()
 		if slices.Equal(info.Tools, []string{"safe"}) {
-			if info.Name != "tester" || !slices.Equal(info.SubAgents, []string{"remote"}) || info.Workers < 1 || info.Busy != 0 {
-				t.Errorf("info = %+v, want tester with sub-agent remote, idle workers", info)
+			if info.Name != "tester" {
+				t.Errorf("info name = %q, want tester", info.Name)
+			}
+			if !slices.Equal(info.SubAgents, []string{"remote"}) {
+				t.Errorf("info sub-agents = %q, want [remote]", info.SubAgents)
+			}
+			if info.Workers < 1 {
+				t.Errorf("info workers = %d, want at least 1", info.Workers)
+			}
+			if info.Busy != 0 {
+				t.Errorf("info busy = %d, want 0 (idle)", info.Busy)
 			}
 			return
 		}

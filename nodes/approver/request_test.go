@@ -57,11 +57,32 @@ func TestRequestCreatesASealedPendingApproval(t *testing.T) {
 		t.Fatal(err)
 	}
 	hash, _ := mesh.ArgsHash(ask.ToolArgs)
-	if ap.Status != mesh.ApprovalPending || ap.UUID != ask.UUID || ap.CallID != ask.UUID || ap.ArgsHash != hash || ap.Decision != nil {
-		t.Fatalf("created %+v", ap)
+	if ap.Status != mesh.ApprovalPending {
+		t.Fatalf("created status = %q, want %q", ap.Status, mesh.ApprovalPending)
 	}
-	if ap.Seal == nil || ap.Seal.Verify(keys(t, identity.PublicKey(kp))) != nil || ap.Seal.ArgsHash != hash || ap.Seal.Decision != mesh.ApprovalPending {
-		t.Fatalf("seal %+v", ap.Seal)
+	if ap.UUID != ask.UUID {
+		t.Fatalf("created uuid = %q, want the request's %q", ap.UUID, ask.UUID)
+	}
+	if ap.CallID != ask.UUID {
+		t.Fatalf("created call id = %q, want the request's uuid %q", ap.CallID, ask.UUID)
+	}
+	if ap.ArgsHash != hash {
+		t.Fatalf("created args hash = %q, want %q", ap.ArgsHash, hash)
+	}
+	if ap.Decision != nil {
+		t.Fatalf("created with a decision: %+v", ap.Decision)
+	}
+	if ap.Seal == nil {
+		t.Fatal("created without a seal")
+	}
+	if err := ap.Seal.Verify(keys(t, identity.PublicKey(kp))); err != nil {
+		t.Fatalf("seal does not verify with the approver's key: %v", err)
+	}
+	if ap.Seal.ArgsHash != hash {
+		t.Fatalf("seal args hash = %q, want %q", ap.Seal.ArgsHash, hash)
+	}
+	if ap.Seal.Decision != mesh.ApprovalPending {
+		t.Fatalf("seal decision = %q, want %q", ap.Seal.Decision, mesh.ApprovalPending)
 	}
 	// Asked again, with other arguments: the record as it stands.
 	again := *ask
@@ -75,8 +96,20 @@ func TestRequestCreatesASealedPendingApproval(t *testing.T) {
 	forged.Status, forged.Decision = mesh.ApprovalApproved, &mesh.Decision{Approved: true}
 	forged.ArgsHash, forged.CallID = "sha256:00", "c-forged"
 	got, err = bus.RequestApproval(t.Context(), m.NC, m.NS, forged)
-	if err != nil || got.Status != mesh.ApprovalPending || got.Decision != nil || got.ArgsHash == "sha256:00" || got.CallID != forged.UUID {
-		t.Errorf("a request that claims a decision: %+v, %v", got, err)
+	if err != nil {
+		t.Fatalf("a request that claims a decision: %v", err)
+	}
+	if got.Status != mesh.ApprovalPending {
+		t.Errorf("a request that claims a decision: status = %q, want %q", got.Status, mesh.ApprovalPending)
+	}
+	if got.Decision != nil {
+		t.Errorf("a request that claims a decision: decision taken from the request: %+v", got.Decision)
+	}
+	if got.ArgsHash == "sha256:00" {
+		t.Errorf("a request that claims a decision: args hash %q taken from the request", got.ArgsHash)
+	}
+	if got.CallID != forged.UUID {
+		t.Errorf("a request that claims a decision: call id = %q, want its uuid %q", got.CallID, forged.UUID)
 	}
 	bad := asking()
 	bad.Agent = "a.b"
@@ -122,8 +155,18 @@ func TestDecisionIsSigned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := got.Decision.Statement; st == nil || st.By != "bob" || st.Decision != mesh.ApprovalRejected || st.Verify(keys(t, identity.PublicKey(kp))) != nil {
-		t.Errorf("rejection statement %+v", got.Decision.Statement)
+	st = got.Decision.Statement
+	if st == nil {
+		t.Fatal("a rejection without a signed statement")
+	}
+	if st.By != "bob" {
+		t.Errorf("rejection statement by = %q, want the body's bob", st.By)
+	}
+	if st.Decision != mesh.ApprovalRejected {
+		t.Errorf("rejection statement decision = %q, want %q", st.Decision, mesh.ApprovalRejected)
+	}
+	if err := st.Verify(keys(t, identity.PublicKey(kp))); err != nil {
+		t.Errorf("rejection statement does not verify with the approver's key: %v", err)
 	}
 }
 

@@ -254,8 +254,20 @@ func TestRoundRobinRoundWithDuplicateEnds(t *testing.T) {
 	if got := speakersOf(c); got != "a,b,c,a,b" {
 		t.Errorf("speakers %s, want a,b,c,a,b: each turn once despite the repeated group_next", got)
 	}
-	if c.Group.Ended != mesh.GroupEndMaxTurns || c.Status != mesh.StatusActive || c.Turn != nil || c.LastRun.Outcome != mesh.OutcomeSuccess || c.LastRun.Response != "b says hi" {
-		t.Errorf("group %+v, status %s, turn %+v, last run %+v", c.Group, c.Status, c.Turn, c.LastRun)
+	if c.Group.Ended != mesh.GroupEndMaxTurns {
+		t.Errorf("group ended = %q, want %q", c.Group.Ended, mesh.GroupEndMaxTurns)
+	}
+	if c.Status != mesh.StatusActive {
+		t.Errorf("status = %q, want %q", c.Status, mesh.StatusActive)
+	}
+	if c.Turn != nil {
+		t.Errorf("a turn is left open: %+v", c.Turn)
+	}
+	if c.LastRun.Outcome != mesh.OutcomeSuccess {
+		t.Errorf("last run outcome = %q, want %q", c.LastRun.Outcome, mesh.OutcomeSuccess)
+	}
+	if c.LastRun.Response != "b says hi" {
+		t.Errorf("last run response = %q, want %q", c.LastRun.Response, "b says hi")
 	}
 	evs := h.events(c.ID)
 	if n := len(customsOf(evs, mesh.CustomSpeakerSelected)); n != 5 {

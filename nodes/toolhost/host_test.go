@@ -250,8 +250,24 @@ func TestCatalog(t *testing.T) {
 		})
 	}
 	add := tools["add"].Annotations
-	if add == nil || add.DestructiveHint == nil || *add.DestructiveHint || add.IdempotentHint == nil || !*add.IdempotentHint || add.OpenWorldHint == nil || !*add.OpenWorldHint {
-		t.Errorf("add annotations = %+v, want destructive false, idempotent true, open world true", add)
+	if add == nil {
+		t.Error("add annotations = nil, want destructive false, idempotent true, open world true")
+	} else {
+		for _, h := range []struct {
+			name string
+			got  *bool
+			want bool
+		}{
+			{"destructive", add.DestructiveHint, false},
+			{"idempotent", add.IdempotentHint, true},
+			{"open world", add.OpenWorldHint, true},
+		} {
+			if h.got == nil {
+				t.Errorf("add %s hint = nil, want %v", h.name, h.want)
+			} else if *h.got != h.want {
+				t.Errorf("add %s hint = %v, want %v", h.name, *h.got, h.want)
+			}
+		}
 	}
 	if desc := tools["count"].Description; desc != "Counts its executions." {
 		t.Errorf("count description = %q", desc)
@@ -396,8 +412,20 @@ func TestCallOnce(t *testing.T) {
 	if err := json.Unmarshal(e.Value(), &rec); err != nil {
 		t.Fatal(err)
 	}
-	if rec.State != mesh.CallDone || rec.Host != testNode || rec.Tool != "count" || rec.Result == nil || rec.FinishedAt.IsZero() {
-		t.Errorf("record = %+v, want done by %s with a result", rec, testNode)
+	if rec.State != mesh.CallDone {
+		t.Errorf("record state = %q, want %q", rec.State, mesh.CallDone)
+	}
+	if rec.Host != testNode {
+		t.Errorf("record host = %q, want %q", rec.Host, testNode)
+	}
+	if rec.Tool != "count" {
+		t.Errorf("record tool = %q, want count", rec.Tool)
+	}
+	if rec.Result == nil {
+		t.Errorf("record result = nil, want the call's result: %+v", rec)
+	}
+	if rec.FinishedAt.IsZero() {
+		t.Errorf("record finished at is zero, want the time the call finished: %+v", rec)
 	}
 
 	r.mustCall(t, "local", "count", mesh.ToolRequest{CallID: "once-2"})

@@ -83,8 +83,7 @@ func TestA2ADelegationForwardsTokenAndSession(t *testing.T) {
 	}
 
 	// Without a token: it still works, and no Authorization is sent.
-	conv2 := m.newConversation()
-	m.send(conv2, "list all resources")
+	conv2, _ := m.firstTurn("list all resources")
 	sends = sub.Sends()
 	if len(sends) != 2 || sends[1].HasAuth {
 		t.Errorf("second send = %+v; want no Authorization header", sends[len(sends)-1])
@@ -135,8 +134,18 @@ func TestA2AProxyApprovalThroughREST(t *testing.T) {
 	taskID := str(ap, "remote_task_id")
 	out := m.do(http.StatusOK, "POST", "/approvals/"+str(ap, "uuid"), map[string]any{"approved": true}, "Authorization", "Bearer decider-token")
 	sends := sub.Sends()
-	if len(sends) != 2 || sends[1].TaskID != taskID || sends[1].Text != "approved" || sends[1].Authorization != "Bearer decider-token" {
-		t.Fatalf("sends = %+v; want the decision forwarded with the task id and the decider's token", sends)
+	// The decision forwarded with the task id and the decider's token.
+	if len(sends) != 2 {
+		t.Fatalf("%d sends, want the request and the forwarded decision: %+v", len(sends), sends)
+	}
+	if got := sends[1]; got.TaskID != taskID {
+		t.Fatalf("decision sent to task %q, want %q", got.TaskID, taskID)
+	}
+	if got := sends[1]; got.Text != "approved" {
+		t.Fatalf("decision sent as %q, want approved", got.Text)
+	}
+	if got := sends[1]; got.Authorization != "Bearer decider-token" {
+		t.Fatalf("decision sent with Authorization %q, want the decider's token", got.Authorization)
 	}
 	if sub.Completed(taskID) != 1 {
 		t.Errorf("remote task completed %d times, want 1", sub.Completed(taskID))

@@ -116,8 +116,17 @@ func TestA2AServer(t *testing.T) {
 		for _, path := range []string{"/.well-known/agent.json", "/.well-known/agent-card.json"} {
 			card := m.do(http.StatusOK, "GET", path, nil)
 			skills := skillsOf(card)
-			if str(card, "name") != "resource-manager" || str(card, "url") != m.url("/a2a") || !slices.Contains(skills, "resources_list") || str(card, "description") == "" {
-				t.Errorf("GET %s = %v", path, card)
+			if got := str(card, "name"); got != "resource-manager" {
+				t.Errorf("GET %s: name %q, want resource-manager", path, got)
+			}
+			if got := str(card, "url"); got != m.url("/a2a") {
+				t.Errorf("GET %s: url %q, want %q", path, got, m.url("/a2a"))
+			}
+			if !slices.Contains(skills, "resources_list") {
+				t.Errorf("GET %s: skills %q, want resources_list among them", path, skills)
+			}
+			if str(card, "description") == "" {
+				t.Errorf("GET %s: no description: %v", path, card)
 			}
 			ifaces := list(card, "supportedInterfaces")
 			if len(ifaces) != 2 || str(ifaces[0], "protocolVersion") != "1.0" || str(ifaces[1], "url") != m.url("/a2a") {
@@ -207,22 +216,36 @@ func TestA2AServer(t *testing.T) {
 		if res.Error != "" {
 			t.Fatalf("a2a-go: %s", res.Error)
 		}
-		if res.Card.URL != m.url("/a2a") || res.Card.PreferredTransport != "JSONRPC" || res.Card.ProtocolVersion != "0.3.0" || !res.Card.Streaming || !slices.Contains(res.Card.Skills, "resources_list") {
-			t.Errorf("card = %+v", res.Card)
+		checkGoCard(t, res, m.url("/a2a"))
+		if !slices.Contains(res.Card.Skills, "resources_list") {
+			t.Errorf("card skills %q, want resources_list among them", res.Card.Skills)
 		}
-		if res.Send.State != "completed" || res.Send.Artifact == "" || res.Send.ContextID != res.Send.ID {
-			t.Errorf("send = %+v", res.Send)
+		checkGoSend(t, res.Send)
+		if res.Get.ID != res.Send.ID {
+			t.Errorf("get: task %q, want the sent %q", res.Get.ID, res.Send.ID)
 		}
-		if res.Get.ID != res.Send.ID || res.Get.State != "completed" || res.Get.Artifacts != 1 || res.Get.History < 2 {
-			t.Errorf("get = %+v", res.Get)
+		if res.Get.State != "completed" {
+			t.Errorf("get: state %q, want completed", res.Get.State)
 		}
-		if res.Paused.State != "input-required" || res.Paused.Approval == "" || res.Approved.State != "completed" || m.resourceRows("go-peer") != 1 {
-			t.Errorf("paused %+v, approved %+v, rows %d", res.Paused, res.Approved, m.resourceRows("go-peer"))
+		if res.Get.Artifacts != 1 {
+			t.Errorf("get: %d artifacts, want 1", res.Get.Artifacts)
 		}
-		ev := res.Stream.Events
-		if len(ev) < 3 || ev[0] != "task:submitted" || ev[len(ev)-1] != "status-update:completed:final" || !slices.Contains(ev, "artifact-update") || res.Stream.State != "completed" || res.Stream.Artifact == "" {
-			t.Errorf("stream = %+v", res.Stream)
+		if res.Get.History < 2 {
+			t.Errorf("get: %d messages of history, want 2 at least", res.Get.History)
 		}
+		if res.Paused.State != "input-required" {
+			t.Errorf("paused: state %q, want input-required", res.Paused.State)
+		}
+		if res.Paused.Approval == "" {
+			t.Errorf("paused without an approval: %+v", res.Paused)
+		}
+		if res.Approved.State != "completed" {
+			t.Errorf("approved: state %q, want completed", res.Approved.State)
+		}
+		if n := m.resourceRows("go-peer"); n != 1 {
+			t.Errorf("%d rows of go-peer after the approval, want 1", n)
+		}
+		checkGoStream(t, res.Stream)
 		if want := []string{"task:completed", "status-update:completed:true"}; !slices.Equal(res.Resub.Events, want) {
 			t.Errorf("resubscribe events = %v, want %v", res.Resub.Events, want)
 		}
@@ -249,18 +272,48 @@ func TestA2AServer(t *testing.T) {
 		if res.ProtocolVersion != "1.0" {
 			t.Errorf("the client speaks %q, want 1.0", res.ProtocolVersion)
 		}
-		if res.Send.State != "TASK_STATE_COMPLETED" || res.Send.Artifact == "" || res.Get.ID != res.Send.ID || res.Get.History != 1 || res.Get.State != "TASK_STATE_COMPLETED" {
-			t.Errorf("send %+v, get %+v", res.Send, res.Get)
+		if res.Send.State != "TASK_STATE_COMPLETED" {
+			t.Errorf("send: state %q, want TASK_STATE_COMPLETED", res.Send.State)
 		}
-		if res.Paused.State != "TASK_STATE_INPUT_REQUIRED" || res.Paused.Approval == "" || res.Approved.State != "TASK_STATE_COMPLETED" || m.resourceRows("js-peer") != 1 {
-			t.Errorf("paused %+v, approved %+v, rows %d", res.Paused, res.Approved, m.resourceRows("js-peer"))
+		if res.Send.Artifact == "" {
+			t.Errorf("send: no artifact: %+v", res.Send)
 		}
-		ev := res.Stream.Events
-		if len(ev) < 3 || ev[0] != "task:TASK_STATE_SUBMITTED" || ev[len(ev)-1] != "statusUpdate:TASK_STATE_COMPLETED" || !slices.Contains(ev, "artifactUpdate") || res.Stream.Text == "" {
-			t.Errorf("stream = %+v", res.Stream)
+		if res.Get.ID != res.Send.ID {
+			t.Errorf("get: task %q, want the sent %q", res.Get.ID, res.Send.ID)
 		}
-		if len(res.List.Tasks) != 2 || res.List.NextPageToken == "" || res.List.PageSize != 2 || res.List.TotalSize < 4 {
-			t.Errorf("list = %+v", res.List)
+		if res.Get.History != 1 {
+			t.Errorf("get: %d messages of history, want 1", res.Get.History)
+		}
+		if res.Get.State != "TASK_STATE_COMPLETED" {
+			t.Errorf("get: state %q, want TASK_STATE_COMPLETED", res.Get.State)
+		}
+		if res.Paused.State != "TASK_STATE_INPUT_REQUIRED" {
+			t.Errorf("paused: state %q, want TASK_STATE_INPUT_REQUIRED", res.Paused.State)
+		}
+		if res.Paused.Approval == "" {
+			t.Errorf("paused without an approval: %+v", res.Paused)
+		}
+		if res.Approved.State != "TASK_STATE_COMPLETED" {
+			t.Errorf("approved: state %q, want TASK_STATE_COMPLETED", res.Approved.State)
+		}
+		if n := m.resourceRows("js-peer"); n != 1 {
+			t.Errorf("%d rows of js-peer after the approval, want 1", n)
+		}
+		checkStreamEvents(t, res.Stream.Events, "task:TASK_STATE_SUBMITTED", "statusUpdate:TASK_STATE_COMPLETED", "artifactUpdate")
+		if res.Stream.Text == "" {
+			t.Errorf("stream without text: %+v", res.Stream)
+		}
+		if len(res.List.Tasks) != 2 {
+			t.Errorf("list: %d tasks, want a page of 2: %+v", len(res.List.Tasks), res.List)
+		}
+		if res.List.NextPageToken == "" {
+			t.Error("list: no next page token, want one")
+		}
+		if res.List.PageSize != 2 {
+			t.Errorf("list: page size %d, want 2", res.List.PageSize)
+		}
+		if res.List.TotalSize < 4 {
+			t.Errorf("list: total size %d, want 4 at least", res.List.TotalSize)
 		}
 		if res.NotFound != "TaskNotFoundError" {
 			t.Errorf("unknown task: %q, want TaskNotFoundError", res.NotFound)
@@ -285,6 +338,72 @@ func a2aGoPeer(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return abs
+}
+
+// checkGoCard checks the card the a2a-go peer read: the A2A endpoint at
+// url, JSON-RPC, A2A 0.3.0, streaming.
+func checkGoCard(t *testing.T, res a2aGoResult, url string) {
+	t.Helper()
+	if res.Card.URL != url {
+		t.Errorf("card url %q, want %q", res.Card.URL, url)
+	}
+	if res.Card.PreferredTransport != "JSONRPC" {
+		t.Errorf("card preferred transport %q, want JSONRPC", res.Card.PreferredTransport)
+	}
+	if res.Card.ProtocolVersion != "0.3.0" {
+		t.Errorf("card protocol version %q, want 0.3.0", res.Card.ProtocolVersion)
+	}
+	if !res.Card.Streaming {
+		t.Error("card streaming false, want true")
+	}
+}
+
+// checkGoSend checks the a2a-go peer's message/send: a completed task
+// with an artifact, its context id its own id.
+func checkGoSend(t *testing.T, send a2aGoTask) {
+	t.Helper()
+	if send.State != "completed" {
+		t.Errorf("send: state %q, want completed", send.State)
+	}
+	if send.Artifact == "" {
+		t.Errorf("send: no artifact: %+v", send)
+	}
+	if send.ContextID != send.ID {
+		t.Errorf("send: context id %q, want the task's id %q", send.ContextID, send.ID)
+	}
+}
+
+// checkGoStream checks the a2a-go peer's message/stream: submitted first,
+// an artifact update, the final completed status last, the task
+// completed with its artifact.
+func checkGoStream(t *testing.T, s a2aGoTask) {
+	t.Helper()
+	checkStreamEvents(t, s.Events, "task:submitted", "status-update:completed:final", "artifact-update")
+	if s.State != "completed" {
+		t.Errorf("stream: state %q, want completed", s.State)
+	}
+	if s.Artifact == "" {
+		t.Errorf("stream: no artifact: %+v", s)
+	}
+}
+
+// checkStreamEvents checks the events a client saw on a task's stream:
+// three at least, first and last as given, artifact among them.
+func checkStreamEvents(t *testing.T, ev []string, first, last, artifact string) {
+	t.Helper()
+	if len(ev) < 3 {
+		t.Errorf("stream events %q, want 3 at least", ev)
+		return
+	}
+	if ev[0] != first {
+		t.Errorf("stream's first event %q, want %q", ev[0], first)
+	}
+	if ev[len(ev)-1] != last {
+		t.Errorf("stream's last event %q, want %q", ev[len(ev)-1], last)
+	}
+	if !slices.Contains(ev, artifact) {
+		t.Errorf("stream events %q, want %q among them", ev, artifact)
+	}
 }
 
 // a2aGoTask and a2aGoResult are what testdata/peers/a2a-go prints.

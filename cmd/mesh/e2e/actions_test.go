@@ -52,9 +52,21 @@ func testActionsDialects(t *testing.T, m *meshProc) {
 	if len(res.Errors) > 0 || res.Status != "ready" {
 		t.Errorf("the ai package's chat: status %q, errors %v", res.Status, res.Errors)
 	}
-	if len(res.Sent) != 2 || len(res.Regenerated) != 2 || res.Regenerated[1].Role != "assistant" ||
-		!strings.Contains(res.Regenerated[1].Text, "resource") || res.Regenerated[1].ID == res.Sent[1].ID {
-		t.Fatalf("chat after sending %+v, after regenerate() %+v; want the user message and a new assistant message", res.Sent, res.Regenerated)
+	// The user message and a new assistant message.
+	if len(res.Sent) != 2 {
+		t.Fatalf("chat after sending: %d messages, want 2: %+v", len(res.Sent), res.Sent)
+	}
+	if len(res.Regenerated) != 2 {
+		t.Fatalf("chat after regenerate(): %d messages, want 2: %+v", len(res.Regenerated), res.Regenerated)
+	}
+	if got := res.Regenerated[1]; got.Role != "assistant" {
+		t.Fatalf("chat after regenerate(): last message by %q, want assistant", got.Role)
+	}
+	if got := res.Regenerated[1]; !strings.Contains(got.Text, "resource") {
+		t.Fatalf("chat after regenerate(): last message %q, want it to speak of a resource", got.Text)
+	}
+	if res.Regenerated[1].ID == res.Sent[1].ID {
+		t.Fatalf("chat after regenerate(): the assistant message is the old one, %s", res.Sent[1].ID)
 	}
 	conv := obj(m.do(http.StatusOK, "GET", "/conversations/"+res.ChatID, nil), "conversation")
 	if countRole(conv, "user") != 1 || len(obj(conv, "superseded")) == 0 {
@@ -190,8 +202,11 @@ func testActionsREST(t *testing.T, m *meshProc) {
 		t.Errorf("stored feedback on %s: %v, want the latest (dislike) only", answer, stored)
 	}
 	evs := customs(readEvents(t, m, id), "feedback")
-	if len(evs) != 2 || str(evs[0], "messageId") != answer || str(evs[0], "rating") != "like" || str(evs[0], "comment") != "good" || str(evs[1], "rating") != "dislike" || str(evs[1], "by") != "anonymous" {
-		t.Errorf("CUSTOM feedback events %v", evs)
+	if len(evs) != 2 {
+		t.Errorf("%d CUSTOM feedback events, want 2: %v", len(evs), evs)
+	} else {
+		checkStrs(t, "first CUSTOM feedback event", evs[0], map[string]string{"messageId": answer, "rating": "like", "comment": "good"})
+		checkStrs(t, "second CUSTOM feedback event", evs[1], map[string]string{"rating": "dislike", "by": "anonymous"})
 	}
 
 	// Refusals.
@@ -287,21 +302,44 @@ func testActionsAGUI(t *testing.T, m *meshProc) {
 	if want := []string{"RUN_STARTED", "CUSTOM", "RUN_FINISHED"}; !slices.Equal(feedback.Events, want) {
 		t.Errorf("feedback run events %v, want %v", feedback.Events, want)
 	}
-	if len(feedback.Customs) != 1 || feedback.Customs[0].Name != "feedback" || str(feedback.Customs[0].Value, "messageId") != res.Answer ||
-		str(feedback.Customs[0].Value, "rating") != "like" || str(feedback.Customs[0].Value, "comment") != "ag-ui says yes" {
-		t.Errorf("feedback run's CUSTOM events %+v", feedback.Customs)
+	if len(feedback.Customs) != 1 {
+		t.Errorf("feedback run: %d CUSTOM events, want 1: %+v", len(feedback.Customs), feedback.Customs)
+	} else {
+		if c := feedback.Customs[0]; c.Name != "feedback" {
+			t.Errorf("feedback run's CUSTOM event %q, want feedback", c.Name)
+		}
+		checkStrs(t, "feedback run's CUSTOM value", feedback.Customs[0].Value, map[string]string{"messageId": res.Answer, "rating": "like", "comment": "ag-ui says yes"})
 	}
 	if bad.Error == "" && bad.RunFailed == "" {
 		t.Errorf("a feedback with rating meh was accepted: events %v", bad.Events)
 	}
 
 	ws := res.WS
-	if ws.RunError != nil || ws.VerifyError != "" || len(ws.Events) == 0 || str(ws.Events[0], "type") != "RUN_STARTED" || str(ws.Events[len(ws.Events)-1], "type") != "RUN_FINISHED" {
-		t.Errorf("socket regenerate: error %v, verifyEvents %q, events %v", ws.RunError, ws.VerifyError, ws.Events)
+	if ws.RunError != nil {
+		t.Errorf("socket regenerate: error %v", ws.RunError)
 	}
-	if fb := ws.Feedback; str(fb, "type") != "events" || len(list(fb, "events")) != 1 || str(list(fb, "events")[0], "name") != "feedback" ||
-		str(list(fb, "events")[0], "value", "messageId") != ws.Answer || str(list(fb, "events")[0], "value", "rating") != "dislike" {
-		t.Errorf("socket feedback frame answered %v", fb)
+	if ws.VerifyError != "" {
+		t.Errorf("socket regenerate: verifyEvents %q", ws.VerifyError)
+	}
+	if len(ws.Events) == 0 {
+		t.Error("socket regenerate: no events")
+	} else {
+		if got := str(ws.Events[0], "type"); got != "RUN_STARTED" {
+			t.Errorf("socket regenerate: first event %s, want RUN_STARTED", got)
+		}
+		if got := str(ws.Events[len(ws.Events)-1], "type"); got != "RUN_FINISHED" {
+			t.Errorf("socket regenerate: last event %s, want RUN_FINISHED", got)
+		}
+	}
+	if fb := ws.Feedback; str(fb, "type") != "events" {
+		t.Errorf("socket feedback frame %v, want type events", fb)
+	} else if evs := list(fb, "events"); len(evs) != 1 {
+		t.Errorf("socket feedback frame holds %d events, want 1: %v", len(evs), fb)
+	} else {
+		if got := str(evs[0], "name"); got != "feedback" {
+			t.Errorf("socket feedback frame's event %q, want feedback", got)
+		}
+		checkStrs(t, "socket feedback frame's event value", obj(evs[0], "value"), map[string]string{"messageId": ws.Answer, "rating": "dislike"})
 	}
 	if u := ws.Unknown; str(u, "type") != "error" || str(u, "code") != "message_not_found" {
 		t.Errorf("socket feedback on no message answered %v, want an error frame message_not_found", u)
@@ -311,9 +349,20 @@ func testActionsAGUI(t *testing.T, m *meshProc) {
 	// first superseded; the ratings of the last two.
 	conv := obj(m.do(http.StatusOK, "GET", "/conversations/"+thread, nil), "conversation")
 	sup := obj(conv, "superseded")
-	if countRole(conv, "user") != 1 || sup[res.Answer] == nil || sup[ws.Answer] != nil || ws.Answer == "" || ws.Answer == res.Answer {
-		t.Errorf("after two regenerates: %d user messages, superseded %v; want the AG-UI answer %s superseded and the socket's %s not",
-			countRole(conv, "user"), sup, res.Answer, ws.Answer)
+	// The AG-UI answer superseded, the socket's not.
+	if n := countRole(conv, "user"); n != 1 {
+		t.Errorf("after two regenerates: %d user messages, want 1", n)
+	}
+	if sup[res.Answer] == nil {
+		t.Errorf("after two regenerates: the AG-UI answer %s is not superseded: %v", res.Answer, sup)
+	}
+	if ws.Answer == "" {
+		t.Error("after two regenerates: the socket gave no answer")
+	} else if sup[ws.Answer] != nil {
+		t.Errorf("after two regenerates: the socket's answer %s is superseded: %v", ws.Answer, sup)
+	}
+	if ws.Answer == res.Answer {
+		t.Errorf("after two regenerates: the socket's answer is the AG-UI one, %s", ws.Answer)
 	}
 	fbs := obj(conv, "feedback")
 	if str(list(fbs, res.Answer)[0], "rating") != "like" || str(list(fbs, ws.Answer)[0], "rating") != "dislike" {
@@ -365,13 +414,51 @@ func testActionsWeb(t *testing.T, m *meshProc) {
 		t.Errorf("console errors on the page:\n%s", strings.Join(res.ConsoleErrors, "\n"))
 	}
 	// Before: one answer, liked, with Regenerate.
-	if b := res.Before; len(b.Answers) != 1 || b.Answers[0].Like != "true" || b.Answers[0].Dislike != "false" || !b.Answers[0].Regenerate || b.Answers[0].Superseded {
-		t.Errorf("the answer before regenerating: %+v; want it liked, with Regenerate", b.Answers)
+	if b := res.Before; len(b.Answers) != 1 {
+		t.Errorf("before regenerating: %d answers, want 1: %+v", len(b.Answers), b.Answers)
+	} else {
+		a := b.Answers[0]
+		if a.Like != "true" || a.Dislike != "false" {
+			t.Errorf("the answer before regenerating: like %s, dislike %s; want it liked", a.Like, a.Dislike)
+		}
+		if !a.Regenerate {
+			t.Error("the answer before regenerating has no Regenerate")
+		}
+		if a.Superseded {
+			t.Error("the answer before regenerating is superseded")
+		}
 	}
 	for name, p := range map[string]webAnswers{"after regenerating": res.After, "after a reload": res.Reloaded} {
-		if len(p.Answers) != 2 || !p.Answers[0].Superseded || p.Answers[0].Opacity == "1" || p.Answers[0].Regenerate ||
-			p.Answers[1].Superseded || !p.Answers[1].Regenerate || p.Users != 1 || p.SupersededTools == 0 || p.RunStatus != "idle" {
-			t.Errorf("%s: %+v; want the old answer dimmed without Regenerate (its tool calls too), the new one with it, one user message, idle", name, p)
+		// The old answer dimmed without Regenerate (its tool calls too), the
+		// new one with it, one user message, idle.
+		if len(p.Answers) != 2 {
+			t.Errorf("%s: %d answers, want 2: %+v", name, len(p.Answers), p.Answers)
+		} else {
+			old, answer := p.Answers[0], p.Answers[1]
+			if !old.Superseded {
+				t.Errorf("%s: the old answer is not superseded", name)
+			}
+			if old.Opacity == "1" {
+				t.Errorf("%s: the old answer is not dimmed (opacity 1)", name)
+			}
+			if old.Regenerate {
+				t.Errorf("%s: the old answer still has Regenerate", name)
+			}
+			if answer.Superseded {
+				t.Errorf("%s: the new answer is superseded", name)
+			}
+			if !answer.Regenerate {
+				t.Errorf("%s: the new answer has no Regenerate", name)
+			}
+		}
+		if p.Users != 1 {
+			t.Errorf("%s: %d user messages, want 1", name, p.Users)
+		}
+		if p.SupersededTools == 0 {
+			t.Errorf("%s: no superseded tool call shown, want the old answer's", name)
+		}
+		if p.RunStatus != "idle" {
+			t.Errorf("%s: run status %q, want idle", name, p.RunStatus)
 		}
 	}
 	if a := res.Reloaded.Answers; len(a) == 2 && (a[0].Like != "true" || a[1].Dislike != "true") {

@@ -61,10 +61,21 @@ func TestAgentDirectoryFollowsItsProcesses(t *testing.T) {
 			len(list(dir["reviewer"], "tools")) > 0
 	}, "both agents online with their tools in GET /agents")
 	rm, rv := dir["resource-manager"], dir["reviewer"]
-	if rm["default"] != true || rv["default"] == true || str(rv, "description") != "Reviews the resources." ||
-		!slices.Contains(list(rv, "nodes"), any("reviewer-1")) || str(rv, "card") != "/agents/reviewer/.well-known/agent-card.json" ||
-		!slices.Contains(list(rv, "tools"), any("resources_list")) {
-		t.Errorf("directory entries:\nresource-manager %v\nreviewer %v", rm, rv)
+	if rm["default"] != true {
+		t.Errorf("resource-manager is not the default agent: %v", rm)
+	}
+	if rv["default"] == true {
+		t.Errorf("reviewer is the default agent: %v", rv)
+	}
+	checkStrs(t, "reviewer's directory entry", rv, map[string]string{
+		"description": "Reviews the resources.",
+		"card":        "/agents/reviewer/.well-known/agent-card.json",
+	})
+	if nodes := list(rv, "nodes"); !slices.Contains(nodes, any("reviewer-1")) {
+		t.Errorf("reviewer served by %v, want reviewer-1 among them", nodes)
+	}
+	if tools := list(rv, "tools"); !slices.Contains(tools, any("resources_list")) {
+		t.Errorf("reviewer's tools %v, want resources_list among them", tools)
 	}
 	if one := m.do(http.StatusOK, "GET", "/agents/reviewer", nil); str(one, "name") != "reviewer" || str(one, "a2a") != "/agents/reviewer/a2a" {
 		t.Errorf("GET /agents/reviewer = %v", one)
@@ -76,8 +87,7 @@ func TestAgentDirectoryFollowsItsProcesses(t *testing.T) {
 	if str(withReviewer, "conversation", "agent") != "reviewer" || str(withReviewer, "result", "outcome") != "success" {
 		t.Fatalf("conversation with reviewer: %v", withReviewer)
 	}
-	mainConv := m.newConversation()
-	m.send(mainConv, "list all resources")
+	mainConv, _ := m.firstTurn("list all resources")
 	// An agent logs a turn after publishing its end, and the log reaches its
 	// file through a pipe: wait for each process's own line, then check that
 	// the other process has none.

@@ -84,8 +84,18 @@ func TestAISDKReader(t *testing.T) {
 
 	tool := res.Turns["tool"]
 	p, ok := tool.part("dynamic-tool")
-	if !ok || p.ToolName != "resources_list" || p.State != "output-available" || !strings.Contains(toJSON(p.Output), `"count"`) {
-		t.Errorf("tool turn: parts %+v, want resources_list with its output", tool.Message.Parts)
+	if !ok {
+		t.Errorf("tool turn: parts %+v, want a dynamic-tool part", tool.Message.Parts)
+	} else {
+		if p.ToolName != "resources_list" {
+			t.Errorf("tool turn: tool %q, want resources_list", p.ToolName)
+		}
+		if p.State != "output-available" {
+			t.Errorf("tool turn: state %q, want output-available", p.State)
+		}
+		if out := toJSON(p.Output); !strings.Contains(out, `"count"`) {
+			t.Errorf("tool turn: output %s, want the list's count", out)
+		}
 	}
 	if !strings.Contains(tool.text(), "resource") {
 		t.Errorf("tool turn: text %q", tool.text())
@@ -93,13 +103,35 @@ func TestAISDKReader(t *testing.T) {
 
 	paused := res.Turns["approval"]
 	p, ok = paused.part("dynamic-tool")
-	if !ok || p.ToolName != "resources_add" || p.State != "approval-requested" || p.Approval["id"] == nil || p.Input["name"] != "sdk-1" {
-		t.Fatalf("approval turn: parts %+v, want resources_add waiting for approval", paused.Message.Parts)
+	if !ok {
+		t.Fatalf("approval turn: parts %+v, want a dynamic-tool part", paused.Message.Parts)
+	}
+	if p.ToolName != "resources_add" {
+		t.Fatalf("approval turn: tool %q, want resources_add", p.ToolName)
+	}
+	if p.State != "approval-requested" {
+		t.Fatalf("approval turn: state %q, want approval-requested", p.State)
+	}
+	if p.Approval["id"] == nil {
+		t.Fatalf("approval turn: approval %v without an id", p.Approval)
+	}
+	if p.Input["name"] != "sdk-1" {
+		t.Fatalf("approval turn: input name %v, want sdk-1", p.Input["name"])
 	}
 	answer := res.Turns["answer"]
 	q, ok := answer.part("dynamic-tool")
-	if !ok || q.ToolCallID != p.ToolCallID || q.State != "output-available" || !strings.Contains(toJSON(q.Output), "sdk-1") {
-		t.Errorf("answer: parts %+v, want the same call with its output", answer.Message.Parts)
+	if !ok {
+		t.Errorf("answer: parts %+v, want a dynamic-tool part", answer.Message.Parts)
+	} else {
+		if q.ToolCallID != p.ToolCallID {
+			t.Errorf("answer: call %q, want the approved one, %q", q.ToolCallID, p.ToolCallID)
+		}
+		if q.State != "output-available" {
+			t.Errorf("answer: state %q, want output-available", q.State)
+		}
+		if out := toJSON(q.Output); !strings.Contains(out, "sdk-1") {
+			t.Errorf("answer: output %s, want the created sdk-1", out)
+		}
 	}
 	if !strings.Contains(answer.text(), "sdk-1") {
 		t.Errorf("answer: text %q, want the created resource", answer.text())

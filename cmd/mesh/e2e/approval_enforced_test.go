@@ -131,9 +131,7 @@ func TestDestructiveToolRefusesEveryCallButTheApprovedOne(t *testing.T) {
 	}
 	st := m.statementOf(id)
 	approvedArgs := obj(ap, "tool_args")
-	if str(st, "call_id") != id || str(st, "decision") != "approved" || str(st, "tool") != "resources_add" || str(st, "args_hash") != str(ap, "args_hash") {
-		t.Errorf("statement = %v", st)
-	}
+	checkStrs(t, "statement", st, map[string]string{"call_id": id, "decision": "approved", "tool": "resources_add", "args_hash": str(ap, "args_hash")})
 
 	badSig := clone(st)
 	badSig["by"] = "mallory"

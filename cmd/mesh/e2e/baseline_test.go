@@ -103,10 +103,22 @@ func (p *baselineProc) checkTurn(t testing.TB) {
 		Result       struct{ Response string }
 	}
 	_ = json.Unmarshal(body, &answer)
-	if err != nil || status != http.StatusOK || !strings.Contains(answer.Result.Response, "resources_list") ||
-		len(answer.Conversation.Messages) != 4 || len(answer.Conversation.Messages[1].ToolCalls) != 1 ||
-		answer.Conversation.Messages[1].ToolCalls[0].Function.Name != "resources_list" {
-		t.Fatalf("baseline: a turn did not call resources_list once: %d %v %s", status, err, body)
+	// The turn called resources_list once.
+	if err != nil || status != http.StatusOK {
+		t.Fatalf("baseline: send: %d %v %s", status, err, body)
+	}
+	if !strings.Contains(answer.Result.Response, "resources_list") {
+		t.Fatalf("baseline: response %q, want it to name resources_list", answer.Result.Response)
+	}
+	msgs := answer.Conversation.Messages
+	if len(msgs) != 4 {
+		t.Fatalf("baseline: %d messages, want 4: %s", len(msgs), body)
+	}
+	if len(msgs[1].ToolCalls) != 1 {
+		t.Fatalf("baseline: %d tool calls, want 1: %s", len(msgs[1].ToolCalls), body)
+	}
+	if name := msgs[1].ToolCalls[0].Function.Name; name != "resources_list" {
+		t.Fatalf("baseline: the turn called %s, want resources_list", name)
 	}
 }
 

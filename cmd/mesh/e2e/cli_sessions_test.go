@@ -13,8 +13,7 @@ import (
 func TestCLISessions(t *testing.T) {
 	t.Parallel()
 	m := startMesh(t, meshOpts{})
-	conv := m.newConversation()
-	m.send(conv, "list all resources")
+	conv, _ := m.firstTurn("list all resources")
 	waiting := m.newConversation()
 	uuid := str(m.send(waiting, "add resource web-1 with value 7"), "result", "approval", "uuid")
 

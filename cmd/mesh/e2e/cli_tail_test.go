@@ -24,13 +24,11 @@ import (
 func TestCLITailFromStartEqualsReplay(t *testing.T) {
 	t.Parallel()
 	m := startMesh(t, meshOpts{})
-	conv := m.newConversation()
-	m.send(conv, "list all resources")
+	conv, _ := m.firstTurn("list all resources")
 	out := m.send(conv, "add resource web-1 with value 7")
 	uuid := str(out, "result", "approval", "uuid")
 	m.do(http.StatusOK, "POST", "/approvals/"+uuid, map[string]any{"approved": true})
-	other := m.newConversation()
-	m.send(other, "list all resources")
+	other, _ := m.firstTurn("list all resources")
 
 	// How many events the stream holds for conv, from NATS itself.
 	nc := m.adminNATS(t)

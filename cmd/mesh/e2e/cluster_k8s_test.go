@@ -108,8 +108,15 @@ func TestClusterDeployKubernetes(t *testing.T) {
 		checkCreds(t, where, c, d.Spec.Template.Spec.Volumes, credsDir)
 	}
 	svc := o.services["bridge"]
-	if svc == nil || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].TargetPort.StrVal != "http" || svc.Spec.Selector["app.kubernetes.io/name"] != "bridge" {
-		t.Errorf("the bridge's Service: %+v", svc)
+	switch {
+	case svc == nil:
+		t.Error("no Service for the bridge")
+	case len(svc.Spec.Ports) != 1:
+		t.Errorf("the bridge's Service has ports %+v, want one", svc.Spec.Ports)
+	case svc.Spec.Ports[0].TargetPort.StrVal != "http":
+		t.Errorf("the bridge's Service targets port %q, want http", svc.Spec.Ports[0].TargetPort.StrVal)
+	case svc.Spec.Selector["app.kubernetes.io/name"] != "bridge":
+		t.Errorf("the bridge's Service selects %v, want app.kubernetes.io/name bridge", svc.Spec.Selector)
 	}
 	ing := o.ingresses["bridge"]
 	if ing == nil || ing.Spec.Rules[0].HTTP.Paths[0].Backend.Service.Name != "bridge" {

@@ -61,8 +61,7 @@ func sendQueued(t *testing.T, m *meshProc, conv, text string) map[string]any {
 func TestQueuedTurnIsVisibleAndRunsWhenAnAgentComes(t *testing.T) {
 	t.Parallel()
 	m, agentCmd := queueMesh(t, "")
-	conv := m.newConversation()
-	m.send(conv, "list all resources") // the agent works, and has its consumer
+	conv, _ := m.firstTurn("list all resources") // the agent works, and has its consumer
 	stopAgent(t, agentCmd)
 
 	out := sendQueued(t, m, conv, "add resource queued-1 with value 4")
@@ -70,8 +69,17 @@ func TestQueuedTurnIsVisibleAndRunsWhenAnAgentComes(t *testing.T) {
 
 	// REST.
 	c := obj(m.do(http.StatusOK, "GET", "/conversations/"+conv, nil), "conversation")
-	if str(c, "status") != "queued" || c["turn"] != nil || str(c, "queued_turn", "id") != run || str(c, "queued_turn", "message") != "add resource queued-1 with value 4" {
-		t.Fatalf("GET while queued: status %q, turn %v, queued_turn %v", str(c, "status"), c["turn"], obj(c, "queued_turn"))
+	if got := str(c, "status"); got != "queued" {
+		t.Fatalf("GET while queued: status %q, want queued", got)
+	}
+	if c["turn"] != nil {
+		t.Fatalf("GET while queued: turn %v, want none", c["turn"])
+	}
+	if got := str(c, "queued_turn", "id"); got != run {
+		t.Fatalf("GET while queued: queued turn %q, want %q", got, run)
+	}
+	if got := str(c, "queued_turn", "message"); got != "add resource queued-1 with value 4" {
+		t.Fatalf("GET while queued: queued message %q, want the one sent", got)
 	}
 	all := m.do(http.StatusOK, "GET", "/conversations", nil)
 	if n, _ := obj(all, "summary")["queued"].(float64); n != 1 {
@@ -97,8 +105,13 @@ func TestQueuedTurnIsVisibleAndRunsWhenAnAgentComes(t *testing.T) {
 		RunID string         `json:"runId"`
 		Value map[string]any `json:"value"`
 	}
-	if json.Unmarshal([]byte(first.data), &ev) != nil || ev.Type != "CUSTOM" || ev.Name != "run_queued" || ev.Value["runId"] != run {
-		t.Errorf("first event from events_url = %s, want CUSTOM run_queued of %s", first.data, run)
+	switch err := json.Unmarshal([]byte(first.data), &ev); {
+	case err != nil:
+		t.Errorf("first event from events_url %s: %v", first.data, err)
+	case ev.Type != "CUSTOM" || ev.Name != "run_queued":
+		t.Errorf("first event from events_url is %s %s, want CUSTOM run_queued", ev.Type, ev.Name)
+	case ev.Value["runId"] != run:
+		t.Errorf("first event from events_url is of run %v, want %s", ev.Value["runId"], run)
 	}
 	status, aguiOut := m.try("POST", "/agui", map[string]any{"threadId": conv, "runId": "agui-run-2", "messages": []any{map[string]any{"id": "u2", "role": "user", "content": "list all resources"}}})
 	if status != http.StatusConflict || str(aguiOut, "code") != "turn_in_progress" {
@@ -155,8 +168,7 @@ func TestQueuedTurnIsVisibleAndRunsWhenAnAgentComes(t *testing.T) {
 func TestLostQueuedTurnIsPublishedAgain(t *testing.T) {
 	t.Parallel()
 	m, agentCmd := queueMesh(t, "  queue_check_after: 1s\n")
-	conv := m.newConversation()
-	m.send(conv, "list all resources")
+	conv, _ := m.firstTurn("list all resources")
 	stopAgent(t, agentCmd)
 	run := str(sendQueued(t, m, conv, "list all resources again"), "run_id")
 

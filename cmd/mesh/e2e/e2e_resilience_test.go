@@ -89,7 +89,7 @@ func TestMonitorFindsAKilledAgentAndItIsRestarted(t *testing.T) {
 	meshtest.Eventually(t, 30*time.Second, func() bool { return m.childPID("agent") != old }, "agent not restarted")
 	meshtest.Eventually(t, 10*time.Second, func() bool { _, _, ok := w.first("node_up", "agent"); return ok }, "no node_up for the restarted agent")
 	// The mesh works on.
-	m.send(m.newConversation(), "list all resources")
+	m.firstTurn("list all resources")
 }
 
 // runRole runs one role of m's mesh as a direct child of the test.

@@ -48,8 +48,7 @@ func lastToolResult(t *testing.T, out map[string]any) map[string]any {
 func TestToolhostKilledGivesClearErrorThenRecovers(t *testing.T) {
 	t.Parallel()
 	m := startMesh(t, meshOpts{config: slowRestarts(t)})
-	conv := m.newConversation()
-	m.send(conv, "list all resources")
+	conv, _ := m.firstTurn("list all resources")
 
 	if err := killPID(m.childPID("toolhost")); err != nil {
 		t.Fatal(err)
@@ -72,8 +71,7 @@ func TestToolhostKilledGivesClearErrorThenRecovers(t *testing.T) {
 func TestMCPServerKilledGivesClearErrorThenRecovers(t *testing.T) {
 	t.Parallel()
 	m := startMesh(t, meshOpts{config: slowRestarts(t)})
-	conv := m.newConversation()
-	m.send(conv, "list all resources")
+	conv, _ := m.firstTurn("list all resources")
 
 	toolhost := m.childPID("toolhost")
 	var server int
@@ -118,8 +116,7 @@ func TestPlainNATSClientSeesTurnEventsInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	conv := m.newConversation()
-	m.send(conv, "list all resources")
+	conv, _ := m.firstTurn("list all resources")
 
 	var types []string
 	deadline := time.After(10 * time.Second)

@@ -33,6 +33,28 @@ func (m *meshProc) send(conv, text string, headers ...string) map[string]any {
 	return m.do(http.StatusOK, "POST", "/conversations/"+conv+"/messages", map[string]any{"message": text}, headers...)
 }
 
+// firstTurn opens a conversation and sends it text, the usual start of a
+// test that needs the mesh to have answered once. It fails the test
+// unless the turn answered: the conversation active, no approval waited
+// for, the run a success. It returns the conversation's id and the answer
+// (its result and conversation).
+func (m *meshProc) firstTurn(text string, headers ...string) (conv string, out map[string]any) {
+	m.t.Helper()
+	conv = m.newConversation()
+	out = m.send(conv, text, headers...)
+	res := obj(out, "result")
+	if got := str(out, "conversation", "status"); got != "active" {
+		m.t.Fatalf("%q: status %s, want active (result %v)", text, got, res)
+	}
+	if res["waiting_approval"] != false {
+		m.t.Fatalf("%q: waiting_approval = %v, want false (result %v)", text, res["waiting_approval"], res)
+	}
+	if got := str(res, "outcome"); got != "success" {
+		m.t.Fatalf("%q: outcome %q, want success: error_code %q, %s", text, got, str(res, "error_code"), str(res, "error"))
+	}
+	return conv, out
+}
+
 // toolCalls lists the tool calls a conversation's messages hold, in order.
 func toolCalls(conv map[string]any) []map[string]any {
 	var out []map[string]any

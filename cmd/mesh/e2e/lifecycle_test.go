@@ -117,7 +117,16 @@ func TestLifecycleDelete(t *testing.T) {
 		t.Errorf("ursula purging: %d %s, want 403 forbidden", status, body)
 	}
 	del := m.do(http.StatusOK, "DELETE", "/conversations/"+conv, nil, u...)
-	if str(del, "conversation", "status") != "deleted" || str(del, "conversation", "deleted_by") != "ursula" || fmt.Sprint(del["rejected_approvals"]) != "["+ap+"]" || del["purged"] != false {
+	ok := checkStrs(t, "the deleted conversation", obj(del, "conversation"), map[string]string{"status": "deleted", "deleted_by": "ursula"})
+	if got := fmt.Sprint(del["rejected_approvals"]); got != "["+ap+"]" {
+		t.Errorf("delete rejected approvals %s, want [%s]", got, ap)
+		ok = false
+	}
+	if del["purged"] != false {
+		t.Errorf("delete answered purged %v, want false", del["purged"])
+		ok = false
+	}
+	if !ok {
 		t.Fatalf("delete answered %v", del)
 	}
 	// The approval is rejected by the normal decision, with the reason.

@@ -80,8 +80,14 @@ func TestLimitsAcrossTwoBridges(t *testing.T) {
 	for _, b := range bridges {
 		status, hdr, body := rawPost(t, b.url("/conversations"), "alice", "{}")
 		ra, _ := strconv.Atoi(hdr.Get("Retry-After"))
-		if status != http.StatusTooManyRequests || ra < 1 || ra > 9 || !strings.Contains(body, `"code":"rate_limited"`) {
-			t.Fatalf("alice's 9th request: %d, Retry-After %q, %s", status, hdr.Get("Retry-After"), body)
+		if status != http.StatusTooManyRequests {
+			t.Fatalf("alice's 9th request: status %d, want 429: %s", status, body)
+		}
+		if ra < 1 || ra > 9 {
+			t.Fatalf("alice's 9th request: Retry-After %q, want 1 to 9 seconds", hdr.Get("Retry-After"))
+		}
+		if !strings.Contains(body, `"code":"rate_limited"`) {
+			t.Fatalf("alice's 9th request: %s, want code rate_limited", body)
 		}
 		reset := between(body, `"resetAt":"`, `"`)
 		at, err := time.Parse(time.RFC3339, reset)
@@ -161,9 +167,14 @@ func TestLimitsCapacity(t *testing.T) {
 	}
 	conv := str(m.do(http.StatusCreated, "POST", "/conversations", nil, limitAuth("carol")...), "conversation", "id")
 	code, hdr, body := rawPost(t, second.url("/conversations/"+conv+"/messages"), "carol", `{"message":"add resource c2 with value 7"}`)
-	if code != http.StatusServiceUnavailable || hdr.Get("Retry-After") != "60" || !strings.Contains(body, `"code":"over_capacity"`) ||
-		!strings.Contains(body, `"resetAt":"`) || strings.Contains(body, "internal error") {
-		t.Fatalf("the mesh's 4th active conversation: %d, Retry-After %q: %s", code, hdr.Get("Retry-After"), body)
+	if code != http.StatusServiceUnavailable {
+		t.Fatalf("the mesh's 4th active conversation: status %d, want 503: %s", code, body)
+	}
+	if got := hdr.Get("Retry-After"); got != "60" {
+		t.Fatalf("the mesh's 4th active conversation: Retry-After %q, want 60", got)
+	}
+	if !checkHolds(t, "the mesh's 4th active conversation", body, []string{`"code":"over_capacity"`, `"resetAt":"`}, "internal error") {
+		t.FailNow()
 	}
 	_, metrics := second.try("GET", "/metrics", nil, limitAuth("erin")...)
 	if raw, _ := metrics["_raw"].(string); !strings.Contains(raw, `mesh_session_rejections_total{reason="max_active_sessions"} 1`) {
@@ -210,10 +221,11 @@ func TestLimitsCapacity(t *testing.T) {
 	if s2 != http.StatusOK {
 		t.Fatalf("erin's stream: %d", s2)
 	}
-	if s, body, _ := open("frank"); s != http.StatusServiceUnavailable || !strings.Contains(body, "too many concurrent streams") ||
-		!strings.Contains(body, `"code":"too_many_streams"`) || strings.Contains(body, "internal error") {
-		t.Errorf("frank's stream past http.max_streams: %d %s", s, body)
+	s, body, _ := open("frank")
+	if s != http.StatusServiceUnavailable {
+		t.Errorf("frank's stream past http.max_streams: status %d, want 503", s)
 	}
+	checkHolds(t, "frank's stream past http.max_streams", body, []string{"too many concurrent streams", `"code":"too_many_streams"`}, "internal error")
 }
 
 // between is the text of s between the first from and the next to.

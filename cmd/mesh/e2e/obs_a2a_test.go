@@ -111,7 +111,7 @@ func TestTraceExportOverGRPC(t *testing.T) {
 	rcv, env := startOTLPGRPC(t)
 	m := startMesh(t, meshOpts{env: env})
 	const trace, caller = "7d3a9e1b2c4f4a6b8e0d1f2a3b4c5d6e", "8877665544332211"
-	m.send(m.newConversation(), "list all resources", "traceparent", "00-"+trace+"-"+caller+"-01")
+	m.firstTurn("list all resources", "traceparent", "00-"+trace+"-"+caller+"-01")
 	var spans []span
 	meshtest.Eventually(t, 20*time.Second, func() bool {
 		spans = rcv.of(trace)

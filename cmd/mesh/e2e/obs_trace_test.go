@@ -135,11 +135,7 @@ func TestTraceOfATurnAcrossAnApprovalAndAnAgentRestart(t *testing.T) {
 	m := startMesh(t, meshOpts{env: rcv.traceEnv()})
 	const trace, caller = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 
-	conv := m.newConversation()
-	out := m.send(conv, "list all resources", "traceparent", "00-"+trace+"-"+caller+"-01")
-	if str(out, "conversation", "status") != "active" {
-		t.Fatalf("answer %v", out)
-	}
+	conv, _ := m.firstTurn("list all resources", "traceparent", "00-"+trace+"-"+caller+"-01")
 	var spans []span
 	meshtest.Eventually(t, 20*time.Second, func() bool {
 		spans = rcv.of(trace)
@@ -157,9 +153,20 @@ func TestTraceOfATurnAcrossAnApprovalAndAnAgentRestart(t *testing.T) {
 			t.Fatalf("no %s span in %v", name, spans)
 		}
 	}
-	if req.parent != caller || turn.parent != req.id || tool.parent != turn.id || host.parent != tool.id || mcp.parent != host.id || model.parent != turn.id {
-		t.Errorf("parents: http %s→%s (caller %s), turn→%s (http %s), tool→%s (turn %s), toolhost→%s (tool %s), mcp→%s (toolhost %s), model→%s",
-			req.id, req.parent, caller, turn.parent, req.id, tool.parent, turn.id, host.parent, tool.id, mcp.parent, host.id, model.parent)
+	for _, link := range []struct {
+		child, parent string
+		got, want     string
+	}{
+		{"http", "the caller", req.parent, caller},
+		{"turn", "http", turn.parent, req.id},
+		{"tool", "turn", tool.parent, turn.id},
+		{"toolhost", "tool", host.parent, tool.id},
+		{"mcp", "toolhost", mcp.parent, host.id},
+		{"model", "turn", model.parent, turn.id},
+	} {
+		if link.got != link.want {
+			t.Errorf("the %s span's parent is %s, want %s's %s", link.child, link.got, link.parent, link.want)
+		}
 	}
 	if !strings.Contains(m.logs(), `"trace_id":"`+trace+`"`) {
 		t.Errorf("no log line of the turn carries trace_id %s", trace)

@@ -124,10 +124,20 @@ func TestOpenAPIDescribesWhatTheBridgeAnswers(t *testing.T) {
 	}, &page, nil)
 	slices.Sort(operationIDs)
 	slices.Sort(page.OperationIDs)
-	if page.Error != "" || !slices.Equal(page.OperationIDs, operationIDs) || !slices.Contains(page.Tags, "Conversations") ||
-		!strings.Contains(page.TryHealth, `"status"`) || len(page.ConsoleErrors) > 0 {
-		t.Errorf("/docs rendered %d sections (ids %v) for %d operations, tags %v, Try it GET /health %q, console %v, error %s",
-			page.Sections, page.OperationIDs, len(operationIDs), page.Tags, page.TryHealth, page.ConsoleErrors, page.Error)
+	if page.Error != "" {
+		t.Errorf("/docs: error %s", page.Error)
+	}
+	if !slices.Equal(page.OperationIDs, operationIDs) {
+		t.Errorf("/docs rendered %d sections, operation ids %v; want the %d operations %v", page.Sections, page.OperationIDs, len(operationIDs), operationIDs)
+	}
+	if !slices.Contains(page.Tags, "Conversations") {
+		t.Errorf("/docs tags %v, want Conversations among them", page.Tags)
+	}
+	if !strings.Contains(page.TryHealth, `"status"`) {
+		t.Errorf("/docs Try it GET /health showed %q, want the health's status", page.TryHealth)
+	}
+	if len(page.ConsoleErrors) > 0 {
+		t.Errorf("/docs console errors %v", page.ConsoleErrors)
 	}
 
 	// The check is not blind: a document whose Health requires a field the

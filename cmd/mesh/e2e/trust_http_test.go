@@ -447,10 +447,9 @@ func testCardSecurity(t *testing.T, m *authMesh) {
 		t.Fatal(err)
 	}
 	scheme := obj(card, "securitySchemes", "bearer")
-	if str(scheme, "type") != "http" || str(scheme, "scheme") != "bearer" || str(scheme, "bearerFormat") != "JWT" ||
-		str(scheme, "httpAuthSecurityScheme", "scheme") != "Bearer" {
-		t.Errorf("securitySchemes.bearer = %v, want 0.3's http bearer and 1.0's httpAuthSecurityScheme", scheme)
-	}
+	// 0.3's http bearer and 1.0's httpAuthSecurityScheme.
+	checkStrs(t, "securitySchemes.bearer", scheme, map[string]string{"type": "http", "scheme": "bearer", "bearerFormat": "JWT"})
+	checkStrs(t, "securitySchemes.bearer.httpAuthSecurityScheme", obj(scheme, "httpAuthSecurityScheme"), map[string]string{"scheme": "Bearer"})
 	if fmt.Sprint(card["security"]) != "[map[bearer:[]]]" || obj(list(card, "securityRequirements")[0], "schemes", "bearer") == nil {
 		t.Errorf("security %v, securityRequirements %v", card["security"], card["securityRequirements"])
 	}

@@ -78,7 +78,7 @@ func TestNATSAuthNoneIsOpenAndSaysSo(t *testing.T) {
 	if !strings.Contains(m.logs(), "nats.auth is none") {
 		t.Error("the log does not say that the NATS server is open")
 	}
-	m.send(m.newConversation(), "list all resources")
+	m.firstTurn("list all resources")
 }
 
 // roleConn connects as role with its seed under m's data dir, as an
@@ -333,7 +333,7 @@ func TestNATSRolePermissions(t *testing.T) {
 	}
 	// The roles' own connections were never refused (checkLogLines), and
 	// the mesh still works.
-	m.send(m.newConversation(), "list all resources")
+	m.firstTurn("list all resources")
 	if status, _ := m.try("GET", "/ready", nil); status != http.StatusOK {
 		t.Errorf("/ready %d after the attacks", status)
 	}

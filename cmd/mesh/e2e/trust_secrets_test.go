@@ -62,8 +62,7 @@ func TestSecretsStayWhereTheyAreNeeded(t *testing.T) {
 	admin := m.adminNATS(t)
 	tp := tapAll(t, admin)
 
-	conv := m.newConversation()
-	m.send(conv, "list all resources", "Authorization", token)
+	conv, _ := m.firstTurn("list all resources", "Authorization", token)
 	out := m.send(conv, "add resource secret-test with value 3", "Authorization", token)
 	ap := obj(out, "result", "approval")
 	if str(ap, "uuid") == "" {

@@ -26,7 +26,7 @@ func TestNATSOverTLS(t *testing.T) {
 	certs := t.TempDir()
 	ca, cert, key := writeTestCerts(t, certs)
 	m := startMesh(t, meshOpts{config: defaultConfig(t) + "\nnats:\n  tls:\n    ca: " + ca + "\n    cert: " + cert + "\n    key: " + key + "\n"})
-	m.send(m.newConversation(), "list all resources")
+	m.firstTurn("list all resources")
 	if nc, err := nats.Connect("nats://"+m.natsAddr, nats.Timeout(2*time.Second)); err == nil {
 		nc.Close()
 		t.Error("a client without TLS connected")

@@ -117,15 +117,29 @@ func (c webGroupChat) check(t *testing.T, name, conv, source string) {
 	if !slices.Equal(c.Tools, wantTools) {
 		t.Errorf("%s: tool calls %q, want %q", name, c.Tools, wantTools)
 	}
-	if len(c.Ended) != 1 || c.Ended[0].Reason != "max_turns" || !strings.Contains(c.Ended[0].Text, "turn limit") || !strings.Contains(c.Ended[0].Text, "3 turns") {
-		t.Errorf("%s: end of the round shown as %+v, want once, max_turns, saying the turn limit was reached after 3 turns", name, c.Ended)
+	// Shown once, max_turns, saying the turn limit was reached after 3 turns.
+	if len(c.Ended) != 1 {
+		t.Errorf("%s: end of the round shown %d times, want once: %+v", name, len(c.Ended), c.Ended)
+	} else {
+		if c.Ended[0].Reason != "max_turns" {
+			t.Errorf("%s: end of the round for %q, want max_turns", name, c.Ended[0].Reason)
+		}
+		checkHolds(t, name+": end of the round", c.Ended[0].Text, []string{"turn limit", "3 turns"})
 	}
 	if c.Order != "utatatae" || c.Skipped != 0 {
 		t.Errorf("%s: the log is %q (u user, t tool, a answer, e end, s skipped), want utatatae", name, c.Order)
 	}
-	if c.SpeakingVisible || c.RunStatus != "idle" || c.Hash != "#"+conv || !strings.HasPrefix(c.Meta, "group team · alice, bob, carol · round robin") {
-		t.Errorf("%s: speaking indicator shown %v, status %s, %s, meta %q; want it hidden, idle, #%s, the group and its members in the header",
-			name, c.SpeakingVisible, c.RunStatus, c.Hash, c.Meta, conv)
+	if c.SpeakingVisible {
+		t.Errorf("%s: the speaking indicator is shown, want it hidden", name)
+	}
+	if c.RunStatus != "idle" {
+		t.Errorf("%s: run status %q, want idle", name, c.RunStatus)
+	}
+	if c.Hash != "#"+conv {
+		t.Errorf("%s: location hash %q, want #%s", name, c.Hash, conv)
+	}
+	if want := "group team · alice, bob, carol · round robin"; !strings.HasPrefix(c.Meta, want) {
+		t.Errorf("%s: header %q, want the group and its members, %q", name, c.Meta, want)
 	}
 }
 

@@ -66,9 +66,11 @@
 //
 // [Server.Fail] queues faults served instead of answers, in order: an HTTP
 // status with the API's error body and its way of saying when to retry
-// (Retry-After and retry-after-ms headers, Gemini's RetryInfo), a reset
+// (Retry-After and retry-after-ms headers, Gemini's RetryInfo), or other
+// headers the test gives; a body of the test's own making; a reset
 // connection, a request held until the client gives up, a malformed
-// answer, a stream cut in the middle. A fault with Times < 0 repeats until
+// answer, a stream cut in the middle, ended early, or held, after the
+// event that holds a given text. A fault with Times < 0 repeats until
 // [Server.Recover].
 //
 // # Contract tests

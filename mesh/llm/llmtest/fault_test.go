@@ -3,6 +3,7 @@ package llmtest_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -218,4 +219,108 @@ func sendNoFail(srv *llmtest.Server, c rawCase) (int, http.Header, error) {
 	}
 	defer resp.Body.Close()
 	return resp.StatusCode, resp.Header, nil
+}
+
+// TestFaultsOfAStream: Until, Early and End stop a stream where the test
+// says, and the client sees what came before: Cut after the first text is
+// not retried, Cut before any event is whole is, End is an interrupted
+// stream, Hang after the first text times out with that text delivered.
+func TestFaultsOfAStream(t *testing.T) {
+	backend := llmtest.Func(func(ctx context.Context, req llm.Request) (*llm.Response, error) {
+		for _, d := range []string{"first ", "second ", "third"} {
+			req.OnText(d)
+		}
+		return &llm.Response{Text: "first second third"}, nil
+	})
+	tests := []struct {
+		name       string
+		fault      llmtest.Fault
+		opts       func(*llm.Options)
+		wantCode   string
+		wantIs     error
+		wantText   string // streamed to the client
+		wantCount  int
+		wantStatus int // of the first record
+	}{
+		{name: "cut until", fault: llmtest.Fault{Cut: true, Until: "first "}, wantCode: llm.CodeError, wantIs: llm.ErrStreamInterrupted, wantText: "first ", wantCount: 1},
+		{name: "cut early", fault: llmtest.Fault{Cut: true, Early: true}, wantText: "first second third", wantCount: 2},
+		{name: "end until", fault: llmtest.Fault{End: true, Until: "second "}, wantCode: llm.CodeError, wantIs: llm.ErrStreamInterrupted, wantText: "first second ", wantCount: 1, wantStatus: 200},
+		{name: "hang until", fault: llmtest.Fault{Hang: true, Until: "first "}, opts: func(o *llm.Options) { o.Timeout = 300 * time.Millisecond },
+			wantCode: llm.CodeTimeout, wantIs: context.DeadlineExceeded, wantText: "first ", wantCount: 1},
+	}
+	for _, tg := range targets()[:3] {
+		for _, tt := range tests {
+			t.Run(tg.name+"/"+tt.name, func(t *testing.T) {
+				t.Parallel()
+				srv := llmtest.Start(t, llmtest.Config{API: tg.api, APIKey: testKey, Backend: backend})
+				srv.Fail(tt.fault)
+				var got string
+				req := hello(true)
+				req.OnText = func(d string) { got += d }
+				_, err := client(t, srv, tg.model, tt.opts).Generate(t.Context(), req)
+				switch {
+				case tt.wantCode == "" && err != nil:
+					t.Errorf("Generate: %v, want the answer after a retry", err)
+				case tt.wantCode != "":
+					if e := llmError(t, err); e.Code != tt.wantCode {
+						t.Errorf("error code %s (%v), want %s", e.Code, err, tt.wantCode)
+					}
+					if !errors.Is(err, tt.wantIs) {
+						t.Errorf("error %v, want it to wrap %v", err, tt.wantIs)
+					}
+				}
+				if got != tt.wantText {
+					t.Errorf("streamed %q, want %q", got, tt.wantText)
+				}
+				if n := srv.Count(); n != tt.wantCount {
+					t.Errorf("%d requests, want %d", n, tt.wantCount)
+				}
+				if s := srv.Requests()[0].Status; s != tt.wantStatus {
+					t.Errorf("first record's status %d, want %d", s, tt.wantStatus)
+				}
+			})
+		}
+	}
+}
+
+// TestFaultBodyAndHeader: a Body fault answers its body as it is, with its
+// status, content type and headers; Header reaches a Status fault too.
+func TestFaultBodyAndHeader(t *testing.T) {
+	srv := llmtest.Start(t, llmtest.Config{API: llmtest.OpenAI, APIKey: testKey})
+	srv.Fail(
+		llmtest.Fault{Body: "<html>502 Bad Gateway</html>", ContentType: "text/html", Status: 502, Header: map[string]string{"x-from": "gateway"}},
+		llmtest.Fault{Body: `{"choices":[]}`},
+		llmtest.Fault{Status: 429, Header: map[string]string{"retry-after": "0"}},
+	)
+	for _, want := range []struct {
+		status              int
+		contentType, header string
+		header2, body       string
+	}{
+		{502, "text/html", "x-from", "gateway", "<html>502 Bad Gateway</html>"},
+		{200, "application/json", "", "", `{"choices":[]}`},
+		{429, "application/json", "retry-after", "0", ""},
+	} {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+oaPath, strings.NewReader(validCase(llmtest.OpenAI).body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+testKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want.status {
+			t.Errorf("status %d, want %d", resp.StatusCode, want.status)
+		}
+		if ct := resp.Header.Get("Content-Type"); ct != want.contentType {
+			t.Errorf("Content-Type %q, want %q", ct, want.contentType)
+		}
+		if want.header != "" && resp.Header.Get(want.header) != want.header2 {
+			t.Errorf("%s: %q, want %q", want.header, resp.Header.Get(want.header), want.header2)
+		}
+		if want.body != "" && string(body) != want.body {
+			t.Errorf("body %s, want %s", body, want.body)
+		}
+	}
 }

@@ -300,7 +300,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveFault(w, r, c, i, f)
 		return
 	}
-	s.answer(w, r, c, i, false)
+	s.answer(w, r, c, i, nil)
 }
 
 // requestContext ends when the client goes away or the server closes.
@@ -310,10 +310,14 @@ func (s *Server) requestContext(r *http.Request) (context.Context, func()) {
 	return ctx, func() { stop(); cancel() }
 }
 
-// answer serves the backend's answer; cut drops the connection half way.
-func (s *Server) answer(w http.ResponseWriter, r *http.Request, c *call, i int, cut bool) {
+// answer serves the backend's answer, or with f (a Cut, End or Hang) the
+// part of it that f lets through.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, c *call, i int, f *Fault) {
 	ctx, done := s.requestContext(r)
 	defer done()
+	// partial: the answer will not reach its end, so the record keeps no
+	// status.
+	partial := f != nil && (f.Cut || f.Hang)
 	req := c.req
 	if !c.stream {
 		resp, err := s.backend.Generate(ctx, req)
@@ -323,20 +327,30 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, c *call, i int, 
 		}
 		body := s.wire.whole(s, c, resp)
 		w.Header().Set("Content-Type", "application/json")
-		if cut {
-			s.update(i, func(rec *Record) { rec.Response = resp })
-			w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+		if f != nil {
+			s.update(i, func(rec *Record) {
+				if !partial {
+					rec.Status = http.StatusOK
+				}
+				rec.Response = resp
+			})
+			if partial {
+				w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+			}
 			w.WriteHeader(http.StatusOK)
 			_, _ = w.Write(body[:len(body)/2])
 			_ = http.NewResponseController(w).Flush()
-			panic(http.ErrAbortHandler)
+			if partial {
+				panic(http.ErrAbortHandler)
+			}
+			return
 		}
 		// Records are complete before the client can read the answer.
 		s.update(i, func(rec *Record) { rec.Status, rec.Response = http.StatusOK, resp })
 		_, _ = w.Write(body)
 		return
 	}
-	out := &eventOut{w: w, collect: cut || c.sseless}
+	out := &eventOut{w: w, collect: f != nil || c.sseless}
 	st := s.wire.stream(s, c, out)
 	var emitted strings.Builder
 	req.OnText = func(delta string) {
@@ -354,7 +368,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, c *call, i int, 
 			return
 		}
 		s.update(i, func(rec *Record) {
-			if !cut {
+			if !partial {
 				rec.Status = http.StatusOK
 			}
 			rec.Error = e.message
@@ -365,7 +379,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, c *call, i int, 
 			st.text(rest)
 		}
 		s.update(i, func(rec *Record) {
-			if !cut {
+			if !partial {
 				rec.Status = http.StatusOK
 			}
 			rec.Response = resp
@@ -373,17 +387,30 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, c *call, i int, 
 		st.finish(resp)
 	}
 	switch {
-	case cut:
+	case f != nil:
 		out.collect = false
 		events := out.events
 		out.events = nil
-		for _, e := range events[:len(events)/2] {
+		if f.Cut && f.Early {
+			out.writeRaw(events[0][:len(events[0])/2])
+			panic(http.ErrAbortHandler)
+		}
+		for _, e := range events[:stopAt(events, f)] {
 			out.write(e)
 		}
-		if len(events) == 1 {
-			out.writeRaw(events[0][:len(events[0])/2])
+		switch {
+		case f.Hang:
+			<-ctx.Done()
+		case f.Cut:
+			if len(events) == 1 && f.Until == "" {
+				out.writeRaw(events[0][:len(events[0])/2])
+			}
+			panic(http.ErrAbortHandler)
+		default: // End
+			if !out.started {
+				out.writeRaw("")
+			}
 		}
-		panic(http.ErrAbortHandler)
 	case c.sseless:
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, "["+strings.Join(out.data, ",\r\n")+"]")
