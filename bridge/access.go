@@ -158,7 +158,7 @@ func register(mux core.Mux, b *Role, cfg Config, c *core.Core) {
 	mux.HandleFunc("GET /auth/me", b.me)
 	mux.HandleFunc("POST /auth/stream-token", b.streamToken)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		core.WriteError(w, &mesh.Error{Kind: "route_not_found", Status: http.StatusNotFound, Message: "no route " + mesh.Clip(r.Method) + " " + mesh.Clip(r.URL.Path) + "; see GET /docs"})
+		core.WriteError(w, mesh.NewError("route_not_found", http.StatusNotFound, "no route "+mesh.Clip(r.Method)+" "+mesh.Clip(r.URL.Path)+"; see GET /docs"))
 	})
 }
 
@@ -230,7 +230,7 @@ func (b *Role) guard(mux *http.ServeMux, next http.Handler) http.Handler {
 // endpoints a JSON-RPC error (-32600, id null: the body was not read).
 func refuse(w http.ResponseWriter, status int, kind, msg string, rpc bool) {
 	if !rpc {
-		core.WriteError(w, &mesh.Error{Kind: kind, Status: status, Message: msg})
+		core.WriteError(w, mesh.NewError(kind, status, msg))
 		return
 	}
 	core.WriteJSON(w, status, map[string]any{"jsonrpc": "2.0", "id": json.RawMessage("null"),

@@ -113,8 +113,8 @@ func TestStreamTokenSocketOnlyReads(t *testing.T) {
 		if f["type"] != "error" {
 			t.Errorf("a %s frame on a stream token's socket: answer type %v, want error: %v", name, f["type"], f)
 		}
-		if f["code"] != core.ErrReadOnly.Kind {
-			t.Errorf("a %s frame on a stream token's socket: code %v, want %s", name, f["code"], core.ErrReadOnly.Kind)
+		if f["code"] != core.ErrReadOnly.Kind() {
+			t.Errorf("a %s frame on a stream token's socket: code %v, want %s", name, f["code"], core.ErrReadOnly.Kind())
 		}
 		if f["status"] != float64(http.StatusForbidden) {
 			t.Errorf("a %s frame on a stream token's socket: status %v, want %d", name, f["status"], http.StatusForbidden)
@@ -129,8 +129,8 @@ func TestStreamTokenSocketOnlyReads(t *testing.T) {
 	if err := conn.Write(t.Context(), websocket.MessageText, []byte(`{"type":"follow","threadId":"nowhere"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if f := read(); f["code"] != mesh.ErrSessionNotFound.Kind {
-		t.Errorf("a follow on the socket after the refusals: %v, want %s (a read that reached the core)", f, mesh.ErrSessionNotFound.Kind)
+	if f := read(); f["code"] != mesh.ErrSessionNotFound.Kind() {
+		t.Errorf("a follow on the socket after the refusals: %v, want %s (a read that reached the core)", f, mesh.ErrSessionNotFound.Kind())
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()

@@ -34,16 +34,16 @@ import (
 
 // ErrHostNotAllowed refuses a request whose Host header names no name of
 // this bridge (http.hosts).
-var ErrHostNotAllowed = &mesh.Error{Kind: "host_not_allowed", Status: http.StatusMisdirectedRequest, Message: "host not allowed"}
+var ErrHostNotAllowed = mesh.NewError("host_not_allowed", http.StatusMisdirectedRequest, "host not allowed")
 
 // ErrUnsupportedMediaType refuses a state-changing request whose body, or
 // whose Content-Type without a body, is not JSON.
-var ErrUnsupportedMediaType = &mesh.Error{Kind: "unsupported_media_type", Status: http.StatusUnsupportedMediaType, Message: "unsupported media type"}
+var ErrUnsupportedMediaType = mesh.NewError("unsupported_media_type", http.StatusUnsupportedMediaType, "unsupported media type")
 
 // ErrCrossSite refuses a state-changing request without a body or a type
 // from a page of another origin (a cross-site request a browser sends
 // without asking first).
-var ErrCrossSite = &mesh.Error{Kind: "origin_not_allowed", Status: http.StatusForbidden, Message: "origin not allowed"}
+var ErrCrossSite = mesh.NewError("origin_not_allowed", http.StatusForbidden, "origin not allowed")
 
 // CORS headers: what a browser may send and read.
 const (
@@ -63,7 +63,7 @@ func (b *Role) edge(mux *http.ServeMux, next http.Handler) http.Handler {
 			rpc = true
 		}
 		if !hc.HostAllowed(r.Host) {
-			refuse(w, http.StatusMisdirectedRequest, ErrHostNotAllowed.Kind,
+			refuse(w, http.StatusMisdirectedRequest, ErrHostNotAllowed.Kind(),
 				"host "+mesh.Clip(r.Host)+" is not a name of this bridge: add it to http.hosts", rpc)
 			return
 		}
@@ -86,15 +86,15 @@ func (b *Role) edge(mux *http.ServeMux, next http.Handler) http.Handler {
 			ct, body := r.Header.Get("Content-Type"), hasBody(r)
 			switch {
 			case body && !isJSON(ct):
-				refuse(w, http.StatusUnsupportedMediaType, ErrUnsupportedMediaType.Kind,
+				refuse(w, http.StatusUnsupportedMediaType, ErrUnsupportedMediaType.Kind(),
 					"a "+r.Method+" body must be JSON: send Content-Type: application/json (got "+mesh.Clip(ct)+")", rpc)
 				return
 			case !body && ct != "" && !isJSON(ct):
-				refuse(w, http.StatusUnsupportedMediaType, ErrUnsupportedMediaType.Kind,
+				refuse(w, http.StatusUnsupportedMediaType, ErrUnsupportedMediaType.Kind(),
 					"a "+r.Method+" without a body sends no Content-Type, or application/json (got "+mesh.Clip(ct)+")", rpc)
 				return
 			case !body && ct == "" && !ownOrigin(r, hc):
-				refuse(w, http.StatusForbidden, ErrCrossSite.Kind,
+				refuse(w, http.StatusForbidden, ErrCrossSite.Kind(),
 					"a "+r.Method+" from a page of origin "+mesh.Clip(r.Header.Get("Origin"))+" is refused (a cross-site request): "+
 						"send Content-Type: application/json, or add the origin to http.cors.origins", rpc)
 				return

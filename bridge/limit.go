@@ -180,7 +180,7 @@ func (l *limiter) spend(ctx context.Context, key string, n int, what, metric str
 	}
 	telemetry.LimitRefused(metric)
 	le := core.Refusal(core.ErrRateLimited, d.ResetAt, "")
-	le.Err.Message = fmt.Sprintf("rate limit: more than %d %s a minute; try again at %s", n, what, le.ResetAt.Format(time.RFC3339))
+	le.Err = le.Err.With(fmt.Sprintf("rate limit: more than %d %s a minute; try again at %s", n, what, le.ResetAt.Format(time.RFC3339)))
 	return le
 }
 
@@ -246,7 +246,7 @@ func (l *limiter) openStream(ctx context.Context) (func(), error) {
 		telemetry.LimitRefused(telemetry.LimitStreamsPrincipal)
 		le := core.RefusalFor(core.ErrTooManyStreams, time.Second, fmt.Sprintf(
 			"you already have %d streams open on this bridge (limits.streams_per_principal); close one first", l.streams))
-		le.Err.Status = http.StatusTooManyRequests
+		le.Err = le.Err.WithStatus(http.StatusTooManyRequests)
 		return nil, le
 	}
 	l.open[who]++
@@ -314,10 +314,10 @@ func (l *limiter) trusted(ip net.IP) bool {
 func writeRefusal(w http.ResponseWriter, r *http.Request, pattern string, le *core.LimitError) {
 	reset := le.ResetAt.Format(time.RFC3339)
 	code := "RATE_LIMIT"
-	if le.Err.Status == http.StatusServiceUnavailable {
+	if le.Err.Status() == http.StatusServiceUnavailable {
 		code = "UNAVAILABLE"
 	}
-	w.Header().Set("Retry-After", strconv.Itoa(le.Err.RetryAfter))
+	w.Header().Set("Retry-After", strconv.Itoa(le.Err.RetryAfter()))
 	switch pattern {
 	case "POST /agui":
 		writeEvents(w, nil, map[string]any{"type": "RUN_ERROR", "message": le.Error(), "code": code, "resetAt": reset})
@@ -325,21 +325,21 @@ func writeRefusal(w http.ResponseWriter, r *http.Request, pattern string, le *co
 		writeEvents(w, map[string]string{"x-vercel-ai-ui-message-stream": "v1"}, map[string]any{"type": "error", "errorText": le.Error()}, "[DONE]")
 	case "POST /api/chat":
 		writeEvents(w, nil, map[string]any{"type": "error", "error": map[string]any{"code": code, "message": le.Error(), "resetAt": reset,
-			"details": map[string]any{"meshCode": le.Err.Kind, "retryAfter": le.Err.RetryAfter}}})
+			"details": map[string]any{"meshCode": le.Err.Kind(), "retryAfter": le.Err.RetryAfter()}}})
 	case "POST /api/conversation":
 		writeEvents(w, nil, map[string]any{"type": "error", "timestamp": time.Now().UnixMilli(), "error": map[string]any{"code": code, "message": le.Error(),
-			"details": map[string]any{"retryAfter": le.Err.RetryAfter, "resetAt": reset, "meshCode": le.Err.Kind}}})
+			"details": map[string]any{"retryAfter": le.Err.RetryAfter(), "resetAt": reset, "meshCode": le.Err.Kind()}}})
 	default:
 		if !slices.Contains(rpcRoutes, pattern) {
 			core.WriteError(w, le)
 			return
 		}
-		e := wire.Error{Code: wire.CodeRateLimited, Message: le.Error(), Data: map[string]any{"code": le.Err.Kind, "resetAt": reset, "retryAfter": le.Err.RetryAfter}}
+		e := wire.Error{Code: wire.CodeRateLimited, Message: le.Error(), Data: map[string]any{"code": le.Err.Kind(), "resetAt": reset, "retryAfter": le.Err.RetryAfter()}}
 		if r.Header.Get("A2A-Version") == wire.Version10 {
 			e.Data = []any{wire.ErrorInfo{Type: wire.ErrorInfoType, Reason: wire.ErrorReason(e.Code), Domain: wire.ErrorDomain,
-				Metadata: map[string]string{"code": le.Err.Kind, "resetAt": reset}}}
+				Metadata: map[string]string{"code": le.Err.Kind(), "resetAt": reset}}}
 		}
-		core.WriteJSON(w, le.Err.Status, map[string]any{"jsonrpc": "2.0", "id": json.RawMessage("null"), "error": e})
+		core.WriteJSON(w, le.Err.Status(), map[string]any{"jsonrpc": "2.0", "id": json.RawMessage("null"), "error": e})
 	}
 }
 

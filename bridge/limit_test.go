@@ -257,7 +257,7 @@ func TestLimitStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = a.core.OpenStream(ctx)
-	if le := core.LimitOf(err); le == nil || le.Err.Status != http.StatusTooManyRequests || !strings.Contains(le.Error(), "streams_per_principal") {
+	if le := core.LimitOf(err); le == nil || le.Err.Status() != http.StatusTooManyRequests || !strings.Contains(le.Error(), "streams_per_principal") {
 		t.Fatalf("2nd stream of alice: %v", err)
 	}
 	if r2, err := a.core.OpenStream(core.WithLimitKey(t.Context(), "p:bob", "192.0.2.1")); err != nil {

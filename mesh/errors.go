@@ -27,87 +27,119 @@ var (
 // Error is an error with a stable kind and an HTTP-like status, so that it can
 // cross NATS (in the micro service error headers) and come out as the same
 // sentinel on the other side: errors.Is(remote, ErrApprovalDecided) holds when
-// the kinds match.
+// the kinds match. An Error does not change once made: With, WithStatus and
+// WithRetryAfter return new ones, so no importer can alter a sentinel.
 type Error struct {
-	// Kind names the error for programs: "approval_decided", "not_found" …
-	Kind string
-	// Status is the HTTP status a bridge answers with: 404, 409, 503 …
-	Status int
-	// Message is for people.
-	Message string
-	// RetryAfter, when not zero, is how many seconds a client should wait
+	// kind names the error for programs: "approval_decided", "not_found" …
+	kind string
+	// status is the HTTP status a bridge answers with: 404, 409, 503 …
+	status int
+	// message is for people.
+	message string
+	// retryAfter, when not zero, is how many seconds a client should wait
 	// before trying again (HTTP Retry-After).
-	RetryAfter int
+	retryAfter int
 }
 
-func (e *Error) Error() string { return e.Message }
+// NewError is an error of kind, answered over HTTP with status.
+func NewError(kind string, status int, message string) *Error {
+	return &Error{kind: kind, status: status, message: message}
+}
+
+func (e *Error) Error() string { return e.message }
+
+// Kind names the error for programs: "approval_decided", "not_found" …
+func (e *Error) Kind() string { return e.kind }
+
+// Status is the HTTP status a bridge answers the error with.
+func (e *Error) Status() int { return e.status }
+
+// RetryAfter is how many seconds a client should wait before trying again
+// (HTTP Retry-After), 0 for none.
+func (e *Error) RetryAfter() int { return e.retryAfter }
 
 // Is matches errors of the same kind; a conversation deleted or expired
 // (lifecycle.go) is also not found.
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
-	return ok && (t.Kind == e.Kind || t.Kind == ErrSessionNotFound.Kind && goneKinds[e.Kind])
+	return ok && (t.kind == e.kind || t.kind == ErrSessionNotFound.kind && goneKinds[e.kind])
 }
 
 // With returns an error of the same kind and status with a specific message.
 func (e *Error) With(message string) *Error {
-	return &Error{Kind: e.Kind, Status: e.Status, Message: message, RetryAfter: e.RetryAfter}
+	c := *e
+	c.message = message
+	return &c
+}
+
+// WithStatus returns the error answered with another status.
+func (e *Error) WithStatus(status int) *Error {
+	c := *e
+	c.status = status
+	return &c
+}
+
+// WithRetryAfter returns the error with a Retry-After of seconds.
+func (e *Error) WithRetryAfter(seconds int) *Error {
+	c := *e
+	c.retryAfter = seconds
+	return &c
 }
 
 // Sentinels. Compare with errors.Is; the messages are defaults that
 // [Error.With] replaces with specifics.
 var (
-	ErrBadRequest       = &Error{Kind: "bad_request", Status: http.StatusBadRequest, Message: "mesh: bad request"}
-	ErrSessionNotFound  = &Error{Kind: "session_not_found", Status: http.StatusNotFound, Message: "mesh: conversation not found"}
-	ErrApprovalNotFound = &Error{Kind: "approval_not_found", Status: http.StatusNotFound, Message: "mesh: approval not found"}
-	ErrApprovalDecided  = &Error{Kind: "approval_decided", Status: http.StatusConflict, Message: "mesh: approval already decided"}
-	ErrWaitingApproval  = &Error{Kind: "waiting_approval", Status: http.StatusConflict, Message: "mesh: conversation is waiting for an approval"}
-	ErrTurnInProgress   = &Error{Kind: "turn_in_progress", Status: http.StatusConflict, Message: "mesh: a turn is already running in this conversation"}
-	ErrToolNotFound     = &Error{Kind: "tool_not_found", Status: http.StatusNotFound, Message: "mesh: tool not found"}
-	ErrGroupNotFound    = &Error{Kind: "group_not_found", Status: http.StatusNotFound, Message: "mesh: group not found"}
-	ErrAgentNotFound    = &Error{Kind: "agent_not_found", Status: http.StatusNotFound, Message: "mesh: agent not found"}
-	ErrToolUnavailable  = &Error{Kind: "tool_unavailable", Status: http.StatusServiceUnavailable, Message: "mesh: tool server unavailable"}
-	ErrCallInterrupted  = &Error{Kind: "call_interrupted", Status: http.StatusConflict, Message: "mesh: an earlier attempt of this call was interrupted"}
-	ErrUnavailable      = &Error{Kind: "unavailable", Status: http.StatusServiceUnavailable, Message: "mesh: service unavailable"}
-	ErrInternal         = &Error{Kind: "internal", Status: http.StatusInternalServerError, Message: "mesh: internal error"}
+	ErrBadRequest       = &Error{kind: "bad_request", status: http.StatusBadRequest, message: "mesh: bad request"}
+	ErrSessionNotFound  = &Error{kind: "session_not_found", status: http.StatusNotFound, message: "mesh: conversation not found"}
+	ErrApprovalNotFound = &Error{kind: "approval_not_found", status: http.StatusNotFound, message: "mesh: approval not found"}
+	ErrApprovalDecided  = &Error{kind: "approval_decided", status: http.StatusConflict, message: "mesh: approval already decided"}
+	ErrWaitingApproval  = &Error{kind: "waiting_approval", status: http.StatusConflict, message: "mesh: conversation is waiting for an approval"}
+	ErrTurnInProgress   = &Error{kind: "turn_in_progress", status: http.StatusConflict, message: "mesh: a turn is already running in this conversation"}
+	ErrToolNotFound     = &Error{kind: "tool_not_found", status: http.StatusNotFound, message: "mesh: tool not found"}
+	ErrGroupNotFound    = &Error{kind: "group_not_found", status: http.StatusNotFound, message: "mesh: group not found"}
+	ErrAgentNotFound    = &Error{kind: "agent_not_found", status: http.StatusNotFound, message: "mesh: agent not found"}
+	ErrToolUnavailable  = &Error{kind: "tool_unavailable", status: http.StatusServiceUnavailable, message: "mesh: tool server unavailable"}
+	ErrCallInterrupted  = &Error{kind: "call_interrupted", status: http.StatusConflict, message: "mesh: an earlier attempt of this call was interrupted"}
+	ErrUnavailable      = &Error{kind: "unavailable", status: http.StatusServiceUnavailable, message: "mesh: service unavailable"}
+	ErrInternal         = &Error{kind: "internal", status: http.StatusInternalServerError, message: "mesh: internal error"}
 	// ErrApprovalRequired: a tool that is not read-only was asked to run
 	// without a signed approval.
-	ErrApprovalRequired = &Error{Kind: "approval_required", Status: http.StatusForbidden, Message: "mesh: this tool runs only with an approval signed by the approver"}
+	ErrApprovalRequired = &Error{kind: "approval_required", status: http.StatusForbidden, message: "mesh: this tool runs only with an approval signed by the approver"}
 	// ErrApprovalInvalid: the signed approval sent with a call is not a
 	// valid approval of that exact call.
-	ErrApprovalInvalid = &Error{Kind: "approval_invalid", Status: http.StatusForbidden, Message: "mesh: the approval does not approve this call"}
+	ErrApprovalInvalid = &Error{kind: "approval_invalid", status: http.StatusForbidden, message: "mesh: the approval does not approve this call"}
 	// ErrApprovalTampered: the approval record no longer matches what the
 	// approver sealed when it was asked for (its arguments were rewritten).
-	ErrApprovalTampered = &Error{Kind: "approval_tampered", Status: http.StatusConflict, Message: "mesh: the approval record was changed after it was asked for"}
+	ErrApprovalTampered = &Error{kind: "approval_tampered", status: http.StatusConflict, message: "mesh: the approval record was changed after it was asked for"}
 	// ErrApprovalArgsChanged: the decider saw other arguments than the
 	// record holds (the decision's args_hash differs).
-	ErrApprovalArgsChanged = &Error{Kind: "approval_args_changed", Status: http.StatusConflict, Message: "mesh: the arguments shown differ from the approval's"}
+	ErrApprovalArgsChanged = &Error{kind: "approval_args_changed", status: http.StatusConflict, message: "mesh: the arguments shown differ from the approval's"}
 	// ErrApprovalPolicy: a decision by policy was asked for a call that
 	// the policy does not cover.
-	ErrApprovalPolicy = &Error{Kind: "approval_policy", Status: http.StatusForbidden, Message: "mesh: no policy approves this call"}
+	ErrApprovalPolicy = &Error{kind: "approval_policy", status: http.StatusForbidden, message: "mesh: no policy approves this call"}
 	// ErrDegraded refuses new conversations while the mesh is in
 	// degradation mode (too many nodes down); existing ones go on.
-	ErrDegraded = &Error{Kind: "degraded", Status: http.StatusServiceUnavailable, Message: "mesh: degraded: new conversations are paused while failed nodes recover", RetryAfter: 30}
+	ErrDegraded = &Error{kind: "degraded", status: http.StatusServiceUnavailable, message: "mesh: degraded: new conversations are paused while failed nodes recover", retryAfter: 30}
 
 	// Sentinels of the user actions.
 	// ErrNothingToRegenerate refuses a regenerate in a conversation with no
 	// user message to answer again (or none among its newest messages).
-	ErrNothingToRegenerate = &Error{Kind: "nothing_to_regenerate", Status: http.StatusConflict, Message: "mesh: no user message to regenerate the answer of"}
+	ErrNothingToRegenerate = &Error{kind: "nothing_to_regenerate", status: http.StatusConflict, message: "mesh: no user message to regenerate the answer of"}
 	// ErrMessageNotFound: feedback on a message the conversation does not
 	// hold.
-	ErrMessageNotFound = &Error{Kind: "message_not_found", Status: http.StatusNotFound, Message: "mesh: message not found"}
+	ErrMessageNotFound = &Error{kind: "message_not_found", status: http.StatusNotFound, message: "mesh: message not found"}
 
 	// Errors of files, with the HTTP statuses every surface answers them with.
-	ErrFileTooLarge = &Error{Kind: "file_too_large", Status: http.StatusRequestEntityTooLarge, Message: "mesh: file too large"}
-	ErrFileType     = &Error{Kind: "unsupported_media_type", Status: http.StatusUnsupportedMediaType, Message: "mesh: media type not accepted"}
-	ErrFileNotFound = &Error{Kind: "file_not_found", Status: http.StatusNotFound, Message: "mesh: file not found"}
+	ErrFileTooLarge = &Error{kind: "file_too_large", status: http.StatusRequestEntityTooLarge, message: "mesh: file too large"}
+	ErrFileType     = &Error{kind: "unsupported_media_type", status: http.StatusUnsupportedMediaType, message: "mesh: media type not accepted"}
+	ErrFileNotFound = &Error{kind: "file_not_found", status: http.StatusNotFound, message: "mesh: file not found"}
 
 	// ErrSessionDeleted and ErrSessionExpired answer a request for a conversation
 	// that was deleted or expired: 410 Gone. Both match [ErrSessionNotFound]
 	// with errors.Is too, so that a role that drops the work of a missing
 	// conversation (an agent's claim, a group's round) drops theirs alike.
-	ErrSessionDeleted = &Error{Kind: "deleted", Status: http.StatusGone, Message: "mesh: conversation deleted"}
-	ErrSessionExpired = &Error{Kind: "expired", Status: http.StatusGone, Message: "mesh: conversation expired"}
+	ErrSessionDeleted = &Error{kind: "deleted", status: http.StatusGone, message: "mesh: conversation deleted"}
+	ErrSessionExpired = &Error{kind: "expired", status: http.StatusGone, message: "mesh: conversation expired"}
 )
 
 // Headers of a micro service error reply. The first two are the standard
@@ -130,9 +162,9 @@ func ErrorHeaders(err error) nats.Header {
 		e = ErrUnavailable.With(err.Error())
 	}
 	return nats.Header{
-		HeaderServiceError:     []string{e.Message},
-		HeaderServiceErrorCode: []string{strconv.Itoa(e.Status)},
-		HeaderErrorKind:        []string{e.Kind},
+		HeaderServiceError:     []string{e.message},
+		HeaderServiceErrorCode: []string{strconv.Itoa(e.status)},
+		HeaderErrorKind:        []string{e.kind},
 	}
 }
 
@@ -152,15 +184,15 @@ func ErrorFromMsg(m *nats.Msg) error {
 	}
 	kind := m.Header.Get(HeaderErrorKind)
 	if kind == "" {
-		kind = ErrInternal.Kind
+		kind = ErrInternal.kind
 	}
-	return &Error{Kind: kind, Status: status, Message: msg}
+	return &Error{kind: kind, status: status, message: msg}
 }
 
 // HTTPStatus is the status a bridge answers err with.
 func HTTPStatus(err error) int {
-	if e := kindOf(err); e != nil && e.Status != 0 {
-		return e.Status
+	if e := kindOf(err); e != nil && e.status != 0 {
+		return e.status
 	}
 	return http.StatusInternalServerError
 }
@@ -168,7 +200,7 @@ func HTTPStatus(err error) int {
 // RetryAfter is the Retry-After of err in seconds, or 0.
 func RetryAfter(err error) int {
 	if e := kindOf(err); e != nil {
-		return e.RetryAfter
+		return e.retryAfter
 	}
 	return 0
 }
@@ -176,14 +208,14 @@ func RetryAfter(err error) int {
 // ErrorKind is the kind of err, "internal" when it has none.
 func ErrorKind(err error) string {
 	if e := kindOf(err); e != nil {
-		return e.Kind
+		return e.kind
 	}
-	return ErrInternal.Kind
+	return ErrInternal.kind
 }
 
 // errNATSUnavailable is what [kindOf] makes of a NATS error that says the
 // server or the stream is away for now.
-var errNATSUnavailable = &Error{Kind: ErrUnavailable.Kind, Status: http.StatusServiceUnavailable, Message: ErrUnavailable.Message, RetryAfter: 1}
+var errNATSUnavailable = &Error{kind: ErrUnavailable.kind, status: http.StatusServiceUnavailable, message: ErrUnavailable.message, retryAfter: 1}
 
 // kindOf is the [*Error] err carries. A NATS error of a moment (no
 // responders, a request timed out, a stream without a leader while a
@@ -207,7 +239,7 @@ func kindOf(err error) *Error {
 
 // IsUnavailable reports whether err says a part of the mesh is away for
 // now ([ErrUnavailable], or a NATS error of a moment: see kindOf).
-func IsUnavailable(err error) bool { return ErrorKind(err) == ErrUnavailable.Kind }
+func IsUnavailable(err error) bool { return ErrorKind(err) == ErrUnavailable.kind }
 
 // RespondError answers a micro request with err, in headers that
 // [ErrorFromMsg] maps back to the same kind of error on the caller's side.

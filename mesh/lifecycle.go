@@ -23,7 +23,7 @@ func IsGone(err error) bool {
 }
 
 // goneKinds are the kinds that also match ErrSessionNotFound.
-var goneKinds = map[string]bool{ErrSessionDeleted.Kind: true, ErrSessionExpired.Kind: true}
+var goneKinds = map[string]bool{ErrSessionDeleted.kind: true, ErrSessionExpired.kind: true}
 
 // GoneError is the 410 of a tombstone, with its owner: the bridge answers
 // it only to those who may see the conversation (others get 404, as for

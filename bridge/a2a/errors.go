@@ -113,13 +113,13 @@ func toRPC(err error, taskID string) *rpcError {
 // the limit's code and resetAt.
 func limitError(le *core.LimitError) *rpcError {
 	code := wire.CodeRateLimited
-	if le.Err.Status == http.StatusServiceUnavailable {
+	if le.Err.Status() == http.StatusServiceUnavailable {
 		code = wire.CodeOverCapacity
 	}
 	reset := le.ResetAt.Format(time.RFC3339)
-	return &rpcError{Code: code, Message: le.Error(), Status: le.Err.Status, RetryAfter: le.Err.RetryAfter,
-		Meta: map[string]string{"code": le.Err.Kind, "resetAt": reset},
-		Data: map[string]any{"code": le.Err.Kind, "resetAt": reset, "retryAfter": le.Err.RetryAfter}}
+	return &rpcError{Code: code, Message: le.Error(), Status: le.Err.Status(), RetryAfter: le.Err.RetryAfter(),
+		Meta: map[string]string{"code": le.Err.Kind(), "resetAt": reset},
+		Data: map[string]any{"code": le.Err.Kind(), "resetAt": reset, "retryAfter": le.Err.RetryAfter()}}
 }
 
 // object writes the error in the shape of a version: 0.3 clients (a2a-go

@@ -230,7 +230,7 @@ func TestDisconnectCancelsTurn(t *testing.T) {
 			waitFor(t, entered, "the model call")
 
 			// The turn holds the conversation: another message is refused.
-			wantError(t, f.post(t.Context(), "/api/conversation", `{"message":"me too","sessionId":"`+tt.conv+`"}`), http.StatusConflict, mesh.ErrTurnInProgress.Kind)
+			wantError(t, f.post(t.Context(), "/api/conversation", `{"message":"me too","sessionId":"`+tt.conv+`"}`), http.StatusConflict, mesh.ErrTurnInProgress.Kind())
 
 			_ = resp.Body.Close()
 			cancel()
@@ -322,7 +322,7 @@ func TestDialectsRefuseBadInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			wantError(t, f.post(t.Context(), tt.path, tt.body), http.StatusBadRequest, mesh.ErrBadRequest.Kind)
+			wantError(t, f.post(t.Context(), tt.path, tt.body), http.StatusBadRequest, mesh.ErrBadRequest.Kind())
 		})
 	}
 	if convs, err := f.store.List(t.Context()); err != nil || len(convs) != 0 {
@@ -337,7 +337,7 @@ func TestDialectsRefuseBadInput(t *testing.T) {
 			{"/api/conversation", `{"message":"list all resources","sessionId":"waits"}`},
 			{"/api/chat", `{"message":"list all resources","conversationId":"waits"}`},
 		} {
-			body := wantError(t, f.post(t.Context(), req.path, req.body), http.StatusConflict, mesh.ErrWaitingApproval.Kind)
+			body := wantError(t, f.post(t.Context(), req.path, req.body), http.StatusConflict, mesh.ErrWaitingApproval.Kind())
 			if ap, _ := body["approval"].(map[string]any); ap["uuid"] != uuid {
 				t.Errorf("%s: approval %v, want %s", req.path, body["approval"], uuid)
 			}
@@ -362,7 +362,7 @@ func TestStreamsPastMaxStreamsGet503(t *testing.T) {
 		if resp.Header.Get("Retry-After") == "" {
 			t.Errorf("%s: no Retry-After", req.path)
 		}
-		wantError(t, resp, http.StatusServiceUnavailable, ErrTooManyStreams.Kind)
+		wantError(t, resp, http.StatusServiceUnavailable, ErrTooManyStreams.Kind())
 	}
 	if convs, err := f.store.List(t.Context()); err != nil || len(convs) != 0 {
 		t.Errorf("refused streams created conversations: %d (%v)", len(convs), err)

@@ -119,7 +119,7 @@ func TestAGUIImagePartsReachTheModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantError(t, resp, http.StatusNotFound, mesh.ErrFileNotFound.Kind)
+	wantError(t, resp, http.StatusNotFound, mesh.ErrFileNotFound.Kind())
 }
 
 // Refused files: 400 (bad base64, a provider's file handle), 415 (a media
@@ -133,9 +133,9 @@ func TestAGUIFilesRefused(t *testing.T) {
 	}{
 		{"bad base64", `{"type":"image","source":{"type":"data","value":"%%%","mimeType":"image/png"}}`, "bad_request", 400},
 		{"provider handle", `{"type":"image","source":{"type":"file","value":"file-abc","mimeType":"image/png"}}`, "bad_request", 400},
-		{"svg", `{"type":"image","source":{"type":"data","value":"PHN2Zy8+","mimeType":"image/svg+xml"}}`, mesh.ErrFileType.Kind, 415},
-		{"audio", `{"type":"audio","source":{"type":"data","value":"AAAA","mimeType":"audio/wav"}}`, mesh.ErrFileType.Kind, 415},
-		{"too large", `{"type":"document","source":{"type":"data","value":"` + big + `","mimeType":"application/pdf"}}`, mesh.ErrFileTooLarge.Kind, 413},
+		{"svg", `{"type":"image","source":{"type":"data","value":"PHN2Zy8+","mimeType":"image/svg+xml"}}`, mesh.ErrFileType.Kind(), 415},
+		{"audio", `{"type":"audio","source":{"type":"data","value":"AAAA","mimeType":"audio/wav"}}`, mesh.ErrFileType.Kind(), 415},
+		{"too large", `{"type":"document","source":{"type":"data","value":"` + big + `","mimeType":"application/pdf"}}`, mesh.ErrFileTooLarge.Kind(), 413},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			thread := "refused-" + fmt.Sprint(tc.status) + "-" + fmt.Sprint(len(tc.name))

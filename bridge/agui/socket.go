@@ -84,7 +84,7 @@ type SocketConfig struct {
 
 // ErrOriginNotAllowed refuses a browser's socket from a page of another
 // site: browsers do not apply CORS to WebSockets, so the bridge checks.
-var ErrOriginNotAllowed = &mesh.Error{Kind: "origin_not_allowed", Status: http.StatusForbidden, Message: "origin not allowed"}
+var ErrOriginNotAllowed = mesh.NewError("origin_not_allowed", http.StatusForbidden, "origin not allowed")
 
 // RegisterSocket mounts GET /agui/ws on mux.
 func RegisterSocket(mux core.Mux, cfg Config, sc SocketConfig) {
@@ -359,10 +359,10 @@ func (c *socket) send(f serverFrame) bool {
 }
 
 // ErrTooManyThreads refuses a run or follow past SocketConfig.MaxThreads.
-var ErrTooManyThreads = &mesh.Error{Kind: "too_many_threads", Status: http.StatusTooManyRequests, Message: "too many threads on this socket"}
+var ErrTooManyThreads = mesh.NewError("too_many_threads", http.StatusTooManyRequests, "too many threads on this socket")
 
 // ErrThreadBusy refuses a second run or follow of a thread on one socket.
-var ErrThreadBusy = &mesh.Error{Kind: "thread_busy", Status: http.StatusConflict, Message: "thread already followed on this socket"}
+var ErrThreadBusy = mesh.NewError("thread_busy", http.StatusConflict, "thread already followed on this socket")
 
 // subscribe takes a place for thread on the socket and a stream slot.
 func (c *socket) subscribe(thread string) (*subscription, error) {

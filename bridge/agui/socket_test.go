@@ -240,16 +240,16 @@ func TestSocketBadFramesAndLimits(t *testing.T) {
 	s.send(`{"type":"dance"}`)
 	busy := 0
 	for got := s.nextError(); got.Code != "bad_request"; got = s.nextError() {
-		if got.Code != ErrThreadBusy.Kind {
+		if got.Code != ErrThreadBusy.Kind() {
 			t.Errorf("a second follow of a thread: %+v", got)
 		}
 		busy++
 	}
 	if busy == 0 {
-		t.Errorf("two follows of a thread with a slot of its own: neither was refused %s", ErrThreadBusy.Kind)
+		t.Errorf("two follows of a thread with a slot of its own: neither was refused %s", ErrThreadBusy.Kind())
 	}
 	s.send(`{"type":"follow","threadId":"ws-lim-2"}`)
-	if got := s.nextError(); got.Code != ErrTooManyThreads.Kind && got.Code != "session_not_found" {
+	if got := s.nextError(); got.Code != ErrTooManyThreads.Kind() && got.Code != "session_not_found" {
 		t.Errorf("a second thread: %+v", got)
 	}
 }

@@ -168,7 +168,7 @@ func TestFeedbackOnAMessage(t *testing.T) {
 		{"bad rating", "u1-a0", "meh", mesh.ErrBadRequest},
 	} {
 		if _, err := c.Feedback(t.Context(), id, tc.msg, FeedbackInput{Rating: tc.rating}, Caller{}); !errors.Is(err, tc.want) {
-			t.Errorf("%s: %v, want %s", tc.name, err, tc.want.Kind)
+			t.Errorf("%s: %v, want %s", tc.name, err, tc.want.Kind())
 		}
 	}
 }

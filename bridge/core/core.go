@@ -373,10 +373,10 @@ func (c *Core) create(ctx context.Context, id, group, agent string, caller Calle
 }
 
 // ErrForbidden refuses what the caller's roles do not allow.
-var ErrForbidden = &mesh.Error{Kind: "forbidden", Status: http.StatusForbidden, Message: "forbidden"}
+var ErrForbidden = mesh.NewError("forbidden", http.StatusForbidden, "forbidden")
 
 // ErrRunIDUsed refuses a run id that names an earlier run.
-var ErrRunIDUsed = &mesh.Error{Kind: "run_id_used", Status: http.StatusConflict, Message: "run id already used"}
+var ErrRunIDUsed = mesh.NewError("run_id_used", http.StatusConflict, "run id already used")
 
 // PendingError is a refusal because the conversation waits for an approval;
 // it carries that approval, so that a client can show it and decide it.

@@ -178,7 +178,7 @@ func (c *Core) File(ctx context.Context, id, fileID string, caller Caller) ([]by
 	}
 	data, f, err := c.files.Get(ctx, id, mesh.File{ID: fileID})
 	if err != nil {
-		if mesh.ErrorKind(err) == mesh.ErrFileNotFound.Kind {
+		if mesh.ErrorKind(err) == mesh.ErrFileNotFound.Kind() {
 			return nil, mesh.File{}, mesh.ErrFileNotFound.With(fmt.Sprintf("file %s not found in conversation %s", fileID, id))
 		}
 		return nil, mesh.File{}, err

@@ -39,7 +39,7 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 }
 
 // ErrBodyTooLarge is a request body over the configured limit.
-var ErrBodyTooLarge = &mesh.Error{Kind: "body_too_large", Status: http.StatusRequestEntityTooLarge, Message: "request body too large"}
+var ErrBodyTooLarge = mesh.NewError("body_too_large", http.StatusRequestEntityTooLarge, "request body too large")
 
 // DecodeBody reads a JSON object into v; an empty body is allowed when
 // optional. Errors name the problem and carry status 400 or 413.

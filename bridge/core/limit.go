@@ -21,16 +21,16 @@ import (
 var (
 	// ErrRateLimited refuses a request past its principal's or client IP's
 	// budget (429).
-	ErrRateLimited = &mesh.Error{Kind: "rate_limited", Status: http.StatusTooManyRequests, Message: "too many requests"}
+	ErrRateLimited = mesh.NewError("rate_limited", http.StatusTooManyRequests, "too many requests")
 	// ErrTooManyConversations refuses a message that would make one more
 	// conversation of its principal active (429).
-	ErrTooManyConversations = &mesh.Error{Kind: "too_many_conversations", Status: http.StatusTooManyRequests, Message: "too many active conversations", RetryAfter: 30}
+	ErrTooManyConversations = mesh.NewError("too_many_conversations", http.StatusTooManyRequests, "too many active conversations").WithRetryAfter(30)
 	// ErrOverCapacity refuses a message that would make one more
 	// conversation of the mesh active past limits.max_active_sessions (503).
-	ErrOverCapacity = &mesh.Error{Kind: "over_capacity", Status: http.StatusServiceUnavailable, Message: "the mesh has as many active conversations as it takes", RetryAfter: 60}
+	ErrOverCapacity = mesh.NewError("over_capacity", http.StatusServiceUnavailable, "the mesh has as many active conversations as it takes").WithRetryAfter(60)
 	// ErrTooManyStreams refuses a stream past http.max_streams (503), or,
 	// with status 429, past one principal's limits.streams_per_principal.
-	ErrTooManyStreams = &mesh.Error{Kind: "too_many_streams", Status: http.StatusServiceUnavailable, Message: "too many concurrent streams on this bridge; retry shortly", RetryAfter: 1}
+	ErrTooManyStreams = mesh.NewError("too_many_streams", http.StatusServiceUnavailable, "too many concurrent streams on this bridge; retry shortly").WithRetryAfter(1)
 )
 
 // LimitError is a refusal by a limit: its kind and status, and when the
@@ -51,7 +51,7 @@ func Refusal(err *mesh.Error, reset time.Time, msg string) *LimitError {
 		reset = reset.Truncate(time.Second).Add(time.Second)
 	}
 	out := err.With(msg)
-	out.RetryAfter = max(1, int((time.Until(reset)+time.Second-1)/time.Second))
+	out = out.WithRetryAfter(max(1, int((time.Until(reset)+time.Second-1)/time.Second)))
 	return &LimitError{Err: out, ResetAt: reset.UTC()}
 }
 
@@ -59,7 +59,7 @@ func Refusal(err *mesh.Error, reset time.Time, msg string) *LimitError {
 // (Retry-After: d, resetAt: now + d).
 func RefusalFor(err *mesh.Error, d time.Duration, msg string) *LimitError {
 	le := Refusal(err, time.Now().Add(d), msg)
-	le.Err.RetryAfter = int(d / time.Second)
+	le.Err = le.Err.WithRetryAfter(int(d / time.Second))
 	return le
 }
 

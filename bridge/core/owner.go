@@ -35,7 +35,7 @@ func (c *Core) May(caller Caller, perm auth.Permission) bool {
 
 // ErrReadOnly refuses a change asked with a credential that only reads: a
 // stream token, on the AG-UI socket it opened.
-var ErrReadOnly = &mesh.Error{Kind: "read_only", Status: http.StatusForbidden, Message: "a stream token only reads"}
+var ErrReadOnly = mesh.NewError("read_only", http.StatusForbidden, "a stream token only reads")
 
 // Writes is nil when the caller may change something (a conversation, a
 // turn, a decision, a rating, a file), and [ErrReadOnly] when its

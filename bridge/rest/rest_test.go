@@ -76,7 +76,7 @@ func TestAcceptedAnswerTellsHowToFollowTheRun(t *testing.T) {
 		t.Errorf("conversation: status %v, queued_turn %v; want queued, the run and its message", c["status"], q)
 	}
 	status, out = post(t, srv.URL+"/conversations/"+id+"/messages", `{"message": "again"}`)
-	if status != http.StatusConflict || out["code"] != mesh.ErrTurnInProgress.Kind {
+	if status != http.StatusConflict || out["code"] != mesh.ErrTurnInProgress.Kind() {
 		t.Errorf("second message: %d %v, want 409 turn_in_progress", status, out)
 	}
 	resp, err := http.Get(srv.URL + "/conversations")

@@ -103,7 +103,7 @@ func Register(mux core.Mux) {
 	mux.HandleFunc("GET /web/{name}", func(w http.ResponseWriter, r *http.Request) {
 		f := files[r.PathValue("name")]
 		if f == nil || f.name == "index.html" {
-			core.WriteError(w, &mesh.Error{Kind: "route_not_found", Status: http.StatusNotFound, Message: "no file " + r.URL.Path})
+			core.WriteError(w, mesh.NewError("route_not_found", http.StatusNotFound, "no file "+r.URL.Path))
 			return
 		}
 		serve(w, r, f)

@@ -38,10 +38,10 @@ func getJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string, notF
 		}
 	}
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return nil, 0, notFound.With(fmt.Sprintf("%s: %s", notFound.Message, key))
+		return nil, 0, notFound.With(fmt.Sprintf("%s: %s", notFound.Error(), key))
 	}
 	if errors.Is(err, jetstream.ErrInvalidKey) {
-		return nil, 0, notFound.With(fmt.Sprintf("%s: %q", notFound.Message, key))
+		return nil, 0, notFound.With(fmt.Sprintf("%s: %q", notFound.Error(), key))
 	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("get %s: %w", key, err)

@@ -203,7 +203,7 @@ func (r *running) catalog(t *testing.T, server string) map[string]mesh.ToolEntry
 func wantKind(t *testing.T, err error, want *mesh.Error) {
 	t.Helper()
 	if !errors.Is(err, want) {
-		t.Fatalf("error = %v (kind %s), want kind %s", err, mesh.ErrorKind(err), want.Kind)
+		t.Fatalf("error = %v (kind %s), want kind %s", err, mesh.ErrorKind(err), want.Kind())
 	}
 }
 
