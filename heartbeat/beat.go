@@ -71,7 +71,7 @@ func NewBeat(cfg BeatConfig) (*Beat, error) {
 		return nil, errors.New("heartbeat: NC, JS, Nodes, Role and NodeID are required")
 	}
 	if cfg.NS.Prefix() == "" {
-		cfg.NS = mesh.DefaultNamespace
+		cfg.NS = mesh.DefaultNamespace()
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval

@@ -7,7 +7,7 @@ import (
 )
 
 func ExampleNamespace() {
-	ns := mesh.DefaultNamespace
+	ns := mesh.DefaultNamespace()
 	work, _ := ns.Work(mesh.RoleAgent, "resource-manager", "6f1c1a8e-8d1e-4c2f-9a3b-2d7e5b4c3a10")
 	decide, _ := ns.ApprovalDecide("6f1c1a8e-8d1e-4c2f-9a3b-2d7e5b4c3a10")
 	fmt.Println(ns.Stream(mesh.StreamEvents), ns.Bucket(mesh.BucketSessions))

@@ -104,7 +104,7 @@ func NewNamespace(prefix string) (Namespace, error) {
 }
 
 // DefaultNamespace is the namespace of [DefaultPrefix].
-var DefaultNamespace = Namespace{prefix: DefaultPrefix}
+func DefaultNamespace() Namespace { return Namespace{prefix: DefaultPrefix} }
 
 // Prefix returns the first token of the namespace's subjects.
 func (n Namespace) Prefix() string { return n.prefix }

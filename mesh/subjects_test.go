@@ -64,7 +64,7 @@ func TestNamespaceNames(t *testing.T) {
 	if got := ns.Bucket(BucketSessions); got != "prod-eu_sessions" {
 		t.Errorf("bucket = %q", got)
 	}
-	if got := DefaultNamespace.Stream(StreamWork); got != "MESH_WORK" {
+	if got := DefaultNamespace().Stream(StreamWork); got != "MESH_WORK" {
 		t.Errorf("default stream = %q", got)
 	}
 	if _, err := NewNamespace("a.b"); !errors.Is(err, ErrInvalidToken) {
@@ -90,18 +90,18 @@ func FuzzSubjectBuilders(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		subj, err := DefaultNamespace.Work(RoleAgent, s, "c1")
+		subj, err := DefaultNamespace().Work(RoleAgent, s, "c1")
 		if err == nil {
 			if strings.Count(subj, ".") != 4 || strings.ContainsAny(subj, "*> \t\r\n") {
 				t.Fatalf("token %q built unsafe subject %q", s, subj)
 			}
 		}
-		if subj, err := DefaultNamespace.ApprovalRequest(s); err == nil {
+		if subj, err := DefaultNamespace().ApprovalRequest(s); err == nil {
 			if strings.Count(subj, ".") != 3 || strings.ContainsAny(subj, "*> \t\r\n") || !strings.HasSuffix(subj, ".request") {
 				t.Fatalf("token %q built unsafe subject %q", s, subj)
 			}
 		}
-		subj, err = DefaultNamespace.Work(RoleGroup, "desk", s)
+		subj, err = DefaultNamespace().Work(RoleGroup, "desk", s)
 		if err == nil {
 			if strings.Count(subj, ".") != 4 || strings.ContainsAny(subj, "*> \t\r\n") {
 				t.Fatalf("session %q built unsafe subject %q", s, subj)

@@ -127,7 +127,7 @@ func runTail(o *clientOptions, t tailOptions, conv string) error {
 	case t.since < 0:
 		return usageErr("--since must be positive")
 	}
-	if _, err := t.subjects(mesh.DefaultNamespace, conv); err != nil {
+	if _, err := t.subjects(mesh.DefaultNamespace(), conv); err != nil {
 		return err // a bad type or conversation id, before connecting
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -21,7 +21,7 @@ var update = flag.Bool("update", false, "rewrite testdata/permissions.md")
 // testdata/permissions.md (go test ./mesh/identity -run TestPermissionsTable -update
 // rewrites it; ARCHITECTURE.md carries the same table).
 func TestPermissionsTable(t *testing.T) {
-	got := identity.PermissionsMarkdown(mesh.DefaultNamespace)
+	got := identity.PermissionsMarkdown(mesh.DefaultNamespace())
 	meshtest.Golden(t, filepath.Join("testdata", "permissions.md"), got, *update)
 	if testing.Verbose() {
 		t.Log("\n" + got)
@@ -31,7 +31,7 @@ func TestPermissionsTable(t *testing.T) {
 // TestPermissionsHold checks the rules the threat model names against the
 // table (the e2e tests check them against the server).
 func TestPermissionsHold(t *testing.T) {
-	ns := mesh.DefaultNamespace
+	ns := mesh.DefaultNamespace()
 	perms := map[string]identity.Permissions{}
 	identities := append(identity.Identities(), identity.RoleAdmin)
 	for _, role := range identities {

@@ -63,11 +63,11 @@ func New(t testing.TB) *Mesh {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, err := store.Provision(ctx, js, mesh.DefaultNamespace, store.ProvisionConfig{})
+	r, err := store.Provision(ctx, js, mesh.DefaultNamespace(), store.ProvisionConfig{})
 	if err != nil {
 		t.Fatalf("provision: %v", err)
 	}
-	return &Mesh{Server: s, NC: nc, JS: js, NS: mesh.DefaultNamespace, Resources: r}
+	return &Mesh{Server: s, NC: nc, JS: js, NS: mesh.DefaultNamespace(), Resources: r}
 }
 
 // Events reads the AG-UI events stored so far for conversation conv, in

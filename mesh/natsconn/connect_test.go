@@ -33,7 +33,7 @@ import (
 func connect(t *testing.T, cfg natsconn.Config) *nats.Conn {
 	t.Helper()
 	if cfg.Inbox == "" {
-		cfg.Inbox = mesh.DefaultNamespace.Inbox(mesh.RoleAgent)
+		cfg.Inbox = mesh.DefaultNamespace().Inbox(mesh.RoleAgent)
 	}
 	nc, err := natsconn.Connect(cfg)
 	if err != nil {
@@ -198,7 +198,7 @@ func TestConnectNKeyOverTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	perms, _ := identity.PermissionsOf(mesh.DefaultNamespace, mesh.RoleBridge)
+	perms, _ := identity.PermissionsOf(mesh.DefaultNamespace(), mesh.RoleBridge)
 	srv, err := natsserver.Start(natsserver.Config{Listen: "127.0.0.1:0", StoreDir: filepath.Join(dir, "js"), TLS: serverTLS,
 		Users: []natsserver.User{{NKey: keys[mesh.RoleBridge], Permissions: &perms}, {NKey: keys[identity.RoleAdmin]}}})
 	if err != nil {
@@ -211,7 +211,7 @@ func TestConnectNKeyOverTLS(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var denied []string
-	cfg := natsconn.Config{URL: srv.ClientURL(), Name: "bridge", Inbox: mesh.DefaultNamespace.Inbox(mesh.RoleBridge),
+	cfg := natsconn.Config{URL: srv.ClientURL(), Name: "bridge", Inbox: mesh.DefaultNamespace().Inbox(mesh.RoleBridge),
 		NKeyFile: identity.SeedFile(filepath.Join(dir, "creds"), mesh.RoleBridge), TLS: clientTLS}
 	nc := connect(t, cfg)
 	nc.SetErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {

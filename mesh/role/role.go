@@ -33,7 +33,7 @@ type Node struct {
 	JS jetstream.JetStream
 	// NS names the mesh's subjects, streams and buckets. The zero value
 	// means the namespace of the resources the role is given, else
-	// mesh.DefaultNamespace.
+	// mesh.DefaultNamespace().
 	NS mesh.Namespace
 	// NodeID names this process: in its heartbeats, its service metadata
 	// and on the work it takes.

@@ -44,7 +44,7 @@ func TestConcurrentSavesWithUnknownOutcomesStoreEachMessageOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stores = append(stores, NewSessionStore(kv, NewMessageLog(pjs, mesh.DefaultNamespace)))
+		stores = append(stores, NewSessionStore(kv, NewMessageLog(pjs, mesh.DefaultNamespace())))
 	}
 	var mu sync.Mutex
 	failed := 0

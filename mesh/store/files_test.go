@@ -23,7 +23,7 @@ import (
 // checks the digest the message names.
 func TestFileStoreRoundTrip(t *testing.T) {
 	dir := t.TempDir()
-	ns := mesh.DefaultNamespace
+	ns := mesh.DefaultNamespace()
 	roles := []string{mesh.RoleBridge, mesh.RoleAgent, identity.RoleAdmin}
 	keys, err := identity.EnsureSeeds(filepath.Join(dir, "creds"), roles)
 	if err != nil {

@@ -87,7 +87,7 @@ func testStore(t *testing.T) (*SessionStore, jetstream.JetStream) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, err := Provision(ctx, js, mesh.DefaultNamespace, ProvisionConfig{})
+	r, err := Provision(ctx, js, mesh.DefaultNamespace(), ProvisionConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,11 +456,11 @@ func TestDecodedHistory(t *testing.T) {
 func TestFollowKeepsOthersRecords(t *testing.T) {
 	writer, js := testStore(t)
 	ctx := t.Context()
-	kv, err := js.KeyValue(ctx, mesh.DefaultNamespace.Bucket(mesh.BucketSessions))
+	kv, err := js.KeyValue(ctx, mesh.DefaultNamespace().Bucket(mesh.BucketSessions))
 	if err != nil {
 		t.Fatal(err)
 	}
-	reader := NewSessionStore(kv, NewMessageLog(js, mesh.DefaultNamespace))
+	reader := NewSessionStore(kv, NewMessageLog(js, mesh.DefaultNamespace()))
 	stop, err := reader.FollowMessages(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -482,7 +482,7 @@ func TestFollowKeepsOthersRecords(t *testing.T) {
 	if _, ok := reader.log.cache.get("another", seq); ok {
 		t.Fatal("a kept record is given for another conversation")
 	}
-	st, err := js.Stream(ctx, mesh.DefaultNamespace.Stream(mesh.StreamMessages))
+	st, err := js.Stream(ctx, mesh.DefaultNamespace().Stream(mesh.StreamMessages))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func ExampleLoop() {
 	js, _ := jetstream.New(nc)
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	ns := mesh.DefaultNamespace
+	ns := mesh.DefaultNamespace()
 	if _, err := store.Provision(ctx, js, ns, store.ProvisionConfig{}); err != nil {
 		fmt.Println(err)
 		return

@@ -127,7 +127,7 @@ func New(cfg Config) (*Role, error) {
 		return nil, fmt.Errorf("approver: Trusted: %w", err)
 	}
 	if cfg.NS.Prefix() == "" {
-		cfg.NS = mesh.DefaultNamespace
+		cfg.NS = mesh.DefaultNamespace()
 	}
 	if cfg.Responder == nil {
 		cfg.Responder = cfg.NC

@@ -582,15 +582,15 @@ func TestMessageDeliveredAgainLongAfterItsRoundIsDropped(t *testing.T) {
 		// has moved on.
 		ctx := t.Context()
 		data, _ := json.Marshal(mesh.WorkItem{Kind: mesh.WorkTurn, Session: id, TurnID: first, Message: "first"})
-		subj, err := mesh.DefaultNamespace.Work(mesh.RoleGroup, "team", id)
+		subj, err := mesh.DefaultNamespace().Work(mesh.RoleGroup, "team", id)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := cfg.JS.Publish(ctx, subj, data); err != nil {
 			t.Fatal(err)
 		}
-		filter, _ := mesh.DefaultNamespace.WorkFilter(mesh.RoleGroup, "team")
-		cons, err := cfg.JS.CreateOrUpdateConsumer(ctx, mesh.DefaultNamespace.Stream(mesh.StreamWork), jetstream.ConsumerConfig{
+		filter, _ := mesh.DefaultNamespace().WorkFilter(mesh.RoleGroup, "team")
+		cons, err := cfg.JS.CreateOrUpdateConsumer(ctx, mesh.DefaultNamespace().Stream(mesh.StreamWork), jetstream.ConsumerConfig{
 			Durable: ConsumerName("team"), Description: "chats of group team", FilterSubject: filter, AckPolicy: jetstream.AckExplicitPolicy,
 			AckWait: cfg.AckWait, MaxDeliver: -1, MaxAckPending: 4096})
 		if err != nil {

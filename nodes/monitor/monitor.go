@@ -154,7 +154,7 @@ func New(cfg Config) (*Role, error) {
 		return nil, errors.New("monitor: NC, JS and Nodes are required")
 	}
 	if cfg.NS.Prefix() == "" {
-		cfg.NS = mesh.DefaultNamespace
+		cfg.NS = mesh.DefaultNamespace()
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = heartbeat.DefaultInterval

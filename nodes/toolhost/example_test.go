@@ -27,7 +27,7 @@ func Example() {
 		panic(err)
 	}
 	js, _ := jetstream.New(nc)
-	res, err := store.Provision(ctx, js, mesh.DefaultNamespace, store.ProvisionConfig{})
+	res, err := store.Provision(ctx, js, mesh.DefaultNamespace(), store.ProvisionConfig{})
 	if err != nil {
 		panic(err)
 	}

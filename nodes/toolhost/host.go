@@ -184,7 +184,7 @@ func New(cfg Config) (*Role, error) {
 		return nil, fmt.Errorf("%w: NodeID is required", ErrInvalidConfig)
 	}
 	if cfg.NS.Prefix() == "" {
-		cfg.NS = mesh.DefaultNamespace
+		cfg.NS = mesh.DefaultNamespace()
 	}
 	if cfg.Responder == nil {
 		cfg.Responder = cfg.NC

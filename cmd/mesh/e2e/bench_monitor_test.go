@@ -42,7 +42,7 @@ func BenchmarkMonitor(b *testing.B) {
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	res, err := store.Provision(b.Context(), js, mesh.DefaultNamespace, store.ProvisionConfig{})
+	res, err := store.Provision(b.Context(), js, mesh.DefaultNamespace(), store.ProvisionConfig{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func BenchmarkMonitor(b *testing.B) {
 			b.Fatal(err)
 		}
 		bjs, _ := jetstream.New(bnc)
-		beat, err := heartbeat.NewBeat(heartbeat.BeatConfig{Node: role.Node{NC: bnc, JS: bjs, NS: mesh.DefaultNamespace, NodeID: fmt.Sprintf("bench-%03d", i)}, Nodes: res.Nodes, Role: mesh.RoleAgent})
+		beat, err := heartbeat.NewBeat(heartbeat.BeatConfig{Node: role.Node{NC: bnc, JS: bjs, NS: mesh.DefaultNamespace(), NodeID: fmt.Sprintf("bench-%03d", i)}, Nodes: res.Nodes, Role: mesh.RoleAgent})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -38,7 +38,7 @@ func newStreamBench(b *testing.B) *streamBench {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &streamBench{m: m, nc: nc, js: js, pub: bus.NewPublisher(js, mesh.DefaultNamespace), conv: m.newConversation()}
+	return &streamBench{m: m, nc: nc, js: js, pub: bus.NewPublisher(js, mesh.DefaultNamespace()), conv: m.newConversation()}
 }
 
 // stamp is an event whose value carries its publication time.
@@ -67,7 +67,7 @@ func BenchmarkEventLatency(b *testing.B) {
 	defer cancel()
 	r := openSSEBench(b, ctx, s.m.url("/conversations/"+s.conv+"/events"))
 	defer r.close()
-	subj, _ := mesh.DefaultNamespace.EventsOf(s.conv)
+	subj, _ := mesh.DefaultNamespace().EventsOf(s.conv)
 	oc, err := s.js.OrderedConsumer(ctx, "MESH_EVENTS", jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}, DeliverPolicy: jetstream.DeliverNewPolicy})
 	if err != nil {
 		b.Fatal(err)

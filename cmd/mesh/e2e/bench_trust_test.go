@@ -157,7 +157,7 @@ func benchTrustTurn(b *testing.B, m *meshProc, v trustVariant) float64 {
 // with the agent's identity when the mesh has identities; it returns the
 // latencies from publish to SSE client.
 func benchTrustEvent(b *testing.B, m *meshProc, v trustVariant) []time.Duration {
-	cfg := natsconn.Config{URL: "nats://" + m.natsAddr, Name: "bench-agent", Inbox: mesh.DefaultNamespace.Inbox(mesh.RoleAgent)}
+	cfg := natsconn.Config{URL: "nats://" + m.natsAddr, Name: "bench-agent", Inbox: mesh.DefaultNamespace().Inbox(mesh.RoleAgent)}
 	if !strings.Contains(strings.Join(v.env, " "), "MESH_NATS_AUTH=none") {
 		cfg.NKeyFile = filepath.Join(m.dataDir, "creds", "agent.nk")
 	}
@@ -170,7 +170,7 @@ func benchTrustEvent(b *testing.B, m *meshProc, v trustVariant) []time.Duration 
 	if err != nil {
 		b.Fatal(err)
 	}
-	pub := bus.NewPublisher(js, mesh.DefaultNamespace)
+	pub := bus.NewPublisher(js, mesh.DefaultNamespace())
 	conv := m.newConversationAs(v.headers)
 	ctx, cancel := context.WithCancel(b.Context())
 	defer cancel()

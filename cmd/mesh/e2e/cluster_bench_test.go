@@ -155,7 +155,7 @@ func BenchmarkClusterEventLatency(b *testing.B) {
 			}
 			defer nc.Close()
 			js, _ := jetstream.New(nc)
-			pub := bus.NewPublisher(js, mesh.DefaultNamespace)
+			pub := bus.NewPublisher(js, mesh.DefaultNamespace())
 			ctx, cancel := context.WithCancel(b.Context())
 			defer cancel()
 			r := openSSEBench(b, ctx, m.url("/conversations/"+conv+"/events"))

@@ -134,7 +134,7 @@ func startFloor(t testing.TB) *floorProc {
 		}
 		defer nc.Close()
 		js, _ := jetstream.New(nc)
-		_, err = js.KeyValue(t.Context(), mesh.DefaultNamespace.Bucket(mesh.BucketSessions))
+		_, err = js.KeyValue(t.Context(), mesh.DefaultNamespace().Bucket(mesh.BucketSessions))
 		return err == nil
 	}, "the floor's server has not provisioned the mesh's streams")
 	for _, role := range []string{"toolhost", "agent", "bridge"} {
@@ -240,7 +240,7 @@ func floorServe(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := store.Provision(ctx, js, mesh.DefaultNamespace, store.ProvisionConfig{}); err != nil {
+	if _, err := store.Provision(ctx, js, mesh.DefaultNamespace(), store.ProvisionConfig{}); err != nil {
 		return err
 	}
 	<-ctx.Done()
@@ -278,7 +278,7 @@ func floorClient(ctx context.Context, role string) error {
 	if err != nil {
 		return err
 	}
-	ns := mesh.DefaultNamespace
+	ns := mesh.DefaultNamespace()
 	kv, err := js.KeyValue(ctx, ns.Bucket(mesh.BucketSessions))
 	if err != nil {
 		return err
@@ -296,7 +296,7 @@ func floorClient(ctx context.Context, role string) error {
 
 // floorBridge serves the turns' HTTP side (see the file's comment).
 func floorBridge(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue) error {
-	ns := mesh.DefaultNamespace
+	ns := mesh.DefaultNamespace()
 	var mu sync.Mutex
 	revs := map[string]uint64{}           // session → newest revision known, its watch's or its own
 	waiters := map[string]chan struct{}{} // run → its end
@@ -413,7 +413,7 @@ func floorBridge(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyVa
 
 // floorAgent runs the work items (see the file's comment).
 func floorAgent(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, kv jetstream.KeyValue) error {
-	ns := mesh.DefaultNamespace
+	ns := mesh.DefaultNamespace()
 	filter, err := ns.WorkFilter(mesh.RoleAgent, floorAgentName)
 	if err != nil {
 		return err
@@ -524,7 +524,7 @@ func floorToolhost(ctx context.Context, nc *nats.Conn) error {
 	}
 	defer func() { _ = stdin.Close(); _ = child.Wait() }()
 	lines := bufio.NewReader(stdout)
-	tool, err := mesh.DefaultNamespace.Tool(floorServer, floorTool)
+	tool, err := mesh.DefaultNamespace().Tool(floorServer, floorTool)
 	if err != nil {
 		return err
 	}
@@ -570,7 +570,7 @@ func TestTurnFloor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := mesh.DefaultNamespace
+	ns := mesh.DefaultNamespace()
 	kv, err := js.KeyValue(t.Context(), ns.Bucket(mesh.BucketSessions))
 	if err != nil {
 		t.Fatal(err)

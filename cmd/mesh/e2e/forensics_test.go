@@ -29,7 +29,7 @@ func (m *meshProc) dumpConversation(t testing.TB, id string) {
 		return
 	}
 	var b strings.Builder
-	kv, err := js.KeyValue(ctx, mesh.DefaultNamespace.Bucket(mesh.BucketSessions))
+	kv, err := js.KeyValue(ctx, mesh.DefaultNamespace().Bucket(mesh.BucketSessions))
 	if err == nil {
 		var e jetstream.KeyValueEntry
 		if e, err = kv.Get(ctx, id); err == nil {
@@ -50,12 +50,12 @@ func (m *meshProc) dumpConversation(t testing.TB, id string) {
 	if err != nil {
 		fmt.Fprintf(&b, "head: %v\n", err)
 	}
-	subject, err := mesh.DefaultNamespace.Messages(id)
+	subject, err := mesh.DefaultNamespace().Messages(id)
 	if err != nil {
 		t.Logf("dump %s: %v", id, err)
 		return
 	}
-	cons, err := js.OrderedConsumer(ctx, mesh.DefaultNamespace.Stream(mesh.StreamMessages), jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	cons, err := js.OrderedConsumer(ctx, mesh.DefaultNamespace().Stream(mesh.StreamMessages), jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
 	if err != nil {
 		t.Logf("dump %s: %v", id, err)
 		return

@@ -174,7 +174,7 @@ func (m *meshProc) waitServerTools(server string) {
 	if err != nil {
 		m.t.Fatal(err)
 	}
-	kv, err := js.KeyValue(m.t.Context(), mesh.DefaultNamespace.Bucket(mesh.BucketTools))
+	kv, err := js.KeyValue(m.t.Context(), mesh.DefaultNamespace().Bucket(mesh.BucketTools))
 	if err != nil {
 		m.t.Fatal(err)
 	}

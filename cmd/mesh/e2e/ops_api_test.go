@@ -56,7 +56,7 @@ func TestOpsAPIFieldsMatchTheMesh(t *testing.T) {
 		}
 		// The conversation as stored: its head, and its messages from the
 		// message log.
-		convs := store.NewSessionStore(sessions, store.NewMessageLog(js, mesh.DefaultNamespace))
+		convs := store.NewSessionStore(sessions, store.NewMessageLog(js, mesh.DefaultNamespace()))
 		pending, decided := list(in, "pending"), list(in, "decided")
 		if len(pending) != 2 || len(decided) != 1 || str(decided[0], "uuid") != rejected {
 			t.Fatalf("pending %d, decided %v; want A's two pending, B's rejected", len(pending), decided)

@@ -133,7 +133,7 @@ func dialIdentity(t *testing.T, url, credsDir, name string) (*probeConn, error) 
 	pc := &probeConn{refused: map[string]map[string]bool{"publish": {}, "subscription": {}}}
 	opts := []nats.Option{opt, nats.Name("matrix-" + name), nats.ErrorHandler(pc.handle), nats.Timeout(5 * time.Second)}
 	if name != identity.RoleAdmin {
-		opts = append(opts, nats.CustomInboxPrefix(mesh.DefaultNamespace.Inbox(name)))
+		opts = append(opts, nats.CustomInboxPrefix(mesh.DefaultNamespace().Inbox(name)))
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
@@ -227,7 +227,7 @@ func startPlainNATS(t *testing.T) (url, credsDir string) {
 }
 
 func identityMatrix(t *testing.T, url, credsDir string) {
-	ns := mesh.DefaultNamespace
+	ns := mesh.DefaultNamespace()
 	seeds, err := filepath.Glob(filepath.Join(credsDir, "*.nk"))
 	if err != nil {
 		t.Fatal(err)

@@ -98,7 +98,7 @@ func connectRole(t testing.TB, m *meshProc, role string) *roleConn {
 	}
 	rc := &roleConn{}
 	nc, err := nats.Connect("nats://"+m.natsAddr, opt, nats.Name("attacker-"+role),
-		nats.CustomInboxPrefix(mesh.DefaultNamespace.Inbox(role)),
+		nats.CustomInboxPrefix(mesh.DefaultNamespace().Inbox(role)),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			rc.mu.Lock()
 			rc.errs = append(rc.errs, err.Error())
@@ -259,7 +259,7 @@ func trustActions() []action {
 		reqAction("purge the files", "$JS.API.STREAM.PURGE.OBJ_mesh_files"),
 	}
 	for _, role := range identity.Roles() {
-		acts = append(acts, subAction("read "+role+"'s replies", mesh.DefaultNamespace.Inbox(role)+".>", role))
+		acts = append(acts, subAction("read "+role+"'s replies", mesh.DefaultNamespace().Inbox(role)+".>", role))
 	}
 	acts = append(acts, kvActions("sessions", "c1", []string{agent, group, bridge}, []string{agent, group, bridge})...)
 	acts = append(acts, kvActions("approvals", "a1", []string{agent, approver, bridge}, []string{approver})...)
@@ -345,7 +345,7 @@ func TestNATSActionsMatchThePermissionTable(t *testing.T) {
 	t.Parallel()
 	for _, a := range trustActions() {
 		for _, role := range identity.Identities() {
-			p, _ := identity.PermissionsOf(mesh.DefaultNamespace, role)
+			p, _ := identity.PermissionsOf(mesh.DefaultNamespace(), role)
 			can := p.CanPublish(a.subject)
 			if strings.HasPrefix(a.name, "read") || strings.HasPrefix(a.name, "serve") {
 				can = p.CanSubscribe(a.subject)
@@ -372,7 +372,7 @@ func TestExternalNATSProvisionThenBind(t *testing.T) {
 	}
 	var users []natsserver.User
 	for _, role := range roles {
-		p, _ := identity.PermissionsOf(mesh.DefaultNamespace, role)
+		p, _ := identity.PermissionsOf(mesh.DefaultNamespace(), role)
 		users = append(users, natsserver.User{NKey: keys[role], Permissions: &p})
 	}
 	srv, err := natsserver.Start(natsserver.Config{Listen: freeAddr(t), StoreDir: filepath.Join(dir, "js"), Users: users})

@@ -94,7 +94,7 @@ func TestSecretsStayWhereTheyAreNeeded(t *testing.T) {
 
 	// On the wire: in a payload never; in a header only on subjects that
 	// only the roles forwarding it can read.
-	ns := mesh.DefaultNamespace
+	ns := mesh.DefaultNamespace()
 	streams := map[string]string{ns.Stream(mesh.StreamWork): ns.WorkAll(), ns.Stream(mesh.StreamEvents): ns.EventsAll()}
 	// The bridge takes it from the caller; agents and groups forward it to
 	// sub-agents; approvers put the decider's on the resume. The toolhost
