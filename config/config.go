@@ -102,7 +102,7 @@ const (
 	DefaultLLMTimeout        = 60 * time.Second
 	DefaultAckWait           = 10 * time.Second
 	DefaultMaxDeliver        = 5
-	DefaultWorkers           = 32
+	DefaultWorkers           = 4096
 	DefaultMaxIterations     = 10
 	DefaultToolWait          = 2 * time.Second
 )

@@ -39,6 +39,17 @@ type LLM struct {
 	Timeout Duration `yaml:"timeout"`
 	// MaxRetries bounds retries of a failed call. Zero means 3; -1 disables.
 	MaxRetries int `yaml:"max_retries"`
+	// MaxConcurrency bounds the calls one process has in flight to the
+	// model's endpoint. Zero means none until the provider answers 429;
+	// the bound is then learnt from its rate limits.
+	MaxConcurrency int `yaml:"max_concurrency"`
+	// RequestsPerMinute paces the calls one process starts to the
+	// endpoint. Zero means no pacing.
+	RequestsPerMinute int `yaml:"requests_per_minute"`
+	// MaxQueueWait bounds how long a call waits for the provider's
+	// capacity (the bounds above, the pauses its rate limits ask for)
+	// before the turn fails with RATE_LIMIT. Zero means 10m.
+	MaxQueueWait Duration `yaml:"max_queue_wait"`
 	// Sampling: max_tokens, temperature and top_p of every call (a tree
 	// node's own settings replace them for its calls).
 	modelspec.Sampling `yaml:",inline"`

@@ -53,6 +53,15 @@ func (c *Config) checkModels() *fieldErr {
 	if c.LLM.MaxRetries < -1 {
 		return &fieldErr{"llm.max_retries", "must be -1 (no retries), 0 (default) or more"}
 	}
+	if c.LLM.MaxConcurrency < 0 {
+		return &fieldErr{"llm.max_concurrency", "must be 0 (no bound until the provider pushes back) or more"}
+	}
+	if c.LLM.RequestsPerMinute < 0 {
+		return &fieldErr{"llm.requests_per_minute", "must be 0 (no pacing) or more"}
+	}
+	if c.LLM.MaxQueueWait < 0 {
+		return &fieldErr{"llm.max_queue_wait", "must be 0 (10m) or more"}
+	}
 	for _, b := range []struct {
 		field   string
 		b       Breaker

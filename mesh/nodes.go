@@ -59,9 +59,11 @@ type AgentInfo struct {
 	Tools     []string `json:"tools,omitempty"`
 	SubAgents []string `json:"sub_agents,omitempty"`
 	// Workers is how many turns the process runs at once for the agent,
-	// Busy how many it is running.
+	// Busy how many it is running; Waiting how many of those wait for
+	// their model's provider (its concurrency bound, its rate limits).
 	Workers int `json:"workers"`
 	Busy    int `json:"busy"`
+	Waiting int `json:"waiting,omitempty"`
 }
 
 // Key is the node's key in the nodes bucket.

@@ -44,10 +44,12 @@ type Agent struct {
 	Tools       []string `json:"tools"`
 	SubAgents   []string `json:"sub_agents"`
 	// Nodes are the live processes serving it; Workers and Busy their
-	// workers for it, all together.
+	// workers for it, all together; Waiting the turns among Busy whose
+	// model calls wait for the provider's capacity.
 	Nodes   []string `json:"nodes"`
 	Workers int      `json:"workers"`
 	Busy    int      `json:"busy"`
+	Waiting int      `json:"waiting"`
 	// Default marks the agent a conversation is for when it names none.
 	Default bool `json:"default,omitempty"`
 }
@@ -90,6 +92,7 @@ func (c *Core) Agents(ctx context.Context) ([]Agent, error) {
 			a.Nodes = append(a.Nodes, n.Node)
 			a.Workers += info.Workers
 			a.Busy += min(info.Busy, info.Workers)
+			a.Waiting += min(info.Waiting, info.Busy)
 		}
 	}
 	out := make([]Agent, 0, len(byName))

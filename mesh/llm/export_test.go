@@ -39,4 +39,10 @@ func ForgetBreakers(base string) {
 		}
 		return true
 	})
+	limiters.Range(func(k, _ any) bool {
+		if strings.HasPrefix(k.(limiterKey).base, base) {
+			limiters.Delete(k)
+		}
+		return true
+	})
 }

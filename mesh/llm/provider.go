@@ -24,7 +24,9 @@ type Options struct {
 	// Timeout bounds one call (every attempt, every wait between attempts,
 	// and the whole stream). Zero means 60s.
 	Timeout time.Duration
-	// MaxRetries bounds retries of a failed call. Zero means 3; -1 none.
+	// MaxRetries bounds retries of a failed call. Zero means 3; -1 none. A
+	// rate limit (429) is no failure: it is waited for and sent again
+	// within MaxQueueWait, unless retries are off (-1).
 	MaxRetries int
 	// Sampling: max_tokens (zero means 4096), temperature and top_p (nil
 	// means the API's default) of every call; a request's replace them.
@@ -44,6 +46,18 @@ type Options struct {
 	// lets one probe call through; a successful probe closes it. Zero means
 	// 30s.
 	BreakerCooldown time.Duration
+	// MaxConcurrency bounds the calls in flight to the endpoint from this
+	// process. Zero means none until the provider answers 429; from then on
+	// the bound is learnt from its rate limits (limiter.go).
+	MaxConcurrency int
+	// RequestsPerMinute paces the calls' starts to the endpoint from this
+	// process. Zero means no pacing.
+	RequestsPerMinute int
+	// MaxQueueWait bounds how long a call waits for the provider's
+	// capacity (MaxConcurrency, RequestsPerMinute, the pauses its rate
+	// limits ask for), over all its attempts, before it fails with
+	// CodeRateLimit. Zero means 10 minutes.
+	MaxQueueWait time.Duration
 	// HTTPClient sends the requests. Nil means a client shared by the
 	// process's endpoints on a clone of http.DefaultTransport (which
 	// honours HTTPS_PROXY and NO_PROXY) keeping up to 256 idle connections

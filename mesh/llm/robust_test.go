@@ -171,30 +171,53 @@ func TestBackoffBetweenRetries(t *testing.T) {
 	})
 }
 
+// A rate limit is waited for, not counted as a failed attempt: the call
+// is sent again as often as the provider answers 429, with the pauses it
+// asks for, until its waits reach MaxQueueWait.
 func TestRateLimitExhausted(t *testing.T) {
 	forEachWire(t, func(t *testing.T, w wire) {
 		f := newFake(t, w)
-		f.Fail(llmtest.Fault{Status: http.StatusTooManyRequests, Message: "Rate limit reached", Header: map[string]string{"Retry-After": "0"}, Times: -1})
-		p := f.provider(testOptions(func(o *llm.Options) { o.MaxRetries = 1 }))
+		f.Fail(llmtest.Fault{Status: http.StatusTooManyRequests, Message: "Rate limit reached", Header: map[string]string{"Retry-After": "1"}, Times: -1})
+		p := f.provider(testOptions(func(o *llm.Options) { o.MaxRetries = 1; o.MaxQueueWait = 5 * time.Second }))
+		var s sleeps
+		llm.SetSleep(t, p, s.sleep)
 		e := wantCode(t, fmtErr(p.Generate(t.Context(), ask())), llm.CodeRateLimit)
-		if e.Status != http.StatusTooManyRequests || f.Count() != 2 {
-			t.Errorf("status %d after %d requests, want 429 after 2", e.Status, f.Count())
+		// Sent at 0 s and after each of four 1 s waits; a fifth would pass
+		// the 5 s bound. One retry allowed, five sends: 429s spend none.
+		if e.Status != http.StatusTooManyRequests || f.Count() != 5 {
+			t.Errorf("status %d after %d requests, want 429 after 5", e.Status, f.Count())
 		}
-		if !strings.Contains(e.Message, "rate limited") || !strings.Contains(e.Message, "Rate limit reached") {
-			t.Errorf("message %q should say it was rate limited, with the provider's words", e.Message)
+		if got := s.waits(); len(got) != 4 || got[0] != time.Second {
+			t.Errorf("waits %v, want four of 1s (the provider's Retry-After)", got)
+		}
+		for _, want := range []string{"rate limited", "Rate limit reached", "max_queue_wait", "after 5 rate-limit answers"} {
+			if !strings.Contains(e.Message, want) {
+				t.Errorf("message %q should say %q", e.Message, want)
+			}
 		}
 	})
+}
+
+// With retries off, a rate limit fails the call at once.
+func TestRateLimitWithoutRetries(t *testing.T) {
+	f := newFake(t, openAIWire)
+	f.Fail(llmtest.Fault{Status: http.StatusTooManyRequests, Message: "Rate limit reached", Header: map[string]string{"Retry-After": "0"}, Times: -1})
+	p := f.provider(testOptions(func(o *llm.Options) { o.MaxRetries = -1 }))
+	wantCode(t, fmtErr(p.Generate(t.Context(), ask())), llm.CodeRateLimit)
+	if f.Count() != 1 {
+		t.Errorf("%d requests, want 1", f.Count())
+	}
 }
 
 func TestRetryAfterBeyondTimeout(t *testing.T) {
 	forEachWire(t, func(t *testing.T, w wire) {
 		f := newFake(t, w)
 		f.Fail(llmtest.Fault{Status: http.StatusTooManyRequests, Message: "Rate limit reached", Header: map[string]string{"Retry-After": "120"}, Times: -1})
-		p := f.provider(testOptions(func(o *llm.Options) { o.Timeout = 2 * time.Second }))
+		p := f.provider(testOptions(func(o *llm.Options) { o.MaxQueueWait = 2 * time.Second }))
 		start := time.Now()
 		e := wantCode(t, fmtErr(p.Generate(t.Context(), ask())), llm.CodeRateLimit)
 		if time.Since(start) > time.Second || f.Count() != 1 {
-			t.Errorf("took %v and %d requests; want an immediate failure: waiting 120s cannot fit a 2s call", time.Since(start), f.Count())
+			t.Errorf("took %v and %d requests; want an immediate failure: waiting 120s cannot fit a wait of at most 2s", time.Since(start), f.Count())
 		}
 		if e.RetryAfter != 120*time.Second || !strings.Contains(e.Message, "2m0s") {
 			t.Errorf("RetryAfter %v, message %q; want 2m0s in both", e.RetryAfter, e.Message)

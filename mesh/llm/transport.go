@@ -31,6 +31,7 @@ const (
 	defaultRetryMaxDelay   = 20 * time.Second
 	defaultBreakerFailures = 5
 	defaultBreakerCooldown = 30 * time.Second
+	defaultMaxQueueWait    = 10 * time.Minute
 )
 
 const (
@@ -67,29 +68,37 @@ type endpoint struct {
 	retries  int
 	backoff  backoff
 	gate     breakerGate
-	failures int
-	cooldown time.Duration
-	log      zerolog.Logger
-	red      redactor
+	limit    *limiter
+	// queueWait bounds a call's waits for capacity (MaxQueueWait).
+	queueWait time.Duration
+	failures  int
+	cooldown  time.Duration
+	log       zerolog.Logger
+	red       redactor
 	// sleep waits between attempts; tests replace it.
 	sleep func(ctx context.Context, d time.Duration) error
 }
 
 func newEndpoint(provider, base string, opts Options) *endpoint {
 	e := &endpoint{
-		provider: provider,
-		base:     strings.TrimRight(base, "/"),
-		key:      opts.APIKey,
-		keyEnv:   modelspec.KeyEnv(provider),
-		client:   opts.HTTPClient,
-		timeout:  opts.Timeout,
-		retries:  opts.MaxRetries,
-		backoff:  backoff{base: opts.RetryBaseDelay, max: opts.RetryMaxDelay},
-		failures: opts.BreakerFailures,
-		cooldown: opts.BreakerCooldown,
-		log:      opts.Log,
-		red:      redactor{key: opts.APIKey.Reveal()},
-		sleep:    sleepCtx,
+		provider:  provider,
+		base:      strings.TrimRight(base, "/"),
+		key:       opts.APIKey,
+		keyEnv:    modelspec.KeyEnv(provider),
+		client:    opts.HTTPClient,
+		timeout:   opts.Timeout,
+		retries:   opts.MaxRetries,
+		backoff:   backoff{base: opts.RetryBaseDelay, max: opts.RetryMaxDelay},
+		failures:  opts.BreakerFailures,
+		cooldown:  opts.BreakerCooldown,
+		log:       opts.Log,
+		red:       redactor{key: opts.APIKey.Reveal()},
+		sleep:     sleepCtx,
+		limit:     endpointLimiter(limiterKey{provider: provider, base: strings.TrimRight(base, "/"), max: max(opts.MaxConcurrency, 0), perMinute: max(opts.RequestsPerMinute, 0)}),
+		queueWait: opts.MaxQueueWait,
+	}
+	if e.queueWait <= 0 {
+		e.queueWait = defaultMaxQueueWait
 	}
 	if e.client == nil {
 		e.client = defaultClient
@@ -169,12 +178,19 @@ func malformed(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrMalformedResponse, fmt.Sprintf(format, args...))
 }
 
-// run performs x with timeout, retries and circuit breaker. onText may be
-// nil; it is never called again once run returns.
+// run performs x with timeout, retries and circuit breaker, within the
+// endpoint's capacity (limiter.go). onText may be nil; it is never called
+// again once run returns.
+//
+// The timeout runs only while the call is under way: its deadline moves
+// on by every wait for capacity, which MaxQueueWait bounds instead. A 429
+// is such a wait (the provider said when to come back), so it is sent
+// again without spending one of the retries.
 func (e *endpoint) run(ctx context.Context, x *exchange, onText func(string)) (*Response, error) {
 	parent := ctx
-	ctx, cancel := context.WithTimeoutCause(ctx, e.timeout, errCallTimeout)
-	defer cancel()
+	start := time.Now()
+	var queued time.Duration // waited for capacity
+	throttled := 0
 	emitted := false
 	emit := func(s string) {
 		if s == "" {
@@ -186,31 +202,66 @@ func (e *endpoint) run(ctx context.Context, x *exchange, onText func(string)) (*
 		}
 	}
 	var last *failure
-	for attempt := 1; ; attempt++ {
-		done, err := e.gate.allow()
-		if err != nil {
-			if last != nil {
-				// The breaker opened during this call's retries: report
-				// what failed.
-				out := e.final(*last, attempt-1)
-				out.Message += "; the circuit breaker is now open"
-				return nil, out
+	for attempt := 1; ; {
+		qctx, qcancel := context.WithTimeoutCause(parent, max(e.queueWait-queued, 0), errQueueWait)
+		if last != nil && last.throttle {
+			// The provider said when to come back: wait that long, then
+			// go first (the limiter holds the other calls as long).
+			t0 := time.Now()
+			err := e.sleep(qctx, last.wait)
+			queued += max(time.Since(t0), last.wait)
+			if err != nil || queued >= e.queueWait {
+				qcancel()
+				if parent.Err() != nil {
+					return nil, e.contextError(parent, parent)
+				}
+				return nil, e.queueError(last, throttled)
 			}
-			return nil, e.breakerError(err)
 		}
-		resp, err := e.attempt(ctx, x, emit)
-		done(e.outcome(parent, err))
-		if err == nil {
+		release, waited, err := e.limit.acquire(qctx, last != nil && last.throttle)
+		qcancel()
+		queued += waited
+		if err != nil {
+			if parent.Err() != nil {
+				return nil, e.contextError(parent, parent)
+			}
+			return nil, e.queueError(last, throttled)
+		}
+		ctx, cancel := context.WithDeadlineCause(parent, start.Add(e.timeout+queued), errCallTimeout)
+		resp, f, err := e.try(parent, ctx, x, emit, &emitted, attempt, last)
+		switch {
+		case err == nil && f == nil:
+			release(callResult{ok: true})
+			cancel()
 			return resp, nil
+		case err != nil:
+			release(callResult{})
+			cancel()
+			return nil, err
+		case f.throttle && e.retries > 0:
+			f.wait = f.err.RetryAfter
+			if !f.hasRetryAfter {
+				f.wait = e.backoff.delay(min(throttled, 10))
+			}
+			release(callResult{throttled: true, wait: f.wait})
+			cancel()
+			throttled++
+			last = f
+			if queued+f.wait >= e.queueWait {
+				// Waiting as long as the provider asks would pass the
+				// bound: fail now, saying how long it asked for.
+				return nil, e.queueError(f, throttled)
+			}
+			telemetry.ModelThrottled(e.provider)
+			e.logger(parent).Debug().Str("provider", e.provider).Int("throttled", throttled).Dur("wait", f.wait).Msg("llm call rate limited; waiting for the provider's capacity")
+			continue
 		}
-		if ctx.Err() != nil {
-			return nil, e.contextError(parent, ctx)
-		}
-		f := e.classify(err, emitted)
+		release(callResult{})
 		if !f.retry || attempt > e.retries {
-			return nil, e.final(f, attempt)
+			cancel()
+			return nil, e.final(*f, attempt)
 		}
-		last = &f
+		last = f
 		wait := e.backoff.delay(attempt - 1)
 		if f.hasRetryAfter {
 			wait = f.err.RetryAfter
@@ -218,15 +269,70 @@ func (e *endpoint) run(ctx context.Context, x *exchange, onText func(string)) (*
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= wait {
 			// Waiting would outlive the call: fail now, saying how long the
 			// provider asked for.
-			return nil, e.final(f, attempt)
+			cancel()
+			return nil, e.final(*f, attempt)
 		}
 		e.logger(parent).Warn().Str("provider", e.provider).Int("llm_attempt", attempt).Dur("wait", wait).
 			Str("err", f.err.Message).Msg("llm call failed; retrying")
 		telemetry.ModelRetry(e.provider)
-		if err := e.sleep(ctx, wait); err != nil {
-			return nil, e.contextError(parent, ctx)
+		err = e.sleep(ctx, wait)
+		if err != nil {
+			err := e.contextError(parent, ctx)
+			cancel()
+			return nil, err
 		}
+		cancel()
+		attempt++
 	}
+}
+
+// errQueueWait is the cause of a wait for capacity cut at MaxQueueWait.
+var errQueueWait = errors.New("llm queue wait")
+
+// try sends x once through the breaker. It returns the answer, or the
+// classified failure of an attempt that may be tried again, or the error
+// that ends the call.
+func (e *endpoint) try(parent, ctx context.Context, x *exchange, emit func(string), emitted *bool, attempt int, last *failure) (*Response, *failure, error) {
+	done, err := e.gate.allow()
+	if err != nil {
+		if last != nil && !last.throttle {
+			// The breaker opened during this call's retries: report
+			// what failed.
+			out := e.final(*last, attempt-1)
+			out.Message += "; the circuit breaker is now open"
+			return nil, nil, out
+		}
+		return nil, nil, e.breakerError(err)
+	}
+	resp, err := e.attempt(ctx, x, emit)
+	done(e.outcome(parent, err))
+	if err == nil {
+		return resp, nil, nil
+	}
+	if ctx.Err() != nil {
+		return nil, nil, e.contextError(parent, ctx)
+	}
+	f := e.classify(err, *emitted)
+	return nil, &f, nil
+}
+
+// queueError is the error of a call whose waits for capacity reached
+// MaxQueueWait (or whose next wait would pass it); last is the rate limit
+// that made it wait, if one did.
+func (e *endpoint) queueError(last *failure, throttled int) *Error {
+	note := fmt.Sprintf("no capacity at the provider within %s (llm max_queue_wait)", e.queueWait)
+	if last == nil {
+		return &Error{Code: CodeRateLimit, Status: http.StatusTooManyRequests, Message: fmt.Sprintf("%s: %s", e.provider, note), Err: errQueueWait}
+	}
+	if throttled > 1 {
+		note += fmt.Sprintf(" after %d rate-limit answers", throttled)
+	}
+	out := *last.err
+	out.Message = fmt.Sprintf("%s; %s", out.Message, note)
+	if out.RetryAfter > 0 {
+		out.Message = fmt.Sprintf("%s; the provider asks to retry after %s", out.Message, out.RetryAfter.Round(time.Millisecond))
+	}
+	return &out
 }
 
 // logger is the caller's logger when ctx carries one (the turn's, with its
@@ -257,6 +363,7 @@ func (e *endpoint) attempt(ctx context.Context, x *exchange, emit func(string)) 
 		return nil, &sendError{err}
 	}
 	defer resp.Body.Close()
+	e.limit.observe(resp.Header)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		ae := &apiError{status: resp.StatusCode}
@@ -339,6 +446,11 @@ type failure struct {
 	err           *Error
 	retry         bool
 	hasRetryAfter bool
+	// throttle: a rate limit (429) to wait for and send again, not a
+	// failure of the call. An exhausted quota is a 429 too, but no wait
+	// ends it. wait is how long it waits before it is sent again.
+	throttle bool
+	wait     time.Duration
 }
 
 func (e *endpoint) classify(err error, emitted bool) failure {
@@ -350,6 +462,7 @@ func (e *endpoint) classify(err error, emitted bool) failure {
 	case errors.As(err, &ae):
 		f := failure{err: e.apiFailure(ae), hasRetryAfter: ae.hasRetryAfter}
 		f.retry = retryableStatus(ae.status) && !emitted
+		f.throttle = f.retry && ae.status == http.StatusTooManyRequests && !quotaExhausted(ae)
 		return f
 	case errors.Is(err, ErrMalformedResponse):
 		return failure{err: &Error{Code: CodeError, Message: fmt.Sprintf("%s: %s", e.provider, e.red.scrub(err.Error())), Err: e.red.wrap(err)}}
@@ -369,6 +482,12 @@ func (e *endpoint) classify(err error, emitted bool) failure {
 		return failure{err: pe}
 	}
 	return failure{err: &Error{Code: CodeError, Message: fmt.Sprintf("%s: %s", e.provider, e.red.scrub(err.Error())), Err: e.red.wrap(err)}}
+}
+
+// quotaExhausted says a 429 is an exhausted quota or billing limit
+// (OpenAI's insufficient_quota), which waiting does not end.
+func quotaExhausted(ae *apiError) bool {
+	return strings.Contains(ae.kind, "insufficient_quota") || strings.Contains(ae.message, "exceeded your current quota")
 }
 
 // rootCause is the innermost message of a transport error, without the

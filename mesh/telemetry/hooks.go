@@ -54,6 +54,17 @@ func ModelCall(provider, model string, d time.Duration, in, out int, code string
 	}
 }
 
+// ModelCapacity records a provider endpoint's calls waiting for capacity,
+// its calls in flight and its bound of calls in flight (0: none).
+func ModelCapacity(provider string, waiting, inFlight, limit int) {
+	modelWaiting.WithLabelValues(provider).Set(float64(waiting))
+	modelInFlight.WithLabelValues(provider).Set(float64(inFlight))
+	modelLimit.WithLabelValues(provider).Set(float64(limit))
+}
+
+// ModelThrottled counts an attempt the provider answered with a rate limit.
+func ModelThrottled(provider string) { modelThrottle.WithLabelValues(provider).Inc() }
+
 // ModelRetry counts an attempt of a model call that is tried again.
 func ModelRetry(provider string) { modelRetries.WithLabelValues(provider).Inc() }
 

@@ -79,6 +79,10 @@ var (
 	modelTokens   = counter("model_tokens_total", "Tokens the models read (direction in) and wrote (out).", "provider", "model", "direction")
 	modelErrors   = counter("model_errors_total", "Model calls that failed, by error code.", "provider", "model", "code")
 	modelRetries  = counter("model_retries_total", "Attempts of a model call that were retried.", "provider")
+	modelWaiting  = gauge("model_calls_waiting", "Model calls waiting for their provider's capacity (concurrency, rate, a rate limit's pause), by provider endpoint.", "provider")
+	modelInFlight = gauge("model_calls_in_flight", "Model calls sent and not yet answered, by provider endpoint.", "provider")
+	modelLimit    = gauge("model_concurrency_limit", "The bound of calls in flight to a provider endpoint: configured, or learnt from its rate limits; 0 when there is none.", "provider")
+	modelThrottle = counter("model_throttled_total", "Model call attempts the provider answered with a rate limit (429), waited for and sent again.", "provider")
 
 	toolCalls        = counter("tool_calls_total", "Tool calls an agent made, by outcome (ok, error, refused, unavailable).", "server", "tool", "outcome")
 	toolDuration     = histogram("tool_call_duration_seconds", "Duration of tool calls as the agent saw them.", "server", "tool")

@@ -17,7 +17,10 @@ import (
 
 // Defaults of a [Config].
 const (
-	DefaultWorkers      = 32
+	// DefaultWorkers: a worker is a goroutine, and the items of a mesh
+	// mostly wait (on a model, a tool, a person), so the bound is memory,
+	// not CPU: a few KiB each.
+	DefaultWorkers      = 4096
 	DefaultDrainTimeout = 30 * time.Second
 )
 
@@ -57,11 +60,11 @@ type Config struct {
 	// all.
 	Queues []Queue
 	// Workers bounds the items handled at once, over all the queues; each
-	// queue also pulls at most that many ahead. Zero means
-	// [DefaultLoopWorkers].
+	// queue also pulls at most that many ahead (and at most 256). Zero
+	// means [DefaultWorkers].
 	Workers int
 	// DrainTimeout is how long the items in hand may take to finish once
-	// Run's context ends. Zero means [DefaultLoopDrainTimeout].
+	// Run's context ends. Zero means [DefaultDrainTimeout].
 	DrainTimeout time.Duration
 	// StopCause is the cause of the items' context when the drain deadline
 	// passes. Nil means [ErrStopped].
@@ -72,6 +75,11 @@ type Config struct {
 	// value discards them.
 	Logger zerolog.Logger
 }
+
+// maxPullAhead bounds the items a queue asks for ahead of its workers: the
+// items in a pull are this process's, so a large pull would keep them from
+// other replicas that have room.
+const maxPullAhead = 256
 
 // Loop consumes work queues with a bounded number of workers: each item
 // is handled on a worker of its own and kept in progress while it is. When
@@ -189,7 +197,7 @@ func (w *workers) consume(ctx context.Context, q Queue) error {
 	log := q.Logger
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
 		w.dispatch(msg, q.Handle, ackWait)
-	}, jetstream.PullMaxMessages(l.cfg.Workers),
+	}, jetstream.PullMaxMessages(min(l.cfg.Workers, maxPullAhead)),
 		// A heartbeat every second: a pull whose server died, or whose
 		// stream's leader moved to another server, is found dead in 2 s and
 		// pulled again, instead of in 30 s (half the default expiry, twice).

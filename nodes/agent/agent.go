@@ -92,6 +92,7 @@ type Role struct {
 
 	loop         *workloop.Loop // takes the turns; its Busy and Consuming feed Health
 	lastProgress atomic.Int64   // unix nanoseconds of the last sign of progress
+	modelWaiting atomic.Int32   // turns whose model calls wait for their provider
 	servers      *breakers      // of the MCP servers, as this agent calls them
 
 	tools   atomic.Pointer[toolSet]
@@ -234,7 +235,7 @@ func (a *Role) newLoop() error {
 				// Unlimited: handle counts the deliveries, so that one cut
 				// off on its last (a killed process) still gives the turn up.
 				MaxDeliver:    -1,
-				MaxAckPending: 4096,
+				MaxAckPending: max(4096, a.workers),
 			},
 			Handle: func(ctx context.Context, msg jetstream.Msg) {
 				a.touch()
@@ -386,6 +387,7 @@ func (a *Role) handle(ctx context.Context, msg jetstream.Msg) {
 	defer cancel(nil)
 
 	t := &turn{a: a, work: work{item: item, hdr: msg.Headers(), attempt: attempt, seq: seq}, log: log, baseLog: base, cancel: cancel}
+	t.queue.a = a
 	if attempt > a.maxDeliver {
 		// Its last delivery never settled (the process running it died):
 		// given up here rather than left running.

@@ -311,7 +311,7 @@ func (t *turn) keepClaim(ctx context.Context, c *mesh.Conversation) (stop func()
 }
 
 // recordDeferredClaim records the run's claim after it has lasted
-// claimAfter, unless the conversation no longer queues its turn (settled,
+// claimAfter and none of its model calls waits for the provider, unless the conversation no longer queues its turn (settled,
 // cancelled or deleted meanwhile). It reports whether the run goes on.
 func (t *turn) recordDeferredClaim(ctx context.Context, done <-chan struct{}, claimAfter time.Duration, log zerolog.Logger) bool {
 	timer := time.NewTimer(claimAfter)
@@ -322,6 +322,11 @@ func (t *turn) recordDeferredClaim(ctx context.Context, done <-chan struct{}, cl
 	case <-ctx.Done():
 		return false
 	case <-timer.C:
+	}
+	// A turn whose model call waits for its provider is not under way yet:
+	// its conversation shows it queued until the provider takes the call.
+	if !t.queue.idle(ctx, done) {
+		return false
 	}
 	_, err := t.a.sessions.Update(ctx, t.item.Session, func(c *mesh.Conversation) error {
 		if !t.queuedIn(c) {

@@ -26,7 +26,9 @@ func (a *Role) Health(context.Context) error {
 	if !a.loop.Consuming() {
 		return errors.New("agent: not consuming its work queue")
 	}
-	if a.loop.Busy() < a.workers {
+	// Turns waiting for their provider's capacity are waiting, not stuck:
+	// the model client bounds that wait (llm.max_queue_wait).
+	if a.loop.Busy() < a.workers || a.modelWaiting.Load() > 0 {
 		return nil
 	}
 	idle := time.Since(time.Unix(0, a.lastProgress.Load()))
@@ -119,7 +121,7 @@ func (p *remotePool) states() map[string]string {
 // agent directory: the tools and sub-agents its llm steps are offered as
 // the catalog stands, and its workers, busy or not.
 func (a *Role) Info() mesh.AgentInfo {
-	info := mesh.AgentInfo{Name: a.name, Description: a.cfg.Agent.Description, Workers: a.workers, Busy: a.loop.Busy()}
+	info := mesh.AgentInfo{Name: a.name, Description: a.cfg.Agent.Description, Workers: a.workers, Busy: a.loop.Busy(), Waiting: int(a.modelWaiting.Load())}
 	tools, subs := map[string]bool{}, map[string]bool{}
 	for _, s := range a.steps {
 		switch s.cfg.Type {

@@ -86,7 +86,7 @@ func (t *turn) generate(ctx context.Context) (*llm.Response, string, error) {
 			t.emit(mesh.Event{Type: mesh.EventTextMessageContent, MessageID: msgID, Delta: delta})
 		},
 	}
-	resp, err := t.step.provider.Generate(t.log.WithContext(ctx), req)
+	resp, err := t.step.provider.Generate(t.queue.context(t.log.WithContext(ctx)), req)
 	if err == nil {
 		t.ex.usage = t.ex.usage.Add(resp.Usage)
 		if !streamed && resp.Text != "" {

@@ -25,6 +25,9 @@ type turn struct {
 	baseLog zerolog.Logger
 	cancel  context.CancelCauseFunc
 
+	// queue counts the turn's model calls waiting for their provider.
+	queue modelQueue
+
 	conv *mesh.Conversation // as claimed
 	// claimPending: the claim is in conv alone, not yet recorded
 	// (deferrable): the run's save records it with the outcome.

@@ -213,7 +213,7 @@ func (r *Role) newLoop() error {
 				// group_check items come back until their turn ends; the other
 				// items count their own deliveries (see handle).
 				MaxDeliver:    -1,
-				MaxAckPending: 4096,
+				MaxAckPending: max(4096, r.cfg.Workers),
 			},
 			Handle: func(ctx context.Context, msg jetstream.Msg) { r.handle(ctx, g, msg) },
 			Logger: r.log.With().Str("group", g.cfg.Name).Logger(),

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -56,6 +57,17 @@ type Config struct {
 	// more memory than the benchmark measures. Requests and Answered then
 	// return nothing; Count still counts.
 	NoRecords bool
+	// Latency is how long the model takes: each answered call waits this
+	// long before its first byte, as a real model's time to answer. A
+	// client that goes away meanwhile ends the wait.
+	Latency time.Duration
+	// RateLimit, when positive, is how many requests a second the server
+	// takes, as a provider's per-minute limit scaled down: past it, a
+	// request is answered 429 with the API's rate-limit error and a
+	// Retry-After for the start of the next second. OpenAI's answers then
+	// carry its x-ratelimit-*-requests headers, Anthropic's its
+	// anthropic-ratelimit-requests-* headers.
+	RateLimit int
 }
 
 // Record is one request as the server received it and how it answered.
@@ -106,6 +118,11 @@ type Server struct {
 	faults  []Fault
 	// sigs are the Gemini thought signatures handed out.
 	sigs map[string]bool
+	// window and inWindow count the requests of the current second, for
+	// RateLimit; limited counts those refused for it.
+	window   time.Time
+	inWindow int
+	limited  int
 }
 
 // New starts a server on 127.0.0.1 at a random port.
@@ -228,6 +245,51 @@ func (s *Server) nextFault() (Fault, bool) {
 	return f, true
 }
 
+// Limited is the number of requests answered 429 for RateLimit.
+func (s *Server) Limited() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.limited
+}
+
+// overLimit counts a request against RateLimit, sets the rate-limit
+// headers of the API on w, and returns the 429 it gets when the current
+// second's budget is spent. The window is a fixed second, as a provider's
+// bucket refills: a burst at a second's start passes, and the rest is told
+// when the next second starts.
+func (s *Server) overLimit(w http.ResponseWriter) (Fault, bool) {
+	if s.cfg.RateLimit <= 0 {
+		return Fault{}, false
+	}
+	s.mu.Lock()
+	now := time.Now()
+	if now.Sub(s.window) >= time.Second {
+		s.window, s.inWindow = now, 0
+	}
+	s.inWindow++
+	over := s.inWindow > s.cfg.RateLimit
+	if over {
+		s.limited++
+	}
+	remaining, reset := max(s.cfg.RateLimit-s.inWindow, 0), s.window.Add(time.Second)
+	s.mu.Unlock()
+	h := w.Header()
+	switch s.cfg.API {
+	case OpenAI:
+		h.Set("x-ratelimit-limit-requests", strconv.Itoa(s.cfg.RateLimit))
+		h.Set("x-ratelimit-remaining-requests", strconv.Itoa(remaining))
+		h.Set("x-ratelimit-reset-requests", reset.Sub(now).Round(time.Millisecond).String())
+	case Anthropic:
+		h.Set("anthropic-ratelimit-requests-limit", strconv.Itoa(s.cfg.RateLimit))
+		h.Set("anthropic-ratelimit-requests-remaining", strconv.Itoa(remaining))
+		h.Set("anthropic-ratelimit-requests-reset", reset.UTC().Format(time.RFC3339Nano))
+	}
+	if !over {
+		return Fault{}, false
+	}
+	return Fault{Status: http.StatusTooManyRequests, Message: fmt.Sprintf("rate limit reached: %d requests per second", s.cfg.RateLimit), RetryAfter: reset.Sub(now)}, true
+}
+
 // addRecord records request r with its body and returns the record's
 // index, or -1 with NoRecords.
 func (s *Server) addRecord(r *http.Request, body []byte) int {
@@ -295,6 +357,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	req := c.req
 	s.update(i, func(rec *Record) { rec.Model, rec.Stream, rec.Request = c.model, c.stream, &req })
+	if f, ok := s.overLimit(w); ok {
+		s.update(i, func(rec *Record) { rec.Fault = &f })
+		s.serveFault(w, r, c, i, f)
+		return
+	}
 	if f, ok := s.nextFault(); ok {
 		s.update(i, func(rec *Record) { rec.Fault = &f })
 		s.serveFault(w, r, c, i, f)
@@ -315,6 +382,15 @@ func (s *Server) requestContext(r *http.Request) (context.Context, func()) {
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, c *call, i int, f *Fault) {
 	ctx, done := s.requestContext(r)
 	defer done()
+	if s.cfg.Latency > 0 {
+		t := time.NewTimer(s.cfg.Latency)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+	}
 	// partial: the answer will not reach its end, so the record keeps no
 	// status.
 	partial := f != nil && (f.Cut || f.Hang)

@@ -72,9 +72,10 @@ func FromConfigWith(cfg *config.Config, name string, base llm.Options) (llm.Prov
 
 // OptionsFromConfig returns base with what cfg sets for a cloud provider
 // ([llm.NewCloud]): the BaseURL and APIKey of provider, and Timeout,
-// MaxRetries, MaxTokens and the breaker when llm.timeout,
-// llm.max_retries, llm.max_tokens and breakers.llm are set; base gives
-// the rest (Log, HTTPClient, backoff settings).
+// MaxRetries, the provider's capacity (MaxConcurrency, RequestsPerMinute,
+// MaxQueueWait), MaxTokens and the breaker when the llm section and
+// breakers.llm set them; base gives the rest (Log, HTTPClient, backoff
+// settings).
 func OptionsFromConfig(cfg *config.Config, provider string, base llm.Options) llm.Options {
 	opts := base
 	opts.BaseURL = cfg.BaseURL(provider)
@@ -84,6 +85,15 @@ func OptionsFromConfig(cfg *config.Config, provider string, base llm.Options) ll
 	}
 	if cfg.LLM.MaxRetries != 0 {
 		opts.MaxRetries = cfg.LLM.MaxRetries
+	}
+	if cfg.LLM.MaxConcurrency != 0 {
+		opts.MaxConcurrency = cfg.LLM.MaxConcurrency
+	}
+	if cfg.LLM.RequestsPerMinute != 0 {
+		opts.RequestsPerMinute = cfg.LLM.RequestsPerMinute
+	}
+	if w := cfg.LLM.MaxQueueWait.Std(); w != 0 {
+		opts.MaxQueueWait = w
 	}
 	opts.Sampling = opts.Sampling.Over(cfg.LLM.Sampling)
 	if b := cfg.Breakers.LLM; b.Failures != 0 {
