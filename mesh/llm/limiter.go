@@ -15,8 +15,8 @@ import (
 // A provider's capacity. Each endpoint (provider and base URL) of the
 // process has one limiter, shared by every Provider that calls it. It
 // bounds the calls in flight: to Options.MaxConcurrency, and, once the
-// provider answered 429, to a bound it learns (halved at a rate-limit
-// answer, grown by one for each bound's worth of calls that succeed). It
+// provider answered 429, to a bound it learns (cut by a quarter at a
+// rate-limit answer, grown by one for each bound's worth of calls that succeed). It
 // paces the calls' starts to Options.RequestsPerMinute. It holds every new
 // call while the provider asked to wait: the Retry-After of a 429, or
 // rate-limit headers that say nothing is left before a reset. Calls wait
@@ -48,6 +48,12 @@ func endpointLimiter(k limiterKey) *limiter {
 	return actual.(*limiter)
 }
 
+// cutFactor is what a rate limit leaves of the calls in flight: less than
+// the halving of classic AIMD, because the provider's pause (Retry-After,
+// its reset headers) already holds the calls, and a bound cut too deep
+// leaves its capacity unused once the pause ends.
+const cutFactor = 0.75
+
 // limiter admits the calls of one endpoint. See above.
 type limiter struct {
 	name string // the provider, as metrics label it
@@ -60,7 +66,7 @@ type limiter struct {
 	queue    []*waiter
 	// pausedUntil holds new calls: the provider asked to wait until then.
 	pausedUntil time.Time
-	// lastCut is when the learnt bound was last halved: every call in
+	// lastCut is when the learnt bound was last cut: every call in
 	// flight when a limit is hit may be answered 429, and those answers
 	// together are one signal, not many.
 	lastCut time.Time
@@ -234,8 +240,8 @@ func (l *limiter) release(r callResult) {
 	switch {
 	case r.throttled:
 		if now.After(l.lastCut.Add(max(r.wait, time.Second))) {
-			// The calls in flight were too many: half as many from now on.
-			l.learnt = max(1, float64(l.inFlight)/2)
+			// The calls in flight were too many: fewer from now on.
+			l.learnt = max(1, float64(l.inFlight)*cutFactor)
 			l.lastCut = now
 		}
 		if until := now.Add(r.wait); until.After(l.pausedUntil) {

@@ -94,15 +94,15 @@ func TestLimiterRateLimitPausesAndHalvesTheBound(t *testing.T) {
 		}
 		releases = append(releases, r)
 	}
-	// The first 429 of eight in flight: four from now on, and a pause.
+	// The first 429 of eight in flight: six from now on, and a pause.
 	releases[0](callResult{throttled: true, wait: 2 * time.Second})
-	if got := l.capacity(); got.Limit != 4 || got.PausedUntil.IsZero() {
-		t.Fatalf("after a 429 with 8 in flight: %+v, want a bound of 4 and a pause", got)
+	if got := l.capacity(); got.Limit != 6 || got.PausedUntil.IsZero() {
+		t.Fatalf("after a 429 with 8 in flight: %+v, want a bound of 6 and a pause", got)
 	}
 	// The others answered 429 together: one signal, the bound stays.
 	releases[1](callResult{throttled: true, wait: 2 * time.Second})
-	if got := l.capacity().Limit; got != 4 {
-		t.Errorf("bound %d after a second 429 of the same moment, want 4", got)
+	if got := l.capacity().Limit; got != 6 {
+		t.Errorf("bound %d after a second 429 of the same moment, want 6", got)
 	}
 	// Paused: a new call waits, even with room under the bound.
 	for _, r := range releases[2:] {

@@ -2,7 +2,7 @@ package e2e
 
 import (
 	"fmt"
-	"os"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -36,11 +36,12 @@ func (c paceLoad) turns() int {
 
 // measurePace runs a load on s while sampling its resident memory every
 // 100 ms, and returns the load's figures with the peak RSS over the run
-// minus the RSS before it: what the turns in hand cost.
-func measurePace(b *testing.B, s turnServer, l turnLoad) (loadResult, int64) {
+// minus the RSS before it (what the turns in hand cost), in all and by
+// process.
+func measurePace(b *testing.B, s turnServer, l turnLoad) (loadResult, int64, map[string]int64) {
 	b.Helper()
-	_, before := rssByName(s.usage())
-	peak := before
+	beforeBy, before := rssByName(s.usage())
+	peak, peakBy := before, map[string]int64{}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -51,8 +52,10 @@ func measurePace(b *testing.B, s turnServer, l turnLoad) (loadResult, int64) {
 			case <-done:
 				return
 			case <-t.C:
-				if _, rss := rssByName(s.usage()); rss > peak {
-					peak = rss
+				by, rss := rssByName(s.usage())
+				peak = max(peak, rss)
+				for name, n := range by {
+					peakBy[name] = max(peakBy[name], n-beforeBy[name])
 				}
 			}
 		}
@@ -60,7 +63,16 @@ func measurePace(b *testing.B, s turnServer, l turnLoad) (loadResult, int64) {
 	res := l.run(b, s)
 	close(done)
 	wg.Wait()
-	return res, peak - before
+	return res, peak - before, peakBy
+}
+
+// kib says each process's bytes in KiB per user: "<name> <KiB>, …".
+func kib(by map[string]int64, users int) string {
+	var line []string
+	for _, name := range slices.Sorted(maps.Keys(by)) {
+		line = append(line, fmt.Sprintf("%s %.0f", name, float64(by[name])/1024/float64(users)))
+	}
+	return strings.Join(line, ", ")
 }
 
 // BenchmarkTurnAtModelPace measures a REST turn with one tool call (two
@@ -86,8 +98,8 @@ func BenchmarkTurnAtModelPace(b *testing.B) {
 				cell := paceLoad{latency: latency, users: users}
 				load := turnLoad{turns: cell.turns(), conc: users, perConversation: 1}
 				b.Run(fmt.Sprintf("users=%d", users), func(b *testing.B) {
-					meshRes, meshAdded := measurePace(b, m, load)
-					baseRes, baseAdded := measurePace(b, p, load)
+					meshRes, meshAdded, meshBy := measurePace(b, m, load)
+					baseRes, baseAdded, _ := measurePace(b, p, load)
 					report := func(side string, r loadResult, added int64) {
 						if len(r.lat) == 0 {
 							return
@@ -103,8 +115,8 @@ func BenchmarkTurnAtModelPace(b *testing.B) {
 						b.ReportMetric(meshRes.cpuPerTurn()/baseRes.cpuPerTurn(), "mesh-cpu-x")
 					}
 					b.ReportMetric(0, "ns/op")
-					b.Logf("mesh: %d turns in %v, CPU ms per turn %.2f (%s); baseline: %d turns in %v, CPU ms per turn %.2f",
-						len(meshRes.lat), meshRes.elapsed.Round(time.Millisecond), meshRes.cpuPerTurn(), meshRes.cpuByProcess(),
+					b.Logf("mesh: %d turns in %v, CPU ms per turn %.2f (%s), peak RSS added KiB per user %s; baseline: %d turns in %v, CPU ms per turn %.2f",
+						len(meshRes.lat), meshRes.elapsed.Round(time.Millisecond), meshRes.cpuPerTurn(), meshRes.cpuByProcess(), kib(meshBy, users),
 						len(baseRes.lat), baseRes.elapsed.Round(time.Millisecond), baseRes.cpuPerTurn())
 				})
 			}
@@ -123,7 +135,7 @@ func reportSide(b *testing.B, side string, r loadResult) {
 // benchModelOpts is `mesh up`'s default configuration on the OpenAI-format
 // model at baseURL.
 func benchModelOpts(b *testing.B, baseURL string) meshOpts {
-	return meshOpts{logLevel: "warn", config: strings.Replace(defaultConfig(b), "model: offline", "model: gpt-4o-mini", 1) + os.Getenv("MESH_BENCH_EXTRA"),
+	return meshOpts{logLevel: "warn", config: strings.Replace(defaultConfig(b), "model: offline", "model: gpt-4o-mini", 1),
 		env: []string{"OPENAI_API_KEY=k", "OPENAI_BASE_URL=" + baseURL}}
 }
 
@@ -147,4 +159,54 @@ func idleCPU(s turnServer) string {
 	}
 	slices.Sort(line)
 	return strings.Join(line, ", ")
+}
+
+// BenchmarkTurnRateLimited sends 100 users' tool turns (two calls each)
+// at once to `mesh up` against a provider that takes 50 requests a second
+// and answers 429 with Retry-After past that, its model taking 500 ms a
+// call: every turn must complete, and turns/s settle at the provider's
+// pace (25 tool turns/s). It reports turns/s and their share of the
+// pace, p50 and p99, the provider's 429s per turn, and the most turns
+// /agents showed waiting for the provider at once.
+func BenchmarkTurnRateLimited(b *testing.B) {
+	const users, perSecond, turns = 100, 50, 600
+	srv := llmtest.Start(b, llmtest.Config{API: llmtest.OpenAI, NoRecords: true, Latency: 500 * time.Millisecond, RateLimit: perSecond})
+	m := startMesh(b, benchModelOpts(b, srv.BaseURL()))
+	m.send(m.newConversation(), "list all resources") // warm up
+	limitedBefore := srv.Limited()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	maxWaiting := 0
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			status, out := m.try("GET", "/agents", nil)
+			if status != 200 {
+				continue
+			}
+			for _, a := range list(out, "agents") {
+				if w, _ := a.(map[string]any)["waiting"].(float64); int(w) > maxWaiting {
+					maxWaiting = int(w)
+				}
+			}
+		}
+	})
+	res := turnLoad{turns: turns, conc: users, perConversation: 1}.run(b, m)
+	close(done)
+	wg.Wait()
+	if len(res.lat) != turns {
+		b.Fatalf("%d of %d turns answered", len(res.lat), turns)
+	}
+	reportLatencies(b, res.lat)
+	b.ReportMetric(res.turnsPerSecond(), "turns/s")
+	b.ReportMetric(res.turnsPerSecond()/(perSecond/2), "turns/s-of-pace")
+	b.ReportMetric(float64(srv.Limited()-limitedBefore)/float64(turns), "429s/turn")
+	b.ReportMetric(float64(maxWaiting), "max-waiting-turns")
+	b.ReportMetric(res.cpuPerTurn(), "cpu-ms/turn")
+	b.Logf("%d turns in %v at a provider of %d requests/s: %d answered 429, at most %d turns waiting for it at once",
+		turns, res.elapsed.Round(time.Millisecond), perSecond, srv.Limited()-limitedBefore, maxWaiting)
 }
