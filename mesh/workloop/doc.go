@@ -3,7 +3,7 @@
 //
 // A [Loop] consumes one durable pull consumer per [Queue]
 // (mesh.work.<role>.<name>.*) with a bounded number of workers, keeps each
-// item in progress while it is handled ([KeepInProgress]), and drains when
+// item in progress while it is handled (one ticker per queue), and drains when
 // its context ends: the items in hand finish within a deadline, the others
 // are handed back for redelivery. Run owns every goroutine it starts and
 // returns once they are done. See ExampleLoop.

@@ -40,8 +40,8 @@ type Handler func(ctx context.Context, msg jetstream.Msg)
 // the loop's stream, and the handler of its items.
 type Queue struct {
 	// Consumer is created, or updated, on the loop's stream when Run starts.
-	// Its AckWait also paces the items' in-progress signals
-	// ([KeepInProgress]); zero means the server's default.
+	// Its AckWait also paces the items' in-progress signals (a third of
+	// it); zero means the server's default.
 	Consumer jetstream.ConsumerConfig
 	// Handle handles the queue's items. Required.
 	Handle Handler
@@ -172,6 +172,7 @@ type workers struct {
 	wg       sync.WaitGroup
 
 	ccs      []jetstream.ConsumeContext
+	keepers  []*keeper
 	watchers sync.WaitGroup // of the consume contexts' ends
 }
 
@@ -195,8 +196,9 @@ func (w *workers) consume(ctx context.Context, q Queue) error {
 		ackWait = 30 * time.Second
 	}
 	log := q.Logger
+	k := newKeeper(ackWait)
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
-		w.dispatch(msg, q.Handle, ackWait)
+		w.dispatch(msg, q.Handle, k)
 	}, jetstream.PullMaxMessages(min(l.cfg.Workers, maxPullAhead)),
 		// A heartbeat every second: a pull whose server died, or whose
 		// stream's leader moved to another server, is found dead in 2 s and
@@ -207,10 +209,12 @@ func (w *workers) consume(ctx context.Context, q Queue) error {
 			}
 		}))
 	if err != nil {
+		k.close()
 		return fmt.Errorf("consume %s: %w", subject, err)
 	}
 	l.consuming.Add(1)
 	w.ccs = append(w.ccs, cc)
+	w.keepers = append(w.keepers, k)
 	w.watchers.Add(1)
 	go func() {
 		defer w.watchers.Done()
@@ -232,7 +236,7 @@ func (w *workers) consume(ctx context.Context, q Queue) error {
 // both counted and handed back. (Counting first and then waiting for a
 // worker, as the group role once did, let the drain wait for items that
 // had arrived after the stop.)
-func (w *workers) dispatch(msg jetstream.Msg, handle Handler, ackWait time.Duration) {
+func (w *workers) dispatch(msg jetstream.Msg, handle Handler, k *keeper) {
 	select {
 	case w.sem <- struct{}{}:
 	case <-w.stopping:
@@ -255,7 +259,7 @@ func (w *workers) dispatch(msg jetstream.Msg, handle Handler, ackWait time.Durat
 		defer func() { <-w.sem }()
 		w.loop.busy.Add(1)
 		defer w.loop.busy.Add(-1)
-		defer KeepInProgress(msg, ackWait)()
+		defer k.hold(msg)()
 		handle(w.ctx, msg)
 	}()
 }
@@ -294,6 +298,9 @@ func (w *workers) drain(hardStop context.CancelCauseFunc) {
 		<-cc.Closed()
 	}
 	w.watchers.Wait()
+	for _, k := range w.keepers {
+		k.close()
+	}
 }
 
 // StoppedStarting reports whether err only says that ctx ended while a role

@@ -56,27 +56,6 @@ func Msg(ns mesh.Namespace, role, name string, item mesh.WorkItem, hdr nats.Head
 	return m, nil
 }
 
-// KeepInProgress keeps a work item held while it is handled: it signals
-// progress every third of ackWait, so that a long item is not redelivered
-// while its holder lives, and one whose holder died is within ackWait.
-// Call the returned stop when the item is settled.
-func KeepInProgress(msg jetstream.Msg, ackWait time.Duration) (stop func()) {
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(ackWait / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				_ = msg.InProgress()
-			case <-done:
-				return
-			}
-		}
-	}()
-	return func() { close(done) }
-}
-
 // MsgID is the deduplication id of a work item: the same turn enqueued
 // twice within the stream's duplicate window is stored once.
 func MsgID(item mesh.WorkItem) string {
