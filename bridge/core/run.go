@@ -140,19 +140,19 @@ func (r *Run) WaitDoc(ctx context.Context) (*Outcome, error) { return r.wait(ctx
 
 func (r *Run) wait(ctx context.Context, doc bool) (*Outcome, error) {
 	defer r.Close()
-	tick := time.NewTicker(r.core.cfg.PollInterval)
-	defer tick.Stop()
+	p := &headPoll{every: r.core.cfg.PollInterval}
+	timer := time.NewTimer(p.every)
+	defer timer.Stop()
 	for {
 		select {
 		case <-r.done:
 			return r.outcome(context.WithoutCancel(ctx), true, doc)
 		case <-ctx.Done():
 			return r.outcome(context.WithoutCancel(ctx), false, doc)
-		case <-tick.C:
-			if r.session == "" {
-				continue
-			}
-			h, err := r.core.Sessions.Head(ctx, r.session)
+		case <-timer.C:
+		}
+		if r.session != "" {
+			h, err := p.head(ctx, r)
 			if mesh.IsGone(err) {
 				return nil, err // deleted or expired meanwhile: the run will not end
 			}
@@ -163,7 +163,43 @@ func (r *Run) wait(ctx context.Context, doc bool) (*Outcome, error) {
 				r.core.checkQueued(ctx, refOfHead(h), r.caller)
 			}
 		}
+		timer.Reset(p.next())
 	}
+}
+
+// headPoll is how a waiting run looks at its conversation in case its end
+// event was missed, or its queued turn lost. The sessions watch hands the
+// run every save of its conversation (watch.go), so a look reads that, and
+// decodes it only when it changed: a run waiting seconds on its model costs
+// a timer, not a read a second. Only while the watch has handed nothing is
+// the head read from the bucket, less and less often (up to 16 times the
+// poll interval), in case the watch itself is behind.
+type headPoll struct {
+	every   time.Duration
+	reads   int // reads of the bucket in a row
+	seen    uint64
+	decoded *store.SessionHead
+}
+
+func (p *headPoll) head(ctx context.Context, r *Run) (*store.SessionHead, error) {
+	if w := r.head.Load(); w != nil {
+		p.reads = 0
+		if w.rev != p.seen || p.decoded == nil {
+			h, err := store.HeadOf(r.session, w.data)
+			if err != nil {
+				return nil, err
+			}
+			p.seen, p.decoded = w.rev, h
+		}
+		return p.decoded, nil
+	}
+	p.reads++
+	return r.core.Sessions.Head(ctx, r.session)
+}
+
+// next is the pause before the next look.
+func (p *headPoll) next() time.Duration {
+	return p.every << min(p.reads, 4)
 }
 
 func (r *Run) outcome(ctx context.Context, finished, doc bool) (*Outcome, error) {

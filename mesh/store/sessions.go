@@ -105,6 +105,20 @@ func (s *SessionStore) Head(ctx context.Context, id string) (*SessionHead, error
 	return h, nil
 }
 
+// HeadOf decodes the head of conversation id from a save of it as the
+// sessions bucket holds it (a watch's entry), as [SessionStore.Head] would
+// read it.
+func HeadOf(id string, data []byte) (*SessionHead, error) {
+	var h SessionHead
+	if err := json.Unmarshal(data, &h); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", id, err)
+	}
+	if err := live(id, h.Status, h.Owner, h.DeletedAt); err != nil {
+		return nil, err
+	}
+	return &h, nil
+}
+
 // SessionHead is the part of a conversation that says whether it can take a
 // message.
 type SessionHead struct {
