@@ -13,6 +13,7 @@
 //	MESH_CONFIG      path of the file (default config/agent.yaml)
 //	MESH_DATA_DIR    data directory (default ./data)
 //	MESH_HTTP_ADDR   bridge listen address (default 127.0.0.1:8080)
+//	MESH_HTTP_HOSTS  the host names the bridge answers, comma-separated (http.hosts)
 //	MESH_NATS_ADDR   embedded NATS listen address (default 127.0.0.1:4222)
 //	NATS_URL         use this NATS server instead of starting one
 //	NATS_CREDS       a JWT creds file to connect with (nats.creds)
@@ -69,6 +70,7 @@ const (
 	EnvConfig    = "MESH_CONFIG"
 	EnvDataDir   = "MESH_DATA_DIR"
 	EnvHTTPAddr  = "MESH_HTTP_ADDR"
+	EnvHTTPHosts = "MESH_HTTP_HOSTS"
 	EnvNATSAddr  = "MESH_NATS_ADDR"
 	EnvNATSURL   = "NATS_URL"
 	EnvNATSCreds = "NATS_CREDS"
@@ -252,6 +254,16 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	}
 	c.NodeID = getenv(EnvNodeID)
 	c.HealthAddr = getenv(EnvHealthAddr)
+	if v := getenv(EnvHTTPHosts); v != "" {
+		// A deployment's Ingress host, set where the manifests set the
+		// rest of the bridge's environment.
+		c.HTTP.Hosts = nil
+		for _, h := range strings.Split(v, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				c.HTTP.Hosts = append(c.HTTP.Hosts, h)
+			}
+		}
+	}
 	switch v := getenv(EnvHTTPAddr); {
 	case v != "":
 		c.HTTPAddr = v

@@ -428,3 +428,18 @@ func TestNATSMaxMemory(t *testing.T) {
 		}
 	}
 }
+
+// MESH_HTTP_HOSTS sets http.hosts, the names the bridge answers: a
+// container's configuration file need not know its Ingress's host.
+func TestHTTPHostsFromEnvironment(t *testing.T) {
+	c, err := Parse("a.yaml", []byte(minimal+"http:\n  hosts: [file.example]\n"), env(EnvHTTPHosts, " agents.example.com, chat.example.com:8443 ,"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.HTTP.Hosts; len(got) != 2 || got[0] != "agents.example.com" || got[1] != "chat.example.com:8443" {
+		t.Errorf("hosts %q, want the variable's two names instead of the file's", got)
+	}
+	if !c.HTTP.HostAllowed("agents.example.com") || c.HTTP.HostAllowed("file.example") {
+		t.Errorf("hosts allowed: %v", c.HTTP.Hosts)
+	}
+}

@@ -41,7 +41,7 @@ var networkEnv = []string{
 // approver needs where its signing key is, and `mesh up` gives it that.
 func settingEnv() []string {
 	return []string{
-		EnvConfig, EnvDataDir, EnvHTTPAddr, EnvNATSAddr, EnvNATSURL, EnvNATSCreds, EnvNATSNKey, EnvNATSAuth,
+		EnvConfig, EnvDataDir, EnvHTTPAddr, EnvHTTPHosts, EnvNATSAddr, EnvNATSURL, EnvNATSCreds, EnvNATSNKey, EnvNATSAuth,
 		EnvPrefix, EnvLogLevel, EnvLogFmt, EnvProfile, EnvNodeID, EnvMetricsAddr, EnvHealthAddr, EnvApproverPublicKeys,
 		EnvNATSServerName, EnvNATSCredsDir, EnvNATSReplicas, EnvNATSClusterName, EnvNATSClusterListen,
 		EnvNATSRoutes, EnvNATSLeafListen, EnvNATSLeafRemotes, EnvNATSMonitorAddr, EnvNATSResponderCreds, EnvNATSResponderNKey,

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -29,11 +30,20 @@ func TestClusterDeployKubernetes(t *testing.T) {
 	k := readKustomization(t, base)
 	entries, _ := os.ReadDir(base)
 	for _, e := range entries {
-		if n := e.Name(); n != "kustomization.yaml" && !slices.Contains(k.Resources, n) {
+		if n := e.Name(); n != "kustomization.yaml" && n != secretsExample && !slices.Contains(k.Resources, n) {
 			t.Errorf("%s is not in the kustomization's resources", n)
 		}
 	}
 	o := decodeManifests(t, base, k.Resources)
+	// The Secrets are created by hand before the first apply; an apply -k
+	// that held them would put the example's placeholders over the values.
+	if len(o.secrets) != 0 {
+		t.Errorf("the kustomization's resources hold Secrets %v: kubectl apply -k would replace the operator's values", slices.Collect(maps.Keys(o.secrets)))
+	}
+	if slices.Contains(k.Resources, secretsExample) {
+		t.Errorf("%s is among the kustomization's resources", secretsExample)
+	}
+	o.secrets = decodeManifests(t, base, []string{secretsExample}).secrets
 	overlay := readKustomization(t, "../../../deploy/k8s/overlays/example")
 	if !slices.Equal(overlay.Resources, []string{"../../base"}) {
 		t.Errorf("the example overlay's resources: %v", overlay.Resources)
@@ -120,9 +130,21 @@ func TestClusterDeployKubernetes(t *testing.T) {
 	}
 	ing := o.ingresses["bridge"]
 	if ing == nil || ing.Spec.Rules[0].HTTP.Paths[0].Backend.Service.Name != "bridge" {
-		t.Errorf("the bridge's Ingress: %+v", ing)
+		t.Fatalf("the bridge's Ingress: %+v", ing)
+	}
+	// The bridge answers the Ingress's host, not 421.
+	bridgeEnv := containerEnv(t, cli, "Deployment bridge", o.deployments["bridge"].Spec.Template.Spec.Containers[0], o)
+	hosts := strings.Split(bridgeEnv["MESH_HTTP_HOSTS"], ",")
+	for _, r := range ing.Spec.Rules {
+		if !slices.Contains(hosts, r.Host) {
+			t.Errorf("the Ingress's host %s is not in the bridge's MESH_HTTP_HOSTS %q: the bridge would answer it 421", r.Host, bridgeEnv["MESH_HTTP_HOSTS"])
+		}
 	}
 }
+
+// secretsExample shows the Secrets the pods read; it is not a resource of
+// the kustomization.
+const secretsExample = "secrets.example.yaml"
 
 func readKustomization(t *testing.T, dir string) kustomization {
 	t.Helper()
