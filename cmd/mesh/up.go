@@ -155,8 +155,16 @@ func approvalKeys(cfg *config.Config, log zerolog.Logger) (map[string][]string, 
 // (upProcs). A variable set here wins over environ's.
 func upProcesses(cfg *config.Config, url string, replicas map[string]int, roleEnv map[string][]string, procs int, environ []string) []process {
 	var children []process
+	// A role that runs no process (no groups configured) keeps its metrics
+	// port all the same, so that the roles after it keep theirs: the
+	// shipped scrape configuration names them.
+	port := 0
 	for _, role := range upRoles {
+		if replicas[role] == 0 {
+			port++
+		}
 		for i := 1; i <= replicas[role]; i++ {
+			port++
 			name := role
 			if replicas[role] > 1 {
 				name = fmt.Sprintf("%s-%d", role, i)
@@ -165,7 +173,7 @@ func upProcesses(cfg *config.Config, url string, replicas map[string]int, roleEn
 				config.EnvNATSURL+"="+url,
 				config.EnvNodeID+"="+fmt.Sprintf("%s-%s-%d", upNodePrefix(cfg), role, i),
 			)
-			if addr := childMetricsAddr(cfg.Metrics.Listen, len(children)+1); addr != "" {
+			if addr := childMetricsAddr(cfg.Metrics.Listen, port); addr != "" {
 				env = append(env, config.EnvMetricsAddr+"="+addr)
 			}
 			env = append(env, childIdentityEnv(cfg, role)...)

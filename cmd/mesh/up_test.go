@@ -82,3 +82,34 @@ func envValue(env []string, name string) string {
 	}
 	return v
 }
+
+// TestUpMetricsPortsByRole: each role of `mesh up` serves its metrics at
+// the port the shipped scrape configuration names, whether or not the
+// roles before it run: without groups the bridge is still at base+5.
+func TestUpMetricsPortsByRole(t *testing.T) {
+	cfg := &config.Config{}
+	cfg.Metrics.Listen = "127.0.0.1:9464"
+	tests := []struct {
+		name     string
+		replicas map[string]int
+		want     map[string]string // process name → metrics address
+	}{
+		{name: "every role", replicas: map[string]int{mesh.RoleToolhost: 1, mesh.RoleApprover: 1, mesh.RoleAgent: 1, mesh.RoleGroup: 1, mesh.RoleBridge: 1},
+			want: map[string]string{"toolhost": "127.0.0.1:9465", "approver": "127.0.0.1:9466", "agent": "127.0.0.1:9467", "group": "127.0.0.1:9468", "bridge": "127.0.0.1:9469"}},
+		{name: "no groups", replicas: map[string]int{mesh.RoleToolhost: 1, mesh.RoleApprover: 1, mesh.RoleAgent: 1, mesh.RoleBridge: 1},
+			want: map[string]string{"toolhost": "127.0.0.1:9465", "approver": "127.0.0.1:9466", "agent": "127.0.0.1:9467", "bridge": "127.0.0.1:9469"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := map[string]string{}
+			for _, p := range upProcesses(cfg, "nats://127.0.0.1:4222", tt.replicas, nil, 0, []string{"PATH=/bin"}) {
+				got[p.Name] = envValue(p.Env, config.EnvMetricsAddr)
+			}
+			for name, want := range tt.want {
+				if got[name] != want {
+					t.Errorf("%s serves metrics at %q, want %q", name, got[name], want)
+				}
+			}
+		})
+	}
+}
