@@ -75,16 +75,17 @@ type resumeEntry struct {
 	} `json:"payload"`
 }
 
-// decision is the body sent to the approvers for a resume entry.
+// decision is the body sent to the approvers for a resume entry. It names
+// no decider: the bridge records the caller's principal.
 func (e resumeEntry) decision() ([]byte, error) {
 	switch e.Status {
 	case "cancelled":
-		return []byte(`{"approved": false, "by": "ag-ui", "reason": "interrupt cancelled"}`), nil
+		return []byte(`{"approved": false, "reason": "interrupt cancelled"}`), nil
 	case "resolved", "":
 		if e.Payload == nil || e.Payload.Approved == nil {
 			return nil, mesh.ErrBadRequest.With(fmt.Sprintf(`resume of %s: payload must be {"approved": true|false}`, mesh.Clip(e.InterruptID)))
 		}
-		return json.Marshal(map[string]any{"approved": *e.Payload.Approved, "by": "ag-ui"})
+		return json.Marshal(map[string]any{"approved": *e.Payload.Approved})
 	}
 	return nil, mesh.ErrBadRequest.With(fmt.Sprintf("resume of %s: status %s is not resolved or cancelled", mesh.Clip(e.InterruptID), mesh.Clip(e.Status)))
 }

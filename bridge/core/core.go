@@ -571,7 +571,8 @@ func (c *Core) Decide(ctx context.Context, approvalID string, body []byte, calle
 	if err := CheckApprovalID(approvalID); err != nil {
 		return nil, nil, err
 	}
-	if _, err := mesh.ParseDecision(body); err != nil {
+	d, err := mesh.ParseDecision(body)
+	if err != nil {
 		return nil, nil, err
 	}
 	subj, err := c.ns.ApprovalDecide(approvalID)
@@ -584,9 +585,15 @@ func (c *Core) Decide(ctx context.Context, approvalID string, body []byte, calle
 	m.Data = body
 	m.Header = caller.headers(caller.SessionID)
 	telemetry.Inject(ctx, m.Header)
-	if c.cfg.Auth && caller.Principal != nil {
+	switch {
+	case c.cfg.Auth && caller.Principal != nil:
 		// Who decided is who authenticated, whatever the body says.
 		m.Header.Set(mesh.HeaderPrincipal, caller.Principal.Name)
+	case d.By == "":
+		// Without authentication the decider is the anonymous principal,
+		// as every other record of the bridge names it, unless the body
+		// says who.
+		m.Header.Set(mesh.HeaderPrincipal, c.principalName(caller))
 	}
 	reqCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

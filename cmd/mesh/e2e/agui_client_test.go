@@ -269,8 +269,9 @@ func TestAGUIOfficialClient(t *testing.T) {
 		t.Errorf("resume reply = %q, want ag-1 reported", r)
 	}
 	ap := m.do(http.StatusOK, "GET", "/approvals/"+in.ID, nil)
-	if str(ap, "approval", "status") != "approved" || str(ap, "approval", "decision", "by") != "ag-ui" {
-		t.Errorf("approval %s = %v, want approved by ag-ui", in.ID, obj(ap, "approval"))
+	// Decided by the caller's principal: anonymous, authentication off.
+	if str(ap, "approval", "status") != "approved" || str(ap, "approval", "decision", "by") != "anonymous" {
+		t.Errorf("approval %s = %v, want approved by anonymous", in.ID, obj(ap, "approval"))
 	}
 
 	// A cancelled resume rejects the call: nothing is removed.
