@@ -77,7 +77,8 @@ ANTHROPIC_API_KEY, OPENAI_API_KEY. A cluster node or an edge:
 MESH_NATS_SERVER_NAME, MESH_NATS_CLUSTER_NAME, MESH_NATS_CLUSTER_LISTEN,
 MESH_NATS_ROUTES, MESH_NATS_LEAF_LISTEN, MESH_NATS_LEAF_REMOTES,
 MESH_NATS_REPLICAS, MESH_NATS_CREDS_DIR, MESH_NATS_MONITOR_ADDR. In a container:
-MESH_HEALTH_ADDR (a role's /health and /ready), MESH_METRICS_ADDR (/metrics).`
+MESH_HEALTH_ADDR (a role's /health and /ready), MESH_METRICS_ADDR (/metrics),
+MESH_HTTP_HOSTS (the host names the bridge answers, comma-separated).`
 
 // newRoot builds the command tree: the roles of `commands`, version, the
 // terminal commands and shell completion.

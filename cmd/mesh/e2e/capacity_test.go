@@ -16,6 +16,7 @@ import (
 // long, and a turn whose call waits for the provider shows queued in its
 // conversation, not running.
 func TestProviderRateLimitQueuesTurnsAndFailsNone(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a 12 s load")
 	}

@@ -303,11 +303,15 @@ func TestLLMFailuresEndToEnd(t *testing.T) {
 		fault    llmtest.Fault
 		extra    string
 		wantCode string
-		// wantRequests the agent makes: 1 + llm.max_retries.
+		// wantRequests the agent makes: 1 + llm.max_retries; for a rate
+		// limit, which spends no retry, one more for each wait the
+		// provider asks for within llm.max_queue_wait.
 		wantRequests int
 	}{
 		{cases[0], llmtest.Fault{Status: 500, Times: -1}, "  max_retries: 2\n", llm.CodeError, 3},
-		{cases[2], llmtest.Fault{Status: 429, RetryAfter: 100 * time.Millisecond, Times: -1}, "  max_retries: 1\n", llm.CodeRateLimit, 2},
+		// Retry-After 1 s (Anthropic's whole seconds): sent at 0, 1 and 2 s;
+		// a third wait would reach max_queue_wait.
+		{cases[2], llmtest.Fault{Status: 429, RetryAfter: 100 * time.Millisecond, Times: -1}, "  max_retries: 1\n  max_queue_wait: 3s\n", llm.CodeRateLimit, 3},
 		{cases[1], llmtest.Fault{Hang: true, Times: -1}, "  timeout: 2s\n", llm.CodeTimeout, 1},
 	}
 	for _, tt := range tests {
