@@ -84,7 +84,7 @@ func TestLimiterBoundsCallsInFlightInArrivalOrder(t *testing.T) {
 	}
 }
 
-func TestLimiterRateLimitPausesAndHalvesTheBound(t *testing.T) {
+func TestLimiterRateLimitPausesAndCutsTheBound(t *testing.T) {
 	l, c := newTestLimiter(0)
 	var releases []func(callResult)
 	for range 8 {
