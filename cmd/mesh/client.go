@@ -127,16 +127,21 @@ func (o *clientOptions) admin(ctx context.Context) (*nats.Conn, jetstream.JetStr
 	if err != nil {
 		return nil, nil, mesh.Namespace{}, fmt.Errorf("%w: %w", errConfig, err)
 	}
-	nc, _, err := connectAs(cfg, ns, identity.RoleAdmin, "mesh-cli", zerolog.Nop())
+	nc, id, err := connectAs(cfg, ns, identity.RoleAdmin, "mesh-cli", zerolog.Nop())
 	if err != nil {
 		return nil, nil, ns, err
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for !nc.IsConnected() {
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			last := nc.LastError()
+		last := nc.LastError()
+		// A refusal does not go away by waiting: say so at once.
+		refused := errors.Is(last, nats.ErrAuthorization) || last != nil && strings.Contains(strings.ToLower(last.Error()), "authorization violation")
+		if refused || time.Now().After(deadline) || ctx.Err() != nil {
 			nc.Close()
-			if last != nil {
+			switch {
+			case refused:
+				return nil, nil, ns, fmt.Errorf("%w: %s", last, refusedIdentity(cfg, id))
+			case last != nil:
 				return nil, nil, ns, fmt.Errorf("no mesh at %s: %w", natsURL(cfg), last)
 			}
 			return nil, nil, ns, fmt.Errorf("no mesh at %s", natsURL(cfg))

@@ -105,6 +105,20 @@ func fileExists(path string) bool {
 	return err == nil && fi.Mode().IsRegular()
 }
 
+// refusedIdentity says, for a connection the server refused, which
+// identity was tried and how to give the right one.
+func refusedIdentity(cfg *config.Config, id natsIdentity) string {
+	tried := "no credentials (none under " + cfg.CredsDir() + ")"
+	switch {
+	case id.creds != "":
+		tried = "the credentials file " + id.creds
+	case id.nkey != "":
+		tried = "the nkey seed " + id.nkey
+	}
+	return fmt.Sprintf("the NATS server at %s refused %s as %s; point MESH_DATA_DIR at the data directory of the mesh it serves (the identities are under <data_dir>/creds), or give the %s identity with NATS_NKEY or NATS_CREDS",
+		natsURL(cfg), tried, id.role, id.role)
+}
+
 // natsTLS is the client TLS configuration of nats.tls, nil without one.
 func natsTLS(cfg *config.Config) (*tls.Config, error) {
 	files := identity.TLSFiles(cfg.NATS.TLS)

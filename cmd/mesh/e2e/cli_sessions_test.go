@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestCLISessions: `mesh sessions` lists, shows and removes conversations
@@ -44,6 +45,22 @@ func TestCLISessions(t *testing.T) {
 		t.Fatalf("sessions show --json: %v\n%s", err, r)
 	}
 	m.mustCLI(1, "", nil, "sessions", "show", "00000000-0000-0000-0000-000000000000")
+
+	// Pointed at another data directory, the operator's commands say which
+	// identity the server refused and how to give the right one, at once.
+	elsewhere := "MESH_DATA_DIR=" + t.TempDir()
+	for _, cmd := range [][]string{{"sessions"}, {"tools"}, {"tail", conv, "--no-follow"}} {
+		start := time.Now()
+		r := m.mustCLI(1, "", []string{elsewhere}, cmd...)
+		for _, want := range []string{"authorization violation", "refused no credentials", "as admin", "MESH_DATA_DIR", "NATS_NKEY"} {
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("mesh %s with another data dir does not say %q:\n%s", strings.Join(cmd, " "), want, r)
+			}
+		}
+		if d := time.Since(start); d > 4*time.Second {
+			t.Errorf("mesh %s took %v to report the refusal, want it at once", strings.Join(cmd, " "), d)
+		}
+	}
 
 	// rm: refused while an approval waits, unless --force; the conversation
 	// and its events are gone.
