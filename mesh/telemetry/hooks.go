@@ -183,6 +183,18 @@ func SessionSaveAlert() { sessionSaveAlert.WithLabelValues().Inc() }
 // HeartbeatMissed counts a node found silent.
 func HeartbeatMissed(role string) { heartbeatMisses.WithLabelValues(role).Inc() }
 
+// NodesWatched exposes a monitor's counters at 0 for every role it may
+// find silent and every reason it may record one down: a series born at 1
+// has no increase(), so an alert on the first node down would not fire.
+func NodesWatched(roles, reasons []string) {
+	for _, role := range roles {
+		heartbeatMisses.WithLabelValues(role).Add(0)
+		for _, reason := range reasons {
+			nodesDown.WithLabelValues(role, label(reason)).Add(0)
+		}
+	}
+}
+
 // NodeDown counts a node recorded down.
 func NodeDown(role, reason string) { nodesDown.WithLabelValues(role, label(reason)).Inc() }
 

@@ -153,6 +153,7 @@ func New(cfg Config) (*Role, error) {
 	if cfg.NC == nil || cfg.JS == nil || cfg.Nodes == nil {
 		return nil, errors.New("monitor: NC, JS and Nodes are required")
 	}
+	telemetry.NodesWatched(watchedRoles, []string{downSilent, downZombie, downRestarted})
 	if cfg.NS.Prefix() == "" {
 		cfg.NS = mesh.DefaultNamespace()
 	}
@@ -548,9 +549,20 @@ func (m *Role) Down() []mesh.NodeInfo {
 func downReason(reason string, zombie bool) string {
 	switch {
 	case zombie:
-		return "zombie"
+		return downZombie
 	case strings.HasPrefix(reason, "missed"):
-		return "silent"
+		return downSilent
 	}
-	return "restarted"
+	return downRestarted
 }
+
+// The reasons a node is recorded down, as mesh_nodes_down_total labels
+// them.
+const (
+	downZombie    = "zombie"
+	downSilent    = "silent"
+	downRestarted = "restarted"
+)
+
+// watchedRoles are the roles whose nodes a monitor watches.
+var watchedRoles = []string{mesh.RoleAgent, mesh.RoleToolhost, mesh.RoleApprover, mesh.RoleGroup, mesh.RoleBridge, mesh.RoleMonitor}

@@ -17,6 +17,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
 	"github.com/agentmesh/agentmesh/mesh/role"
 	"github.com/agentmesh/agentmesh/mesh/store"
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 // node is a beating node on its own connection, which a test can cut to
@@ -324,5 +325,38 @@ func TestEveryNodeSilentAtOnceIsHeldAsAStall(t *testing.T) {
 	mon.check(t.Context())
 	if n := downs(); n != 3 {
 		t.Fatalf("%d down after the hold, want 3", n)
+	}
+}
+
+// TestNodesDownSeriesExistBeforeTheFirst: a running monitor exposes
+// mesh_nodes_down_total and mesh_heartbeat_misses_total for every role and
+// reason before any node went down, so that increase() over them (the
+// shipped MeshNodeDown alert) sees the first one.
+func TestNodesDownSeriesExistBeforeTheFirst(t *testing.T) {
+	m := meshtest.New(t)
+	startMonitor(t, m, Config{Interval: 100 * time.Millisecond})
+	families, err := telemetry.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, f := range families {
+		for _, metric := range f.GetMetric() {
+			key := f.GetName()
+			for _, l := range metric.GetLabel() {
+				key += " " + l.GetName() + "=" + l.GetValue()
+			}
+			seen[key] = true
+		}
+	}
+	for _, role := range watchedRoles {
+		if !seen["mesh_heartbeat_misses_total role="+role] {
+			t.Errorf("no mesh_heartbeat_misses_total series for role %s", role)
+		}
+		for _, reason := range []string{downSilent, downZombie, downRestarted} {
+			if !seen["mesh_nodes_down_total reason="+reason+" role="+role] {
+				t.Errorf("no mesh_nodes_down_total series for role %s, reason %s", role, reason)
+			}
+		}
 	}
 }
