@@ -227,18 +227,7 @@ func TestApprovalAndGet(t *testing.T) {
 	f.decide(ap["uuid"].(string), true)
 	var got wire.Task
 	f.result("", rpc(2, wire.MethodGet, fmt.Sprintf(`{"id":%q}`, task.ID)), &got)
-	if got.ID != task.ID {
-		t.Errorf("after approval: task id %q, want %q", got.ID, task.ID)
-	}
-	if got.Status.State != wire.StateCompleted {
-		t.Errorf("after approval: state %q, want %q", got.Status.State, wire.StateCompleted)
-	}
-	if len(got.Artifacts) != 1 {
-		t.Errorf("after approval: %d artifacts, want 1: %+v", len(got.Artifacts), got.Artifacts)
-	}
-	if !f.tools.Has("a2a-test-item") {
-		t.Error("after approval: the resource a2a-test-item was not created")
-	}
+	f.checkApprovedTask(t, "after approval", got, task.ID, "a2a-test-item")
 
 	// A conversation made by REST is a task.
 	resp, err := f.srv.Client().Post(f.srv.URL+"/conversations", "application/json", strings.NewReader(`{"message":"list all resources"}`))
@@ -285,18 +274,7 @@ func TestContinuation(t *testing.T) {
 
 	var done wire.Task
 	f.result("", send03(3, wire.MethodSend, "approved", task.ID), &done)
-	if done.ID != task.ID {
-		t.Fatalf("after \"approved\": task id %q, want %q", done.ID, task.ID)
-	}
-	if done.Status.State != wire.StateCompleted {
-		t.Fatalf("after \"approved\": state %q, want %q", done.Status.State, wire.StateCompleted)
-	}
-	if len(done.Artifacts) != 1 {
-		t.Fatalf("after \"approved\": %d artifacts, want 1: %+v", len(done.Artifacts), done.Artifacts)
-	}
-	if !f.tools.Has("cont-yes") {
-		t.Fatal("after \"approved\": the resource cont-yes was not created")
-	}
+	f.checkApprovedTask(t, `after "approved"`, done, task.ID, "cont-yes")
 
 	f.result("", send03(4, wire.MethodSend, "add resource cont-no with value 2", ""), &task)
 	ap := approvalOf(t, &task)
@@ -1046,5 +1024,23 @@ func TestStreamsPastMaxStreamsAreRefused(t *testing.T) {
 	}
 	if _, events := f.stream("", send03(3, wire.MethodStream, "list all resources", "")); len(events) < 2 {
 		t.Errorf("a stream after the slots were given back: %q", events)
+	}
+}
+
+// checkApprovedTask checks a task read after its approval: the same task,
+// completed, with its one artifact, and the tool's resource created.
+func (f *fixture) checkApprovedTask(t *testing.T, what string, task wire.Task, id, resource string) {
+	t.Helper()
+	if task.ID != id {
+		t.Fatalf("%s: task id %q, want %q", what, task.ID, id)
+	}
+	if task.Status.State != wire.StateCompleted {
+		t.Fatalf("%s: state %q, want %q", what, task.Status.State, wire.StateCompleted)
+	}
+	if len(task.Artifacts) != 1 {
+		t.Fatalf("%s: %d artifacts, want 1: %+v", what, len(task.Artifacts), task.Artifacts)
+	}
+	if !f.tools.Has(resource) {
+		t.Fatalf("%s: the resource %s was not created", what, resource)
 	}
 }

@@ -223,18 +223,7 @@ func TestLostQueuedTurnIsPublishedAgainThenFailed(t *testing.T) {
 		t.Fatalf("outcome event %s %s, want %s %s", out.Event.Type, out.Event.Code, mesh.EventRunError, mesh.CodeTurnLost)
 	}
 	got := out.Conversation
-	if got.Queued != nil {
-		t.Fatalf("failed turn: still queued: %+v", got.Queued)
-	}
-	if got.Status != mesh.StatusActive {
-		t.Fatalf("failed turn: status %s, want %s", got.Status, mesh.StatusActive)
-	}
-	if !got.HasTurn(run.ID) {
-		t.Fatalf("failed turn: turn %s not recorded", run.ID)
-	}
-	if got.LastRun == nil {
-		t.Fatal("failed turn: no last run")
-	}
+	checkTurnSettled(t, "failed turn", got, run.ID)
 	if got.LastRun.ErrorCode != mesh.CodeTurnLost {
 		t.Fatalf("failed turn: last run error code %q, want %q", got.LastRun.ErrorCode, mesh.CodeTurnLost)
 	}
@@ -345,18 +334,7 @@ func TestCancelEndsAQueuedTurn(t *testing.T) {
 	if !out.Finished {
 		t.Fatal("cancelled queued turn: not finished")
 	}
-	if got.Queued != nil {
-		t.Fatalf("cancelled queued turn: still queued: %+v", got.Queued)
-	}
-	if got.Status != mesh.StatusActive {
-		t.Fatalf("cancelled queued turn: status %s, want %s", got.Status, mesh.StatusActive)
-	}
-	if !got.HasTurn(run.ID) {
-		t.Fatalf("cancelled queued turn: turn %s not recorded", run.ID)
-	}
-	if got.LastRun == nil {
-		t.Fatal("cancelled queued turn: no last run")
-	}
+	checkTurnSettled(t, "cancelled queued turn", got, run.ID)
 	if got.LastRun.Outcome != mesh.OutcomeCancelled {
 		t.Fatalf("cancelled queued turn: last run outcome %s, want %s", got.LastRun.Outcome, mesh.OutcomeCancelled)
 	}
@@ -480,5 +458,23 @@ func TestStartWithoutFollowingTheLog(t *testing.T) {
 	c, _ := queueCore(t, m, time.Hour)
 	if c.stopMessages != nil {
 		t.Fatal("the log was followed though it is gone")
+	}
+}
+
+// checkTurnSettled checks that turn runID of conv is off the queue and
+// recorded, the conversation active again, with a last run to read.
+func checkTurnSettled(t *testing.T, what string, conv *mesh.Conversation, runID string) {
+	t.Helper()
+	if conv.Queued != nil {
+		t.Fatalf("%s: still queued: %+v", what, conv.Queued)
+	}
+	if conv.Status != mesh.StatusActive {
+		t.Fatalf("%s: status %s, want %s", what, conv.Status, mesh.StatusActive)
+	}
+	if !conv.HasTurn(runID) {
+		t.Fatalf("%s: turn %s not recorded", what, runID)
+	}
+	if conv.LastRun == nil {
+		t.Fatalf("%s: no last run", what)
 	}
 }
