@@ -16,8 +16,8 @@ import (
 // process has one limiter, shared by every Provider that calls it. It
 // bounds the calls in flight: to Options.MaxConcurrency, and, once the
 // provider answered 429, to a bound it learns (cut by a quarter at a
-// rate-limit answer, grown by one for each bound's worth of calls that succeed). It
-// paces the calls' starts to Options.RequestsPerMinute. It holds every new
+// rate-limit answer, grown by one for each bound's worth of calls that
+// succeed). It paces the calls' starts to Options.RequestsPerMinute. It holds every new
 // call while the provider asked to wait: the Retry-After of a 429, or
 // rate-limit headers that say nothing is left before a reset. Calls wait
 // in the order they came. A call waiting for capacity is not under way:
@@ -323,8 +323,8 @@ func resetAt(v string, now time.Time) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// Capacity is what one provider endpoint's limiter holds now.
-type Capacity struct {
+// capacity is what one provider endpoint's limiter holds now.
+type capacity struct {
 	// Waiting are the calls waiting for capacity, InFlight those sent and
 	// not answered; Limit bounds InFlight (0: no bound).
 	Waiting, InFlight, Limit int
@@ -333,10 +333,10 @@ type Capacity struct {
 	PausedUntil time.Time
 }
 
-func (l *limiter) capacity() Capacity {
+func (l *limiter) capacity() capacity {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	c := Capacity{Waiting: len(l.queue), InFlight: l.inFlight, Limit: l.bound()}
+	c := capacity{Waiting: len(l.queue), InFlight: l.inFlight, Limit: l.bound()}
 	if l.now().Before(l.pausedUntil) {
 		c.PausedUntil = l.pausedUntil
 	}
