@@ -155,7 +155,13 @@ func roleCommand(name string, runner func(context.Context, *config.Config, []str
 				idle = memory.ForServer()
 			}
 			go idle.Run(ctx)
-			return runner(ctx, cfg, args)
+			err = runner(ctx, cfg, args)
+			if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+				// Stopped by a signal before it was ready (say, still
+				// waiting for NATS): a clean stop, not a failure.
+				return nil
+			}
+			return err
 		},
 	}
 }

@@ -279,3 +279,46 @@ func TestZombieAgentIsCaughtByTheProbeAndRestarted(t *testing.T) {
 		t.Errorf("answer = %v, want the completed turn", body)
 	}
 }
+
+// A role told to stop while it still waits for NATS stops cleanly: exit 0,
+// and nothing but JSON lines on stderr (a log pipeline reads every one).
+func TestRoleStoppedWhileWaitingForNATSExitsCleanly(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "toolhost.log")
+	lp := newLogPipe(t, logPath)
+	cmd := exec.Command(filepath.Join(binDir, "mesh"), "toolhost")
+	config, err := filepath.Abs("../../../config/agent.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Env = append(os.Environ(), "MESH_CONFIG="+config, "MESH_DATA_DIR="+dir,
+		"NATS_URL=nats://"+meshtest.FreeAddr(t), "MESH_LOG_FORMAT=json")
+	if err := lp.start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill() }()
+	meshtest.Eventually(t, 30*time.Second, func() bool {
+		data, _ := os.ReadFile(logPath)
+		return strings.Contains(string(data), "waiting for NATS")
+	}, "the toolhost never said it waits for NATS")
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("a stop while waiting for NATS exited with %v, want 0", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the toolhost did not stop within 30 s of SIGTERM")
+	}
+	lp.close()
+	checkLogLines(t, logPath)
+	if t.Failed() {
+		data, _ := os.ReadFile(logPath)
+		t.Logf("toolhost log:\n%s", data)
+	}
+}
