@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Environment variables of the nats section that containers set (every
@@ -97,6 +98,27 @@ type NATS struct {
 	// server. A stream that exists with another count than the one set here
 	// stops provisioning with an error that says so.
 	Replicas int `yaml:"replicas"`
+	// FailoverWait bounds how long an operation on a stream or bucket
+	// waits out a leader election, when a node of the cluster is lost,
+	// before the request it serves fails as unavailable (503). Zero means
+	// 20 s ([DefaultFailoverWait]); negative, no waiting at all.
+	FailoverWait Duration `yaml:"failover_wait"`
+}
+
+// DefaultFailoverWait is nats.failover_wait's default. nats-server's
+// followers call an election 4 to 9 s after their leader's last
+// heartbeat, and a campaign takes up to 0.8 s: 20 s covers that twice
+// over (the meta group's election, then a stream's), with a client's
+// reconnection to another node on top.
+const DefaultFailoverWait = 20 * time.Second
+
+// FailoverBound is how long an operation waits out a leader election: 0
+// for none.
+func (n NATS) FailoverBound() time.Duration {
+	if n.FailoverWait < 0 {
+		return 0
+	}
+	return n.FailoverWait.Or(DefaultFailoverWait)
 }
 
 // NATSCluster is the embedded server's place in a cluster.

@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -231,6 +232,9 @@ func kindOf(err error) *Error {
 	case errors.As(err, &api) && api.Code == http.StatusServiceUnavailable,
 		errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrTimeout),
 		errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, jetstream.ErrServerShutdown),
+		// An operation that waited out its deadline for a stream's answer
+		// (a leader that died with it, a cluster without a majority).
+		errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionDraining):
 		return errNATSUnavailable
 	}

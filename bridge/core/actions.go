@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/store"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
@@ -78,7 +79,7 @@ func (c *Core) Feedback(ctx context.Context, id, msgID string, in FeedbackInput,
 		return nil, mesh.ErrMessageNotFound.With(fmt.Sprintf("message %s not found in conversation %s", msgID, id))
 	}
 	// A client leaving mid-way does not leave the record without its event.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), feedbackTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), feedbackTimeout+store.ElectionWait(c.cfg.JS))
 	defer cancel()
 	f := mesh.Feedback{MessageID: msgID, Rating: in.Rating, Comment: in.Comment, By: c.principalName(caller), At: c.now().UTC()}
 	// The head alone: a running turn's save meets the new revision and

@@ -163,7 +163,9 @@ func New(cfg Config) (*Core, error) {
 		cfg.MaxStreams = 10000
 	}
 	if cfg.QueueCheckAfter == 0 {
-		cfg.QueueCheckAfter = DefaultQueueCheckAfter
+		// Past the three waits of a turn's publish, each of which may
+		// wait out a leader election.
+		cfg.QueueCheckAfter = DefaultQueueCheckAfter + 3*store.ElectionWait(cfg.JS)
 	}
 	cfg.Files = cfg.Files.WithDefaults()
 	if cfg.ExpiredKept == 0 {
@@ -597,7 +599,7 @@ func (c *Core) Decide(ctx context.Context, approvalID string, body []byte, calle
 	}
 	reqCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	reply, err := c.cfg.NC.RequestMsgWithContext(reqCtx, m)
+	reply, err := c.requestApprover(reqCtx, m)
 	if err != nil {
 		r.Close()
 		if errors.Is(err, nats.ErrNoResponders) {
@@ -619,6 +621,30 @@ func (c *Core) Decide(ctx context.Context, approvalID string, body []byte, calle
 	}
 	r.session = ap.ConversationID
 	return &ap, r, nil
+}
+
+// approverWait is how long a decision waits for an approver when none
+// answers: one restarting (a rolling upgrade) is back within seconds, and
+// the decision never reached the one that left, so asking again is safe.
+const approverWait = 10 * time.Second
+
+// requestApprover sends the decision m, again while no approver answers,
+// for up to approverWait.
+func (c *Core) requestApprover(ctx context.Context, m *nats.Msg) (*nats.Msg, error) {
+	deadline := time.Now().Add(approverWait)
+	pause := 50 * time.Millisecond
+	for {
+		reply, err := c.cfg.NC.RequestMsgWithContext(ctx, m)
+		if !errors.Is(err, nats.ErrNoResponders) || time.Now().Add(pause).After(deadline) {
+			return reply, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, time.Second)
+	}
 }
 
 // Cancel asks the agents to stop run runID of conversation id, or, with an

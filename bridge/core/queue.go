@@ -68,6 +68,12 @@ type turnQ struct {
 	claimAtOnce bool
 }
 
+// publishTimeout bounds the record and publishes of one message: the
+// constant, and the time its operations may wait out a leader election.
+func (c *Core) publishTimeout() time.Duration {
+	return publishTimeout + store.ElectionWait(c.cfg.JS)
+}
+
 // enqueue records turnID as the conversation's queued turn, then publishes
 // CUSTOM run_queued and the work item. It refuses a conversation that runs
 // or has queued a turn, or waits for an approval. When a publish fails the
@@ -76,7 +82,7 @@ type turnQ struct {
 func (c *Core) enqueue(ctx context.Context, id string, tq turnQ, caller Caller) (queuedAt uint64, err error) {
 	turnID, text, files := tq.id, tq.text, tq.files
 	// A client leaving mid-way must not leave the record without its item.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.publishTimeout())
 	defer cancel()
 	// The record touches only the head: the messages are not decoded.
 	conv, err := c.updateHead(ctx, id, func(cv *mesh.Conversation) error {
@@ -118,7 +124,7 @@ func (c *Core) enqueue(ctx context.Context, id string, tq turnQ, caller Caller) 
 	}
 	if err != nil {
 		// The publish may have used the whole deadline: the undo has its own.
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.publishTimeout())
 		defer cancel()
 		c.unqueue(uctx, id, turnID)
 		return 0, mesh.ErrUnavailable.With("the mesh did not take the turn: " + err.Error())

@@ -206,7 +206,7 @@ func (r *Run) outcome(ctx context.Context, finished, doc bool) (*Outcome, error)
 	if r.session == "" {
 		return &Outcome{Finished: finished, Event: r.lastEvent()}, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second+store.ElectionWait(r.core.cfg.JS))
 	defer cancel()
 	if doc {
 		if d := r.watchedDoc(ctx, finished); d != nil {

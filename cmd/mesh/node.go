@@ -87,6 +87,7 @@ func startNode(ctx context.Context, cfg *config.Config, role string) (*node, err
 		nc.Close()
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
+	js = store.Failover(js, cfg.NATS.FailoverBound())
 	onRetry := func(err error) {
 		log.Warn().Err(err).Str("url", natsURL(cfg)).Msg("waiting for NATS")
 	}

@@ -3,6 +3,8 @@ package store
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -103,7 +105,13 @@ func (l *MessageLog) append(ctx context.Context, conv string, prev uint64, msgs 
 	body := strconv.AppendUint(make([]byte, 0, 1024), prev, 10)
 	from := 0 // refs[from:] are in body
 	publish := func() error {
-		ack, err := l.js.Publish(ctx, subj, body)
+		// The id makes the publish safe to repeat when its acknowledgement
+		// was lost (a leader that died): the stream keeps one copy.
+		m := nats.NewMsg(subj)
+		m.Data = body
+		sum := sha256.Sum256(body)
+		m.Header.Set(jetstream.MsgIDHeader, conv+":"+hex.EncodeToString(sum[:16]))
+		ack, err := l.js.PublishMsg(ctx, m)
 		if err != nil {
 			return fmt.Errorf("append messages of %s: %w", conv, err)
 		}

@@ -407,6 +407,13 @@ func (a *Role) handle(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.Nak()
 	case attempt >= a.maxDeliver:
 		a.giveUp(ctx, t, msg, fmt.Sprintf("this turn failed %d times and was given up: %v", attempt, err), err)
+	case mesh.IsUnavailable(err):
+		// A stream lost its leader (a NATS node went down): try again once
+		// the stores answer, not at once, lest the election use up the
+		// turn's deliveries.
+		log.Warn().Err(err).Msg("turn failed while NATS was unavailable; it will be redelivered once the streams answer")
+		_ = a.cfg.Resources.AwaitLeaders(ctx)
+		_ = msg.Nak()
 	default:
 		log.Warn().Err(err).Msg("turn failed; it will be redelivered")
 		_ = msg.NakWithDelay(time.Duration(attempt) * 500 * time.Millisecond)

@@ -364,6 +364,11 @@ func (r *Role) handle(ctx context.Context, g *group, msg jetstream.Msg) {
 		telemetry.WorkGivenUp(mesh.RoleGroup, g.cfg.Name)
 		x.giveUp(context.WithoutCancel(ctx), err)
 		_ = msg.Term()
+	case mesh.IsUnavailable(err):
+		// A stream lost its leader: try again once the stores answer.
+		log.Warn().Err(err).Msg("work item failed while NATS was unavailable; it will be redelivered once the streams answer")
+		_ = r.cfg.Resources.AwaitLeaders(ctx)
+		_ = msg.Nak()
 	default:
 		if !errors.Is(err, errRetry) {
 			log.Warn().Err(err).Msg("work item failed; it will be redelivered")

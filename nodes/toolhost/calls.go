@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/bus"
+	"github.com/agentmesh/agentmesh/mesh/store"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
@@ -471,7 +472,7 @@ func transientStoreErr(err error) bool {
 // that the attempt ended with its outcome unknown.
 func (c *conn) runRecorded(ctx context.Context, log zerolog.Logger, t *tool, tr mesh.ToolRequest, rec mesh.CallRecord, rev uint64) (*mesh.ToolResult, error) {
 	res, _, unknown, err := c.call(ctx, t, tr)
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout+store.ElectionWait(c.s.calls))
 	defer cancel()
 	rec.FinishedAt = c.s.h.now().UTC()
 	switch {
