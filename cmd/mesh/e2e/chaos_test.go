@@ -140,6 +140,8 @@ const chaosGroup = `groups:
 
 type chaosStats struct {
 	kills, turns, approved, retries, queueKills atomic.Int64
+	// failed counts the requests a strict driver saw fail (5xx, no answer).
+	failed atomic.Int64
 	// queueing counts the drivers that are killing the bridge with a turn
 	// queued: the killer waits meanwhile, lest it restart what they stopped
 	// or kill the bridge first. queueMu makes them take turns, for the
@@ -219,9 +221,15 @@ type chaosDriver struct {
 	queueAt                time.Time
 	upPID                  int
 
-	// onTurn, when set, learns when each message was sent and when its
-	// turn had settled (the cluster tests measure pauses with it).
+	// onTurn, when set, learns when each message was sent, or approval
+	// decided, and when its turn had settled (the cluster tests measure
+	// pauses with it).
 	onTurn func(start, end time.Time)
+	// strict counts every answer of 5xx, and no answer, as a failure (the
+	// cluster tests: no role is killed there, and a NATS node's loss
+	// should cost a request time, never an error). It is still retried,
+	// so that the run goes on and counts the others.
+	strict bool
 }
 
 func (d *chaosDriver) run(deadline time.Time) {
@@ -266,12 +274,16 @@ func (d *chaosDriver) run(deadline time.Time) {
 			d.t.Errorf("%s waits for approval %v, which is not for %q", d.conv, ap, name)
 			return
 		}
+		decidedAt := time.Now()
 		body := d.retry("POST", "/approvals/"+str(ap, "uuid"), map[string]any{"approved": true})
 		if str(body, "approval", "status") == "approved" {
 			d.destructive[name] = true
 			d.st.approved.Add(1)
 		}
 		d.settle()
+		if d.onTurn != nil {
+			d.onTurn(decidedAt, time.Now())
+		}
 	}
 }
 
@@ -294,6 +306,10 @@ func (d *chaosDriver) retry(method, path string, body any, headers ...string) ma
 			return out
 		}
 		d.st.retried(status, str(out, "code"))
+		if d.strict && (status == 0 || status >= 500) {
+			d.st.failed.Add(1)
+			d.t.Logf("%s %s: %d %v", method, path, status, out)
+		}
 		if attempt > 300 {
 			d.t.Errorf("%s %s: no answer after %d attempts (last %d %v)", method, path, attempt, status, out)
 			return out

@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -29,7 +32,7 @@ import (
 // `make test` runs it small; `make chaos-cluster` with
 // MESH_CLUSTER_CONVERSATIONS=50 (and longer, MESH_CLUSTER_SECONDS).
 func TestClusterChaos(t *testing.T) {
-	runClusterChaos(t, false)
+	runClusterChaos(t, false, false)
 }
 
 // TestClusterPlainNATS is TestClusterChaos on a cluster of plain
@@ -38,7 +41,15 @@ func TestClusterChaos(t *testing.T) {
 // creds` writes, provisioned by `mesh provision`: roles only, each given
 // the three servers' URLs.
 func TestClusterPlainNATS(t *testing.T) {
-	runClusterChaos(t, true)
+	runClusterChaos(t, true, false)
+}
+
+// TestClusterRollingRestart is TestClusterChaos with an upgrade's rolling
+// restart in place of the kills: each `mesh nats` node in turn, then each
+// role but the bridge (one bridge has nobody to hand its clients to; run
+// two behind a load balancer), every request served.
+func TestClusterRollingRestart(t *testing.T) {
+	runClusterChaos(t, false, true)
 }
 
 // clusterConfig is the clusters' agent.yaml: the sample agent, with room
@@ -109,12 +120,47 @@ func leaderOf(t testing.TB, c *natsCluster, js jetstream.JetStream, stream strin
 	return -1
 }
 
+// metaLeader is the index of the node that leads the JetStream meta
+// group, from a node's monitoring endpoint.
+func metaLeader(t testing.TB, c *natsCluster) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		for _, node := range c.nodes {
+			var jsz struct {
+				Meta struct {
+					Leader string `json:"leader"`
+				} `json:"meta_cluster"`
+			}
+			resp, err := http.Get("http://" + node.monitor + "/jsz")
+			if err != nil {
+				continue
+			}
+			err = json.NewDecoder(resp.Body).Decode(&jsz)
+			_ = resp.Body.Close()
+			if i := slices.IndexFunc(c.nodes, func(n *clusterNode) bool { return n.name == jsz.Meta.Leader }); err == nil && i >= 0 {
+				return i
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatal("no meta leader")
+	return -1
+}
+
 // turnClock records the turns' durations against the windows in which a
 // node was down.
 type turnClock struct {
 	mu      sync.Mutex
 	turns   [][2]time.Time
-	windows [][2]time.Time
+	windows []lossWindow
+}
+
+// lossWindow is a node's loss: from its SIGKILL until it is healthy again.
+type lossWindow struct {
+	what     string
+	from, to time.Time
 }
 
 func (tc *turnClock) turn(start, end time.Time) {
@@ -123,31 +169,105 @@ func (tc *turnClock) turn(start, end time.Time) {
 	tc.turns = append(tc.turns, [2]time.Time{start, end})
 }
 
-func (tc *turnClock) down(from, to time.Time) {
+func (tc *turnClock) down(what string, from, to time.Time) {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
-	tc.windows = append(tc.windows, [2]time.Time{from, to})
+	tc.windows = append(tc.windows, lossWindow{what, from, to})
 }
 
-// longest is the longest turn that overlapped a node's loss, and the
-// longest of the others.
-func (tc *turnClock) longest() (during, otherwise time.Duration, overlapping int) {
+// turnTimes are the durations of some turns, sorted.
+type turnTimes []time.Duration
+
+func (tt turnTimes) pct(p float64) time.Duration {
+	if len(tt) == 0 {
+		return 0
+	}
+	return tt[min(len(tt)-1, int(p*float64(len(tt))))]
+}
+
+func (tt turnTimes) max() time.Duration { return tt.pct(1) }
+
+func (tt turnTimes) String() string {
+	return fmt.Sprintf("%d turns, p50 %s p99 %s max %s", len(tt), tt.pct(0.5).Round(time.Millisecond),
+		tt.pct(0.99).Round(time.Millisecond), tt.max().Round(time.Millisecond))
+}
+
+// split sorts the turns' durations into those that overlapped each
+// window, and the others.
+func (tc *turnClock) split() (during []turnTimes, otherwise turnTimes) {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
+	during = make([]turnTimes, len(tc.windows))
 	for _, tr := range tc.turns {
-		d := tr[1].Sub(tr[0])
-		hit := slices.ContainsFunc(tc.windows, func(w [2]time.Time) bool { return tr[0].Before(w[1]) && tr[1].After(w[0]) })
-		if hit {
-			overlapping++
-			during = max(during, d)
-		} else {
-			otherwise = max(otherwise, d)
+		d, hit := tr[1].Sub(tr[0]), false
+		for i, w := range tc.windows {
+			if tr[0].Before(w.to) && tr[1].After(w.from) {
+				during[i], hit = append(during[i], d), true
+			}
+		}
+		if !hit {
+			otherwise = append(otherwise, d)
 		}
 	}
-	return during, otherwise, overlapping
+	for _, tt := range append(during, otherwise) {
+		slices.Sort(tt)
+	}
+	return during, otherwise
 }
 
-func runClusterChaos(t *testing.T, plain bool) {
+// killLeaders kills with SIGKILL the leader of the events stream, then of
+// the sessions' bucket, then of the meta group (each time another node
+// than the last, should it still lead), each restarted before the next.
+func killLeaders(t *testing.T, c *natsCluster, js jetstream.JetStream, at func(float64) time.Time, clock *turnClock) {
+	last := -1
+	for _, k := range []struct {
+		leader   string
+		kill, up float64
+	}{{"MESH_EVENTS", 0.10, 0.25}, {"KV_mesh_sessions", 0.40, 0.55}, {"the meta group", 0.70, 0.85}} {
+		time.Sleep(time.Until(at(k.kill)))
+		var i int
+		if k.leader == "the meta group" {
+			i = metaLeader(t, c)
+		} else {
+			i = leaderOf(t, c, js, k.leader)
+		}
+		if i == last {
+			i = (i + 1) % len(c.nodes)
+		}
+		last = i
+		from := time.Now()
+		c.kill(i)
+		time.Sleep(time.Until(at(k.up)))
+		c.restart(i)
+		clock.down(fmt.Sprintf("%s (leader of %s)", c.nodes[i].name, k.leader), from, time.Now())
+	}
+}
+
+// rollingRestart restarts, one at a time, every NATS node (SIGTERM, then
+// started again on its store once the last is healthy) and then every
+// role but the bridge (SIGTERM, started again), the way an upgrade does.
+func rollingRestart(c *natsCluster, at func(float64) time.Time, clock *turnClock) {
+	time.Sleep(time.Until(at(0.05)))
+	for i, node := range c.nodes {
+		from := time.Now()
+		node.proc.stop(false)
+		c.restart(i)
+		clock.down(node.name+" (restarted)", from, time.Now())
+		time.Sleep(2 * time.Second)
+	}
+	for _, p := range c.procs {
+		if strings.HasPrefix(p.name, "bridge") {
+			continue
+		}
+		from := time.Now()
+		p.stop(false)
+		p.start()
+		clock.down(p.name+" (restarted)", from, time.Now())
+		time.Sleep(time.Second)
+	}
+}
+
+func runClusterChaos(t *testing.T, plain, rolling bool) {
 	seconds, conversations := envInt("MESH_CLUSTER_SECONDS", 24), envInt("MESH_CLUSTER_CONVERSATIONS", 4)
 	c := startCluster(t, 3, plain, clusterConfig(t))
 	m := startClusterMesh(t, c, !plain, 2)
@@ -168,36 +288,20 @@ func runClusterChaos(t *testing.T, plain bool) {
 	at := func(frac float64) time.Time {
 		return start.Add(time.Duration(frac * float64(seconds) * float64(time.Second)))
 	}
-	// The killer: the events stream's leader, then the sessions bucket's
-	// (another node, if the first still leads it).
-	killerDone := make(chan []string, 1)
+	killerDone := make(chan struct{})
 	go func() {
-		var killed []string
-		first := -1
-		for _, k := range []struct {
-			stream   string
-			kill, up float64
-		}{{"MESH_EVENTS", 0.15, 0.35}, {"KV_mesh_sessions", 0.55, 0.75}} {
-			time.Sleep(time.Until(at(k.kill)))
-			i := leaderOf(t, c, js, k.stream)
-			if i == first {
-				i = (i + 1) % len(c.nodes)
-			}
-			first = i
-			from := time.Now()
-			c.kill(i)
-			killed = append(killed, fmt.Sprintf("%s (leader of %s)", c.nodes[i].name, k.stream))
-			time.Sleep(time.Until(at(k.up)))
-			c.restart(i)
-			clock.down(from, time.Now())
+		defer close(killerDone)
+		if rolling {
+			rollingRestart(c, at, &clock)
+		} else {
+			killLeaders(t, c, js, at, &clock)
 		}
-		killerDone <- killed
 	}()
 
 	drivers := make([]*chaosDriver, conversations)
 	var wg sync.WaitGroup
 	for i := range drivers {
-		d := &chaosDriver{m: m, t: t, id: i, st: &st, onTurn: clock.turn}
+		d := &chaosDriver{m: m, t: t, id: i, st: &st, onTurn: clock.turn, strict: true}
 		drivers[i] = d
 		wg.Add(1)
 		go func() {
@@ -206,7 +310,7 @@ func runClusterChaos(t *testing.T, plain bool) {
 		}()
 	}
 	wg.Wait()
-	killed := <-killerDone
+	<-killerDone
 	m.waitReady()
 	for _, d := range drivers {
 		d.check()
@@ -225,14 +329,85 @@ func runClusterChaos(t *testing.T, plain bool) {
 	if st.turns.Load() < int64(conversations) {
 		t.Errorf("only %d turns ran", st.turns.Load())
 	}
-	during, otherwise, overlapping := clock.longest()
+	during, otherwise := clock.split()
 	kind := "mesh nats"
 	if plain {
 		kind = "nats-server"
 	}
-	summary := fmt.Sprintf("cluster chaos (%s): %d s, %d conversations, %d turns, %d approvals, %d retried requests (%s); killed %s; longest turn during a node's loss %s (%d turns overlapped one), longest otherwise %s",
-		kind, seconds, conversations, st.turns.Load(), st.approved.Load(), st.retries.Load(), st.byCause(), strings.Join(killed, ", then "),
-		during.Round(time.Millisecond), overlapping, otherwise.Round(time.Millisecond))
+	var losses []string
+	for i, w := range clock.windows {
+		losses = append(losses, fmt.Sprintf("%s down %s: %s", w.what, w.to.Sub(w.from).Round(time.Millisecond), during[i]))
+	}
+	summary := fmt.Sprintf("cluster chaos (%s): %d s, %d conversations, %d turns, %d approvals, %d failed requests, %d retried (%s); %s; outside a loss: %s",
+		kind, seconds, conversations, st.turns.Load(), st.approved.Load(), st.failed.Load(), st.retries.Load(), st.byCause(), strings.Join(losses, "; "), otherwise)
 	t.Log(summary)
 	fmt.Println(summary)
+	if st.failed.Load() > 0 {
+		t.Errorf("%d requests failed while a node was lost (%s): every one should have waited out the election", st.failed.Load(), st.byCause())
+	}
+	for i, w := range clock.windows {
+		if slow := during[i].max() - otherwise.max(); slow > 5*time.Second {
+			t.Logf("the longest turn overlapping the loss of %s took %s more than the longest otherwise", w.what, slow.Round(time.Millisecond))
+		}
+	}
+}
+
+// TestClusterLostMajority stops two of three `mesh nats` nodes: the
+// streams have no majority left to elect a leader. A message is then
+// refused with 503 and Retry-After once nats.failover_wait has passed
+// unanswered, and every message after it at once (within 2 s). When one
+// node comes back the mesh serves again, with nobody restarting a role.
+func TestClusterLostMajority(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3, false, clusterConfig(t)+"nats:\n  failover_wait: 8s\n")
+	m := startClusterMesh(t, c, false, 1)
+	conv := str(m.do(http.StatusCreated, "POST", "/conversations", nil), "conversation", "id")
+	m.do(http.StatusOK, "POST", "/conversations/"+conv+"/messages", map[string]any{"message": "list all resources"})
+
+	c.kill(1)
+	c.kill(2)
+	send := func(key string) (status int, retryAfter string, took time.Duration, body string) {
+		start := time.Now()
+		req, err := http.NewRequest("POST", m.url("/conversations/"+conv+"/messages"), strings.NewReader(`{"message":"list all resources"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("no answer: %v", err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("Retry-After"), time.Since(start), string(data)
+	}
+	status, retryAfter, took, body := send("lost-1")
+	t.Logf("first message after the loss: %d in %s: %s", status, took.Round(time.Millisecond), body)
+	if status != http.StatusServiceUnavailable || retryAfter == "" {
+		t.Fatalf("first message after the loss: %d, Retry-After %q; want 503 with Retry-After", status, retryAfter)
+	}
+	if took > 8*time.Second+10*time.Second {
+		t.Errorf("the first refusal took %s, far past nats.failover_wait (8s)", took.Round(time.Millisecond))
+	}
+	for i := range 3 {
+		status, retryAfter, took, body = send(fmt.Sprintf("lost-%d", i+2))
+		if status != http.StatusServiceUnavailable || retryAfter == "" || took > 2*time.Second {
+			t.Errorf("message %d after the loss: %d, Retry-After %q, in %s; want 503 with Retry-After within 2 s: %s", i+2, status, retryAfter, took.Round(time.Millisecond), body)
+		}
+	}
+
+	// Started, not waited for: a node's health check wants every stream
+	// current, which a cluster still missing one node may take long to
+	// say; the mesh serves as soon as the two elect their leaders.
+	back := time.Now()
+	c.nodes[1].proc.start()
+	d := &chaosDriver{m: m, t: t, conv: conv, st: &chaosStats{cause: map[string]int{}}}
+	d.retry("POST", "/conversations/"+conv+"/messages", map[string]any{"message": "list all resources"}, "Idempotency-Key", "back")
+	d.settle()
+	status, _ = m.try("GET", "/conversations/"+conv, nil)
+	if status != http.StatusOK {
+		t.Errorf("the conversation after one node came back: %d", status)
+	}
+	t.Logf("after one node came back: a turn served and settled %s later, after %d refused requests", time.Since(back).Round(time.Millisecond), d.st.retries.Load())
 }

@@ -20,6 +20,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -406,6 +407,7 @@ type k8sObjects struct {
 	services     map[string]*corev1.Service
 	secrets      map[string]*corev1.Secret
 	ingresses    map[string]*networkingv1.Ingress
+	budgets      map[string]*policyv1.PodDisruptionBudget
 	namespaces   map[string]*corev1.Namespace
 }
 
@@ -413,7 +415,7 @@ func decodeManifests(t *testing.T, dir string, files []string) k8sObjects {
 	t.Helper()
 	o := k8sObjects{deployments: map[string]*appsv1.Deployment{}, statefulSets: map[string]*appsv1.StatefulSet{},
 		services: map[string]*corev1.Service{}, secrets: map[string]*corev1.Secret{}, ingresses: map[string]*networkingv1.Ingress{},
-		namespaces: map[string]*corev1.Namespace{}}
+		namespaces: map[string]*corev1.Namespace{}, budgets: map[string]*policyv1.PodDisruptionBudget{}}
 	for _, f := range files {
 		data, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil {
@@ -451,6 +453,9 @@ func decodeManifests(t *testing.T, dir string, files []string) k8sObjects {
 			case "Namespace":
 				s := &corev1.Namespace{}
 				o.namespaces[meta.Metadata.Name], dst = s, s
+			case "PodDisruptionBudget":
+				s := &policyv1.PodDisruptionBudget{}
+				o.budgets[meta.Metadata.Name], dst = s, s
 			default:
 				t.Errorf("%s: kind %s is not checked", where, meta.Kind)
 				continue

@@ -92,6 +92,7 @@ func TestClusterDeployKubernetes(t *testing.T) {
 		t.Error("the JetStream store is not on a volume claim")
 	}
 	checkProbes(t, "StatefulSet nats", c, env["MESH_NATS_MONITOR_ADDR"], "/healthz", "/healthz?js-enabled-only=true")
+	checkBudget(t, o, "StatefulSet nats", nats.Spec.Selector.MatchLabels)
 	checkCreds(t, "StatefulSet nats", c, nats.Spec.Template.Spec.Volumes, credsDir)
 
 	for _, role := range roleServices {
@@ -115,6 +116,9 @@ func TestClusterDeployKubernetes(t *testing.T) {
 			addr = env["MESH_HTTP_ADDR"]
 		}
 		checkProbes(t, where, c, addr, "/health", "/ready")
+		if d.Spec.Replicas != nil && *d.Spec.Replicas > 1 {
+			checkBudget(t, o, where, d.Spec.Selector.MatchLabels)
+		}
 		checkCreds(t, where, c, d.Spec.Template.Spec.Volumes, credsDir)
 	}
 	svc := o.services["bridge"]
@@ -256,4 +260,20 @@ func mountedAt(c corev1.Container, volume, path string) bool {
 		}
 	}
 	return false
+}
+
+// checkBudget checks that a PodDisruptionBudget lets a drain take at most
+// one of the pods labelled labels at a time: a NATS cluster keeps its
+// majority, and a role of two replicas keeps one serving.
+func checkBudget(t *testing.T, o k8sObjects, where string, labels map[string]string) {
+	t.Helper()
+	for name, b := range o.budgets {
+		if b.Spec.Selector != nil && maps.Equal(b.Spec.Selector.MatchLabels, labels) {
+			if b.Spec.MaxUnavailable == nil || b.Spec.MaxUnavailable.IntValue() != 1 || b.Spec.MinAvailable != nil {
+				t.Errorf("%s: PodDisruptionBudget %s allows %v unavailable (min available %v), want at most 1", where, name, b.Spec.MaxUnavailable, b.Spec.MinAvailable)
+			}
+			return
+		}
+	}
+	t.Errorf("%s: no PodDisruptionBudget selects its pods (%v): a drain could take them all at once", where, labels)
 }
