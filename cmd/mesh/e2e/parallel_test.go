@@ -16,6 +16,7 @@ var runAlone = map[string]bool{
 	"TestChaos":                          true,
 	"TestClusterChaos":                   true,
 	"TestClusterPlainNATS":               true,
+	"TestClusterRollingRestart":          true,
 	"TestHugeConversationKeepsAnswering": true,
 }
 
