@@ -87,7 +87,8 @@ type Config struct {
 	// trees decide mesh.PolicyAllowDestructive. Nil refuses that policy.
 	Agents *config.Definition
 	// Version is the build's version; the service announces it when it is
-	// semver, else mesh.DevVersion with the version in its metadata.
+	// semver, else bus.DevVersion with it as build metadata, and in its
+	// metadata.
 	Version string
 	// SweepInterval is how often decided approvals whose resume was never
 	// enqueued are looked for. Zero means 2s.

@@ -125,9 +125,9 @@ type Config struct {
 	// waits for its context to end.
 	Servers []config.MCPServer
 	// Version is the micro service version. Zero means "0.0.0-dev"; a
-	// leading "v" is dropped, and a version that is not semver is kept in
-	// the service metadata under "version" while the service says
-	// "0.0.0-dev".
+	// leading "v" is dropped, and a version that is not semver (a git
+	// hash) is kept in the service metadata under "version" while the
+	// service says "0.0.0-dev+<hash>".
 	Version string
 	// Environ is the environment (key=value) an MCP server's is drawn
 	// from: what any program needs to run (config.ProgramEnv), then the
@@ -229,10 +229,11 @@ func New(cfg Config) (*Role, error) {
 		now:     time.Now,
 		keys:    keys,
 	}
-	if v, ok := bus.ServiceVersion(cfg.Version); ok {
-		h.version = v
-	} else if cfg.Version != "" {
-		h.meta["version"] = cfg.Version
+	if cfg.Version != "" {
+		var semver bool
+		if h.version, semver = bus.ServiceVersion(cfg.Version); !semver {
+			h.meta["version"] = cfg.Version
+		}
 	}
 	return h, nil
 }
