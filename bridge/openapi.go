@@ -3,6 +3,7 @@ package bridge
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -258,6 +259,8 @@ func openAPIDoc(cfg Config) map[string]any {
 	}}
 	return map[string]any{
 		"openapi": "3.1.0",
+		// Relative: the bridge that serves the document, whatever its name.
+		"servers": []any{map[string]any{"url": "/", "description": "the bridge that serves this document"}},
 		"info": map[string]any{"title": "Agent Mesh bridge", "version": version(cfg),
 			"description": "HTTP surface of an Agent Mesh: REST, AG-UI (SSE, WebSocket and its dialects), A2A JSON-RPC, the web page and operations. Authentication, when configured, is a bearer token (static or JWT); the roles viewer, user, approver and admin grant read, converse and decide."},
 		"paths": paths,
@@ -311,12 +314,87 @@ func (op operation) encode(path, method string, need auth.Permission) map[string
 		}
 		responses[status] = resp
 	}
-	if _, own := op.responses["default"]; own {
-		return finish(out, responses, need)
+	errSchema := map[string]any{"$ref": "#/components/schemas/Error"}
+	if own, ok := op.responses["default"]; ok && own.schema != nil {
+		errSchema = own.schema // the A2A endpoints answer JSON-RPC errors
 	}
-	responses["default"] = map[string]any{"description": "an error: 400 bad input, 401/403 authentication and roles, 404 unknown ids, 409 conflicts, 413, 415, 429, 503 (Retry-After) …",
-		"content": map[string]any{"application/json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/Error"}}}}
+	for _, status := range op.errorStatuses(method+" "+path, method, path, need) {
+		code := strconv.Itoa(status)
+		if _, documented := responses[code]; documented {
+			continue
+		}
+		responses[code] = map[string]any{"description": errorDescriptions[status],
+			"content": map[string]any{"application/json": map[string]any{"schema": errSchema}}}
+	}
+	if _, own := op.responses["default"]; !own {
+		responses["default"] = map[string]any{"description": "another error, in the same body",
+			"content": map[string]any{"application/json": map[string]any{"schema": errSchema}}}
+	}
 	return finish(out, responses, need)
+}
+
+// errorDescriptions says when the bridge answers each error status.
+var errorDescriptions = map[int]string{
+	http.StatusBadRequest:            "bad input: malformed JSON, a field of the wrong type, an id or parameter out of its shape",
+	http.StatusUnauthorized:          "authentication is on and the request carries no valid token",
+	http.StatusForbidden:             "the caller's roles do not allow it, or a body-less request came from another site's page",
+	http.StatusNotFound:              "no such conversation, approval, agent, group or file (or one the caller may not see)",
+	http.StatusConflict:              "a turn runs or an approval waits (the body names it), or the approval was already decided",
+	http.StatusGone:                  "the conversation was deleted or has expired",
+	http.StatusRequestEntityTooLarge: "the body is larger than http.max_body_bytes",
+	http.StatusUnsupportedMediaType:  "the body is not JSON (Content-Type: application/json)",
+	http.StatusMisdirectedRequest:    "the Host is not a name of this bridge (http.hosts)",
+	http.StatusTooManyRequests:       "a rate limit or a limit of open streams is spent; Retry-After says when to try again",
+	http.StatusInternalServerError:   "an error the bridge did not expect; its log has the details",
+	http.StatusServiceUnavailable:    "a part of the mesh is away for now (NATS, a role, the cluster's majority); Retry-After says when to try again",
+}
+
+// Routes that answer from the bridge alone, without NATS.
+var localRoutes = []string{"GET /docs", "GET " + OpenAPIPath, "GET /", "GET /web/{name}", "GET /metrics"}
+
+// Dialects whose refusals by the limits are events of their own stream
+// (writeRefusal), not an HTTP 429.
+var refusedAsEvents = []string{"POST /agui", "POST /api/ai-sdk", "POST /api/chat", "POST /api/conversation"}
+
+// Routes that run or decide a turn, and so meet a turn already running or
+// an approval waiting, or an approval already decided.
+var conflictRoutes = []string{"POST /conversations/{id}/messages", "POST /conversations/{id}/regenerate", "POST /approvals/{uuid}",
+	"POST /agui", "POST /api/ai-sdk", "POST /api/conversation", "GET /agui/ws"}
+
+// errorStatuses are the error statuses the route route (method and path)
+// can answer, by what it takes and what guards it.
+func (op operation) errorStatuses(route, method, path string, need auth.Permission) []int {
+	pathParams := strings.Contains(path, "{")
+	statuses := []int{http.StatusMisdirectedRequest, http.StatusInternalServerError}
+	if op.body != nil || len(op.query) > 0 || pathParams {
+		statuses = append(statuses, http.StatusBadRequest)
+	}
+	if need != auth.Open {
+		statuses = append(statuses, http.StatusUnauthorized, http.StatusForbidden)
+	}
+	if stateChanging(method) {
+		statuses = append(statuses, http.StatusForbidden, http.StatusUnsupportedMediaType)
+	}
+	if op.body != nil {
+		statuses = append(statuses, http.StatusRequestEntityTooLarge)
+	}
+	if pathParams {
+		statuses = append(statuses, http.StatusNotFound)
+	}
+	if strings.HasPrefix(path, "/conversations/{id}") {
+		statuses = append(statuses, http.StatusGone)
+	}
+	if slices.Contains(conflictRoutes, route) {
+		statuses = append(statuses, http.StatusConflict)
+	}
+	if route != "GET /health" && route != "GET /ready" && !slices.Contains(refusedAsEvents, route) {
+		statuses = append(statuses, http.StatusTooManyRequests)
+	}
+	if !slices.Contains(localRoutes, route) {
+		statuses = append(statuses, http.StatusServiceUnavailable)
+	}
+	slices.Sort(statuses)
+	return slices.Compact(statuses)
 }
 
 // finish sets an operation's responses and security.
