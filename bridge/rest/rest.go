@@ -220,7 +220,7 @@ func (a *api) createConversation(w http.ResponseWriter, r *http.Request) {
 
 // getConversation answers the conversation with a page of its messages:
 // ?messages=N (default mesh.DefaultPageSize, at most core.MaxPageSize, and
-// within sessions.max_bytes) older than ?before=<cursor> (default: the
+// within store.PageBytes) older than ?before=<cursor> (default: the
 // newest); messages_before is the cursor of the page before, absent on
 // the first page of the conversation.
 func (a *api) getConversation(w http.ResponseWriter, r *http.Request) {

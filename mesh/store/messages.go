@@ -45,6 +45,12 @@ const TailKept = 64
 // unless asked otherwise (GET /conversations/{id}?messages=N).
 const DefaultPageSize = 50
 
+// PageBytes bounds the messages of one page (one at least, whatever its
+// size), below the history's bound: an answer that carries the newest
+// page stays about a megabyte when the messages are large, and the rest
+// is a cursor away (messages_before).
+const PageBytes = 1 << 20
+
 // DefaultHistoryBytes bounds the messages read for the model or a page,
 // unless sessions.max_bytes says otherwise.
 const DefaultHistoryBytes = 4 << 20

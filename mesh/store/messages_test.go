@@ -496,3 +496,53 @@ func TestFollowKeepsOthersRecords(t *testing.T) {
 		t.Fatalf("page %+v, %v: not the kept record", doc, err)
 	}
 }
+
+// A page is bounded by bytes as well as by count: a conversation of
+// messages near a megabyte each answers its newest page with one of them,
+// and the cursor leads to the others, one page each.
+func TestPagesAreBoundedByBytes(t *testing.T) {
+	s, _ := testStore(t)
+	ctx := t.Context()
+	c := &mesh.Conversation{ID: mesh.NewID(), Status: mesh.StatusActive}
+	if err := s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		if _, err := s.Update(ctx, c.ID, func(cv *mesh.Conversation) error {
+			cv.Messages = append(cv.Messages, mesh.Message{ID: fmt.Sprint("big", i), Role: mesh.RoleUser, Content: strings.Repeat("x", 900<<10)})
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := s.GetDoc(ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := d.AppendJSON(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(body) > 1500<<10 || len(d.Messages) != 1 || d.Before == "" {
+		t.Fatalf("the newest page: %d bytes, %d messages, cursor %q; want under 1.5 MB, 1 message and a cursor", len(body), len(d.Messages), d.Before)
+	}
+	seen := []string{}
+	for before := d.Before; before != ""; {
+		p, err := s.GetPage(ctx, c.ID, DefaultPageSize, before)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range p.Messages {
+			var msg mesh.Message
+			if err := json.Unmarshal(m, &msg); err != nil {
+				t.Fatal(err)
+			}
+			seen = append(seen, msg.ID)
+		}
+		before = p.Before
+	}
+	// Pages go back in time, one message each.
+	if got := strings.Join(seen, ","); got != "big2,big1,big0" {
+		t.Fatalf("the older pages hold %s, want big2,big1,big0", got)
+	}
+}

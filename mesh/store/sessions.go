@@ -443,7 +443,7 @@ func (s *SessionStore) pageOf(ctx context.Context, c *mesh.Conversation, n int, 
 		c.Messages = nil
 		return d, nil
 	}
-	p, err := s.log.page(ctx, c, n, cursor, s.budget())
+	p, err := s.log.page(ctx, c, n, cursor, min(s.budget(), PageBytes))
 	if err != nil {
 		if cursor.Seq != 0 {
 			return nil, mesh.ErrBadRequest.With(fmt.Sprintf("before %s: no such message in conversation %s", cursor, c.ID))
