@@ -117,6 +117,8 @@ func New(cfg Config) (*Role, error) {
 		lim.core = c
 	}
 	b := &Role{cfg: cfg, core: c, limits: lim, ops: o, auth: authn, mux: mux, log: log}
+	// The dialects of its event streams (sse.Writer.Observe).
+	telemetry.Bridge([]string{"events", "agui", "simple", "dotted", "ops", "a2a"})
 	register(mux, b, cfg, c)
 	b.handler = b.middleware(b.edge(mux, b.guard(mux, lim.handler(mux, mux))))
 	return b, nil

@@ -145,16 +145,34 @@ func (s *Service) sample(ctx context.Context) {
 	// its rate.
 	s.stats.start(time.Now())
 	s.readSeq(ctx)
+	s.readQueues(ctx)
+	lastQueues := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
 			s.readSeq(ctx)
+			if now.Sub(lastQueues) >= queuesEvery {
+				s.readQueues(ctx)
+				lastQueues = now
+			}
 			s.stats.take(now, s.inbox.pendingCount())
 			s.tick.fire()
 		}
 	}
+}
+
+// queuesEvery is how often the sampler reads the work queues, for
+// mesh_work_pending: one listing of the work stream's consumers.
+const queuesEvery = 15 * time.Second
+
+// readQueues reads the work queues, which sets mesh_work_pending; a
+// reading that fails leaves the last values.
+func (s *Service) readQueues(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, _ = s.queues(ctx)
 }
 
 // readSeq gives the sampler the events stream's last sequence. A reading

@@ -19,6 +19,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh/identity"
 	"github.com/agentmesh/agentmesh/mesh/llm/models"
 	"github.com/agentmesh/agentmesh/mesh/natsserver"
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
 	"github.com/agentmesh/agentmesh/nodes/monitor"
 )
 
@@ -38,6 +39,7 @@ func runUp(ctx context.Context, cfg *config.Config, args []string) error {
 	if err != nil {
 		return err
 	}
+	telemetry.Supervised(upRoles)
 	if len(cfg.Groups) == 0 {
 		replicas[mesh.RoleGroup] = 0 // no group chats to run
 	}

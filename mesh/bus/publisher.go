@@ -22,8 +22,16 @@ type Publisher struct {
 
 // NewPublisher returns a publisher for namespace ns.
 func NewPublisher(js jetstream.JetStream, ns mesh.Namespace) *Publisher {
+	telemetry.EventTypes(eventTypes)
 	return &Publisher{js: js, ns: ns, now: time.Now}
 }
+
+// eventTypes are the AG-UI types the mesh publishes.
+var eventTypes = []string{string(mesh.EventRunStarted), string(mesh.EventRunFinished), string(mesh.EventRunError),
+	string(mesh.EventStepStarted), string(mesh.EventStepFinished), string(mesh.EventTextMessageStart), string(mesh.EventTextMessageContent),
+	string(mesh.EventTextMessageEnd), string(mesh.EventToolCallStart), string(mesh.EventToolCallArgs), string(mesh.EventToolCallEnd),
+	string(mesh.EventToolCallResult), string(mesh.EventStateSnapshot), string(mesh.EventStateDelta), string(mesh.EventMessagesSnapshot),
+	string(mesh.EventCustom)}
 
 // Publish publishes one event synchronously. msgID, when not empty,
 // deduplicates it in the stream; runID, when not empty, goes in [HeaderRun].

@@ -98,7 +98,7 @@ var (
 
 	workRedeliveries = counter("work_redeliveries_total", "Work items delivered again (attempt 2 or later).", "role", "name")
 	workMaxDelivered = counter("work_max_deliveries_total", "Work items given up after their last delivery.", "role", "name")
-	workPending      = gauge("work_pending", "Work items waiting in a consumer of MESH_WORK, by consumer, as the bridge last read them.", "consumer")
+	workPending      = gauge("work_pending", "Work items waiting in a consumer of MESH_WORK, by consumer, as the bridge reads them every 15 s.", "consumer")
 
 	eventsPublished = counter("events_published_total", "AG-UI events published to MESH_EVENTS, by type.", "type")
 	sseClients      = gauge("sse_clients", "Open event streams, by dialect.", "dialect")

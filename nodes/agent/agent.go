@@ -266,10 +266,18 @@ func ConsumerName(agent string) string { return "agent_" + agent }
 // running turns finish within DrainTimeout, hands the others back, and
 // returns nil.
 func (a *Role) Run(ctx context.Context) error {
+	telemetry.AgentQueue(mesh.RoleAgent, a.name, []string{string(mesh.WorkTurn), string(mesh.WorkResume), string(mesh.WorkStep)},
+		[]string{mesh.OutcomeSuccess, mesh.OutcomeInterrupt, mesh.OutcomeCancelled, mesh.OutcomeError})
+	if a.cfg.Resources.Sessions != nil {
+		telemetry.Conversations(a.cfg.Resources.Sessions.Bucket())
+	}
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	if err := store.NewCatalog(a.cfg.Resources.Tools).Watch(watchCtx, func(ts []mesh.ToolEntry) {
 		a.tools.Store(newToolSet(ts))
+		for _, e := range ts {
+			a.servers.get(e.Server) // its breaker, closed, shows in mesh_breaker_state from now on
+		}
 	}); err != nil {
 		if workloop.StoppedStarting(ctx, err) {
 			return nil

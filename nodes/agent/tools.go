@@ -17,6 +17,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/bus"
 	"github.com/agentmesh/agentmesh/mesh/llm"
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 // This file holds the tools of a model call: what the model is offered (the
@@ -51,6 +52,7 @@ func newToolSet(entries []mesh.ToolEntry) *toolSet {
 	sort.Strings(names)
 	for _, n := range names {
 		e := byFunc[n]
+		telemetry.Tool(e.Server, e.Name)
 		schema := e.InputSchema
 		if len(schema) == 0 || string(schema) == "null" {
 			schema = json.RawMessage(`{"type":"object","properties":{}}`)

@@ -154,6 +154,7 @@ func New(cfg Config) (*Role, error) {
 
 // Run serves decisions until ctx is cancelled.
 func (a *Role) Run(ctx context.Context) error {
+	telemetry.Approvals([]string{mesh.PolicyNonDestructive, mesh.PolicyAllowDestructive})
 	version, ok := bus.ServiceVersion(a.cfg.Version)
 	meta := map[string]string{"node": a.cfg.NodeID}
 	if !ok && a.cfg.Version != "" {

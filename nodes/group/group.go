@@ -259,6 +259,14 @@ func (r *Role) Health(context.Context) error {
 // work, lets the items in hand finish within DrainTimeout, hands the others
 // back, and returns nil.
 func (r *Role) Run(ctx context.Context) error {
+	for name, g := range r.groups {
+		telemetry.WorkQueue(mesh.RoleGroup, name)
+		telemetry.Group(name, []string{mesh.GroupEndMaxTurns, mesh.GroupEndPhrase, mesh.GroupEndDone, mesh.GroupEndStopped, mesh.GroupEndNoSpeaker, mesh.GroupEndMemberError},
+			[]string{g.cfg.Strategy})
+	}
+	if r.cfg.Resources.Sessions != nil {
+		telemetry.Conversations(r.cfg.Resources.Sessions.Bucket())
+	}
 	if err := r.live.start(ctx); err != nil {
 		if workloop.StoppedStarting(ctx, err) {
 			return nil

@@ -154,6 +154,7 @@ func New(cfg Config) (*Role, error) {
 		return nil, errors.New("monitor: NC, JS and Nodes are required")
 	}
 	telemetry.NodesWatched(watchedRoles, []string{downSilent, downZombie, downRestarted})
+	telemetry.Recoveries(watchedRoles, []string{string(StrategyRestart), string(StrategyReplace), string(StrategyAlert)})
 	if cfg.NS.Prefix() == "" {
 		cfg.NS = mesh.DefaultNamespace()
 	}

@@ -75,6 +75,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/bus"
 	"github.com/agentmesh/agentmesh/mesh/role"
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
 	"github.com/agentmesh/agentmesh/mesh/workloop"
 )
 
@@ -275,6 +276,9 @@ func cloneMap(m map[string]string) map[string]string {
 // already running; a server that fails to start is logged and retried, not
 // fatal.
 func (h *Role) Run(ctx context.Context) error {
+	for _, s := range h.cfg.Servers {
+		telemetry.ToolServer(s.Name)
+	}
 	h.mu.Lock()
 	if h.running {
 		h.mu.Unlock()

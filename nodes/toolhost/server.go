@@ -320,6 +320,7 @@ func (c *conn) addEndpoints(svc micro.Service, tools toolSet) error {
 			return fmt.Errorf("add endpoint %s: %w", t.subject, err)
 		}
 		c.endpoints[t.subject] = true
+		telemetry.HostedTool(c.s.cfg.Name, name)
 		c.s.log.Debug().Str("subject", t.subject).Msg("serving tool")
 	}
 	return nil

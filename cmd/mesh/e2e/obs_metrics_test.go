@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/llm/llmtest"
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 // scrape is one parse of a metrics endpoint: its families by name.
@@ -290,5 +291,41 @@ func promtoolCheck(t *testing.T, eps map[string]string) {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("promtool check metrics on %s's /metrics: %v\n%s", r, err, out)
 		}
+	}
+}
+
+// TestEveryDocumentedMetricExistsOnAFreshMesh scrapes every role of a mesh
+// that has run nothing yet: each metric the mesh documents is there, its
+// counters at 0, so that an alert on a first failure (an increase() over a
+// series) can fire and a dashboard shows 0 rather than no data.
+func TestEveryDocumentedMetricExistsOnAFreshMesh(t *testing.T) {
+	t.Parallel()
+	m := startMesh(t, meshOpts{config: groupConfig(t, teamGroup), env: []string{"MESH_METRICS_ADDR=127.0.0.1:0"}})
+	roles := []string{"agent", "toolhost", "approver", "group", "bridge", "monitor"}
+	eps := m.metricsEndpoints(t, len(roles))
+	m.waitServerTools("resources")
+	// The supervisor's own counter: `mesh up` serves no metrics endpoint.
+	elsewhere := map[string]bool{"mesh_process_restarts_total": true}
+	var missing []string
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		seen := map[string]bool{}
+		for _, s := range scrapeAll(t, eps) {
+			for name := range s {
+				seen[name] = true
+			}
+		}
+		missing = missing[:0]
+		for name := range telemetry.Names() {
+			if !seen[name] && !elsewhere[name] {
+				missing = append(missing, name)
+			}
+		}
+		if len(missing) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		t.Errorf("documented metrics missing on a fresh mesh: %v", missing)
 	}
 }

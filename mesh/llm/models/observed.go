@@ -21,6 +21,7 @@ type observed struct {
 }
 
 func observe(p llm.Provider, m modelspec.Model) llm.Provider {
+	telemetry.ModelEndpoint(m.Provider, m.Name, []string{llm.CodeTimeout, llm.CodeRateLimit, llm.CodeError})
 	return &observed{Provider: p, provider: m.Provider, model: m.Name}
 }
 
