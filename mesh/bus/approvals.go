@@ -35,10 +35,15 @@ func RequestApproval(ctx context.Context, nc *nats.Conn, ns mesh.Namespace, ap *
 	if err != nil {
 		return nil, fmt.Errorf("encode approval request: %w", err)
 	}
+	msg := nats.NewMsg(subj)
+	msg.Data = data
+	// The trace travels in the headers too, as on every other request:
+	// a tracer of NATS messages need not read the body.
+	telemetry.Inject(ctx, msg.Header)
 	pause := 50 * time.Millisecond
 	for {
 		rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		reply, err := nc.RequestWithContext(rctx, subj, data)
+		reply, err := nc.RequestMsgWithContext(rctx, msg)
 		cancel()
 		if errors.Is(err, nats.ErrNoResponders) {
 			select {
