@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -63,6 +64,9 @@ func SortTools(ts []mesh.ToolEntry) {
 	})
 }
 
+// catalogReopen is the pause before a catalog watch is opened again.
+const catalogReopen = time.Second
+
 // Watch keeps fn informed of the catalog: it is called with the whole catalog
 // once the bucket's current content is read, and again after every change,
 // until ctx ends.
@@ -78,7 +82,13 @@ func (c *Catalog) Watch(ctx context.Context, fn func([]mesh.ToolEntry)) error {
 		SortTools(out)
 		fn(out)
 	}
-	_, err := WatchKV(ctx, c.kv, KVWatch{Apply: func(e jetstream.KeyValueEntry) {
+	// A watch that could not open, or that ended (a reconnection, a
+	// leader's election), is opened again: the catalog starts over from
+	// the bucket, and fn gets it once whole again.
+	_, err := WatchKV(ctx, c.kv, KVWatch{Reopen: catalogReopen, KeepTrying: true, Opened: func() {
+		tools = map[string]mesh.ToolEntry{}
+		ready = false
+	}, Apply: func(e jetstream.KeyValueEntry) {
 		if e.Operation() != jetstream.KeyValuePut {
 			delete(tools, e.Key())
 		} else {

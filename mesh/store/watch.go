@@ -23,6 +23,10 @@ type KVWatch struct {
 	// Synced, when not nil, is called each time the entries present when
 	// the watch opened have all been applied.
 	Synced func()
+	// Opened, when not nil, is called on WatchKV's goroutine each time a
+	// watch opens, before its first entry: a watch opened again starts
+	// over, and what an earlier one applied may since have been deleted.
+	Opened func()
 	// Reopen is the pause before a watch that ended (a reconnect) is
 	// opened again. A watch opened again starts over with every current
 	// entry, so Apply must take an entry it already has, and Synced is
@@ -117,6 +121,9 @@ func (w *KVWatch) follow(ctx context.Context, open func() (jetstream.KeyWatcher,
 // apply hands the updates of one watch to Apply and Synced until the watch
 // ends or ctx does.
 func (w *KVWatch) apply(ctx context.Context, watcher jetstream.KeyWatcher, first func()) {
+	if w.Opened != nil {
+		w.Opened()
+	}
 	updates := watcher.Updates()
 	for {
 		select {

@@ -2,13 +2,16 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
 	"github.com/agentmesh/agentmesh/mesh/store"
 )
@@ -251,4 +254,48 @@ func TestWatchKVWithoutReopenEndsWithItsWatch(t *testing.T) {
 	if opened, _ := kv.counts(); opened != 1 {
 		t.Errorf("opened %d watches, want 1: Reopen is zero", opened)
 	}
+}
+
+// A catalog watch whose first openings fail keeps trying (a role starting
+// while the cluster elects leaders), and one opened again starts over: a
+// tool deleted while no watch was open is gone from what fn gets.
+func TestCatalogWatchKeepsTryingAndStartsOver(t *testing.T) {
+	m := meshtest.New(t)
+	kv := &endable{KeyValue: m.Tools, fail: 2}
+	put := func(name string) {
+		data, _ := json.Marshal(mesh.ToolEntry{Server: "srv", Name: name, ReadOnlyHint: true})
+		if _, err := kv.Put(t.Context(), "srv."+name, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("a")
+	put("b")
+	var mu sync.Mutex
+	var got string
+	err := store.NewCatalog(kv).Watch(t.Context(), func(ts []mesh.ToolEntry) {
+		var names []string
+		for _, e := range ts {
+			names = append(names, e.Name)
+		}
+		mu.Lock()
+		got = strings.Join(names, ",")
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatalf("a watch whose first openings fail: %v", err)
+	}
+	catalog := func() string { mu.Lock(); defer mu.Unlock(); return got }
+	meshtest.Eventually(t, 10*time.Second, func() bool { return catalog() == "a,b" }, "the catalog never came: %q", catalog())
+
+	// The watch ends; b is deleted before it opens again (the deletion
+	// is not seen as an update), then c is put.
+	kv.mu.Lock()
+	kv.fail = 1
+	kv.mu.Unlock()
+	kv.endWatch()
+	if err := m.Tools.Delete(t.Context(), "srv.b"); err != nil {
+		t.Fatal(err)
+	}
+	put("c")
+	meshtest.Eventually(t, 10*time.Second, func() bool { return catalog() == "a,c" }, "after the watch opened again, the catalog is %q, want a,c", catalog())
 }
