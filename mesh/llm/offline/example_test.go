@@ -43,6 +43,4 @@ func ExampleNew() {
 	// Output:
 	// resources_add {"name":"my-test","value":42}
 	// Created resource my-test (value 42, id res_0a1b2c3d4e5f).
-	//
-	// Result of resources_add: {"id":"res_0a1b2c3d4e5f","name":"my-test","value":42}
 }

@@ -15,9 +15,6 @@ import (
 // This file holds the offline planner's reports: tool results put in
 // plain words.
 
-// maxRawResult is the longest result text quoted whole in a report.
-const maxRawResult = 2000
-
 // maxListed is how many items of a list a report names.
 const maxListed = 50
 
@@ -62,11 +59,9 @@ func reportOne(m llm.Message, p *toolProfile) string {
 	if !ok {
 		return fmt.Sprintf("%s returned: %s", name, text)
 	}
-	summary := describeResult(name, p.mainIntent(), p.noun, v)
-	if len(text) < maxRawResult {
-		return summary + "\n\nResult of " + name + ": " + text
-	}
-	return summary + fmt.Sprintf("\n\n(The full result of %s has %d characters.)", name, len(text))
+	// The words alone: the tool's JSON is in its TOOL_CALL_RESULT, for a
+	// client that shows it, and a person reads the summary.
+	return describeResult(name, p.mainIntent(), p.noun, v)
 }
 
 // mainIntent is the one intent of a tool, or intentNone when it has none
