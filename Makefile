@@ -21,8 +21,7 @@ HAVE_NODE   := $(shell command -v node >/dev/null 2>&1 && command -v $(NPM) >/de
 IMAGE       ?= agentmesh/mesh:dev
 COMPOSE     ?= docker compose
 # build-all: mesh for Linux, macOS and Windows on amd64 and arm64 (no cgo,
-# static).
-# The sample MCP server needs cgo (SQLite): it is built for this machine only.
+# static). Nothing needs cgo: the sample MCP server's SQLite is pure Go.
 PLATFORMS   := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
 
 .PHONY: all build build-all run test test-short lint bench bench-cluster chaos chaos-cluster clean peers image compose-up compose-down
@@ -30,9 +29,10 @@ PLATFORMS   := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 w
 all: build
 
 ## build: the mesh binary and the sample MCP server, side by side in bin/
+## (static: no C compiler is needed)
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/mesh ./cmd/mesh
-	$(GO) build -o $(BIN)/mcp-resources ./cmd/mcp-resources
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/mesh ./cmd/mesh
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/mcp-resources ./cmd/mcp-resources
 
 ## build-all: bin/<os>-<arch>/mesh for linux, darwin and windows on amd64 and arm64
 build-all: build

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
+	_ "modernc.org/sqlite" // registers the "sqlite" driver: SQLite in pure Go, no C compiler
 )
 
 // schema creates the tables if they are missing. Running it from two
@@ -45,10 +45,6 @@ const busyTimeout = 5 * time.Second
 // maxConns bounds the store's connections: more concurrent calls wait for
 // one (SQLite runs one write at a time anyway).
 const maxConns = 8
-
-// stmtCacheSize is how many prepared statements each connection keeps
-// (the store runs six different ones).
-const stmtCacheSize = 16
 
 // resource is one row of the resources table, as the tools return it.
 type resource struct {
@@ -90,16 +86,14 @@ func openStore(ctx context.Context, cfg storeConfig) (*store, error) {
 		cfg.Now = time.Now
 	}
 	q := url.Values{}
-	q.Set("_journal_mode", "WAL")
-	q.Set("_busy_timeout", fmt.Sprint(busyTimeout.Milliseconds()))
-	q.Set("_synchronous", "NORMAL")
+	// Each pragma runs on every connection the pool opens.
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
+	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Set("_txlock", "immediate")
-	// Each connection keeps its prepared statements, so that the list's
-	// SELECT, run on every call, is not prepared anew each time.
-	q.Set("_stmt_cache_size", fmt.Sprint(stmtCacheSize))
 	// Escape the path so that '?' or '#' in it is not read as the query.
 	u := url.URL{Scheme: "file", Opaque: escapePath(cfg.Path), RawQuery: q.Encode()}
-	db, err := sql.Open("sqlite3", u.String())
+	db, err := sql.Open("sqlite", u.String())
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", cfg.Path, err)
 	}

@@ -66,7 +66,7 @@ func names(rs []resource) []string {
 // database/sql directly.
 func countRows(t *testing.T, path, table string) int {
 	t.Helper()
-	db, err := sql.Open("sqlite3", path)
+	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatalf("open %s: %v", path, err)
 	}

@@ -340,7 +340,7 @@ func TestClusterDeployImage(t *testing.T) {
 	cli.checkEnv(t, "ENV", slices.Collect(maps.Keys(st.env)))
 	text := strings.Join(st.lines, "\n")
 	for _, want := range []string{
-		"CGO_ENABLED=0 go build", "-o /out/mesh ./cmd/mesh", "-o /out/mcp-resources ./cmd/mcp-resources", "-extldflags -static",
+		"CGO_ENABLED=0 go build", "-o /out/mesh ./cmd/mesh", `CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/mcp-resources ./cmd/mcp-resources`,
 		"COPY --from=build /out/mesh /out/mcp-resources /usr/local/bin/", "COPY deploy/agent.yaml " + st.env["MESH_CONFIG"],
 	} {
 		if !strings.Contains(text, want) {

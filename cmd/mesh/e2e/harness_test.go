@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/mattn/go-sqlite3"
+	_ "modernc.org/sqlite"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -528,7 +528,7 @@ func adminConn(t testing.TB, url, dataDir string) *nats.Conn {
 // resourceRows counts rows of the sample server's database by name.
 func (m *meshProc) resourceRows(name string) int {
 	m.t.Helper()
-	db, err := sql.Open("sqlite3", "file:"+filepath.Join(m.dataDir, "resources.db")+"?mode=ro&_busy_timeout=5000")
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(m.dataDir, "resources.db")+"?mode=ro&_pragma=busy_timeout(5000)")
 	if err != nil {
 		m.t.Fatal(err)
 	}
