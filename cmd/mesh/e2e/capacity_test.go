@@ -47,7 +47,7 @@ func TestProviderRateLimitQueuesTurnsAndFailsNone(t *testing.T) {
 			status, out := m.try("POST", "/conversations/"+id+"/messages", map[string]any{"message": "list all resources"})
 			mu.Lock()
 			defer mu.Unlock()
-			if status != 200 || str(out, "result", "outcome") != "success" || !strings.Contains(str(out, "result", "response"), "resources_list") {
+			if status != 200 || str(out, "result", "outcome") != "success" || !reportsAList(str(out, "result", "response")) {
 				t.Errorf("turn of %s: status %d, outcome %q, error %q", id, status, str(out, "result", "outcome"), str(out, "result", "error"))
 			}
 			answered[id] = true
