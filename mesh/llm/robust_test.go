@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/llm/llmtest"
@@ -532,6 +533,24 @@ func TestBreakerOpensDuringRetries(t *testing.T) {
 		}
 		if !strings.Contains(e.Message, "circuit breaker is now open") {
 			t.Errorf("error %q, want it to say the circuit breaker is now open", e.Message)
+		}
+	})
+}
+
+// A model call carries the caller's trace to the provider (traceparent),
+// on every API.
+func TestModelCallCarriesTheTrace(t *testing.T) {
+	traceID, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	spanID, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+	ctx := trace.ContextWithSpanContext(t.Context(), trace.NewSpanContext(trace.SpanContextConfig{TraceID: traceID, SpanID: spanID, TraceFlags: trace.FlagsSampled}))
+	forEachWire(t, func(t *testing.T, w wire) {
+		f := newFake(t, w)
+		if _, err := f.provider(testOptions(func(*llm.Options) {})).Generate(ctx, ask()); err != nil {
+			t.Fatal(err)
+		}
+		reqs := f.Requests()
+		if len(reqs) == 0 || !strings.Contains(reqs[0].Header.Get("traceparent"), traceID.String()) {
+			t.Errorf("the request's traceparent is %q, want one of trace %s", reqs[0].Header.Get("traceparent"), traceID)
 		}
 	})
 }

@@ -358,6 +358,8 @@ func (e *endpoint) attempt(ctx context.Context, x *exchange, emit func(string)) 
 		req.Header.Set("Accept", "application/json")
 	}
 	x.header(req.Header)
+	// The model call's span goes on at the provider, when it traces.
+	telemetry.HTTPInject(ctx, req.Header)
 	resp, err := e.client.Do(req)
 	if err != nil {
 		return nil, &sendError{err}
