@@ -599,7 +599,8 @@ func (c *Core) Decide(ctx context.Context, approvalID string, body []byte, calle
 	}
 	reqCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	reply, err := c.requestApprover(reqCtx, m)
+	// An approver restarting is waited for: see approverWait.
+	reply, err := bus.RequestServed(reqCtx, c.cfg.NC, m, approverWait, 0)
 	if err != nil {
 		r.Close()
 		if errors.Is(err, nats.ErrNoResponders) {
@@ -627,25 +628,6 @@ func (c *Core) Decide(ctx context.Context, approvalID string, body []byte, calle
 // answers: one restarting (a rolling upgrade) is back within seconds, and
 // the decision never reached the one that left, so asking again is safe.
 const approverWait = 10 * time.Second
-
-// requestApprover sends the decision m, again while no approver answers,
-// for up to approverWait.
-func (c *Core) requestApprover(ctx context.Context, m *nats.Msg) (*nats.Msg, error) {
-	deadline := time.Now().Add(approverWait)
-	pause := 50 * time.Millisecond
-	for {
-		reply, err := c.cfg.NC.RequestMsgWithContext(ctx, m)
-		if !errors.Is(err, nats.ErrNoResponders) || time.Now().Add(pause).After(deadline) {
-			return reply, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, err
-		case <-time.After(pause):
-		}
-		pause = min(2*pause, time.Second)
-	}
-}
 
 // Cancel asks the agents to stop run runID of conversation id, or, with an
 // empty runID, whatever turn it runs. A turn still queued is cancelled here:

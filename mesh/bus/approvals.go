@@ -40,30 +40,51 @@ func RequestApproval(ctx context.Context, nc *nats.Conn, ns mesh.Namespace, ap *
 	// The trace travels in the headers too, as on every other request:
 	// a tracer of NATS messages need not read the body.
 	telemetry.Inject(ctx, msg.Header)
+	reply, err := RequestServed(ctx, nc, msg, 0, 15*time.Second)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return nil, mesh.ErrUnavailable.With("no approver is running: " + ctx.Err().Error())
+	case err != nil:
+		return nil, mesh.ErrUnavailable.With(fmt.Sprintf("the approvers did not answer on %s: %v", subj, err))
+	}
+	if err := mesh.ErrorFromMsg(reply); err != nil {
+		return nil, err
+	}
+	var out mesh.Approval
+	if err := json.Unmarshal(reply.Data, &out); err != nil {
+		return nil, fmt.Errorf("decode approver reply: %w", err)
+	}
+	return &out, nil
+}
+
+// RequestServed sends m and, while no process serves its subject (no
+// responders: a role restarting, or not started yet), sends it again after
+// a pause of 50 ms doubling to 1 s. Such a request reached no one, so
+// sending it again is safe. It stops asking once within has passed (0: as
+// long as ctx lasts) or ctx ends, and returns the last attempt's answer or
+// error. Each attempt waits up to attempt for its answer (0: as ctx
+// allows).
+func RequestServed(ctx context.Context, nc *nats.Conn, m *nats.Msg, within, attempt time.Duration) (*nats.Msg, error) {
+	var deadline time.Time
+	if within > 0 {
+		deadline = time.Now().Add(within)
+	}
 	pause := 50 * time.Millisecond
 	for {
-		rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		reply, err := nc.RequestMsgWithContext(rctx, msg)
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if attempt > 0 {
+			actx, cancel = context.WithTimeout(ctx, attempt)
+		}
+		reply, err := nc.RequestMsgWithContext(actx, m)
 		cancel()
-		if errors.Is(err, nats.ErrNoResponders) {
-			select {
-			case <-ctx.Done():
-				return nil, mesh.ErrUnavailable.With("no approver is running: " + ctx.Err().Error())
-			case <-time.After(pause):
-			}
-			pause = min(pause*2, time.Second)
-			continue
+		if !errors.Is(err, nats.ErrNoResponders) || !deadline.IsZero() && time.Now().Add(pause).After(deadline) {
+			return reply, err
 		}
-		if err != nil {
-			return nil, mesh.ErrUnavailable.With(fmt.Sprintf("the approvers did not answer on %s: %v", subj, err))
-		}
-		if err := mesh.ErrorFromMsg(reply); err != nil {
+		select {
+		case <-ctx.Done():
 			return nil, err
+		case <-time.After(pause):
 		}
-		var out mesh.Approval
-		if err := json.Unmarshal(reply.Data, &out); err != nil {
-			return nil, fmt.Errorf("decode approver reply: %w", err)
-		}
-		return &out, nil
+		pause = min(2*pause, time.Second)
 	}
 }
