@@ -102,6 +102,12 @@ func (a *Approval) AskedHash() (string, error) {
 func (a *Approval) Public() *Approval {
 	c := *a
 	c.Seal = nil
+	if c.Decision != nil && c.Decision.ID != "" {
+		// A request id, the approver's business only.
+		d := *c.Decision
+		d.ID = ""
+		c.Decision = &d
+	}
 	return &c
 }
 
@@ -114,6 +120,10 @@ type Decision struct {
 	// its client sent it; a decision whose ArgsHash differs from the
 	// approval's is refused ([ErrApprovalArgsChanged]).
 	ArgsHash string `json:"args_hash,omitempty"`
+	// ID is the id of the request that made the decision
+	// ([HeaderDecisionID]): that request sent again is answered with the
+	// approval as it decided it, where any other decision is refused.
+	ID string `json:"id,omitempty"`
 	// Statement is the approver's signed statement of this decision, which
 	// the tool host checks before it runs the call.
 	Statement *ApprovalStatement `json:"statement,omitempty"`

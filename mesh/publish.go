@@ -22,4 +22,8 @@ const (
 	// (mesh.approval.<uuid>.decide): the bridge sets it, and the approver
 	// records it as who decided, before the body's "by".
 	HeaderPrincipal = "Mesh-Principal"
+	// HeaderDecisionID names one decision request: the bridge sends a
+	// decision again with the same id when an answer was lost, and the
+	// approver answers the second as the first ([Decision.ID]).
+	HeaderDecisionID = "Mesh-Decision-Id"
 )

@@ -586,6 +586,9 @@ func (c *Core) Decide(ctx context.Context, approvalID string, body []byte, calle
 	m := nats.NewMsg(subj)
 	m.Data = body
 	m.Header = caller.headers(caller.SessionID)
+	// Sent again when its answer is lost; the id makes the approver answer
+	// the repeat as the first, not refuse it as a second decision.
+	m.Header.Set(mesh.HeaderDecisionID, uuid.NewString())
 	telemetry.Inject(ctx, m.Header)
 	switch {
 	case c.cfg.Auth && caller.Principal != nil:
@@ -599,8 +602,9 @@ func (c *Core) Decide(ctx context.Context, approvalID string, body []byte, calle
 	}
 	reqCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	// An approver restarting is waited for: see approverWait.
-	reply, err := bus.RequestServed(reqCtx, c.cfg.NC, m, approverWait, 0)
+	// An approver restarting is waited for (see approverWait), and a lost
+	// answer asked for again.
+	reply, err := bus.RequestServed(reqCtx, c.cfg.NC, m, approverWait, decideAttempt)
 	if err != nil {
 		r.Close()
 		if errors.Is(err, nats.ErrNoResponders) {
@@ -628,6 +632,12 @@ func (c *Core) Decide(ctx context.Context, approvalID string, body []byte, calle
 // answers: one restarting (a rolling upgrade) is back within seconds, and
 // the decision never reached the one that left, so asking again is safe.
 const approverWait = 10 * time.Second
+
+// decideAttempt is how long one decision request waits for its answer
+// before it is sent again: an approver decides within milliseconds unless
+// its store is between leaders, and a request lost with a NATS server is
+// never answered at all.
+const decideAttempt = 5 * time.Second
 
 // Cancel asks the agents to stop run runID of conversation id, or, with an
 // empty runID, whatever turn it runs. A turn still queued is cancelled here:

@@ -57,13 +57,20 @@ func RequestApproval(ctx context.Context, nc *nats.Conn, ns mesh.Namespace, ap *
 	return &out, nil
 }
 
-// RequestServed sends m and, while no process serves its subject (no
-// responders: a role restarting, or not started yet), sends it again after
-// a pause of 50 ms doubling to 1 s. Such a request reached no one, so
-// sending it again is safe. It stops asking once within has passed (0: as
-// long as ctx lasts) or ctx ends, and returns the last attempt's answer or
-// error. Each attempt waits up to attempt for its answer (0: as ctx
-// allows).
+// RequestServed sends m, which must be safe to send twice, and sends it
+// again while it is not served:
+//   - no process serves its subject (no responders: a role restarting, or
+//     not started yet): again after a pause of 50 ms doubling to 1 s, until
+//     within has passed (0: as long as ctx lasts);
+//   - an attempt had no answer within attempt (the request or its answer
+//     was lost with a NATS server, or the responder died holding it):
+//     again at once, as long as ctx lasts;
+//   - the answer was [mesh.ErrUnavailable] (a responder stopping, or one
+//     whose own store did not answer): again after the same pauses, as
+//     long as ctx lasts.
+//
+// It returns the last attempt's answer or error. attempt 0 waits for each
+// answer as long as ctx allows, and so never sends again on a lost answer.
 func RequestServed(ctx context.Context, nc *nats.Conn, m *nats.Msg, within, attempt time.Duration) (*nats.Msg, error) {
 	var deadline time.Time
 	if within > 0 {
@@ -77,14 +84,38 @@ func RequestServed(ctx context.Context, nc *nats.Conn, m *nats.Msg, within, atte
 		}
 		reply, err := nc.RequestMsgWithContext(actx, m)
 		cancel()
-		if !errors.Is(err, nats.ErrNoResponders) || !deadline.IsZero() && time.Now().Add(pause).After(deadline) {
+		switch {
+		case ctx.Err() != nil:
+			return reply, err
+		case errors.Is(err, nats.ErrNoResponders):
+			if !deadline.IsZero() && time.Now().Add(pause).After(deadline) {
+				return reply, err
+			}
+			if !sleepCtx(ctx, pause) {
+				return nil, err
+			}
+			pause = min(2*pause, time.Second)
+		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
+			// This attempt's own deadline: ask again.
+		case err == nil && mesh.IsUnavailable(mesh.ErrorFromMsg(reply)):
+			if !sleepCtx(ctx, pause) {
+				return reply, nil
+			}
+			pause = min(2*pause, time.Second)
+		default:
 			return reply, err
 		}
-		select {
-		case <-ctx.Done():
-			return nil, err
-		case <-time.After(pause):
-		}
-		pause = min(2*pause, time.Second)
+	}
+}
+
+// sleepCtx pauses for d, or until ctx ends (false).
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }

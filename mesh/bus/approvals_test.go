@@ -2,8 +2,11 @@ package bus_test
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/trace"
@@ -40,4 +43,58 @@ func TestApprovalRequestCarriesTheTraceInItsHeaders(t *testing.T) {
 	if tp := h.Get("traceparent"); !strings.Contains(tp, traceID.String()) {
 		t.Errorf("traceparent %q, want one of trace %s", tp, traceID)
 	}
+}
+
+// A request whose answer is lost, or refused as unavailable (a responder
+// stopping), is sent again; any other answer is the last.
+func TestRequestServedSendsAgainWhatWasNotServed(t *testing.T) {
+	m := meshtest.New(t)
+	var seen atomic.Int32
+	sub, err := m.NC.Subscribe("served.>", func(msg *nats.Msg) {
+		n := seen.Add(1)
+		switch {
+		case msg.Subject == "served.lost" && n == 1:
+			// Held and never answered, as by a responder that died.
+		case msg.Subject == "served.stopping" && n == 1:
+			_ = msg.RespondMsg(errorReply(msg, mesh.ErrUnavailable.With("stopping")))
+		case msg.Subject == "served.refused":
+			_ = msg.RespondMsg(errorReply(msg, mesh.ErrApprovalDecided.With("decided")))
+		default:
+			_ = msg.Respond([]byte("ok"))
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	for _, tc := range []struct {
+		subject string
+		sent    int32
+		want    error
+	}{{"served.lost", 2, nil}, {"served.stopping", 2, nil}, {"served.refused", 1, mesh.ErrApprovalDecided}} {
+		seen.Store(0)
+		reply, err := bus.RequestServed(t.Context(), m.NC, nats.NewMsg(tc.subject), 0, 200*time.Millisecond)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.subject, err)
+		}
+		if got := mesh.ErrorFromMsg(reply); !errors.Is(got, tc.want) || tc.want == nil && got != nil {
+			t.Errorf("%s: answer %v, want %v", tc.subject, got, tc.want)
+		}
+		if n := seen.Load(); n != tc.sent {
+			t.Errorf("%s: sent %d times, want %d", tc.subject, n, tc.sent)
+		}
+	}
+	// Nobody serves it: asked again until within has passed.
+	start := time.Now()
+	_, err = bus.RequestServed(t.Context(), m.NC, nats.NewMsg("unserved.x"), 300*time.Millisecond, 0)
+	if !errors.Is(err, nats.ErrNoResponders) || time.Since(start) < 100*time.Millisecond {
+		t.Errorf("no responders: %v after %s, want no responders after the bound", err, time.Since(start))
+	}
+}
+
+// errorReply is the answer a micro responder gives for err.
+func errorReply(req *nats.Msg, err error) *nats.Msg {
+	m := nats.NewMsg(req.Reply)
+	m.Header = mesh.ErrorHeaders(err)
+	return m
 }

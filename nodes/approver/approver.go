@@ -340,6 +340,7 @@ func (a *Role) handleDecide(ctx context.Context, req micro.Request) {
 	if d.By == "" {
 		d.By = "nats"
 	}
+	d.ID = hdr.Get(mesh.HeaderDecisionID)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	ap, err := a.Decide(telemetry.Extract(ctx, hdr), id, d, hdr)
@@ -369,8 +370,14 @@ func (a *Role) handleDecide(ctx context.Context, req micro.Request) {
 // what was sealed, or whose arguments differ from those the decider was
 // shown (d.ArgsHash), is not approved.
 func (a *Role) Decide(ctx context.Context, id string, d mesh.Decision, hdr nats.Header) (*mesh.Approval, error) {
+	again := false
 	ap, err := a.store.Update(ctx, id, func(ap *mesh.Approval) error {
 		if ap.Status != mesh.ApprovalPending {
+			if d.ID != "" && ap.Decision != nil && ap.Decision.ID == d.ID {
+				// This very request, sent again after its answer was lost.
+				again = true
+				return store.ErrNoChange
+			}
 			return mesh.ErrApprovalDecided.With(fmt.Sprintf("approval %s was already %s", id, ap.Status))
 		}
 		status := mesh.ApprovalRejected
@@ -396,11 +403,17 @@ func (a *Role) Decide(ctx context.Context, id string, d mesh.Decision, hdr nats.
 	if err != nil {
 		return nil, err
 	}
-	telemetry.ApprovalDecided(d.Approved, ap.DecidedAt.Sub(ap.CreatedAt))
+	if !again {
+		telemetry.ApprovalDecided(d.Approved, ap.DecidedAt.Sub(ap.CreatedAt))
+	}
 	// The event belongs to no run: it falls between the paused run and its
-	// resume. It is informative; the resume is what matters.
+	// resume. It is informative; the resume is what matters. Both carry
+	// ids, so the first request's copies and a repeat's are stored once.
 	if _, err := a.publisher.Publish(ctx, ap.ConversationID, "", "approval_decided:"+ap.UUID, mesh.Custom(mesh.CustomApprovalDecided, ap.Public())); err != nil {
 		a.log.Warn().Err(err).Str("approval", id).Msg("publish approval_decided")
+	}
+	if ap.ResumeEnqueued {
+		return ap, nil
 	}
 	if err := a.enqueueResume(ctx, ap, hdr); err != nil {
 		// The decision stands; a sweep enqueues the resume later.

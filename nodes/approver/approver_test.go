@@ -167,6 +167,58 @@ func TestDecideEnqueuesResumeOnce(t *testing.T) {
 	}
 }
 
+// A decision sent again with its id (its first answer was lost) is
+// answered as the first was, and changes nothing; another decision, even
+// the same verdict, is still refused. The request is a raw NATS one.
+func TestDecisionSentAgainIsAnsweredAsTheFirst(t *testing.T) {
+	m := meshtest.New(t)
+	start(t, m)
+	cons := resumes(t, m)
+	ap := pending(t, m)
+	subj, _ := m.NS.ApprovalDecide(ap.UUID)
+	send := func(id, body string) (*mesh.Approval, error) {
+		msg := nats.NewMsg(subj)
+		msg.Data = []byte(body)
+		if id != "" {
+			msg.Header.Set(mesh.HeaderDecisionID, id)
+		}
+		reply, err := m.NC.RequestMsg(msg, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got mesh.Approval
+		_ = json.Unmarshal(reply.Data, &got)
+		return &got, mesh.ErrorFromMsg(reply)
+	}
+	first, err := send("d-1", `{"approved": true}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := send("d-1", `{"approved": true}`)
+	if err != nil {
+		t.Fatalf("the same decision sent again: %v", err)
+	}
+	if again.Status != mesh.ApprovalApproved || again.Decision == nil || !again.DecidedAt.Equal(first.DecidedAt) || again.Decision.Statement.Sig != first.Decision.Statement.Sig {
+		t.Errorf("the repeat's answer %+v is not the first decision %+v", again.Decision, first.Decision)
+	}
+	for _, other := range []struct{ id, body string }{{"d-2", `{"approved": true}`}, {"", `{"approved": true}`}, {"d-1x", `{"approved": false}`}} {
+		if _, err := send(other.id, other.body); !errors.Is(err, mesh.ErrApprovalDecided) {
+			t.Errorf("decision %q %s after d-1: err = %v, want approval_decided", other.id, other.body, err)
+		}
+	}
+	msgs, err := cons.Fetch(2, jetstream.FetchMaxWait(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for range msgs.Messages() {
+		n++
+	}
+	if n != 1 {
+		t.Errorf("%d resumes enqueued, want 1", n)
+	}
+}
+
 func TestDecideRefusesBadRequests(t *testing.T) {
 	m := meshtest.New(t)
 	start(t, m)
