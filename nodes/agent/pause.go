@@ -91,7 +91,9 @@ func (t *turn) wait(call mesh.ToolCall, got *mesh.Approval) {
 	t.ex.markApproval(call.ID, ap.UUID)
 	t.end.paused = ap
 	t.emit(mesh.Custom(mesh.CustomApprovalRequested, ap))
-	t.notice(fmt.Sprintf("This action requires approval: %s. Approve or reject it with the approval UUID %s.", strings.TrimRight(ap.Description, ". "), ap.UUID))
+	// The id travels in the event and the conversation's pending approval;
+	// the words are for a person, who decides with a button or a prompt.
+	t.notice(fmt.Sprintf("This action requires approval: %s. Approve or reject it to go on.", strings.TrimRight(ap.Description, ". ")))
 	t.log.Info().Str("approval", ap.UUID).Str("tool", call.Name).Str("remote_task", ap.RemoteTaskID).Msg("waiting for approval")
 }
 

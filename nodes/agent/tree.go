@@ -317,7 +317,7 @@ func waitingText(pending []mesh.PendingApproval) string {
 		if i > 0 {
 			b.WriteString("\n")
 		}
-		fmt.Fprintf(&b, "Waiting for approval: %s. Approve or reject it with the approval UUID %s.", strings.TrimRight(pa.Description, ". "), pa.UUID)
+		fmt.Fprintf(&b, "Waiting for approval: %s.", strings.TrimRight(pa.Description, ". "))
 	}
 	return b.String()
 }
