@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"sort"
@@ -18,8 +20,17 @@ import (
 )
 
 // runStatus prints the nodes of the mesh: role, node id, state, last
-// heartbeat, pid and host, and the degradation mode when it is on.
-func runStatus(ctx context.Context, cfg *config.Config, _ []string) error {
+// heartbeat, pid and host, and the degradation mode when it is on; with
+// --json, the nodes' heartbeat records as a JSON array, for scripts.
+func runStatus(ctx context.Context, cfg *config.Config, args []string) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print the nodes' heartbeat records as a JSON array")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return usageErr("mesh status takes no arguments, only --json")
+	}
 	ns, err := mesh.NewNamespace(cfg.Mesh.Prefix)
 	if err != nil {
 		return err
@@ -51,6 +62,14 @@ func runStatus(ctx context.Context, cfg *config.Config, _ []string) error {
 		}
 		return list[i].Node < list[j].Node
 	})
+	if *asJSON {
+		if list == nil {
+			list = []mesh.NodeInfo{}
+		}
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(list)
+	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ROLE\tNODE\tSTATE\tLAST HEARTBEAT\tPID\tHOST\tSERVES\tMETRICS\tDETAIL")
 	now := time.Now()
