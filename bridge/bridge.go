@@ -118,7 +118,7 @@ func New(cfg Config) (*Role, error) {
 	}
 	b := &Role{cfg: cfg, core: c, limits: lim, ops: o, auth: authn, mux: mux, log: log}
 	// The dialects of its event streams (sse.Writer.Observe).
-	telemetry.Bridge([]string{"events", "agui", "simple", "dotted", "ops", "a2a"})
+	telemetry.Bridge([]string{"events", "agui", "simple", "dotted", "ops", "a2a", "conversations"})
 	register(mux, b, cfg, c)
 	b.handler = b.middleware(b.edge(mux, b.guard(mux, lim.handler(mux, mux))))
 	return b, nil

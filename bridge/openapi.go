@@ -145,9 +145,10 @@ func operations(s *schemas) map[string]operation {
 				r["201"] = response{description: "created (and the first turn's result when a message was given)", schema: runAnswer}
 				return r
 			}()},
-		"GET /conversations": {tag: "Conversations", summary: "A page of the caller's conversations, newest first", description: "Newest first by creation, with counts by status (admins: every conversation); next_cursor pages on.",
+		"GET /conversations": {tag: "Conversations", summary: "A page of the caller's conversations, newest first", description: "Newest first by creation, with counts by status (admins: every conversation); next_cursor pages on. With watch=true the answer is Server-Sent Events (text/event-stream) instead: {\"type\":\"conversations\", …the same page} at once, then again whenever one of those conversations changes (a turn, a decision made elsewhere); an EventSource passes ?access_token=<stream token> (POST /auth/stream-token).",
 			query: []param{{"limit", "conversations per page: 1 to 500, default 50", "integer"}, {"cursor", "next_cursor of the page before", "string"},
-				{"status", "active, queued, running, waiting_approval, completed, deleted or expired", "string"}, {"owner", "admins: the conversations of this principal", "string"}},
+				{"status", "active, queued, running, waiting_approval, completed, deleted or expired", "string"}, {"owner", "admins: the conversations of this principal", "string"},
+				{"watch", "true: follow the page as Server-Sent Events", "boolean"}},
 			responses: ok("a page", obj(map[string]any{"conversations": arr(s.ref(mesh.ConversationSummary{})), "next_cursor": str,
 				"summary": map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "integer"}}}, "conversations", "summary"))},
 		"DELETE /conversations/{id}": {tag: "Conversations", summary: "Delete a conversation (owner or admin)",

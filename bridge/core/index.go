@@ -49,10 +49,48 @@ type index struct {
 	byOwner  map[string][]*entry
 	// ownerCounts counts entries by owner and status.
 	ownerCounts map[string]map[string]int
+
+	// changed fires at every change, owners[o] at a change to an entry
+	// of owner o: what a watch of a listing waits for.
+	sigMu   sync.Mutex
+	changed *Signal
+	owners  map[string]*Signal
 }
 
 func newIndex() *index {
-	return &index{byID: map[string]*entry{}, byStatus: map[string][]*entry{}, byOwner: map[string][]*entry{}, ownerCounts: map[string]map[string]int{}}
+	return &index{byID: map[string]*entry{}, byStatus: map[string][]*entry{}, byOwner: map[string][]*entry{}, ownerCounts: map[string]map[string]int{},
+		changed: NewSignal(), owners: map[string]*Signal{}}
+}
+
+// changes is the channel closed at the next change to an entry of owner
+// (all: to any entry).
+func (x *index) changes(owner string, all bool) <-chan struct{} {
+	if all {
+		return x.changed.Wait()
+	}
+	x.sigMu.Lock()
+	defer x.sigMu.Unlock()
+	g := x.owners[owner]
+	if g == nil {
+		g = NewSignal()
+		x.owners[owner] = g
+	}
+	return g.Wait()
+}
+
+// fire wakes the watches of owners' entries. An owner's signal is dropped
+// once fired: its waiters were woken, and the next watch makes a new one,
+// so that owners nobody watches cost nothing.
+func (x *index) fire(owners ...string) {
+	x.changed.Fire()
+	x.sigMu.Lock()
+	defer x.sigMu.Unlock()
+	for _, o := range owners {
+		if g := x.owners[o]; g != nil {
+			g.Fire()
+			delete(x.owners, o)
+		}
+	}
 }
 
 // insert puts e in list at its place.
@@ -91,11 +129,21 @@ func cmpEntry(a, b *entry) int {
 // revision than the one held is ignored (rev 0: always applied).
 func (x *index) put(e *entry) {
 	x.mu.Lock()
-	defer x.mu.Unlock()
 	old := x.byID[e.id]
 	if old != nil && e.rev != 0 && old.rev > e.rev {
+		x.mu.Unlock()
 		return
 	}
+	x.putLocked(old, e)
+	x.mu.Unlock()
+	if old != nil {
+		x.fire(old.owner, e.owner)
+	} else {
+		x.fire(e.owner)
+	}
+}
+
+func (x *index) putLocked(old, e *entry) {
 	x.byID[e.id] = e
 	if old == nil {
 		x.add(e)
@@ -142,10 +190,14 @@ func (x *index) drop(e *entry) {
 // delete removes the entry of id.
 func (x *index) delete(id string) {
 	x.mu.Lock()
-	defer x.mu.Unlock()
-	if old := x.byID[id]; old != nil {
+	old := x.byID[id]
+	if old != nil {
 		delete(x.byID, id)
 		x.drop(old)
+	}
+	x.mu.Unlock()
+	if old != nil {
+		x.fire(old.owner)
 	}
 }
 

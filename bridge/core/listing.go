@@ -250,6 +250,20 @@ func (c *Core) ListConversations(ctx context.Context, caller Caller, q Query) (*
 	return p, nil
 }
 
+// ConversationsChanged is the channel closed at the next change to a
+// conversation the caller lists with q ([Core.ListConversations]): one of
+// its own, or any for an admin who filters on no owner.
+func (c *Core) ConversationsChanged(ctx context.Context, caller Caller, q Query) (<-chan struct{}, error) {
+	q, err := c.scope(caller, q, c.May(caller, auth.Admin))
+	if err != nil {
+		return nil, err
+	}
+	if err := c.listReady(ctx); err != nil {
+		return nil, err
+	}
+	return c.lists.sessions.changes(q.Owner, !q.OwnerSet), nil
+}
+
 // ApprovalPage is a page of approvals.
 type ApprovalPage struct {
 	Approvals  []*mesh.Approval `json:"approvals"`

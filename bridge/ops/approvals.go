@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentmesh/agentmesh/bridge/core"
 	"github.com/agentmesh/agentmesh/mesh"
 )
 
@@ -61,7 +62,7 @@ type Inbox struct {
 // last decided ones.
 type inbox struct {
 	keep    int
-	changed *signal
+	changed *core.Signal
 
 	mu       sync.Mutex
 	ready    bool
@@ -82,7 +83,7 @@ type detail struct {
 }
 
 func newInbox(keep int) *inbox {
-	return &inbox{keep: keep, changed: newSignal(), pending: map[string]*mesh.Approval{}, decided: map[string]*mesh.Approval{},
+	return &inbox{keep: keep, changed: core.NewSignal(), pending: map[string]*mesh.Approval{}, decided: map[string]*mesh.Approval{},
 		statuses: map[string]mesh.ApprovalStatus{}, details: map[string]*detail{}}
 }
 
@@ -117,7 +118,7 @@ func (b *inbox) apply(e jetstream.KeyValueEntry) {
 	ready := b.ready
 	b.mu.Unlock()
 	if ready {
-		b.changed.fire()
+		b.changed.Fire()
 	}
 }
 
@@ -137,7 +138,7 @@ func (b *inbox) synced() {
 	b.mu.Lock()
 	b.ready = true
 	b.mu.Unlock()
-	b.changed.fire()
+	b.changed.Fire()
 }
 
 func (b *inbox) pendingCount() int {

@@ -80,7 +80,7 @@ type Service struct {
 	inbox *inbox
 	nodes *nodeTable
 	stats *sampler
-	tick  *signal // each sample
+	tick  *core.Signal // each sample
 
 	viewMu sync.Mutex
 	view   *View // the last view, reused within half a tick
@@ -106,7 +106,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Decided <= 0 {
 		cfg.Decided = 200
 	}
-	s := &Service{cfg: cfg, core: cfg.Core, res: cfg.Resources, log: cfg.Logger, now: time.Now, tick: newSignal()}
+	s := &Service{cfg: cfg, core: cfg.Core, res: cfg.Resources, log: cfg.Logger, now: time.Now, tick: core.NewSignal()}
 	s.inbox = newInbox(cfg.Decided)
 	s.nodes = newNodeTable()
 	s.stats = newSampler(cfg.Samples)
@@ -158,7 +158,7 @@ func (s *Service) sample(ctx context.Context) {
 				lastQueues = now
 			}
 			s.stats.take(now, s.inbox.pendingCount())
-			s.tick.fire()
+			s.tick.Fire()
 		}
 	}
 }
@@ -214,26 +214,4 @@ func historyParam(r *http.Request, max int) (int, error) {
 		return 0, mesh.ErrBadRequest.With("history must be a count of decided approvals, 0 or more")
 	}
 	return min(n, max), nil
-}
-
-// signal wakes every waiter at once: wait returns a channel that fire
-// closes.
-type signal struct {
-	mu sync.Mutex
-	ch chan struct{}
-}
-
-func newSignal() *signal { return &signal{ch: make(chan struct{})} }
-
-func (g *signal) wait() <-chan struct{} {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.ch
-}
-
-func (g *signal) fire() {
-	g.mu.Lock()
-	close(g.ch)
-	g.ch = make(chan struct{})
-	g.mu.Unlock()
 }

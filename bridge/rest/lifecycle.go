@@ -1,12 +1,15 @@
 package rest
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/agentmesh/agentmesh/bridge/core"
+	"github.com/agentmesh/agentmesh/bridge/sse"
 	"github.com/agentmesh/agentmesh/mesh"
 )
 
@@ -61,11 +64,70 @@ func (a *api) listConversations(w http.ResponseWriter, r *http.Request) {
 		core.WriteError(w, err)
 		return
 	}
+	if watch := r.URL.Query().Get("watch"); watch != "" {
+		on, err := strconv.ParseBool(watch)
+		if err != nil {
+			core.WriteError(w, mesh.ErrBadRequest.With("watch: want true or false"))
+			return
+		}
+		if on {
+			a.watchConversations(w, r, q)
+			return
+		}
+	}
 	page, err := a.core.ListConversations(r.Context(), core.CallerOf(r), q)
 	if err != nil {
 		core.WriteError(w, err)
 		return
 	}
+	core.WriteJSON(w, http.StatusOK, conversationsBody(page))
+}
+
+// watchConversations serves GET /conversations?watch=true: the page as a
+// snapshot stream, at once and again at every change to a conversation
+// the caller lists, so that a list (the web page's) follows approvals
+// decided and turns run elsewhere.
+func (a *api) watchConversations(w http.ResponseWriter, r *http.Request, q core.Query) {
+	caller := core.CallerOf(r)
+	// A refused filter is an error answer, before the stream opens.
+	if _, err := a.core.ConversationsChanged(r.Context(), caller, q); err != nil {
+		core.WriteError(w, err)
+		return
+	}
+	a.core.ServeSnapshots(w, r, "conversations", func(ctx context.Context, out *sse.Writer) error {
+		for {
+			changed, err := a.core.ConversationsChanged(ctx, caller, q)
+			if err != nil {
+				return err
+			}
+			page, err := a.core.ListConversations(ctx, caller, q)
+			if err != nil {
+				return err
+			}
+			if err := core.SendSnapshot(out, "conversations", conversationsBody(page)); err != nil {
+				return err
+			}
+			if err := core.WaitFor(ctx, out, changed); err != nil {
+				return err
+			}
+			// A turn writes its conversation several times in a row: one
+			// snapshot says them all.
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(watchCoalesce):
+			}
+		}
+	})
+}
+
+// watchCoalesce is how long a watch waits after a change for those that
+// come with it.
+const watchCoalesce = 100 * time.Millisecond
+
+// conversationsBody is a page of conversations as GET /conversations
+// answers it: {conversations, summary, next_cursor}.
+func conversationsBody(page *core.ConversationPage) map[string]any {
 	summary := map[string]int{"total": 0}
 	for _, s := range conversationStatuses {
 		summary[s] = page.Counts[s]
@@ -75,7 +137,7 @@ func (a *api) listConversations(w http.ResponseWriter, r *http.Request) {
 	if page.NextCursor != "" {
 		body["next_cursor"] = page.NextCursor
 	}
-	core.WriteJSON(w, http.StatusOK, body)
+	return body
 }
 
 // listApprovals answers a page of approvals, newest first: {approvals,

@@ -66,6 +66,61 @@ export async function streamURL(path) {
   return `${path}${path.includes('?') ? '&' : '?'}${st.param}=${encodeURIComponent(st.token)}`;
 }
 
+// follow opens an EventSource on path, with a fresh stream token, and hands
+// each event's JSON to onData; onState hears 'open' and 'reconnecting'. A
+// stream refused (an expired stream token, 503) or ended (the bridge ends
+// one when its token expires) opens again after 2 s with a new token: the
+// browser's own retry would send the old one. close() ends it for good.
+export function follow(path, onData, onState = () => {}) {
+  let es = null;
+  let retry = 0;
+  let closed = false;
+  async function open() {
+    let url = path;
+    try {
+      url = await streamURL(path);
+    } catch {
+      // Unreachable or signed out: retried below like a refused stream.
+    }
+    if (closed) return;
+    const source = new EventSource(url);
+    es = source;
+    source.onopen = () => onState('open');
+    source.onmessage = (e) => {
+      if (es !== source) return;
+      let data;
+      try {
+        data = JSON.parse(e.data);
+      } catch {
+        return;
+      }
+      try {
+        onData(data);
+      } catch (err) {
+        console.error('stream event', path, data, err);
+      }
+    };
+    source.onerror = () => {
+      if (es !== source) return;
+      onState('reconnecting');
+      source.close();
+      clearTimeout(retry);
+      retry = setTimeout(() => {
+        if (!closed && es === source) open();
+      }, 2000);
+    };
+  }
+  open();
+  return {
+    close() {
+      closed = true;
+      clearTimeout(retry);
+      if (es) es.close();
+      es = null;
+    },
+  };
+}
+
 // describeError says what went wrong in words for people.
 export function describeError(err) {
   if (!(err instanceof ApiError)) return String(err && err.message ? err.message : err);

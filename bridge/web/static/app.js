@@ -34,7 +34,7 @@
 //
 // Untrusted text is only ever set with textContent or as text nodes.
 
-import { api, describeError, hasToken, onAuthRequired, setToken, streamURL } from './api.js';
+import { api, describeError, follow as followStream, hasToken, onAuthRequired, setToken, streamURL } from './api.js';
 import { applyPatch } from './patch.js';
 import { retryDelay } from './backoff.js';
 import { ago, h } from './dom.js';
@@ -154,8 +154,26 @@ function clearError() {
 
 // ---------------------------------------------------------------- conversation list
 
-// loadList shows the first page of GET /conversations (newest first); a
-// "more" item at its end asks for the next page (next_cursor).
+// The list shows the first page of GET /conversations (newest first),
+// followed live (?watch=true): a turn, or an approval decided on another
+// page or from the CLI, shows within a moment. A "more" item at its end
+// asks for the next page (next_cursor).
+let listStream = null;
+
+// watchList follows the first page; loadList reads it once (after a run
+// of this page, in case the stream is reconnecting).
+function watchList() {
+  if (listStream) listStream.close();
+  listStream = followStream('/conversations?watch=true&limit=50', (data) => {
+    if (data.type === 'conversations') showList(data);
+  });
+}
+
+function stopList() {
+  if (listStream) listStream.close();
+  listStream = null;
+}
+
 async function loadList() {
   let data;
   try {
@@ -164,6 +182,10 @@ async function loadList() {
     showError(`Could not load the conversations: ${describeError(err)}`);
     return;
   }
+  showList(data);
+}
+
+function showList(data) {
   const convs = (data && data.conversations) || [];
   ui.convList.replaceChildren(...convs.map(convItem), ...moreItem(data && data.next_cursor));
   ui.convEmpty.hidden = convs.length > 0;
@@ -1464,6 +1486,7 @@ function showSignIn(message) {
 onAuthRequired(() => {
   if (view && view.es) view.es.close();
   ops.stop();
+  stopList();
   showSignIn(hasToken() ? 'Your token was not accepted (expired or revoked). Sign in again.' : '');
 });
 
@@ -1483,12 +1506,12 @@ async function boot() {
   setMe(who.principal ? who.principal.name : '');
   ops.setAccess(who.may || {});
   if (started) {
-    loadList();
+    watchList();
     route();
     return;
   }
   started = true;
-  loadList();
+  watchList();
   groupsLoaded = loadGroups();
   setInterval(refreshAgents, 5000);
   route();
@@ -1511,6 +1534,7 @@ ui.signout.addEventListener('click', () => {
   setToken('');
   if (view && view.es) view.es.close();
   ops.stop();
+  stopList();
   showSignIn('');
 });
 

@@ -14,7 +14,7 @@
 // Each view holds one EventSource while it shows; it reopens it with a
 // fresh stream token when the bridge refuses or drops it.
 
-import { api, describeError, streamURL } from './api.js';
+import { api, describeError, follow } from './api.js';
 import { createChart } from './charts.js';
 import { ago, duration, h } from './dom.js';
 import { argsHash } from './hash.js';
@@ -61,8 +61,7 @@ export function createOps({ onNavigate }) {
   };
   let may = {};
   let current = ''; // the view shown: approvals, mesh or ''
-  let es = null;
-  let retry = 0;
+  let es = null; // the view's stream (follow)
   let clock = 0;
   const selected = new Set(); // uuids ticked
   const deciding = new Set(); // uuids whose decision is on its way
@@ -153,49 +152,12 @@ export function createOps({ onNavigate }) {
   function stop() {
     if (es) es.close();
     es = null;
-    clearTimeout(retry);
     clearInterval(clock);
     setConnection('');
   }
 
-  async function connect(path, onData) {
-    const view = current;
-    let url = path;
-    try {
-      url = await streamURL(path);
-    } catch {
-      // Unreachable or signed out: retried below like a refused stream.
-    }
-    if (current !== view) return;
-    const source = new EventSource(url);
-    es = source;
-    source.onopen = () => setConnection('');
-    source.onmessage = (e) => {
-      if (es !== source) return;
-      let data;
-      try {
-        data = JSON.parse(e.data);
-      } catch {
-        return;
-      }
-      try {
-        onData(data);
-      } catch (err) {
-        console.error('ops event', data, err);
-      }
-    };
-    source.onerror = () => {
-      if (es !== source) return;
-      setConnection('reconnecting…');
-      // Refused (401: an expired stream token, 503) or ended (the bridge
-      // ends a stream when its stream token expires): again, with a new
-      // token; the browser's own retry would send the old one.
-      source.close();
-      clearTimeout(retry);
-      retry = setTimeout(() => {
-        if (current === view && es === source) connect(path, onData);
-      }, 2000);
-    };
+  function connect(path, onData) {
+    es = follow(path, onData, (state) => setConnection(state === 'open' ? '' : 'reconnecting…'));
   }
 
   // ------------------------------------------------------------ the inbox

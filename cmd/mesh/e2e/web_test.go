@@ -59,6 +59,11 @@ type webResult struct {
 	Screenshots    []string `json:"screenshots"`
 	ConsoleErrors  []string `json:"consoleErrors"`
 	ConversationID string   `json:"conversationId"`
+	// ListedElsewhere counts the conversations the list showed waiting for
+	// approval once another was paused over REST; DecidedElsewhereMs is how
+	// long after its decision was sent the list stopped showing it so.
+	ListedElsewhere    int `json:"listedElsewhere"`
+	DecidedElsewhereMs int `json:"decidedElsewhereMs"`
 	// PatchFailures are the RFC 6902 examples the page's JSON Patch got wrong.
 	PatchFailures  []string `json:"patchFailures"`
 	ListReply      webReply `json:"listReply"`
@@ -142,10 +147,29 @@ func TestWebChatInChromium(t *testing.T) {
 	m := startMesh(t, meshOpts{logLevel: "info"})
 	dir := artifactDir(t)
 
-	var res webResult
+	var (
+		res       webResult
+		elsewhere string
+		decided   = make(chan string, 1)
+	)
 	runPeer(t, node, "web-chat.mjs", 3*time.Minute, []string{
 		"BASE_URL=" + m.url(""), "CHROMIUM=" + browser, "ARTIFACTS=" + dir, "TIMEOUT_MS=20000",
 	}, &res, map[string]func(){
+		"pause-elsewhere": func() {
+			out := m.send(str(m.do(http.StatusCreated, "POST", "/conversations", nil), "conversation", "id"), "add resource elsewhere-1 with value 1")
+			if aps := list(out, "result", "approvals"); len(aps) != 1 {
+				t.Fatalf("the other conversation did not pause on one approval: %v", obj(out, "result"))
+			}
+			elsewhere = str(list(out, "result", "approvals")[0], "uuid")
+		},
+		// Started, not waited for: the decision's answer comes after the
+		// resumed turn, and the page measures from the start.
+		"decide-elsewhere": func() {
+			go func() {
+				status, body := m.try("POST", "/approvals/"+elsewhere, map[string]any{"approved": true})
+				decided <- fmt.Sprint(status, " ", body)
+			}()
+		},
 		// The page is open on the conversation: its event stream breaks,
 		// and `mesh up` starts a new bridge.
 		"kill-bridge": func() {
@@ -161,6 +185,15 @@ func TestWebChatInChromium(t *testing.T) {
 	if len(res.ConsoleErrors) > 0 {
 		t.Errorf("console errors on the page:\n%s", strings.Join(res.ConsoleErrors, "\n"))
 	}
+
+	// A decision made elsewhere reached the page's list, with no reload.
+	if got := <-decided; !strings.HasPrefix(got, "200 ") {
+		t.Errorf("deciding the other conversation's approval: %s", got)
+	}
+	if res.ListedElsewhere != 1 {
+		t.Errorf("the list showed %d conversations waiting for approval after another was paused elsewhere, want 1", res.ListedElsewhere)
+	}
+	t.Logf("the list showed the decision made elsewhere %d ms after it was sent", res.DecidedElsewhereMs)
 
 	if res.PatchFailures == nil || len(res.PatchFailures) > 0 {
 		t.Errorf("the page's JSON Patch (STATE_DELTA) fails RFC 6902 examples: %q", res.PatchFailures)

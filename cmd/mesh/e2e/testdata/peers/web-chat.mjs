@@ -6,7 +6,9 @@
 // Environment: BASE_URL (http://host:port), CHROMIUM (the browser binary),
 // ARTIFACTS (a directory for screenshots).
 //
-// At checkpoint "kill-bridge" the test kills the mesh's bridge process (see
+// At checkpoints the test acts on the mesh: "pause-elsewhere" and
+// "decide-elsewhere" pause another conversation on an approval and decide
+// it over REST, "kill-bridge" kills the mesh's bridge process (see
 // checkpoint below); NO_CHECKPOINTS=1 skips that part when the script runs
 // on its own.
 //
@@ -184,6 +186,19 @@ try {
   await shot(page, 'desktop-reload');
 
   if (!process.env.NO_CHECKPOINTS) {
+    step('a conversation paused and decided elsewhere: the list follows');
+    // At "pause-elsewhere" the test pauses another conversation on an
+    // approval over REST; at "decide-elsewhere" it starts deciding it. The
+    // page, open on its own conversation, is told nothing but its list.
+    await checkpoint('pause-elsewhere');
+    await page.locator('.conv-item[data-status="waiting_approval"]').waitFor();
+    out.listedElsewhere = await page.locator('.conv-item[data-status="waiting_approval"]').count();
+    await shot(page, 'desktop-paused-elsewhere');
+    await checkpoint('decide-elsewhere');
+    const decidedAt = Date.now();
+    await page.waitForFunction(() => !document.querySelector('.conv-item[data-status="waiting_approval"]'));
+    out.decidedElsewhereMs = Date.now() - decidedAt;
+
     step('the bridge dies');
     // Every text the connection indicator shows while the bridge is away.
     await page.evaluate(() => {
