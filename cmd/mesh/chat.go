@@ -301,9 +301,15 @@ func (s *chatSession) turn(ctx context.Context, text string) error {
 }
 
 // lineReader reads what the person types, or the next line of a pipe.
+// ReadLineUntil gives up when stop closes (nil: never), with errStopped;
+// a line half typed then is dropped.
 type lineReader interface {
 	ReadLine(prompt string) (string, error)
+	ReadLineUntil(prompt string, stop <-chan struct{}) (string, error)
 }
+
+// errStopped ends a read whose question was answered elsewhere.
+var errStopped = errors.New("stopped")
 
 // ttyReader edits lines on a terminal (golang.org/x/term: history, arrows,
 // Ctrl-A/E …), in raw mode only while it reads, so that Ctrl-C during a
@@ -315,7 +321,7 @@ type ttyReader struct {
 }
 
 func newTTYReader() *ttyReader {
-	in := &ctrlCReader{r: os.Stdin}
+	in := newCtrlCReader(os.Stdin)
 	rw := struct {
 		io.Reader
 		io.Writer
@@ -325,20 +331,65 @@ func newTTYReader() *ttyReader {
 
 // ctrlCReader notes a Ctrl-C typed in raw mode, which x/term's ReadLine
 // reports as io.EOF like Ctrl-D: Ctrl-C quits with 130, Ctrl-D with 0.
+// One goroutine reads the terminal, so that a read can be given up (stop)
+// without losing what is typed next.
 type ctrlCReader struct {
-	r     io.Reader
-	ctrlC bool
+	chunks chan []byte
+	end    chan error
+	rest   []byte
+	ctrlC  bool
+	stop   <-chan struct{}
+	// stopped says the last read ended for stop, not for the person.
+	stopped bool
+}
+
+func newCtrlCReader(r io.Reader) *ctrlCReader {
+	c := &ctrlCReader{chunks: make(chan []byte), end: make(chan error, 1)}
+	go func() {
+		for {
+			buf := make([]byte, 256)
+			n, err := r.Read(buf)
+			if n > 0 {
+				c.chunks <- buf[:n]
+			}
+			if err != nil {
+				c.end <- err
+				return
+			}
+		}
+	}()
+	return c
 }
 
 func (c *ctrlCReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
+	if len(c.rest) == 0 {
+		select {
+		case c.rest = <-c.chunks:
+		case err := <-c.end:
+			c.end <- err // every later read ends too
+			return 0, err
+		case <-c.stop:
+			// An Enter ends the line as x/term knows lines to end (its
+			// cursor back at the start, for the next prompt); the reader
+			// drops that line.
+			c.stopped = true
+			c.stop = nil
+			return copy(p, "\r"), nil
+		}
+	}
+	n := copy(p, c.rest)
+	c.rest = c.rest[n:]
 	if bytes.IndexByte(p[:n], 3) >= 0 {
 		c.ctrlC = true
 	}
-	return n, err
+	return n, nil
 }
 
 func (r *ttyReader) ReadLine(prompt string) (string, error) {
+	return r.ReadLineUntil(prompt, nil)
+}
+
+func (r *ttyReader) ReadLineUntil(prompt string, stop <-chan struct{}) (string, error) {
 	state, err := term.MakeRaw(r.fd)
 	if err != nil {
 		return "", err
@@ -348,9 +399,13 @@ func (r *ttyReader) ReadLine(prompt string) (string, error) {
 		_ = r.t.SetSize(w, h)
 	}
 	r.t.SetPrompt(bold(prompt))
-	r.in.ctrlC = false
+	r.in.ctrlC, r.in.stop, r.in.stopped = false, stop, false
 	line, err := r.t.ReadLine()
-	if errors.Is(err, io.EOF) && r.in.ctrlC {
+	r.in.stop = nil
+	switch {
+	case r.in.stopped:
+		return "", errStopped
+	case errors.Is(err, io.EOF) && r.in.ctrlC:
 		return "", errInterrupted
 	}
 	return line, err
@@ -385,7 +440,11 @@ func newPipeReader(in io.Reader, sigs chan os.Signal) *pipeReader {
 	return r
 }
 
-func (r *pipeReader) ReadLine(string) (string, error) {
+func (r *pipeReader) ReadLine(prompt string) (string, error) {
+	return r.ReadLineUntil(prompt, nil)
+}
+
+func (r *pipeReader) ReadLineUntil(_ string, stop <-chan struct{}) (string, error) {
 	if r.end != nil {
 		return "", r.end
 	}
@@ -395,5 +454,7 @@ func (r *pipeReader) ReadLine(string) (string, error) {
 		return l.text, l.err
 	case <-r.sigs:
 		return "", errInterrupted
+	case <-stop:
+		return "", errStopped
 	}
 }

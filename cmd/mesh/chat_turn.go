@@ -231,7 +231,13 @@ func (s *chatSession) approve(ctx context.Context, w *turnWait, ids []string) (b
 			s.note("%s", yellow("["+decidedText(ap)+"]"))
 			continue
 		}
-		approved, err := s.ask(id)
+		approved, elsewhere, err := s.askWatching(ctx, id)
+		if elsewhere != nil {
+			// Decided on the web page, by `mesh approve` or over NATS
+			// while the prompt was up: its approval_decided event says by
+			// whom, and the resume is under way.
+			continue
+		}
 		if err != nil {
 			s.note("%s", yellow("[approval "+id+" left pending: mesh approve yes|no "+id+"]"))
 			if errors.Is(err, errInterrupted) {
@@ -259,13 +265,55 @@ func (s *chatSession) approve(ctx context.Context, w *turnWait, ids []string) (b
 	return false, nil
 }
 
-// ask reads y or n for approval id.
-func (s *chatSession) ask(id string) (bool, error) {
+// askWatching asks y or n for approval id while it watches the approval:
+// one decided elsewhere meanwhile ends the question, and is returned.
+func (s *chatSession) askWatching(ctx context.Context, id string) (approved bool, elsewhere *mesh.Approval, err error) {
+	if !s.interactive {
+		// A pipe's next line is its answer, whatever happens elsewhere.
+		approved, err = s.ask(id, nil)
+		return approved, nil, err
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := make(chan struct{})
+	var decided *mesh.Approval
+	go func() {
+		t := time.NewTicker(approvalWatchEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-t.C:
+			}
+			var out struct {
+				Approval *mesh.Approval `json:"approval"`
+			}
+			if s.c.do(wctx, "GET", "/approvals/"+url.PathEscape(id), nil, &out) == nil && out.Approval != nil && out.Approval.Status != mesh.ApprovalPending {
+				decided = out.Approval
+				close(stop)
+				return
+			}
+		}
+	}()
+	approved, err = s.ask(id, stop)
+	if errors.Is(err, errStopped) {
+		return false, decided, nil
+	}
+	return approved, nil, err
+}
+
+// approvalWatchEvery is how often a chat's approval prompt reads the
+// approval: a decision made elsewhere shows within about that.
+const approvalWatchEvery = 500 * time.Millisecond
+
+// ask reads y or n for approval id, until stop closes (errStopped).
+func (s *chatSession) ask(id string, stop <-chan struct{}) (bool, error) {
 	for {
 		if !s.interactive {
 			os.Stderr.WriteString("approve " + id + "? [y/n]\n")
 		}
-		line, err := s.in.ReadLine("approve? [y/n] ")
+		line, err := s.in.ReadLineUntil("approve? [y/n] ", stop)
 		if err != nil {
 			return false, err
 		}

@@ -103,8 +103,8 @@ func (c *tmuxChat) waitForAny(n int, texts ...string) string {
 var convLine = regexp.MustCompile(`conversation ([0-9a-f-]{36})`)
 
 // TestCLIChatInTmux drives `mesh chat` at a terminal: a tool turn, an
-// approval answered y, a turn cancelled with Ctrl-C, and a second Ctrl-C
-// that quits (exit 130).
+// approval answered y, one decided elsewhere while the prompt waits, a
+// turn cancelled with Ctrl-C, and a second Ctrl-C that quits (exit 130).
 func TestCLIChatInTmux(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -150,13 +150,35 @@ func TestCLIChatInTmux(t *testing.T) {
 		t.Errorf("the conversation's result says decided_by %q, want the person at the terminal", by)
 	}
 
+	// An approval decided elsewhere (over REST) while the prompt waits:
+	// the prompt goes, the chat says who decided and the turn ends, with
+	// no key pressed.
+	c.typeLine("add resource web-2 with value 8")
+	c.waitFor("approve? [y/n]", 2)
+	var pending string
+	for _, ap := range list(m.do(http.StatusOK, "GET", "/approvals?status=pending", nil), "approvals") {
+		if str(ap, "conversation_id") == conv {
+			pending = str(ap, "uuid")
+		}
+	}
+	if pending == "" {
+		t.Fatal("no pending approval of the chat's conversation")
+	}
+	m.do(http.StatusOK, "POST", "/approvals/"+pending, map[string]any{"approved": true, "by": "someone-on-the-web"})
+	s = c.waitFor("you>", 4)
+	for _, want := range []string{"[approved by someone-on-the-web", "Created resource web-2"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("the turn decided elsewhere lacks %q:\n%s", want, s)
+		}
+	}
+
 	// Ctrl-C cancels the running turn; the chat goes on.
 	c.typeLine("list items")
 	meshtest.Eventually(t, 30*time.Second, func() bool { return lines(t, filepath.Join(dir, "calls")) == 1 }, "the tool call never started")
 	c.keys("C-c")
 	c.waitFor("[cancelling the turn: Ctrl-C again quits]", 1)
 	c.waitForAny(1, "[cancelled]", "[error CANCELLED]")
-	c.waitFor("you>", 4)
+	c.waitFor("you>", 5)
 	if st := str(m.do(http.StatusOK, "GET", "/conversations/"+conv, nil), "conversation", "status"); st != "active" {
 		t.Errorf("after Ctrl-C the conversation is %q, want active", st)
 	}
