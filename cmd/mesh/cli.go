@@ -70,6 +70,8 @@ like the nats CLI: they are the operator's.
 
 environment: MESH_CONFIG (config/agent.yaml), MESH_DATA_DIR (./data),
 MESH_HTTP_ADDR (127.0.0.1:8080), MESH_URL (the bridge, for chat and approve),
+MESH_CONTEXT (a context file: url, nats_url, nkey or creds; by default the
+context.json mesh up writes in its data directory),
 MESH_TOKEN, MESH_NATS_ADDR (127.0.0.1:4222), NATS_URL, NATS_CREDS or NATS_NKEY
 ({role} in the path is the role), MESH_NATS_AUTH (nkeys, or none for an open
 server), MESH_LOG_LEVEL, MESH_LOG_FORMAT, NO_COLOR; API keys GEMINI_API_KEY,

@@ -43,6 +43,8 @@ type clientOptions struct {
 	cfg    *config.Config
 	cfgErr error
 	loaded bool
+	// ctxURL is the bridge's URL of the mesh context (context.go).
+	ctxURL string
 }
 
 // httpFlags adds the flags of a command that talks to the bridge.
@@ -60,26 +62,34 @@ func (o *clientOptions) jsonFlag(cmd *cobra.Command) {
 func (o *clientOptions) config() (*config.Config, error) {
 	if !o.loaded {
 		o.cfg, o.cfgErr = config.FromEnvironment()
+		if o.cfgErr == nil {
+			o.ctxURL, o.cfgErr = applyContext(o.cfg)
+		}
 		o.loaded = true
 	}
 	return o.cfg, o.cfgErr
 }
 
-// bridge returns a client of the bridge: --url, $MESH_URL, else the
-// address the configuration gives the bridge (loopback for 0.0.0.0).
+// bridge returns a client of the bridge: --url, $MESH_URL, the mesh
+// context's (context.go) unless MESH_HTTP_ADDR is set, else the address the
+// configuration gives the bridge (loopback for 0.0.0.0).
 func (o *clientOptions) bridge() (*bridgeClient, error) {
 	base := o.url
 	if base == "" {
 		base = os.Getenv(envURL)
 	}
 	if base == "" {
-		cfg, err := o.config()
-		if err != nil {
+		if _, err := o.config(); err != nil {
 			return nil, fmt.Errorf("%w (or set %s to the bridge's URL)", err, envURL)
 		}
-		host, port, err := net.SplitHostPort(cfg.HTTPAddr)
+		if os.Getenv(config.EnvHTTPAddr) == "" {
+			base = o.ctxURL
+		}
+	}
+	if base == "" {
+		host, port, err := net.SplitHostPort(o.cfg.HTTPAddr)
 		if err != nil {
-			return nil, fmt.Errorf("%w: http address %q: %w", errConfig, cfg.HTTPAddr, err)
+			return nil, fmt.Errorf("%w: http address %q: %w", errConfig, o.cfg.HTTPAddr, err)
 		}
 		if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 			host = "127.0.0.1"
@@ -142,9 +152,9 @@ func (o *clientOptions) admin(ctx context.Context) (*nats.Conn, jetstream.JetStr
 			case refused:
 				return nil, nil, ns, fmt.Errorf("%w: %s", last, refusedIdentity(cfg, id))
 			case last != nil:
-				return nil, nil, ns, fmt.Errorf("no mesh at %s: %w", natsURL(cfg), last)
+				return nil, nil, ns, fmt.Errorf("no mesh at %s: %w (%s)", natsURL(cfg), last, whereHint)
 			}
-			return nil, nil, ns, fmt.Errorf("no mesh at %s", natsURL(cfg))
+			return nil, nil, ns, fmt.Errorf("no mesh at %s (%s)", natsURL(cfg), whereHint)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -155,6 +165,9 @@ func (o *clientOptions) admin(ctx context.Context) (*nats.Conn, jetstream.JetStr
 	}
 	return nc, js, ns, nil
 }
+
+// whereHint says how to point a terminal command at a mesh.
+const whereHint = "is it running? For a mesh elsewhere, point MESH_DATA_DIR at its data directory, or MESH_CONTEXT at a context file (url, nats_url, nkey or creds)"
 
 // bridgeClient calls the bridge's REST and SSE routes as the token's
 // principal.

@@ -115,7 +115,7 @@ func refusedIdentity(cfg *config.Config, id natsIdentity) string {
 	case id.nkey != "":
 		tried = "the nkey seed " + id.nkey
 	}
-	return fmt.Sprintf("the NATS server at %s refused %s as %s; point MESH_DATA_DIR at the data directory of the mesh it serves (the identities are under <data_dir>/creds), or give the %s identity with NATS_NKEY or NATS_CREDS",
+	return fmt.Sprintf("the NATS server at %s refused %s as %s; point MESH_DATA_DIR at the data directory of the mesh it serves (its context.json and identities), or MESH_CONTEXT at a context file for it, or give the %s identity with NATS_NKEY or NATS_CREDS",
 		natsURL(cfg), tried, id.role, id.role)
 }
 

@@ -31,6 +31,9 @@ func runStatus(ctx context.Context, cfg *config.Config, args []string) error {
 	if fs.NArg() > 0 {
 		return usageErr("mesh status takes no arguments, only --json")
 	}
+	if _, err := applyContext(cfg); err != nil {
+		return err
+	}
 	ns, err := mesh.NewNamespace(cfg.Mesh.Prefix)
 	if err != nil {
 		return err

@@ -91,6 +91,10 @@ func runUp(ctx context.Context, cfg *config.Config, args []string) error {
 			return err
 		}
 	}
+	// The terminal commands find this mesh from MESH_DATA_DIR alone.
+	if err := writeContext(cfg, url); err != nil {
+		log.Warn().Err(err).Msg("write the mesh context for the terminal commands")
+	}
 	// The monitor lives in this process, so that it can kill a stuck child
 	// by its pid.
 	monCfg := withURL(cfg, url)

@@ -51,10 +51,10 @@ func TestReadmeTourRunsAsWritten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Only the tools above, and the mesh reached as `mesh up` left it for
-	// bin/mesh: its data directory (the admin's credentials) and its NATS.
+	// Only the tools above, and for bin/mesh the data directory the test's
+	// `mesh up` uses in place of ./data: the context there says the rest.
 	cmd.Env = []string{"PATH=" + tools, "HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"),
-		"MESH_DATA_DIR=" + m.dataDir, "MESH_NATS_ADDR=" + m.natsAddr, "MESH_HTTP_ADDR=" + m.httpAddr, "NO_COLOR=1"}
+		"MESH_DATA_DIR=" + m.dataDir, "NO_COLOR=1"}
 	out, err := cmd.CombinedOutput()
 	t.Logf("the tour:\n%s", out)
 	if err != nil {
