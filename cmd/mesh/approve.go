@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"os"
 	"sort"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -89,13 +88,12 @@ func approveList(ctx context.Context, o *clientOptions) error {
 		fmt.Println("no pending approvals")
 		return nil
 	}
-	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "UUID\tAGE\tASKED BY\tCONVERSATION\tTOOL\tARGUMENTS")
+	t := newTable("UUID", "AGE", "ASKED BY", "CONVERSATION", "TOOL", "ARGUMENTS").idColumns(0, 3)
 	now := time.Now()
 	for _, ap := range out.Approvals {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", ap.UUID, now.Sub(ap.CreatedAt).Round(time.Second), askedBy(ap), ap.ConversationID, toolOf(ap), oneLine(compactJSON(ap.ToolArgs), 60))
+		t.add(ap.UUID, now.Sub(ap.CreatedAt).Round(time.Second).String(), askedBy(ap), ap.ConversationID, toolOf(ap), oneLine(compactJSON(ap.ToolArgs), 200))
 	}
-	return w.Flush()
+	return t.print(os.Stdout, stdoutWidth())
 }
 
 // askedBy is who asked for an approval: the agent, or the remote agent of
@@ -115,6 +113,12 @@ func toolOf(ap *mesh.Approval) string {
 }
 
 func getApproval(ctx context.Context, c *bridgeClient, id string) (*mesh.Approval, error) {
+	if !wholeID(id) {
+		var err error
+		if id, err = approvalByPrefix(ctx, c, id); err != nil {
+			return nil, err
+		}
+	}
 	var out struct {
 		Approval *mesh.Approval `json:"approval"`
 	}
@@ -125,6 +129,22 @@ func getApproval(ctx context.Context, c *bridgeClient, id string) (*mesh.Approva
 		return nil, fmt.Errorf("approval %s: empty answer", id)
 	}
 	return out.Approval, nil
+}
+
+// approvalByPrefix is the approval whose id starts with prefix, among the
+// newest 500 (the pending ones are what a prefix is shown for).
+func approvalByPrefix(ctx context.Context, c *bridgeClient, prefix string) (string, error) {
+	var out struct {
+		Approvals []*mesh.Approval `json:"approvals"`
+	}
+	if err := c.do(ctx, "GET", "/approvals?limit=500", nil, &out); err != nil {
+		return "", err
+	}
+	ids := make([]string, 0, len(out.Approvals))
+	for _, ap := range out.Approvals {
+		ids = append(ids, ap.UUID)
+	}
+	return byPrefix(prefix, "approval", ids)
 }
 
 func approveShow(ctx context.Context, o *clientOptions, id string) error {
@@ -177,7 +197,7 @@ func approveDecide(ctx context.Context, o *clientOptions, id string, approved bo
 		body["reason"] = reason
 	}
 	var out runAnswer
-	err = c.do(ctx, "POST", "/approvals/"+url.PathEscape(id), body, &out)
+	err = c.do(ctx, "POST", "/approvals/"+url.PathEscape(ap.UUID), body, &out)
 	var api *apiError
 	if errors.As(err, &api) && api.Code == "approval_decided" {
 		var refused struct {

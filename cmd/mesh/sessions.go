@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
-	"text/tabwriter"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -123,8 +123,7 @@ func sessionsList(o *clientOptions, f *listFilter) error {
 		fmt.Println("no conversations")
 		return nil
 	}
-	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tSTATUS\tAGENT\tOWNER\tMESSAGES\tUPDATED\tTITLE")
+	t := newTable("ID", "STATUS", "AGENT", "OWNER", "MESSAGES", "UPDATED", "TITLE").idColumns(0)
 	for _, s := range list {
 		agent := s.Agent
 		if s.Group != "" {
@@ -134,9 +133,9 @@ func sessionsList(o *clientOptions, f *listFilter) error {
 		if owner == "" {
 			owner = "-"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", s.ID, s.Status, agent, owner, s.MessageCount, s.UpdatedAt.Local().Format(time.DateTime), oneLine(s.Title, 50))
+		t.add(s.ID, string(s.Status), agent, owner, strconv.Itoa(s.MessageCount), s.UpdatedAt.Local().Format(time.DateTime), oneLine(s.Title, 200))
 	}
-	return w.Flush()
+	return t.print(os.Stdout, stdoutWidth())
 }
 
 func sessionsShow(o *clientOptions, id string) error {
@@ -147,6 +146,11 @@ func sessionsShow(o *clientOptions, id string) error {
 		return err
 	}
 	defer closeNC()
+	if !wholeID(id) {
+		if id, err = sessionByPrefix(ctx, store, id); err != nil {
+			return err
+		}
+	}
 	c, err := store.Get(ctx, id)
 	if err != nil {
 		return err
@@ -169,6 +173,19 @@ func sessionsShow(o *clientOptions, id string) error {
 		p.approval(&mesh.Approval{UUID: ap.UUID, ToolName: ap.ToolName, Server: ap.Server, ToolArgs: ap.ToolArgs, Description: ap.Description})
 	}
 	return nil
+}
+
+// sessionByPrefix is the conversation whose id starts with prefix.
+func sessionByPrefix(ctx context.Context, sessions *store.SessionStore, prefix string) (string, error) {
+	all, err := sessions.Summaries(ctx)
+	if err != nil {
+		return "", err
+	}
+	ids := make([]string, 0, len(all))
+	for _, s := range all {
+		ids = append(ids, s.ID)
+	}
+	return byPrefix(prefix, "conversation", ids)
 }
 
 func pendingOfConv(c *mesh.Conversation) []mesh.PendingApproval {
@@ -196,6 +213,11 @@ func sessionsRemove(o *clientOptions, id string, force bool) error {
 		return fmt.Errorf("sessions bucket: %w", err)
 	}
 	sessions := store.NewSessionStore(kv, store.NewMessageLog(js, ns))
+	if !wholeID(id) {
+		if id, err = sessionByPrefix(ctx, sessions, id); err != nil {
+			return err
+		}
+	}
 	head, err := sessions.HeadAny(ctx, id) // a deleted one too
 	if err != nil {
 		return err

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -73,8 +73,7 @@ func runStatus(ctx context.Context, cfg *config.Config, args []string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(list)
 	}
-	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ROLE\tNODE\tSTATE\tLAST HEARTBEAT\tPID\tHOST\tSERVES\tMETRICS\tDETAIL")
+	t := newTable("ROLE", "NODE", "STATE", "LAST HEARTBEAT", "PID", "HOST", "SERVES", "METRICS", "DETAIL")
 	now := time.Now()
 	for _, n := range list {
 		last := "-"
@@ -95,9 +94,9 @@ func runStatus(ctx context.Context, cfg *config.Config, args []string) error {
 		if metrics == "" {
 			metrics = "-"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", n.Role, n.Node, n.State, last, n.PID, n.Host, serves, metrics, detail)
+		t.add(n.Role, n.Node, n.State, last, strconv.Itoa(n.PID), n.Host, serves, metrics, strings.TrimSpace(detail))
 	}
-	if err := w.Flush(); err != nil {
+	if err := t.print(os.Stdout, stdoutWidth()); err != nil {
 		return err
 	}
 	if d, err := nodes.Degraded(ctx); err == nil && d != nil {

@@ -33,7 +33,7 @@ func TestCLISessions(t *testing.T) {
 		t.Errorf("the most recently updated is %s, want %s", str(listed[0], "id"), waiting)
 	}
 
-	r = m.mustCLI(0, "", nil, "sessions", "show", waiting)
+	r = m.mustCLI(0, "", nil, "sessions", "show", waiting[:8])
 	for _, want := range []string{"status        waiting_approval", "you: add resource web-1 with value 7", "[call] resources_add", "[approval needed] resources_add", uuid} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("sessions show lacks %q:\n%s", want, r)
@@ -45,6 +45,9 @@ func TestCLISessions(t *testing.T) {
 		t.Fatalf("sessions show --json: %v\n%s", err, r)
 	}
 	m.mustCLI(1, "", nil, "sessions", "show", "00000000-0000-0000-0000-000000000000")
+	if r := m.mustCLI(1, "", nil, "sessions", "show", "zz"); !strings.Contains(r.stderr, `no conversation starts with "zz"`) {
+		t.Errorf("sessions show of a prefix nothing has: %s", r)
+	}
 
 	// Pointed at another data directory, the operator's commands say which
 	// identity the server refused and how to give the right one, at once.
