@@ -311,7 +311,7 @@ func TestA2AProxyApproval(t *testing.T) {
 	if ap.Description != "sub-agent sub asks for approval: Approve: add resource chain-test with value 77?" {
 		t.Errorf("description = %q", ap.Description)
 	}
-	if last := c.Messages[len(c.Messages)-1]; !last.Notice || !strings.Contains(last.Content, ap.UUID) {
+	if last := c.Messages[len(c.Messages)-1]; !last.Notice || !strings.Contains(last.Content, ap.Description) {
 		t.Errorf("last message = %+v, want the approval notice", last)
 	}
 	if res := toolMessages(c); len(res) != 0 {
