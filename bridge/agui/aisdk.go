@@ -18,14 +18,18 @@ import (
 // exists, created when it does not). A last message of the assistant whose
 // tool part carries "approval": {id, approved, reason?} (useChat's
 // addToolApprovalResponse) decides that approval instead, and the stream
-// is the run it resumes; any other last message is refused (400), so that
+// is the run it resumes, added to that message (its tool part gets the
+// output; nothing is sent twice); any other last message is refused (400), so that
 // the user's message is never run twice. "trigger": "regenerate-message"
 // (useChat's regenerate()) answers the chat's last user message again
 // instead (actions.go). The answer is SSE with
 // x-vercel-ai-ui-message-stream: v1, each chunk "data: <json>", the last
 // "data: [DONE]":
 //
-//	(stream start)        start {messageId: run id, messageMetadata: {conversationId}}, start-step
+//	(stream start)        start {messageId: run id, messageMetadata: {conversationId}}, start-step;
+//	                      continuing the message that answered an approval:
+//	                      start {messageId: that message's id}, and start-step
+//	                      only after the approved calls' outputs
 //	TEXT_MESSAGE_*        text-start {id} / text-delta {id, delta} / text-end {id}
 //	TOOL_CALL_START       tool-input-start {toolCallId, toolName, dynamic: true}
 //	TOOL_CALL_ARGS        tool-input-delta {toolCallId, inputTextDelta}
@@ -85,6 +89,36 @@ type aiMessagePart struct {
 	} `json:"approval"`
 }
 
+// aiContinued is the assistant message a request continues (useChat sends
+// its answer to an approval with the message that asked): its id, which the
+// stream's start keeps so that the answer lands in that message, and the
+// tool calls its parts already show.
+type aiContinued struct {
+	messageID string
+	calls     map[string]bool
+}
+
+// aiContinuation reads the continued message: the body's messageId, else
+// the last message's id.
+func aiContinuation(in *chatBody) *aiContinued {
+	last := in.Messages[len(in.Messages)-1]
+	c := &aiContinued{messageID: in.MessageID, calls: map[string]bool{}}
+	if c.messageID == "" {
+		c.messageID = last.ID
+	}
+	var parts []struct {
+		ToolCallID string `json:"toolCallId"`
+	}
+	if json.Unmarshal(last.Parts, &parts) == nil {
+		for _, p := range parts {
+			if p.ToolCallID != "" {
+				c.calls[p.ToolCallID] = true
+			}
+		}
+	}
+	return c
+}
+
 // aiApprovalAnswer finds useChat's answer to an approval in the last
 // message, when it is the assistant's: the decision's body and approval id.
 func aiApprovalAnswer(in *chatBody) (uuid string, body []byte, ok bool) {
@@ -116,8 +150,19 @@ func (h *handler) aisdk(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	caller := core.CallerOf(r)
-	var rs *runStream
-	if uuid, body, ok := aiApprovalAnswer(&in); ok {
+	var (
+		rs        *runStream
+		continued *aiContinued
+	)
+	if in.Trigger == triggerRegenerate {
+		// Before any approval answer the messages hold: regenerate() sends
+		// the chat up to its last user message, and an answer earlier in
+		// it was decided long ago.
+		var ok bool
+		if rs, ok = h.regenerateAISDK(w, r, &in); !ok {
+			return
+		}
+	} else if uuid, body, ok := aiApprovalAnswer(&in); ok {
 		if err := core.CheckApprovalID(uuid); err != nil {
 			writeError(w, err)
 			return
@@ -143,11 +188,7 @@ func (h *handler) aisdk(w http.ResponseWriter, r *http.Request) {
 			writeError(w, err)
 			return
 		}
-	} else if in.Trigger == triggerRegenerate {
-		var ok bool
-		if rs, ok = h.regenerateAISDK(w, r, &in); !ok {
-			return
-		}
+		continued = aiContinuation(&in)
 	} else {
 		message, id, err := in.input()
 		if err == nil && len(in.Messages) > 0 && in.Messages[len(in.Messages)-1].Role != "user" {
@@ -169,7 +210,7 @@ func (h *handler) aisdk(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	defer rs.close()
-	h.streamAISDK(w, r, rs)
+	h.streamAISDK(w, r, rs, continued)
 }
 
 // triggerRegenerate is what useChat's regenerate() sends as "trigger".
@@ -198,8 +239,12 @@ func (h *handler) regenerateAISDK(w http.ResponseWriter, r *http.Request, in *ch
 	return rs, true
 }
 
-// streamAISDK writes the run's chunks.
-func (h *handler) streamAISDK(w http.ResponseWriter, r *http.Request, rs *runStream) {
+// streamAISDK writes the run's chunks. A run that continues a message
+// (continued: the resume after an approval answered in it) keeps that
+// message's id, so that useChat adds to it rather than beside it, and opens
+// its next step only after the approved calls' outputs, as the AI SDK's
+// own server does: those outputs belong to the step that asked.
+func (h *handler) streamAISDK(w http.ResponseWriter, r *http.Request, rs *runStream, continued *aiContinued) {
 	out := sse.New(w)
 	if err := out.Start(http.Header{headerConversationID: {rs.session}, headerUIMessageStream: {"v1"}}); err != nil {
 		rs.cancelRun()
@@ -208,6 +253,14 @@ func (h *handler) streamAISDK(w http.ResponseWriter, r *http.Request, rs *runStr
 	tr := newAITranslator(rs.runID)
 	emit := func(cs []aiChunk) error { return writeJSON(out, cs) }
 	start := []aiChunk{{Type: "start", MessageID: rs.runID, MessageMetadata: map[string]any{"conversationId": rs.session}}, {Type: "start-step"}}
+	if continued != nil && continued.messageID != "" {
+		start = start[:1]
+		start[0].MessageID = continued.messageID
+		tr.stepOpen = false
+		for id := range continued.calls {
+			tr.seen[id] = true
+		}
+	}
 	if err := emit(start); err != nil {
 		rs.cancelRun()
 		return
@@ -229,22 +282,43 @@ func (h *handler) streamAISDK(w http.ResponseWriter, r *http.Request, rs *runStr
 type aiTranslator struct {
 	norm  *officialTranslator
 	calls toolCalls
-	seen  map[string]bool // tool calls whose input this stream sent
+	seen  map[string]bool // tool calls whose input the client has
 	ended bool
+	// stepOpen is false until a step starts: a continuation's outputs of
+	// calls already shown come before its first step.
+	stepOpen bool
 	// state is the conversation state as the run's events leave it.
 	state map[string]any
 }
 
 func newAITranslator(run string) *aiTranslator {
-	return &aiTranslator{norm: newOfficialTranslator("", run), calls: newToolCalls(), seen: map[string]bool{}}
+	return &aiTranslator{norm: newOfficialTranslator("", run), calls: newToolCalls(), seen: map[string]bool{}, stepOpen: true}
 }
 
 func (t *aiTranslator) translate(ev *mesh.Event) []aiChunk {
 	var out []aiChunk
 	for _, e := range t.norm.translate(ev) {
+		n := len(out)
 		out = t.one(out, &e)
+		if !t.stepOpen && opensStep(out[n:]) {
+			out = append(out[:n], append([]aiChunk{{Type: "start-step"}}, out[n:]...)...)
+			t.stepOpen = true
+		}
 	}
 	return out
+}
+
+// opensStep says whether chunks hold something of a new step: text, or a
+// tool call's input. An output of a call the client already shows, data
+// parts and the stream's end do not.
+func opensStep(chunks []aiChunk) bool {
+	for _, c := range chunks {
+		switch c.Type {
+		case "text-start", "text-delta", "tool-input-start", "tool-input-delta", "tool-input-available":
+			return true
+		}
+	}
+	return false
 }
 
 func (t *aiTranslator) one(out []aiChunk, e *mesh.Event) []aiChunk {
@@ -287,7 +361,10 @@ func (t *aiTranslator) one(out []aiChunk, e *mesh.Event) []aiChunk {
 		out = append(out, aiChunk{Type: "error", ErrorText: strings.TrimSpace(e.Code + ": " + e.Message)})
 	case mesh.EventRunFinished:
 		t.ended = true
-		out = t.finish(append(out, aiChunk{Type: "finish-step"}), e)
+		if t.stepOpen {
+			out = append(out, aiChunk{Type: "finish-step"})
+		}
+		out = t.finish(out, e)
 	}
 	return out
 }

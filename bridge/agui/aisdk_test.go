@@ -1,6 +1,7 @@
 package agui
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -47,13 +48,23 @@ func TestGoldenAISDK(t *testing.T) {
 		uuid := f.pendingApproval(chat)
 		check(t, stream, `"type":"tool-approval-request","toolCallId"`, `"approvalId":"`+uuid+`"`, `"finishReason":"tool-calls"`)
 
-		// useChat's addToolApprovalResponse, sent back with the messages.
-		body = `{"id":"` + chat + `","messages":[{"id":"m1","role":"user","parts":[{"type":"text","text":"add resource sdk-1 with value 2"}]},` +
-			`{"id":"a1","role":"assistant","parts":[{"type":"dynamic-tool","toolName":"resources_create","toolCallId":"c1","state":"approval-responded","input":{},"approval":{"id":"` + uuid + `","approved":true}}]}]}`
+		// useChat's addToolApprovalResponse, sent back with the messages:
+		// the assistant message continued, its part of the call that asked.
+		// The answer keeps that message (a1), sends the output without the
+		// input the part has, and opens the next step only after it.
+		call := regexp.MustCompile(`"type":"tool-approval-request","toolCallId":"([^"]+)"`).FindStringSubmatch(stream)
+		if call == nil {
+			t.Fatalf("no tool-approval-request with a toolCallId in:\n%s", stream)
+		}
+		body = `{"id":"` + chat + `","messageId":"a1","trigger":"submit-message","messages":[{"id":"m1","role":"user","parts":[{"type":"text","text":"add resource sdk-1 with value 2"}]},` +
+			`{"id":"a1","role":"assistant","parts":[{"type":"step-start"},{"type":"dynamic-tool","toolName":"resources_add","toolCallId":"` + call[1] + `","state":"approval-responded","input":{"name":"sdk-1","value":2},"approval":{"id":"` + uuid + `","approved":true}}]}]}`
 		tr.request("POST", AISDKPath, body)
 		resp, stream = f.stream(AISDKPath, body)
 		tr.stream(resp, stream)
-		check(t, stream, `"type":"tool-output-available"`, `"finishReason":"stop"`)
+		check(t, stream, `"type":"start","messageId":"a1"`, `"type":"tool-output-available"`, `"finishReason":"stop"`)
+		if strings.Contains(stream, `"tool-input-available"`) || strings.Index(stream, `"start-step"`) < strings.Index(stream, `"tool-output-available"`) {
+			t.Errorf("the continuation sent the call's input again, or a step before its output:\n%s", stream)
+		}
 		if c := f.conversation(chat); c.Status != mesh.StatusActive || c.LastRun == nil || c.LastRun.Outcome != mesh.OutcomeSuccess {
 			t.Errorf("after the approval: status %s, last run %+v", c.Status, c.LastRun)
 		}

@@ -41,6 +41,9 @@ type chatBody struct {
 	// Trigger is useChat's: "regenerate-message" (its regenerate()) runs
 	// the conversation's last user message again (aisdk.go).
 	Trigger string `json:"trigger"`
+	// MessageID is useChat's: the assistant message a request after an
+	// approval answer continues (aisdk.go).
+	MessageID string `json:"messageId"`
 }
 
 // chatMessage is a useChat message: content as a string or text parts

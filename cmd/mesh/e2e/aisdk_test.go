@@ -142,3 +142,70 @@ func toJSON(v any) string {
 	data, _ := json.Marshal(v)
 	return string(data)
 }
+
+// aisdkApprovalResult is what aisdk-approval.mjs prints.
+type aisdkApprovalResult struct {
+	ChatID      string          `json:"chatId"`
+	Errors      []string        `json:"errors"`
+	Error       string          `json:"error"`
+	Status      string          `json:"status"`
+	Asked       []aisdkApproval `json:"asked"`
+	Continued   []aisdkApproval `json:"continued"`
+	Regenerated []aisdkApproval `json:"regenerated"`
+}
+
+type aisdkApproval struct {
+	ID    string `json:"id"`
+	Role  string `json:"role"`
+	Text  string `json:"text"`
+	Parts []struct {
+		Type       string `json:"type"`
+		ToolCallID string `json:"toolCallId"`
+		State      string `json:"state"`
+	} `json:"parts"`
+}
+
+// TestAISDKChatContinuesAnApprovedMessage drives the `ai` package's own
+// chat (AbstractChat, useChat's core) through a tool turn that waits for an
+// approval, its approval (addToolApprovalResponse, the continuation sent by
+// sendAutomaticallyWhen) and regenerate(): the answer continues the
+// assistant message that asked, whose one tool part ends output-available,
+// and regenerate() then works.
+func TestAISDKChatContinuesAnApprovedMessage(t *testing.T) {
+	t.Parallel()
+	node := nodeWith(t, "ai")
+	m := startMesh(t, meshOpts{logLevel: "info"})
+	var res aisdkApprovalResult
+	runPeer(t, node, "aisdk-approval.mjs", 2*time.Minute, []string{"MESH_URL=" + m.url("")}, &res, nil)
+	if res.Error != "" || len(res.Errors) > 0 || res.Status != "ready" {
+		t.Fatalf("the ai package's chat: status %q, errors %v, %s", res.Status, res.Errors, res.Error)
+	}
+	if len(res.Asked) != 2 || len(res.Continued) != 2 {
+		t.Fatalf("messages when asked %+v, after the approval %+v: want the user's and one assistant message each time", res.Asked, res.Continued)
+	}
+	asked, continued := res.Asked[1], res.Continued[1]
+	if continued.ID != asked.ID {
+		t.Errorf("the approval's answer is message %s, not the continued %s", continued.ID, asked.ID)
+	}
+	var calls, done int
+	for _, p := range continued.Parts {
+		if p.ToolCallID != "" {
+			calls++
+			if p.State == "output-available" {
+				done++
+			}
+		}
+	}
+	if calls != 1 || done != 1 {
+		t.Errorf("the continued message's tool parts: %+v, want one, output-available", continued.Parts)
+	}
+	if !strings.Contains(continued.Text, "sdk-web-1") {
+		t.Errorf("the continued message says %q, want the created resource", continued.Text)
+	}
+	if n := m.resourceRows("sdk-web-1"); n != 1 {
+		t.Errorf("sdk-web-1: %d rows, want 1", n)
+	}
+	if len(res.Regenerated) != 2 || res.Regenerated[1].Role != "assistant" || res.Regenerated[1].ID == continued.ID {
+		t.Errorf("after regenerate(): %+v, want the user's message and a new answer", res.Regenerated)
+	}
+}
