@@ -51,6 +51,40 @@ const (
 	CustomFeedback = "feedback"
 )
 
+// MetaWrittenBy is the metadata field of a RUN_STARTED or RUN_FINISHED
+// that GET /conversations/{id}/events wrote itself, so that the replay is a
+// sequence of AG-UI runs; its value says why (RunWritten…). Clients that
+// track runs of their own skip the envelopes.
+const MetaWrittenBy = "mesh"
+
+// Why the events stream wrote a run's start or end (metadata "mesh").
+const (
+	// RunWrittenQueued: the run starts where its turn was queued; the
+	// stored run_queued follows, and the agent's own RUN_STARTED is not sent
+	// again. Metadata "regenerate": true says the turn answers the last
+	// message again.
+	RunWrittenQueued = "queued"
+	// RunWrittenDecided: a resume starts where the approval it resumes was
+	// decided (the resume's run id is the approval's); approval_decided
+	// follows.
+	RunWrittenDecided = "decided"
+	// RunWrittenResumed: the stream was opened inside a run, after its
+	// RUN_STARTED.
+	RunWrittenResumed = "resumed"
+	// RunWrittenEnvelope: a run around one event that belongs to no run (a
+	// rating).
+	RunWrittenEnvelope = "envelope"
+	// RunWrittenUnfinished: a run that never sent its end, closed before
+	// the next one starts.
+	RunWrittenUnfinished = "unfinished"
+)
+
+// WrittenBy returns why the events stream wrote e (MetaWrittenBy), or "".
+func (e Event) WrittenBy() string {
+	s, _ := e.Metadata[MetaWrittenBy].(string)
+	return s
+}
+
 // Outcome types of RUN_FINISHED (AG-UI 1.0).
 const (
 	OutcomeSuccess   = "success"

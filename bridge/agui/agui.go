@@ -10,8 +10,9 @@
 // A message the bridge accepts waits in the work queue until an agent takes
 // it up: the bridge records it in the conversation (status queued) and
 // publishes CUSTOM run_queued {runId, message} before the work item, so a
-// follower of /events sees it before the run's RUN_STARTED, and /agui sends
-// it after its own RUN_STARTED.
+// follower sees the turn before any agent takes it up. /events and /agui
+// both send it right after the run's RUN_STARTED: /events starts the run
+// there ([runSequence]), /agui sends its own first.
 //
 // Events come from the events stream through the bridge core's followers
 // ([core.Core.Follow]): a client that reconnects with Last-Event-ID gets

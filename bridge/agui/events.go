@@ -23,6 +23,8 @@ const CodeTokenExpired = "TOKEN_EXPIRED"
 // events serves GET /conversations/{id}/events: the conversation's AG-UI
 // events as stored, each with "id: <stream sequence>", from the start or
 // after Last-Event-ID (or ?after=), then live ones until the client leaves.
+// They come as a sequence of runs, as AG-UI clients verify one
+// ([runSequence]).
 func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	after, err := lastEventID(r)
@@ -56,6 +58,7 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 	if err := out.Retry(1000); err != nil {
 		return
 	}
+	runs := runSequence{thread: id}
 	for {
 		ev, err := h.next(r.Context(), f, out)
 		if errors.Is(err, core.ErrSlowConsumer) {
@@ -73,10 +76,31 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return
 		}
-		if err := out.Event(ev.Seq, ev.Data); err != nil {
+		before, send, after := runs.next(ev)
+		if !writeEvents(out, before) {
+			return
+		}
+		if send {
+			if err := out.Event(ev.Seq, ev.Data); err != nil {
+				return
+			}
+		}
+		if !writeEvents(out, after) {
 			return
 		}
 	}
+}
+
+// writeEvents sends events the bridge wrote, with no id: a client resumes
+// after the stored events it got.
+func writeEvents(out *sse.Writer, evs []mesh.Event) bool {
+	for _, e := range evs {
+		data, err := json.Marshal(e)
+		if err != nil || out.Event(0, data) != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // lastEventID reads where a client resumes: the Last-Event-ID header of an

@@ -130,10 +130,16 @@ func (s *chatSession) onEvent(ctx context.Context, w *turnWait, ev mesh.Event) (
 			}
 		}
 	case mesh.EventRunStarted:
+		if ev.WrittenBy() == mesh.RunWrittenEnvelope {
+			break
+		}
 		if w.runs != nil && len(w.runs) == 0 {
 			w.runs[ev.RunID] = true // a turn queued before the stream opened
 		}
 	case mesh.EventRunFinished, mesh.EventRunError:
+		if ev.WrittenBy() == mesh.RunWrittenEnvelope {
+			break
+		}
 		s.finished[ev.RunID] = ev
 		if w.anyRun || w.runs[ev.RunID] {
 			return s.runEnded(ctx, w, ev)

@@ -25,7 +25,9 @@ import (
 const tailLong = `Follow the AG-UI events of a conversation (or of every conversation with
 --all), as the MESH_EVENTS stream holds them: one line per event for people
 (colours on a terminal), or with --json each event's JSON as published, one
-per line: exactly what GET /conversations/{id}/events sends as data.
+per line: exactly the stored events GET /conversations/{id}/events sends
+(those with an id; the bridge also writes the starts and ends that make its
+replay a sequence of AG-UI runs).
 
 By default only new events; --from-start replays everything the stream keeps
 (7 days by default), --since 5m what the last five minutes published.

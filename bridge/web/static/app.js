@@ -618,6 +618,8 @@ function setConnection(text) {
 }
 
 function onEvent(ev) {
+  // A queued run's first event of its own: an agent took it up.
+  if (view.status === 'queued' && ev.type !== 'CUSTOM' && !ev.type.startsWith('RUN_')) setStatus('running');
   switch (ev.type) {
     case 'RUN_STARTED': return onRunStarted(ev);
     case 'RUN_FINISHED': return onRunFinished(ev);
@@ -686,8 +688,22 @@ function onEvent(ev) {
   }
 }
 
+// writtenBy says why the bridge wrote a run's start or end into the events
+// (metadata.mesh): "queued" (the run starts where its turn was queued, an
+// agent takes it up later), "decided" (a resume starts where its approval
+// was decided), "envelope" (a run around a fact of no run, a rating).
+function writtenBy(ev) {
+  return (ev.metadata && ev.metadata.mesh) || '';
+}
+
 function onRunStarted(ev) {
-  if (!view.done.has(ev.runId)) setStatus('running');
+  const why = writtenBy(ev);
+  if (why === 'envelope') return;
+  if (why === 'queued' && ev.metadata.regenerate && ev.runId) view.regens.add(ev.runId);
+  if (!view.done.has(ev.runId)) {
+    if (why === 'queued') setStatus('queued', 'waiting for an agent');
+    else setStatus('running');
+  }
   clearError();
   const run = ev.runId;
   view.run = run;
@@ -720,6 +736,7 @@ function fillAnchors(conv) {
 }
 
 function onRunFinished(ev) {
+  if (writtenBy(ev) === 'envelope') return;
   const outcome = ev.outcome && ev.outcome.type;
   if (outcome === 'interrupt') setStatus('waiting_approval');
   else if (outcome === 'cancelled') setStatus('idle', 'cancelled');
@@ -759,7 +776,8 @@ function onCustom(ev) {
       return;
     }
     case 'run_queued':
-      // The message waits for an agent; RUN_STARTED follows when one takes it.
+      // The message waits for an agent; the run's first events of its own
+      // follow when one takes it.
       if (v.regenerate && v.runId) view.regens.add(v.runId);
       // (Not the replay of a run applied before the read: see onRunStarted.)
       if (view.status !== 'running' && !view.done.has(v.runId)) setStatus('queued', 'waiting for an agent');

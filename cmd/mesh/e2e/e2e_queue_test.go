@@ -55,7 +55,7 @@ func sendQueued(t *testing.T, m *meshProc, conv, text string) map[string]any {
 
 // A message sent while no agent runs is queued, and every surface says
 // so: REST (status queued, queued_turn, the list's counts, the 202),
-// AG-UI (CUSTOM run_queued before the run's RUN_STARTED; /agui refuses a
+// AG-UI (the run starts where it was queued, CUSTOM run_queued; /agui refuses a
 // second message), A2A (submitted). A second message is refused; once an
 // agent runs, the queued turn runs, once.
 func TestQueuedTurnIsVisibleAndRunsWhenAnAgentComes(t *testing.T) {
@@ -95,23 +95,30 @@ func TestQueuedTurnIsVisibleAndRunsWhenAnAgentComes(t *testing.T) {
 	defer cancel()
 	sse := openSSE(t, ctx, m.url(str(out, "events_url")), "")
 	defer sse.close()
-	first, err := sse.next()
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The run starts where its turn was queued, and run_queued follows.
 	var ev struct {
-		Type  string         `json:"type"`
-		Name  string         `json:"name"`
-		RunID string         `json:"runId"`
-		Value map[string]any `json:"value"`
+		Type     string         `json:"type"`
+		Name     string         `json:"name"`
+		RunID    string         `json:"runId"`
+		Value    map[string]any `json:"value"`
+		Metadata map[string]any `json:"metadata"`
 	}
-	switch err := json.Unmarshal([]byte(first.data), &ev); {
-	case err != nil:
-		t.Errorf("first event from events_url %s: %v", first.data, err)
-	case ev.Type != "CUSTOM" || ev.Name != "run_queued":
-		t.Errorf("first event from events_url is %s %s, want CUSTOM run_queued", ev.Type, ev.Name)
-	case ev.Value["runId"] != run:
-		t.Errorf("first event from events_url is of run %v, want %s", ev.Value["runId"], run)
+	for i, want := range []string{"RUN_STARTED", "CUSTOM"} {
+		got, err := sse.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev.Value, ev.Metadata = nil, nil
+		switch err := json.Unmarshal([]byte(got.data), &ev); {
+		case err != nil:
+			t.Errorf("event %d from events_url %s: %v", i, got.data, err)
+		case ev.Type != want:
+			t.Errorf("event %d from events_url is %s %s, want %s", i, ev.Type, ev.Name, want)
+		case want == "RUN_STARTED" && (ev.RunID != run || ev.Metadata["mesh"] != "queued"):
+			t.Errorf("events_url starts %s, want RUN_STARTED of run %s, metadata mesh queued", got.data, run)
+		case want == "CUSTOM" && (ev.Name != "run_queued" || ev.Value["runId"] != run):
+			t.Errorf("events_url's second event %s, want run_queued of run %s", got.data, run)
+		}
 	}
 	status, aguiOut := m.try("POST", "/agui", map[string]any{"threadId": conv, "runId": "agui-run-2", "messages": []any{map[string]any{"id": "u2", "role": "user", "content": "list all resources"}}})
 	if status != http.StatusConflict || str(aguiOut, "code") != "turn_in_progress" {
@@ -140,7 +147,9 @@ func TestQueuedTurnIsVisibleAndRunsWhenAnAgentComes(t *testing.T) {
 			break
 		}
 	}
-	if want := fmt.Sprintf("RUN_STARTED %s,RUN_FINISHED %s", run, run); strings.Join(types, ",") != want {
+	// The run started where it was queued: the agent's own RUN_STARTED is
+	// not sent again.
+	if want := fmt.Sprintf("RUN_FINISHED %s", run); strings.Join(types, ",") != want {
 		t.Errorf("run events = %v, want %s", types, want)
 	}
 	c = obj(m.do(http.StatusOK, "GET", "/conversations/"+conv, nil), "conversation")
