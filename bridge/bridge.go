@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -186,8 +187,8 @@ func (b *Role) middleware(next http.Handler) http.Handler {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		_, route := b.mux.Handler(r)
-		ctx, span := telemetry.StartKind(telemetry.HTTPExtract(r.Context(), r.Header), route, trace.SpanKindServer,
-			attribute.String("http.request.method", r.Method), attribute.String("http.route", route))
+		ctx, span := telemetry.StartKind(telemetry.HTTPExtract(r.Context(), r.Header), httpSpanName(r.Method, route), trace.SpanKindServer,
+			httpAttributes(r, route)...)
 		r = r.WithContext(ctx)
 		defer func() {
 			if p := recover(); p != nil {
@@ -225,6 +226,45 @@ func (b *Role) middleware(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(sw, r)
 	})
+}
+
+// httpSpanName is a server span's name as the OpenTelemetry HTTP
+// conventions say, "{method} {route}"; a route of the mux names its method
+// ("POST /agui"), or none ("/docs/").
+func httpSpanName(method, route string) string {
+	_, path := splitRoute(route)
+	if path == "" {
+		return method
+	}
+	return method + " " + path
+}
+
+// splitRoute splits a mux pattern into its method and path.
+func splitRoute(route string) (method, path string) {
+	if m, p, ok := strings.Cut(route, " "); ok {
+		return m, p
+	}
+	return "", route
+}
+
+// httpAttributes are a server span's attributes (the HTTP conventions):
+// http.route is the route's path, without the method.
+func httpAttributes(r *http.Request, route string) []attribute.KeyValue {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	attrs := []attribute.KeyValue{
+		attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path),
+		attribute.String("url.scheme", scheme), attribute.String("network.protocol.version", fmt.Sprintf("%d.%d", r.ProtoMajor, r.ProtoMinor)),
+	}
+	if _, path := splitRoute(route); path != "" {
+		attrs = append(attrs, attribute.String("http.route", path))
+	}
+	if ua := r.UserAgent(); ua != "" {
+		attrs = append(attrs, attribute.String("user_agent.original", clipLog(ua)))
+	}
+	return attrs
 }
 
 // maxLogPath bounds the request path a log line quotes: room for any

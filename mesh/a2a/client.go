@@ -222,7 +222,7 @@ func (c *Client) Call(ctx context.Context, endpoint, method string, params any, 
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
-	ctx, span := telemetry.StartKind(ctx, "a2a "+method, trace.SpanKindClient, attribute.String("rpc.method", method))
+	ctx, span := telemetry.StartKind(ctx, "a2a "+method, trace.SpanKindClient, attribute.String("rpc.system", "jsonrpc"), attribute.String("rpc.method", method))
 	defer span.End()
 	telemetry.HTTPInject(ctx, req.Header) // the sub-agent continues this trace
 	resp, err := c.httpClient().Do(req)

@@ -39,8 +39,10 @@ func RequestApproval(ctx context.Context, nc *nats.Conn, ns mesh.Namespace, ap *
 	msg.Data = data
 	// The trace travels in the headers too, as on every other request:
 	// a tracer of NATS messages need not read the body.
-	telemetry.Inject(ctx, msg.Header)
-	reply, err := RequestServed(ctx, nc, msg, 0, 15*time.Second)
+	sctx, span := telemetry.StartSend(ctx, subj, "request")
+	telemetry.Inject(sctx, msg.Header)
+	reply, err := RequestServed(sctx, nc, msg, 0, 15*time.Second)
+	telemetry.End(span, err)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return nil, mesh.ErrUnavailable.With("no approver is running: " + ctx.Err().Error())

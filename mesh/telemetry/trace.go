@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel"
@@ -172,4 +173,71 @@ func HTTPInject(ctx context.Context, h http.Header) {
 // HTTPExtract returns ctx with a caller's trace context (traceparent).
 func HTTPExtract(ctx context.Context, h http.Header) context.Context {
 	return propagator.Extract(ctx, propagation.HeaderCarrier(h))
+}
+
+// Messaging operation types of the OpenTelemetry messaging conventions.
+const (
+	MessagingSend    = "send"
+	MessagingProcess = "process"
+)
+
+// StartSend starts the PRODUCER span of a message sent to subject, named
+// as the messaging conventions say ("send <destination>"), for the caller
+// to write into the message's headers ([Inject]). op is the NATS operation
+// ("publish", "request").
+func StartSend(ctx context.Context, subject, op string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	return startMessaging(ctx, MessagingSend, op, subject, trace.SpanKindProducer, attrs)
+}
+
+// StartProcess starts the CONSUMER span of processing a message received
+// on subject, a child of the context its headers carry.
+func StartProcess(ctx context.Context, hdr nats.Header, subject string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	return startMessaging(Extract(ctx, hdr), MessagingProcess, MessagingProcess, subject, trace.SpanKindConsumer, attrs)
+}
+
+func startMessaging(ctx context.Context, typ, op, subject string, kind trace.SpanKind, attrs []attribute.KeyValue) (context.Context, trace.Span) {
+	dest := DestinationTemplate(subject)
+	all := append([]attribute.KeyValue{
+		attribute.String("messaging.system", "nats"),
+		attribute.String("messaging.operation.type", typ),
+		attribute.String("messaging.operation.name", op),
+		attribute.String("messaging.destination.name", subject),
+	}, attrs...)
+	if dest != subject {
+		all = append(all, attribute.String("messaging.destination.template", dest))
+	}
+	return tracer.Start(ctx, typ+" "+dest, trace.WithSpanKind(kind), trace.WithAttributes(all...))
+}
+
+// DestinationTemplate is subject with its ids replaced by placeholders, low
+// in cardinality as a span name must be: a work queue's last token is a
+// conversation id, an approval's second to last an approval id. Names of
+// roles, agents, servers and tools are few, and stay.
+func DestinationTemplate(subject string) string {
+	tokens := strings.Split(subject, ".")
+	for i, t := range tokens {
+		switch {
+		case t == "work" && len(tokens) == i+4:
+			tokens[i+3] = "{conversation}"
+			return strings.Join(tokens, ".")
+		case t == "approval" && len(tokens) == i+3:
+			tokens[i+1] = "{approval}"
+			return strings.Join(tokens, ".")
+		}
+	}
+	return subject
+}
+
+// GenAIProvider is the gen_ai.provider.name of one of the mesh's model
+// providers, as the GenAI conventions name them.
+func GenAIProvider(provider string) string {
+	switch provider {
+	case "gemini", "google":
+		return "gcp.gemini"
+	case "vertex":
+		return "gcp.vertex_ai"
+	case "bedrock":
+		return "aws.bedrock"
+	}
+	return provider
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // Publish enqueues item for the consumers of role and name, with the
@@ -20,11 +21,13 @@ func Publish(ctx context.Context, js jetstream.JetStream, ns mesh.Namespace, rol
 	if err != nil {
 		return err
 	}
+	ctx, span := telemetry.StartSend(ctx, m.Subject, "publish", attribute.String("mesh.work.kind", string(item.Kind)))
 	telemetry.Inject(ctx, m.Header)
-	if _, err := js.PublishMsg(ctx, m); err != nil {
-		return fmt.Errorf("publish %s: %w", m.Subject, err)
+	if _, err = js.PublishMsg(ctx, m); err != nil {
+		err = fmt.Errorf("publish %s: %w", m.Subject, err)
 	}
-	return nil
+	telemetry.End(span, err)
+	return err
 }
 
 // Subject is the subject item is enqueued on for the consumer of role

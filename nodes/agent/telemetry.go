@@ -24,26 +24,41 @@ func (a *Role) observe(ctx context.Context, hdr nats.Header, item mesh.WorkItem,
 	kind := string(item.Kind)
 	telemetry.WorkDelivered(mesh.RoleAgent, a.name, attempt)
 	done := telemetry.TurnStarted(a.name, kind)
-	ctx, span := telemetry.StartKind(telemetry.Extract(ctx, hdr), "agent "+kind, trace.SpanKindConsumer,
-		attribute.String("mesh.agent", a.name), attribute.String("mesh.work.kind", kind), attribute.Int("mesh.work.attempt", attempt))
+	// The delivery is a messaging "process" span; the agent's work inside
+	// it is the GenAI conventions' invoke_agent span, parent of the model
+	// and tool calls.
+	subject, _ := a.ns.Work(mesh.RoleAgent, a.name, item.Session)
+	ctx, process := telemetry.StartProcess(ctx, hdr, subject,
+		attribute.String("mesh.work.kind", kind), attribute.Int("mesh.work.attempt", attempt))
+	ctx, span := telemetry.StartKind(ctx, "invoke_agent "+a.name, trace.SpanKindInternal,
+		attribute.String("gen_ai.operation.name", "invoke_agent"), attribute.String("gen_ai.agent.name", a.name),
+		attribute.String("gen_ai.conversation.id", item.Session), attribute.String("mesh.work.kind", kind))
 	if span.IsRecording() {
 		log = log.With().Str("trace_id", span.SpanContext().TraceID().String()).Logger()
 	}
 	return ctx, log, func(err error) {
 		done()
 		telemetry.End(span, err)
+		telemetry.End(process, err)
 	}
 }
 
 // observeTool begins the span of a tool call, its context written into
 // the request's headers so that the tool host continues it, and returns
 // the function that records the call's outcome (mesh_tool_calls_total).
-func observeTool(ctx context.Context, call mesh.ToolCall, hdr nats.Header) (context.Context, func(*mesh.ToolResult, error)) {
+func observeTool(ctx context.Context, ns mesh.Namespace, call mesh.ToolCall, hdr nats.Header) (context.Context, func(*mesh.ToolResult, error)) {
 	start := time.Now()
-	ctx, span := telemetry.StartKind(ctx, "tool "+call.Server+"/"+call.Tool, trace.SpanKindClient,
-		attribute.String("mesh.tool.server", call.Server), attribute.String("mesh.tool.name", call.Tool))
+	ctx, span := telemetry.StartKind(ctx, "execute_tool "+call.Tool, trace.SpanKindInternal,
+		attribute.String("gen_ai.operation.name", "execute_tool"), attribute.String("gen_ai.tool.name", call.Tool),
+		attribute.String("gen_ai.tool.call.id", call.ID), attribute.String("gen_ai.tool.type", "extension"),
+		attribute.String("mesh.tool.server", call.Server))
+	// The request to the tool host is a message of its own: the host's
+	// span continues this one.
+	subject, _ := ns.Tool(call.Server, call.Tool)
+	ctx, send := telemetry.StartSend(ctx, subject, "request")
 	telemetry.Inject(ctx, hdr)
 	return ctx, func(res *mesh.ToolResult, err error) {
+		telemetry.End(send, err)
 		outcome := telemetry.ToolOK
 		switch {
 		case errors.Is(err, mesh.ErrApprovalRequired), errors.Is(err, mesh.ErrApprovalInvalid):

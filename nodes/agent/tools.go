@@ -277,7 +277,7 @@ func (t *turn) requestTool(ctx context.Context, call mesh.ToolCall, callID strin
 	if v := t.hdr.Get(mesh.HeaderAuthorization); v != "" && t.a.tools.Load().forwardsAuth(call.Server, call.Tool) {
 		hdr.Set(mesh.HeaderAuthorization, v)
 	}
-	ctx, observed := observeTool(ctx, call, hdr)
+	ctx, observed := observeTool(ctx, t.a.ns, call, hdr)
 	deadline := time.Now().Add(wait)
 	pause := 50 * time.Millisecond
 	var res *mesh.ToolResult

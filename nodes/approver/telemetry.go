@@ -41,7 +41,7 @@ func resumeSpan(ctx context.Context, ap *mesh.Approval, h nats.Header) (context.
 	if ap.Traceparent != "" {
 		ctx = telemetry.FromTraceparent(ctx, ap.Traceparent)
 	}
-	ctx, span := telemetry.StartKind(ctx, "approval resume", trace.SpanKindProducer,
+	ctx, span := telemetry.StartKind(ctx, "approval resume", trace.SpanKindInternal,
 		attribute.String("mesh.approval.status", string(ap.Status)), attribute.String("mesh.agent", ap.Agent))
 	if decider.IsValid() {
 		span.AddLink(trace.Link{SpanContext: decider})

@@ -321,7 +321,7 @@ func (r *Role) handle(ctx context.Context, g *group, msg jetstream.Msg) {
 	if sid := msg.Headers().Get(mesh.HeaderSessionID); sid != "" {
 		log = log.With().Str("sid", sid).Logger()
 	}
-	ctx, log, end := observe(ctx, msg.Headers(), g.cfg.Name, item, attempt, log)
+	ctx, log, end := observe(ctx, msg.Subject(), msg.Headers(), g.cfg.Name, item, attempt, log)
 	defer end(nil) // work items that end below without an error to report
 	x := &exec{r: r, g: g, item: item, attempt: attempt, hdr: workloop.CopyCallerHeaders(msg.Headers()), log: log}
 

@@ -7,7 +7,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
@@ -17,9 +16,9 @@ import (
 // whoever queued it, counts a redelivery, and returns the context, log
 // (with trace_id when the span is recorded) and the function that ends
 // the span.
-func observe(ctx context.Context, hdr nats.Header, group string, item mesh.WorkItem, attempt int, log zerolog.Logger) (context.Context, zerolog.Logger, func(error)) {
+func observe(ctx context.Context, subject string, hdr nats.Header, group string, item mesh.WorkItem, attempt int, log zerolog.Logger) (context.Context, zerolog.Logger, func(error)) {
 	telemetry.WorkDelivered(mesh.RoleGroup, group, attempt)
-	ctx, span := telemetry.StartKind(telemetry.Extract(ctx, hdr), "group "+string(item.Kind), trace.SpanKindConsumer,
+	ctx, span := telemetry.StartProcess(ctx, hdr, subject,
 		attribute.String("mesh.group", group), attribute.String("mesh.work.kind", string(item.Kind)), attribute.Int("mesh.work.attempt", attempt))
 	if span.IsRecording() {
 		log = log.With().Str("trace_id", span.SpanContext().TraceID().String()).Logger()

@@ -169,10 +169,10 @@ func (c *conn) call(ctx context.Context, t *tool, tr mesh.ToolRequest) (res *mes
 	if args == nil {
 		args = map[string]any{}
 	}
-	ctx, span := c.observeMCP(ctx, t)
+	ctx, span, meta := c.observeMCP(ctx, t, mcp.Meta{mesh.MetaCallID: tr.CallID})
 	defer func() { telemetry.End(span, err) }()
 	r, err := c.session.CallTool(ctx, &mcp.CallToolParams{
-		Meta:      mcp.Meta{mesh.MetaCallID: tr.CallID},
+		Meta:      meta,
 		Name:      t.name,
 		Arguments: args,
 	})

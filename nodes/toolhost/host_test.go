@@ -213,8 +213,8 @@ func TestCatalog(t *testing.T) {
 	var tools map[string]mesh.ToolEntry
 	meshtest.Eventually(t, 30*time.Second, func() bool {
 		tools = r.catalog(t, "local")
-		return len(tools) == 9
-	}, "9 tools of server local in the catalog")
+		return len(tools) == 10
+	}, "10 tools of server local in the catalog")
 
 	tests := []struct {
 		name            string
@@ -681,6 +681,45 @@ func TestHTTPServer(t *testing.T) {
 		return err != nil && !listed
 	}, "removed tool is no longer listed nor served")
 	r.mustCall(t, "web", "echo", mesh.ToolRequest{})
+}
+
+// A call carries its trace to the MCP server: traceparent in the request's
+// _meta (over stdio and HTTP) and in the HTTP headers, in the trace of the
+// NATS request that asked for it.
+func TestCallCarriesTheTraceToTheServer(t *testing.T) {
+	const trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+	var mu sync.Mutex
+	var headers []string
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return testServer(filepath.Join(t.TempDir(), "count"), false) }, nil)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method == http.MethodPost {
+			mu.Lock()
+			headers = append(headers, req.Header.Get("traceparent"))
+			mu.Unlock()
+		}
+		handler.ServeHTTP(w, req)
+	}))
+	t.Cleanup(ts.Close)
+	stdio, _ := stdioServer(t, "local")
+	r := startHost(t, nil, stdio, config.MCPServer{Name: "web", URL: ts.URL})
+	r.waitServing(t, "local")
+	r.waitServing(t, "web")
+	for _, server := range []string{"local", "web"} {
+		hdr := nats.Header{}
+		hdr.Set("traceparent", "00-"+trace+"-00f067aa0ba902b7-01")
+		mu.Lock()
+		headers = nil
+		mu.Unlock()
+		res, err := r.call(t, server, "traceparent", mesh.ToolRequest{}, hdr)
+		if err != nil || !strings.HasPrefix(res.Text, "00-"+trace+"-") {
+			t.Errorf("%s: the server's _meta traceparent %+v (%v), want one of trace %s", server, res, err, trace)
+		}
+		mu.Lock()
+		if server == "web" && (len(headers) == 0 || !strings.HasPrefix(headers[len(headers)-1], "00-"+trace+"-")) {
+			t.Errorf("the HTTP server's traceparent headers %q, want trace %s", headers, trace)
+		}
+		mu.Unlock()
+	}
 }
 
 func TestNew(t *testing.T) {

@@ -111,6 +111,11 @@ func testServer(counter string, stdio bool) *mcp.Server {
 		func(_ context.Context, _ *mcp.CallToolRequest, in textIn) (*mcp.CallToolResult, any, error) {
 			return text("echo: " + in.Text), nil, nil
 		})
+	mcp.AddTool(s, &mcp.Tool{Name: "traceparent", Annotations: ro},
+		func(_ context.Context, req *mcp.CallToolRequest, _ noIn) (*mcp.CallToolResult, any, error) {
+			tp, _ := req.Params.Meta["traceparent"].(string)
+			return text(tp), nil, nil
+		})
 	mcp.AddTool(s, &mcp.Tool{Name: "pid", Annotations: ro},
 		func(_ context.Context, _ *mcp.CallToolRequest, _ noIn) (*mcp.CallToolResult, any, error) {
 			return text(strconv.Itoa(os.Getpid())), nil, nil

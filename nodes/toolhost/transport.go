@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentmesh/agentmesh/config"
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 const (
@@ -181,6 +182,9 @@ func (t *httpTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if isCall && call.auth != "" && !t.configured("Authorization") {
 		r.Header.Set("Authorization", call.auth)
 	}
+	// The call's trace goes in the HTTP headers too, for servers and
+	// proxies that trace HTTP rather than MCP's _meta.
+	telemetry.HTTPInject(req.Context(), r.Header)
 	resp, err := t.base.RoundTrip(r)
 	if err != nil || !isCall {
 		return resp, err

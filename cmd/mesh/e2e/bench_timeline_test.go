@@ -46,10 +46,10 @@ type turnTimeline struct {
 func timelineOf(spans []span) (turnTimeline, bool) {
 	tl := turnTimeline{
 		request: find(spans, "mesh-bridge", "POST /conversations/{id}/messages"),
-		turn:    find(spans, "mesh-agent", "agent turn"),
-		tool:    find(spans, "mesh-agent", "tool resources/"),
-		host:    find(spans, "mesh-toolhost", "toolhost resources/"),
-		mcp:     find(spans, "mesh-toolhost", "mcp tools/call"),
+		turn:    find(spans, "mesh-agent", "process mesh.work.agent."),
+		tool:    find(spans, "mesh-agent", "execute_tool resources_"),
+		host:    find(spans, "mesh-toolhost", "process mesh.tool.resources."),
+		mcp:     find(spans, "mesh-toolhost", "tools/call"),
 	}
 	return tl, tl.request != nil && tl.turn != nil && tl.tool != nil && tl.host != nil && tl.mcp != nil
 }

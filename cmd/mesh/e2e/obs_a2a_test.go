@@ -43,21 +43,27 @@ func TestTraceAcrossAnA2ACallBetweenMeshes(t *testing.T) {
 	var spans []span
 	meshtest.Eventually(t, 30*time.Second, func() bool {
 		spans = rcv.of(trace)
-		return findIn(spans, "b", "mesh-toolhost", "mcp tools/call resources_list") != nil &&
-			findIn(spans, "a", "mesh-agent", "agent turn") != nil && closed(spans, caller)
+		return findIn(spans, "b", "mesh-toolhost", "tools/call resources_list") != nil &&
+			findIn(spans, "a", "mesh-agent", "invoke_agent") != nil && closed(spans, caller)
 	}, "the spans of both meshes did not arrive in the caller's trace")
 	checkParents(t, spans, caller)
+	checkConventions(t, spans)
 	chain := []struct {
 		what string
 		s    *span
 	}{
 		{"A's request", findIn(spans, "a", "mesh-bridge", "POST /conversations/{id}/messages")},
-		{"A's turn", findIn(spans, "a", "mesh-agent", "agent turn")},
+		{"A's enqueue", findIn(spans, "a", "mesh-bridge", "send mesh.work.agent.")},
+		{"A's delivery", findIn(spans, "a", "mesh-agent", "process mesh.work.agent.")},
+		{"A's turn", findIn(spans, "a", "mesh-agent", "invoke_agent")},
 		{"A's A2A call", findIn(spans, "a", "mesh-agent", "a2a message/send")},
 		{"B's request", findIn(spans, "b", "mesh-bridge", "POST /a2a")},
-		{"B's turn", findIn(spans, "b", "mesh-agent", "agent turn")},
-		{"B's tool call", findIn(spans, "b", "mesh-agent", "tool resources/resources_list")},
-		{"B's tool host", findIn(spans, "b", "mesh-toolhost", "toolhost resources/resources_list")},
+		{"B's enqueue", findIn(spans, "b", "mesh-bridge", "send mesh.work.agent.")},
+		{"B's delivery", findIn(spans, "b", "mesh-agent", "process mesh.work.agent.")},
+		{"B's turn", findIn(spans, "b", "mesh-agent", "invoke_agent")},
+		{"B's tool call", findIn(spans, "b", "mesh-agent", "execute_tool resources_list")},
+		{"B's tool request", findIn(spans, "b", "mesh-agent", "send mesh.tool.resources.resources_list")},
+		{"B's tool host", findIn(spans, "b", "mesh-toolhost", "process mesh.tool.resources.resources_list")},
 	}
 	parent := caller
 	for _, c := range chain {
@@ -115,16 +121,17 @@ func TestTraceExportOverGRPC(t *testing.T) {
 	var spans []span
 	meshtest.Eventually(t, 20*time.Second, func() bool {
 		spans = rcv.of(trace)
-		return find(spans, "mesh-toolhost", "mcp tools/call") != nil && find(spans, "mesh-agent", "agent turn") != nil && closed(spans, caller)
+		return find(spans, "mesh-toolhost", "tools/call") != nil && find(spans, "mesh-agent", "invoke_agent") != nil && closed(spans, caller)
 	}, "the turn's spans did not arrive over gRPC")
 	checkParents(t, spans, caller)
 	req := find(spans, "mesh-bridge", "POST /conversations/{id}/messages")
-	turn := find(spans, "mesh-agent", "agent turn")
-	host := find(spans, "mesh-toolhost", "toolhost resources/resources_list")
-	if req == nil || turn == nil || host == nil {
-		t.Fatalf("spans %v: want the bridge's request, the agent's turn and the tool host's call", spans)
+	enqueue := find(spans, "mesh-bridge", "send mesh.work.agent.")
+	turn := find(spans, "mesh-agent", "process mesh.work.agent.")
+	host := find(spans, "mesh-toolhost", "process mesh.tool.resources.resources_list")
+	if req == nil || enqueue == nil || turn == nil || host == nil {
+		t.Fatalf("spans %v: want the bridge's request and enqueue, the agent's turn and the tool host's call", spans)
 	}
-	if req.parent != caller || turn.parent != req.id {
-		t.Errorf("parents: request→%s (caller %s), turn→%s (request %s)", req.parent, caller, turn.parent, req.id)
+	if req.parent != caller || enqueue.parent != req.id || turn.parent != enqueue.id {
+		t.Errorf("parents: request→%s (caller %s), enqueue→%s (request %s), turn→%s (enqueue %s)", req.parent, caller, enqueue.parent, req.id, turn.parent, enqueue.id)
 	}
 }

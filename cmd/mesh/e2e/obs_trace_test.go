@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +26,9 @@ type span struct {
 	service, ns, name string
 	trace, id, parent string
 	start, end        time.Time
+	kind              tracepb.Span_SpanKind
+	// attrs are the span's attributes, each value as text.
+	attrs map[string]string
 }
 
 // otlpReceiver is an OpenTelemetry collector's trace service over HTTP
@@ -90,8 +94,24 @@ func (r *otlpReceiver) add(ex *coltrace.ExportTraceServiceRequest) {
 }
 
 func spanOf(service string, s *tracepb.Span) span {
+	attrs := map[string]string{}
+	for _, a := range s.Attributes {
+		v := a.GetValue()
+		switch {
+		case v.GetArrayValue() != nil:
+			var parts []string
+			for _, e := range v.GetArrayValue().Values {
+				parts = append(parts, e.GetStringValue())
+			}
+			attrs[a.Key] = strings.Join(parts, ",")
+		case v.GetStringValue() != "":
+			attrs[a.Key] = v.GetStringValue()
+		default:
+			attrs[a.Key] = strconv.FormatInt(v.GetIntValue(), 10)
+		}
+	}
 	return span{service: service, name: s.Name, trace: hex.EncodeToString(s.TraceId), id: hex.EncodeToString(s.SpanId), parent: hex.EncodeToString(s.ParentSpanId),
-		start: time.Unix(0, int64(s.StartTimeUnixNano)), end: time.Unix(0, int64(s.EndTimeUnixNano))}
+		start: time.Unix(0, int64(s.StartTimeUnixNano)), end: time.Unix(0, int64(s.EndTimeUnixNano)), kind: s.Kind, attrs: attrs}
 }
 
 // of returns the spans of trace id.
@@ -111,6 +131,17 @@ func (r *otlpReceiver) of(trace string) []span {
 func find(spans []span, service, name string) *span {
 	for i, s := range spans {
 		if s.service == service && strings.HasPrefix(s.name, name) {
+			return &spans[i]
+		}
+	}
+	return nil
+}
+
+// findWith is the first span of spans whose service and name start so
+// and whose attribute key is value.
+func findWith(spans []span, service, name, key, value string) *span {
+	for i, s := range spans {
+		if s.service == service && strings.HasPrefix(s.name, name) && s.attrs[key] == value {
 			return &spans[i]
 		}
 	}
@@ -139,16 +170,20 @@ func TestTraceOfATurnAcrossAnApprovalAndAnAgentRestart(t *testing.T) {
 	var spans []span
 	meshtest.Eventually(t, 20*time.Second, func() bool {
 		spans = rcv.of(trace)
-		return find(spans, "mesh-toolhost", "mcp tools/call") != nil && find(spans, "mesh-agent", "agent turn") != nil && closed(spans, caller)
+		return find(spans, "mesh-toolhost", "tools/call") != nil && find(spans, "mesh-agent", "invoke_agent") != nil && closed(spans, caller)
 	}, "the turn's spans did not arrive")
 	checkParents(t, spans, caller)
+	checkConventions(t, spans)
 	req := find(spans, "mesh-bridge", "POST /conversations/{id}/messages")
-	turn := find(spans, "mesh-agent", "agent turn")
-	tool := find(spans, "mesh-agent", "tool resources/resources_list")
-	host := find(spans, "mesh-toolhost", "toolhost resources/resources_list")
-	mcp := find(spans, "mesh-toolhost", "mcp tools/call resources_list")
-	model := find(spans, "mesh-agent", "model offline")
-	for name, s := range map[string]*span{"http": req, "turn": turn, "tool": tool, "toolhost": host, "mcp": mcp, "model": model} {
+	enqueue := find(spans, "mesh-bridge", "send mesh.work.agent.resource-manager.{conversation}")
+	delivery := findWith(spans, "mesh-agent", "process mesh.work.agent.resource-manager.{conversation}", "mesh.work.kind", "turn")
+	turn := find(spans, "mesh-agent", "invoke_agent resource-manager")
+	tool := find(spans, "mesh-agent", "execute_tool resources_list")
+	request := find(spans, "mesh-agent", "send mesh.tool.resources.resources_list")
+	host := find(spans, "mesh-toolhost", "process mesh.tool.resources.resources_list")
+	mcp := find(spans, "mesh-toolhost", "tools/call resources_list")
+	model := find(spans, "mesh-agent", "chat ")
+	for name, s := range map[string]*span{"http": req, "enqueue": enqueue, "delivery": delivery, "turn": turn, "tool": tool, "request": request, "toolhost": host, "mcp": mcp, "model": model} {
 		if s == nil {
 			t.Fatalf("no %s span in %v", name, spans)
 		}
@@ -158,9 +193,12 @@ func TestTraceOfATurnAcrossAnApprovalAndAnAgentRestart(t *testing.T) {
 		got, want     string
 	}{
 		{"http", "the caller", req.parent, caller},
-		{"turn", "http", turn.parent, req.id},
+		{"enqueue", "http", enqueue.parent, req.id},
+		{"delivery", "enqueue", delivery.parent, enqueue.id},
+		{"turn", "delivery", turn.parent, delivery.id},
 		{"tool", "turn", tool.parent, turn.id},
-		{"toolhost", "tool", host.parent, tool.id},
+		{"request", "tool", request.parent, tool.id},
+		{"toolhost", "request", host.parent, request.id},
 		{"mcp", "toolhost", mcp.parent, host.id},
 		{"model", "turn", model.parent, turn.id},
 	} {
@@ -178,7 +216,7 @@ func TestTraceOfATurnAcrossAnApprovalAndAnAgentRestart(t *testing.T) {
 	// The paused run's spans leave the agent before it is killed (a
 	// batch every 100 ms here); what a crash loses is not the point.
 	meshtest.Eventually(t, 20*time.Second, func() bool {
-		return find(rcv.of(trace2), "mesh-agent", "agent turn") != nil
+		return findWith(rcv.of(trace2), "mesh-agent", "process mesh.work.agent.", "mesh.work.kind", "turn") != nil
 	}, "the paused run's spans did not arrive")
 	pid := m.childPID("agent")
 	if err := killPID(pid); err != nil {
@@ -189,17 +227,19 @@ func TestTraceOfATurnAcrossAnApprovalAndAnAgentRestart(t *testing.T) {
 	m.do(http.StatusOK, "POST", "/approvals/"+str(ap, "uuid"), map[string]any{"answer": "yes"})
 	meshtest.Eventually(t, 20*time.Second, func() bool {
 		spans = rcv.of(trace2)
-		return find(spans, "mesh-toolhost", "mcp tools/call resources_add") != nil && find(spans, "mesh-agent", "agent resume") != nil && closed(spans, caller2)
+		return find(spans, "mesh-toolhost", "tools/call resources_add") != nil && findWith(spans, "mesh-agent", "process mesh.work.agent.", "mesh.work.kind", "resume") != nil && closed(spans, caller2)
 	}, "the resumed run's spans are not in the paused run's trace")
 	checkParents(t, spans, caller2)
+	checkConventions(t, spans)
 	resume := find(spans, "mesh-approver", "approval resume")
-	resumed := find(spans, "mesh-agent", "agent resume")
-	paused := find(spans, "mesh-agent", "agent turn")
-	if resume == nil || resumed == nil || paused == nil {
+	enqueued := find(spans, "mesh-approver", "send mesh.work.agent.")
+	resumed := findWith(spans, "mesh-agent", "process mesh.work.agent.", "mesh.work.kind", "resume")
+	paused := findWith(spans, "mesh-agent", "invoke_agent", "mesh.work.kind", "turn")
+	if resume == nil || enqueued == nil || resumed == nil || paused == nil {
 		t.Fatalf("spans %v: want the paused turn, the approver's resume and the resumed run", spans)
 	}
-	if resume.parent != paused.id || resumed.parent != resume.id {
-		t.Errorf("resume span's parent %s, want the paused turn %s; resumed run's parent %s, want the resume %s", resume.parent, paused.id, resumed.parent, resume.id)
+	if resume.parent != paused.id || enqueued.parent != resume.id || resumed.parent != enqueued.id {
+		t.Errorf("resume span's parent %s, want the paused turn %s; its enqueue's %s; the resumed run's parent %s, want the enqueue %s", resume.parent, paused.id, enqueued.parent, resumed.parent, enqueued.id)
 	}
 	services := map[string]bool{}
 	for _, s := range spans {

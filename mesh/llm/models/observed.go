@@ -27,13 +27,19 @@ func observe(p llm.Provider, m modelspec.Model) llm.Provider {
 
 func (o *observed) Generate(ctx context.Context, req llm.Request) (*llm.Response, error) {
 	start := time.Now()
-	ctx, span := telemetry.StartKind(ctx, "model "+o.provider, trace.SpanKindClient,
-		attribute.String("gen_ai.system", o.provider), attribute.String("gen_ai.request.model", o.model))
+	// Named and described as the OpenTelemetry GenAI conventions say.
+	ctx, span := telemetry.StartKind(ctx, "chat "+o.model, trace.SpanKindClient,
+		attribute.String("gen_ai.operation.name", "chat"),
+		attribute.String("gen_ai.provider.name", telemetry.GenAIProvider(o.provider)),
+		attribute.String("gen_ai.request.model", o.model))
 	resp, err := o.Provider.Generate(ctx, req)
 	var in, out int
 	if resp != nil {
 		in, out = resp.Usage.InputTokens, resp.Usage.OutputTokens
 		span.SetAttributes(attribute.Int("gen_ai.usage.input_tokens", in), attribute.Int("gen_ai.usage.output_tokens", out))
+		if resp.StopReason != "" {
+			span.SetAttributes(attribute.StringSlice("gen_ai.response.finish_reasons", []string{resp.StopReason}))
+		}
 	}
 	code := ""
 	if err != nil {
