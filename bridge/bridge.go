@@ -216,7 +216,7 @@ func (b *Role) middleware(next http.Handler) http.Handler {
 			if id := telemetry.TraceID(ctx); id != "" && span.IsRecording() {
 				ev = ev.Str("trace_id", id)
 			}
-			telemetry.HTTPRequest(route, sw.status, time.Since(start))
+			telemetry.HTTPRequest(ctx, route, sw.status, time.Since(start))
 			span.SetAttributes(attribute.Int("http.response.status_code", sw.status))
 			if sw.status >= 500 {
 				telemetry.Fail(span, http.StatusText(sw.status))

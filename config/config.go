@@ -34,6 +34,7 @@
 //	MESH_APPROVER_PUBLIC_KEYS  approvals.public_keys, comma-separated
 //	MESH_METRICS_ADDR          metrics.listen: where a role serves Prometheus /metrics
 //	OTEL_EXPORTER_OTLP_ENDPOINT (and _TRACES_ENDPOINT, _PROTOCOL): traces on, see [Telemetry]
+//	OTEL_METRICS_EXPORTER=otlp (and _METRICS_ENDPOINT, _PROTOCOL): metrics pushed too
 //
 // API keys come only from the environment (GEMINI_API_KEY, ANTHROPIC_API_KEY,
 // OPENAI_API_KEY) and are held as modelspec.Key values that never print,

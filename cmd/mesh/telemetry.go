@@ -15,7 +15,8 @@ import (
 )
 
 // startTelemetry serves the process's metrics on metrics.listen (none when
-// empty) and installs the tracer provider the OTEL_* environment asks for.
+// empty), and installs the tracer provider and the OTLP metrics push the
+// OTEL_* environment asks for.
 // It returns the metrics address (for heartbeats) and the function that
 // stops both, flushing the spans still buffered.
 func startTelemetry(ctx context.Context, cfg *config.Config, role, nodeID string, breakers func() map[string]string, log zerolog.Logger) (string, func(), error) {
@@ -41,11 +42,24 @@ func startTelemetry(ctx context.Context, cfg *config.Config, role, nodeID string
 	if cfg.Telemetry.Tracing() {
 		log.Info().Str("endpoint", cfg.Telemetry.Endpoint).Str("protocol", cfg.Telemetry.Protocol).Msg("tracing on")
 	}
+	stopPush, err := telemetry.SetupMetrics(ctx, telemetry.MetricsConfig{
+		Endpoint: cfg.Telemetry.MetricsEndpoint, Protocol: cfg.Telemetry.MetricsProtocol, Service: "mesh-" + role, Node: nodeID,
+	})
+	if err != nil {
+		stopMetrics()
+		return "", nil, fmt.Errorf("%w: OpenTelemetry metrics: %w", errConfig, err)
+	}
+	if cfg.Telemetry.PushingMetrics() {
+		log.Info().Str("endpoint", cfg.Telemetry.MetricsEndpoint).Str("protocol", cfg.Telemetry.MetricsProtocol).Msg("metrics pushed over OTLP")
+	}
 	return addr, func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := shutdown(sctx); err != nil {
 			log.Warn().Err(err).Msg("flush traces")
+		}
+		if err := stopPush(sctx); err != nil {
+			log.Warn().Err(err).Msg("push metrics")
 		}
 		stopMetrics()
 	}, nil

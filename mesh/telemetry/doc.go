@@ -25,7 +25,17 @@
 // and [Extract] carry the context over NATS headers (traceparent,
 // tracestate), [HTTPInject] and [HTTPExtract] over HTTP.
 //
+// Spans follow the OpenTelemetry semantic conventions: [StartSend] and
+// [StartProcess] name NATS operations as the messaging conventions do, and
+// the callers use the GenAI, MCP and HTTP ones.
+//
+// [Handler] answers OpenMetrics to a scraper that asks for it, with the
+// trace of a sampled span as the exemplar of the latency histograms.
+// [SetupMetrics] pushes the same registry over OTLP when
+// OTEL_METRICS_EXPORTER names otlp.
+//
 // The package starts no goroutine of its own but [Serve]'s listener, which
-// stops with its context, and the exporter's batcher, which the shutdown
-// function returned by [Setup] flushes and stops.
+// stops with its context, and the exporters' batcher and periodic reader,
+// which the shutdown functions returned by [Setup] and [SetupMetrics]
+// flush and stop.
 package telemetry

@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"context"
 	"strconv"
 	"time"
 )
@@ -29,20 +30,23 @@ func WatchBreakers(states func() map[string]string) {
 
 // TurnStarted counts a work item an agent began to run (kind: turn,
 // resume, step) and returns the function that records its duration.
-func TurnStarted(agent, kind string) (done func()) {
+func TurnStarted(agent, kind string) (done func(context.Context)) {
 	turnsStarted.WithLabelValues(agent, kind).Inc()
 	start := time.Now()
-	return func() { turnDuration.WithLabelValues(agent, kind).Observe(time.Since(start).Seconds()) }
+	return func(ctx context.Context) {
+		observe(ctx, turnDuration.WithLabelValues(agent, kind), time.Since(start).Seconds())
+	}
 }
 
 // TurnFinished counts a run an agent ended with outcome.
 func TurnFinished(agent, outcome string) { turnsFinished.WithLabelValues(agent, label(outcome)).Inc() }
 
 // ModelCall records one model call: its duration, the tokens it used and,
-// when code is not empty, its failure.
-func ModelCall(provider, model string, d time.Duration, in, out int, code string) {
+// when code is not empty, its failure. ctx's span is the duration's
+// exemplar.
+func ModelCall(ctx context.Context, provider, model string, d time.Duration, in, out int, code string) {
 	modelCalls.WithLabelValues(provider, model).Inc()
-	modelDuration.WithLabelValues(provider, model).Observe(d.Seconds())
+	observe(ctx, modelDuration.WithLabelValues(provider, model), d.Seconds())
 	if in > 0 {
 		modelTokens.WithLabelValues(provider, model, "in").Add(float64(in))
 	}
@@ -78,17 +82,17 @@ const (
 )
 
 // ToolCall records a tool call the agent made.
-func ToolCall(server, tool, outcome string, d time.Duration) {
+func ToolCall(ctx context.Context, server, tool, outcome string, d time.Duration) {
 	toolCalls.WithLabelValues(server, tool, outcome).Inc()
-	toolDuration.WithLabelValues(server, tool).Observe(d.Seconds())
+	observe(ctx, toolDuration.WithLabelValues(server, tool), d.Seconds())
 }
 
 // ToolhostCall records a call a tool host served; d is zero when the MCP
 // server was not called.
-func ToolhostCall(server, tool, outcome string, d time.Duration) {
+func ToolhostCall(ctx context.Context, server, tool, outcome string, d time.Duration) {
 	toolhostCalls.WithLabelValues(server, tool, outcome).Inc()
 	if d > 0 {
-		toolhostDuration.WithLabelValues(server, tool).Observe(d.Seconds())
+		observe(ctx, toolhostDuration.WithLabelValues(server, tool), d.Seconds())
 	}
 }
 
@@ -224,8 +228,8 @@ func SpeakerSelected(group, method string, d time.Duration) {
 
 // HTTPRequest records a request the bridge answered; route is the pattern
 // it matched ("" for none).
-func HTTPRequest(route string, code int, d time.Duration) {
+func HTTPRequest(ctx context.Context, route string, code int, d time.Duration) {
 	route = label(route)
 	httpRequests.WithLabelValues(route, strconv.Itoa(code)).Inc()
-	httpDuration.WithLabelValues(route).Observe(d.Seconds())
+	observe(ctx, httpDuration.WithLabelValues(route), d.Seconds())
 }

@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"context"
 	"maps"
 	"sync"
 	"sync/atomic"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Namespace prefixes every metric of the mesh.
@@ -173,4 +175,17 @@ func (c *breakerCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(breakerDesc, prometheus.GaugeValue, v, name)
 	}
+}
+
+// observe records v in h, with ctx's span as the exemplar when it is
+// sampled: the OpenMetrics exposition then links a latency bucket to a
+// trace that shows it.
+func observe(ctx context.Context, h prometheus.Observer, v float64) {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsSampled() {
+		if eo, ok := h.(prometheus.ExemplarObserver); ok {
+			eo.ObserveWithExemplar(v, prometheus.Labels{"trace_id": sc.TraceID().String(), "span_id": sc.SpanID().String()})
+			return
+		}
+	}
+	h.Observe(v)
 }

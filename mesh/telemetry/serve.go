@@ -12,9 +12,10 @@ import (
 )
 
 // Handler serves the process's metrics in the Prometheus exposition
-// formats.
+// formats: the text format, or OpenMetrics (with the latency histograms'
+// exemplars, their trace ids) to a client that asks for it in Accept.
 func Handler() http.Handler {
-	return promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry})
+	return promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry, EnableOpenMetrics: true})
 }
 
 // Serve listens on addr and serves GET /metrics until ctx ends. It returns

@@ -37,7 +37,7 @@ func (a *Role) observe(ctx context.Context, hdr nats.Header, item mesh.WorkItem,
 		log = log.With().Str("trace_id", span.SpanContext().TraceID().String()).Logger()
 	}
 	return ctx, log, func(err error) {
-		done()
+		done(ctx)
 		telemetry.End(span, err)
 		telemetry.End(process, err)
 	}
@@ -68,7 +68,7 @@ func observeTool(ctx context.Context, ns mesh.Namespace, call mesh.ToolCall, hdr
 		case err != nil || res == nil || res.IsError:
 			outcome = telemetry.ToolError
 		}
-		telemetry.ToolCall(call.Server, call.Tool, outcome, time.Since(start))
+		telemetry.ToolCall(ctx, call.Server, call.Tool, outcome, time.Since(start))
 		if outcome != telemetry.ToolOK && err == nil {
 			telemetry.Fail(span, outcome)
 		}

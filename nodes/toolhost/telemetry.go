@@ -21,7 +21,7 @@ func (c *conn) observe(req request, t *tool) (context.Context, func(outcome stri
 	ctx, span := telemetry.StartProcess(c.ctx, req.header, req.subject,
 		attribute.String("mesh.tool.server", c.s.cfg.Name), attribute.String("mesh.tool.name", t.name))
 	return ctx, func(outcome string, err error) {
-		telemetry.ToolhostCall(c.s.cfg.Name, t.name, outcome, time.Since(start))
+		telemetry.ToolhostCall(ctx, c.s.cfg.Name, t.name, outcome, time.Since(start))
 		if outcome != telemetry.ToolOK && err == nil {
 			telemetry.Fail(span, outcome)
 		}

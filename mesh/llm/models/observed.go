@@ -51,7 +51,7 @@ func (o *observed) Generate(ctx context.Context, req llm.Request) (*llm.Response
 			code = "cancelled"
 		}
 	}
-	telemetry.ModelCall(o.provider, o.model, time.Since(start), in, out, code)
+	telemetry.ModelCall(ctx, o.provider, o.model, time.Since(start), in, out, code)
 	telemetry.End(span, err)
 	return resp, err
 }
