@@ -10,6 +10,7 @@ import (
 	"github.com/agentmesh/agentmesh/bridge/auth"
 	"github.com/agentmesh/agentmesh/bridge/core"
 	"github.com/agentmesh/agentmesh/bridge/docs"
+	"github.com/agentmesh/agentmesh/bridge/mcpserver"
 	"github.com/agentmesh/agentmesh/bridge/ops"
 	"github.com/agentmesh/agentmesh/bridge/rest"
 	"github.com/agentmesh/agentmesh/bridge/web"
@@ -76,6 +77,12 @@ var access = map[string]auth.Permission{
 	// caller's own); a resume in a frame also needs Decide (core.Decide).
 	// Opened with a stream token, it only follows (core.Writes).
 	"GET " + agui.SocketPath: auth.Converse,
+
+	// MCP: listing the tools reads; a call converses (the core checks, as
+	// for a message). A session belongs to the principal that opened it.
+	"POST " + mcpserver.Path:   auth.Read,
+	"GET " + mcpserver.Path:    auth.Read,
+	"DELETE " + mcpserver.Path: auth.Read,
 
 	"POST /approvals/{uuid}": auth.Decide,
 
@@ -146,6 +153,7 @@ func register(mux core.Mux, b *Role, cfg Config, c *core.Core) {
 		MaxBodyBytes: cfg.Agent.HTTP.MaxBodyBytes, WaitTimeout: cfg.Agent.HTTP.WaitTimeout.Std(),
 		Bearer: bearer, BearerFormat: format, Logger: cfg.Logger,
 	})
+	mcpserver.Register(mux, mcpserver.Config{Core: c, Version: cfg.Version, Logger: cfg.Logger})
 	var o *ops.Service // nil when only the patterns are wanted
 	if b != nil {
 		o = b.ops

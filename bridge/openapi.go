@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/bridge/auth"
 	"github.com/agentmesh/agentmesh/bridge/core"
+	"github.com/agentmesh/agentmesh/bridge/mcpserver"
 	"github.com/agentmesh/agentmesh/bridge/ops"
 	"github.com/agentmesh/agentmesh/mesh"
 	wire "github.com/agentmesh/agentmesh/mesh/a2a"
@@ -122,7 +123,19 @@ func operations(s *schemas) map[string]operation {
 	group := obj(map[string]any{"name": str, "description": str, "strategy": str, "max_turns": map[string]any{"type": "integer"},
 		"participants": arr(obj(map[string]any{"agent": str, "description": str}, "agent"))}, "name")
 
+	mcpOps := func(summary, description string, responses map[string]response, body map[string]any) operation {
+		return operation{tag: "MCP", summary: summary, description: description, body: body, responses: responses}
+	}
 	return map[string]operation{
+		"POST " + mcpserver.Path: mcpOps("MCP Streamable HTTP: a JSON-RPC message",
+			"The Model Context Protocol server: initialize, tools/list, tools/call … (the mesh's agents and group chats as tools). The answer is JSON or a stream of server-sent events (progress, then the result); Mcp-Session-Id names the session, which belongs to the principal that opened it.",
+			map[string]response{"200": {description: "the JSON-RPC response, or a stream of messages as server-sent events", schema: rpcAnswer},
+				"202": {description: "a notification or response accepted", contentType: "text/plain"}}, rpc),
+		"GET " + mcpserver.Path: mcpOps("MCP Streamable HTTP: the server's stream of a session",
+			"Server-sent events the server sends outside a request (notifications); resumable with Last-Event-ID.",
+			map[string]response{"200": {description: "the session's stream", contentType: "text/event-stream"}}, nil),
+		"DELETE " + mcpserver.Path: mcpOps("MCP Streamable HTTP: end a session", "Ends the session Mcp-Session-Id names.",
+			map[string]response{"204": {description: "the session ended", contentType: "text/plain"}}, nil),
 		"GET /health": {tag: "Operations", summary: "The mesh's health", description: "Healthy, degraded (1 to 3 nodes failed, or a breaker not closed) or unhealthy; live nodes by role, failed nodes, breakers, metrics endpoints, degradation. Open.",
 			responses: ok("the mesh's health", s.ref(core.Health{}))},
 		"GET /ready": {tag: "Operations", summary: "Readiness: can a turn run now?", description: "NATS, storage, a toolhost, an approver and an agent pulling work. 503 with Retry-After when not. Open.",

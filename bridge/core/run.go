@@ -59,6 +59,15 @@ func (r *Run) EventsURL() string {
 	return u
 }
 
+// EventsAfter is the events stream sequence to follow the run after: its
+// run_queued's, less one, or 0 (the start) when that is not known.
+func (r *Run) EventsAfter() uint64 {
+	if r.queuedSeq > 0 {
+		return r.queuedSeq - 1
+	}
+	return 0
+}
+
 func (r *Run) end(ev *mesh.Event) {
 	r.once.Do(func() {
 		r.last = ev
