@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/agentmesh/agentmesh/bridge/a2a"
 	"github.com/agentmesh/agentmesh/bridge/agui"
@@ -80,9 +81,11 @@ var access = map[string]auth.Permission{
 
 	// MCP: listing the tools reads; a call converses (the core checks, as
 	// for a message). A session belongs to the principal that opened it.
-	"POST " + mcpserver.Path:   auth.Read,
-	"GET " + mcpserver.Path:    auth.Read,
-	"DELETE " + mcpserver.Path: auth.Read,
+	"POST " + mcpserver.Path: auth.Read,
+	"GET " + mcpserver.Path:  auth.Read,
+	// Says how to authenticate: open, as the agent card is.
+	"GET " + mcpserver.MetadataPath: auth.Open,
+	"DELETE " + mcpserver.Path:      auth.Read,
 
 	"POST /approvals/{uuid}": auth.Decide,
 
@@ -153,7 +156,12 @@ func register(mux core.Mux, b *Role, cfg Config, c *core.Core) {
 		MaxBodyBytes: cfg.Agent.HTTP.MaxBodyBytes, WaitTimeout: cfg.Agent.HTTP.WaitTimeout.Std(),
 		Bearer: bearer, BearerFormat: format, Logger: cfg.Logger,
 	})
-	mcpserver.Register(mux, mcpserver.Config{Core: c, Version: cfg.Version, Logger: cfg.Logger})
+	var issuers []string
+	if a := cfg.Agent.Auth.JWT; a != nil && a.Issuer != "" {
+		issuers = []string{a.Issuer}
+	}
+	mcpserver.Register(mux, mcpserver.Config{Core: c, Version: cfg.Version, Logger: cfg.Logger,
+		PublicURL: cfg.Agent.HTTP.PublicURL, AuthorizationServers: issuers})
 	var o *ops.Service // nil when only the patterns are wanted
 	if b != nil {
 		o = b.ops
@@ -216,7 +224,12 @@ func (b *Role) guard(mux *http.ServeMux, next http.Handler) http.Handler {
 				writeRefusal(w, r, pattern, le)
 				return
 			}
-			w.Header().Set("WWW-Authenticate", auth.Challenge(err))
+			challenge := auth.Challenge(err)
+			if strings.HasSuffix(pattern, " "+mcpserver.Path) {
+				// An MCP client finds how to authenticate there.
+				challenge += `, resource_metadata="` + mcpserver.BaseURL(r, b.cfg.Agent.HTTP.PublicURL) + mcpserver.MetadataPath + `"`
+			}
+			w.Header().Set("WWW-Authenticate", challenge)
 			refuse(w, http.StatusUnauthorized, "unauthorized", err.Error(), rpc)
 			return
 		case !p.May(need):

@@ -35,6 +35,11 @@ import (
 // Path is where the MCP server is served.
 const Path = "/mcp"
 
+// MetadataPath is where the OAuth Protected Resource Metadata of [Path] is
+// served (RFC 9728: the well-known path with the resource's path after
+// it), so that a client refused with 401 learns how to authenticate.
+const MetadataPath = "/.well-known/oauth-protected-resource" + Path
+
 // Prefixes of the tools: an agent's and a group's.
 const (
 	AgentToolPrefix = "agent_"
@@ -49,6 +54,12 @@ type Config struct {
 	Core    *core.Core
 	Version string
 	Logger  zerolog.Logger
+	// PublicURL is http.public_url: the resource's URL when set, else the
+	// request's host.
+	PublicURL string
+	// AuthorizationServers issue the tokens the bridge takes (a JWT
+	// issuer); none for static tokens.
+	AuthorizationServers []string
 }
 
 // Register mounts the MCP server on mux: POST (messages), GET (the
@@ -59,6 +70,33 @@ func Register(mux core.Mux, cfg Config) {
 	for _, m := range []string{"POST", "GET", "DELETE"} {
 		mux.HandleFunc(m+" "+Path, s.serveHTTP)
 	}
+	mux.HandleFunc("GET "+MetadataPath, s.metadata)
+}
+
+// metadata serves the OAuth Protected Resource Metadata of /mcp.
+func (s *server) metadata(w http.ResponseWriter, r *http.Request) {
+	doc := map[string]any{
+		"resource":                 BaseURL(r, s.cfg.PublicURL) + Path,
+		"resource_name":            "Agent Mesh",
+		"bearer_methods_supported": []string{"header"},
+	}
+	if len(s.cfg.AuthorizationServers) > 0 {
+		doc["authorization_servers"] = s.cfg.AuthorizationServers
+	}
+	core.WriteJSON(w, http.StatusOK, doc)
+}
+
+// BaseURL is the bridge's URL as a client reached it: http.public_url when
+// set, else the request's scheme and host.
+func BaseURL(r *http.Request, publicURL string) string {
+	if publicURL != "" {
+		return strings.TrimRight(publicURL, "/")
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
 }
 
 type server struct {

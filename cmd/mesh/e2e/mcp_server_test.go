@@ -186,7 +186,8 @@ func TestMCPClientCancelsATurn(t *testing.T) {
 }
 
 // With authentication on, /mcp is as guarded as every route: no token is a
-// 401; a conversation started over MCP is its caller's, which another user
+// 401 whose challenge points at the OAuth Protected Resource Metadata; a
+// conversation started over MCP is its caller's, which another user
 // can neither continue over MCP nor read over REST; and an MCP session is
 // its opener's: another principal naming it gets 404, as for no session.
 func TestMCPServerKeepsEachCallerToItsOwn(t *testing.T) {
@@ -200,8 +201,15 @@ func TestMCPServerKeepsEachCallerToItsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") == "" {
-		t.Errorf("/mcp without a token: %d, WWW-Authenticate %q; want 401 with a challenge", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	challenge := resp.Header.Get("WWW-Authenticate")
+	metadata := m.url("/.well-known/oauth-protected-resource/mcp")
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(challenge, `resource_metadata="`+metadata+`"`) {
+		t.Errorf("/mcp without a token: %d, WWW-Authenticate %q; want 401 pointing at %s", resp.StatusCode, challenge, metadata)
+	}
+	// The metadata is open, and names the resource.
+	meta := m.do(http.StatusOK, "GET", "/.well-known/oauth-protected-resource/mcp", nil)
+	if str(meta, "resource") != m.url("/mcp") {
+		t.Errorf("resource metadata %v, want resource %s", meta, m.url("/mcp"))
 	}
 
 	alice := connectMCP(t, m, bearer(aliceToken)...)
