@@ -16,7 +16,7 @@ const mcpLong = `Serve a running mesh to an MCP client that starts its servers a
 commands (Claude Desktop, Claude Code, VS Code, Cursor …): an MCP server on
 stdin and stdout whose tools are the mesh's agents and group chats, each
 call a turn of a conversation. It reaches the mesh as the other commands
-do (MESH_URL or --url, MESH_TOKEN or --token-file, or the context `+"`mesh up`"+`
+do (MESH_URL or --url, MESH_TOKEN or --token-file, or the context ` + "`mesh up`" + `
 wrote) and relays to the bridge's /mcp: progress while a turn runs, and a
 cancelled call cancels the turn. A client that speaks Streamable HTTP can
 use <bridge>/mcp directly instead.
