@@ -11,7 +11,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 TEST_FLAGS  ?=
 
 # The npm peers the end-to-end tests drive (@ag-ui/client, playwright-core,
-# @modelcontextprotocol/server-filesystem),
+# @modelcontextprotocol/server-filesystem, the MCP SDK and Inspector …),
 # pinned by package-lock.json. `make test` installs them first when node and
 # npm are on PATH; without them those tests skip (and fail under CI=true).
 PEERS       := cmd/mesh/e2e/testdata/peers

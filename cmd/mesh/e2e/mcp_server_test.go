@@ -343,3 +343,45 @@ func TestMCPTypeScriptClientUsesTheMesh(t *testing.T) {
 		return cancelled == "cancelled"
 	}, "the turn of the aborted call was not cancelled (last run %q)", cancelled)
 }
+
+// The MCP Inspector's CLI mode (npm) lists and calls the mesh's tools, over
+// Streamable HTTP at /mcp and over stdio through `mesh mcp`.
+func TestMCPInspectorCLIUsesTheMesh(t *testing.T) {
+	t.Parallel()
+	node := nodeWith(t, "@modelcontextprotocol/inspector")
+	m := startMesh(t, meshOpts{})
+	inspector := filepath.Join(peersDir, "node_modules", "@modelcontextprotocol", "inspector")
+	var pkg struct {
+		Bin map[string]string `json:"bin"`
+	}
+	data, err := os.ReadFile(filepath.Join(inspector, "package.json"))
+	if err != nil || json.Unmarshal(data, &pkg) != nil || pkg.Bin["mcp-inspector"] == "" {
+		t.Fatalf("the inspector's package.json: %v %v", err, pkg.Bin)
+	}
+	catalog := filepath.Join(t.TempDir(), "mcp.json")
+	run := func(target []string, args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, node, append(append([]string{filepath.Join(inspector, pkg.Bin["mcp-inspector"]), "--cli"}, target...), args...)...)
+		cmd.Env = append(m.cliEnv("MESH_URL="+m.url("")), "MCP_CATALOG_PATH="+catalog, "HOME="+t.TempDir())
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("inspector %v %v: %v\n%s", target, args, err, out)
+		}
+		return string(out)
+	}
+	for name, target := range map[string][]string{
+		"http":  {m.url("/mcp"), "--transport", "http"},
+		// The inspector gives a stdio server only the environment it is told.
+		"stdio": {"-e", "MESH_URL=" + m.url(""), filepath.Join(binDir, "mesh"), "mcp"},
+	} {
+		if out := run(target, "--method", "tools/list"); !strings.Contains(out, "agent_resource-manager") {
+			t.Errorf("%s: tools/list printed:\n%s", name, out)
+		}
+		out := run(target, "--method", "tools/call", "--tool-name", "agent_resource-manager", "--tool-arg", "message=list all resources")
+		if !strings.Contains(out, "conversation_id") || !strings.Contains(out, "resources_list") {
+			t.Errorf("%s: tools/call printed:\n%s", name, out)
+		}
+	}
+}
