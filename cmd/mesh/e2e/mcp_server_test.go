@@ -372,7 +372,7 @@ func TestMCPInspectorCLIUsesTheMesh(t *testing.T) {
 		return string(out)
 	}
 	for name, target := range map[string][]string{
-		"http":  {m.url("/mcp"), "--transport", "http"},
+		"http": {m.url("/mcp"), "--transport", "http"},
 		// The inspector gives a stdio server only the environment it is told.
 		"stdio": {"-e", "MESH_URL=" + m.url(""), filepath.Join(binDir, "mesh"), "mcp"},
 	} {
