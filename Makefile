@@ -5,8 +5,10 @@
 
 GO          ?= go
 BIN         := $(CURDIR)/bin
-VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS     := -X main.version=$(VERSION)
+# The release is mesh.Release (mesh/release.go); a build stamps its commit.
+VERSION     := $(shell sed -n 's/^const Release = "\(.*\)"/\1/p' mesh/release.go)
+COMMIT      ?= $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+LDFLAGS     := -X main.commit=$(COMMIT)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 TEST_FLAGS  ?=
 
@@ -24,7 +26,7 @@ COMPOSE     ?= docker compose
 # static). Nothing needs cgo: the sample MCP server's SQLite is pure Go.
 PLATFORMS   := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
 
-.PHONY: all build build-all run test test-short lint bench bench-cluster chaos chaos-cluster clean peers image compose-up compose-down
+.PHONY: all build build-all release run test test-short lint bench bench-cluster chaos chaos-cluster clean peers image compose-up compose-down
 
 all: build
 
@@ -42,9 +44,25 @@ build-all: build
 	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/$$os-$$arch/mesh$$ext ./cmd/mesh || exit 1; \
 	done
 
+## release: dist/ holds, for every platform of build-all, an archive of mesh
+## with README.md and CHANGELOG.md, its CycloneDX SBOM (the modules built
+## in, read from the binary), and SHA256SUMS of them all
+CYCLONEDX := github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@v1.10.0
+release: build-all
+	@rm -rf dist && mkdir -p dist
+	@for p in $(PLATFORMS); do \
+	  os=$${p%/*}; arch=$${p#*/}; ext=; [ $$os = windows ] && ext=.exe; \
+	  name=mesh_$(VERSION)_$${os}_$${arch}; \
+	  echo "dist/$$name.tar.gz"; \
+	  $(GO) run $(CYCLONEDX) bin -json -output dist/$$name.cdx.json -version v$(VERSION) $(BIN)/$$os-$$arch/mesh$$ext || exit 1; \
+	  tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -czf dist/$$name.tar.gz \
+	    -C $(BIN)/$$os-$$arch mesh$$ext -C $(CURDIR) README.md CHANGELOG.md || exit 1; \
+	done
+	@cd dist && sha256sum *.tar.gz *.cdx.json > SHA256SUMS && cat SHA256SUMS
+
 ## image: the container image of every role (deploy/Dockerfile)
 image:
-	docker build -f deploy/Dockerfile --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+	docker build -f deploy/Dockerfile --build-arg COMMIT=$(COMMIT) --label org.opencontainers.image.version=$(VERSION) -t $(IMAGE) .
 
 ## compose-up: the 3-node cluster and every role in containers (needs .env: deploy/compose.env.example)
 compose-up:
@@ -113,4 +131,4 @@ bench-cluster:
 	$(GO) test -run '^$$' -bench '^BenchmarkCluster' -benchtime 1x -timeout 30m -v ./cmd/mesh/e2e/
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) dist

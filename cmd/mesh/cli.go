@@ -93,7 +93,7 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
-	root.SetVersionTemplate("mesh {{.Version}}\n")
+	root.SetVersionTemplate(versionLine() + "\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return fmt.Errorf("%w: %w", errUsage, err) })
 	names := make([]string, 0, len(commands))
 	for name := range commands {
@@ -105,7 +105,7 @@ func newRoot() *cobra.Command {
 	}
 	root.AddCommand(&cobra.Command{
 		Use: "version", Short: "print the version", Args: cobra.NoArgs,
-		Run: func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), "mesh", version) },
+		Run: func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), versionLine()) },
 	})
 	root.AddCommand(&cobra.Command{
 		// A container's health check, in an image without curl: it needs

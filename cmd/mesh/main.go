@@ -33,14 +33,25 @@ import (
 	"path/filepath"
 
 	"github.com/agentmesh/agentmesh/config"
+	"github.com/agentmesh/agentmesh/mesh"
 )
 
 // errConfig marks errors that restarting cannot fix: `mesh up` does not
 // restart a role that exits with them.
 var errConfig = errors.New("configuration")
 
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "0.1.0-dev"
+// version is the release (mesh.Release); a build that is not one may set
+// it with -ldflags "-X main.version=…". commit is the source it was built
+// from, set by make with -ldflags "-X main.commit=…" (git describe).
+var (
+	version = mesh.Release
+	commit  = "unknown"
+)
+
+// versionLine is what `mesh version` prints.
+func versionLine() string {
+	return fmt.Sprintf("mesh %s (commit %s, stored format %d)", version, commit, mesh.StoreFormat)
+}
 
 func main() { os.Exit(run(os.Args[1:])) }
 

@@ -22,6 +22,8 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/agentmesh/agentmesh/mesh"
 )
 
 // No containers run here: the compose file, the manifests and the
@@ -348,9 +350,11 @@ func TestClusterDeployImage(t *testing.T) {
 		}
 	}
 	// What the entrypoint runs: the binary built from ./cmd/mesh.
+	// It names its release, the commit it was built from and the format
+	// of what it stores.
 	out, err := exec.Command(filepath.Join(binDir, "mesh"), "version").CombinedOutput()
-	if err != nil || !strings.HasPrefix(string(out), "mesh ") {
-		t.Errorf("mesh version: %v %q", err, out)
+	if want := fmt.Sprintf("mesh %s (commit 1a2b3c4-dirty, stored format %d)\n", mesh.Release, mesh.StoreFormat); err != nil || string(out) != want {
+		t.Errorf("mesh version: %v %q, want %q", err, out, want)
 	}
 	// The image's configuration loads, and `mesh creds` (the compose
 	// file's first service) writes what the manifests' Secret holds.

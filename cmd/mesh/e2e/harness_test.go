@@ -49,9 +49,8 @@ func TestMain(m *testing.M) {
 	code := func() int {
 		defer os.RemoveAll(dir)
 		for _, b := range []struct{ out, pkg string }{{"mesh", ".."}, {"mcp-resources", "../../mcp-resources"}} {
-			// The version a git checkout without tags gets from `make
-			// build` (a hash, not semver): services must start with it.
-			args := []string{"build", "-ldflags", "-X main.version=1a2b3c4-dirty", "-o", filepath.Join(dir, b.out)}
+			// The commit stamp `make build` gives a checkout with changes.
+			args := []string{"build", "-ldflags", "-X main.commit=1a2b3c4-dirty", "-o", filepath.Join(dir, b.out)}
 			if raceEnabled {
 				args = append(args, "-race")
 			}
