@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -58,6 +59,53 @@ func (e *ReplicasError) Error() string {
 
 // Is makes errors.Is(err, ErrReplicas) true.
 func (e *ReplicasError) Is(target error) bool { return target == ErrReplicas }
+
+// FormatKey is the metadata key of every stream, bucket and object store
+// the mesh provisions: the stored format ([mesh.StoreFormat]) of what they
+// hold. A release refuses, before it serves, one written by a newer release.
+const FormatKey = "agentmesh.store_format"
+
+// ErrNewerFormat: a stream holds a stored format newer than this release
+// reads.
+var ErrNewerFormat = errors.New("store: stored by a newer release")
+
+// FormatError says which stream is newer, and by how much.
+type FormatError struct {
+	Stream     string
+	Have, Want int
+}
+
+func (e *FormatError) Error() string {
+	return fmt.Sprintf("stream %s holds stored format %d, and this mesh (%s) reads format %d and older: "+
+		"run the release that wrote it or a newer one (CHANGELOG.md names each release's stored format)", e.Stream, e.Have, mesh.Release, e.Want)
+}
+
+func (e *FormatError) Is(target error) bool { return target == ErrNewerFormat }
+
+// checkFormat refuses stream info written by a newer stored format; a
+// stream without the key predates it (format 1).
+func checkFormat(info *jetstream.StreamInfo) error {
+	if info == nil {
+		return nil
+	}
+	v, ok := info.Config.Metadata[FormatKey]
+	if !ok {
+		return nil
+	}
+	have, err := strconv.Atoi(v)
+	if err != nil {
+		return fmt.Errorf("stream %s: metadata %s is %q, not a format number", info.Config.Name, FormatKey, v)
+	}
+	if have > mesh.StoreFormat {
+		return &FormatError{Stream: info.Config.Name, Have: have, Want: mesh.StoreFormat}
+	}
+	return nil
+}
+
+// formatMetadata is the metadata a provisioned stream carries.
+func formatMetadata() map[string]string {
+	return map[string]string{FormatKey: strconv.Itoa(mesh.StoreFormat)}
+}
 
 func (c ProvisionConfig) withDefaults() ProvisionConfig {
 	if c.EventsMaxAge == 0 {
@@ -186,6 +234,7 @@ func ensureObjectStore(ctx context.Context, js jetstream.JetStream, replicas int
 	if cfg.Replicas, err = replicasFor(ctx, js, "OBJ_"+cfg.Bucket, replicas); err != nil {
 		return nil, err
 	}
+	cfg.Metadata = formatMetadata()
 	obs, err := js.CreateObjectStore(ctx, cfg)
 	if errors.Is(err, jetstream.ErrBucketExists) {
 		return js.UpdateObjectStore(ctx, cfg)
@@ -203,6 +252,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, replicas int, cfg
 	if cfg.Replicas, err = replicasFor(ctx, js, cfg.Name, replicas); err != nil {
 		return nil, err
 	}
+	cfg.Metadata = formatMetadata()
 	s, err := js.CreateStream(ctx, cfg)
 	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 		return js.UpdateStream(ctx, cfg)
@@ -216,6 +266,7 @@ func ensureKeyValue(ctx context.Context, js jetstream.JetStream, replicas int, c
 	if cfg.Replicas, err = replicasFor(ctx, js, "KV_"+cfg.Bucket, replicas); err != nil {
 		return nil, err
 	}
+	cfg.Metadata = formatMetadata()
 	kv, err := js.CreateKeyValue(ctx, cfg)
 	if errors.Is(err, jetstream.ErrBucketExists) {
 		return js.UpdateKeyValue(ctx, cfg)
@@ -225,9 +276,15 @@ func ensureKeyValue(ctx context.Context, js jetstream.JetStream, replicas int, c
 
 // replicasFor is the replica count of stream: want, when it is set and the
 // stream has it or does not exist yet; the stream's own when want is 0;
-// else 3 on a cluster and 1 on a single server.
+// else 3 on a cluster and 1 on a single server. An existing stream of a
+// newer stored format is refused: provisioning would mark it older.
 func replicasFor(ctx context.Context, js jetstream.JetStream, stream string, want int) (int, error) {
 	s, err := js.Stream(ctx, stream)
+	if err == nil {
+		if err := checkFormat(s.CachedInfo()); err != nil {
+			return 0, err
+		}
+	}
 	switch {
 	case err == nil:
 		have := s.CachedInfo().Config.Replicas
@@ -280,6 +337,13 @@ func Bind(ctx context.Context, js jetstream.JetStream, ns mesh.Namespace, p Uses
 		if err != nil {
 			return nil, fmt.Errorf("bind bucket %s: %w", ns.Bucket(b), err)
 		}
+		// The lookup above read the bucket's stream info; this reads it again,
+		// once per bucket at start, for its metadata.
+		if st, err := js.Stream(ctx, "KV_"+ns.Bucket(b)); err == nil {
+			if err := checkFormat(st.CachedInfo()); err != nil {
+				return nil, err
+			}
+		}
 		*dst = kv
 	}
 	for _, b := range p.Objects {
@@ -301,6 +365,9 @@ func Bind(ctx context.Context, js jetstream.JetStream, ns mesh.Namespace, p Uses
 		s, err := js.Stream(ctx, ns.Stream(name))
 		if err != nil {
 			return nil, fmt.Errorf("bind stream %s: %w", ns.Stream(name), err)
+		}
+		if err := checkFormat(s.CachedInfo()); err != nil {
+			return nil, err
 		}
 		*dst = s
 		if name == mesh.StreamMessages {
@@ -325,7 +392,7 @@ func retry(ctx context.Context, what string, onRetry func(error), attempt func(c
 		if err == nil {
 			return r, nil
 		}
-		if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, ErrReplicas) {
+		if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, ErrReplicas) || errors.Is(err, ErrNewerFormat) {
 			// Closed for good (its credentials refused), or a replica count
 			// only the operator can settle: waiting is vain.
 			return nil, fmt.Errorf("%s: %w", what, err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 
@@ -196,6 +197,55 @@ func TestProvisionIsIdempotent(t *testing.T) {
 	for range 2 {
 		if _, err := store.Provision(t.Context(), m.JS, m.NS, store.ProvisionConfig{}); err != nil {
 			t.Fatalf("provision again: %v", err)
+		}
+	}
+}
+
+// Provisioning marks every stream, bucket and object store with the
+// stored format; a stream marked newer than this release is refused, by
+// provisioning and by a role binding it, with both versions named, and is
+// left as it was.
+func TestNewerStoredFormatIsRefused(t *testing.T) {
+	m := meshtest.New(t)
+	ctx := t.Context()
+	for _, name := range []string{m.NS.Stream(mesh.StreamEvents), "KV_" + m.NS.Bucket(mesh.BucketSessions), "OBJ_" + m.NS.Bucket(mesh.BucketFiles)} {
+		s, err := m.JS.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.CachedInfo().Config.Metadata[store.FormatKey]; got != fmt.Sprint(mesh.StoreFormat) {
+			t.Errorf("%s: %s = %q, want %d", name, store.FormatKey, got, mesh.StoreFormat)
+		}
+	}
+	for _, name := range []string{m.NS.Stream(mesh.StreamWork), "KV_" + m.NS.Bucket(mesh.BucketApprovals)} {
+		s, err := m.JS.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := s.CachedInfo().Config
+		cfg.Metadata = map[string]string{store.FormatKey: fmt.Sprint(mesh.StoreFormat + 1)}
+		if _, err := m.JS.UpdateStream(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("stream %s holds stored format %d, and this mesh (%s) reads format %d", name, mesh.StoreFormat+1, mesh.Release, mesh.StoreFormat)
+		_, err = store.Provision(ctx, m.JS, m.NS, store.ProvisionConfig{})
+		if !errors.Is(err, store.ErrNewerFormat) || !strings.Contains(err.Error(), want) {
+			t.Errorf("provision over %s: %v, want %q", name, err, want)
+		}
+		uses := store.Uses{Streams: []string{mesh.StreamWork}}
+		if strings.HasPrefix(name, "KV_") {
+			uses = store.Uses{Buckets: []string{mesh.BucketApprovals}}
+		}
+		if _, err := store.Bind(ctx, m.JS, m.NS, uses); !errors.Is(err, store.ErrNewerFormat) {
+			t.Errorf("bind %s: %v, want ErrNewerFormat", name, err)
+		}
+		s, _ = m.JS.Stream(ctx, name)
+		if got := s.CachedInfo().Config.Metadata[store.FormatKey]; got != fmt.Sprint(mesh.StoreFormat+1) {
+			t.Errorf("%s after the refusals: format %q, want it untouched", name, got)
+		}
+		cfg.Metadata[store.FormatKey] = fmt.Sprint(mesh.StoreFormat)
+		if _, err := m.JS.UpdateStream(ctx, cfg); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
