@@ -47,7 +47,12 @@ type Conversation struct {
 	// Owner is the HTTP principal who created the conversation: only it
 	// and admins reach it while authentication is on. Empty when it was
 	// created with authentication off (or over NATS): admins only.
-	Owner  string `json:"owner,omitempty"`
+	Owner string `json:"owner,omitempty"`
+	// Direct marks a conversation of direct tool calls (the MCP gateway):
+	// each user message is a [DirectCall] the agent runs as asked, through
+	// the catalog and the approvals, and its result is the answer; the
+	// model is never called.
+	Direct bool   `json:"direct,omitempty"`
 	Status Status `json:"status"`
 	// Title is the conversation's first user message, clipped.
 	Title string `json:"title,omitempty"`
@@ -483,4 +488,12 @@ func TitleOf(msgs []Message) string {
 		}
 	}
 	return ""
+}
+
+// DirectCall is the user message of a [Conversation.Direct] conversation:
+// the hosted tool to call and its arguments.
+type DirectCall struct {
+	Server    string         `json:"server"`
+	Tool      string         `json:"tool"`
+	Arguments map[string]any `json:"arguments"`
 }

@@ -334,8 +334,30 @@ func (c *Core) CreateChat(ctx context.Context, id, group string, caller Caller) 
 	return c.create(ctx, id, group, c.cfg.Agent, caller)
 }
 
+// CreateDirect creates a conversation of direct tool calls
+// ([mesh.Conversation.Direct]) with the default agent: its messages are
+// [mesh.DirectCall]s, run through the agent's catalog and approvals
+// without a model.
+func (c *Core) CreateDirect(ctx context.Context, id string, caller Caller) (*mesh.Conversation, error) {
+	return c.createWith(ctx, id, "", c.cfg.Agent, caller, func(conv *mesh.Conversation) {
+		conv.Direct, conv.Messages = true, nil
+	})
+}
+
+// Await waits for run runID of conversation session, one the caller did
+// not start (the resume of an approval decided elsewhere): its end, or
+// the poll of its conversation should the end be missed. Wait on it, or
+// Close it.
+func (c *Core) Await(session, runID string) *Run { return c.register(runID, session) }
+
 // create makes a conversation for agent, or a chat of group.
 func (c *Core) create(ctx context.Context, id, group, agent string, caller Caller) (*mesh.Conversation, error) {
+	return c.createWith(ctx, id, group, agent, caller, nil)
+}
+
+// createWith is create, with edit applied to the conversation before it is
+// stored.
+func (c *Core) createWith(ctx context.Context, id, group, agent string, caller Caller, edit func(*mesh.Conversation)) (*mesh.Conversation, error) {
 	if err := c.Writes(caller); err != nil {
 		return nil, err
 	}
@@ -365,6 +387,9 @@ func (c *Core) create(ctx context.Context, id, group, agent string, caller Calle
 		}
 		// Each member has its own system prompt: the chat has none.
 		conv.Agent, conv.Messages, conv.Group = "", nil, &mesh.GroupRun{Name: g.Name}
+	}
+	if edit != nil {
+		edit(conv)
 	}
 	if err := c.Sessions.Create(ctx, conv); err != nil {
 		return nil, err

@@ -229,6 +229,11 @@ func (s *server) serverFor(r *http.Request) *mcp.Server {
 		mcp.AddTool(srv, &mcp.Tool{Name: GroupToolPrefix + g.Name, Title: g.Name, Description: desc,
 			Annotations: &mcp.ToolAnnotations{OpenWorldHint: ptr(true)}}, s.ask(caller, "", g.Name))
 	}
+	entries, err := s.cfg.Core.Catalog.List(r.Context())
+	if err != nil {
+		s.cfg.Logger.Warn().Err(err).Msg("mcp: list the tool catalog")
+	}
+	s.addGateway(srv, caller, entries)
 	return srv
 }
 
@@ -287,12 +292,9 @@ func (s *server) ask(caller core.Caller, agent, group string) mcp.ToolHandlerFor
 		if err != nil {
 			return failed(err), AskOutput{ConversationID: conv}, nil
 		}
-		if tok := req.Params.GetProgressToken(); tok != nil {
-			pctx, stop := context.WithCancel(ctx)
-			defer stop()
-			go s.progress(pctx, req, tok, conv, run)
-		}
+		flushed := s.followProgress(ctx, req, conv, run)
 		out, err := run.Wait(ctx)
+		flushed()
 		if ctx.Err() != nil {
 			// The client cancelled the request (or went away): so is the turn.
 			if cerr := c.Cancel(context.WithoutCancel(ctx), conv, run.ID); cerr != nil {
@@ -363,7 +365,36 @@ func failed(err error) *mcp.CallToolResult {
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(body)}}}
 }
 
-// progress sends the run's events as progress notifications until ctx ends.
+// progressFlush bounds how long an answer waits for the progress of its
+// run's end to go out first.
+const progressFlush = time.Second
+
+// followProgress sends run's events as progress notifications when the
+// request carries a progress token, and returns the function to call once
+// the run is over: it waits (up to progressFlush) until the run's end went
+// out as progress, so that a client gets it before the answer, then stops.
+func (s *server) followProgress(ctx context.Context, req *mcp.CallToolRequest, conv string, run *core.Run) (flushed func()) {
+	tok := req.Params.GetProgressToken()
+	if tok == nil {
+		return func() {}
+	}
+	pctx, stop := context.WithCancel(ctx)
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		s.progress(pctx, req, tok, conv, run)
+	}()
+	return func() {
+		select {
+		case <-ended:
+		case <-time.After(progressFlush):
+		}
+		stop()
+	}
+}
+
+// progress sends the run's events as progress notifications until its end
+// (sent too) or until ctx ends.
 func (s *server) progress(ctx context.Context, req *mcp.CallToolRequest, tok any, conv string, run *core.Run) {
 	f, err := s.cfg.Core.Follow(ctx, conv, run.EventsAfter())
 	if err != nil {
@@ -379,12 +410,13 @@ func (s *server) progress(ctx context.Context, req *mcp.CallToolRequest, tok any
 		if ev.Run != run.ID {
 			continue
 		}
-		msg := progressMessage(ev)
-		if msg == "" {
-			continue
+		if msg := progressMessage(ev); msg != "" {
+			n++
+			if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(n), Message: msg}); err != nil {
+				return
+			}
 		}
-		n++
-		if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(n), Message: msg}); err != nil {
+		if ev.Type == mesh.EventRunFinished || ev.Type == mesh.EventRunError {
 			return
 		}
 	}

@@ -791,3 +791,50 @@ func TestTurnDeliveredAgainLongAfterItWasAppliedIsDropped(t *testing.T) {
 		t.Errorf("%d messages of the first turn; want 2 (stored once)", n)
 	}
 }
+
+// A conversation of direct calls runs the call its message names, through
+// the catalog and the approvals, and answers with the result: the model is
+// never called. A call of no tool the agent offers fails the turn, saying
+// so.
+func TestDirectConversationRunsTheCallAsked(t *testing.T) {
+	f := newFixture(t, script(func(context.Context, llm.Request) (*llm.Response, error) {
+		t.Error("the model was called in a conversation of direct calls")
+		return &llm.Response{Text: "no"}, nil
+	}), nil)
+	c := &mesh.Conversation{ID: mesh.NewID(), SessionID: mesh.NewTraceID(), Agent: "tester", Direct: true, Status: mesh.StatusActive}
+	if err := f.store.Create(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	direct := func(tool string, args map[string]any) string {
+		data, _ := json.Marshal(mesh.DirectCall{Server: "srv", Tool: tool, Arguments: args})
+		return string(data)
+	}
+	turn, got := f.turn(c.ID, direct("safe", map[string]any{"a": 1}))
+	if got.Status != mesh.StatusActive || got.LastRun == nil || !strings.HasPrefix(got.LastRun.Response, "ran safe") {
+		t.Fatalf("safe call: status %s, last run %+v; want its result as the answer", got.Status, got.LastRun)
+	}
+	var calls []mesh.ToolCall
+	for _, m := range got.Messages {
+		if m.TurnID == turn {
+			calls = append(calls, m.ToolCalls...)
+		}
+	}
+	if len(calls) != 1 || f.callCount(calls[0].ID) != 1 {
+		t.Fatalf("calls of the turn %+v: want safe, run once", calls)
+	}
+
+	_, got = f.turn(c.ID, direct("danger", map[string]any{"b": 2}))
+	if got.Status != mesh.StatusWaitingApproval || got.PendingApproval == nil || got.PendingApproval.ToolArgs["b"] != 2.0 {
+		t.Fatalf("destructive call: status %s pending %+v; want it waiting with its arguments", got.Status, got.PendingApproval)
+	}
+	ap := got.PendingApproval.UUID
+	got = f.decide(c.ID, ap, true)
+	if f.callCount(ap) != 1 || got.Status != mesh.StatusActive || got.LastRun == nil || !strings.HasPrefix(got.LastRun.Response, "ran danger") {
+		t.Errorf("approved: ran %d times, status %s, last run %+v", f.callCount(ap), got.Status, got.LastRun)
+	}
+
+	_, got = f.turn(c.ID, direct("nothing", nil))
+	if got.LastRun == nil || got.LastRun.ErrorCode != mesh.CodeToolError || !strings.Contains(got.LastRun.Error, "offers no tool nothing") {
+		t.Errorf("unknown tool: last run %+v; want a tool error naming it", got.LastRun)
+	}
+}

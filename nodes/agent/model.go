@@ -29,6 +29,22 @@ func (t *turn) loop(ctx context.Context) {
 			t.cancelled(ctx)
 			return
 		}
+		if t.conv.Direct {
+			// A direct call: the call the user asked for, then its result.
+			if t.ex.iterations > 0 || t.resumed != nil {
+				t.end.response = t.lastResult()
+				t.end.outcome = mesh.OutcomeSuccess
+				return
+			}
+			t.ex.iterations++
+			if err := t.directCall(); err != nil {
+				t.end.errCode, t.end.errText = mesh.CodeToolError, err.Error()
+				t.notice(err.Error())
+				t.end.outcome = mesh.OutcomeError
+				return
+			}
+			continue
+		}
 		if t.ex.iterations >= t.a.maxIter {
 			t.notice(fmt.Sprintf("I stopped after %d tool iterations without reaching an answer.", t.a.maxIter))
 			t.end.outcome = mesh.OutcomeSuccess
@@ -57,6 +73,39 @@ func (t *turn) loop(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// directCall adds the assistant message of a direct conversation's turn:
+// the call its user message names, resolved against the step's offer as a
+// model's call is (so the catalog, destructiveness and approvals hold).
+func (t *turn) directCall() error {
+	var dc mesh.DirectCall
+	if err := json.Unmarshal([]byte(t.item.Message), &dc); err != nil || dc.Server == "" || dc.Tool == "" {
+		return fmt.Errorf("a direct call is {\"server\", \"tool\", \"arguments\"}, not %q", mesh.Clip(t.item.Message))
+	}
+	o := t.stepOffer()
+	t.offer = o
+	for fn, e := range o.mcp {
+		if e.Server != dc.Server || e.Name != dc.Tool {
+			continue
+		}
+		args, _ := json.Marshal(dc.Arguments)
+		msg := t.message(t.idPrefix()+"-a1", mesh.RoleAssistant, "")
+		msg.ToolCalls = []mesh.ToolCall{t.toToolCall(llm.ToolCall{Name: fn, Arguments: args}, 0)}
+		t.ex.add(msg)
+		return nil
+	}
+	return fmt.Errorf("the agent %s offers no tool %s of server %s", t.a.name, dc.Tool, dc.Server)
+}
+
+// lastResult is the content of the last tool result this run added.
+func (t *turn) lastResult() string {
+	for i := len(t.ex.added) - 1; i >= 0; i-- {
+		if t.ex.added[i].Role == mesh.RoleTool {
+			return t.ex.added[i].Content
+		}
+	}
+	return ""
 }
 
 // generate calls the model, streaming its text as TEXT_MESSAGE events.

@@ -1,0 +1,209 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentmesh/agentmesh/mesh/meshtest"
+)
+
+// gatewayClient is the Go SDK's client on /mcp, answering elicitations
+// with answer (nil: it declares no elicitation), counting them.
+func gatewayClient(t *testing.T, m *meshProc, answer func(*mcp.ElicitRequest) *mcp.ElicitResult, asked *atomic.Int32, headers ...string) *mcp.ClientSession {
+	t.Helper()
+	opts := &mcp.ClientOptions{}
+	if answer != nil {
+		opts.ElicitationHandler = func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked.Add(1)
+			return answer(req), nil
+		}
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e-gateway", Version: "1.0.0"}, opts)
+	cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: m.url("/mcp"), HTTPClient: &http.Client{Transport: headerTransport(headers)}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// callTool calls a tool and decodes the structured content.
+func callTool(ctx context.Context, cs *mcp.ClientSession, name string, args map[string]any) (*mcp.CallToolResult, map[string]any, error) {
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		return nil, nil, err
+	}
+	var out map[string]any
+	data, _ := json.Marshal(res.StructuredContent)
+	_ = json.Unmarshal(data, &out)
+	return res, out, nil
+}
+
+// pendingFor waits until an approval of tool waits, and returns it.
+func (m *meshProc) pendingFor(t *testing.T, tool string, headers ...string) map[string]any {
+	t.Helper()
+	var ap map[string]any
+	meshtest.Eventually(t, 30*time.Second, func() bool {
+		for _, a := range list(m.do(http.StatusOK, "GET", "/approvals?status=pending", nil, headers...), "approvals") {
+			if str(a, "tool_name") == tool && str(a, "status") == "pending" {
+				ap = obj(a)
+				return true
+			}
+		}
+		return false
+	}, "no pending approval of %s", tool)
+	return ap
+}
+
+// The hosted tools are tools of /mcp too, <server>.<tool>: a read-only one
+// runs at once; a destructive one waits for a person, who decides it as
+// any approval (here over REST), and the call completes with its result,
+// having run once; the same decision sent again is refused and runs
+// nothing.
+func TestMCPGatewayRunsHostedToolsAfterAPerson(t *testing.T) {
+	t.Parallel()
+	m := startMesh(t, meshOpts{})
+	cs := gatewayClient(t, m, nil, nil)
+	ctx := t.Context()
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var add *mcp.Tool
+	var names []string
+	for _, tool := range tools.Tools {
+		names = append(names, tool.Name)
+		if tool.Name == "resources.resources_add" {
+			add = tool
+		}
+	}
+	if !slices.Contains(names, "resources.resources_list") || add == nil || add.Annotations == nil || add.Annotations.DestructiveHint == nil || !*add.Annotations.DestructiveHint {
+		t.Fatalf("tools %v (add %+v): want the hosted tools, resources_add destructive", names, add)
+	}
+
+	res, out, err := callTool(ctx, cs, "resources.resources_list", map[string]any{})
+	if err != nil || res.IsError || textOf(res) == "" || str(out, "conversation_id") == "" {
+		t.Fatalf("read-only call: %v %+v %v", err, res, out)
+	}
+
+	type answer struct {
+		res *mcp.CallToolResult
+		out map[string]any
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		res, out, err := callTool(ctx, cs, "resources.resources_add", map[string]any{"name": "gw-1", "value": 1})
+		done <- answer{res, out, err}
+	}()
+	ap := m.pendingFor(t, "resources_add")
+	if n := m.resourceRows("gw-1"); n != 0 {
+		t.Fatalf("rows before the decision: %d", n)
+	}
+	select {
+	case a := <-done:
+		t.Fatalf("the destructive call answered before a decision: %+v %v", a.res, a.err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	m.do(http.StatusOK, "POST", "/approvals/"+str(ap, "uuid"), map[string]any{"answer": "yes"})
+	a := <-done
+	if a.err != nil || a.res.IsError || str(a.out, "decision") != "approved" {
+		t.Fatalf("the approved call: %v %+v %v", a.err, a.res, a.out)
+	}
+	if n := m.resourceRows("gw-1"); n != 1 {
+		t.Errorf("rows after the approved call: %d, want 1", n)
+	}
+	if status, out := m.try("POST", "/approvals/"+str(ap, "uuid"), map[string]any{"answer": "yes"}); status != http.StatusConflict || str(out, "code") != "approval_decided" {
+		t.Errorf("the decision sent again: %d %v, want 409 approval_decided", status, out)
+	}
+	if n := m.resourceRows("gw-1"); n != 1 {
+		t.Errorf("rows after the decision sent again: %d, want 1", n)
+	}
+}
+
+// A client that can elicit, used by someone who may decide, is asked, with
+// the exact arguments; its answer is the decision: approve runs the call
+// once, decline refuses it.
+func TestMCPGatewayAsksTheClientsUser(t *testing.T) {
+	t.Parallel()
+	m := startMesh(t, meshOpts{})
+	var asked atomic.Int32
+	var shown atomic.Value
+	approve := true
+	cs := gatewayClient(t, m, func(req *mcp.ElicitRequest) *mcp.ElicitResult {
+		shown.Store(req.Params.Message)
+		if approve {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approve": true}}
+		}
+		return &mcp.ElicitResult{Action: "decline"}
+	}, &asked)
+	ctx := t.Context()
+	res, out, err := callTool(ctx, cs, "resources.resources_add", map[string]any{"name": "gw-2", "value": 2})
+	if err != nil || res.IsError || str(out, "decision") != "approved" || asked.Load() != 1 {
+		t.Fatalf("approved by elicitation: %v %+v %v, asked %d", err, res, out, asked.Load())
+	}
+	if msg, _ := shown.Load().(string); !containsAll(msg, "resources_add", `"gw-2"`, `"value": 2`) {
+		t.Errorf("the elicitation showed %q: want the tool and its arguments", msg)
+	}
+	if n := m.resourceRows("gw-2"); n != 1 {
+		t.Errorf("rows after the approved call: %d, want 1", n)
+	}
+	approve = false
+	res, out, err = callTool(ctx, cs, "resources.resources_add", map[string]any{"name": "gw-3", "value": 3})
+	if err != nil || !res.IsError || str(out, "decision") != "rejected" {
+		t.Errorf("declined by elicitation: %v %+v %v", err, res, out)
+	}
+	if n := m.resourceRows("gw-3"); n != 0 {
+		t.Errorf("rows after the declined call: %d, want 0", n)
+	}
+}
+
+// With authentication on, a user's client is not asked to approve (a user
+// may not decide) even when it can elicit: the call waits for an approver,
+// and completes once one decides.
+func TestMCPGatewayAsksOnlyThoseWhoMayDecide(t *testing.T) {
+	t.Parallel()
+	m := startMesh(t, meshOpts{config: authCLIConfig(t)})
+	var asked atomic.Int32
+	cs := gatewayClient(t, m, func(*mcp.ElicitRequest) *mcp.ElicitResult {
+		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approve": true}}
+	}, &asked, bearer(aliceToken)...)
+	done := make(chan error, 1)
+	var out map[string]any
+	go func() {
+		var err error
+		_, out, err = callTool(t.Context(), cs, "resources.resources_add", map[string]any{"name": "gw-4", "value": 4})
+		done <- err
+	}()
+	ap := m.pendingFor(t, "resources_add", bearer(opsToken)...)
+	if asked.Load() != 0 {
+		t.Errorf("a user's client was asked to approve %d times", asked.Load())
+	}
+	if n := m.resourceRows("gw-4"); n != 0 {
+		t.Fatalf("rows before the approver decided: %d", n)
+	}
+	m.do(http.StatusOK, "POST", "/approvals/"+str(ap, "uuid"), map[string]any{"answer": "yes"}, bearer(opsToken)...)
+	if err := <-done; err != nil || str(out, "decision") != "approved" {
+		t.Errorf("alice's call after ops approved: %v %v", err, out)
+	}
+	if n := m.resourceRows("gw-4"); n != 1 {
+		t.Errorf("rows after the approver decided: %d, want 1", n)
+	}
+}
+
+func containsAll(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
