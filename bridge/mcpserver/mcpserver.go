@@ -49,6 +49,10 @@ const (
 // sessionTimeout is how long an idle MCP session is kept.
 const sessionTimeout = 30 * time.Minute
 
+// eventStoreBytes bounds the events kept for resumption, all sessions
+// together: the oldest go first.
+const eventStoreBytes = 16 << 20
+
 // Config configures the MCP server.
 type Config struct {
 	Core    *core.Core
@@ -66,7 +70,11 @@ type Config struct {
 // server's stream) and DELETE (end a session) of [Path].
 func Register(mux core.Mux, cfg Config) {
 	s := &server{cfg: cfg, owners: map[string]*owner{}}
-	s.sdk = mcp.NewStreamableHTTPHandler(s.serverFor, &mcp.StreamableHTTPOptions{SessionTimeout: sessionTimeout})
+	// The events of each session's streams are kept (bounded) so that a
+	// client that lost its stream resumes it with Last-Event-ID.
+	events := mcp.NewMemoryEventStore(nil)
+	events.SetMaxBytes(eventStoreBytes)
+	s.sdk = mcp.NewStreamableHTTPHandler(s.serverFor, &mcp.StreamableHTTPOptions{SessionTimeout: sessionTimeout, EventStore: events})
 	for _, m := range []string{"POST", "GET", "DELETE"} {
 		mux.HandleFunc(m+" "+Path, s.serveHTTP)
 	}

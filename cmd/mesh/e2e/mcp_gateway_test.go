@@ -1,9 +1,13 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -206,4 +210,98 @@ func containsAll(s string, subs ...string) bool {
 		}
 	}
 	return true
+}
+
+// mcpRaw is a bare Streamable HTTP exchange with /mcp, as a client that is
+// not an SDK makes it.
+type mcpRaw struct {
+	t       *testing.T
+	m       *meshProc
+	session string
+}
+
+func (c *mcpRaw) post(body string) *http.Response {
+	c.t.Helper()
+	req, _ := http.NewRequest("POST", c.m.url("/mcp"), strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if c.session != "" {
+		req.Header.Set("Mcp-Session-Id", c.session)
+		req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if c.session == "" {
+		c.session = resp.Header.Get("Mcp-Session-Id")
+	}
+	return resp
+}
+
+// sseUntil reads server-sent events from body until one's data holds
+// want, and returns the id of the last event read.
+func sseUntil(t *testing.T, body io.Reader, want string) (lastID string, found bool) {
+	t.Helper()
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if id, ok := strings.CutPrefix(line, "id: "); ok {
+			lastID = id
+		}
+		if data, ok := strings.CutPrefix(line, "data: "); ok && strings.Contains(data, want) {
+			return lastID, true
+		}
+	}
+	return lastID, false
+}
+
+// A client whose stream of a call breaks resumes it with Last-Event-ID
+// (GET /mcp) and gets the rest, the answer included: the call is not run
+// again.
+func TestMCPStreamResumesWithLastEventID(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	m := startMesh(t, meshOpts{config: gateConfig(dir)})
+	c := &mcpRaw{t: t, m: m}
+	resp := c.post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if c.session == "" {
+		t.Fatal("no Mcp-Session-Id")
+	}
+	resp = c.post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	resp.Body.Close()
+
+	resp = c.post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"agent_gatekeeper","arguments":{"message":"list items"},"_meta":{"progressToken":"p"}}}`)
+	last, ok := sseUntil(t, resp.Body, `"calling `)
+	resp.Body.Close() // the stream breaks in the middle of the call
+	if !ok || last == "" {
+		t.Fatalf("the call's stream gave no progress with an id (last id %q)", last)
+	}
+	openGate(t, dir)
+
+	req, _ := http.NewRequest("GET", m.url("/mcp"), nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", c.session)
+	req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+	req.Header.Set("Last-Event-ID", last)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	resumed, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resumed.Body.Close()
+	if resumed.StatusCode != http.StatusOK {
+		t.Fatalf("GET /mcp with Last-Event-ID: %d", resumed.StatusCode)
+	}
+	if _, ok := sseUntil(t, resumed.Body, `"id":2,"result"`); !ok {
+		t.Error("the resumed stream never gave the call's answer")
+	}
+	data, _ := os.ReadFile(filepath.Join(dir, "calls"))
+	if n := strings.Count(string(data), "\n"); n != 1 {
+		t.Errorf("the tool ran %d times, want 1", n)
+	}
 }
