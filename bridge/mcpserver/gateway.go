@@ -30,7 +30,21 @@ import (
 // GatewayToolName is the MCP name of a hosted tool.
 func GatewayToolName(e mesh.ToolEntry) string { return e.Server + "." + e.Name }
 
+// ApprovalWaitTool waits for the decision of an approval a hosted tool's
+// call answered with when the person took longer than the call may wait.
+const ApprovalWaitTool = "approval_wait"
+
+// ApprovalWaitInput is what approval_wait takes.
+type ApprovalWaitInput struct {
+	ApprovalID string `json:"approval_id" jsonschema:"the approval a call answered with"`
+}
+
 func (s *server) addGateway(srv *mcp.Server, caller core.Caller, entries []mesh.ToolEntry) {
+	if len(entries) > 0 {
+		mcp.AddTool(srv, &mcp.Tool{Name: ApprovalWaitTool, Title: "Wait for an approval",
+			Description: "Waits for a person's decision on an approval a destructive tool's call answered with, and answers with the call's result once it ran (or was rejected), or with the approval still waiting.",
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, s.approvalWait(caller))
+	}
 	for _, e := range entries {
 		schema := json.RawMessage(e.InputSchema)
 		if len(schema) == 0 {
@@ -93,28 +107,88 @@ func (s *server) gateway(caller core.Caller, e mesh.ToolEntry) mcp.ToolHandler {
 			o.Approval = res.Approval
 			resume := s.decision(ctx, req, caller, res.Approval)
 			flushed := s.followProgress(ctx, req, conv.ID, resume)
-			out, err = resume.Wait(ctx)
+			wctx, cancel := context.WithTimeout(ctx, s.cfg.ApprovalWait)
+			out, err = resume.Wait(wctx)
+			cancel()
 			flushed()
-			if ctx.Err() != nil {
+			switch {
+			case ctx.Err() != nil:
 				// The approval stays for a person: deciding it runs the call.
 				return nil, ctx.Err()
-			}
-			if err != nil {
+			case err != nil:
 				return failed(err), nil
+			case !out.Finished:
+				return stillWaiting(o), nil
 			}
 			res = core.ResultOf(out.Conversation, resume.ID, out.Event)
 		}
-		if res.Error != "" {
-			return failed(fmt.Errorf("%s: %s", res.ErrorCode, res.Error)), nil
+		return s.gatewayAnswer(ctx, out, res, o), nil
+	}
+}
+
+// gatewayAnswer is the answer of a direct call whose run ended.
+func (s *server) gatewayAnswer(ctx context.Context, out *core.Outcome, res core.Result, o GatewayOutput) *mcp.CallToolResult {
+	if res.Error != "" {
+		return failed(fmt.Errorf("%s: %s", res.ErrorCode, res.Error))
+	}
+	text, isErr := toolResult(out.Conversation)
+	o.IsError = isErr
+	if o.Approval != nil {
+		if ap, err := s.cfg.Core.Approvals.Get(context.WithoutCancel(ctx), o.Approval.UUID); err == nil {
+			o.Decision = string(ap.Status)
 		}
-		text, isErr := toolResult(out.Conversation)
-		o.IsError = isErr
-		if o.Approval != nil {
-			if ap, err := c.Approvals.Get(context.WithoutCancel(ctx), o.Approval.UUID); err == nil {
-				o.Decision = string(ap.Status)
-			}
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: isErr, StructuredContent: o}
+}
+
+// stillWaiting answers a call whose approval no one decided within the
+// wait: the approval, and how to wait on.
+func stillWaiting(o GatewayOutput) *mcp.CallToolResult {
+	o.Decision = string(mesh.ApprovalPending)
+	text := fmt.Sprintf("This call waits for a person to approve it (approval %s: %s). Call %s with approval_id %s to wait for the decision and the result.",
+		o.Approval.UUID, o.Approval.Description, ApprovalWaitTool, o.Approval.UUID)
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, StructuredContent: o}
+}
+
+// approvalWait is the handler of approval_wait: the caller's own approvals
+// (or, for an approver, any), waited on as the call would have.
+func (s *server) approvalWait(caller core.Caller) mcp.ToolHandlerFor[ApprovalWaitInput, GatewayOutput] {
+	return func(ctx context.Context, req *mcp.CallToolRequest, in ApprovalWaitInput) (*mcp.CallToolResult, GatewayOutput, error) {
+		c := s.cfg.Core
+		if err := core.CheckApprovalID(in.ApprovalID); err != nil {
+			return failed(err), GatewayOutput{}, nil
 		}
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: isErr, StructuredContent: o}, nil
+		ap, err := c.Approvals.Get(ctx, in.ApprovalID)
+		if err == nil {
+			// Another's approval is as unknown as none.
+			_, err = c.HeadFor(ctx, ap.ConversationID, caller)
+		}
+		if err != nil {
+			return failed(mesh.ErrApprovalNotFound.With("no approval " + mesh.Clip(in.ApprovalID))), GatewayOutput{}, nil
+		}
+		pending := &mesh.PendingApproval{UUID: ap.UUID, ConversationID: ap.ConversationID, ToolCallID: ap.ToolCallID, ToolName: ap.ToolName,
+			Server: ap.Server, ToolArgs: ap.ToolArgs, ArgsHash: ap.ArgsHash, Description: ap.Description, CreatedAt: ap.CreatedAt}
+		o := GatewayOutput{ConversationID: ap.ConversationID, Approval: pending}
+		resume := c.Await(ap.ConversationID, ap.UUID)
+		flushed := s.followProgress(ctx, req, ap.ConversationID, resume)
+		wctx, cancel := context.WithTimeout(ctx, s.cfg.ApprovalWait)
+		out, err := resume.Wait(wctx)
+		cancel()
+		flushed()
+		switch {
+		case ctx.Err() != nil:
+			return nil, GatewayOutput{}, ctx.Err()
+		case err != nil:
+			return failed(err), GatewayOutput{}, nil
+		case !out.Finished:
+			return stillWaiting(o), o, nil
+		}
+		res := core.ResultOf(out.Conversation, resume.ID, out.Event)
+		answer := s.gatewayAnswer(ctx, out, res, o)
+		if sc, ok := answer.StructuredContent.(GatewayOutput); ok {
+			o = sc
+		}
+		return answer, o, nil
 	}
 }
 

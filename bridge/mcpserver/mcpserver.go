@@ -64,11 +64,18 @@ type Config struct {
 	// AuthorizationServers issue the tokens the bridge takes (a JWT
 	// issuer); none for static tokens.
 	AuthorizationServers []string
+	// ApprovalWait bounds how long a hosted tool's call waits for a
+	// person's decision before it answers with the approval, to be waited
+	// on with approval_wait (http.wait_timeout). Zero means 30s.
+	ApprovalWait time.Duration
 }
 
 // Register mounts the MCP server on mux: POST (messages), GET (the
 // server's stream) and DELETE (end a session) of [Path].
 func Register(mux core.Mux, cfg Config) {
+	if cfg.ApprovalWait <= 0 {
+		cfg.ApprovalWait = 30 * time.Second
+	}
 	s := &server{cfg: cfg, owners: map[string]*owner{}}
 	// The events of each session's streams are kept (bounded) so that a
 	// client that lost its stream resumes it with Last-Event-ID.

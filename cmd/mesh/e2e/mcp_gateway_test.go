@@ -305,3 +305,31 @@ func TestMCPStreamResumesWithLastEventID(t *testing.T) {
 		t.Errorf("the tool ran %d times, want 1", n)
 	}
 }
+
+// A destructive call no one decides within the call's wait
+// (http.wait_timeout) answers with its approval, still pending; once a
+// person decides it, approval_wait answers with the call's result. The
+// approval of another user is as unknown as none.
+func TestMCPGatewayCallOutlastedByItsApprovalIsWaitedOn(t *testing.T) {
+	t.Parallel()
+	m := startMesh(t, meshOpts{config: authCLIConfig(t) + "http:\n  wait_timeout: 2s\n"})
+	ctx := t.Context()
+	cs := gatewayClient(t, m, nil, nil, bearer(aliceToken)...)
+	res, out, err := callTool(ctx, cs, "resources.resources_add", map[string]any{"name": "gw-5", "value": 5})
+	uuid := str(out, "approval", "uuid")
+	if err != nil || res.IsError || str(out, "decision") != "pending" || uuid == "" || !strings.Contains(textOf(res), "approval_wait") {
+		t.Fatalf("the call outlasted by its approval: %v %q %v", err, textOf(res), out)
+	}
+	kim := gatewayClient(t, m, nil, nil, bearer(kimToken)...)
+	if res, _, err := callTool(ctx, kim, "approval_wait", map[string]any{"approval_id": uuid}); err != nil || !res.IsError || !strings.Contains(textOf(res), "not_found") {
+		t.Errorf("kim waits on alice's approval: %v %q, want not found", err, textOf(res))
+	}
+	m.do(http.StatusOK, "POST", "/approvals/"+uuid, map[string]any{"answer": "yes"}, bearer(opsToken)...)
+	res, out, err = callTool(ctx, cs, "approval_wait", map[string]any{"approval_id": uuid})
+	if err != nil || res.IsError || str(out, "decision") != "approved" || !strings.Contains(textOf(res), "gw-5") {
+		t.Errorf("approval_wait after the decision: %v %q %v", err, textOf(res), out)
+	}
+	if n := m.resourceRows("gw-5"); n != 1 {
+		t.Errorf("rows: %d, want 1", n)
+	}
+}
