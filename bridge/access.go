@@ -161,7 +161,8 @@ func register(mux core.Mux, b *Role, cfg Config, c *core.Core) {
 		issuers = []string{a.Issuer}
 	}
 	mcpserver.Register(mux, mcpserver.Config{Core: c, Version: cfg.Version, Logger: cfg.Logger,
-		PublicURL: cfg.Agent.HTTP.PublicURL, AuthorizationServers: issuers, ApprovalWait: cfg.Agent.HTTP.WaitTimeout.Std()})
+		PublicURL: cfg.Agent.HTTP.PublicURL, AuthorizationServers: issuers, ApprovalWait: cfg.Agent.HTTP.WaitTimeout.Std(),
+		Tools: cfg.Agent.HTTP.MCPTools})
 	var o *ops.Service // nil when only the patterns are wanted
 	if b != nil {
 		o = b.ops

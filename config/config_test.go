@@ -176,6 +176,7 @@ func TestParseErrorsNameFileFieldAndExpectation(t *testing.T) {
 		{"unknown provider", "name: a\nllm:\n  model: acme:x\n", []string{"llm.model", "acme"}},
 		{"bad port", minimal + "port: 70000\n", []string{"port", "70000"}},
 		{"bad duration", minimal + "http:\n  wait_timeout: soon\n", []string{"soon", "duration"}},
+		{"bad MCP tool choice", minimal + "http:\n  mcp_tools: [a.b.c]\n", []string{"http.mcp_tools", "a.b.c"}},
 		{"wrong type", minimal + "port: eighty\n", []string{"eighty"}},
 		{"unknown field", minimal + "colour: blue\n", []string{"colour"}},
 		{"server without name", minimal + "mcp_servers:\n  - command: x\n", []string{"mcp_servers[0].name"}},

@@ -51,6 +51,10 @@ type HTTP struct {
 	// the work stream (and publishes it again, or fails the turn, when it is
 	// not); a turn whose bridge died is checked at once. Zero means 30s.
 	QueueCheckAfter Duration `yaml:"queue_check_after"`
+	// MCPTools chooses the hosted tools /mcp offers through its gateway:
+	// "<server>" for all of a server's, "<server>.<tool>" for one. Unset
+	// means every hosted tool; an empty list, none.
+	MCPTools *[]string `yaml:"mcp_tools"`
 
 	// ReadHeaderTimeout bounds reading a request's headers. Zero means 10s.
 	ReadHeaderTimeout Duration `yaml:"read_header_timeout"`
@@ -117,6 +121,13 @@ func (h *HTTP) validate() *fieldErr {
 	if h.WriteTimeout != 0 && h.WriteTimeout <= h.WaitTimeout {
 		return &fieldErr{"http.write_timeout", fmt.Sprintf("%s must be longer than http.wait_timeout (%s): an answer waits that long for its turn",
 			h.WriteTimeout.Std(), h.WaitTimeout.Std())}
+	}
+	if h.MCPTools != nil {
+		for _, t := range *h.MCPTools {
+			if t == "" || strings.ContainsAny(t, " */>") || strings.Count(t, ".") > 1 {
+				return &fieldErr{"http.mcp_tools", fmt.Sprintf("%q is not <server> or <server>.<tool>", t)}
+			}
+		}
 	}
 	for _, host := range h.Hosts {
 		if host == "*" {

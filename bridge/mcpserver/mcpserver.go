@@ -64,6 +64,9 @@ type Config struct {
 	// AuthorizationServers issue the tokens the bridge takes (a JWT
 	// issuer); none for static tokens.
 	AuthorizationServers []string
+	// Tools chooses the hosted tools offered (http.mcp_tools): nil means
+	// all, an empty list none; an entry is "<server>" or "<server>.<tool>".
+	Tools *[]string
 	// ApprovalWait bounds how long a hosted tool's call waits for a
 	// person's decision before it answers with the approval, to be waited
 	// on with approval_wait (http.wait_timeout). Zero means 30s.
@@ -248,7 +251,7 @@ func (s *server) serverFor(r *http.Request) *mcp.Server {
 	if err != nil {
 		s.cfg.Logger.Warn().Err(err).Msg("mcp: list the tool catalog")
 	}
-	s.addGateway(srv, caller, entries)
+	s.addGateway(srv, caller, offered(entries, s.cfg.Tools))
 	return srv
 }
 
@@ -477,4 +480,21 @@ func progressMessage(ev core.StreamEvent) string {
 		return "running again"
 	}
 	return ""
+}
+
+// offered is the part of the catalog the configuration lets /mcp offer.
+func offered(entries []mesh.ToolEntry, choose *[]string) []mesh.ToolEntry {
+	if choose == nil {
+		return entries
+	}
+	var out []mesh.ToolEntry
+	for _, e := range entries {
+		for _, c := range *choose {
+			if c == e.Server || c == GatewayToolName(e) {
+				out = append(out, e)
+				break
+			}
+		}
+	}
+	return out
 }
