@@ -109,6 +109,7 @@ func failover[T any](ctx context.Context, p *patience, kind opKind, op func(ctx 
 	wait := 50 * time.Millisecond
 	unsure := false
 	for {
+		started := time.Now()
 		actx, cancel := context.WithTimeout(ctx, failoverAttempt)
 		v, err := op(actx, unsure)
 		cancel()
@@ -124,7 +125,9 @@ func failover[T any](ctx context.Context, p *patience, kind opKind, op func(ctx 
 		}
 		now := time.Now()
 		if kind != opRead {
-			p.failingSince.CompareAndSwap(0, now.UnixNano())
+			// Failing since the attempt began, not since it timed out: the
+			// request that waited the whole bound leaves the next one lost.
+			p.failingSince.CompareAndSwap(0, started.UnixNano())
 		}
 		if fault == faultUnknown {
 			if kind == opWriteOnce {
@@ -262,8 +265,11 @@ func (kv *failoverKV) PutString(ctx context.Context, key string, value string) (
 func (kv *failoverKV) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
 	return failover(ctx, kv.p, opWrite, func(ctx context.Context, unsure bool) (uint64, error) {
 		rev, err := kv.KeyValue.Create(ctx, key, value, opts...)
-		if unsure && errors.Is(err, jetstream.ErrKeyExists) {
-			return kv.ownWrite(ctx, key, value, 0, err)
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			if unsure {
+				return kv.ownWrite(ctx, key, value, 0, err)
+			}
+			return kv.refused(ctx, key, 0, err)
 		}
 		return rev, err
 	})
@@ -274,8 +280,11 @@ func (kv *failoverKV) Create(ctx context.Context, key string, value []byte, opts
 func (kv *failoverKV) Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error) {
 	return failover(ctx, kv.p, opWrite, func(ctx context.Context, unsure bool) (uint64, error) {
 		rev, err := kv.KeyValue.Update(ctx, key, value, revision)
-		if unsure && (errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists)) {
-			return kv.ownWrite(ctx, key, value, revision, err)
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+			if unsure {
+				return kv.ownWrite(ctx, key, value, revision, err)
+			}
+			return kv.refused(ctx, key, revision, err)
 		}
 		return rev, err
 	})
@@ -294,6 +303,19 @@ func (kv *failoverKV) ownWrite(ctx context.Context, key string, value []byte, af
 		return 0, conflict
 	}
 	return 0, errNotCommitted
+}
+
+// refused tells a compare-and-set refusal of a first attempt: conflict when
+// the key shows a revision after after (another writer's), errNotCommitted
+// when it shows none (the leader holds a write, an earlier request's, that
+// it cannot commit: with no majority, every later write meets it).
+func (kv *failoverKV) refused(ctx context.Context, key string, after uint64, conflict error) (uint64, error) {
+	e, err := kv.KeyValue.Get(ctx, key)
+	switch {
+	case err == nil && e.Revision() <= after, errors.Is(err, jetstream.ErrKeyNotFound) && after == 0:
+		return 0, errNotCommitted
+	}
+	return 0, conflict
 }
 
 // errNotCommitted is a compare-and-set write refused for a revision that no
