@@ -84,7 +84,11 @@ func Register(mux core.Mux, cfg Config) {
 	// client that lost its stream resumes it with Last-Event-ID.
 	events := mcp.NewMemoryEventStore(nil)
 	events.SetMaxBytes(eventStoreBytes)
-	s.sdk = mcp.NewStreamableHTTPHandler(s.serverFor, &mcp.StreamableHTTPOptions{SessionTimeout: sessionTimeout, EventStore: events})
+	// The bridge checks the Host header itself (http.hosts, 421): the SDK's
+	// own check, for servers on loopback, would refuse a proxy's host.
+	s.sdk = mcp.NewStreamableHTTPHandler(s.serverFor, &mcp.StreamableHTTPOptions{
+		SessionTimeout: sessionTimeout, EventStore: events, DisableLocalhostProtection: true,
+	})
 	for _, m := range []string{"POST", "GET", "DELETE"} {
 		mux.HandleFunc(m+" "+Path, s.serveHTTP)
 	}

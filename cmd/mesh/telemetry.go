@@ -21,6 +21,7 @@ import (
 // stops both, flushing the spans still buffered.
 func startTelemetry(ctx context.Context, cfg *config.Config, role, nodeID string, breakers func() map[string]string, log zerolog.Logger) (string, func(), error) {
 	telemetry.SetBuild(version, role)
+	telemetry.OnError(func(err error) { log.Warn().Err(err).Msg("opentelemetry") })
 	telemetry.WatchBreakers(breakers)
 	mctx, stopMetrics := context.WithCancel(context.WithoutCancel(ctx))
 	addr := ""

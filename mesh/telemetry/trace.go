@@ -241,3 +241,8 @@ func GenAIProvider(provider string) string {
 	}
 	return provider
 }
+
+// OnError sends the OpenTelemetry SDK's own errors (an export that failed)
+// to f: the role's log, as JSON, rather than Go's log, whose plain lines a
+// reader of JSON logs cannot parse.
+func OnError(f func(error)) { otel.SetErrorHandler(otel.ErrorHandlerFunc(f)) }

@@ -379,6 +379,16 @@ func routeRows(conv, approval, file string) map[string]func() routeRow {
 		"GET /ops/mesh/events": func() routeRow { return routeRow{method: "GET", path: "/ops/mesh/events", need: auth.Read, ok: 200} },
 		"GET /ops/stats":       func() routeRow { return routeRow{method: "GET", path: "/ops/stats", need: auth.Read, ok: 200} },
 		"GET /metrics":         func() routeRow { return routeRow{method: "GET", path: "/metrics", need: auth.Read, ok: 200} },
+		// MCP: past the guard, the SDK refuses what lacks its Accept header
+		// (or, for DELETE, a session): 400.
+		"POST /mcp": func() routeRow {
+			return routeRow{method: "POST", path: "/mcp", body: map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, need: auth.Read, ok: 400}
+		},
+		"GET /mcp":    func() routeRow { return routeRow{method: "GET", path: "/mcp", need: auth.Read, ok: 400} },
+		"DELETE /mcp": func() routeRow { return routeRow{method: "DELETE", path: "/mcp", need: auth.Read, ok: 400} },
+		"GET /.well-known/oauth-protected-resource/mcp": func() routeRow {
+			return routeRow{method: "GET", path: "/.well-known/oauth-protected-resource/mcp", need: auth.Open, ok: 200}
+		},
 		"POST /approvals/{uuid}": func() routeRow {
 			// An approval that does not exist: the guard's answer is what is
 			// checked, and no decision is taken.
