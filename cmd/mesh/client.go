@@ -150,7 +150,9 @@ func (o *clientOptions) admin(ctx context.Context) (*nats.Conn, jetstream.JetStr
 			nc.Close()
 			switch {
 			case refused:
-				return nil, nil, ns, fmt.Errorf("%w: %s", last, refusedIdentity(cfg, id))
+				// nats.go words a refusal during the handshake as the server
+				// sent it and one after it as its own error: say one thing.
+				return nil, nil, ns, fmt.Errorf("%w: %s", nats.ErrAuthorization, refusedIdentity(cfg, id))
 			case last != nil:
 				return nil, nil, ns, fmt.Errorf("no mesh at %s: %w (%s)", natsURL(cfg), last, whereHint)
 			}
