@@ -3,6 +3,7 @@ package agui
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/agentmesh/agentmesh/bridge/core"
@@ -301,7 +302,7 @@ func (t *aiTranslator) translate(ev *mesh.Event) []aiChunk {
 		n := len(out)
 		out = t.one(out, &e)
 		if !t.stepOpen && opensStep(out[n:]) {
-			out = append(out[:n], append([]aiChunk{{Type: "start-step"}}, out[n:]...)...)
+			out = slices.Insert(out, n, aiChunk{Type: "start-step"})
 			t.stepOpen = true
 		}
 	}

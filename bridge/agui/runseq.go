@@ -1,6 +1,7 @@
 package agui
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 
@@ -25,10 +26,23 @@ type runSequence struct {
 	ended  string // the last run that ended
 }
 
+// seen is what the view reads of an event: a run's id, a CUSTOM event's
+// name, and the ids its value carries (run_queued's run, approval_decided's
+// approval).
+type seen struct {
+	RunID string `json:"runId"`
+	Name  string `json:"name"`
+	Value struct {
+		RunID      string `json:"runId"`
+		UUID       string `json:"uuid"`
+		Regenerate bool   `json:"regenerate"`
+	} `json:"value"`
+}
+
 // next returns the events to send before ev, whether ev is sent, and the
 // events to send after it.
 func (s *runSequence) next(ev core.StreamEvent) (before []mesh.Event, send bool, after []mesh.Event) {
-	var e mesh.Event
+	var e seen
 	switch ev.Type {
 	case mesh.EventRunStarted:
 		_ = json.Unmarshal(ev.Data, &e)
@@ -46,9 +60,9 @@ func (s *runSequence) next(ev core.StreamEvent) (before []mesh.Event, send bool,
 	case mesh.EventRunFinished, mesh.EventRunError:
 		_ = json.Unmarshal(ev.Data, &e)
 		if s.open == "" {
-			before = append(before, s.start(firstOf(e.RunID, ev.Run, fmt.Sprintf("event-%d", ev.Seq)), mesh.RunWrittenResumed, nil))
+			before = append(before, s.start(cmp.Or(e.RunID, ev.Run, fmt.Sprintf("event-%d", ev.Seq)), mesh.RunWrittenResumed, nil))
 		}
-		s.ended, s.open = firstOf(e.RunID, ev.Run, s.open), ""
+		s.ended, s.open = cmp.Or(e.RunID, ev.Run, s.open), ""
 		return before, true, nil
 	}
 	if s.open != "" {
@@ -65,14 +79,9 @@ func (s *runSequence) next(ev core.StreamEvent) (before []mesh.Event, send bool,
 		s.open = ev.Run
 		return []mesh.Event{s.start(ev.Run, mesh.RunWrittenResumed, nil)}, true, nil
 	}
+	// A value of another shape leaves e.Value empty, the name read.
 	_ = json.Unmarshal(ev.Data, &e)
-	var v struct {
-		RunID      string `json:"runId"`
-		UUID       string `json:"uuid"`
-		Regenerate bool   `json:"regenerate"`
-	}
-	raw, _ := json.Marshal(e.Value)
-	_ = json.Unmarshal(raw, &v)
+	v := e.Value
 	switch {
 	case e.Name == mesh.CustomRunQueued && v.RunID != "":
 		s.open = v.RunID
@@ -94,7 +103,7 @@ func (s *runSequence) next(ev core.StreamEvent) (before []mesh.Event, send bool,
 // envelope wraps one event of no run in a run of its own.
 func (s *runSequence) envelope(ev core.StreamEvent, name string) ([]mesh.Event, bool, []mesh.Event) {
 	ended := s.ended
-	s.open = fmt.Sprintf("%s-%d", firstOf(name, "event"), ev.Seq)
+	s.open = fmt.Sprintf("%s-%d", cmp.Or(name, "event"), ev.Seq)
 	start := s.start(s.open, mesh.RunWrittenEnvelope, nil)
 	end := s.end(mesh.RunWrittenEnvelope)
 	s.ended = ended
@@ -118,13 +127,4 @@ func (s *runSequence) end(why string) mesh.Event {
 	e.Metadata = map[string]any{mesh.MetaWrittenBy: why}
 	s.ended, s.open = s.open, ""
 	return e
-}
-
-func firstOf(v ...string) string {
-	for _, s := range v {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
 }

@@ -85,51 +85,55 @@ func (s *server) gateway(caller core.Caller, e mesh.ToolEntry) mcp.ToolHandler {
 			return failed(err), nil
 		}
 		call, _ := json.Marshal(mesh.DirectCall{Server: e.Server, Tool: e.Name, Arguments: args})
-		run, err := c.Send(ctx, conv.ID, string(call), caller)
-		if err != nil {
+		run, out, err := s.runTurn(ctx, req, conv.ID, string(call), caller)
+		switch {
+		case run == nil:
 			return failed(err), nil
-		}
-		flushed := s.followProgress(ctx, req, conv.ID, run)
-		out, err := run.Wait(ctx)
-		flushed()
-		if ctx.Err() != nil {
-			if cerr := c.Cancel(context.WithoutCancel(ctx), conv.ID, run.ID); cerr != nil {
-				s.cfg.Logger.Warn().Err(cerr).Str("session", conv.ID).Msg("mcp: cancel the call of a cancelled request")
-			}
+		case ctx.Err() != nil:
 			return nil, ctx.Err()
-		}
-		if err != nil {
+		case err != nil:
 			return failed(err), nil
 		}
 		res := core.ResultOf(out.Conversation, run.ID, out.Event)
 		o := GatewayOutput{ConversationID: conv.ID}
 		if res.WaitingApproval && res.Approval != nil {
 			o.Approval = res.Approval
-			resume := s.decision(ctx, req, caller, res.Approval)
-			flushed := s.followProgress(ctx, req, conv.ID, resume)
-			wctx, cancel := context.WithTimeout(ctx, s.cfg.ApprovalWait)
-			out, err = resume.Wait(wctx)
-			cancel()
-			flushed()
-			switch {
-			case ctx.Err() != nil:
-				// The approval stays for a person: deciding it runs the call.
-				return nil, ctx.Err()
-			case err != nil:
-				return failed(err), nil
-			case !out.Finished:
-				return stillWaiting(o), nil
-			}
-			res = core.ResultOf(out.Conversation, resume.ID, out.Event)
+			answer, _, err := s.waitResume(ctx, req, s.decision(ctx, req, caller, res.Approval), o)
+			return answer, err
 		}
-		return s.gatewayAnswer(ctx, out, res, o), nil
+		answer, _ := s.gatewayAnswer(ctx, out, res, o)
+		return answer, nil
 	}
 }
 
-// gatewayAnswer is the answer of a direct call whose run ended.
-func (s *server) gatewayAnswer(ctx context.Context, out *core.Outcome, res core.Result, o GatewayOutput) *mcp.CallToolResult {
+// waitResume waits, with its progress, for the resume of o's approval to
+// end, up to the approval wait: the call's answer then, or the approval
+// still waiting. A request cancelled meanwhile leaves the approval to a
+// person: deciding it runs the call. The output is the answer's structured
+// content (none for a failure of the wait itself).
+func (s *server) waitResume(ctx context.Context, req *mcp.CallToolRequest, resume *core.Run, o GatewayOutput) (*mcp.CallToolResult, GatewayOutput, error) {
+	flushed := s.followProgress(ctx, req, o.ConversationID, resume)
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.ApprovalWait)
+	out, err := resume.Wait(wctx)
+	cancel()
+	flushed()
+	switch {
+	case ctx.Err() != nil:
+		return nil, GatewayOutput{}, ctx.Err()
+	case err != nil:
+		return failed(err), GatewayOutput{}, nil
+	case !out.Finished:
+		return stillWaiting(o)
+	}
+	answer, o := s.gatewayAnswer(ctx, out, core.ResultOf(out.Conversation, resume.ID, out.Event), o)
+	return answer, o, nil
+}
+
+// gatewayAnswer is the answer of a direct call whose run ended, and its
+// structured content.
+func (s *server) gatewayAnswer(ctx context.Context, out *core.Outcome, res core.Result, o GatewayOutput) (*mcp.CallToolResult, GatewayOutput) {
 	if res.Error != "" {
-		return failed(fmt.Errorf("%s: %s", res.ErrorCode, res.Error))
+		return failed(fmt.Errorf("%s: %s", res.ErrorCode, res.Error)), o
 	}
 	text, isErr := toolResult(out.Conversation)
 	o.IsError = isErr
@@ -138,16 +142,16 @@ func (s *server) gatewayAnswer(ctx context.Context, out *core.Outcome, res core.
 			o.Decision = string(ap.Status)
 		}
 	}
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: isErr, StructuredContent: o}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: isErr, StructuredContent: o}, o
 }
 
 // stillWaiting answers a call whose approval no one decided within the
 // wait: the approval, and how to wait on.
-func stillWaiting(o GatewayOutput) *mcp.CallToolResult {
+func stillWaiting(o GatewayOutput) (*mcp.CallToolResult, GatewayOutput, error) {
 	o.Decision = string(mesh.ApprovalPending)
 	text := fmt.Sprintf("This call waits for a person to approve it (approval %s: %s). Call %s with approval_id %s to wait for the decision and the result.",
 		o.Approval.UUID, o.Approval.Description, ApprovalWaitTool, o.Approval.UUID)
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, StructuredContent: o}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, StructuredContent: o}, o, nil
 }
 
 // approvalWait is the handler of approval_wait: the caller's own approvals
@@ -166,29 +170,8 @@ func (s *server) approvalWait(caller core.Caller) mcp.ToolHandlerFor[ApprovalWai
 		if err != nil {
 			return failed(mesh.ErrApprovalNotFound.With("no approval " + mesh.Clip(in.ApprovalID))), GatewayOutput{}, nil
 		}
-		pending := &mesh.PendingApproval{UUID: ap.UUID, ConversationID: ap.ConversationID, ToolCallID: ap.ToolCallID, ToolName: ap.ToolName,
-			Server: ap.Server, ToolArgs: ap.ToolArgs, ArgsHash: ap.ArgsHash, Description: ap.Description, CreatedAt: ap.CreatedAt}
-		o := GatewayOutput{ConversationID: ap.ConversationID, Approval: pending}
-		resume := c.Await(ap.ConversationID, ap.UUID)
-		flushed := s.followProgress(ctx, req, ap.ConversationID, resume)
-		wctx, cancel := context.WithTimeout(ctx, s.cfg.ApprovalWait)
-		out, err := resume.Wait(wctx)
-		cancel()
-		flushed()
-		switch {
-		case ctx.Err() != nil:
-			return nil, GatewayOutput{}, ctx.Err()
-		case err != nil:
-			return failed(err), GatewayOutput{}, nil
-		case !out.Finished:
-			return stillWaiting(o), o, nil
-		}
-		res := core.ResultOf(out.Conversation, resume.ID, out.Event)
-		answer := s.gatewayAnswer(ctx, out, res, o)
-		if sc, ok := answer.StructuredContent.(GatewayOutput); ok {
-			o = sc
-		}
-		return answer, o, nil
+		o := GatewayOutput{ConversationID: ap.ConversationID, Approval: ap.Pending()}
+		return s.waitResume(ctx, req, c.Await(ap.ConversationID, ap.UUID), o)
 	}
 }
 

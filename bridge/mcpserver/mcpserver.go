@@ -310,25 +310,37 @@ func (s *server) ask(caller core.Caller, agent, group string) mcp.ToolHandlerFor
 		} else if err := s.sameTarget(ctx, conv, agent, group, caller); err != nil {
 			return failed(err), AskOutput{}, nil
 		}
-		run, err := c.Send(ctx, conv, in.Message, caller)
-		if err != nil {
+		run, out, err := s.runTurn(ctx, req, conv, in.Message, caller)
+		switch {
+		case run == nil:
 			return failed(err), AskOutput{ConversationID: conv}, nil
-		}
-		flushed := s.followProgress(ctx, req, conv, run)
-		out, err := run.Wait(ctx)
-		flushed()
-		if ctx.Err() != nil {
-			// The client cancelled the request (or went away): so is the turn.
-			if cerr := c.Cancel(context.WithoutCancel(ctx), conv, run.ID); cerr != nil {
-				s.cfg.Logger.Warn().Err(cerr).Str("session", conv).Msg("mcp: cancel the turn of a cancelled call")
-			}
+		case ctx.Err() != nil:
 			return nil, AskOutput{}, ctx.Err()
-		}
-		if err != nil {
+		case err != nil:
 			return failed(err), AskOutput{ConversationID: conv, RunID: run.ID}, nil
 		}
 		return answer(out, conv, run.ID)
 	}
+}
+
+// runTurn sends text as a turn of conv and waits for it to end, with its
+// progress. run is nil when the turn was not taken. A request the client
+// cancels (or leaves) cancels the turn, and err is ctx's.
+func (s *server) runTurn(ctx context.Context, req *mcp.CallToolRequest, conv, text string, caller core.Caller) (run *core.Run, out *core.Outcome, err error) {
+	c := s.cfg.Core
+	if run, err = c.Send(ctx, conv, text, caller); err != nil {
+		return nil, nil, err
+	}
+	flushed := s.followProgress(ctx, req, conv, run)
+	out, err = run.Wait(ctx)
+	flushed()
+	if ctx.Err() != nil {
+		if cerr := c.Cancel(context.WithoutCancel(ctx), conv, run.ID); cerr != nil {
+			s.cfg.Logger.Warn().Err(cerr).Str("session", conv).Msg("mcp: cancel the turn of a cancelled call")
+		}
+		return run, nil, ctx.Err()
+	}
+	return run, out, err
 }
 
 // sameTarget checks that conv is the caller's and is a conversation of the

@@ -393,8 +393,9 @@ func retry(ctx context.Context, what string, onRetry func(error), attempt func(c
 			return r, nil
 		}
 		if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, ErrReplicas) || errors.Is(err, ErrNewerFormat) {
-			// Closed for good (its credentials refused), or a replica count
-			// only the operator can settle: waiting is vain.
+			// Closed for good (its credentials refused), a replica count only
+			// the operator can settle, or a newer release's data: waiting is
+			// vain.
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		if onRetry != nil {

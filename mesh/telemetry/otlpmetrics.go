@@ -4,11 +4,9 @@ import (
 	"context"
 
 	promexport "go.opentelemetry.io/contrib/bridges/prometheus"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/resource"
 )
 
 // MetricsConfig configures [SetupMetrics].
@@ -38,10 +36,8 @@ func SetupMetrics(ctx context.Context, cfg MetricsConfig) (shutdown func(context
 	if err != nil {
 		return nil, err
 	}
-	res, err := resource.New(ctx,
-		resource.WithAttributes(attribute.String("service.name", cfg.Service), attribute.String("service.instance.id", cfg.Node)),
-		resource.WithFromEnv(), resource.WithTelemetrySDK())
-	if err != nil && res == nil {
+	res, err := processResource(ctx, cfg.Service, cfg.Node)
+	if err != nil {
 		return nil, err
 	}
 	reader := sdkmetric.NewPeriodicReader(exp, sdkmetric.WithProducer(promexport.NewMetricProducer(promexport.WithGatherer(registry))))

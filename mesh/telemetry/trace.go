@@ -58,16 +58,28 @@ func Setup(ctx context.Context, cfg TraceConfig) (shutdown func(context.Context)
 	if err != nil {
 		return nil, err
 	}
-	// Later options win: the environment's service name over the default.
-	res, err := resource.New(ctx,
-		resource.WithAttributes(attribute.String("service.name", cfg.Service), attribute.String("service.instance.id", cfg.Node)),
-		resource.WithFromEnv(), resource.WithTelemetrySDK())
-	if err != nil && res == nil {
+	res, err := processResource(ctx, cfg.Service, cfg.Node)
+	if err != nil {
 		return nil, err
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	otel.SetTracerProvider(tp)
 	return tp.Shutdown, nil
+}
+
+// processResource is the OpenTelemetry resource of this process, for its
+// traces and its metrics alike: service.name (service, unless
+// OTEL_SERVICE_NAME says otherwise: later options win), service.instance.id
+// (node), OTEL_RESOURCE_ATTRIBUTES and the SDK's own. A partial resource
+// with an error is kept: a malformed variable loses only its attribute.
+func processResource(ctx context.Context, service, node string) (*resource.Resource, error) {
+	res, err := resource.New(ctx,
+		resource.WithAttributes(attribute.String("service.name", service), attribute.String("service.instance.id", node)),
+		resource.WithFromEnv(), resource.WithTelemetrySDK())
+	if err != nil && res == nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // tracer is the mesh's tracer, looked up once: otel.Tracer takes a lock and

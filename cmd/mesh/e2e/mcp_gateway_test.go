@@ -3,7 +3,6 @@ package e2e
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -45,10 +44,7 @@ func callTool(ctx context.Context, cs *mcp.ClientSession, name string, args map[
 	if err != nil {
 		return nil, nil, err
 	}
-	var out map[string]any
-	data, _ := json.Marshal(res.StructuredContent)
-	_ = json.Unmarshal(data, &out)
-	return res, out, nil
+	return res, structured(res), nil
 }
 
 // pendingFor waits until an approval of tool waits, and returns it.

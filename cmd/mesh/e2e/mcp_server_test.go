@@ -66,10 +66,15 @@ func (c *mcpClient) ask(ctx context.Context, t *testing.T, tool string, args map
 	if err != nil {
 		return nil, nil, err
 	}
+	return res, structured(res), nil
+}
+
+// structured is a result's structured content as JSON decodes it.
+func structured(res *mcp.CallToolResult) map[string]any {
 	var out map[string]any
 	data, _ := json.Marshal(res.StructuredContent)
 	_ = json.Unmarshal(data, &out)
-	return res, out, nil
+	return out
 }
 
 func textOf(res *mcp.CallToolResult) string {
@@ -285,10 +290,7 @@ func TestMeshMCPServesTheMeshOverStdio(t *testing.T) {
 	if err != nil || res.IsError || textOf(res) == "" {
 		t.Fatalf("call over stdio: %v %+v\n%s", err, res, stderr.String())
 	}
-	var out map[string]any
-	data, _ := json.Marshal(res.StructuredContent)
-	_ = json.Unmarshal(data, &out)
-	conv := str(out, "conversation_id")
+	conv := str(structured(res), "conversation_id")
 	if status, _ := m.try("GET", "/conversations/"+conv, nil, bearer(aliceToken)...); status != http.StatusOK {
 		t.Errorf("alice reads the conversation mesh mcp started: %d", status)
 	}

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"compress/gzip"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -31,16 +30,11 @@ type otlpMetrics struct {
 func startOTLPMetrics(t testing.TB) *otlpMetrics {
 	r := &otlpMetrics{got: map[string]map[string]float64{}}
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		var body io.Reader = req.Body
-		if req.Header.Get("Content-Encoding") == "gzip" {
-			zr, err := gzip.NewReader(req.Body)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusBadRequest)
-				return
-			}
-			body = zr
+		data, err := otlpBody(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
 		}
-		data, _ := io.ReadAll(body)
 		var out proto.Message
 		switch req.URL.Path {
 		case "/v1/traces":

@@ -46,16 +46,11 @@ func startOTLP(t testing.TB) *otlpReceiver {
 			http.NotFound(w, req)
 			return
 		}
-		var body io.Reader = req.Body
-		if req.Header.Get("Content-Encoding") == "gzip" {
-			zr, err := gzip.NewReader(req.Body)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusBadRequest)
-				return
-			}
-			body = zr
+		data, err := otlpBody(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
 		}
-		data, _ := io.ReadAll(body)
 		var ex coltrace.ExportTraceServiceRequest
 		if err := proto.Unmarshal(data, &ex); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
@@ -68,6 +63,20 @@ func startOTLP(t testing.TB) *otlpReceiver {
 	}))
 	t.Cleanup(r.srv.Close)
 	return r
+}
+
+// otlpBody is the body of an OTLP export over HTTP, gunzipped when the
+// exporter compressed it.
+func otlpBody(req *http.Request) ([]byte, error) {
+	var body io.Reader = req.Body
+	if req.Header.Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(req.Body)
+		if err != nil {
+			return nil, err
+		}
+		body = zr
+	}
+	return io.ReadAll(body)
 }
 
 func (r *otlpReceiver) add(ex *coltrace.ExportTraceServiceRequest) {
