@@ -190,9 +190,12 @@ func provisionAsAdmin(ctx context.Context, cfg *config.Config, ns mesh.Namespace
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
-	_, err = store.ProvisionRetry(ctx, js, ns, provisionConfig(cfg), func(err error) {
+	res, err := store.ProvisionRetry(ctx, js, ns, provisionConfig(cfg), func(err error) {
 		log.Warn().Err(err).Str("url", natsURL(cfg)).Msg("waiting for NATS to provision")
 	})
+	if err == nil && res.MovedWork > 0 {
+		log.Info().Int("items", res.MovedWork).Msg("moved the work items an older release queued to this release's subjects")
+	}
 	if errors.Is(err, store.ErrReplicas) {
 		// nats.replicas and the streams disagree: a restart cannot fix it.
 		return fmt.Errorf("%w: %w", errConfig, err)

@@ -145,6 +145,9 @@ type Resources struct {
 	Limits   jetstream.KeyValue
 	// Files holds conversations' files (the object store mesh_files).
 	Files *FileStore
+	// MovedWork counts the work items a release before 0.1.0 queued that
+	// provisioning moved to this release's subjects ([MoveLegacyWork]).
+	MovedWork int
 }
 
 // Provision creates or updates every stream and bucket of the mesh. It is
@@ -225,6 +228,10 @@ func Provision(ctx context.Context, js jetstream.JetStream, ns mesh.Namespace, c
 		return nil, fmt.Errorf("provision object store %s: %w", ns.Bucket(mesh.BucketFiles), err)
 	}
 	r.Files = NewFileStore(obs)
+	// A turn that a release before 0.1.0 queued runs after the upgrade.
+	if r.MovedWork, _, err = MoveLegacyWork(ctx, js, ns, r.Work); err != nil {
+		return nil, fmt.Errorf("provision stream %s: %w", ns.Stream(mesh.StreamWork), err)
+	}
 	return r, nil
 }
 
@@ -410,4 +417,41 @@ func retry(ctx context.Context, what string, onRetry func(error), attempt func(c
 			wait *= 2
 		}
 	}
+}
+
+// StreamFormat is the stored format of one stream (bucket, object store).
+type StreamFormat struct {
+	Stream string `json:"stream"`
+	// Format is the stored format its metadata names; 0 when it names none:
+	// a release before 0.1.0 created it (format 1), and the next provision
+	// marks it.
+	Format int `json:"format"`
+}
+
+// StoredFormats is the stored format of every stream, bucket and object
+// store of the mesh in ns that exists, in the order [Provision] makes them.
+func StoredFormats(ctx context.Context, js jetstream.JetStream, ns mesh.Namespace) ([]StreamFormat, error) {
+	names := []string{ns.Stream(mesh.StreamEvents), ns.Stream(mesh.StreamWork), ns.Stream(mesh.StreamMessages)}
+	for _, b := range []string{mesh.BucketSessions, mesh.BucketApprovals, mesh.BucketTools, mesh.BucketNodes, mesh.BucketCalls, mesh.BucketLimits} {
+		names = append(names, "KV_"+ns.Bucket(b))
+	}
+	names = append(names, "OBJ_"+ns.Bucket(mesh.BucketFiles))
+	var out []StreamFormat
+	for _, name := range names {
+		s, err := js.Stream(ctx, name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("stream %s: %w", name, err)
+		}
+		f := StreamFormat{Stream: name}
+		if v, ok := s.CachedInfo().Config.Metadata[FormatKey]; ok {
+			if f.Format, err = strconv.Atoi(v); err != nil {
+				return nil, fmt.Errorf("stream %s: metadata %s is %q, not a format number", name, FormatKey, v)
+			}
+		}
+		out = append(out, f)
+	}
+	return out, nil
 }
