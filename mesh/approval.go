@@ -97,6 +97,22 @@ func (a *Approval) AskedHash() (string, error) {
 	return argsHashPrefix + hex.EncodeToString(sum[:]), nil
 }
 
+// Unsealed reports whether a is pending with no seal: a release before
+// seals (0.1.0) asked for it, or something other than an approver wrote
+// it. Neither is approved until an admin has read it and the approver has
+// sealed it ([Reseal]).
+func (a *Approval) Unsealed() bool {
+	return a.Status == ApprovalPending && a.Seal == nil && a.Policy == ""
+}
+
+// Reseal asks the approver to seal an [Approval.Unsealed] approval once an
+// admin has read it (mesh migrate): ArgsHash is [ArgsHash] of the
+// arguments the admin was shown, so a record changed since is refused.
+type Reseal struct {
+	ArgsHash string `json:"args_hash"`
+	By       string `json:"by,omitempty"`
+}
+
 // Public is the approval as events and conversations show it: without the
 // seal, which only the approver reads.
 func (a *Approval) Public() *Approval {

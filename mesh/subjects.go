@@ -30,6 +30,10 @@ const (
 	// SubjectApprovalRequest asks the approver for an approval (a human's,
 	// or a policy's at once): mesh.approval.<uuid>.request.
 	SubjectApprovalRequest = "%s.approval.%s.request"
+	// SubjectApprovalReseal asks the approver to seal a pending approval
+	// that a release before seals recorded, after an admin read it
+	// (mesh migrate): mesh.approval.<uuid>.reseal.
+	SubjectApprovalReseal = "%s.approval.%s.reseal"
 	// SubjectSessionCancel aborts the running turn of a session: mesh.session.<session>.cancel.
 	SubjectSessionCancel = "%s.session.%s.cancel"
 	// SubjectHeartbeat is where a node announces itself: mesh.hb.<role>.<node id>.
@@ -197,6 +201,14 @@ func (n Namespace) ApprovalRequest(approvalID string) (string, error) {
 
 // ApprovalRequestAll is the wildcard approvers serve: mesh.approval.*.request.
 func (n Namespace) ApprovalRequestAll() string { return n.prefix + ".approval.*.request" }
+
+// ApprovalReseal returns mesh.approval.<uuid>.reseal.
+func (n Namespace) ApprovalReseal(approvalID string) (string, error) {
+	return n.build(SubjectApprovalReseal, approvalID)
+}
+
+// ApprovalResealAll is the wildcard approvers serve: mesh.approval.*.reseal.
+func (n Namespace) ApprovalResealAll() string { return n.prefix + ".approval.*.reseal" }
 
 // SessionCancel returns mesh.session.<session>.cancel.
 func (n Namespace) SessionCancel(session string) (string, error) {

@@ -291,6 +291,7 @@ func roleGrants(n mesh.Namespace, role string) []Grant {
 		return slices.Concat([]Grant{
 			{Kind: GrantServe, Subject: n.ApprovalDecideAll(), Why: "decisions (with the decider's token)"},
 			{Kind: GrantServe, Subject: n.ApprovalRequestAll(), Why: "record a pending approval"},
+			{Kind: GrantServe, Subject: n.ApprovalResealAll(), Why: "seal an approval asked before seals, for the admin (mesh migrate)"},
 		}, discovery(mesh.ApprovalServiceName), []Grant{
 			{Kind: GrantStore, Subject: events(mesh.EventCustom), Why: "approval_decided"},
 			{Kind: GrantStore, Subject: work(mesh.RoleAgent), Why: "resumes (with the decider's token)"},

@@ -12,6 +12,10 @@
 //     id returns the record as it stands. With Policy set it decides at once
 //     instead of waiting for a person, when the policy covers the call
 //     (policy.go), and signs that decision; such records are never pending.
+//   - mesh.approval.*.reseal: an admin who read a pending approval that a
+//     release before seals recorded ([mesh.Approval.Unsealed]) asks for it
+//     to be sealed, giving the hash of the arguments it read (mesh
+//     migrate --apply); only the admin identity may send it.
 //   - mesh.approval.*.decide: a decision in any of its three formats
 //     ({"approved":true}, {"action":"approve"}, {"answer":"yes"}), with an
 //     optional args_hash of the arguments the decider was shown. Who decided
@@ -112,6 +116,8 @@ type Role struct {
 	orphan map[string]time.Time // decided approvals without an enqueued resume, by first sighting
 	// pending are the approvals waiting for a person, for mesh_approvals_pending.
 	pending map[string]time.Time
+	// unsealed are the pending approvals without a seal already warned of.
+	unsealed map[string]struct{}
 }
 
 // New validates cfg and returns an approver.
@@ -149,6 +155,7 @@ func New(cfg Config) (*Role, error) {
 		now:       time.Now,
 		orphan:    map[string]time.Time{},
 		pending:   map[string]time.Time{},
+		unsealed:  map[string]struct{}{},
 	}, nil
 }
 
@@ -205,6 +212,7 @@ func (a *Role) Run(ctx context.Context) error {
 	}{
 		{"request", a.cfg.NS.ApprovalRequestAll(), a.handleRequest},
 		{"decide", a.cfg.NS.ApprovalDecideAll(), a.handleDecide},
+		{"reseal", a.cfg.NS.ApprovalResealAll(), a.handleReseal},
 	} {
 		err = svc.AddEndpoint(ep.name, micro.HandlerFunc(func(req micro.Request) {
 			if !enter() {
@@ -285,6 +293,13 @@ func (a *Role) track(e jetstream.KeyValueEntry) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.countPending(ap.UUID, ap.Status == mesh.ApprovalPending, ap.CreatedAt)
+	if ap.Unsealed() {
+		if _, told := a.unsealed[ap.UUID]; !told {
+			a.unsealed[ap.UUID] = struct{}{}
+			withSID(a.log.Warn().Str("approval", ap.UUID).Str("session", ap.ConversationID), ap.SessionID).
+				Msg("a pending approval has no seal, so it cannot be approved: an admin reads it with `mesh migrate` and seals it with `mesh migrate --apply`, or rejects it")
+		}
+	}
 	if ap.Status != mesh.ApprovalPending && !ap.ResumeEnqueued {
 		if _, seen := a.orphan[ap.UUID]; !seen {
 			a.orphan[ap.UUID] = time.Now()

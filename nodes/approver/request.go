@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/store"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
@@ -164,7 +165,7 @@ func (a *Role) checkIntact(ap *mesh.Approval) error {
 		return mesh.ErrApprovalTampered.With(fmt.Sprintf("approval %s cannot be approved: %s; reject it, and ask again", ap.UUID, why))
 	}
 	if ap.Seal == nil {
-		return tampered("it has no seal, so no approver created it")
+		return tampered("it has no seal: a release before 0.1.0 asked for it (an admin reads it and seals it with `mesh migrate --apply`), or no approver created it")
 	}
 	if err := ap.Seal.Verify(a.trusted); err != nil {
 		return tampered("its seal is not valid (" + err.Error() + ")")
@@ -192,4 +193,82 @@ func short(s string) string {
 		return s[:77] + "..."
 	}
 	return s
+}
+
+func (a *Role) handleReseal(ctx context.Context, req micro.Request) {
+	id := approvalIDFromSubject(req.Subject())
+	if err := mesh.CheckToken(id); err != nil {
+		_ = mesh.RespondError(req, mesh.ErrApprovalNotFound.With(fmt.Sprintf("approval %q not found", short(id))))
+		return
+	}
+	var r mesh.Reseal
+	if err := json.Unmarshal(req.Data(), &r); err != nil || r.ArgsHash == "" {
+		why := "args_hash is required: the hash of the arguments you read"
+		if err != nil {
+			why = mesh.JSONErrorText(err)
+		}
+		_ = mesh.RespondError(req, mesh.ErrBadRequest.With("reseal: "+why))
+		return
+	}
+	if p := req.Headers().Get(mesh.HeaderPrincipal); p != "" {
+		r.By = p
+	}
+	if r.By == "" {
+		r.By = "admin"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ap, err := a.Reseal(ctx, id, r)
+	if err != nil {
+		if mesh.HTTPStatus(err) >= 500 {
+			a.log.Error().Err(err).Str("approval", id).Msg("reseal")
+		}
+		_ = mesh.RespondError(req, err)
+		return
+	}
+	_ = req.RespondJSON(ap.Public())
+}
+
+// Reseal seals approval id, which a release before seals recorded pending
+// ([mesh.Approval.Unsealed]), after an admin read it: r.ArgsHash must be
+// the hash of its arguments as they stand, or nothing changes. The record
+// is rebuilt as [Role.Request] would have made it (what only the approver
+// says starts afresh), keeping when it was asked, and the conversation is
+// shown the approval again (approval_requested) so that a person decides
+// it. An approval sealed already is returned as it stands.
+func (a *Role) Reseal(ctx context.Context, id string, r mesh.Reseal) (*mesh.Approval, error) {
+	sealed := false
+	ap, err := a.store.Update(ctx, id, func(ap *mesh.Approval) error {
+		switch {
+		case ap.Status != mesh.ApprovalPending:
+			return mesh.ErrApprovalDecided.With(fmt.Sprintf("approval %s was already %s", id, ap.Status))
+		case !ap.Unsealed():
+			return store.ErrNoChange
+		}
+		hash, err := mesh.ArgsHash(ap.ToolArgs)
+		if err != nil {
+			return mesh.ErrApprovalTampered.With(fmt.Sprintf("approval %s: its arguments cannot be read: %v; reject it", id, err))
+		}
+		if r.ArgsHash != hash {
+			return mesh.ErrApprovalArgsChanged.With(fmt.Sprintf("approval %s: the arguments read (hash %s) are not the approval's (hash %s): read it again", id, short(r.ArgsHash), hash))
+		}
+		fresh, err := asked(id, ap)
+		if err != nil {
+			return err
+		}
+		fresh.CreatedAt, fresh.Traceparent, fresh.ArgsHash = ap.CreatedAt, ap.Traceparent, hash
+		if fresh.Seal, err = a.seal(fresh, a.now().UTC()); err != nil {
+			return err
+		}
+		*ap, sealed = *fresh, true
+		return nil
+	})
+	if err != nil || !sealed {
+		return ap, err
+	}
+	withSID(a.log.Info().Str("approval", id).Str("session", ap.ConversationID), ap.SessionID).Str("tool", ap.Tool).Str("by", r.By).Msg("approval asked before seals sealed")
+	if _, err := a.publisher.Publish(ctx, ap.ConversationID, "", "approval_resealed:"+id, mesh.Custom(mesh.CustomApprovalRequested, ap.Public())); err != nil {
+		a.log.Warn().Err(err).Str("approval", id).Msg("publish approval_requested")
+	}
+	return ap, nil
 }

@@ -3,6 +3,7 @@ package approver
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -347,5 +348,72 @@ agent:
 	time.Sleep(300 * time.Millisecond) // past the sweep's grace: it must not enqueue resumes
 	if info, err := cons.Info(t.Context()); err != nil || info.NumPending != 0 {
 		t.Errorf("resumes enqueued for policy decisions: %+v, %v", info, err)
+	}
+}
+
+// reseal asks the approver to seal approval id, as mesh migrate --apply does.
+func reseal(t *testing.T, m *meshtest.Mesh, id, argsHash string) (*mesh.Approval, error) {
+	t.Helper()
+	subj, _ := m.NS.ApprovalReseal(id)
+	body, _ := json.Marshal(mesh.Reseal{ArgsHash: argsHash})
+	reply, err := m.NC.Request(subj, body, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mesh.ErrorFromMsg(reply); err != nil {
+		return nil, err
+	}
+	var ap mesh.Approval
+	if err := json.Unmarshal(reply.Data, &ap); err != nil {
+		t.Fatal(err)
+	}
+	return &ap, nil
+}
+
+// A pending approval recorded by a release before seals (no seal, no
+// hash, no call id) cannot be approved until an admin who read it has the
+// approver seal it; then a person decides it as any other.
+func TestApprovalAskedBeforeSealsIsSealedOnceAnAdminReadIt(t *testing.T) {
+	m := meshtest.New(t)
+	kp := start(t, m)
+	old := asking()
+	old.Tool, old.Status, old.CreatedAt = "", mesh.ApprovalPending, time.Now().Add(-time.Hour).UTC().Round(time.Millisecond)
+	if err := store.NewApprovalStore(m.Approvals).Create(t.Context(), old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := decideAs(t, m, old.UUID, `{"approved": true}`, "alice"); !errors.Is(err, mesh.ErrApprovalTampered) || !strings.Contains(err.Error(), "mesh migrate") {
+		t.Fatalf("approve before the seal: %v, want approval_tampered naming mesh migrate", err)
+	}
+	hash, _ := mesh.ArgsHash(old.ToolArgs)
+	other, _ := mesh.ArgsHash(map[string]any{"x": 2})
+	if _, err := reseal(t, m, old.UUID, other); !errors.Is(err, mesh.ErrApprovalArgsChanged) {
+		t.Fatalf("reseal with other arguments read: %v, want approval_args_changed", err)
+	}
+	if _, err := reseal(t, m, mesh.NewID(), hash); !errors.Is(err, mesh.ErrApprovalNotFound) {
+		t.Fatalf("reseal of an unknown approval: %v, want approval_not_found", err)
+	}
+	got, err := reseal(t, m, old.UUID, hash)
+	if err != nil || got.Status != mesh.ApprovalPending || got.ArgsHash != hash || got.CallID != old.UUID || got.Tool != old.ToolName || !got.CreatedAt.Equal(old.CreatedAt) {
+		t.Fatalf("reseal: %+v, %v", got, err)
+	}
+	cur, _ := store.NewApprovalStore(m.Approvals).Get(t.Context(), old.UUID)
+	if cur.Seal == nil || cur.Seal.Verify(keys(t, identity.PublicKey(kp))) != nil {
+		t.Fatalf("the record is not sealed by the approver: %+v", cur.Seal)
+	}
+	if again, err := reseal(t, m, old.UUID, hash); err != nil || again.ArgsHash != hash {
+		t.Fatalf("reseal of a sealed approval: %+v, %v, want it as it stands", again, err)
+	}
+	dec, err := decideAs(t, m, old.UUID, `{"approved": true, "args_hash": "`+hash+`"}`, "alice")
+	if err != nil || dec.Status != mesh.ApprovalApproved {
+		t.Fatalf("approve after the seal: %+v, %v", dec, err)
+	}
+	if st := dec.Decision.Statement; st == nil || st.Verify(keys(t, identity.PublicKey(kp))) != nil || st.CallID != old.UUID || st.ArgsHash != hash {
+		t.Fatalf("the decision's statement: %+v", st)
+	}
+	if _, err := reseal(t, m, old.UUID, hash); !errors.Is(err, mesh.ErrApprovalDecided) {
+		t.Fatalf("reseal of a decided approval: %v, want approval_decided", err)
+	}
+	if _, err := reseal(t, m, old.UUID, ""); !errors.Is(err, mesh.ErrBadRequest) {
+		t.Fatalf("reseal without args_hash: %v, want bad_request", err)
 	}
 }

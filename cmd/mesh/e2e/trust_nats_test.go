@@ -194,6 +194,9 @@ func trustActions() []action {
 		subAction("read decisions", "mesh.approval.*.decide", identity.Responder(approver)),
 		reqAction("ask for an approval", ap+"request", agent),
 		subAction("read approval requests", "mesh.approval.*.request", identity.Responder(approver)),
+		// Only the admin has an earlier release's unsealed approval sealed.
+		reqAction("have an approval sealed", ap+"reseal"),
+		subAction("read reseal requests", "mesh.approval.*.reseal", identity.Responder(approver)),
 		reqAction("call a destructive tool", "mesh.tool.resources.resources_add", agent),
 		reqAction("call a read-only tool", "mesh.tool.resources.resources_list", agent),
 		subAction("serve tools", "mesh.tool.>", identity.Responder(toolhost)),
