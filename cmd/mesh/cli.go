@@ -115,7 +115,7 @@ func newRoot() *cobra.Command {
 		RunE:               func(cmd *cobra.Command, args []string) error { return runHealthcheck(cmd.Context(), args) },
 	})
 	client := &clientOptions{}
-	for _, c := range []*cobra.Command{chatCommand(client), approveCommand(client), tailCommand(client), sessionsCommand(client), toolsCommand(client), mcpCommand(client)} {
+	for _, c := range []*cobra.Command{chatCommand(client), approveCommand(client), tailCommand(client), sessionsCommand(client), toolsCommand(client), mcpCommand(client), migrateCommand(client)} {
 		root.AddCommand(c)
 	}
 	return root

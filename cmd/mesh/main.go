@@ -19,6 +19,7 @@
 //	mesh tail       follow the events of a conversation, or of all
 //	mesh sessions   list, show and remove conversations
 //	mesh tools      list the tool catalog, call a read-only tool
+//	mesh migrate    show, then bring over, what an older release left
 //	mesh completion shell completion for bash and zsh
 //
 // Every role reads config/agent.yaml (or $MESH_CONFIG) and connects to
