@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"database/sql"
 	"encoding/json"
 	"fmt"
@@ -106,6 +107,9 @@ type meshProc struct {
 	env      []string
 	args     []string
 	logPath  string
+	// bin is the directory of the mesh binary it runs: binDir, or an older
+	// release's (the upgrade test).
+	bin string
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -121,6 +125,12 @@ type meshOpts struct {
 	noWait bool
 	// args are given to `mesh up`.
 	args []string
+	// bin is the directory of the mesh binary to run; empty means this
+	// build's (binDir).
+	bin string
+	// logName is the name of its log file in its directory; empty means
+	// mesh.log.
+	logName string
 }
 
 // freeAddr returns a loopback address whose port is free and stays free
@@ -139,7 +149,7 @@ func startMesh(t testing.TB, o meshOpts) *meshProc {
 	}
 	dir := t.TempDir()
 	m := &meshProc{t: t, dir: dir, dataDir: filepath.Join(dir, "data"), config: filepath.Join(dir, "agent.yaml"),
-		httpAddr: freeAddr(t), natsAddr: freeAddr(t), env: append([]string{"MESH_LOG_LEVEL=" + o.logLevel}, o.env...), args: o.args, logPath: filepath.Join(dir, "mesh.log")}
+		httpAddr: freeAddr(t), natsAddr: freeAddr(t), env: append([]string{"MESH_LOG_LEVEL=" + o.logLevel}, o.env...), args: o.args, logPath: filepath.Join(dir, cmp.Or(o.logName, "mesh.log")), bin: cmp.Or(o.bin, binDir)}
 	if err := os.WriteFile(m.config, []byte(o.config), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -210,12 +220,12 @@ func keepLog(t testing.TB, path string) {
 func (m *meshProc) start() {
 	m.t.Helper()
 	lp := newLogPipe(m.t, m.logPath)
-	cmd := exec.Command(filepath.Join(binDir, "mesh"), append([]string{"up"}, m.args...)...)
+	cmd := exec.Command(filepath.Join(m.bin, "mesh"), append([]string{"up"}, m.args...)...)
 	cmd.Env = append(os.Environ(),
 		"MESH_CONFIG="+m.config, "MESH_DATA_DIR="+m.dataDir,
 		"MESH_HTTP_ADDR="+m.httpAddr, "MESH_NATS_ADDR="+m.natsAddr,
 		"MESH_LOG_FORMAT=json", "NATS_URL=", "NATS_CREDS=", "NATS_NKEY=", "NATS_RESPONDER_CREDS=", "NATS_RESPONDER_NKEY=", "MESH_NATS_AUTH=",
-		"PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"PATH="+m.bin+string(os.PathListSeparator)+os.Getenv("PATH"),
 		testMCPEnv+"=",
 	)
 	cmd.Env = append(cmd.Env, m.env...)
