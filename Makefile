@@ -112,7 +112,7 @@ chaos:
 
 ## chaos-cluster: the cluster chaos tests at full scale: 50 conversations while NATS nodes die
 chaos-cluster:
-	MESH_CLUSTER_CONVERSATIONS=50 MESH_CLUSTER_SECONDS=90 $(GO) test -race -count=1 -timeout 40m -run '^TestCluster(Chaos|PlainNATS|RollingRestart|LostMajority)$$' -v ./cmd/mesh/e2e/
+	MESH_CLUSTER_CONVERSATIONS=50 MESH_CLUSTER_SECONDS=90 $(GO) test -race -count=1 -timeout 40m -run '^TestCluster(Chaos|PlainNATS|RollingRestart|RollingUpgrade|LostMajority)$$' -v ./cmd/mesh/e2e/
 
 ## lint: gofmt, go mod tidy (changes nothing), go vet, staticcheck
 lint:

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -32,7 +33,7 @@ import (
 // `make test` runs it small; `make chaos-cluster` with
 // MESH_CLUSTER_CONVERSATIONS=50 (and longer, MESH_CLUSTER_SECONDS).
 func TestClusterChaos(t *testing.T) {
-	runClusterChaos(t, false, false)
+	runClusterChaos(t, false, false, earlier{})
 }
 
 // TestClusterPlainNATS is TestClusterChaos on a cluster of plain
@@ -41,7 +42,7 @@ func TestClusterChaos(t *testing.T) {
 // creds` writes, provisioned by `mesh provision`: roles only, each given
 // the three servers' URLs.
 func TestClusterPlainNATS(t *testing.T) {
-	runClusterChaos(t, true, false)
+	runClusterChaos(t, true, false, earlier{})
 }
 
 // TestClusterRollingRestart is TestClusterChaos with an upgrade's rolling
@@ -49,8 +50,23 @@ func TestClusterPlainNATS(t *testing.T) {
 // role but the bridge (one bridge has nobody to hand its clients to; run
 // two behind a load balancer), every request served.
 func TestClusterRollingRestart(t *testing.T) {
-	runClusterChaos(t, false, true)
+	runClusterChaos(t, false, true, earlier{})
 }
+
+// TestClusterRollingUpgrade is TestClusterRollingRestart from the last
+// release that testdata/upgrade/releases names: every node and role starts
+// on that release and is restarted on this build, one at a time, so that
+// for most of the run both versions serve side by side; the bridge is
+// replaced last, once the load is over. Nothing is lost or done twice.
+func TestClusterRollingUpgrade(t *testing.T) {
+	rs := releases(t)
+	last := rs[len(rs)-1]
+	runClusterChaos(t, false, true, earlier{name: last.name, bin: buildRelease(t, last)})
+}
+
+// earlier is an earlier release a cluster starts on: its name, and the
+// directory of its mesh binary; the zero value is this build.
+type earlier struct{ name, bin string }
 
 // clusterConfig is the clusters' agent.yaml: the sample agent, with room
 // for a turn to wait out a node's loss.
@@ -248,9 +264,13 @@ func killLeaders(t *testing.T, c *natsCluster, js jetstream.JetStream, at func(f
 // role but the bridge (SIGTERM, started again), the way an upgrade does.
 func rollingRestart(c *natsCluster, at func(float64) time.Time, clock *turnClock) {
 	time.Sleep(time.Until(at(0.05)))
+	// Each process starts again on this build: an upgrade when it ran an
+	// earlier release's.
+	mesh := filepath.Join(binDir, "mesh")
 	for i, node := range c.nodes {
 		from := time.Now()
 		node.proc.stop(false)
+		node.proc.args[0] = mesh
 		c.restart(i)
 		clock.down(node.name+" (restarted)", from, time.Now())
 		time.Sleep(2 * time.Second)
@@ -261,15 +281,20 @@ func rollingRestart(c *natsCluster, at func(float64) time.Time, clock *turnClock
 		}
 		from := time.Now()
 		p.stop(false)
+		p.args[0] = mesh
 		p.start()
 		clock.down(p.name+" (restarted)", from, time.Now())
 		time.Sleep(time.Second)
 	}
 }
 
-func runClusterChaos(t *testing.T, plain, rolling bool) {
+// runClusterChaos runs the cluster chaos: on plain nats-server nodes or
+// `mesh nats` ones, with a rolling restart or leader kills; from, when not
+// the zero value, is an earlier release the cluster starts on, and the
+// rolling restart upgrades.
+func runClusterChaos(t *testing.T, plain, rolling bool, from earlier) {
 	seconds, conversations := envInt("MESH_CLUSTER_SECONDS", 24), envInt("MESH_CLUSTER_CONVERSATIONS", 4)
-	c := startCluster(t, 3, plain, clusterConfig(t))
+	c := startClusterOf(t, cmp.Or(from.bin, binDir), 3, plain, clusterConfig(t))
 	m := startClusterMesh(t, c, !plain, 2)
 	js := clusterAdmin(t, c)
 	streams := []string{"MESH_EVENTS", "MESH_WORK", "KV_mesh_sessions", "KV_mesh_approvals", "KV_mesh_tools", "KV_mesh_nodes", "KV_mesh_calls"}
@@ -311,6 +336,16 @@ func runClusterChaos(t *testing.T, plain, rolling bool) {
 	}
 	wg.Wait()
 	<-killerDone
+	if from.bin != "" {
+		// The bridge last: with one bridge, its clients have nobody else.
+		for _, p := range c.procs {
+			if strings.HasPrefix(p.name, "bridge") {
+				p.stop(false)
+				p.args[0] = filepath.Join(binDir, "mesh")
+				p.start()
+			}
+		}
+	}
 	m.waitReady()
 	for _, d := range drivers {
 		d.check()
@@ -331,8 +366,11 @@ func runClusterChaos(t *testing.T, plain, rolling bool) {
 	}
 	during, otherwise := clock.split()
 	kind := "mesh nats"
-	if plain {
+	switch {
+	case plain:
 		kind = "nats-server"
+	case from.bin != "":
+		kind = "mesh nats, upgraded from " + from.name
 	}
 	var losses []string
 	for i, w := range clock.windows {

@@ -32,6 +32,9 @@ type natsCluster struct {
 	procs    []*clusterProc // roles
 	// bridgeAddr is the HTTP address of a bridge a benchmark started.
 	bridgeAddr string
+	// bin is the directory of the mesh binary its nodes and roles start
+	// with: binDir, or an earlier release's (a rolling upgrade).
+	bin string
 }
 
 type clusterNode struct {
@@ -133,8 +136,14 @@ var buildNATSServer = sync.OnceValue(func() error {
 // credentials first, and waits until JetStream answers on every node.
 func startCluster(t testing.TB, n int, plain bool, config string) *natsCluster {
 	t.Helper()
+	return startClusterOf(t, binDir, n, plain, config)
+}
+
+// startClusterOf is startCluster with the mesh binary of directory bin.
+func startClusterOf(t testing.TB, bin string, n int, plain bool, config string) *natsCluster {
+	t.Helper()
 	dir := t.TempDir()
-	c := &natsCluster{t: t, dir: dir, credsDir: filepath.Join(dir, "creds"), config: filepath.Join(dir, "agent.yaml"), plain: plain}
+	c := &natsCluster{t: t, dir: dir, credsDir: filepath.Join(dir, "creds"), config: filepath.Join(dir, "agent.yaml"), plain: plain, bin: bin}
 	if err := os.WriteFile(c.config, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +187,7 @@ func startCluster(t testing.TB, n int, plain bool, config string) *natsCluster {
 				"-a", host, "-p", port, "-m", mport, "--cluster", "nats://" + node.route}
 			p.env = []string{"NATS_SERVER_NAME=" + node.name, "NATS_STORE_DIR=" + filepath.Join(nodeDir, "jetstream")}
 		} else {
-			p.args = []string{filepath.Join(binDir, "mesh"), "nats"}
+			p.args = []string{filepath.Join(bin, "mesh"), "nats"}
 			p.env = []string{"MESH_CONFIG=" + c.config, "MESH_DATA_DIR=" + nodeDir, "MESH_NATS_CREDS_DIR=" + c.credsDir,
 				"MESH_NATS_ADDR=" + node.client, "MESH_NATS_SERVER_NAME=" + node.name, "MESH_NATS_MONITOR_ADDR=" + node.monitor}
 			if n > 1 { // one node is a single server, the comparison's baseline
@@ -275,7 +284,7 @@ func (c *natsCluster) startRole(role, url string, env ...string) *clusterProc {
 	c.t.Helper()
 	name := fmt.Sprintf("%s-%d", role, len(c.procs)+1)
 	p := &clusterProc{t: c.t, name: name, logPath: filepath.Join(c.dir, name+".log"),
-		args: []string{filepath.Join(binDir, "mesh"), role},
+		args: []string{filepath.Join(c.bin, "mesh"), role},
 		env: append([]string{"MESH_CONFIG=" + c.config, "MESH_DATA_DIR=" + filepath.Join(c.dir, "roles"),
 			"MESH_NATS_CREDS_DIR=" + c.credsDir, "NATS_URL=" + url, "MESH_NODE_ID=" + hostToken() + "-" + name}, env...)}
 	c.procs = append(c.procs, p)
