@@ -30,6 +30,8 @@ type BeatConfig struct {
 	Nodes   jetstream.KeyValue
 	Role    string
 	Version string
+	// Commit is the source the process was built from, reported in beats.
+	Commit string
 	// Metrics is the address of the node's /metrics, reported in beats.
 	Metrics string
 	// Interval between beats. Zero means 1s.
@@ -86,7 +88,7 @@ func NewBeat(cfg BeatConfig) (*Beat, error) {
 	host, _ := os.Hostname()
 	b := &Beat{cfg: cfg, subj: subj, log: cfg.Logger, info: mesh.NodeInfo{
 		Node: cfg.NodeID, Role: cfg.Role, State: mesh.NodeStarting, PID: os.Getpid(), Host: host,
-		Version: cfg.Version, Metrics: cfg.Metrics, StartedAt: time.Now().UTC(),
+		Version: cfg.Version, Commit: cfg.Commit, Metrics: cfg.Metrics, StartedAt: time.Now().UTC(),
 	}}
 	b.key = b.info.Key()
 	return b, nil

@@ -23,6 +23,9 @@ type NodeInfo struct {
 	PID     int    `json:"pid,omitempty"`
 	Host    string `json:"host,omitempty"`
 	Version string `json:"version,omitempty"`
+	// Commit is the source the process was built from (git describe):
+	// during a rolling upgrade, which build each process runs.
+	Commit string `json:"commit,omitempty"`
 	// Detail says why a node is degraded, or why a monitor marked it down.
 	Detail string `json:"detail,omitempty"`
 	// Breakers are the states of the circuit breakers the node holds, by

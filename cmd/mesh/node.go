@@ -120,7 +120,7 @@ func startNode(ctx context.Context, cfg *config.Config, role string) (*node, err
 	}
 	n.stopObs = stopObs
 	beat, err := heartbeat.NewBeat(heartbeat.BeatConfig{
-		Node: n.roleNode(), Nodes: res.Nodes, Role: role, Version: version, Metrics: metricsAddr,
+		Node: n.roleNode(), Nodes: res.Nodes, Role: role, Version: version, Commit: commit, Metrics: metricsAddr,
 		Interval: cfg.Monitor.Interval.Std(), Health: n.check, Breakers: n.breakerStates,
 		OnRestart: func(reason string) {
 			// A monitor found this process a zombie: exit, so that its

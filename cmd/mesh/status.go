@@ -73,7 +73,7 @@ func runStatus(ctx context.Context, cfg *config.Config, args []string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(list)
 	}
-	t := newTable("ROLE", "NODE", "STATE", "LAST HEARTBEAT", "PID", "HOST", "SERVES", "METRICS", "DETAIL")
+	t := newTable("ROLE", "NODE", "STATE", "LAST HEARTBEAT", "PID", "HOST", "VERSION", "SERVES", "METRICS", "DETAIL")
 	now := time.Now()
 	for _, n := range list {
 		last := "-"
@@ -94,7 +94,7 @@ func runStatus(ctx context.Context, cfg *config.Config, args []string) error {
 		if metrics == "" {
 			metrics = "-"
 		}
-		t.add(n.Role, n.Node, n.State, last, strconv.Itoa(n.PID), n.Host, serves, metrics, strings.TrimSpace(detail))
+		t.add(n.Role, n.Node, n.State, last, strconv.Itoa(n.PID), n.Host, buildOf(n), serves, metrics, strings.TrimSpace(detail))
 	}
 	if err := t.print(os.Stdout, stdoutWidth()); err != nil {
 		return err
@@ -106,4 +106,16 @@ func runStatus(ctx context.Context, cfg *config.Config, args []string) error {
 		fmt.Println("no nodes: is the mesh running?")
 	}
 	return nil
+}
+
+// buildOf is the build a node runs, as semantic versioning writes a build:
+// 0.1.0+7caed47 (a node of a release before 0.1.0 says none).
+func buildOf(n mesh.NodeInfo) string {
+	switch {
+	case n.Version == "":
+		return "-"
+	case n.Commit == "" || n.Commit == "unknown":
+		return n.Version
+	}
+	return n.Version + "+" + n.Commit
 }

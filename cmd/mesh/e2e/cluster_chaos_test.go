@@ -16,6 +16,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 // TestClusterChaos runs the mesh on a 3-node cluster of `mesh nats`
@@ -62,6 +66,28 @@ func TestClusterRollingUpgrade(t *testing.T) {
 	rs := releases(t)
 	last := rs[len(rs)-1]
 	runClusterChaos(t, false, true, earlier{name: last.name, bin: buildRelease(t, last)})
+}
+
+// checkBuilds waits until the heartbeat of every live role of the mesh
+// passes is: which build each process runs, as `mesh status` shows it.
+func checkBuilds(t *testing.T, js jetstream.JetStream, is func(mesh.NodeInfo) bool, what string) {
+	t.Helper()
+	kv, err := js.KeyValue(t.Context(), mesh.DefaultNamespace().Bucket(mesh.BucketNodes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := store.NewNodes(kv)
+	var last []string
+	meshtest.Eventually(t, 30*time.Second, func() bool {
+		list, err := nodes.List(t.Context())
+		last = last[:0]
+		for _, info := range list {
+			if info.State != mesh.NodeDown && !is(info) {
+				last = append(last, fmt.Sprintf("%s %s (version %q, commit %q)", info.Role, info.Node, info.Version, info.Commit))
+			}
+		}
+		return err == nil && len(list) > 0 && len(last) == 0
+	}, "roles whose beats are not %s build: %v", what, &last)
 }
 
 // earlier is an earlier release a cluster starts on: its name, and the
@@ -305,6 +331,11 @@ func runClusterChaos(t *testing.T, plain, rolling bool, from earlier) {
 		}
 	}
 
+	if from.bin != "" {
+		// The earlier release's roles report no commit in their beats.
+		checkBuilds(t, js, func(info mesh.NodeInfo) bool { return info.Commit == "" }, "the earlier release's")
+	}
+
 	var st chaosStats
 	st.cause = map[string]int{}
 	var clock turnClock
@@ -347,6 +378,9 @@ func runClusterChaos(t *testing.T, plain, rolling bool, from earlier) {
 		}
 	}
 	m.waitReady()
+	if from.bin != "" {
+		checkBuilds(t, js, func(info mesh.NodeInfo) bool { return info.Commit == testCommit }, "this build's")
+	}
 	for _, d := range drivers {
 		d.check()
 	}

@@ -353,7 +353,7 @@ func TestClusterDeployImage(t *testing.T) {
 	// It names its release, the commit it was built from and the format
 	// of what it stores.
 	out, err := exec.Command(filepath.Join(binDir, "mesh"), "version").CombinedOutput()
-	if want := fmt.Sprintf("mesh %s (commit 1a2b3c4-dirty, stored format %d)\n", mesh.Release, mesh.StoreFormat); err != nil || string(out) != want {
+	if want := fmt.Sprintf("mesh %s (commit %s, stored format %d)\n", mesh.Release, testCommit, mesh.StoreFormat); err != nil || string(out) != want {
 		t.Errorf("mesh version: %v %q, want %q", err, out, want)
 	}
 	// The image's configuration loads, and `mesh creds` (the compose

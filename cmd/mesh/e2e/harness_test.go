@@ -28,6 +28,10 @@ import (
 	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
+// testCommit is the commit the tests' build is stamped with: the stamp
+// `make build` gives a checkout with changes.
+const testCommit = "1a2b3c4-dirty"
+
 // binDir holds the mesh and mcp-resources binaries built once for the tests.
 var binDir string
 
@@ -50,8 +54,7 @@ func TestMain(m *testing.M) {
 	code := func() int {
 		defer os.RemoveAll(dir)
 		for _, b := range []struct{ out, pkg string }{{"mesh", ".."}, {"mcp-resources", "../../mcp-resources"}} {
-			// The commit stamp `make build` gives a checkout with changes.
-			args := []string{"build", "-ldflags", "-X main.commit=1a2b3c4-dirty", "-o", filepath.Join(dir, b.out)}
+			args := []string{"build", "-ldflags", "-X main.commit=" + testCommit, "-o", filepath.Join(dir, b.out)}
 			if raceEnabled {
 				args = append(args, "-race")
 			}

@@ -17,6 +17,7 @@ var runAlone = map[string]bool{
 	"TestClusterChaos":                   true,
 	"TestClusterPlainNATS":               true,
 	"TestClusterRollingRestart":          true,
+	"TestClusterRollingUpgrade":          true,
 	"TestHugeConversationKeepsAnswering": true,
 }
 
