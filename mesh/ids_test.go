@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/google/uuid"
 )
 
 func TestCheckID(t *testing.T) {
@@ -52,5 +54,22 @@ func TestClip(t *testing.T) {
 		if got := Clip(tt.in); got != tt.want {
 			t.Errorf("Clip(%.40q) = %s, want %s", tt.in, got, tt.want)
 		}
+	}
+}
+
+// Ids of conversations, turns and approvals are random UUIDs (version 4,
+// RFC 9562 variant), in their canonical lower-case form, never repeated.
+func TestNewIDIsARandomUUID(t *testing.T) {
+	seen := map[string]bool{}
+	for range 1000 {
+		id := NewID()
+		u, err := uuid.Parse(id)
+		if err != nil || u.Version() != 4 || u.Variant() != uuid.RFC4122 || u.String() != id {
+			t.Fatalf("NewID() = %q: %v, version %d, variant %v; want a canonical version 4 UUID", id, err, u.Version(), u.Variant())
+		}
+		if seen[id] {
+			t.Fatalf("NewID() repeated %s", id)
+		}
+		seen[id] = true
 	}
 }

@@ -312,8 +312,13 @@ func runNATS(ctx context.Context, cfg *config.Config, _ []string) error {
 // permissions (generated under <data_dir>/creds when missing), unless
 // nats.auth is none; with TLS when nats.tls is set.
 func startEmbedded(cfg *config.Config, ns mesh.Namespace, log zerolog.Logger) (*natsserver.Server, error) {
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return nil, fmt.Errorf("data dir: %w", err)
+	// A new data directory holds conversations, keys and identities: its
+	// owner's only, and so is the store, which nats-server would make
+	// 0750. One that exists keeps the mode it was given.
+	for _, dir := range []string{cfg.DataDir, cfg.DataPath("jetstream")} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("data dir: %w", err)
+		}
 	}
 	users, err := embeddedUsers(cfg, ns)
 	if err != nil {
