@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/bus"
 	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
@@ -171,23 +171,7 @@ func resealApproval(ctx context.Context, nc *nats.Conn, ns mesh.Namespace, ap *m
 	if err != nil {
 		return nil, err
 	}
-	subj, err := ns.ApprovalReseal(ap.UUID)
-	if err != nil {
-		return nil, err
-	}
-	body, _ := json.Marshal(mesh.Reseal{ArgsHash: hash, By: localUser()})
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	reply, err := nc.RequestWithContext(ctx, subj, body)
-	if err != nil {
-		return nil, fmt.Errorf("ask an approver: %w (is one running?)", err)
-	}
-	if err := mesh.ErrorFromMsg(reply); err != nil {
-		return nil, err
-	}
-	var sealed mesh.Approval
-	if err := json.Unmarshal(reply.Data, &sealed); err != nil {
-		return nil, fmt.Errorf("the approver's answer: %w", err)
-	}
-	return &sealed, nil
+	return bus.ResealApproval(ctx, nc, ns, ap.UUID, mesh.Reseal{ArgsHash: hash, By: localUser()})
 }

@@ -121,3 +121,34 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 		return true
 	}
 }
+
+// ResealApproval asks an approver to seal approval id, pending without a
+// seal since a release before seals recorded it, once an admin has read it
+// (r.ArgsHash: the hash of the arguments read). Only the admin identity
+// may send it. It returns the approval as sealed, or as it stands when it
+// was sealed already.
+func ResealApproval(ctx context.Context, nc *nats.Conn, ns mesh.Namespace, id string, r mesh.Reseal) (*mesh.Approval, error) {
+	subj, err := ns.ApprovalReseal(id)
+	if err != nil {
+		return nil, err
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("encode reseal: %w", err)
+	}
+	reply, err := nc.RequestWithContext(ctx, subj, data)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return nil, mesh.ErrUnavailable.With("no approver is running")
+	case err != nil:
+		return nil, mesh.ErrUnavailable.With(fmt.Sprintf("the approvers did not answer on %s: %v", subj, err))
+	}
+	if err := mesh.ErrorFromMsg(reply); err != nil {
+		return nil, err
+	}
+	var out mesh.Approval
+	if err := json.Unmarshal(reply.Data, &out); err != nil {
+		return nil, fmt.Errorf("decode approver reply: %w", err)
+	}
+	return &out, nil
+}

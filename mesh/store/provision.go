@@ -88,18 +88,27 @@ func checkFormat(info *jetstream.StreamInfo) error {
 	if info == nil {
 		return nil
 	}
-	v, ok := info.Config.Metadata[FormatKey]
-	if !ok {
-		return nil
-	}
-	have, err := strconv.Atoi(v)
+	have, err := formatOf(info)
 	if err != nil {
-		return fmt.Errorf("stream %s: metadata %s is %q, not a format number", info.Config.Name, FormatKey, v)
+		return err
 	}
 	if have > mesh.StoreFormat {
 		return &FormatError{Stream: info.Config.Name, Have: have, Want: mesh.StoreFormat}
 	}
 	return nil
+}
+
+// formatOf is the stored format a stream's metadata names, 0 when none.
+func formatOf(info *jetstream.StreamInfo) (int, error) {
+	v, ok := info.Config.Metadata[FormatKey]
+	if !ok {
+		return 0, nil
+	}
+	have, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: metadata %s is %q, not a format number", info.Config.Name, FormatKey, v)
+	}
+	return have, nil
 }
 
 // formatMetadata is the metadata a provisioned stream carries.
@@ -446,10 +455,8 @@ func StoredFormats(ctx context.Context, js jetstream.JetStream, ns mesh.Namespac
 			return nil, fmt.Errorf("stream %s: %w", name, err)
 		}
 		f := StreamFormat{Stream: name}
-		if v, ok := s.CachedInfo().Config.Metadata[FormatKey]; ok {
-			if f.Format, err = strconv.Atoi(v); err != nil {
-				return nil, fmt.Errorf("stream %s: metadata %s is %q, not a format number", name, FormatKey, v)
-			}
+		if f.Format, err = formatOf(s.CachedInfo()); err != nil {
+			return nil, err
 		}
 		out = append(out, f)
 	}

@@ -354,20 +354,7 @@ agent:
 // reseal asks the approver to seal approval id, as mesh migrate --apply does.
 func reseal(t *testing.T, m *meshtest.Mesh, id, argsHash string) (*mesh.Approval, error) {
 	t.Helper()
-	subj, _ := m.NS.ApprovalReseal(id)
-	body, _ := json.Marshal(mesh.Reseal{ArgsHash: argsHash})
-	reply, err := m.NC.Request(subj, body, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := mesh.ErrorFromMsg(reply); err != nil {
-		return nil, err
-	}
-	var ap mesh.Approval
-	if err := json.Unmarshal(reply.Data, &ap); err != nil {
-		t.Fatal(err)
-	}
-	return &ap, nil
+	return bus.ResealApproval(t.Context(), m.NC, m.NS, id, mesh.Reseal{ArgsHash: argsHash})
 }
 
 // A pending approval recorded by a release before seals (no seal, no

@@ -9,7 +9,8 @@ import (
 
 // A data directory that mesh up makes is its owner's only: the directory
 // and the JetStream store 0700, nothing in the store readable by others,
-// and the keys, identities and the mesh context 0600 in 0700 directories.
+// and the keys and the mesh context 0600, the keys in a 0700 directory
+// (TestNATSRolePermissions checks the identities under creds/).
 func TestDataDirectoryIsItsOwnersOnly(t *testing.T) {
 	t.Parallel()
 	m := startMesh(t, meshOpts{})
@@ -22,20 +23,18 @@ func TestDataDirectoryIsItsOwnersOnly(t *testing.T) {
 		}
 		return fi.Mode().Perm()
 	}
-	for _, dir := range []string{m.dataDir, filepath.Join(m.dataDir, "jetstream"), filepath.Join(m.dataDir, "keys"), filepath.Join(m.dataDir, "creds")} {
+	for _, dir := range []string{m.dataDir, filepath.Join(m.dataDir, "jetstream"), filepath.Join(m.dataDir, "keys")} {
 		if got := mode(dir); got != 0o700 {
 			t.Errorf("%s: mode %v, want 0700", dir, got)
 		}
 	}
-	for _, dir := range []string{"keys", "creds"} {
-		files, _ := filepath.Glob(filepath.Join(m.dataDir, dir, "*"))
-		if len(files) == 0 {
-			t.Errorf("no files in %s", dir)
-		}
-		for _, f := range files {
-			if got := mode(f); got != 0o600 {
-				t.Errorf("%s: mode %v, want 0600", f, got)
-			}
+	keys, _ := filepath.Glob(filepath.Join(m.dataDir, "keys", "*"))
+	if len(keys) == 0 {
+		t.Error("no files in keys")
+	}
+	for _, f := range keys {
+		if got := mode(f); got != 0o600 {
+			t.Errorf("%s: mode %v, want 0600", f, got)
 		}
 	}
 	if got := mode(filepath.Join(m.dataDir, "context.json")); got != 0o600 {
