@@ -149,7 +149,8 @@ func register(mux core.Mux, b *Role, cfg Config, c *core.Core) {
 	}
 	agui.Register(mux, acfg)
 	hc := &cfg.Agent.HTTP
-	agui.RegisterSocket(mux, acfg, agui.SocketConfig{OriginAllowed: func(o string) bool { return originAdmitted(o, hc) }})
+	agui.RegisterSocket(mux, acfg, agui.SocketConfig{OriginAllowed: func(o string) bool { return originAdmitted(o, hc) },
+		Heartbeat: hc.WebSocket.Heartbeat.Std(), MaxThreads: hc.WebSocket.MaxThreads, FrameTimeout: hc.WebSocket.FrameTimeout.Std()})
 	a2a.Register(mux, a2a.Config{
 		Core: c, Name: cfg.Agent.Name, Description: cfg.Agent.Description, Version: cfg.Version,
 		PublicURL: cfg.Agent.HTTP.PublicURL, SubAgents: subAgents,

@@ -100,6 +100,9 @@ func TestStreamTokenSocketOnlyReads(t *testing.T) {
 		_ = json.Unmarshal(data, &f)
 		return f
 	}
+	if f := read(); f["type"] != agui.FrameConnectionOpen {
+		t.Fatalf("first frame %v, want connection_open", f)
+	}
 	for name, frame := range map[string]string{
 		"run":      `{"type":"run","threadId":"ro-thread","runId":"ro-run","messages":[{"id":"m","role":"user","content":"hi"}]}`,
 		"resume":   `{"threadId":"ro-thread","runId":"ro-run-2","messages":[],"resume":[{"interruptId":"00000000-0000-4000-8000-000000000000","status":"resolved","payload":{"approved":true}}]}`,
@@ -131,6 +134,10 @@ func TestStreamTokenSocketOnlyReads(t *testing.T) {
 	}
 	if f := read(); f["code"] != mesh.ErrSessionNotFound.Kind() {
 		t.Errorf("a follow on the socket after the refusals: %v, want %s (a read that reached the core)", f, mesh.ErrSessionNotFound.Kind())
+	}
+	// The server says goodbye with a frame, then a close frame.
+	if f := read(); f["type"] != agui.FrameConnectionClose || f["reason"] != agui.CloseTokenExpired || f["connectionId"] == "" {
+		t.Errorf("the socket's last frame %v, want connection_close with reason %q", f, agui.CloseTokenExpired)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()

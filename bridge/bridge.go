@@ -174,6 +174,9 @@ func (b *Role) Run(ctx context.Context) error {
 	if err := srv.Shutdown(shutCtx); err != nil {
 		_ = srv.Close()
 	}
+	// WebSockets were handed over by the server: they close themselves
+	// when draining begins, with a frame that says why.
+	b.core.WaitHeld(shutCtx)
 	<-errc
 	b.log.Info().Msg("bridge stopped")
 	return nil

@@ -204,6 +204,8 @@ func TestParseErrorsNameFileFieldAndExpectation(t *testing.T) {
 		{"embedded tls without cert", minimal + "nats:\n  tls: {ca: ca.pem}\n", []string{"nats.tls", "embedded server"}},
 		{"write timeout shorter than the wait", minimal + "http:\n  wait_timeout: 30s\n  write_timeout: 10s\n", []string{"http.write_timeout", "wait_timeout"}},
 		{"negative idle timeout", minimal + "http:\n  idle_timeout: -1s\n", []string{"http.idle_timeout", "negative"}},
+		{"negative socket heartbeat", minimal + "http:\n  websocket:\n    heartbeat: -1s\n", []string{"http.websocket.heartbeat", "negative"}},
+		{"negative socket threads", minimal + "http:\n  websocket:\n    max_threads: -2\n", []string{"http.websocket.max_threads", "negative"}},
 		{"host with a path", minimal + "http:\n  hosts: [\"agents.example.com/x\"]\n", []string{"http.hosts", "agents.example.com/x"}},
 		{"origin with a path", minimal + "http:\n  cors:\n    origins: [\"https://app.example/page\"]\n", []string{"http.cors.origins", "scheme://host"}},
 	}

@@ -79,6 +79,21 @@ type HTTP struct {
 	// CORS says which web origins may call the bridge from a browser. Off
 	// by default: no Access-Control-Allow-Origin, no preflight answered.
 	CORS CORS `yaml:"cors"`
+	// WebSocket tunes AG-UI over a WebSocket (GET /agui/ws).
+	WebSocket WebSocket `yaml:"websocket"`
+}
+
+// WebSocket tunes the sockets of GET /agui/ws.
+type WebSocket struct {
+	// Heartbeat is the interval of the server's pings, and the time a
+	// pong has to come back before the socket is closed. Zero means 15s.
+	Heartbeat Duration `yaml:"heartbeat"`
+	// MaxThreads bounds the runs and follows one socket has open at once
+	// (too_many_threads past it). Zero means 16.
+	MaxThreads int `yaml:"max_threads"`
+	// FrameTimeout bounds writing one frame to a client: a client that
+	// stops reading for longer is cut off. Zero means 15s.
+	FrameTimeout Duration `yaml:"frame_timeout"`
 }
 
 // CORS configures cross-origin requests from browsers.
@@ -113,7 +128,8 @@ func (h *HTTP) applyDefaults() {
 
 func (h *HTTP) validate() *fieldErr {
 	for name, d := range map[string]Duration{"read_header_timeout": h.ReadHeaderTimeout, "read_timeout": h.ReadTimeout,
-		"write_timeout": h.WriteTimeout, "idle_timeout": h.IdleTimeout, "cors.max_age": h.CORS.MaxAge} {
+		"write_timeout": h.WriteTimeout, "idle_timeout": h.IdleTimeout, "cors.max_age": h.CORS.MaxAge,
+		"websocket.heartbeat": h.WebSocket.Heartbeat, "websocket.frame_timeout": h.WebSocket.FrameTimeout} {
 		if d < 0 {
 			return &fieldErr{"http." + name, "must not be negative"}
 		}
@@ -121,6 +137,9 @@ func (h *HTTP) validate() *fieldErr {
 	if h.WriteTimeout != 0 && h.WriteTimeout <= h.WaitTimeout {
 		return &fieldErr{"http.write_timeout", fmt.Sprintf("%s must be longer than http.wait_timeout (%s): an answer waits that long for its turn",
 			h.WriteTimeout.Std(), h.WaitTimeout.Std())}
+	}
+	if h.WebSocket.MaxThreads < 0 {
+		return &fieldErr{"http.websocket.max_threads", "must not be negative"}
 	}
 	if h.MCPTools != nil {
 		for _, t := range *h.MCPTools {

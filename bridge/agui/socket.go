@@ -37,8 +37,15 @@ import (
 //
 // The server sends one frame per event of the events stream, in order:
 //
+//	{"type":"connection_open","connectionId","heartbeatMs","maxThreads","timestamp"}
+//	                                      first, once: the socket's id (in the
+//	                                      bridge's logs too) and its limits
 //	{"type":"events","threadId","runId","seq","cursor","events":[…]}
 //	{"type":"error","code","message","status","threadId"?,"runId"?}
+//	{"type":"connection_close","connectionId","reason","timestamp"}
+//	                                      last, when the server closes the
+//	                                      socket on purpose: its credential
+//	                                      expired, or the bridge is stopping
 //
 // events holds the AG-UI events that stream event became, exactly those
 // POST /agui sends for it (none is never sent); a follow's frames hold the
@@ -64,6 +71,9 @@ import (
 // error frame and the socket stays up; one larger than MaxBodyBytes closes
 // it (status 1009), as the WebSocket protocol has it. The server pings
 // every Heartbeat and closes a socket whose pong does not come within it.
+// A bridge that stops closes its sockets with status 1001 (going away)
+// after a connection_close frame; the client reconnects to another bridge
+// and reattaches.
 
 // SocketPath is the route of AG-UI over a WebSocket.
 const SocketPath = "/agui/ws"
@@ -80,6 +90,9 @@ type SocketConfig struct {
 	// Heartbeat is the interval of the server's pings and the time a pong
 	// has to come back. Zero means 15s.
 	Heartbeat time.Duration
+	// FrameTimeout bounds writing one frame: a client that stops reading
+	// for longer is cut off. Zero means 15s, as an SSE write.
+	FrameTimeout time.Duration
 }
 
 // ErrOriginNotAllowed refuses a browser's socket from a page of another
@@ -93,6 +106,9 @@ func RegisterSocket(mux core.Mux, cfg Config, sc SocketConfig) {
 	}
 	if sc.Heartbeat == 0 {
 		sc.Heartbeat = sse.DefaultKeepAlive
+	}
+	if sc.FrameTimeout == 0 {
+		sc.FrameTimeout = sse.WriteTimeout
 	}
 	s := &sockets{h: newHandler(cfg), cfg: sc}
 	mux.HandleFunc("GET "+SocketPath, s.serve)
@@ -116,19 +132,22 @@ func (s *sockets) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	defer closeStream()
 	// The server's read and write timeouts would end the socket; frames get
-	// deadlines of their own (sse.WriteTimeout, Heartbeat).
+	// deadlines of their own (FrameTimeout, Heartbeat).
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{})
 	_ = rc.SetWriteDeadline(time.Time{})
 	caller := core.CallerOf(r)
+	release := s.h.core.Hold()
+	defer release()
 	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true}) // Origin checked above
 	if err != nil {
 		return // Accept answered the request
 	}
 	conn.SetReadLimit(s.h.cfg.MaxBodyBytes)
 	ctx, cancel := context.WithCancel(r.Context())
-	sock := &socket{s: s, h: s.h, conn: conn, caller: caller, ctx: ctx, cancel: cancel, subs: map[string]*subscription{},
-		log: s.h.log.With().Str("surface", "agui-ws").Logger()}
+	id := mesh.NewID()
+	sock := &socket{s: s, h: s.h, conn: conn, caller: caller, ctx: ctx, cancel: cancel, subs: map[string]*subscription{}, id: id,
+		log: s.h.log.With().Str("surface", "agui-ws").Str("connection", id).Logger()}
 	sock.run()
 }
 
@@ -157,6 +176,7 @@ type socket struct {
 	cancel context.CancelFunc
 	log    zerolog.Logger
 	wg     sync.WaitGroup
+	id     string // the connection id its frames and log lines carry
 
 	mu   sync.Mutex
 	subs map[string]*subscription // by thread
@@ -195,7 +215,19 @@ type serverFrame struct {
 	Status   int               `json:"status,omitempty"`
 	// ResetAt is when a limit's refusal may be tried again (RFC 3339).
 	ResetAt string `json:"resetAt,omitempty"`
+	// The connection frames'.
+	ConnectionID string `json:"connectionId,omitempty"`
+	HeartbeatMs  int64  `json:"heartbeatMs,omitempty"`
+	MaxThreads   int    `json:"maxThreads,omitempty"`
+	Reason       string `json:"reason,omitempty"`
+	Timestamp    string `json:"timestamp,omitempty"`
 }
+
+// The types of the frames that open and close a connection.
+const (
+	FrameConnectionOpen  = "connection_open"
+	FrameConnectionClose = "connection_close"
+)
 
 // run reads frames until the socket closes, then stops its subscriptions
 // (not their runs) and waits for them.
@@ -205,8 +237,13 @@ func (c *socket) run() {
 		c.wg.Wait()
 		_ = c.conn.CloseNow()
 	}()
-	c.wg.Add(1)
+	if !c.send(serverFrame{Type: FrameConnectionOpen, ConnectionID: c.id, HeartbeatMs: c.s.cfg.Heartbeat.Milliseconds(),
+		MaxThreads: c.s.cfg.MaxThreads, Timestamp: frameTime()}) {
+		return
+	}
+	c.wg.Add(2)
 	go c.heartbeat()
+	go c.closeWhenStopping()
 	if p := c.caller.Principal; p != nil && !p.Expires.IsZero() {
 		c.wg.Add(1)
 		go c.expire(p.Expires)
@@ -266,11 +303,35 @@ func (c *socket) expire(at time.Time) {
 	case <-t.C:
 	}
 	c.log.Info().Msg("the token of the socket expired: socket closed")
+	c.goodbye(websocket.StatusPolicyViolation, CloseTokenExpired)
+}
+
+// CloseStopping is the reason of the close frame of a socket whose bridge
+// is stopping (status 1001, [websocket.StatusGoingAway]).
+const CloseStopping = "bridge stopping: reconnect and reattach"
+
+// closeWhenStopping closes the socket when the bridge begins to stop.
+func (c *socket) closeWhenStopping() {
+	defer c.wg.Done()
+	select {
+	case <-c.ctx.Done():
+	case <-c.h.core.Stopping():
+		c.goodbye(websocket.StatusGoingAway, CloseStopping)
+	}
+}
+
+// goodbye sends a connection_close frame and closes the socket with code
+// and reason.
+func (c *socket) goodbye(code websocket.StatusCode, reason string) {
+	c.send(serverFrame{Type: FrameConnectionClose, ConnectionID: c.id, Reason: reason, Timestamp: frameTime()})
 	// Close first: cancelling the socket's context first would make its
 	// reader close the connection without a close frame.
-	_ = c.conn.Close(websocket.StatusPolicyViolation, CloseTokenExpired)
+	_ = c.conn.Close(code, reason)
 	c.cancel()
 }
+
+// frameTime is a frame's timestamp: RFC 3339 with milliseconds, UTC.
+func frameTime() string { return time.Now().UTC().Format("2006-01-02T15:04:05.000Z07:00") }
 
 // handle does what one frame asks, or answers it with an error frame.
 func (c *socket) handle(data []byte) {
@@ -342,14 +403,14 @@ func (c *socket) fail(thread, run string, err error) {
 	c.send(f)
 }
 
-// send writes a frame within sse.WriteTimeout; a failed write closes the
-// socket.
+// send writes a frame within SocketConfig.FrameTimeout; a failed write
+// closes the socket.
 func (c *socket) send(f serverFrame) bool {
 	data, err := json.Marshal(f)
 	if err != nil {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(c.ctx, sse.WriteTimeout)
+	ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.FrameTimeout)
 	defer cancel()
 	if err := c.conn.Write(ctx, websocket.MessageText, data); err != nil {
 		c.cancel()

@@ -3,6 +3,7 @@ package agui
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/google/uuid"
 
 	"github.com/agentmesh/agentmesh/bridge/core/coretest"
 	"github.com/agentmesh/agentmesh/mesh/llm/offline"
@@ -38,7 +40,11 @@ func dialSocket(t *testing.T, url string) *testSocket {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.CloseNow() })
-	return &testSocket{t: t, conn: conn}
+	s := &testSocket{t: t, conn: conn}
+	if f := s.next(); f.Type != FrameConnectionOpen || f.ConnectionID == "" || f.HeartbeatMs <= 0 || f.MaxThreads <= 0 {
+		t.Fatalf("first frame %+v, want connection_open with the connection's id and limits", f)
+	}
+	return s
 }
 
 func (s *testSocket) send(frame string) {
@@ -275,5 +281,43 @@ func TestSocketRefusesOtherOrigins(t *testing.T) {
 		if resp == nil || resp.StatusCode != want {
 			t.Errorf("origin %s: %v %v, want %d", origin, resp, err, want)
 		}
+	}
+}
+
+// A socket opens with a frame naming it and its limits, as configured,
+// and a bridge that begins to stop says goodbye with a frame and a close
+// frame 1001 that tell the client to reconnect.
+func TestSocketOpensWithItsIdAndClosesWhenTheBridgeStops(t *testing.T) {
+	f := newFixture(t, offline.New(), nil)
+	url := socketServer(t, f, SocketConfig{MaxThreads: 3, Heartbeat: 2 * time.Second})
+	conn, _, err := websocket.Dial(t.Context(), url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.CloseNow()
+	s := &testSocket{t: t, conn: conn}
+	open := s.next()
+	if open.Type != FrameConnectionOpen || uuid.Validate(open.ConnectionID) != nil || open.HeartbeatMs != 2000 || open.MaxThreads != 3 || open.Timestamp == "" {
+		t.Fatalf("first frame %+v, want connection_open with a UUID, heartbeatMs 2000, maxThreads 3 and a timestamp", open)
+	}
+	if other := dialSocket(t, url); other == nil {
+		t.Fatal("no second socket")
+	}
+
+	f.core.SetDraining()
+	bye := s.next()
+	if bye.Type != FrameConnectionClose || bye.ConnectionID != open.ConnectionID || bye.Reason != CloseStopping {
+		t.Errorf("frame after draining began %+v, want connection_close of %s with reason %q", bye, open.ConnectionID, CloseStopping)
+	}
+	_, _, err = conn.Read(t.Context())
+	var ce websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != websocket.StatusGoingAway || ce.Reason != CloseStopping {
+		t.Errorf("the socket after draining began: %v, want a close frame 1001 %q", err, CloseStopping)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	f.core.WaitHeld(ctx)
+	if ctx.Err() != nil {
+		t.Error("the sockets still held 10s after draining began")
 	}
 }

@@ -133,6 +133,9 @@ type Core struct {
 
 	degraded     atomic.Pointer[mesh.Degradation]
 	draining     atomic.Bool
+	stopping     chan struct{} // closed by SetDraining
+	stopOnce     sync.Once
+	held         atomic.Int64 // connections the HTTP server does not own (Hold)
 	sessionCount atomic.Pointer[counted]
 	stopWatch    context.CancelFunc
 	stopMessages func()    // the message log's follow (Start)
@@ -184,6 +187,7 @@ func New(cfg Config) (*Core, error) {
 		log:       cfg.Logger,
 		now:       time.Now,
 		started:   time.Now(),
+		stopping:  make(chan struct{}),
 		waiters:   map[string]*Run{},
 		watched:   map[string]*Run{},
 		hub:       newHub(cfg.JS, cfg.NS, cfg.FollowerBuffer),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -130,8 +131,39 @@ type counted struct {
 // Degradation is the degradation mode in force, or nil.
 func (c *Core) Degradation() *mesh.Degradation { return c.degraded.Load() }
 
-// SetDraining makes readiness fail: the bridge is stopping.
-func (c *Core) SetDraining() { c.draining.Store(true) }
+// SetDraining makes readiness fail: the bridge is stopping. It closes
+// [Core.Stopping], so that long-lived connections say goodbye.
+func (c *Core) SetDraining() {
+	c.draining.Store(true)
+	c.stopOnce.Do(func() { close(c.stopping) })
+}
+
+// Stopping is closed when the bridge begins to stop: a WebSocket then
+// tells its client why and closes, which the server's shutdown does not do
+// for connections it no longer owns.
+func (c *Core) Stopping() <-chan struct{} { return c.stopping }
+
+// Hold counts a connection the HTTP server no longer owns (a WebSocket)
+// until the function it returns is called; [Core.WaitHeld] waits for them.
+func (c *Core) Hold() (release func()) {
+	c.held.Add(1)
+	var once sync.Once
+	return func() { once.Do(func() { c.held.Add(-1) }) }
+}
+
+// WaitHeld waits until every held connection is released, or ctx ends.
+// It polls: a connection may still be taking hold while it waits.
+func (c *Core) WaitHeld(ctx context.Context) {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for c.held.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
 
 // watchDegradation follows the degradation key of the nodes bucket.
 func (c *Core) watchDegradation(ctx context.Context) error {

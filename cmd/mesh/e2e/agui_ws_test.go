@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // wsToken is a user who may also decide approvals: the WebSocket peer
@@ -31,8 +33,9 @@ type wsResult struct {
 		JoinedJSON                   string `json:"joinedJSON"`
 		WholeJSON                    string `json:"wholeJSON"`
 	} `json:"drop"`
-	BadFrame map[string]any `json:"badFrame"`
-	ReadOnly map[string]any `json:"readOnly"`
+	BadFrame    map[string]any   `json:"badFrame"`
+	ReadOnly    map[string]any   `json:"readOnly"`
+	Connections []map[string]any `json:"connections"`
 }
 
 // TestAGUIWebSocketClient drives GET /agui/ws of the real binary with the
@@ -114,6 +117,18 @@ func TestAGUIWebSocketClient(t *testing.T) {
 	}
 	if res.BadFrame["type"] != "error" || res.BadFrame["code"] != "bad_request" {
 		t.Errorf("a frame that is not JSON got %v, want an error frame bad_request", res.BadFrame)
+	}
+	// Each socket opened with its own connection_open frame.
+	ids := map[string]bool{}
+	for i, c := range res.Connections {
+		id := str(c, "connectionId")
+		if c["type"] != "connection_open" || uuid.Validate(id) != nil || ids[id] || c["heartbeatMs"] != 15000.0 || c["maxThreads"] != 16.0 {
+			t.Errorf("socket %d opened with %v, want connection_open with its own connectionId, heartbeatMs 15000, maxThreads 16", i, c)
+		}
+		ids[id] = true
+	}
+	if len(res.Connections) != 3 {
+		t.Errorf("%d connection frames, want one for each of the 3 sockets", len(res.Connections))
 	}
 }
 

@@ -217,6 +217,9 @@ func checkSocketGone(t *testing.T, m *meshProc, conv string) {
 	if err := c.Write(ctx, websocket.MessageText, []byte(frame)); err != nil {
 		t.Fatal(err)
 	}
+	if _, open, err := c.Read(ctx); err != nil || !strings.Contains(string(open), `"connection_open"`) {
+		t.Fatalf("first frame %s (%v), want connection_open", open, err)
+	}
 	_, data, err := c.Read(ctx)
 	if err != nil {
 		t.Fatalf("read a frame: %v", err)

@@ -95,7 +95,11 @@ func dialWS(t *testing.T, m *authMesh, query string, hdr http.Header) *wsConn {
 		t.Fatalf("dial /agui/ws: %v (%v)", err, resp)
 	}
 	t.Cleanup(func() { _ = conn.CloseNow() })
-	return &wsConn{t: t, conn: conn}
+	c := &wsConn{t: t, conn: conn}
+	if f, err := c.next(10 * time.Second); err != nil || str(f, "type") != "connection_open" {
+		t.Fatalf("first frame %v (%v), want connection_open", f, err)
+	}
+	return c
 }
 
 func (c *wsConn) send(frame string) {

@@ -23,6 +23,7 @@
 //   badframe:  on the third socket (bearer header), a frame that is not
 //              JSON gets an error frame, and the same socket then runs a
 //              turn.
+// The first frame of each socket (connection_open) is reported as is.
 
 import { randomUUID } from 'node:crypto';
 import { createInterface } from 'node:readline';
@@ -53,6 +54,11 @@ class Socket {
     this.ws = new WebSocket(url, { headers });
     this.ws.on('message', (data, isBinary) => {
       const frame = JSON.parse(isBinary ? data.toString() : data.toString());
+      // The server's first frame names the connection; it is reported, not queued.
+      if (this.opening === undefined) {
+        this.opening = frame;
+        if (frame.type === 'connection_open') return;
+      }
       const w = this.waiters.shift();
       if (w) w(frame);
       else this.queue.push(frame);
@@ -191,6 +197,7 @@ const badThread = randomUUID();
 third.send(runInput(badThread, 'list all resources'));
 out.runs.afterBadFrame = await report('after-bad-frame', await third.untilEnd(badThread));
 
+out.connections = [sock.opening, again.opening, third.opening];
 again.ws.close();
 third.ws.close();
 console.log(JSON.stringify(out));
