@@ -26,7 +26,7 @@ COMPOSE     ?= docker compose
 # static). Nothing needs cgo: the sample MCP server's SQLite is pure Go.
 PLATFORMS   := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
 
-.PHONY: all build build-all release run test test-short lint bench bench-cluster chaos chaos-cluster clean peers image compose-up compose-down
+.PHONY: all build build-all release run test test-short lint check bench bench-cluster chaos chaos-cluster clean peers image compose-up compose-down
 
 all: build
 
@@ -121,6 +121,9 @@ lint:
 	@$(GO) mod tidy -diff || { echo "go.mod or go.sum is not tidy: run go mod tidy"; exit 1; }
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+
+## check: what to run before sending a change: lint, then the whole suite
+check: lint test
 
 ## bench: latency and throughput figures (see docs/benchmarks.md)
 bench:

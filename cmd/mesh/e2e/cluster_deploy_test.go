@@ -496,3 +496,28 @@ func TestClusterDeployBuildAll(t *testing.T) {
 		t.Fatalf("mesh for windows/amd64: %v\n%s", err, out)
 	}
 }
+
+// TestMakeCheckRunsLintThenTests checks that `make check`, the one command
+// to run before sending a change, runs the linters and the whole suite.
+func TestMakeCheckRunsLintThenTests(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("make is not on PATH")
+	}
+	cmd := exec.Command("make", "-n", "check")
+	cmd.Dir = "../../.."
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n check: %v\n%s", err, out)
+	}
+	plan := string(out)
+	steps := []string{"gofmt -l", "go mod tidy -diff", "go vet ./...", "staticcheck", "go test -race", "go test -race -count=1"}
+	at := 0
+	for _, step := range steps {
+		i := strings.Index(plan[at:], step)
+		if i < 0 {
+			t.Fatalf("make check does not run %q after the steps before it; it runs:\n%s", step, plan)
+		}
+		at += i + len(step)
+	}
+}
