@@ -103,11 +103,14 @@ const (
 	DefaultSessionMaxBytes   = 4 << 20
 	DefaultWaitTimeout       = 30 * time.Second
 	DefaultLLMTimeout        = 60 * time.Second
-	DefaultAckWait           = 10 * time.Second
-	DefaultMaxDeliver        = 5
-	DefaultWorkers           = 4096
-	DefaultMaxIterations     = 10
-	DefaultToolWait          = 2 * time.Second
+	// DefaultModel is llm.model when the file sets none. It needs
+	// GEMINI_API_KEY; a file meant to run without a key says model: offline.
+	DefaultModel         = "gemini-2.5-flash"
+	DefaultAckWait       = 10 * time.Second
+	DefaultMaxDeliver    = 5
+	DefaultWorkers       = 4096
+	DefaultMaxIterations = 10
+	DefaultToolWait      = 2 * time.Second
 )
 
 // Config is the whole configuration of a mesh: agent.yaml and the
@@ -318,6 +321,9 @@ func (c *Config) applyDefaults() {
 	}
 	c.HTTP.applyDefaults()
 	c.Files.applyDefaults(c.HTTP.MaxBodyBytes)
+	if c.LLM.Model == "" {
+		c.LLM.Model = DefaultModel
+	}
 	if c.LLM.Timeout == 0 {
 		c.LLM.Timeout = Duration(DefaultLLMTimeout)
 	}

@@ -55,6 +55,34 @@ func TestParseDefaults(t *testing.T) {
 	}
 }
 
+// A file without llm.model runs gemini-2.5-flash, so without GEMINI_API_KEY
+// the key check names the variable and the offline alternative.
+func TestModelDefaultsToGeminiFlash(t *testing.T) {
+	c, err := Parse("agent.yaml", []byte("name: a\n"), env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.LLM.Model != "gemini-2.5-flash" || c.Tree().Model != "gemini-2.5-flash" {
+		t.Fatalf("llm.model = %q, tree model = %q, want gemini-2.5-flash", c.LLM.Model, c.Tree().Model)
+	}
+	err = c.CheckKeys()
+	if err == nil {
+		t.Fatal("CheckKeys without GEMINI_API_KEY = nil, want an error naming it")
+	}
+	for _, want := range []string{"llm.model", "gemini-2.5-flash", "GEMINI_API_KEY", "offline"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("CheckKeys error %q does not say %q", err, want)
+		}
+	}
+	c, err = Parse("agent.yaml", []byte("name: a\n"), env("GEMINI_API_KEY", "k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CheckKeys(); err != nil {
+		t.Errorf("CheckKeys with GEMINI_API_KEY set: %v", err)
+	}
+}
+
 // state_tool at the top level reaches the llm node built from it.
 func TestStateToolOfTheSingleNode(t *testing.T) {
 	c, err := Parse("agent.yaml", []byte(minimal+"state_tool: true\n"), env())
@@ -169,7 +197,6 @@ func TestParseErrorsNameFileFieldAndExpectation(t *testing.T) {
 		yaml string
 		want []string
 	}{
-		{"missing model", "name: a\n", []string{"llm.model", "is required", "offline"}},
 		{"missing name", "llm:\n  model: offline\n", []string{"name", "is required"}},
 		{"bad name", "name: a.b\nllm:\n  model: offline\n", []string{"name", `"a.b"`}},
 		{"unknown model", "name: a\nllm:\n  model: llama3\n", []string{"llm.model", "llama3", "provider:model"}},

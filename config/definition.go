@@ -30,8 +30,8 @@ type Definition struct {
 
 // LLM selects the model.
 type LLM struct {
-	// Model is required: "offline", a model name (gemini-…, claude-…, gpt-…)
-	// or provider:model.
+	// Model is "offline", a model name (gemini-…, claude-…, gpt-…) or
+	// provider:model. Empty means DefaultModel (gemini-2.5-flash).
 	Model string `yaml:"model"`
 	// BaseURL overrides the provider's API URL (gateways, proxies, Ollama).
 	BaseURL string `yaml:"base_url"`

@@ -37,9 +37,6 @@ func (c *Config) checkModels() *fieldErr {
 	if !nameRE.MatchString(c.Name) {
 		return &fieldErr{"name", fmt.Sprintf("%q is not %s", c.Name, nameWant)}
 	}
-	if c.LLM.Model == "" {
-		return &fieldErr{"llm.model", "is required: offline (no API key needed), a gemini-…, claude-… or gpt-… model, or provider:model"}
-	}
 	for field, m := range c.Models() {
 		if _, err := modelspec.ParseModel(m); err != nil {
 			return &fieldErr{field, err.Error()}

@@ -198,7 +198,8 @@ func TestStartupRefusesBadConfig(t *testing.T) {
 		config string
 		want   []string
 	}{
-		{"missing llm.model", "name: a\nllm: {}\n", []string{"llm.model", "is required"}},
+		// Without llm.model the agent runs gemini-2.5-flash, which needs its key.
+		{"no llm.model and no key", "name: a\nllm: {}\n", []string{"llm.model", "gemini-2.5-flash", "GEMINI_API_KEY"}},
 		{"cloud model without key", "name: a\nllm:\n  model: claude-sonnet-4-5\n", []string{"llm.model", "ANTHROPIC_API_KEY"}},
 		{"gemini model without key", "name: a\nllm:\n  model: gemini-2.5-flash\n", []string{"GEMINI_API_KEY"}},
 		{"unknown field", "name: a\nllm:\n  model: offline\n  modle: x\n", []string{"modle"}},
