@@ -192,6 +192,7 @@ func (b *Role) middleware(next http.Handler) http.Handler {
 		_, route := b.mux.Handler(r)
 		ctx, span := telemetry.StartKind(telemetry.HTTPExtract(r.Context(), r.Header), httpSpanName(r.Method, route), trace.SpanKindServer,
 			httpAttributes(r, route)...)
+		ctx, note := core.WithLogNote(ctx)
 		r = r.WithContext(ctx)
 		defer func() {
 			if p := recover(); p != nil {
@@ -210,8 +211,16 @@ func (b *Role) middleware(next http.Handler) http.Handler {
 			case sw.status >= 500:
 				ev = b.log.Error()
 			}
-			if sid := r.Header.Get(mesh.HeaderSessionID); sid != "" {
-				ev = ev.Str("sid", sid)
+			// The conversation's own sid, else the one the caller sent.
+			session, sid := note.Conversation()
+			if sid == "" {
+				sid = r.Header.Get(mesh.HeaderSessionID)
+			}
+			if sid != "" {
+				ev = ev.Str("sid", clipLog(sid))
+			}
+			if session != "" {
+				ev = ev.Str("session", session)
 			}
 			if sw.principal != "" {
 				ev = ev.Str("principal", sw.principal)

@@ -400,6 +400,7 @@ func (c *Core) createWith(ctx context.Context, id, group, agent string, caller C
 	}
 	c.indexConversation(conv)
 	c.keepHead(conv)
+	noteConversation(ctx, conv.ID, conv.SessionID)
 	return conv, nil
 }
 
@@ -549,6 +550,7 @@ func (c *Core) SendOnce(ctx context.Context, id, key, text string, caller Caller
 	if err := c.check(caller, conv); err != nil {
 		return nil, err
 	}
+	noteConversation(ctx, conv.ID, conv.SessionID)
 	switch {
 	case conv.Turn != nil && conv.Turn.ID == turnID:
 		return c.register(turnID, id), nil // running: wait for it
@@ -654,6 +656,7 @@ func (c *Core) Decide(ctx context.Context, approvalID string, body []byte, calle
 		return nil, nil, fmt.Errorf("decode approver reply: %w", err)
 	}
 	r.session = ap.ConversationID
+	noteConversation(ctx, ap.ConversationID, ap.SessionID)
 	return &ap, r, nil
 }
 

@@ -227,5 +227,6 @@ func (c *Core) TombstoneFor(ctx context.Context, id string, caller Caller) (*sto
 	if err := c.check(caller, h); err != nil {
 		return nil, err
 	}
+	noteConversation(ctx, h.ID, h.SessionID)
 	return h, nil
 }

@@ -81,6 +81,7 @@ func (c *Core) HeadFor(ctx context.Context, id string, caller Caller) (*store.Se
 	if err := c.check(caller, h); err != nil {
 		return nil, err
 	}
+	noteConversation(ctx, h.ID, h.SessionID)
 	return h, nil
 }
 
@@ -94,6 +95,7 @@ func (c *Core) GetFor(ctx context.Context, id string, caller Caller) (*mesh.Conv
 	if !c.Sees(caller, conv.Owner) {
 		return nil, notFound(id)
 	}
+	noteConversation(ctx, conv.ID, conv.SessionID)
 	return conv, nil
 }
 

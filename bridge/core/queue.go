@@ -112,6 +112,7 @@ func (c *Core) enqueue(ctx context.Context, id string, tq turnQ, caller Caller) 
 		return 0, c.hideGone(caller, id, err)
 	}
 	c.indexConversation(conv) // its watch need not decode it again
+	noteConversation(ctx, conv.ID, conv.SessionID)
 	role, name := c.target(conv.Agent, groupName(conv.Group))
 	value := map[string]any{"runId": turnID, "message": text}
 	if tq.regenerate {
