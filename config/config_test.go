@@ -350,6 +350,28 @@ func TestDefaultConfigFileLoads(t *testing.T) {
 	}
 }
 
+// Without MESH_CONFIG the process loads config/agent.yaml of its working
+// directory.
+func TestFromEnvironmentFallsBackToConfigAgentYAML(t *testing.T) {
+	t.Chdir("..")
+	t.Setenv(EnvConfig, "")
+	t.Setenv(EnvDataDir, "/data")
+	c, err := FromEnvironment()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Path != DefaultConfigPath || DefaultConfigPath != "config/agent.yaml" {
+		t.Errorf("loaded %s, want config/agent.yaml", c.Path)
+	}
+	if c.Name == "" || c.LLM.Model != "offline" {
+		t.Errorf("config/agent.yaml gave name %q, model %q", c.Name, c.LLM.Model)
+	}
+	t.Chdir(t.TempDir())
+	if _, err := FromEnvironment(); err == nil || !strings.Contains(err.Error(), "config/agent.yaml") || !strings.Contains(err.Error(), EnvConfig) {
+		t.Errorf("FromEnvironment without the file = %v, want an error naming config/agent.yaml and %s", err, EnvConfig)
+	}
+}
+
 func TestCheckKeys(t *testing.T) {
 	tests := []struct {
 		name    string

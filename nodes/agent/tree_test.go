@@ -268,6 +268,28 @@ func TestTreeLoopStopsAtMaxIterations(t *testing.T) {
 	}
 }
 
+// A loop that sets no max_iterations stops after ten.
+func TestTreeLoopStopsAtTenIterationsByDefault(t *testing.T) {
+	var calls atomic.Int32
+	p := byPrompt{"work": func(_ context.Context, req llm.Request) (*llm.Response, error) {
+		calls.Add(1)
+		return &llm.Response{Text: "not yet"}, nil
+	}}
+	f := newTreeFixture(t, p, treeYAML(`  name: retry
+  type: loop
+  agents:
+    - {name: worker, type: llm, prompt: work, can_exit_loop: true}
+`), nil)
+	_, c := f.turn(f.conversation(), "go")
+	if n := calls.Load(); n != 10 {
+		t.Errorf("worker ran %d times, want 10", n)
+	}
+	last := c.Messages[len(c.Messages)-1]
+	if !last.Notice || !strings.Contains(last.Content, "retry stopped after 10 iterations") {
+		t.Errorf("last message = %+v, want the loop's stop notice after 10 iterations", last)
+	}
+}
+
 func TestTreeLoopEndsOnExitLoop(t *testing.T) {
 	var workerRuns, checkerRuns atomic.Int32
 	var checkerTools atomic.Value
