@@ -15,7 +15,8 @@ import (
 )
 
 // BenchmarkListConversations measures GET /conversations?limit=50 (the
-// first page, and a page deep in the walk by its cursor) on `mesh up` with
+// first page, and a page deep in the walk by its cursor), GET /health and
+// GET /conversations/{id} of a stored conversation on `mesh up` with
 // 1,000 and 10,000 stored conversations, and 100,000 with
 // MESH_BENCH_SCALE=1 (or more). The conversations are written straight into
 // the sessions bucket as the admin (a system prompt, a user message, an
@@ -39,9 +40,18 @@ func BenchmarkListConversations(b *testing.B) {
 		b.Run(fmt.Sprintf("conversations=%d", n), func(b *testing.B) {
 			deep := m.do(http.StatusOK, "GET", fmt.Sprintf("/conversations?limit=%d", min(500, n/2)), nil)
 			cursor := str(deep, "next_cursor")
-			for _, page := range []struct{ name, path string }{
-				{"first", "/conversations?limit=50"},
-				{"deep", "/conversations?limit=50&cursor=" + cursor},
+			// Beside the listing, the other two reads a client makes most:
+			// the health check and one conversation (a stored one, whole).
+			for _, page := range []struct {
+				name, path string
+				ok         func(map[string]any) bool
+			}{
+				{"first", "/conversations?limit=50", func(body map[string]any) bool { return len(list(body, "conversations")) == 50 }},
+				{"deep", "/conversations?limit=50&cursor=" + cursor, func(body map[string]any) bool { return len(list(body, "conversations")) == 50 }},
+				{"health", "/health", func(body map[string]any) bool { return str(body, "status") != "" }},
+				{"get", "/conversations/bench-list-0000000", func(body map[string]any) bool {
+					return str(body, "conversation", "id") == "bench-list-0000000" && len(list(obj(body, "conversation"), "messages")) == 3
+				}},
 			} {
 				b.Run(page.name, func(b *testing.B) {
 					var lat []time.Duration
@@ -50,8 +60,8 @@ func BenchmarkListConversations(b *testing.B) {
 						t0 := time.Now()
 						status, body := m.try("GET", page.path, nil)
 						lat = append(lat, time.Since(t0))
-						if status != http.StatusOK || len(list(body, "conversations")) != 50 {
-							b.Fatalf("status %d, %d conversations", status, len(list(body, "conversations")))
+						if status != http.StatusOK || !page.ok(body) {
+							b.Fatalf("GET %s: status %d, %v", page.path, status, body)
 						}
 					}
 					b.StopTimer()

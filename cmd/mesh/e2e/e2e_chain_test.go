@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +25,42 @@ a2a:
     url: http://` + b.httpAddr + `
     description: Manages named integer resources (list, add, remove).
 `})
+	return a, b
+}
+
+// chainPipeline is chain with Agent A a sequential pipeline: an analyzer
+// with no tools writes its analysis to state, then a delegator, offered
+// Agent B as a tool, carries the request out through it.
+func chainPipeline(t *testing.T) (a, b *meshProc) {
+	t.Helper()
+	b = startMesh(t, meshOpts{})
+	sub := `
+        - name: resource-agent
+          url: http://` + b.httpAddr + `
+          description: Manages named integer resources (list, add, remove).
+`
+	a = startMesh(t, meshOpts{config: `name: orchestrator
+description: Analyses resource requests, then delegates them to the resource agent.
+llm:
+  model: offline
+a2a:` + strings.ReplaceAll(sub, "\n      ", "\n") + `
+agent:
+  name: pipeline
+  type: sequential
+  agents:
+    - name: analyzer
+      type: llm
+      output_key: analysis
+      tools: []
+      prompt: Classify the user's request about resources in one short paragraph.
+    - name: delegator
+      type: llm
+      output_key: result
+      prompt: |
+        You delegate resource requests to resource-agent, as this analysis says.
+
+        Analysis: {analysis}
+      a2a:` + sub})
 	return a, b
 }
 
@@ -101,4 +138,64 @@ func TestProxyApprovalThroughTheChain(t *testing.T) {
 	}
 	sid := str(out, "conversation", "session_id")
 	waitSIDLogged(t, a, b, sid)
+}
+
+// TestChainThroughAPipeline: Agent A is a sequential pipeline (analyzer,
+// then a delegator with Agent B as its sub-agent). A list runs through both
+// steps to B; an add waits for B's approval as a proxy approval at A's
+// delegator, with the pipeline paused there, and approving it at A runs
+// the add on B once and finishes A's pipeline.
+func TestChainThroughAPipeline(t *testing.T) {
+	t.Parallel()
+	a, b := chainPipeline(t)
+	created := b.send(b.newConversation(), "add resource seen-by-pipeline with value 3")
+	b.do(http.StatusOK, "POST", "/approvals/"+str(created, "result", "approval", "uuid"), map[string]any{"approved": true})
+
+	_, out := a.firstTurn("list all resources")
+	c := obj(out, "conversation")
+	if finalText(c, "analyzer") == "" || str(c, "state", "analysis") == "" {
+		t.Errorf("A's analyzer wrote no analysis: state %v", obj(c, "state"))
+	}
+	if calls := callsOf(c, "delegator"); !slices.Equal(calls, []string{"a2a_resource-agent"}) {
+		t.Fatalf("A's delegator called %v, want one delegation to resource-agent", calls)
+	}
+	if resp := str(out, "result", "response"); !strings.Contains(resp, "seen-by-pipeline") {
+		t.Errorf("A's answer %q does not show B's resources", resp)
+	}
+
+	conv := a.newConversation()
+	out = a.send(conv, "add resource pipeline-chain with value 78")
+	if str(out, "conversation", "status") != "waiting_approval" {
+		t.Fatalf("A: status %s, want waiting_approval (%v)", str(out, "conversation", "status"), obj(out, "result"))
+	}
+	ap := obj(out, "result", "approval")
+	if str(ap, "remote_agent_name") != "resource-agent" || str(ap, "remote_task_id") == "" {
+		t.Fatalf("A's approval = %v, want a proxy approval for resource-agent with the remote task id", ap)
+	}
+	ps := obj(out, "conversation", "pipeline_state")
+	if path := list(ps, "paused_node_path"); len(path) != 1 || path[0] != 1.0 || str(ps, "session_state", "analysis") == "" {
+		t.Errorf("A's pipeline_state = %v, want paused at the delegator ([1]) with the analysis", ps)
+	}
+	if n := b.resourceRows("pipeline-chain"); n != 0 {
+		t.Fatalf("rows on B before the approval = %d", n)
+	}
+	done := a.do(http.StatusOK, "POST", "/approvals/"+str(ap, "uuid"), map[string]any{"approved": true})
+	c = obj(done, "conversation")
+	if str(c, "status") != "active" || c["pipeline_state"] != nil {
+		t.Errorf("A after the approval: status %s, pipeline_state %v, want active and none", str(c, "status"), c["pipeline_state"])
+	}
+	if resp := str(done, "result", "response"); !strings.Contains(resp, "pipeline-chain") {
+		t.Errorf("A's answer %q does not show the created resource", resp)
+	}
+	if n := len(byNode(c, "analyzer")); n != 1 {
+		t.Errorf("A's analyzer wrote %d messages, want 1 (the resume carries on at the delegator)", n)
+	}
+	if n := b.resourceRows("pipeline-chain"); n != 1 {
+		t.Errorf("rows on B = %d, want exactly 1", n)
+	}
+	task := b.do(http.StatusOK, "GET", "/conversations/"+str(ap, "remote_task_id"), nil)
+	if str(task, "conversation", "status") != "active" {
+		t.Errorf("B's task after the approval: %s, want active", str(task, "conversation", "status"))
+	}
+	waitSIDLogged(t, a, b, str(c, "session_id"))
 }
