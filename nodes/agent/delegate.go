@@ -108,6 +108,10 @@ func (t *turn) runA2A(ctx context.Context) {
 		t.end.outcome = mesh.OutcomeInterrupt
 		return
 	}
+	if t.end.rejected != "" {
+		t.stopRejected()
+		return
+	}
 	if ctx.Err() != nil {
 		t.cancelled(ctx)
 		return
@@ -203,7 +207,11 @@ func (t *turn) forwardDecision(ctx context.Context, call mesh.ToolCall, ap *mesh
 	}
 	t.log.Info().Str("sub_agent", r.cfg.Name).Str("approval", ap.UUID).Str("remote_task", ap.RemoteTaskID).Str("decision", word).Msg("forwarding decision to sub-agent")
 	out := t.recorded(ctx, r, ap.UUID, current, forward)
-	return t.settleRemote(ctx, call, r, out, !approved)
+	paused = t.settleRemote(ctx, call, r, out, !approved)
+	if !paused && !approved && !t.a.simple {
+		t.end.rejected = call.Name // ends the tree, as a rejection here does (stopRejected)
+	}
+	return paused
 }
 
 // recorded runs call once per key, recording its outcome in the calls

@@ -25,6 +25,10 @@ func (t *turn) loop(ctx context.Context) {
 			t.end.outcome = mesh.OutcomeInterrupt
 			return
 		}
+		if t.end.rejected != "" {
+			t.stopRejected()
+			return
+		}
 		if ctx.Err() != nil {
 			t.cancelled(ctx)
 			return

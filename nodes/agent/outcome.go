@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -28,6 +29,7 @@ type ending struct {
 	paused   *mesh.Approval // the approval this run waits for
 	exitLoop bool           // the step called exit_loop
 	endChat  bool           // the member called end_chat
+	rejected string         // the call of a tree step a person rejected
 }
 
 // stepOutcome is how the step's run ended, to be applied to the tree;
@@ -39,7 +41,11 @@ func (e *ending) stepOutcome(iterations int) outcome {
 	case mesh.OutcomeError:
 		return outcome{status: mesh.StepFailed, errCode: e.errCode, errText: e.errText}
 	case mesh.OutcomeCancelled:
-		return outcome{status: mesh.StepCancelled, errCode: mesh.CodeCancelled, errText: "the turn was cancelled"}
+		text := e.errText
+		if text == "" {
+			text = "the turn was cancelled"
+		}
+		return outcome{status: mesh.StepCancelled, errCode: mesh.CodeCancelled, errText: text}
 	}
 	return outcome{status: mesh.StepDone, output: e.response, exitLoop: e.exitLoop}
 }
@@ -52,6 +58,17 @@ func (t *turn) cancelled(ctx context.Context) {
 	}
 	t.end.outcome = mesh.OutcomeCancelled
 	t.notice("The turn was cancelled.")
+}
+
+// stopRejected ends a tree step whose call a person rejected: the
+// rejection cancels the whole tree, so that no later step carries on with
+// a plan the approver refused. The tree ends as cancelled (the
+// conversation is active again) and the notice says what stopped.
+func (t *turn) stopRejected() {
+	root := t.a.steps[rootKey].cfg.Name
+	t.end.outcome = mesh.OutcomeCancelled
+	t.end.errText = fmt.Sprintf("%s was rejected; %s was cancelled", t.end.rejected, root)
+	t.notice(fmt.Sprintf("The call %s was rejected, so %s stopped at step %s: the steps after it did not run.", t.end.rejected, root, t.step.cfg.Name))
 }
 
 // settle applies the step's outcome to the tree by compare-and-set, then

@@ -133,6 +133,9 @@ func (t *turn) resolveDecided(ctx context.Context, call mesh.ToolCall, ap *mesh.
 			by = " (" + decider + ")"
 		}
 		t.decidedResult(call, "rejected: the approver"+by+" rejected this call; it was not run", true, decider)
+		if !t.a.simple {
+			t.end.rejected = call.Name // ends the tree (stopRejected)
+		}
 		return false
 	}
 	call.Arguments = ap.ToolArgs // the arguments that were approved, not re-generated

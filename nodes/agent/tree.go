@@ -249,6 +249,9 @@ func (t *turn) settleTree(c *mesh.Conversation, o outcome, p *plan) {
 		p.runOutcome = mesh.OutcomeError
 		if failed.Status == mesh.StepCancelled {
 			p.runOutcome = mesh.OutcomeCancelled
+			if o.status == mesh.StepCancelled {
+				p.response = t.end.response // this step's notice of why
+			}
 		}
 		p.schedule = nil
 	case root.Status == mesh.StepDone:

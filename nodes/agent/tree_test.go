@@ -537,6 +537,58 @@ func TestTreeStepWorkForASettledStepDoesNothing(t *testing.T) {
 // TestTreeLoopPausesEachIteration: a destructive call inside a loop pauses
 // its iteration; each decision carries the loop on, and every iteration's
 // call has ids (and an approval) of its own.
+// A call rejected inside a pipeline cancels it: the step that asked stops
+// at once, the steps after it never run, and the conversation is free for
+// the next message with a notice saying what stopped.
+func TestTreeRejectionCancelsThePipeline(t *testing.T) {
+	var planner, reporter atomic.Int32
+	p := byPrompt{
+		"plan": func(_ context.Context, req llm.Request) (*llm.Response, error) {
+			planner.Add(1)
+			return &llm.Response{ToolCalls: []llm.ToolCall{call("danger", `{"n":1}`)}}, nil
+		},
+		"report": func(context.Context, llm.Request) (*llm.Response, error) {
+			reporter.Add(1)
+			return &llm.Response{Text: "reported"}, nil
+		},
+	}
+	f := newTreeFixture(t, p, treeYAML(`  name: pipeline
+  type: sequential
+  agents:
+    - {name: planner, type: llm, prompt: plan, output_key: plan}
+    - {name: reporter, type: llm, prompt: "report {plan}"}
+`), nil)
+	conv := f.conversation()
+	_, c := f.turn(conv, "go")
+	if c.Status != mesh.StatusWaitingApproval || len(c.PendingApprovals) != 1 {
+		t.Fatalf("status %s, pending %+v, want one approval", c.Status, c.PendingApprovals)
+	}
+	id := c.PendingApprovals[0].UUID
+	c = f.decide(conv, id, false)
+	if c.Status != mesh.StatusActive || c.Tree != nil || c.PipelineState != nil || len(c.PendingApprovals) != 0 {
+		t.Fatalf("after the rejection: status %s, tree %+v, pipeline state %+v", c.Status, c.Tree, c.PipelineState)
+	}
+	if c.LastRun.Outcome != mesh.OutcomeCancelled || !strings.Contains(c.LastRun.Response, "danger was rejected") {
+		t.Errorf("last run = %+v, want cancelled with the rejection's notice", c.LastRun)
+	}
+	if n := planner.Load(); n != 1 {
+		t.Errorf("the planner's model was called %d times, want once (not again after the rejection)", n)
+	}
+	if n := reporter.Load(); n != 0 {
+		t.Errorf("the reporter ran %d times after the rejection, want 0", n)
+	}
+	if n := f.callCount(id); n != 0 {
+		t.Errorf("the rejected call ran %d times", n)
+	}
+	last := c.Messages[len(c.Messages)-1]
+	if !last.Notice || !strings.Contains(last.Content, "pipeline stopped at step planner") {
+		t.Errorf("last message = %+v, want the notice of the cancelled pipeline", last)
+	}
+	if _, ok := c.State["plan"]; ok {
+		t.Errorf("state = %v, want no output of the cancelled planner", c.State)
+	}
+}
+
 func TestTreeLoopPausesEachIteration(t *testing.T) {
 	var iteration atomic.Int32
 	p := byPrompt{"step": func(_ context.Context, req llm.Request) (*llm.Response, error) {

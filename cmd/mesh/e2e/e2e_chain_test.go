@@ -198,4 +198,23 @@ func TestChainThroughAPipeline(t *testing.T) {
 		t.Errorf("B's task after the approval: %s, want active", str(task, "conversation", "status"))
 	}
 	waitSIDLogged(t, a, b, str(c, "session_id"))
+
+	// Rejected at A, the decision reaches B's task and A's pipeline is
+	// cancelled: nothing is created on B.
+	out = a.send(conv, "add resource pipeline-rejected with value 79")
+	ap = obj(out, "result", "approval")
+	if str(ap, "remote_task_id") == "" {
+		t.Fatalf("A's second approval = %v, want a proxy approval", ap)
+	}
+	done = a.do(http.StatusOK, "POST", "/approvals/"+str(ap, "uuid"), map[string]any{"approved": false})
+	if str(done, "conversation", "status") != "active" || str(done, "result", "outcome") != "cancelled" {
+		t.Errorf("A after the rejection: status %s, result %v, want active and cancelled", str(done, "conversation", "status"), obj(done, "result"))
+	}
+	if n := b.resourceRows("pipeline-rejected"); n != 0 {
+		t.Errorf("rows on B after the rejection = %d, want 0", n)
+	}
+	task = b.do(http.StatusOK, "GET", "/conversations/"+str(ap, "remote_task_id"), nil)
+	if str(task, "conversation", "status") != "active" {
+		t.Errorf("B's task after the rejection: %s, want active", str(task, "conversation", "status"))
+	}
 }

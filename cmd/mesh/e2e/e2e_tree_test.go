@@ -176,6 +176,41 @@ func TestSequentialPipelinePausesAndResumes(t *testing.T) {
 	}
 }
 
+// TestSequentialPipelineRejectionCancels: rejecting the executor's call
+// cancels the pipeline. Nothing is created, the reporter after the
+// executor never runs, the answer says what stopped, and the conversation
+// takes the next message.
+func TestSequentialPipelineRejectionCancels(t *testing.T) {
+	t.Parallel()
+	cfg := strings.TrimRight(exampleConfig(t, "sequential"), "\n") + `
+    - name: reporter
+      type: llm
+      tools: []
+      prompt: "Tell the user what was done: {result}"
+`
+	m := startMesh(t, meshOpts{config: cfg})
+	conv := m.newConversation()
+	ap := m.addPending(conv, "add resource seq-rejected with value 9")
+	out := m.do(http.StatusOK, "POST", "/approvals/"+str(ap, "uuid"), map[string]any{"approved": false})
+	c := obj(out, "conversation")
+	if str(c, "status") != "active" || c["pipeline_state"] != nil || c["tree"] != nil {
+		t.Fatalf("after the rejection: %v", c)
+	}
+	if got := str(out, "result", "outcome"); got != "cancelled" {
+		t.Errorf("result outcome %q, want cancelled (%v)", got, obj(out, "result"))
+	}
+	if resp := str(out, "result", "response"); !strings.Contains(resp, "resources_add was rejected") || !strings.Contains(resp, "stopped at step executor") {
+		t.Errorf("response %q, want the pipeline's cancel notice", resp)
+	}
+	if n := len(byNode(c, "reporter")); n != 0 {
+		t.Errorf("the reporter wrote %d messages after the rejection, want 0", n)
+	}
+	if n := m.resourceRows("seq-rejected"); n != 0 {
+		t.Errorf("rows = %d, want 0", n)
+	}
+	m.send(conv, "list all resources")
+}
+
 func TestParallelBranchesJoinIntoTheSummary(t *testing.T) {
 	t.Parallel()
 	m := startMesh(t, meshOpts{config: exampleConfig(t, "parallel")})
