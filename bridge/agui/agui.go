@@ -75,7 +75,10 @@
 //	STEP_STARTED          log <stepName>
 //	CUSTOM approval_decided  log "Approval <uuid> approved|rejected"
 //	CUSTOM run_retried    log "Retrying after an interruption..."
-//	RUN_FINISHED success  done {stats:{executionTime, agentInvocations, intent?, totalTokens?}}
+//	RUN_FINISHED success  done {stats:{executionTime, agentInvocations, totalCandidates,
+//	                      intent?, totalTokens?}}; totalCandidates counts what the
+//	                      run's successful tool results returned (the items of a
+//	                      JSON array, of an object's longest array field, else 1)
 //	RUN_FINISHED interrupt   log "Waiting for approval <uuid>: <description>",
 //	                      data {structuredData:{type:"approval_required", approval}}, then
 //	                      done: the turn is over; decide with POST /approvals/{uuid}
@@ -85,7 +88,14 @@
 // Error codes are the dialect's own: LLM_TIMEOUT, RATE_LIMIT, LLM_ERROR,
 // VALIDATION_ERROR (a message the conversation cannot take now), TIMEOUT (a
 // turn given up after its redeliveries) and UNKNOWN (cancelled, and the
-// rest); details.meshCode keeps the mesh's code when it differs.
+// rest); details.meshCode keeps the mesh's code when it differs, and
+// details.partialText the text the stream already sent (a model that timed
+// out mid-answer). The dotted dialect's error codes are the mesh's, and
+// INTERNAL_ERROR for a run error without one.
+//
+// Each dialect stream logs its end: "stream closed" (info) with its
+// duration, events sent, reason and the run's outcome, or "client left
+// early; run cancelled" (warn) when the client went away mid-run.
 //
 // In both dialects a body that cannot be read is a 400 JSON error and a
 // conversation that waits for an approval or runs a turn a 409, before any

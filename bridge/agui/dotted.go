@@ -98,6 +98,7 @@ func (h *handler) dotted(w http.ResponseWriter, r *http.Request) {
 	emit := func(evs []dottedEvent) error { return writeJSON(out, evs) }
 	if err := emit(tr.begin(nowMillis())); err != nil {
 		rs.cancelRun()
+		h.logStreamEnd(r, "dotted", rs, out, "", err)
 		return
 	}
 	err = rs.each(r.Context(), h.cfg.KeepAlive, func() error { return out.Comment("keep-alive") }, func(_ core.StreamEvent, ev *mesh.Event) error {
@@ -109,6 +110,7 @@ func (h *handler) dotted(w http.ResponseWriter, r *http.Request) {
 		}
 		_ = emit([]dottedEvent{{Type: "error", Timestamp: nowMillis(), Error: &dialectError{Code: slowOrInternal(err), Message: msg}}})
 	}
+	h.logStreamEnd(r, "dotted", rs, out, tr.outcome, err)
 }
 
 // checkInput validates a dialect's message and conversation id.
@@ -201,6 +203,41 @@ func (h *handler) streamEndText(r *http.Request, rs *runStream, ended bool, err 
 	return "", false // a write failed: the client is gone
 }
 
+// logStreamEnd logs the end of a dialect's stream: how long it lasted, how
+// many events it sent and why it ended (reason ended, with the run's
+// outcome, or why it stopped first). A client that left before the run
+// ended, whose run was therefore cancelled, is a warning.
+func (h *handler) logStreamEnd(r *http.Request, dialect string, rs *runStream, out *sse.Writer, outcome string, err error) {
+	reason := "ended"
+	switch {
+	case outcome != "" || errors.Is(err, errEnded):
+	case r.Context().Err() != nil:
+		reason = "client_left"
+	case errors.Is(err, core.ErrSlowConsumer):
+		reason = "slow_consumer"
+	case errors.Is(err, core.ErrCredentialExpired):
+		reason = "token_expired"
+	case errors.Is(err, core.ErrFollowerClosed):
+		reason = "follower_closed"
+	default:
+		reason = "write_failed" // the client is gone
+	}
+	ev := h.log.Info()
+	if reason == "client_left" || reason == "write_failed" {
+		ev = h.log.Warn()
+	}
+	ev = ev.Str("dialect", dialect).Str("session", rs.session).Str("run", rs.runID).
+		Dur("duration", time.Since(rs.started)).Int("events", out.Events()).Str("reason", reason)
+	if outcome != "" {
+		ev = ev.Str("outcome", outcome)
+	}
+	if reason == "client_left" || reason == "write_failed" {
+		ev.Msg("client left early; run cancelled")
+		return
+	}
+	ev.Msg("stream closed")
+}
+
 func slowOrInternal(err error) string {
 	switch {
 	case errors.Is(err, core.ErrSlowConsumer):
@@ -249,6 +286,8 @@ type dottedTranslator struct {
 	nstep int
 	held  *dottedEvent // the last message.end, until another event or the end
 	ended bool
+	// outcome is how the run ended: success, interrupt, cancelled or error.
+	outcome string
 	// text holds back the open message's content until it makes a chunk
 	// of dottedChunks; textMsg is that message.
 	text    chunker
@@ -378,7 +417,13 @@ func (t *dottedTranslator) one(out []dottedEvent, e *mesh.Event) []dottedEvent {
 // end closes the activities, releases the held message.end with the run's
 // metadata, and adds the run's outcome when it is not a plain success.
 func (t *dottedTranslator) end(e *mesh.Event, ts int64) []dottedEvent {
-	t.ended = true
+	t.ended, t.outcome = true, "error"
+	if e.Type == mesh.EventRunFinished {
+		t.outcome = string(mesh.OutcomeSuccess)
+		if e.Outcome != nil {
+			t.outcome = string(e.Outcome.Type)
+		}
+	}
 	var out []dottedEvent
 	for i := len(t.steps) - 1; i >= 0; i-- {
 		out = append(out, dottedEvent{Type: "activity.end", Timestamp: ts, ActivityID: t.steps[i].id})

@@ -32,7 +32,7 @@ func (tr *transcript) request(method, path, body string) {
 // stream records a streamed answer: its status, headers and body.
 func (tr *transcript) stream(resp *http.Response, body string) {
 	fmt.Fprintf(&tr.b, "### %d", resp.StatusCode)
-	for _, k := range []string{"Content-Type", "Cache-Control", "X-Accel-Buffering", headerConversationID} {
+	for _, k := range []string{"Content-Type", "Cache-Control", "Connection", "X-Accel-Buffering", headerConversationID} {
 		if v := resp.Header.Get(k); v != "" {
 			fmt.Fprintf(&tr.b, " %s: %s;", k, v)
 		}

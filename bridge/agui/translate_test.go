@@ -106,6 +106,8 @@ func TestTranslators(t *testing.T) {
 		{"interrupt", mesh.RunFinished("conv", "run", mesh.Outcome{Type: mesh.OutcomeInterrupt, Interrupts: []mesh.Interrupt{{ID: "ap-2", Reason: mesh.InterruptReasonToolApproval, ToolCallID: "c2", Message: "fetch it"}}}, nil)},
 		{"cancelled", mesh.RunFinished("conv", "run", mesh.Outcome{Type: mesh.OutcomeCancelled}, result)},
 		{"error", mesh.RunError(mesh.CodeLLMTimeout, "the model did not answer in time")},
+		// A run error without a code is the dialects' internal error.
+		{"internal", mesh.RunError("", "the agent failed")},
 	} {
 		tr.note("%s: dotted", end.name)
 		tr.b.WriteString(dottedLines(t, runEvents(end.ev)))
@@ -113,6 +115,45 @@ func TestTranslators(t *testing.T) {
 		tr.b.WriteString(simpleLines(t, runEvents(end.ev)))
 	}
 	tr.golden("translate.txt")
+}
+
+func TestSimpleTotalCandidates(t *testing.T) {
+	tests := []struct {
+		name, content string
+		want          int
+	}{
+		{name: "array", content: `[{"id":1},{"id":2},{"id":3}]`, want: 3},
+		{name: "object with a list", content: `{"count":2,"resources":[{"id":"a"},{"id":"b"}]}`, want: 2},
+		{name: "longest list of an object", content: `{"tags":["x"],"items":[1,2,3,4]}`, want: 4},
+		{name: "object without a list", content: `{"id":"a","value":3}`, want: 1},
+		{name: "empty list", content: `{"resources":[]}`, want: 0},
+		{name: "text", content: "42", want: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := newSimpleTranslator("run", time.Now())
+			var done simpleEvent
+			for _, ev := range []mesh.Event{
+				{Type: mesh.EventToolCallStart, ToolCallID: "c1", ToolCallName: "search"},
+				{Type: mesh.EventToolCallEnd, ToolCallID: "c1"},
+				{Type: mesh.EventToolCallResult, MessageID: "c1-result", ToolCallID: "c1", Content: tt.content},
+				// A failed call returned nothing.
+				{Type: mesh.EventToolCallStart, ToolCallID: "c2", ToolCallName: "search"},
+				{Type: mesh.EventToolCallEnd, ToolCallID: "c2"},
+				{Type: mesh.EventToolCallResult, MessageID: "c2-result", ToolCallID: "c2", Content: `error: [1,2]`},
+				mesh.RunFinished("conv", "run", mesh.Outcome{Type: mesh.OutcomeSuccess}, nil),
+			} {
+				for _, out := range tr.translate(&ev) {
+					if out.Type == "done" {
+						done = out
+					}
+				}
+			}
+			if done.Stats == nil || done.Stats.TotalCandidates != tt.want {
+				t.Errorf("done %+v, want totalCandidates %d", done.Stats, tt.want)
+			}
+		})
+	}
 }
 
 func TestSimpleErrorCodes(t *testing.T) {
