@@ -192,6 +192,7 @@ func joinContent(t *testing.T, stream string) string {
 
 func checkDotted(t *testing.T, stream string) {
 	t.Helper()
+	checkSchema(t, "DottedEvent", sseEvents(t, stream))
 	checkTextChunks(t, stream, dottedChunks, "message.content", "content")
 	for _, data := range sseEvents(t, stream) {
 		ev := decode(t, data)
@@ -241,10 +242,12 @@ func TestGoldenSimple(t *testing.T) {
 	})
 }
 
-// checkSimpleText checks the text chunks of a simple stream: 20 to 50
-// characters, but for the last of each message.
+// checkSimpleText checks the events of a simple stream against their
+// schema, and its text chunks: 20 to 50 characters, but for the last of
+// each message.
 func checkSimpleText(t *testing.T, stream string) {
 	t.Helper()
+	checkSchema(t, "SimpleEvent", sseEvents(t, stream))
 	checkTextChunks(t, stream, simpleChunks, "text", "delta")
 }
 

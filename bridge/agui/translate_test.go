@@ -93,22 +93,30 @@ func simpleLines(t *testing.T, evs []mesh.Event) string {
 	return b.String()
 }
 
-// TestTranslators records what both dialects make of a run that uses every
-// event, for each way a run ends, in testdata/translate.txt.
-func TestTranslators(t *testing.T) {
-	result := map[string]any{"response": "Done.", "usage": map[string]any{"input_tokens": 3, "output_tokens": 4}, "intent": "create"}
-	tr := &transcript{t: t}
-	for _, end := range []struct {
-		name string
-		ev   mesh.Event
-	}{
+// runEnd is one way a run ends.
+type runEnd struct {
+	name string
+	ev   mesh.Event
+}
+
+// translatorEnds are the ways a run ends that the translators tell apart.
+func translatorEnds(result map[string]any) []runEnd {
+	return []runEnd{
 		{"success", mesh.RunFinished("conv", "run", mesh.Outcome{Type: mesh.OutcomeSuccess}, result)},
 		{"interrupt", mesh.RunFinished("conv", "run", mesh.Outcome{Type: mesh.OutcomeInterrupt, Interrupts: []mesh.Interrupt{{ID: "ap-2", Reason: mesh.InterruptReasonToolApproval, ToolCallID: "c2", Message: "fetch it"}}}, nil)},
 		{"cancelled", mesh.RunFinished("conv", "run", mesh.Outcome{Type: mesh.OutcomeCancelled}, result)},
 		{"error", mesh.RunError(mesh.CodeLLMTimeout, "the model did not answer in time")},
 		// A run error without a code is the dialects' internal error.
 		{"internal", mesh.RunError("", "the agent failed")},
-	} {
+	}
+}
+
+// TestTranslators records what both dialects make of a run that uses every
+// event, for each way a run ends, in testdata/translate.txt.
+func TestTranslators(t *testing.T) {
+	result := map[string]any{"response": "Done.", "usage": map[string]any{"input_tokens": 3, "output_tokens": 4}, "intent": "create"}
+	tr := &transcript{t: t}
+	for _, end := range translatorEnds(result) {
 		tr.note("%s: dotted", end.name)
 		tr.b.WriteString(dottedLines(t, runEvents(end.ev)))
 		tr.note("%s: simple", end.name)
