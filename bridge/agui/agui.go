@@ -125,7 +125,11 @@ type Config struct {
 	// PingAfter and PingEvery: the simple dialect sends {"type":"ping"} every
 	// PingEvery once a turn has run for PingAfter. Zero means 10s and 5s.
 	PingAfter, PingEvery time.Duration
-	Logger               zerolog.Logger
+	// DottedOneMessage makes the dotted dialect send one message per turn
+	// (message.start, then activity.start, text and tool calls, then
+	// activity.end and message.end) instead of one per model message.
+	DottedOneMessage bool
+	Logger           zerolog.Logger
 }
 
 type handler struct {

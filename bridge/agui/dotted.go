@@ -95,6 +95,7 @@ func (h *handler) dotted(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tr := newDottedTranslator(rs.runID)
+	tr.oneMessage = h.cfg.DottedOneMessage
 	emit := func(evs []dottedEvent) error { return writeJSON(out, evs) }
 	if err := emit(tr.begin(nowMillis())); err != nil {
 		rs.cancelRun()
@@ -292,6 +293,10 @@ type dottedTranslator struct {
 	// of dottedChunks; textMsg is that message.
 	text    chunker
 	textMsg string
+	// oneMessage sends the turn as one message whose id is the run's: the
+	// model's messages are its paragraphs, tool calls fall inside it.
+	oneMessage bool
+	wroteText  bool
 }
 
 type step struct{ name, id string }
@@ -302,9 +307,14 @@ func newDottedTranslator(run string) *dottedTranslator {
 
 func (t *dottedTranslator) activityID() string { return t.run + "-thinking" }
 
-// begin is the stream's first event.
+// begin is the stream's first events: the thinking activity, after the
+// turn's message.start when the turn is one message.
 func (t *dottedTranslator) begin(ts int64) []dottedEvent {
-	return []dottedEvent{{Type: "activity.start", Timestamp: ts, ActivityID: t.activityID(), Name: "thinking", Description: "Processing your request..."}}
+	thinking := dottedEvent{Type: "activity.start", Timestamp: ts, ActivityID: t.activityID(), Name: "thinking", Description: "Processing your request..."}
+	if t.oneMessage {
+		return []dottedEvent{{Type: "message.start", Timestamp: ts, MessageID: t.run}, thinking}
+	}
+	return []dottedEvent{thinking}
 }
 
 func (t *dottedTranslator) translate(ev *mesh.Event) []dottedEvent {
@@ -337,17 +347,34 @@ func (t *dottedTranslator) one(out []dottedEvent, e *mesh.Event) []dottedEvent {
 		}
 		return out
 	}
-	if e.Type != mesh.EventTextMessageContent || e.MessageID != t.textMsg {
+	msgID := e.MessageID
+	if t.oneMessage {
+		msgID = t.run
+	}
+	if e.Type != mesh.EventTextMessageContent || msgID != t.textMsg {
 		// Whatever comes next, the open message's rest goes first.
 		out = content(t.text.flush())
 	}
 	switch e.Type {
 	case mesh.EventTextMessageStart:
+		if t.oneMessage {
+			if t.wroteText { // the next paragraph of the one message
+				t.textMsg = msgID
+				return content(t.text.add("\n\n")...)
+			}
+			return out
+		}
 		return emit(dottedEvent{Type: "message.start", MessageID: e.MessageID})
 	case mesh.EventTextMessageContent:
-		t.textMsg = e.MessageID
+		t.textMsg = msgID
+		if e.DeltaText() != "" {
+			t.wroteText = true
+		}
 		return content(t.text.add(e.DeltaText())...)
 	case mesh.EventTextMessageEnd:
+		if t.oneMessage {
+			return out
+		}
 		out = emit(dottedEvent{Type: "message.end", MessageID: e.MessageID})
 		held := out[len(out)-1]
 		t.held = &held
@@ -430,6 +457,9 @@ func (t *dottedTranslator) end(e *mesh.Event, ts int64) []dottedEvent {
 	}
 	t.steps = nil
 	out = append(out, dottedEvent{Type: "activity.end", Timestamp: ts, ActivityID: t.activityID()})
+	if t.oneMessage {
+		t.held = &dottedEvent{Type: "message.end", MessageID: t.run}
+	}
 	if t.held != nil {
 		held := *t.held
 		held.Timestamp = ts

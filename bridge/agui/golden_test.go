@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -313,4 +314,40 @@ func TestGoldenOfficial(t *testing.T) {
 		}
 		tr.golden("agui_approval.sse")
 	})
+}
+
+// With DottedOneMessage a turn is one message: message.start first, the
+// thinking activity, the tool calls and text inside, then activity.end and
+// message.end with the turn's metadata.
+func TestGoldenDottedOneMessage(t *testing.T) {
+	f := newFixture(t, offline.New(), func(c *Config) { c.DottedOneMessage = true })
+	coretest.WaitForTools(f.t, f.core)
+	tr := &transcript{t: t}
+	body := `{"message":"list all resources","sessionId":"golden-dotted-one"}`
+	tr.request("POST", "/api/conversation", body)
+	resp, stream := f.stream("/api/conversation", body)
+	tr.stream(resp, joinContent(t, stream))
+	checkFraming(t, stream, false)
+	checkDotted(t, stream)
+	var types []string
+	starts := 0
+	for _, data := range sseEvents(t, stream) {
+		ev := decode(t, data)
+		typ, _ := ev["type"].(string)
+		types = append(types, typ)
+		if typ == "message.start" {
+			starts++
+		}
+		if strings.HasPrefix(typ, "message.") && ev["messageId"] == "" {
+			t.Errorf("%s without a messageId", data)
+		}
+	}
+	n := len(types)
+	if starts != 1 || n < 5 || types[0] != "message.start" || types[1] != "activity.start" || types[n-2] != "activity.end" || types[n-1] != "message.end" {
+		t.Errorf("event order %v, want one message.start first, activity.start, …, activity.end, message.end", types)
+	}
+	if i := slices.Index(types, "tool_call.start"); i < 2 || i > n-3 {
+		t.Errorf("tool_call.start at %d of %v: want it inside the message", i, types)
+	}
+	tr.golden("dotted_one_message.sse")
 }

@@ -105,6 +105,7 @@ func TestTranslatedEventsMatchSchemas(t *testing.T) {
 	result := map[string]any{"response": "Done.", "usage": map[string]any{"input_tokens": 3, "output_tokens": 4}, "intent": "create"}
 	for _, end := range translatorEnds(result) {
 		checkSchema(t, "DottedEvent", lines(dottedLines(t, runEvents(end.ev))))
+		checkSchema(t, "DottedEvent", lines(dottedOneMessageLines(t, runEvents(end.ev))))
 		checkSchema(t, "SimpleEvent", lines(simpleLines(t, runEvents(end.ev))))
 	}
 }

@@ -48,7 +48,19 @@ func runEvents(end mesh.Event) []mesh.Event {
 
 func dottedLines(t *testing.T, evs []mesh.Event) string {
 	t.Helper()
+	return dottedLinesOf(t, newDottedTranslator("run"), evs)
+}
+
+// dottedOneMessageLines is dottedLines with the turn sent as one message.
+func dottedOneMessageLines(t *testing.T, evs []mesh.Event) string {
+	t.Helper()
 	tr := newDottedTranslator("run")
+	tr.oneMessage = true
+	return dottedLinesOf(t, tr, evs)
+}
+
+func dottedLinesOf(t *testing.T, tr *dottedTranslator, evs []mesh.Event) string {
+	t.Helper()
 	var b strings.Builder
 	for _, d := range tr.begin(0) {
 		data, _ := json.Marshal(d)
@@ -119,6 +131,8 @@ func TestTranslators(t *testing.T) {
 	for _, end := range translatorEnds(result) {
 		tr.note("%s: dotted", end.name)
 		tr.b.WriteString(dottedLines(t, runEvents(end.ev)))
+		tr.note("%s: dotted, one message", end.name)
+		tr.b.WriteString(dottedOneMessageLines(t, runEvents(end.ev)))
 		tr.note("%s: simple", end.name)
 		tr.b.WriteString(simpleLines(t, runEvents(end.ev)))
 	}
