@@ -253,7 +253,28 @@ func slowOrInternal(err error) string {
 type dialectError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// ResetAt is the simple dialect's: when a rate limit resets.
+	ResetAt string `json:"resetAt,omitempty"`
 	Details any    `json:"details,omitempty"`
+}
+
+// retryOf is when a run that ended on a rate limit may try again, as its
+// RUN_ERROR's metadata says (the model provider asked to wait).
+func retryOf(e *mesh.Event) (retryAfter float64, resetAt string, ok bool) {
+	retryAfter, _ = e.Metadata["retryAfter"].(float64)
+	resetAt, _ = e.Metadata["resetAt"].(string)
+	return retryAfter, resetAt, resetAt != ""
+}
+
+// withDetail sets details[key] of e.
+func (e *dialectError) withDetail(key string, value any) *dialectError {
+	details, _ := e.Details.(map[string]any)
+	if details == nil {
+		details = map[string]any{}
+	}
+	details[key] = value
+	e.Details = details
+	return e
 }
 
 // dottedEvent is one event of the dotted dialect; each type fills its fields.
@@ -482,7 +503,11 @@ func (t *dottedTranslator) end(e *mesh.Event, ts int64) []dottedEvent {
 		if code == "" {
 			code = mesh.CodeInternal
 		}
-		out = append(out, dottedEvent{Type: "error", Timestamp: ts, Error: &dialectError{Code: code, Message: e.Message}})
+		de := &dialectError{Code: code, Message: e.Message}
+		if wait, reset, ok := retryOf(e); ok {
+			de.withDetail("retryAfter", wait).withDetail("resetAt", reset)
+		}
+		out = append(out, dottedEvent{Type: "error", Timestamp: ts, Error: de})
 	case e.Outcome != nil && e.Outcome.Type == mesh.OutcomeInterrupt:
 		for _, in := range e.Outcome.Interrupts {
 			out = append(out, dottedEvent{Type: "approval.requested", Timestamp: ts, Approval: t.calls.view(in)})

@@ -288,7 +288,12 @@ func (t *simpleTranslator) one(out []simpleEvent, e *mesh.Event) []simpleEvent {
 		}
 	case mesh.EventRunError:
 		t.ended, t.outcome = true, "error"
-		out = append(out, simpleEvent{Type: "error", Error: t.withPartialText(simpleError(e.Code, e.Message))})
+		de := simpleError(e.Code, e.Message)
+		if wait, reset, ok := retryOf(e); ok {
+			de.ResetAt = reset
+			de.withDetail("retryAfter", wait)
+		}
+		out = append(out, simpleEvent{Type: "error", Error: t.withPartialText(de)})
 	case mesh.EventRunFinished:
 		t.ended = true
 		out = t.finish(out, e, ts)
@@ -329,13 +334,7 @@ func (t *simpleTranslator) withPartialText(e *dialectError) *dialectError {
 	if t.sent.Len() == 0 {
 		return e
 	}
-	details, _ := e.Details.(map[string]any)
-	if details == nil {
-		details = map[string]any{}
-	}
-	details["partialText"] = t.sent.String()
-	e.Details = details
-	return e
+	return e.withDetail("partialText", t.sent.String())
 }
 
 // candidates is what one successful tool result returned, as

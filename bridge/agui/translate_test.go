@@ -120,6 +120,12 @@ func translatorEnds(result map[string]any) []runEnd {
 		{"error", mesh.RunError(mesh.CodeLLMTimeout, "the model did not answer in time")},
 		// A run error without a code is the dialects' internal error.
 		{"internal", mesh.RunError("", "the agent failed")},
+		// The model provider's rate limit, with when to try again.
+		{"rate limit", func() mesh.Event {
+			ev := mesh.RunError(mesh.CodeRateLimit, "openai: rate limited; the provider asks to retry after 30s")
+			ev.Metadata = map[string]any{"retryAfter": 30, "resetAt": "2026-01-02T03:04:05Z"}
+			return ev
+		}()},
 	}
 }
 
