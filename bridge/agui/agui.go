@@ -51,6 +51,10 @@
 //	                         cancelled: error {error:{code:"CANCELLED", message}}
 //	RUN_ERROR                activity.end, the held message.end, error {error:{code, message}}
 //
+// With Config.DottedOneMessage the turn is one message instead, whose id is
+// the run's: message.start first, then activity.start "thinking", text and
+// tool calls, then activity.end and message.end.
+//
 // The dotted dialect has no event of its own for a run that pauses for a
 // human: approval.requested and approval.decided are this bridge's
 // extensions. A client decides with
