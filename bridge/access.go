@@ -146,6 +146,7 @@ func register(mux core.Mux, b *Role, cfg Config, c *core.Core) {
 	acfg := agui.Config{
 		Core: c, MaxBodyBytes: cfg.Agent.HTTP.MaxBodyBytes,
 		PingAfter: cfg.Agent.HTTP.PingAfter.Std(), PingEvery: cfg.Agent.HTTP.PingEvery.Std(), Logger: cfg.Logger,
+		DottedOneMessage: cfg.Agent.HTTP.DottedOneMessage,
 	}
 	agui.Register(mux, acfg)
 	hc := &cfg.Agent.HTTP

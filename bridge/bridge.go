@@ -199,9 +199,10 @@ func (b *Role) middleware(next http.Handler) http.Handler {
 				if p == http.ErrAbortHandler {
 					panic(p)
 				}
-				b.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Str("path", clipLog(r.URL.Path)).Msg("handler panic")
+				// The value as text: an error would encode as {}.
+				b.log.Error().Str("panic", fmt.Sprint(p)).Bytes("stack", debug.Stack()).Str("path", clipLog(r.URL.Path)).Msg("handler panic")
 				if !sw.wrote {
-					core.WriteError(sw, mesh.ErrInternal.With("internal error"))
+					core.WriteError(sw, mesh.ErrInternal.With("the bridge hit an unexpected error; its log has the details"))
 				}
 			}
 			ev := b.log.Info()

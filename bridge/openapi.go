@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/agentmesh/agentmesh/bridge/agui"
 	"github.com/agentmesh/agentmesh/bridge/auth"
 	"github.com/agentmesh/agentmesh/bridge/core"
 	"github.com/agentmesh/agentmesh/bridge/mcpserver"
@@ -47,6 +48,8 @@ type response struct {
 	description string
 	schema      map[string]any
 	contentType string // empty: application/json
+	// event is the schema of each server-sent event's data, for a stream.
+	event map[string]any
 }
 
 // Content types of the non-JSON answers.
@@ -73,6 +76,12 @@ func operations(s *schemas) map[string]operation {
 	}
 	stream := func(desc string) map[string]response {
 		return map[string]response{"200": {description: desc, contentType: contentSSE}}
+	}
+	// eventStream is a stream whose events' data the component event
+	// describes (agui.EventSchemas).
+	eventStream := func(desc, event string) map[string]response {
+		return map[string]response{"200": {description: desc + "; each event's data is one " + event + " (x-itemSchema)", contentType: contentSSE,
+			event: map[string]any{"$ref": "#/components/schemas/" + event}}}
 	}
 	conv := s.ref(mesh.Conversation{})
 	runAnswer := obj(map[string]any{
@@ -208,9 +217,9 @@ func operations(s *schemas) map[string]operation {
 			body: run, responses: stream("AG-UI events of the run")},
 		"POST /api/conversation": {tag: "Streams", summary: "The dotted dialect (message.start, tool_call.end, state.delta …)",
 			description: `{"message", "sessionId"?} runs a turn; {"action": "regenerate", "sessionId"} answers the session's last user message again. A rating given meanwhile comes as message.feedback.`,
-			body:        obj(map[string]any{"message": str, "sessionId": str, "action": map[string]any{"type": "string", "enum": []any{"regenerate"}}}), responses: stream("dotted-dialect events")},
+			body:        obj(map[string]any{"message": str, "sessionId": str, "action": map[string]any{"type": "string", "enum": []any{"regenerate"}}}), responses: eventStream("dotted-dialect events", "DottedEvent")},
 		"POST /api/chat": {tag: "Streams", summary: "The simple dialect (log, text, data, done, error, ping)",
-			body: obj(map[string]any{"message": str, "messages": arr(map[string]any{})}), responses: stream("simple-dialect events")},
+			body: obj(map[string]any{"message": str, "messages": arr(map[string]any{})}), responses: eventStream("simple-dialect events", "SimpleEvent")},
 		"POST /api/ai-sdk": {tag: "Streams", summary: "The Vercel AI SDK UI message stream (useChat's default transport)",
 			description: `useChat's body: the last user message runs; trigger "regenerate-message" (useChat's regenerate()) answers the chat's last user message again instead.`,
 			body:        obj(map[string]any{"id": str, "messages": arr(map[string]any{}), "trigger": str, "messageId": str}, "messages"), responses: stream("UI message stream parts, then data: [DONE]")},
@@ -270,6 +279,9 @@ func openAPIDoc(cfg Config) map[string]any {
 		}
 		item[strings.ToLower(method)] = op.encode(path, method, r.Need)
 	}
+	for name, schema := range agui.EventSchemas("#/components/schemas/") {
+		s.defs[name] = schema
+	}
 	s.defs["Error"] = map[string]any{"type": "object", "required": []any{"error", "code"}, "properties": map[string]any{
 		"error": map[string]any{"type": "string"}, "code": map[string]any{"type": "string", "description": "the error's kind: bad_request, session_not_found, turn_in_progress, waiting_approval, forbidden …"},
 		"approval": map[string]any{"description": "the approval a conversation waits for (409 waiting_approval) or that was already decided (409 approval_decided)"},
@@ -325,7 +337,15 @@ func (op operation) encode(path, method string, need auth.Permission) map[string
 		resp := map[string]any{"description": r.description}
 		switch {
 		case r.contentType != "":
-			resp["content"] = map[string]any{r.contentType: map[string]any{"schema": map[string]any{"type": "string"}}}
+			media := map[string]any{"schema": map[string]any{"type": "string"}}
+			if r.event != nil {
+				// OpenAPI 3.2's itemSchema, as an extension of 3.1; the
+				// string's contentSchema says it too, where 3.1 tools look.
+				media["x-itemSchema"] = r.event
+				media["schema"] = map[string]any{"type": "string", "contentMediaType": contentSSE, "contentSchema": r.event,
+					"description": "server-sent events; each event's data is one value of contentSchema"}
+			}
+			resp["content"] = map[string]any{r.contentType: media}
 		case r.schema != nil:
 			resp["content"] = map[string]any{"application/json": map[string]any{"schema": r.schema}}
 		}

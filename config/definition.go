@@ -139,8 +139,12 @@ type Node struct {
 	Type        string `yaml:"type"`
 	Description string `yaml:"description"`
 	// Model overrides the agent's llm.model for an llm node.
-	Model  string `yaml:"model"`
-	Prompt string `yaml:"prompt"`
+	Model string `yaml:"model"`
+	// Timeout bounds each model call of an llm node (its retries and the
+	// waits between them included), when shorter than llm.timeout: a quick
+	// routing step gets 5s, a search 15s. Zero means llm.timeout alone.
+	Timeout Duration `yaml:"timeout"`
+	Prompt  string   `yaml:"prompt"`
 	// Sampling: an llm node's max_tokens, temperature and top_p, over the
 	// agent's llm section.
 	modelspec.Sampling `yaml:",inline"`

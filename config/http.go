@@ -41,6 +41,10 @@ type HTTP struct {
 	// PingEvery once a turn has run for PingAfter. Zero means 10s and 5s.
 	PingAfter Duration `yaml:"ping_after"`
 	PingEvery Duration `yaml:"ping_every"`
+	// DottedOneMessage makes /api/conversation send one message per turn:
+	// message.start first, every model message and tool call inside it,
+	// message.end last. False sends one message per model message.
+	DottedOneMessage bool `yaml:"dotted_one_message"`
 	// Insecure lets a bridge without auth listen beyond loopback, serving
 	// every request as an admin: for a network that is itself the
 	// boundary, on purpose, with a loud warning. Without it such a bridge

@@ -526,6 +526,9 @@ func checkNode(field string, n *Node) *fieldErr {
 	default:
 		return &fieldErr{field + ".type", fmt.Sprintf("node %q has unknown type %q: use llm, sequential, parallel, loop or a2a", n.Name, n.Type)}
 	}
+	if n.Timeout < 0 {
+		return &fieldErr{field + ".timeout", "must not be negative"}
+	}
 	if n.MaxIterations < 0 {
 		return &fieldErr{field + ".max_iterations", "must not be negative"}
 	}

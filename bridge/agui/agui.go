@@ -51,6 +51,10 @@
 //	                         cancelled: error {error:{code:"CANCELLED", message}}
 //	RUN_ERROR                activity.end, the held message.end, error {error:{code, message}}
 //
+// With Config.DottedOneMessage the turn is one message instead, whose id is
+// the run's: message.start first, then activity.start "thinking", text and
+// tool calls, then activity.end and message.end.
+//
 // The dotted dialect has no event of its own for a run that pauses for a
 // human: approval.requested and approval.decided are this bridge's
 // extensions. A client decides with
@@ -75,7 +79,10 @@
 //	STEP_STARTED          log <stepName>
 //	CUSTOM approval_decided  log "Approval <uuid> approved|rejected"
 //	CUSTOM run_retried    log "Retrying after an interruption..."
-//	RUN_FINISHED success  done {stats:{executionTime, agentInvocations, intent?, totalTokens?}}
+//	RUN_FINISHED success  done {stats:{executionTime, agentInvocations, totalCandidates,
+//	                      intent?, totalTokens?}}; totalCandidates counts what the
+//	                      run's successful tool results returned (the items of a
+//	                      JSON array, of an object's longest array field, else 1)
 //	RUN_FINISHED interrupt   log "Waiting for approval <uuid>: <description>",
 //	                      data {structuredData:{type:"approval_required", approval}}, then
 //	                      done: the turn is over; decide with POST /approvals/{uuid}
@@ -85,7 +92,14 @@
 // Error codes are the dialect's own: LLM_TIMEOUT, RATE_LIMIT, LLM_ERROR,
 // VALIDATION_ERROR (a message the conversation cannot take now), TIMEOUT (a
 // turn given up after its redeliveries) and UNKNOWN (cancelled, and the
-// rest); details.meshCode keeps the mesh's code when it differs.
+// rest); details.meshCode keeps the mesh's code when it differs, and
+// details.partialText the text the stream already sent (a model that timed
+// out mid-answer). The dotted dialect's error codes are the mesh's, and
+// INTERNAL_ERROR for a run error without one.
+//
+// Each dialect stream logs its end: "stream closed" (info) with its
+// duration, events sent, reason and the run's outcome, or "client left
+// early; run cancelled" (warn) when the client went away mid-run.
 //
 // In both dialects a body that cannot be read is a 400 JSON error and a
 // conversation that waits for an approval or runs a turn a 409, before any
@@ -115,7 +129,11 @@ type Config struct {
 	// PingAfter and PingEvery: the simple dialect sends {"type":"ping"} every
 	// PingEvery once a turn has run for PingAfter. Zero means 10s and 5s.
 	PingAfter, PingEvery time.Duration
-	Logger               zerolog.Logger
+	// DottedOneMessage makes the dotted dialect send one message per turn
+	// (message.start, then activity.start, text and tool calls, then
+	// activity.end and message.end) instead of one per model message.
+	DottedOneMessage bool
+	Logger           zerolog.Logger
 }
 
 type handler struct {

@@ -1,6 +1,7 @@
 package agui
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,10 +9,13 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/rs/zerolog"
 
 	"github.com/agentmesh/agentmesh/bridge/core/coretest"
 	"github.com/agentmesh/agentmesh/mesh"
@@ -117,7 +121,8 @@ func streaming(_ context.Context, req llm.Request) (*llm.Response, error) {
 }
 
 func TestSimpleTextChunks(t *testing.T) {
-	f := newFixture(t, script(streaming), nil)
+	logs := &logBuffer{}
+	f := newFixture(t, script(streaming), func(c *Config) { c.Logger = zerolog.New(logs) })
 	// AI SDK 5's useChat: parts, and the chat id as the conversation.
 	resp, stream := f.stream("/api/chat", `{"id":"chat-abc","messages":[{"id":"u1","role":"user","parts":[{"type":"text","text":"tell me"}]}]}`)
 	if got := resp.Header.Get(headerConversationID); got != "chat-abc" {
@@ -142,6 +147,21 @@ func TestSimpleTextChunks(t *testing.T) {
 	}
 	if c := f.conversation("chat-abc"); c.LastRun == nil || c.LastRun.Response != reply {
 		t.Errorf("conversation's last run = %+v", c.LastRun)
+	}
+	// The stream's end is logged with its duration and why it ended.
+	var closed map[string]any
+	meshtest.Eventually(t, 5*time.Second, func() bool {
+		lines := logs.lines(t, "stream closed")
+		if len(lines) > 0 {
+			closed = lines[0]
+		}
+		return closed != nil
+	}, "no stream closed line")
+	if closed["dialect"] != "simple" || closed["session"] != "chat-abc" || closed["reason"] != "ended" || closed["outcome"] != "success" || closed["events"] != float64(len(sseEvents(t, stream))) {
+		t.Errorf("stream closed line %v", closed)
+	}
+	if d, ok := closed["duration"].(float64); !ok || d <= 0 {
+		t.Errorf("duration %v", closed["duration"])
 	}
 }
 
@@ -371,4 +391,112 @@ func TestStreamsPastMaxStreamsGet503(t *testing.T) {
 		f.core.ReleaseStream()
 	}
 	f.stream("/api/conversation", `{"message":"list all resources","sessionId":"after"}`)
+}
+
+// logBuffer collects log lines written from the handlers' goroutines.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// lines are the JSON log lines whose message is msg.
+func (l *logBuffer) lines(t *testing.T, msg string) []map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	text := l.b.String()
+	l.mu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m["message"] == msg {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// A stream that waits on a silent model gets a keep-alive comment every
+// KeepAlive, so proxies and clients do not take it for dead.
+func TestKeepAliveWhileTheModelThinks(t *testing.T) {
+	entered := make(chan struct{}, 1)
+	f := newFixture(t, blocking(entered), func(c *Config) { c.KeepAlive = 50 * time.Millisecond })
+	for _, tt := range []struct{ name, method, path, body string }{
+		{name: "dotted", method: http.MethodPost, path: "/api/conversation", body: `{"message":"take your time","sessionId":"keepalive-dotted"}`},
+		{name: "events", method: http.MethodGet, path: "/conversations/keepalive-dotted/events"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			// Without keep-alives the silent stream would end only here.
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, tt.method, f.srv.URL+tt.path, strings.NewReader(tt.body))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := f.srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+			br := bufio.NewReader(resp.Body)
+			for comments := 0; comments < 2; {
+				line, err := br.ReadString('\n')
+				if err != nil {
+					t.Fatalf("stream ended after %d keep-alives: %v", comments, err)
+				}
+				if line == ": keep-alive\n" {
+					comments++
+				}
+			}
+		})
+	}
+}
+
+// A dialect stream logs its end: duration, events and reason; a client that
+// leaves mid-run is a warning, since its run is cancelled.
+func TestDialectStreamEndIsLogged(t *testing.T) {
+	logs := &logBuffer{}
+	entered := make(chan struct{}, 1)
+	f := newFixture(t, blocking(entered), func(c *Config) { c.Logger = zerolog.New(logs) })
+	for _, dialect := range []string{"simple", "dotted"} {
+		t.Run(dialect, func(t *testing.T) {
+			path, body := "/api/chat", `{"message":"take your time","conversationId":"log-simple"}`
+			if dialect == "dotted" {
+				path, body = "/api/conversation", `{"message":"take your time","sessionId":"log-dotted"}`
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			resp := f.post(ctx, path, body)
+			if _, ok := newLineReader(resp.Body).next(); !ok {
+				t.Fatal("stream ended before its first event")
+			}
+			waitFor(t, entered, "the model call")
+			_ = resp.Body.Close()
+			cancel()
+			var line map[string]any
+			meshtest.Eventually(t, 5*time.Second, func() bool {
+				for _, l := range logs.lines(t, "client left early; run cancelled") {
+					if l["dialect"] == dialect {
+						line = l
+						return true
+					}
+				}
+				return false
+			}, "no early-termination line for the %s stream", dialect)
+			if line["level"] != "warn" || line["reason"] != "client_left" || line["session"] == "" || line["run"] == "" {
+				t.Errorf("early-termination line %v", line)
+			}
+			if d, ok := line["duration"].(float64); !ok || d <= 0 {
+				t.Errorf("duration %v", line["duration"])
+			}
+			if n, _ := line["events"].(float64); n < 1 {
+				t.Errorf("events %v, want the events sent before the client left", line["events"])
+			}
+		})
+	}
 }

@@ -95,9 +95,11 @@ func (h *handler) dotted(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tr := newDottedTranslator(rs.runID)
+	tr.oneMessage = h.cfg.DottedOneMessage
 	emit := func(evs []dottedEvent) error { return writeJSON(out, evs) }
 	if err := emit(tr.begin(nowMillis())); err != nil {
 		rs.cancelRun()
+		h.logStreamEnd(r, "dotted", rs, out, "", err)
 		return
 	}
 	err = rs.each(r.Context(), h.cfg.KeepAlive, func() error { return out.Comment("keep-alive") }, func(_ core.StreamEvent, ev *mesh.Event) error {
@@ -109,6 +111,7 @@ func (h *handler) dotted(w http.ResponseWriter, r *http.Request) {
 		}
 		_ = emit([]dottedEvent{{Type: "error", Timestamp: nowMillis(), Error: &dialectError{Code: slowOrInternal(err), Message: msg}}})
 	}
+	h.logStreamEnd(r, "dotted", rs, out, tr.outcome, err)
 }
 
 // checkInput validates a dialect's message and conversation id.
@@ -201,6 +204,41 @@ func (h *handler) streamEndText(r *http.Request, rs *runStream, ended bool, err 
 	return "", false // a write failed: the client is gone
 }
 
+// logStreamEnd logs the end of a dialect's stream: how long it lasted, how
+// many events it sent and why it ended (reason ended, with the run's
+// outcome, or why it stopped first). A client that left before the run
+// ended, whose run was therefore cancelled, is a warning.
+func (h *handler) logStreamEnd(r *http.Request, dialect string, rs *runStream, out *sse.Writer, outcome string, err error) {
+	reason := "ended"
+	switch {
+	case outcome != "" || errors.Is(err, errEnded):
+	case r.Context().Err() != nil:
+		reason = "client_left"
+	case errors.Is(err, core.ErrSlowConsumer):
+		reason = "slow_consumer"
+	case errors.Is(err, core.ErrCredentialExpired):
+		reason = "token_expired"
+	case errors.Is(err, core.ErrFollowerClosed):
+		reason = "follower_closed"
+	default:
+		reason = "write_failed" // the client is gone
+	}
+	ev := h.log.Info()
+	if reason == "client_left" || reason == "write_failed" {
+		ev = h.log.Warn()
+	}
+	ev = ev.Str("dialect", dialect).Str("session", rs.session).Str("run", rs.runID).
+		Dur("duration", time.Since(rs.started)).Int("events", out.Events()).Str("reason", reason)
+	if outcome != "" {
+		ev = ev.Str("outcome", outcome)
+	}
+	if reason == "client_left" || reason == "write_failed" {
+		ev.Msg("client left early; run cancelled")
+		return
+	}
+	ev.Msg("stream closed")
+}
+
 func slowOrInternal(err error) string {
 	switch {
 	case errors.Is(err, core.ErrSlowConsumer):
@@ -215,7 +253,28 @@ func slowOrInternal(err error) string {
 type dialectError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// ResetAt is the simple dialect's: when a rate limit resets.
+	ResetAt string `json:"resetAt,omitempty"`
 	Details any    `json:"details,omitempty"`
+}
+
+// retryOf is when a run that ended on a rate limit may try again, as its
+// RUN_ERROR's metadata says (the model provider asked to wait).
+func retryOf(e *mesh.Event) (retryAfter float64, resetAt string, ok bool) {
+	retryAfter, _ = e.Metadata["retryAfter"].(float64)
+	resetAt, _ = e.Metadata["resetAt"].(string)
+	return retryAfter, resetAt, resetAt != ""
+}
+
+// withDetail sets details[key] of e.
+func (e *dialectError) withDetail(key string, value any) *dialectError {
+	details, _ := e.Details.(map[string]any)
+	if details == nil {
+		details = map[string]any{}
+	}
+	details[key] = value
+	e.Details = details
+	return e
 }
 
 // dottedEvent is one event of the dotted dialect; each type fills its fields.
@@ -249,10 +308,16 @@ type dottedTranslator struct {
 	nstep int
 	held  *dottedEvent // the last message.end, until another event or the end
 	ended bool
+	// outcome is how the run ended: success, interrupt, cancelled or error.
+	outcome string
 	// text holds back the open message's content until it makes a chunk
 	// of dottedChunks; textMsg is that message.
 	text    chunker
 	textMsg string
+	// oneMessage sends the turn as one message whose id is the run's: the
+	// model's messages are its paragraphs, tool calls fall inside it.
+	oneMessage bool
+	wroteText  bool
 }
 
 type step struct{ name, id string }
@@ -263,9 +328,14 @@ func newDottedTranslator(run string) *dottedTranslator {
 
 func (t *dottedTranslator) activityID() string { return t.run + "-thinking" }
 
-// begin is the stream's first event.
+// begin is the stream's first events: the thinking activity, after the
+// turn's message.start when the turn is one message.
 func (t *dottedTranslator) begin(ts int64) []dottedEvent {
-	return []dottedEvent{{Type: "activity.start", Timestamp: ts, ActivityID: t.activityID(), Name: "thinking", Description: "Processing your request..."}}
+	thinking := dottedEvent{Type: "activity.start", Timestamp: ts, ActivityID: t.activityID(), Name: "thinking", Description: "Processing your request..."}
+	if t.oneMessage {
+		return []dottedEvent{{Type: "message.start", Timestamp: ts, MessageID: t.run}, thinking}
+	}
+	return []dottedEvent{thinking}
 }
 
 func (t *dottedTranslator) translate(ev *mesh.Event) []dottedEvent {
@@ -298,17 +368,34 @@ func (t *dottedTranslator) one(out []dottedEvent, e *mesh.Event) []dottedEvent {
 		}
 		return out
 	}
-	if e.Type != mesh.EventTextMessageContent || e.MessageID != t.textMsg {
+	msgID := e.MessageID
+	if t.oneMessage {
+		msgID = t.run
+	}
+	if e.Type != mesh.EventTextMessageContent || msgID != t.textMsg {
 		// Whatever comes next, the open message's rest goes first.
 		out = content(t.text.flush())
 	}
 	switch e.Type {
 	case mesh.EventTextMessageStart:
+		if t.oneMessage {
+			if t.wroteText { // the next paragraph of the one message
+				t.textMsg = msgID
+				return content(t.text.add("\n\n")...)
+			}
+			return out
+		}
 		return emit(dottedEvent{Type: "message.start", MessageID: e.MessageID})
 	case mesh.EventTextMessageContent:
-		t.textMsg = e.MessageID
+		t.textMsg = msgID
+		if e.DeltaText() != "" {
+			t.wroteText = true
+		}
 		return content(t.text.add(e.DeltaText())...)
 	case mesh.EventTextMessageEnd:
+		if t.oneMessage {
+			return out
+		}
 		out = emit(dottedEvent{Type: "message.end", MessageID: e.MessageID})
 		held := out[len(out)-1]
 		t.held = &held
@@ -378,13 +465,22 @@ func (t *dottedTranslator) one(out []dottedEvent, e *mesh.Event) []dottedEvent {
 // end closes the activities, releases the held message.end with the run's
 // metadata, and adds the run's outcome when it is not a plain success.
 func (t *dottedTranslator) end(e *mesh.Event, ts int64) []dottedEvent {
-	t.ended = true
+	t.ended, t.outcome = true, "error"
+	if e.Type == mesh.EventRunFinished {
+		t.outcome = string(mesh.OutcomeSuccess)
+		if e.Outcome != nil {
+			t.outcome = string(e.Outcome.Type)
+		}
+	}
 	var out []dottedEvent
 	for i := len(t.steps) - 1; i >= 0; i-- {
 		out = append(out, dottedEvent{Type: "activity.end", Timestamp: ts, ActivityID: t.steps[i].id})
 	}
 	t.steps = nil
 	out = append(out, dottedEvent{Type: "activity.end", Timestamp: ts, ActivityID: t.activityID()})
+	if t.oneMessage {
+		t.held = &dottedEvent{Type: "message.end", MessageID: t.run}
+	}
 	if t.held != nil {
 		held := *t.held
 		held.Timestamp = ts
@@ -407,7 +503,11 @@ func (t *dottedTranslator) end(e *mesh.Event, ts int64) []dottedEvent {
 		if code == "" {
 			code = mesh.CodeInternal
 		}
-		out = append(out, dottedEvent{Type: "error", Timestamp: ts, Error: &dialectError{Code: code, Message: e.Message}})
+		de := &dialectError{Code: code, Message: e.Message}
+		if wait, reset, ok := retryOf(e); ok {
+			de.withDetail("retryAfter", wait).withDetail("resetAt", reset)
+		}
+		out = append(out, dottedEvent{Type: "error", Timestamp: ts, Error: de})
 	case e.Outcome != nil && e.Outcome.Type == mesh.OutcomeInterrupt:
 		for _, in := range e.Outcome.Interrupts {
 			out = append(out, dottedEvent{Type: "approval.requested", Timestamp: ts, Approval: t.calls.view(in)})

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -32,7 +33,7 @@ func (tr *transcript) request(method, path, body string) {
 // stream records a streamed answer: its status, headers and body.
 func (tr *transcript) stream(resp *http.Response, body string) {
 	fmt.Fprintf(&tr.b, "### %d", resp.StatusCode)
-	for _, k := range []string{"Content-Type", "Cache-Control", "X-Accel-Buffering", headerConversationID} {
+	for _, k := range []string{"Content-Type", "Cache-Control", "Connection", "X-Accel-Buffering", headerConversationID} {
 		if v := resp.Header.Get(k); v != "" {
 			fmt.Fprintf(&tr.b, " %s: %s;", k, v)
 		}
@@ -192,6 +193,7 @@ func joinContent(t *testing.T, stream string) string {
 
 func checkDotted(t *testing.T, stream string) {
 	t.Helper()
+	checkSchema(t, "DottedEvent", sseEvents(t, stream))
 	checkTextChunks(t, stream, dottedChunks, "message.content", "content")
 	for _, data := range sseEvents(t, stream) {
 		ev := decode(t, data)
@@ -241,10 +243,12 @@ func TestGoldenSimple(t *testing.T) {
 	})
 }
 
-// checkSimpleText checks the text chunks of a simple stream: 20 to 50
-// characters, but for the last of each message.
+// checkSimpleText checks the events of a simple stream against their
+// schema, and its text chunks: 20 to 50 characters, but for the last of
+// each message.
 func checkSimpleText(t *testing.T, stream string) {
 	t.Helper()
+	checkSchema(t, "SimpleEvent", sseEvents(t, stream))
 	checkTextChunks(t, stream, simpleChunks, "text", "delta")
 }
 
@@ -310,4 +314,40 @@ func TestGoldenOfficial(t *testing.T) {
 		}
 		tr.golden("agui_approval.sse")
 	})
+}
+
+// With DottedOneMessage a turn is one message: message.start first, the
+// thinking activity, the tool calls and text inside, then activity.end and
+// message.end with the turn's metadata.
+func TestGoldenDottedOneMessage(t *testing.T) {
+	f := newFixture(t, offline.New(), func(c *Config) { c.DottedOneMessage = true })
+	coretest.WaitForTools(f.t, f.core)
+	tr := &transcript{t: t}
+	body := `{"message":"list all resources","sessionId":"golden-dotted-one"}`
+	tr.request("POST", "/api/conversation", body)
+	resp, stream := f.stream("/api/conversation", body)
+	tr.stream(resp, joinContent(t, stream))
+	checkFraming(t, stream, false)
+	checkDotted(t, stream)
+	var types []string
+	starts := 0
+	for _, data := range sseEvents(t, stream) {
+		ev := decode(t, data)
+		typ, _ := ev["type"].(string)
+		types = append(types, typ)
+		if typ == "message.start" {
+			starts++
+		}
+		if strings.HasPrefix(typ, "message.") && ev["messageId"] == "" {
+			t.Errorf("%s without a messageId", data)
+		}
+	}
+	n := len(types)
+	if starts != 1 || n < 5 || types[0] != "message.start" || types[1] != "activity.start" || types[n-2] != "activity.end" || types[n-1] != "message.end" {
+		t.Errorf("event order %v, want one message.start first, activity.start, …, activity.end, message.end", types)
+	}
+	if i := slices.Index(types, "tool_call.start"); i < 2 || i > n-3 {
+		t.Errorf("tool_call.start at %d of %v: want it inside the message", i, types)
+	}
+	tr.golden("dotted_one_message.sse")
 }

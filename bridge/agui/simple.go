@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -125,6 +126,7 @@ func (h *handler) simple(w http.ResponseWriter, r *http.Request) {
 	emit := func(evs []simpleEvent) error { return writeJSON(out, evs) }
 	if err := emit([]simpleEvent{logEvent("Understanding your query...", nowMillis())}); err != nil {
 		rs.cancelRun()
+		h.logStreamEnd(r, "simple", rs, out, "", err)
 		return
 	}
 	err = rs.each(r.Context(), min(h.cfg.PingAfter, h.cfg.PingEvery), h.pinger(rs, out), func(_ core.StreamEvent, ev *mesh.Event) error {
@@ -136,6 +138,7 @@ func (h *handler) simple(w http.ResponseWriter, r *http.Request) {
 		}
 		_ = emit([]simpleEvent{{Type: "error", Error: &dialectError{Code: codeUnknown, Message: msg, Details: map[string]any{"meshCode": slowOrInternal(err)}}}})
 	}
+	h.logStreamEnd(r, "simple", rs, out, tr.outcome, err)
 }
 
 // pinger is the tick of a simple stream: {"type":"ping"} every PingEvery
@@ -169,9 +172,12 @@ type simpleStats struct {
 	// ExecutionTime is the time since the request, in milliseconds.
 	ExecutionTime int64 `json:"executionTime"`
 	// AgentInvocations counts the tool calls of the run.
-	AgentInvocations int    `json:"agentInvocations"`
-	Intent           string `json:"intent,omitempty"`
-	TotalTokens      *int   `json:"totalTokens,omitempty"`
+	AgentInvocations int `json:"agentInvocations"`
+	// TotalCandidates counts what the run's tool results returned (see
+	// [candidates]).
+	TotalCandidates int    `json:"totalCandidates"`
+	Intent          string `json:"intent,omitempty"`
+	TotalTokens     *int   `json:"totalTokens,omitempty"`
 }
 
 // toolResultData and approvalData are the structuredData of data events.
@@ -201,7 +207,13 @@ type simpleTranslator struct {
 	text        chunker
 	wrote       bool // some text was taken: the next message is set apart
 	invocations int
-	ended       bool
+	candidates  int
+	// sent is the text given to the client so far, for an error's
+	// details.partialText.
+	sent  strings.Builder
+	ended bool
+	// outcome is how the run ended: success, interrupt, cancelled or error.
+	outcome string
 }
 
 func newSimpleTranslator(run string, begun time.Time) *simpleTranslator {
@@ -221,6 +233,7 @@ func (t *simpleTranslator) one(out []simpleEvent, e *mesh.Event) []simpleEvent {
 	switch e.Type {
 	case mesh.EventTextMessageStart:
 		if t.wrote {
+			t.sent.WriteString("\n\n")
 			return t.texts(out, t.text.add("\n\n"))
 		}
 		return out
@@ -230,6 +243,7 @@ func (t *simpleTranslator) one(out []simpleEvent, e *mesh.Event) []simpleEvent {
 			return out
 		}
 		t.wrote = true
+		t.sent.WriteString(delta)
 		return t.texts(out, t.text.add(delta))
 	case mesh.EventTextMessageEnd:
 		return t.flushText(out)
@@ -254,6 +268,7 @@ func (t *simpleTranslator) one(out []simpleEvent, e *mesh.Event) []simpleEvent {
 			out = append(out, logEvent(name+" failed: "+msg, ts))
 			data.IsError = true
 		} else {
+			t.candidates += candidates(data.Result)
 			out = append(out, logEvent(name+" done", ts))
 		}
 		out = append(out, simpleEvent{Type: "data", StructuredData: data})
@@ -272,8 +287,13 @@ func (t *simpleTranslator) one(out []simpleEvent, e *mesh.Event) []simpleEvent {
 			out = append(out, logEvent("Retrying after an interruption...", ts))
 		}
 	case mesh.EventRunError:
-		t.ended = true
-		out = append(out, simpleEvent{Type: "error", Error: simpleError(e.Code, e.Message)})
+		t.ended, t.outcome = true, "error"
+		de := simpleError(e.Code, e.Message)
+		if wait, reset, ok := retryOf(e); ok {
+			de.ResetAt = reset
+			de.withDetail("retryAfter", wait)
+		}
+		out = append(out, simpleEvent{Type: "error", Error: t.withPartialText(de)})
 	case mesh.EventRunFinished:
 		t.ended = true
 		out = t.finish(out, e, ts)
@@ -289,9 +309,10 @@ func (t *simpleTranslator) finish(out []simpleEvent, e *mesh.Event, ts int64) []
 	if e.Outcome != nil {
 		outcome = e.Outcome.Type
 	}
+	t.outcome = string(outcome)
 	switch outcome {
 	case mesh.OutcomeCancelled:
-		return append(out, simpleEvent{Type: "error", Error: simpleError(mesh.CodeCancelled, "the turn was cancelled")})
+		return append(out, simpleEvent{Type: "error", Error: t.withPartialText(simpleError(mesh.CodeCancelled, "the turn was cancelled"))})
 	case mesh.OutcomeInterrupt:
 		for _, in := range e.Outcome.Interrupts {
 			v := t.calls.view(in)
@@ -300,11 +321,49 @@ func (t *simpleTranslator) finish(out []simpleEvent, e *mesh.Event, ts int64) []
 				simpleEvent{Type: "data", StructuredData: approvalData{Type: "approval_required", Approval: v}})
 		}
 	}
-	stats := &simpleStats{ExecutionTime: time.Since(t.begun).Milliseconds(), AgentInvocations: t.invocations, Intent: intentOf(e)}
+	stats := &simpleStats{ExecutionTime: time.Since(t.begun).Milliseconds(), AgentInvocations: t.invocations, TotalCandidates: t.candidates, Intent: intentOf(e)}
 	if n, ok := totalTokens(e.Result); ok {
 		stats.TotalTokens = &n
 	}
 	return append(out, simpleEvent{Type: "done", Stats: stats})
+}
+
+// withPartialText adds the text the client already got to the details of a
+// run's error: a turn cut short (a model that timed out) still said that.
+func (t *simpleTranslator) withPartialText(e *dialectError) *dialectError {
+	if t.sent.Len() == 0 {
+		return e
+	}
+	return e.withDetail("partialText", t.sent.String())
+}
+
+// candidates is what one successful tool result returned, as
+// stats.totalCandidates counts it: the items of a JSON array; for a JSON
+// object, the items of its longest array field (resources, items …), or 1
+// when it has none; 1 for a result in text.
+func candidates(result any) int {
+	raw, ok := result.(json.RawMessage)
+	if !ok {
+		return 1
+	}
+	var list []json.RawMessage
+	if json.Unmarshal(raw, &list) == nil {
+		return len(list)
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) != nil {
+		return 1
+	}
+	n := -1
+	for _, v := range fields {
+		if json.Unmarshal(v, &list) == nil {
+			n = max(n, len(list))
+		}
+	}
+	if n < 0 {
+		return 1
+	}
+	return n
 }
 
 func (t *simpleTranslator) texts(out []simpleEvent, chunks []string) []simpleEvent {

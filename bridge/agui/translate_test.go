@@ -48,7 +48,19 @@ func runEvents(end mesh.Event) []mesh.Event {
 
 func dottedLines(t *testing.T, evs []mesh.Event) string {
 	t.Helper()
+	return dottedLinesOf(t, newDottedTranslator("run"), evs)
+}
+
+// dottedOneMessageLines is dottedLines with the turn sent as one message.
+func dottedOneMessageLines(t *testing.T, evs []mesh.Event) string {
+	t.Helper()
 	tr := newDottedTranslator("run")
+	tr.oneMessage = true
+	return dottedLinesOf(t, tr, evs)
+}
+
+func dottedLinesOf(t *testing.T, tr *dottedTranslator, evs []mesh.Event) string {
+	t.Helper()
 	var b strings.Builder
 	for _, d := range tr.begin(0) {
 		data, _ := json.Marshal(d)
@@ -93,26 +105,83 @@ func simpleLines(t *testing.T, evs []mesh.Event) string {
 	return b.String()
 }
 
+// runEnd is one way a run ends.
+type runEnd struct {
+	name string
+	ev   mesh.Event
+}
+
+// translatorEnds are the ways a run ends that the translators tell apart.
+func translatorEnds(result map[string]any) []runEnd {
+	return []runEnd{
+		{"success", mesh.RunFinished("conv", "run", mesh.Outcome{Type: mesh.OutcomeSuccess}, result)},
+		{"interrupt", mesh.RunFinished("conv", "run", mesh.Outcome{Type: mesh.OutcomeInterrupt, Interrupts: []mesh.Interrupt{{ID: "ap-2", Reason: mesh.InterruptReasonToolApproval, ToolCallID: "c2", Message: "fetch it"}}}, nil)},
+		{"cancelled", mesh.RunFinished("conv", "run", mesh.Outcome{Type: mesh.OutcomeCancelled}, result)},
+		{"error", mesh.RunError(mesh.CodeLLMTimeout, "the model did not answer in time")},
+		// A run error without a code is the dialects' internal error.
+		{"internal", mesh.RunError("", "the agent failed")},
+		// The model provider's rate limit, with when to try again.
+		{"rate limit", func() mesh.Event {
+			ev := mesh.RunError(mesh.CodeRateLimit, "openai: rate limited; the provider asks to retry after 30s")
+			ev.Metadata = map[string]any{"retryAfter": 30, "resetAt": "2026-01-02T03:04:05Z"}
+			return ev
+		}()},
+	}
+}
+
 // TestTranslators records what both dialects make of a run that uses every
 // event, for each way a run ends, in testdata/translate.txt.
 func TestTranslators(t *testing.T) {
 	result := map[string]any{"response": "Done.", "usage": map[string]any{"input_tokens": 3, "output_tokens": 4}, "intent": "create"}
 	tr := &transcript{t: t}
-	for _, end := range []struct {
-		name string
-		ev   mesh.Event
-	}{
-		{"success", mesh.RunFinished("conv", "run", mesh.Outcome{Type: mesh.OutcomeSuccess}, result)},
-		{"interrupt", mesh.RunFinished("conv", "run", mesh.Outcome{Type: mesh.OutcomeInterrupt, Interrupts: []mesh.Interrupt{{ID: "ap-2", Reason: mesh.InterruptReasonToolApproval, ToolCallID: "c2", Message: "fetch it"}}}, nil)},
-		{"cancelled", mesh.RunFinished("conv", "run", mesh.Outcome{Type: mesh.OutcomeCancelled}, result)},
-		{"error", mesh.RunError(mesh.CodeLLMTimeout, "the model did not answer in time")},
-	} {
+	for _, end := range translatorEnds(result) {
 		tr.note("%s: dotted", end.name)
 		tr.b.WriteString(dottedLines(t, runEvents(end.ev)))
+		tr.note("%s: dotted, one message", end.name)
+		tr.b.WriteString(dottedOneMessageLines(t, runEvents(end.ev)))
 		tr.note("%s: simple", end.name)
 		tr.b.WriteString(simpleLines(t, runEvents(end.ev)))
 	}
 	tr.golden("translate.txt")
+}
+
+func TestSimpleTotalCandidates(t *testing.T) {
+	tests := []struct {
+		name, content string
+		want          int
+	}{
+		{name: "array", content: `[{"id":1},{"id":2},{"id":3}]`, want: 3},
+		{name: "object with a list", content: `{"count":2,"resources":[{"id":"a"},{"id":"b"}]}`, want: 2},
+		{name: "longest list of an object", content: `{"tags":["x"],"items":[1,2,3,4]}`, want: 4},
+		{name: "object without a list", content: `{"id":"a","value":3}`, want: 1},
+		{name: "empty list", content: `{"resources":[]}`, want: 0},
+		{name: "text", content: "42", want: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := newSimpleTranslator("run", time.Now())
+			var done simpleEvent
+			for _, ev := range []mesh.Event{
+				{Type: mesh.EventToolCallStart, ToolCallID: "c1", ToolCallName: "search"},
+				{Type: mesh.EventToolCallEnd, ToolCallID: "c1"},
+				{Type: mesh.EventToolCallResult, MessageID: "c1-result", ToolCallID: "c1", Content: tt.content},
+				// A failed call returned nothing.
+				{Type: mesh.EventToolCallStart, ToolCallID: "c2", ToolCallName: "search"},
+				{Type: mesh.EventToolCallEnd, ToolCallID: "c2"},
+				{Type: mesh.EventToolCallResult, MessageID: "c2-result", ToolCallID: "c2", Content: `error: [1,2]`},
+				mesh.RunFinished("conv", "run", mesh.Outcome{Type: mesh.OutcomeSuccess}, nil),
+			} {
+				for _, out := range tr.translate(&ev) {
+					if out.Type == "done" {
+						done = out
+					}
+				}
+			}
+			if done.Stats == nil || done.Stats.TotalCandidates != tt.want {
+				t.Errorf("done %+v, want totalCandidates %d", done.Stats, tt.want)
+			}
+		})
+	}
 }
 
 func TestSimpleErrorCodes(t *testing.T) {

@@ -29,6 +29,7 @@ type Writer struct {
 	// dialect names the stream in metrics; "" counts nothing.
 	dialect string
 	closed  context.Context
+	events  int
 }
 
 // New returns a writer of w.
@@ -95,8 +96,12 @@ func (s *Writer) Event(id uint64, data []byte) error {
 	if s.dialect != "" {
 		telemetry.SSESent(s.dialect)
 	}
+	s.events++
 	return s.write(s.buf)
 }
+
+// Events is how many events were written (comments not counted).
+func (s *Writer) Events() int { return s.events }
 
 // Comment writes an SSE comment, which clients ignore: a keep-alive.
 func (s *Writer) Comment(text string) error {

@@ -453,6 +453,35 @@ func TestLLMErrorIsReportedAndConversationStaysUsable(t *testing.T) {
 	}
 }
 
+// A provider's rate limit that says when to try again ends the run with
+// RUN_ERROR RATE_LIMIT whose metadata carries it: retryAfter in seconds
+// and resetAt.
+func TestRateLimitRunErrorSaysWhenToRetry(t *testing.T) {
+	f := newFixture(t, script(func(context.Context, llm.Request) (*llm.Response, error) {
+		return nil, &llm.Error{Code: llm.CodeRateLimit, Message: "openai: rate limited", RetryAfter: 30 * time.Second}
+	}), nil)
+	conv := f.conversation()
+	before := time.Now()
+	_, c := f.turn(conv, "hi")
+	if c.LastRun.Outcome != mesh.OutcomeError || c.LastRun.ErrorCode != mesh.CodeRateLimit {
+		t.Fatalf("last run %+v", c.LastRun)
+	}
+	var end *mesh.Event
+	for _, ev := range f.events(conv) {
+		if ev.Type == mesh.EventRunError {
+			end = &ev
+		}
+	}
+	if end == nil {
+		t.Fatal("no RUN_ERROR")
+	}
+	wait, _ := end.Metadata["retryAfter"].(float64)
+	reset, err := time.Parse(time.RFC3339, fmt.Sprint(end.Metadata["resetAt"]))
+	if wait < 1 || wait > 30 || err != nil || reset.Before(before.Add(29*time.Second).Truncate(time.Second)) || reset.After(time.Now().Add(31*time.Second)) {
+		t.Errorf("RUN_ERROR metadata %v, want retryAfter up to 30 and resetAt 30s on", end.Metadata)
+	}
+}
+
 func TestCancelStopsTheModelCall(t *testing.T) {
 	started := make(chan struct{})
 	f := newFixture(t, script(func(ctx context.Context, _ llm.Request) (*llm.Response, error) {

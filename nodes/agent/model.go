@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
@@ -62,6 +63,9 @@ func (t *turn) loop(ctx context.Context) {
 				return
 			}
 			t.end.errCode, t.end.errText = llmErrorCode(err), err.Error()
+			if le := (*llm.Error)(nil); errors.As(err, &le) && le.Code == llm.CodeRateLimit && le.RetryAfter > 0 {
+				t.end.resetAt = time.Now().Add(le.RetryAfter)
+			}
 			t.notice("LLM error: " + err.Error())
 			t.end.outcome = mesh.OutcomeError
 			return

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -22,9 +23,11 @@ import (
 // ending is how the run of a step ended, as the model loop (or an a2a step)
 // leaves it.
 type ending struct {
-	outcome  string // mesh.OutcomeSuccess, OutcomeInterrupt, OutcomeCancelled, OutcomeError
-	errCode  string
-	errText  string
+	outcome string // mesh.OutcomeSuccess, OutcomeInterrupt, OutcomeCancelled, OutcomeError
+	errCode string
+	errText string
+	// resetAt is when a rate-limited provider said to try again.
+	resetAt  time.Time
 	response string         // the answer, or the last notice
 	paused   *mesh.Approval // the approval this run waits for
 	exitLoop bool           // the step called exit_loop
@@ -39,7 +42,7 @@ func (e *ending) stepOutcome(iterations int) outcome {
 	case mesh.OutcomeInterrupt:
 		return outcome{status: mesh.StepWaiting, paused: []*mesh.Approval{e.paused}, iterations: iterations}
 	case mesh.OutcomeError:
-		return outcome{status: mesh.StepFailed, errCode: e.errCode, errText: e.errText}
+		return outcome{status: mesh.StepFailed, errCode: e.errCode, errText: e.errText, resetAt: e.resetAt}
 	case mesh.OutcomeCancelled:
 		text := e.errText
 		if text == "" {
@@ -177,7 +180,14 @@ func (t *turn) endRuns(ctx context.Context, p *plan, published bool) error {
 func (t *turn) endEvent(p *plan, id string) mesh.Event {
 	switch p.runOutcome {
 	case mesh.OutcomeError:
-		return mesh.RunError(p.errCode, p.errText)
+		ev := mesh.RunError(p.errCode, p.errText)
+		if !p.resetAt.IsZero() {
+			// When to try again, as the dialects' and the limits' refusals
+			// say it: whole seconds, and the time itself.
+			wait := max(1, int(math.Ceil(time.Until(p.resetAt).Seconds())))
+			ev.Metadata = map[string]any{"retryAfter": wait, "resetAt": p.resetAt.UTC().Format(time.RFC3339)}
+		}
+		return ev
 	case mesh.OutcomeInterrupt:
 		ev := mesh.RunFinished(t.conv.ID, id, mesh.Outcome{Type: p.runOutcome}, runResult(p.response, p.usage))
 		ev.Outcome.Interrupts = p.interrupts

@@ -1,8 +1,10 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh/llm"
@@ -49,6 +51,9 @@ func (a *Role) buildTree(root *config.Node, providers func(string) (llm.Provider
 			}
 			s.provider = p
 		}
+		if cfg.Type == config.NodeLLM && cfg.Timeout > 0 {
+			s.provider = timedProvider{Provider: s.provider, timeout: cfg.Timeout.Std()}
+		}
 		switch cfg.Type {
 		case config.NodeA2A:
 			s.remotes = a.pool.set([]config.A2AAgent{{Name: cfg.Name, URL: cfg.URL, Description: cfg.Description, Destructive: cfg.Destructive || cfg.DestructiveHint}})
@@ -88,4 +93,18 @@ func maxIterations(n *config.Node) int {
 		return n.MaxIterations
 	}
 	return config.DefaultMaxIterations
+}
+
+// timedProvider bounds each call of an llm step with the step's timeout.
+// The provider sees the deadline as its caller's and fails the call with
+// LLM_TIMEOUT, as it does at llm.timeout.
+type timedProvider struct {
+	llm.Provider
+	timeout time.Duration
+}
+
+func (p timedProvider) Generate(ctx context.Context, req llm.Request) (*llm.Response, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	return p.Provider.Generate(ctx, req)
 }

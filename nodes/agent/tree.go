@@ -44,6 +44,7 @@ type outcome struct {
 	paused  []*mesh.Approval
 	errCode string
 	errText string
+	resetAt time.Time // a rate-limited provider's, see ending
 }
 
 // started is the outcome of a composite step that scheduled its children.
@@ -66,6 +67,7 @@ type plan struct {
 	response   string
 	errCode    string
 	errText    string
+	resetAt    time.Time
 	usage      *mesh.Usage
 	treeRunID  string
 	treeEnded  bool
@@ -127,7 +129,7 @@ func (t *turn) apply(c *mesh.Conversation, key string, gen int, o outcome, p *pl
 		t.done(c, def, sr, o.output, o.exitLoop, p)
 	case mesh.StepFailed, mesh.StepCancelled:
 		sr.Status, sr.Error, sr.FinishedAt = o.status, o.errText, now
-		p.errCode, p.errText = o.errCode, o.errText
+		p.errCode, p.errText, p.resetAt = o.errCode, o.errText, o.resetAt
 	}
 	t.settleTree(c, o, p)
 	return nil

@@ -354,6 +354,64 @@ func TestTreeStepModelOverridesTheAgents(t *testing.T) {
 	}
 }
 
+// TestTreeStepTimeoutBoundsItsCalls: an llm step's timeout bounds its own
+// model calls, far under llm.timeout, and a step that overruns it fails
+// the run with LLM_TIMEOUT; a step without one keeps llm.timeout.
+func TestTreeStepTimeoutBoundsItsCalls(t *testing.T) {
+	const stepTimeout = 200 * time.Millisecond
+	var mu sync.Mutex
+	deadlines := map[string]time.Duration{}
+	note := func(step string, ctx context.Context) {
+		mu.Lock()
+		defer mu.Unlock()
+		if dl, ok := ctx.Deadline(); ok {
+			deadlines[step] = time.Until(dl)
+		} else {
+			deadlines[step] = -1
+		}
+	}
+	f := newTreeFixture(t, byPrompt{
+		"route": func(ctx context.Context, _ llm.Request) (*llm.Response, error) {
+			note("route", ctx)
+			return &llm.Response{Text: "search"}, nil
+		},
+		"search": func(ctx context.Context, _ llm.Request) (*llm.Response, error) {
+			note("search", ctx)
+			<-ctx.Done() // a search that never answers
+			return nil, ctx.Err()
+		},
+	}, treeYAML(`  name: pipeline
+  type: sequential
+  agents:
+    - {name: router, type: llm, prompt: route}
+    - {name: searcher, type: llm, prompt: search, timeout: 200ms}
+`), nil)
+	conv := f.conversation()
+	_, c := f.turn(conv, "find it")
+	if c.LastRun == nil || c.LastRun.Outcome != mesh.OutcomeError || c.LastRun.ErrorCode != mesh.CodeLLMTimeout {
+		t.Fatalf("last run %+v, want an error LLM_TIMEOUT", c.LastRun)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if d := deadlines["search"]; d <= 0 || d > stepTimeout {
+		t.Errorf("the search step's call had %v left, want at most its timeout %v", d, stepTimeout)
+	}
+	if d := deadlines["route"]; d >= 0 && d <= stepTimeout {
+		t.Errorf("the router step's call had %v left: the other step's timeout reached it", d)
+	}
+}
+
+func TestTreeStepNegativeTimeoutIsRefused(t *testing.T) {
+	_, err := config.Parse("tree.yaml", []byte(treeYAML(`  name: pipeline
+  type: sequential
+  agents:
+    - {name: searcher, type: llm, prompt: search, timeout: -1s}
+`)), func(string) string { return "" })
+	if err == nil || !strings.Contains(err.Error(), "timeout") {
+		t.Errorf("config with a negative step timeout: %v, want an error naming timeout", err)
+	}
+}
+
 // TestTreeStepSamplingReachesItsCalls: an llm step's max_tokens,
 // temperature and top_p go with its own model calls only; a step without
 // sends none (its provider holds the llm section's).

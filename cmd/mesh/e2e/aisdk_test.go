@@ -152,6 +152,8 @@ type aisdkApprovalResult struct {
 	Asked       []aisdkApproval `json:"asked"`
 	Continued   []aisdkApproval `json:"continued"`
 	Regenerated []aisdkApproval `json:"regenerated"`
+	// Finished are the messages onFinish received, one per answer.
+	Finished []aisdkApproval `json:"finished"`
 }
 
 type aisdkApproval struct {
@@ -207,5 +209,16 @@ func TestAISDKChatContinuesAnApprovedMessage(t *testing.T) {
 	}
 	if len(res.Regenerated) != 2 || res.Regenerated[1].Role != "assistant" || res.Regenerated[1].ID == continued.ID {
 		t.Errorf("after regenerate(): %+v, want the user's message and a new answer", res.Regenerated)
+	}
+	// onFinish gets each complete answer: the one that asked, its
+	// continuation (the same message, now with the reply) and the
+	// regenerated one.
+	if n := len(res.Finished); n != 3 {
+		t.Fatalf("onFinish ran %d times (%+v), want once per answer: 3", n, res.Finished)
+	}
+	for i, want := range []aisdkApproval{asked, continued, res.Regenerated[1]} {
+		if got := res.Finished[i]; got.ID != want.ID || got.Role != "assistant" || got.Text != want.Text {
+			t.Errorf("onFinish %d got %+v, want the chat's message %s %q", i, got, want.ID, want.Text)
+		}
 	}
 }

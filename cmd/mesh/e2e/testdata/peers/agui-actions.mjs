@@ -90,6 +90,7 @@ const runId = randomUUID();
 ws.send(JSON.stringify({ threadId, runId, messages: [], tools: [], context: [], forwardedProps: { action: 'regenerate' } }));
 for (;;) {
   const f = await next();
+  if (f.type === 'connection_open') continue; // the socket's greeting, before any run
   wsOut.frames.push(f.type);
   if (f.type === 'error') {
     wsOut.runError = f;

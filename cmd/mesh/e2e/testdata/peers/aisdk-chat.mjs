@@ -27,18 +27,24 @@ class Chat extends AbstractChat {
 }
 
 // newChat returns the chat for the mesh at MESH_URL (init adds to its
-// options) and out, the result object: its id and the chat's errors.
+// options) and out, the result object: its id, the chat's errors and the
+// messages its onFinish received (id, role, text).
 export function newChat(init = {}) {
   const base = process.env.MESH_URL;
   if (!base) {
     console.error('MESH_URL is required');
     process.exit(2);
   }
-  const out = { chatId: randomUUID(), errors: [] };
+  const out = { chatId: randomUUID(), errors: [], finished: [] };
   const chat = new Chat({
     id: out.chatId,
     transport: new DefaultChatTransport({ api: `${base}/api/ai-sdk` }),
     onError: (e) => out.errors.push(String(e && e.message ? e.message : e)),
+    onFinish: ({ message }) => out.finished.push({
+      id: message.id,
+      role: message.role,
+      text: message.parts.filter((p) => p.type === 'text').map((p) => p.text).join(''),
+    }),
     ...init,
   });
   return { chat, out };
