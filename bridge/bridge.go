@@ -97,12 +97,17 @@ func New(cfg Config) (*Role, error) {
 		return nil, fmt.Errorf("bridge: %w", err)
 	}
 	admit, streamLimit, take := lim.coreHooks()
+	screen, err := newScreen(cfg.Agent.Safety, cfg.HTTPClient, log)
+	if err != nil {
+		authn.Close()
+		return nil, fmt.Errorf("bridge: %w", err)
+	}
 	c, err := core.New(core.Config{
 		Node: cfg.Node, Resources: cfg.Resources, Agent: cfg.Agent.Name, Prompt: cfg.Agent.Prompt, Agents: agentDefs(cfg.Agent), Groups: cfg.Agent.Groups,
 		FollowerBuffer: cfg.Agent.HTTP.StreamBuffer, MaxStreams: cfg.Agent.HTTP.MaxStreams, NoToolServers: len(cfg.Agent.MCPServers) == 0,
 		QueueCheckAfter: cfg.Agent.HTTP.QueueCheckAfter.Std(), HistoryBytes: int(cfg.Agent.Sessions.MaxBytes), Auth: authn.Enabled(),
 		SessionTTL: cfg.Agent.Sessions.ExpireAfter(), ExpiredKept: cfg.Agent.Sessions.KeptExpired(),
-		Admit: admit, StreamLimit: streamLimit, Take: take, Files: cfg.Agent.Files,
+		Admit: admit, StreamLimit: streamLimit, Take: take, Files: cfg.Agent.Files, Screen: screen,
 	})
 	if err != nil {
 		authn.Close()

@@ -284,6 +284,9 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 		c.HTTPAddr = DefaultHTTPAddr
 	}
 	c.applyAuthEnv(getenv)
+	if m := c.Safety.Moderation; m != nil {
+		m.Key = Secret(getenv(m.KeyVariable()))
+	}
 	c.Keys = keysFromEnv(getenv)
 	c.BaseURLs = map[string]string{}
 	for _, provider := range []string{modelspec.ProviderGoogle, modelspec.ProviderAnthropic, modelspec.ProviderOpenAI, modelspec.ProviderOllama} {
@@ -320,6 +323,7 @@ func (c *Config) applyDefaults() {
 		c.Sessions.MaxBytes = max(DefaultSessionMaxBytes, c.HTTP.MaxBodyBytes)
 	}
 	c.HTTP.applyDefaults()
+	c.Safety.applyDefaults()
 	c.Files.applyDefaults(c.HTTP.MaxBodyBytes)
 	if c.LLM.Model == "" {
 		c.LLM.Model = DefaultModel

@@ -56,7 +56,8 @@ type Uses struct {
 	// base URLs.
 	Models map[string]string
 	// Auth is the bridge's: the variables that the auth section names
-	// (${NAME} tokens, hs256_secret, stream_key).
+	// (${NAME} tokens, hs256_secret, stream_key), and the key of the
+	// moderation service of the safety section.
 	Auth bool
 	// Tools is the tool host's: the variables that the MCP servers' command,
 	// args, url and env name.
@@ -81,6 +82,9 @@ func (c *Config) Env(u Uses, environ []string) []string {
 	}
 	if u.Auth {
 		maps.Copy(keep, c.authVars)
+		if m := c.Safety.Moderation; m != nil {
+			keep[m.KeyVariable()] = true
+		}
 	}
 	if u.Tools {
 		maps.Copy(keep, c.toolVars)

@@ -82,6 +82,12 @@ func TestEnv(t *testing.T) {
 			want: []string{"ALICE_TOKEN=alice-token-0123456789", "JWT_SECRET=" + strings.Repeat("j", 32), "MESH_STREAM_KEY=" + strings.Repeat("s", 32)},
 		},
 		{
+			name: "the bridge: the key of its moderation service",
+			yaml: envYAML + "safety:\n  moderation:\n    api: openai\n    url: https://moderation.example/v1/moderations\n",
+			uses: func(*Config) Uses { return Uses{Auth: true} },
+			want: []string{"ALICE_TOKEN=alice-token-0123456789", "JWT_SECRET=" + strings.Repeat("j", 32), "MESH_STREAM_KEY=" + strings.Repeat("s", 32), "OPENAI_API_KEY=sk-openai"},
+		},
+		{
 			name: "the tool host: the variables the MCP servers name",
 			yaml: envYAML,
 			uses: func(*Config) Uses { return Uses{Tools: true} },

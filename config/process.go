@@ -32,6 +32,8 @@ type Process struct {
 	Auth Auth `yaml:"auth"`
 	// Limits are the bridge's rate and capacity limits, see [Limits].
 	Limits Limits `yaml:"limits"`
+	// Safety screens users' messages before they are queued (the bridge's).
+	Safety Safety `yaml:"safety"`
 	// Files limits the images and documents of users' messages, see [Files].
 	Files Files `yaml:"files"`
 

@@ -113,6 +113,10 @@ type Config struct {
 	// Files limits the files of messages (files.go). Its zero value is
 	// the files section's defaults.
 	Files config.Files
+	// Screen, when set, is asked about the text of every message a user
+	// sends before it is queued: an error refuses it (the safety section,
+	// bridge/screen.go).
+	Screen func(ctx context.Context, text string) error
 }
 
 // Core submits work to the mesh and waits for it.
@@ -498,6 +502,11 @@ func (c *Core) sendTurn(ctx context.Context, id string, tq turnQ, caller Caller)
 	}
 	if strings.TrimSpace(tq.text) == "" && len(tq.files) == 0 {
 		return nil, mesh.ErrBadRequest.With(`"message" must not be empty`)
+	}
+	if c.cfg.Screen != nil && tq.text != "" {
+		if err := c.cfg.Screen(ctx, tq.text); err != nil {
+			return nil, err
+		}
 	}
 	return c.queueTurn(ctx, id, tq, caller)
 }
