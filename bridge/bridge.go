@@ -102,7 +102,7 @@ func New(cfg Config) (*Role, error) {
 		FollowerBuffer: cfg.Agent.HTTP.StreamBuffer, MaxStreams: cfg.Agent.HTTP.MaxStreams, NoToolServers: len(cfg.Agent.MCPServers) == 0,
 		QueueCheckAfter: cfg.Agent.HTTP.QueueCheckAfter.Std(), HistoryBytes: int(cfg.Agent.Sessions.MaxBytes), Auth: authn.Enabled(),
 		SessionTTL: cfg.Agent.Sessions.ExpireAfter(), ExpiredKept: cfg.Agent.Sessions.KeptExpired(),
-		Admit: admit, StreamLimit: streamLimit, Take: take, Files: cfg.Agent.Files,
+		Admit: admit, StreamLimit: streamLimit, Take: take, Files: cfg.Agent.Files, MaxActiveSessions: lim.capacity(),
 	})
 	if err != nil {
 		authn.Close()

@@ -169,7 +169,7 @@ func New(cfg Config) (*Role, error) {
 		cfg:        cfg,
 		name:       cfg.Agent.Name,
 		ns:         cfg.NS,
-		sessions:   store.NewSessionStore(cfg.Resources.Sessions, cfg.Resources.Messages),
+		sessions:   store.NewSessionStore(cfg.Resources.Sessions, cfg.Resources.Messages).WithLogger(cfg.Logger),
 		approvals:  store.NewApprovalStore(cfg.Resources.Approvals),
 		events:     bus.NewPublisher(cfg.JS, cfg.NS),
 		maxIter:    cfg.Agent.Mesh.MaxToolIterations,
