@@ -88,3 +88,34 @@ func TestSessionStoreGivesUpWithAWarningAfterConflicts(t *testing.T) {
 		t.Errorf("log line %+v, want warn with the revision read and a newer one found", line)
 	}
 }
+
+// Each read of a conversation is timed in mesh_session_load_duration_seconds.
+func TestSessionLoadIsTimed(t *testing.T) {
+	m := meshtest.New(t)
+	sessions := store.NewSessionStore(m.Sessions, m.Messages)
+	conv := &mesh.Conversation{ID: mesh.NewID(), SessionID: mesh.NewTraceID(), Status: mesh.StatusActive}
+	if err := sessions.Create(t.Context(), conv); err != nil {
+		t.Fatal(err)
+	}
+	count := func() uint64 {
+		mfs, err := telemetry.Registry().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "mesh_session_load_duration_seconds" {
+				return mf.GetMetric()[0].GetHistogram().GetSampleCount()
+			}
+		}
+		return 0
+	}
+	before := count()
+	for range 3 {
+		if _, err := sessions.Get(t.Context(), conv.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := count() - before; got < 3 {
+		t.Errorf("mesh_session_load_duration_seconds counted %d loads, want at least 3", got)
+	}
+}
