@@ -108,6 +108,7 @@ func New(cfg Config) (*Role, error) {
 		QueueCheckAfter: cfg.Agent.HTTP.QueueCheckAfter.Std(), HistoryBytes: int(cfg.Agent.Sessions.MaxBytes), Auth: authn.Enabled(),
 		SessionTTL: cfg.Agent.Sessions.ExpireAfter(), ExpiredKept: cfg.Agent.Sessions.KeptExpired(),
 		Admit: admit, StreamLimit: streamLimit, Take: take, Files: cfg.Agent.Files, Screen: screen,
+		MaxActiveSessions: lim.capacity(),
 	})
 	if err != nil {
 		authn.Close()

@@ -89,6 +89,14 @@ func newLimiter(cfg Config) (*limiter, error) {
 	}, nil
 }
 
+// capacity is limits.max_active_sessions, or 0 with limits off.
+func (l *limiter) capacity() int {
+	if l == nil {
+		return 0
+	}
+	return l.active
+}
+
 // coreHooks are the core's Admit, StreamLimit and Take: nil with limits
 // off.
 func (l *limiter) coreHooks() (func(context.Context, string) error, func(context.Context) (func(), error), func(context.Context) error) {

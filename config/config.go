@@ -231,6 +231,9 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	if err := c.applyNATSEnv(getenv); err != nil {
 		return err
 	}
+	if err := c.applySettingEnv(getenv); err != nil {
+		return err
+	}
 	if v := getenv(EnvPrefix); v != "" {
 		c.Mesh.Prefix = v
 	}

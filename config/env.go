@@ -5,7 +5,10 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/agentmesh/agentmesh/mesh/llm/modelspec"
 )
@@ -45,7 +48,72 @@ func settingEnv() []string {
 		EnvPrefix, EnvLogLevel, EnvLogFmt, EnvProfile, EnvNodeID, EnvMetricsAddr, EnvHealthAddr, EnvApproverPublicKeys,
 		EnvNATSServerName, EnvNATSCredsDir, EnvNATSReplicas, EnvNATSClusterName, EnvNATSClusterListen,
 		EnvNATSRoutes, EnvNATSLeafListen, EnvNATSLeafRemotes, EnvNATSMonitorAddr, EnvNATSResponderCreds, EnvNATSResponderNKey,
+		EnvEventsMaxAge, EnvSessionsTTL, EnvSessionsMaxBytes, EnvSessionsSaveRetry, EnvMaxActiveSessions,
+		EnvMonitorInterval, EnvMonitorProbeTimeout,
 	}
+}
+
+// Variables of the settings an operator changes most, each named after its
+// key in agent.yaml (MESH_ and the key, section first). They win over the
+// file, as every MESH_* variable does.
+const (
+	EnvEventsMaxAge        = "MESH_EVENTS_MAX_AGE"        // mesh.events_max_age
+	EnvSessionsTTL         = "MESH_SESSIONS_TTL"          // sessions.ttl
+	EnvSessionsMaxBytes    = "MESH_SESSIONS_MAX_BYTES"    // sessions.max_bytes
+	EnvSessionsSaveRetry   = "MESH_SESSIONS_SAVE_RETRY"   // sessions.save_retry, comma-separated
+	EnvMaxActiveSessions   = "MESH_MAX_ACTIVE_SESSIONS"   // limits.max_active_sessions
+	EnvMonitorInterval     = "MESH_MONITOR_INTERVAL"      // monitor.interval (heartbeats)
+	EnvMonitorProbeTimeout = "MESH_MONITOR_PROBE_TIMEOUT" // monitor.probe_timeout
+)
+
+// applySettingEnv applies the variables of the settings above; a value
+// that does not parse is an error naming the key and the variable.
+func (c *Config) applySettingEnv(getenv func(string) string) error {
+	bad := func(field, env, v, want string) error {
+		return &Error{File: c.Path, Field: field + " (" + env + ")", Want: fmt.Sprintf("%q is not %s", v, want)}
+	}
+	for _, d := range []struct {
+		env, field string
+		dst        *Duration
+	}{
+		{EnvEventsMaxAge, "mesh.events_max_age", &c.Mesh.EventsMaxAge},
+		{EnvSessionsTTL, "sessions.ttl", &c.Sessions.TTL},
+		{EnvMonitorInterval, "monitor.interval", &c.Monitor.Interval},
+		{EnvMonitorProbeTimeout, "monitor.probe_timeout", &c.Monitor.ProbeTimeout},
+	} {
+		if v := getenv(d.env); v != "" {
+			var out Duration
+			if out.UnmarshalYAML(&yaml.Node{Kind: yaml.ScalarNode, Value: v}) != nil {
+				return bad(d.field, d.env, v, "a duration such as 30s or 24h")
+			}
+			*d.dst = out
+		}
+	}
+	if v := getenv(EnvSessionsSaveRetry); v != "" {
+		c.Sessions.SaveRetry = nil
+		for _, item := range splitList(v) {
+			var out Duration
+			if out.UnmarshalYAML(&yaml.Node{Kind: yaml.ScalarNode, Value: item}) != nil || out < 0 {
+				return bad("sessions.save_retry", EnvSessionsSaveRetry, v, "a list of pauses such as 1s,5s,30s")
+			}
+			c.Sessions.SaveRetry = append(c.Sessions.SaveRetry, out)
+		}
+	}
+	if v := getenv(EnvSessionsMaxBytes); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return bad("sessions.max_bytes", EnvSessionsMaxBytes, v, "a number of bytes")
+		}
+		c.Sessions.MaxBytes = n
+	}
+	if v := getenv(EnvMaxActiveSessions); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return bad("limits.max_active_sessions", EnvMaxActiveSessions, v, "a number of conversations")
+		}
+		c.Limits.MaxActiveSessions = n
+	}
+	return nil
 }
 
 // Uses names the parts of a configuration that a process uses, and so the

@@ -21,7 +21,37 @@ type Sessions struct {
 	// it is not found. At most the TTL (the marker ages out with the
 	// bucket's max age). Zero means 24h, or the TTL when that is shorter.
 	ExpiredKept Duration `yaml:"expired_kept"`
+	// SaveRetry are the pauses before each new try of an agent's save of a
+	// run's outcome that failed: the third failure in a row raises the
+	// alert, and after the last pause the work item is left to its
+	// redelivery. 1 to 10 pauses of 10ms to 10m. Empty means 1s, 5s, 30s.
+	SaveRetry []Duration `yaml:"save_retry"`
 }
+
+// DefaultSaveRetry are the pauses of sessions.save_retry when it is empty.
+func DefaultSaveRetry() []time.Duration {
+	return []time.Duration{time.Second, 5 * time.Second, 30 * time.Second}
+}
+
+// SaveRetryPauses is sessions.save_retry, its default when empty.
+func (s Sessions) SaveRetryPauses() []time.Duration {
+	if len(s.SaveRetry) == 0 {
+		return DefaultSaveRetry()
+	}
+	out := make([]time.Duration, len(s.SaveRetry))
+	for i, d := range s.SaveRetry {
+		out[i] = d.Std()
+	}
+	return out
+}
+
+// Bounds of mesh.events_max_age: an hour of events at least (a client
+// resuming a stream finds what it missed), 30 days at most (the events
+// stream is a replay log, not an archive).
+const (
+	MinEventsMaxAge = time.Hour
+	MaxEventsMaxAge = 30 * 24 * time.Hour
+)
 
 // DefaultSessionTTL and DefaultExpiredKept are the defaults of sessions.ttl
 // and sessions.expired_kept.

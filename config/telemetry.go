@@ -34,6 +34,9 @@ type Telemetry struct {
 	// MetricsProtocol is OTEL_EXPORTER_OTLP_METRICS_PROTOCOL, else
 	// OTEL_EXPORTER_OTLP_PROTOCOL.
 	MetricsProtocol string
+	// Sampler is OTEL_TRACES_SAMPLER: empty means the mesh's default,
+	// parent-based with 10 % of root traces sampled.
+	Sampler string
 }
 
 // Tracing reports whether traces are exported.
@@ -61,6 +64,7 @@ func telemetryFromEnv(getenv func(string) string) Telemetry {
 			t.Endpoint = getenv("OTEL_EXPORTER_OTLP_ENDPOINT")
 		}
 		t.Protocol = first("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
+		t.Sampler = getenv("OTEL_TRACES_SAMPLER")
 	}
 	// Metrics are scraped by default (every role serves /metrics); pushing
 	// them too is asked for by name, so that pointing traces at a collector

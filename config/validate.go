@@ -93,6 +93,17 @@ func (c *Config) checkRuntime() *fieldErr {
 		// say "expired" for the TTL only, then "not found".
 		return &fieldErr{"sessions.expired_kept", fmt.Sprintf("must not exceed sessions.ttl (%s): the marker of an expired conversation ages out with it", ttl)}
 	}
+	if len(c.Sessions.SaveRetry) > 10 {
+		return &fieldErr{"sessions.save_retry (" + EnvSessionsSaveRetry + ")", fmt.Sprintf("%d pauses: at most 10", len(c.Sessions.SaveRetry))}
+	}
+	for _, d := range c.Sessions.SaveRetry {
+		if d.Std() < 10*time.Millisecond || d.Std() > 10*time.Minute {
+			return &fieldErr{"sessions.save_retry (" + EnvSessionsSaveRetry + ")", fmt.Sprintf("%s: each pause from 10ms to 10m", d.Std())}
+		}
+	}
+	if a := c.Mesh.EventsMaxAge.Std(); a != 0 && (a < MinEventsMaxAge || a > MaxEventsMaxAge) {
+		return &fieldErr{"mesh.events_max_age (" + EnvEventsMaxAge + ")", fmt.Sprintf("%s: from 1h to 720h (30 days); 0 means 7 days", a)}
+	}
 	switch c.Log.Level {
 	case "", "trace", "debug", "info", "warn", "error":
 	default:

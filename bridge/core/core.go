@@ -110,6 +110,9 @@ type Config struct {
 	// Take, when set, spends one request of ctx's caller's budgets
 	// ([Core.Take]).
 	Take func(ctx context.Context) error
+	// MaxActiveSessions is limits.max_active_sessions when limits are on
+	// (0 otherwise): past 80 % of it, /health says degraded.
+	MaxActiveSessions int
 	// Files limits the files of messages (files.go). Its zero value is
 	// the files section's defaults.
 	Files config.Files
@@ -178,7 +181,7 @@ func New(cfg Config) (*Core, error) {
 	if cfg.ExpiredKept == 0 {
 		cfg.ExpiredKept = 24 * time.Hour
 	}
-	sessions := store.NewSessionStore(cfg.Resources.Sessions, cfg.Resources.Messages).WithConn(cfg.NC)
+	sessions := store.NewSessionStore(cfg.Resources.Sessions, cfg.Resources.Messages).WithConn(cfg.NC).WithLogger(cfg.Logger)
 	sessions.HistoryBytes = cfg.HistoryBytes
 	c := &Core{
 		cfg:       cfg,
@@ -194,7 +197,7 @@ func New(cfg Config) (*Core, error) {
 		stopping:  make(chan struct{}),
 		waiters:   map[string]*Run{},
 		watched:   map[string]*Run{},
-		hub:       newHub(cfg.JS, cfg.NS, cfg.FollowerBuffer),
+		hub:       newHub(cfg.JS, cfg.NS, cfg.FollowerBuffer, cfg.Logger),
 		streams:   make(chan struct{}, cfg.MaxStreams),
 	}
 	c.hub.ends = c.onRunEnd
@@ -241,6 +244,11 @@ func (c *Core) Start(ctx context.Context) error {
 	if err := c.startListings(wctx); err != nil {
 		return err
 	}
+	telemetry.WatchHealth(func() float64 {
+		hctx, cancel := context.WithTimeout(wctx, 2*time.Second)
+		defer cancel()
+		return HealthCode(c.Health(hctx, "", 0).Status)
+	}, c.statusCounts)
 	return nil
 }
 

@@ -14,7 +14,8 @@ import (
 )
 
 // Health statuses, as [Core.Health] decides them: healthy, degraded (a few
-// nodes down or a breaker open) or unhealthy (NATS out of reach, more nodes
+// nodes down, a breaker open, or more than 80 % of the mesh's capacity of
+// active conversations taken) or unhealthy (NATS out of reach, more nodes
 // down, or the mesh in degradation mode).
 const (
 	Healthy   = "healthy"
@@ -48,7 +49,8 @@ type Health struct {
 const failedWithin = 2 * time.Minute
 
 // Health reports the mesh's health: healthy with no failed node, degraded
-// with 1 to 3, unhealthy with more or in degradation mode.
+// with 1 to 3, an open breaker or past 80 % of the capacity, unhealthy with
+// more failed nodes or in degradation mode.
 func (c *Core) Health(ctx context.Context, version string, uptime time.Duration) Health {
 	h := Health{Status: Healthy, UptimeSeconds: int(uptime.Seconds()), Nodes: map[string]int{}, Version: version, Timestamp: time.Now().UTC()}
 	nodes, err := store.NewNodes(c.cfg.Resources.Nodes).List(ctx)
@@ -81,18 +83,53 @@ func (c *Core) Health(ctx context.Context, version string, uptime time.Duration)
 	h.ActiveSessions = c.activeSessions(ctx)
 	h.Sessions = c.SessionCounts()
 	h.Degradation = c.Degradation()
-	switch {
-	case h.Degradation != nil || h.FailedNodes > 3:
-		h.Status = Unhealthy
-	case h.FailedNodes > 0:
-		h.Status = Degraded
-	}
+	open := 0
 	for _, state := range h.Breakers {
-		if state != "closed" && h.Status == Healthy {
-			h.Status = Degraded
+		if state != "closed" {
+			open++
 		}
 	}
+	busy := h.Sessions[string(mesh.StatusQueued)] + h.Sessions[string(mesh.StatusRunning)] + h.Sessions[string(mesh.StatusWaitingApproval)]
+	h.Status = healthStatus(h.FailedNodes, h.Degradation != nil, open, busy, c.cfg.MaxActiveSessions)
 	return h
+}
+
+// statusCounts are [Core.SessionCounts] with every status present, at 0
+// when no conversation has it: a gauge with no series shows no data.
+func (c *Core) statusCounts() map[string]int {
+	counts := c.SessionCounts()
+	for _, s := range []mesh.Status{mesh.StatusActive, mesh.StatusQueued, mesh.StatusRunning, mesh.StatusWaitingApproval, mesh.StatusCompleted, mesh.StatusDeleted, mesh.StatusExpired} {
+		counts[string(s)] += 0
+	}
+	return counts
+}
+
+// healthStatus decides the status from the failed nodes, the degradation
+// mode, the open breakers and the conversations holding a turn (busy)
+// against the mesh's capacity (0: none).
+func healthStatus(failed int, degradation bool, openBreakers, busy, capacity int) string {
+	switch {
+	case degradation || failed > 3:
+		return Unhealthy
+	case failed > 0 || openBreakers > 0:
+		return Degraded
+	// More than 80 %: time to add a replica before conversations are refused.
+	case capacity > 0 && busy*5 > capacity*4:
+		return Degraded
+	}
+	return Healthy
+}
+
+// HealthCode is status as the mesh_health_status gauge reports it:
+// 0 healthy, 1 degraded, 2 unhealthy.
+func HealthCode(status string) float64 {
+	switch status {
+	case Healthy:
+		return 0
+	case Degraded:
+		return 1
+	}
+	return 2
 }
 
 // activeSessions counts conversations, cached for a few seconds.

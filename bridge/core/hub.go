@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
 	"github.com/agentmesh/agentmesh/bridge/auth"
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/store"
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 // StreamEvent is one event of the events stream as a follower receives it:
@@ -80,18 +82,30 @@ type hub struct {
 	users   int
 	idle    *time.Timer
 	stopped bool
+
+	log      zerolog.Logger
+	lateMu   sync.Mutex
+	lateLog  time.Time // when the last WARN of late events was written
+	lateSeen int       // late events since then
 }
+
+// lateEvent is the delivery time past which a live event is late, and
+// lateLogEvery how often at most a WARN line says so.
+const (
+	lateEvent    = 10 * time.Millisecond
+	lateLogEvery = 10 * time.Second
+)
 
 // allLinger is how long the all consumer runs on after its last follower
 // left: a client that reconnects, or the next turn of an AG-UI client,
 // finds it running instead of starting it again.
 const allLinger = 10 * time.Second
 
-func newHub(js jetstream.JetStream, ns mesh.Namespace, limit int) *hub {
+func newHub(js jetstream.JetStream, ns mesh.Namespace, limit int, log zerolog.Logger) *hub {
 	if limit <= 0 {
 		limit = DefaultFollowerBuffer
 	}
-	return &hub{js: js, ns: ns, prefix: ns.Prefix() + ".evt.", limit: limit, linger: allLinger, followers: map[string]map[*Follower]struct{}{}}
+	return &hub{js: js, ns: ns, prefix: ns.Prefix() + ".evt.", limit: limit, linger: allLinger, followers: map[string]map[*Follower]struct{}{}, log: log}
 }
 
 // runFilters are the run consumer's subjects: mesh.evt.*.RUN_STARTED,
@@ -249,10 +263,39 @@ func (h *hub) dispatchAll(m jetstream.Msg, gen uint64) {
 		return
 	}
 	h.mu.RLock()
-	for f := range h.followers[ev.Session] {
+	fs := h.followers[ev.Session]
+	for f := range fs {
 		f.push(ev)
 	}
+	live := len(fs) > 0
 	h.mu.RUnlock()
+	if live {
+		if md, err := m.Metadata(); err == nil {
+			h.delivered(ev.Session, md.Timestamp)
+		}
+	}
+}
+
+// delivered records the time an event took from its storing in
+// MESH_EVENTS (the server's clock) to its hand-off to live followers
+// (this process's): a late one is counted, and a WARN line says so at
+// most every lateLogEvery, with how many there were meanwhile.
+func (h *hub) delivered(session string, stored time.Time) {
+	d := max(time.Since(stored), 0)
+	if !telemetry.EventPropagated(d, lateEvent) {
+		return
+	}
+	h.lateMu.Lock()
+	h.lateSeen++
+	if time.Since(h.lateLog) < lateLogEvery {
+		h.lateMu.Unlock()
+		return
+	}
+	n := h.lateSeen
+	h.lateLog, h.lateSeen = time.Now(), 0
+	h.lateMu.Unlock()
+	h.log.Warn().Str("session", session).Dur("latency", d).Int("late_events", n).Dur("over", lateEvent).
+		Msg("live events reached their followers late")
 }
 
 // event is the event m delivers, with its stream sequence.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -19,6 +20,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh/identity"
 	"github.com/agentmesh/agentmesh/mesh/role"
 	"github.com/agentmesh/agentmesh/mesh/store"
+	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
 // node is what every role starts with: an id, a logger, a connection, the
@@ -40,6 +42,10 @@ type node struct {
 	beatDone chan struct{}
 	// stopObs stops the metrics listener and flushes the traces.
 	stopObs func()
+	// stopAsked is when the role's context ended (a signal), in unix
+	// nanoseconds; 0 while it runs. unwatchStop forgets the context.
+	stopAsked   atomic.Int64
+	unwatchStop func() bool
 
 	mu       sync.Mutex
 	health   func(context.Context) error
@@ -148,6 +154,7 @@ func startNode(ctx context.Context, cfg *config.Config, role string) (*node, err
 			return nil, err
 		}
 	}
+	n.unwatchStop = context.AfterFunc(ctx, func() { n.stopAsked.Store(time.Now().UnixNano()) })
 	return n, nil
 }
 
@@ -267,6 +274,14 @@ func (n *node) close() {
 		for i := 0; i < 100 && !c.IsClosed(); i++ {
 			time.Sleep(20 * time.Millisecond)
 		}
+	}
+	n.unwatchStop()
+	// Set before the telemetry stops: the last OTLP push carries it, a
+	// scrape could not (the listener goes with the process).
+	if at := n.stopAsked.Load(); at != 0 {
+		d := time.Since(time.Unix(0, at))
+		telemetry.ShutdownTook(d)
+		n.log.Info().Float64("shutdown_seconds", d.Seconds()).Msg("stopped: drained and closed")
 	}
 	n.stopObs()
 }

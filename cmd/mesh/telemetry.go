@@ -35,6 +35,7 @@ func startTelemetry(ctx context.Context, cfg *config.Config, role, nodeID string
 	}
 	shutdown, err := telemetry.Setup(ctx, telemetry.TraceConfig{
 		Endpoint: cfg.Telemetry.Endpoint, Protocol: cfg.Telemetry.Protocol, Service: "mesh-" + role, Node: nodeID,
+		SamplerSet: cfg.Telemetry.Sampler != "",
 	})
 	if err != nil {
 		stopMetrics()

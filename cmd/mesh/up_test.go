@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
@@ -111,5 +112,22 @@ func TestUpMetricsPortsByRole(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// MESH_EVENTS_MAX_AGE, over the file's mesh.events_max_age, is what the
+// events stream is provisioned with.
+func TestEventsMaxAgeFromTheEnvironmentIsProvisioned(t *testing.T) {
+	cfg, err := config.Parse("agent.yaml", []byte("name: a\nllm:\n  model: offline\nmesh:\n  events_max_age: 48h\n"), func(k string) string {
+		if k == config.EnvEventsMaxAge {
+			return "6h"
+		}
+		return ""
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := provisionConfig(cfg).EventsMaxAge; got != 6*time.Hour {
+		t.Errorf("events max age provisioned %v, want 6h from MESH_EVENTS_MAX_AGE", got)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
@@ -29,12 +30,21 @@ type SessionStore struct {
 	// gets, a page): the newest that fit, at most [TailKept]. Zero means
 	// [DefaultHistoryBytes] (sessions.max_bytes sets it).
 	HistoryBytes int
+	// Logger gets a WARN line when a compare-and-set gives up after
+	// meeting a newer revision on every try. Zero value: disabled.
+	Logger zerolog.Logger
 }
 
 // NewSessionStore returns a store over the sessions bucket and the message
 // log.
 func NewSessionStore(kv jetstream.KeyValue, log *MessageLog) *SessionStore {
 	return &SessionStore{kv: kv, log: log, now: time.Now}
+}
+
+// WithLogger sets s's Logger and returns s.
+func (s *SessionStore) WithLogger(l zerolog.Logger) *SessionStore {
+	s.Logger = l
+	return s
 }
 
 func (s *SessionStore) budget() int {
@@ -245,7 +255,10 @@ func (s *SessionStore) update(ctx context.Context, id string, cur *mesh.Conversa
 		}
 		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) || attempt >= casAttempts {
 			telemetry.KVFailure(s.kv.Bucket())
-			telemetry.SessionSaveFailed()
+			telemetry.SessionSaveFailed(saveFailureReason(err))
+			if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+				s.warnGaveUp(ctx, id, cur.Revision, attempt+1)
+			}
 			return nil, &writeError{key: id, err: err}
 		}
 		telemetry.KVConflict(s.kv.Bucket())
@@ -257,6 +270,33 @@ func (s *SessionStore) update(ctx context.Context, id string, cur *mesh.Conversa
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// warnGaveUp logs a compare-and-set of conversation id that met a newer
+// revision on each of its tries: the revision it last read, and the one
+// the bucket holds now (0 when it cannot be read).
+func (s *SessionStore) warnGaveUp(ctx context.Context, id string, read uint64, tries int) {
+	var found uint64
+	if e, err := s.kv.Get(ctx, id); err == nil {
+		found = e.Revision()
+	}
+	s.Logger.Warn().Str("session", id).Str("bucket", s.kv.Bucket()).Uint64("revision_read", read).Uint64("revision_found", found).
+		Int("tries", tries).Msg("saving the conversation gave up: every try met a newer revision")
+}
+
+// saveFailureReason is the bounded reason of mesh_session_save_failures_total:
+// conflict (a newer revision on every try), timeout, unavailable (NATS out
+// of reach or no JetStream answer), or error.
+func saveFailureReason(err error) string {
+	switch {
+	case errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+		return telemetry.SaveConflict
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
+		return telemetry.SaveTimeout
+	case errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrDisconnected) || errors.Is(err, jetstream.ErrNoStreamResponse):
+		return telemetry.SaveUnavailable
+	}
+	return telemetry.SaveError
 }
 
 // HoldsTurn reports whether any message of conversation c, however old,

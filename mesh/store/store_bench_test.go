@@ -57,6 +57,24 @@ func BenchmarkSessionStore(b *testing.B) {
 		}
 		reportQuantiles(b, lat)
 	})
+	// A restore after a restart: a process that has read nothing yet
+	// (no record cache), as a bridge or agent just started is.
+	b.Run("load-cold", func(b *testing.B) {
+		var lat []time.Duration
+		for b.Loop() {
+			fresh := store.NewSessionStore(m.Sessions, store.NewMessageLog(m.JS, m.NS))
+			t0 := time.Now()
+			c, err := fresh.Get(ctx, conv.ID)
+			if err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, time.Since(t0))
+			if len(c.Messages) == 0 {
+				b.Fatal("a cold load read no message")
+			}
+		}
+		reportQuantiles(b, lat)
+	})
 	b.Run("save", func(b *testing.B) {
 		cur, err := sessions.Get(ctx, conv.ID)
 		if err != nil {

@@ -17,8 +17,15 @@ func label(s string) string {
 	return s
 }
 
-// SetBuild records the version and role of this process (mesh_build_info).
-func SetBuild(version, role string) { buildInfo.WithLabelValues(version, role).Set(1) }
+// SetBuild records the version and role of this process (mesh_build_info),
+// and exposes its mesh_shutdown_duration_seconds at 0.
+func SetBuild(version, role string) {
+	buildInfo.WithLabelValues(version, role).Set(1)
+	shutdownTook.WithLabelValues().Set(0)
+}
+
+// ShutdownTook records how long the process took to stop.
+func ShutdownTook(d time.Duration) { shutdownTook.WithLabelValues().Set(d.Seconds()) }
 
 // WatchBreakers makes mesh_breaker_state report states(), read at each
 // scrape: breaker name to "closed", "half-open" or "open".
@@ -26,6 +33,15 @@ func WatchBreakers(states func() map[string]string) {
 	breakers.mu.Lock()
 	breakers.states = states
 	breakers.mu.Unlock()
+}
+
+// WatchHealth makes mesh_health_status report status() (0 healthy,
+// 1 degraded, 2 unhealthy) and mesh_conversations report sessions()
+// (conversations by status), both read at each scrape. Nil stops either.
+func WatchHealth(status func() float64, sessions func() map[string]int) {
+	health.mu.Lock()
+	health.status, health.sessions = status, sessions
+	health.mu.Unlock()
 }
 
 // TurnStarted counts a work item an agent began to run (kind: turn,
@@ -168,8 +184,39 @@ func KVFailure(bucket string) { kvFailures.WithLabelValues(bucket).Inc() }
 // SessionLoaded records the time a conversation took to read.
 func SessionLoaded(d time.Duration) { sessionLoad.WithLabelValues().Observe(d.Seconds()) }
 
-// SessionSaveFailed counts a save of a conversation that failed.
-func SessionSaveFailed() { sessionSaveFails.WithLabelValues().Inc() }
+// EventPropagated records d, the time a live event took from its storing
+// to the bridge's followers, and reports whether it took more than late
+// (counted as a violation).
+func EventPropagated(d, late time.Duration) bool {
+	eventPropagation.WithLabelValues().Observe(d.Seconds())
+	if d <= late {
+		return false
+	}
+	eventsLate.WithLabelValues().Inc()
+	return true
+}
+
+// Reasons of failed saves (mesh_session_save_failures_total).
+const (
+	SaveConflict    = "conflict"    // a newer revision on every try
+	SaveTimeout     = "timeout"     // no answer in time
+	SaveUnavailable = "unavailable" // NATS or JetStream out of reach
+	SaveError       = "error"       // anything else
+)
+
+// SaveReasons are the reasons a save may fail with.
+func SaveReasons() []string { return []string{SaveConflict, SaveTimeout, SaveUnavailable, SaveError} }
+
+// SessionSaveFailed counts a save of a conversation that failed, by
+// reason (one of SaveReasons; anything else counts as error).
+func SessionSaveFailed(reason string) {
+	switch reason {
+	case SaveConflict, SaveTimeout, SaveUnavailable:
+	default:
+		reason = SaveError
+	}
+	sessionSaveFails.WithLabelValues(reason).Inc()
+}
 
 // Feedback counts a user's rating of a message; a rating that is not like
 // or dislike is counted as other.

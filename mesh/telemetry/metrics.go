@@ -61,8 +61,16 @@ func gauge(name, help string, labels ...string) *prometheus.GaugeVec {
 }
 
 func histogram(name, help string, labels ...string) *prometheus.HistogramVec {
+	return histogramOf(durations, name, help, labels...)
+}
+
+// fastDurations are the buckets of what takes milliseconds or less:
+// an event's way from its stream to a follower.
+var fastDurations = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5}
+
+func histogramOf(buckets []float64, name, help string, labels ...string) *prometheus.HistogramVec {
 	define(name, "histogram", help, labels)
-	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: name, Help: help, Buckets: durations}, labels)
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: name, Help: help, Buckets: buckets}, labels)
 	registry.MustRegister(h)
 	return h
 }
@@ -102,15 +110,17 @@ var (
 	workMaxDelivered = counter("work_max_deliveries_total", "Work items given up after their last delivery.", "role", "name")
 	workPending      = gauge("work_pending", "Work items waiting in a consumer of MESH_WORK, by consumer, as the bridge reads them every 15 s.", "consumer")
 
-	eventsPublished = counter("events_published_total", "AG-UI events published to MESH_EVENTS, by type.", "type")
-	sseClients      = gauge("sse_clients", "Open event streams, by dialect.", "dialect")
-	sseEventsSent   = counter("sse_events_sent_total", "Events written to SSE clients, by dialect.", "dialect")
-	sseCutOffs      = counter("sse_slow_consumer_cutoffs_total", "Streams cut off because their client fell too far behind, by dialect.", "dialect")
+	eventsPublished  = counter("events_published_total", "AG-UI events published to MESH_EVENTS, by type.", "type")
+	sseClients       = gauge("sse_clients", "Open event streams, by dialect.", "dialect")
+	sseEventsSent    = counter("sse_events_sent_total", "Events written to SSE clients, by dialect.", "dialect")
+	eventPropagation = histogramOf(fastDurations, "event_propagation_seconds", "Time from an event's storing in MESH_EVENTS to its hand-off to the bridge's live followers (replays not counted).")
+	eventsLate       = counter("event_latency_violations_total", "Live events that took more than 10 ms from their storing to the bridge's followers.")
+	sseCutOffs       = counter("sse_slow_consumer_cutoffs_total", "Streams cut off because their client fell too far behind, by dialect.", "dialect")
 
 	kvConflicts      = counter("kv_cas_conflicts_total", "Compare-and-set writes that met a newer revision and were applied again.", "bucket")
 	kvFailures       = counter("kv_update_failures_total", "Compare-and-set writes that failed for good.", "bucket")
 	sessionLoad      = histogram("session_load_duration_seconds", "Time to read a conversation from mesh_sessions (session restore).")
-	sessionSaveFails = counter("session_save_failures_total", "Saves of a conversation that failed.")
+	sessionSaveFails = counter("session_save_failures_total", "Saves of a conversation that failed, by reason (conflict, timeout, unavailable, error).", "reason")
 	sessionSaveAlert = counter("session_save_alerts_total", "Alerts raised by saves of a run's outcome that failed three times in a row.")
 
 	heartbeatMisses = counter("heartbeat_misses_total", "Nodes the monitor found silent past their deadline, by role.", "role")
@@ -118,6 +128,7 @@ var (
 	recoveries      = counter("recoveries_total", "Recovery actions the monitor applied, by role and strategy.", "role", "strategy")
 	restarts        = counter("process_restarts_total", "Children of mesh up started again after they exited, by role.", "role")
 	degraded        = gauge("degraded", "1 while the mesh is in degradation mode.")
+	shutdownTook    = gauge("shutdown_duration_seconds", "Time this process took to stop, from its signal to its connections closed; 0 while it runs (seen in the last OTLP push).")
 
 	groupRounds     = counter("group_rounds_total", "Rounds of a group chat that ended, by reason.", "group", "reason")
 	groupSelections = counter("group_speaker_selections_total", "Speakers chosen, by selection method.", "group", "method")
@@ -132,7 +143,9 @@ var (
 func init() {
 	define("approval_oldest_pending_seconds", "gauge", "Age of the oldest approval waiting for a decision; 0 when none waits.", nil)
 	define("breaker_state", "gauge", "Circuit breakers of this process: 0 closed, 1 half-open, 2 open.", []string{"breaker"})
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), breakers,
+	define("conversations", "gauge", conversationsDesc.help, []string{"status"})
+	define("health_status", "gauge", healthDesc.help, nil)
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), breakers, health,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: Namespace, Name: "approval_oldest_pending_seconds",
 			Help: "Age of the oldest approval waiting for a decision; 0 when none waits."}, func() float64 {
 			at := oldestPending.Load()
@@ -174,6 +187,50 @@ func (c *breakerCollector) Collect(ch chan<- prometheus.Metric) {
 			v = 2
 		}
 		ch <- prometheus.MustNewConstMetric(breakerDesc, prometheus.GaugeValue, v, name)
+	}
+}
+
+type describedGauge struct {
+	desc *prometheus.Desc
+	help string
+}
+
+func newDescribed(name, help string, labels ...string) describedGauge {
+	return describedGauge{prometheus.NewDesc(Namespace+"_"+name, help, labels, nil), help}
+}
+
+// The bridge's view of the mesh, read from it when scraped.
+var (
+	conversationsDesc = newDescribed("conversations", "Conversations by status (queued, running, waiting_approval, completed…), as the bridge's index counts them: what /health reports as sessions.", "status")
+	healthDesc        = newDescribed("health_status", "The mesh's health as /health decides it: 0 healthy, 1 degraded, 2 unhealthy.")
+)
+
+// healthCollector reports the bridge's functions: nothing until
+// [WatchHealth] is called (only the bridge has a view of the mesh).
+type healthCollector struct {
+	mu       sync.Mutex
+	status   func() float64
+	sessions func() map[string]int
+}
+
+var health = &healthCollector{}
+
+func (c *healthCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- conversationsDesc.desc
+	ch <- healthDesc.desc
+}
+
+func (c *healthCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	status, sessions := c.status, c.sessions
+	c.mu.Unlock()
+	if status != nil {
+		ch <- prometheus.MustNewConstMetric(healthDesc.desc, prometheus.GaugeValue, status())
+	}
+	if sessions != nil {
+		for s, n := range sessions() {
+			ch <- prometheus.MustNewConstMetric(conversationsDesc.desc, prometheus.GaugeValue, float64(n), s)
+		}
 	}
 }
 

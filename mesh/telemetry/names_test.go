@@ -43,6 +43,10 @@ func TestDeployNamesExist(t *testing.T) {
 			}
 		}
 		if strings.HasSuffix(path, ".json") {
+			// The dashboard follows the scrape: both every 5 s.
+			if !strings.Contains(string(data), `"refresh": "5s"`) {
+				t.Errorf("%s does not refresh every 5s", path)
+			}
 			for name := range Names() {
 				if name != "mesh_build_info" && !slices.ContainsFunc(names, func(n string) bool {
 					return n == name || strings.TrimSuffix(strings.TrimSuffix(n, "_bucket"), "_count") == name
@@ -103,6 +107,13 @@ func TestPromtoolCheckRules(t *testing.T) {
 	out, err := exec.Command(path, "check", "rules", "../../deploy/prometheus/rules.yml").CombinedOutput()
 	if err != nil {
 		t.Fatalf("promtool check rules: %v\n%s", err, out)
+	}
+	scrape, err := os.ReadFile("../../deploy/prometheus/prometheus.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(scrape), "scrape_interval: 5s") {
+		t.Error("deploy/prometheus/prometheus.yml does not scrape every 5s")
 	}
 	out, err = exec.Command(path, "check", "config", "--syntax-only", "../../deploy/prometheus/prometheus.yml").CombinedOutput()
 	if err != nil {

@@ -49,7 +49,9 @@ func Conversations(bucket string) {
 	kvConflicts.WithLabelValues(bucket).Add(0)
 	kvFailures.WithLabelValues(bucket).Add(0)
 	sessionLoad.WithLabelValues()
-	sessionSaveFails.WithLabelValues().Add(0)
+	for _, r := range SaveReasons() {
+		sessionSaveFails.WithLabelValues(r).Add(0)
+	}
 	sessionSaveAlert.WithLabelValues().Add(0)
 }
 
@@ -116,6 +118,8 @@ func Bridge(dialects []string) {
 	sessionRejections.WithLabelValues("principal").Add(0)
 	sessionRejections.WithLabelValues("max_active_sessions").Add(0)
 	limitErrors.WithLabelValues().Add(0)
+	eventPropagation.WithLabelValues()
+	eventsLate.WithLabelValues().Add(0)
 }
 
 // Tool exposes an agent's calls of a tool in the catalog, by each outcome.

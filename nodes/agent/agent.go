@@ -66,7 +66,7 @@ type Config struct {
 	// works. Zero means 5 minutes.
 	StuckAfter time.Duration
 	// SaveRetry are the pauses before each new try of a save of a run's
-	// outcome that failed (save.go). Nil means 1 s, 5 s, 30 s.
+	// outcome that failed (save.go). Nil means Agent's sessions.save_retry.
 	SaveRetry []time.Duration
 	// saveFault, when set (tests), fails the save's try n (from 1) with
 	// the error it returns, after the change applied (as a write that
@@ -165,11 +165,14 @@ func New(cfg Config) (*Role, error) {
 	if cfg.StuckAfter == 0 {
 		cfg.StuckAfter = 5 * time.Minute
 	}
+	if cfg.SaveRetry == nil {
+		cfg.SaveRetry = cfg.Agent.Sessions.SaveRetryPauses()
+	}
 	a := &Role{
 		cfg:        cfg,
 		name:       cfg.Agent.Name,
 		ns:         cfg.NS,
-		sessions:   store.NewSessionStore(cfg.Resources.Sessions, cfg.Resources.Messages),
+		sessions:   store.NewSessionStore(cfg.Resources.Sessions, cfg.Resources.Messages).WithLogger(cfg.Logger),
 		approvals:  store.NewApprovalStore(cfg.Resources.Approvals),
 		events:     bus.NewPublisher(cfg.JS, cfg.NS),
 		maxIter:    cfg.Agent.Mesh.MaxToolIterations,

@@ -4,13 +4,11 @@ import (
 	"context"
 	"time"
 
+	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/store"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
-
-// defaultSaveRetry are the pauses before each new try of a failed save.
-var defaultSaveRetry = []time.Duration{time.Second, 5 * time.Second, 30 * time.Second}
 
 // saveAlertAfter is the count of failed tries in a row that raises the
 // alert.
@@ -27,7 +25,7 @@ const saveAlertAfter = 3
 func (t *turn) save(ctx context.Context, c *mesh.Conversation, change func(*mesh.Conversation) error) (*mesh.Conversation, error) {
 	pauses := t.a.cfg.SaveRetry
 	if pauses == nil {
-		pauses = defaultSaveRetry
+		pauses = config.DefaultSaveRetry()
 	}
 	for n := 1; ; n++ {
 		out, err := t.trySave(ctx, n, c, change)

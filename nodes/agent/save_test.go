@@ -18,14 +18,15 @@ import (
 )
 
 // A save of a run's outcome that fails is tried again after each pause of
-// the schedule, the outcome kept meanwhile; the third failure in a row
+// sessions.save_retry, the outcome kept meanwhile; the third failure in a row
 // raises the alert (the CUSTOM event and the counter) and the fourth try
 // saves the turn once.
 func TestSaveRetriedThenAlert(t *testing.T) {
 	var mu sync.Mutex
 	var tries []time.Time
-	f := newFixtureWith(t, offline.New(), func(*config.Config) {}, func(c *Config) {
-		c.SaveRetry = []time.Duration{20 * time.Millisecond, 60 * time.Millisecond, 100 * time.Millisecond}
+	f := newFixtureWith(t, offline.New(), func(c *config.Config) {
+		c.Sessions.SaveRetry = []config.Duration{config.Duration(20 * time.Millisecond), config.Duration(60 * time.Millisecond), config.Duration(100 * time.Millisecond)}
+	}, func(c *Config) {
 		c.saveFault = func(n int) error {
 			mu.Lock()
 			defer mu.Unlock()

@@ -150,7 +150,7 @@ func New(cfg Config) (*Role, error) {
 	r := &Role{
 		cfg:      cfg,
 		ns:       cfg.NS,
-		sessions: store.NewSessionStore(cfg.Resources.Sessions, cfg.Resources.Messages),
+		sessions: store.NewSessionStore(cfg.Resources.Sessions, cfg.Resources.Messages).WithLogger(cfg.Logger),
 		events:   bus.NewPublisher(cfg.JS, cfg.NS),
 		log:      cfg.Logger,
 		groups:   map[string]*group{},

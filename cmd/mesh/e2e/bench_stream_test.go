@@ -260,3 +260,50 @@ func reportQ(b *testing.B, name string, lat []time.Duration) {
 	b.ReportMetric(q(0.50), name+"-p50-ms")
 	b.ReportMetric(q(0.99), name+"-p99-ms")
 }
+
+// BenchmarkEventReplay: a client that reconnects with Last-Event-ID and
+// 1,000 events to catch up on, from its request to the last of them.
+func BenchmarkEventReplay(b *testing.B) {
+	const backlog = 1000
+	s := newStreamBench(b)
+	ctx := b.Context()
+	from := s.lastSeq(b)
+	for range backlog {
+		if _, err := s.pub.Publish(ctx, s.conv, "bench", "", mesh.Custom("bench", map[string]string{"pad": strings.Repeat("x", 200)})); err != nil {
+			b.Fatal(err)
+		}
+	}
+	url := s.m.url("/conversations/" + s.conv + "/events")
+	var lat []time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		t0 := time.Now()
+		rctx, cancel := context.WithCancel(ctx)
+		req, err := http.NewRequestWithContext(rctx, "GET", url, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		req.Header.Set("Last-Event-ID", strconv.FormatUint(from, 10))
+		resp, err := benchClient.Do(req)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			b.Fatalf("GET %s: %v %v", url, resp, err)
+		}
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 8<<20)
+		r := &sseReader{resp: resp, sc: sc}
+		for i := range backlog {
+			if _, err := r.next(); err != nil {
+				b.Fatalf("event %d of the replay: %v", i+1, err)
+			}
+		}
+		lat = append(lat, time.Since(t0))
+		cancel()
+		r.close()
+	}
+	b.StopTimer()
+	slicesSort(lat)
+	q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
+	b.ReportMetric(q(0.50), "replay1000-p50-ms")
+	b.ReportMetric(q(0.95), "replay1000-p95-ms")
+	b.ReportMetric(0, "ns/op")
+}

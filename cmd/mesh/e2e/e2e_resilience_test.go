@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -136,7 +137,7 @@ func TestSIGTERMLetsTheTurnInFlightFinish(t *testing.T) {
 	dir := t.TempDir()
 	// No agent under mesh up: the test runs its own, to see how it exits.
 	m := startMesh(t, meshOpts{config: gateConfig(dir), args: []string{"--replicas", "agent=0"}, noWait: true})
-	agentCmd, _ := runRole(t, m, "agent")
+	agentCmd, agentLog := runRole(t, m, "agent")
 	m.waitReady()
 	conv := m.newConversation()
 	wait := m.sendLater(conv, "list items")
@@ -160,6 +161,11 @@ func TestSIGTERMLetsTheTurnInFlightFinish(t *testing.T) {
 		if took := time.Since(stopped); took > 35*time.Second {
 			t.Errorf("agent took %v to stop", took)
 		}
+		// Its last line says how long the stop took.
+		meshtest.Eventually(t, 5*time.Second, func() bool {
+			data, _ := os.ReadFile(agentLog)
+			return bytes.Contains(data, []byte(`"shutdown_seconds":`))
+		}, "the agent's log has no shutdown_seconds")
 	case <-time.After(40 * time.Second):
 		t.Fatal("the agent did not exit within the drain limit")
 	}

@@ -106,7 +106,8 @@ func startOTLPGRPC(t testing.TB) (*otlpReceiver, []string) {
 	coltrace.RegisterTraceServiceServer(srv, grpcTraces{r: r})
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(srv.Stop)
-	return r, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + l.Addr().String(), "OTEL_EXPORTER_OTLP_PROTOCOL=grpc", "OTEL_BSP_SCHEDULE_DELAY=100"}
+	return r, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + l.Addr().String(), "OTEL_EXPORTER_OTLP_PROTOCOL=grpc", "OTEL_BSP_SCHEDULE_DELAY=100",
+		"OTEL_TRACES_SAMPLER=parentbased_always_on"}
 }
 
 // TestTraceExportOverGRPC: with OTEL_EXPORTER_OTLP_PROTOCOL=grpc, the

@@ -69,6 +69,11 @@ func TestAlertRulesFireOnTheMeshSeries(t *testing.T) {
 	modelCalls := find("agent", "mesh_model_calls_total", "provider="+modelErrors.labels["provider"], "model="+modelErrors.labels["model"])
 	saveFailures := find("agent", "mesh_session_save_failures_total")
 	saveAlerts := find("agent", "mesh_session_save_alerts_total")
+	health := find("bridge", "mesh_health_status")
+	propagation := find("bridge", "mesh_event_propagation_seconds")
+	fast := promSeries{name: propagation.name + "_bucket", labels: propagation.labels}.with("le", "0.01")
+	slow := fast.with("le", "0.025")
+	slowest := fast.with("le", "+Inf")
 	requests := find("bridge", "mesh_http_requests_total", "route=GET /ready", "code=200")
 	// A 5xx of the same route: the fresh mesh answered none yet.
 	failures := requests.with("code", "503")
@@ -117,6 +122,29 @@ func TestAlertRulesFireOnTheMeshSeries(t *testing.T) {
 	quietThenFires("MeshSessionSaveFailures", []promInput{{saveFailures.String(), "0 0 1 1"}}, "3m",
 		plus(saveFailures.labels, map[string]string{"severity": "warning"}),
 		map[string]string{"summary": "Conversations failed to save"})
+	// Failures every minute, by reason: the critical rule after 5 of them.
+	quietThenFires("MeshSessionSavesFailingFor5m", []promInput{{saveFailures.String(), "0 0+1x15"}}, "10m",
+		map[string]string{"severity": "critical", "reason": saveFailures.labels["reason"]},
+		map[string]string{"summary": "Conversations have failed to save for 5 minutes (" + saveFailures.labels["reason"] + ")",
+			"description": "Agents hand their turns back for redelivery meanwhile; check NATS (mesh status, nats stream info) and the agents' logs."})
+	// Every live event between 10 and 25 ms: the p95 is over 10 ms.
+	quietThenFires("MeshEventPropagationSlow", []promInput{{fast.String(), "0x20"}, {slow.String(), "0 0+10x20"}, {slowest.String(), "0 0+10x20"}}, "15m",
+		map[string]string{"severity": "critical", "instance": fast.labels["instance"]},
+		map[string]string{"summary": "Live events take more than 10 ms (p95) to reach the followers of " + fast.labels["instance"],
+			"description": "mesh_event_latency_violations_total counts each late event; the bridge logs a WARN every 10 s while they last. Look at NATS and the bridge's CPU."})
+	// Unhealthy from the start: pending for 10m, then firing.
+	quietThenFires("MeshAvailabilityBelowTarget", []promInput{{health.String(), "2x40"}}, "15m",
+		map[string]string{"severity": "critical"},
+		map[string]string{"summary": "The mesh was available 0% of the last 30 days, under its 95 % target",
+			"description": "Time counted unavailable is time /health said unhealthy (NATS out of reach, more than 3 nodes failed, or degradation mode)."})
+	// The recorded series: healthy or degraded counts as available; every
+	// request failing is a ratio of 1.
+	tests = append(tests, promTest{Interval: "1m",
+		Input: []promInput{{health.String(), "1x9"}, {requests.String(), "0+100x10"}, {failures.String(), "0+100x10"}},
+		Exprs: []promExprTest{
+			{Expr: "mesh:availability:ratio30d", EvalTime: "9m", Samples: []promSample{{Labels: "mesh:availability:ratio30d", Value: 1}}},
+			{Expr: "mesh:http_error_ratio:rate5m", EvalTime: "9m", Samples: []promSample{{Labels: "mesh:http_error_ratio:rate5m", Value: 0.5}}},
+		}})
 	quietThenFires("MeshSessionSaveAlerts", []promInput{{saveAlerts.String(), "0 0 1 1"}}, "3m",
 		plus(saveAlerts.labels, map[string]string{"severity": "critical"}),
 		map[string]string{"summary": "A run's outcome failed to save three times in a row (CUSTOM session_save_failed on mesh.evt._mesh.CUSTOM names the conversation)"})
@@ -142,7 +170,9 @@ func TestAlertRulesFireOnTheMeshSeries(t *testing.T) {
 	}
 	tested := map[string]bool{}
 	for _, pt := range tests {
-		tested[pt.Alerts[0].Alert] = true
+		for _, a := range pt.Alerts {
+			tested[a.Alert] = true
+		}
 	}
 	for _, g := range file.Groups {
 		for _, r := range g.Rules {
@@ -201,7 +231,19 @@ func (s promSeries) String() string {
 type promTest struct {
 	Interval string          `yaml:"interval"`
 	Input    []promInput     `yaml:"input_series"`
-	Alerts   []promAlertTest `yaml:"alert_rule_test"`
+	Alerts   []promAlertTest `yaml:"alert_rule_test,omitempty"`
+	Exprs    []promExprTest  `yaml:"promql_expr_test,omitempty"`
+}
+
+type promExprTest struct {
+	Expr     string       `yaml:"expr"`
+	EvalTime string       `yaml:"eval_time"`
+	Samples  []promSample `yaml:"exp_samples"`
+}
+
+type promSample struct {
+	Labels string  `yaml:"labels"`
+	Value  float64 `yaml:"value"`
 }
 
 type promInput struct {

@@ -159,7 +159,8 @@ func findWith(spans []span, service, name, key, value string) *span {
 
 // traceEnv points a mesh's processes at r, flushing spans quickly.
 func (r *otlpReceiver) traceEnv() []string {
-	return []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + r.srv.URL, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf", "OTEL_BSP_SCHEDULE_DELAY=100"}
+	return []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + r.srv.URL, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf", "OTEL_BSP_SCHEDULE_DELAY=100",
+		"OTEL_TRACES_SAMPLER=parentbased_always_on"} // every trace, not the default tenth
 }
 
 // TestTraceOfATurnAcrossAnApprovalAndAnAgentRestart: a caller's
