@@ -235,6 +235,7 @@ func TestParseErrorsNameFileFieldAndExpectation(t *testing.T) {
 		{"embedded tls without cert", minimal + "nats:\n  tls: {ca: ca.pem}\n", []string{"nats.tls", "embedded server"}},
 		{"write timeout shorter than the wait", minimal + "http:\n  wait_timeout: 30s\n  write_timeout: 10s\n", []string{"http.write_timeout", "wait_timeout"}},
 		{"negative idle timeout", minimal + "http:\n  idle_timeout: -1s\n", []string{"http.idle_timeout", "negative"}},
+		{"bad after_tools", minimal + "groups:\n  - name: desk\n    participants: [{agent: a, after_tools: ['[']}]\n", []string{"groups[0].participants[0].after_tools[0]", "pattern"}},
 		{"bad block pattern", minimal + "safety:\n  block_patterns: ['(unclosed']\n", []string{"safety.block_patterns[0]", "regular expression"}},
 		{"unknown moderation api", minimal + "safety:\n  moderation:\n    api: acme\n    url: https://m.example\n", []string{"safety.moderation.api", "openai or azure"}},
 		{"moderation without url", minimal + "safety:\n  moderation:\n    api: azure\n", []string{"safety.moderation.url"}},

@@ -60,8 +60,13 @@ type Participant struct {
 	// expressions) route a message to the member.
 	Keywords []string `yaml:"keywords"`
 	Patterns []string `yaml:"patterns"`
-	Prompt   string   `yaml:"prompt"`
-	Model    string   `yaml:"model"`
+	// AfterTools (shell patterns of tool names, as path.Match has them:
+	// "resources_*") route to the member after a turn whose speaker
+	// called a matching tool: what the last turn did, not only what it
+	// said, decides who speaks next.
+	AfterTools []string `yaml:"after_tools"`
+	Prompt     string   `yaml:"prompt"`
+	Model      string   `yaml:"model"`
 	// Sampling: the member's max_tokens, temperature and top_p, over the
 	// llm section, when it is defined here.
 	modelspec.Sampling `yaml:",inline"`

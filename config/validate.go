@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net"
 	"net/url"
+	"path"
 	"regexp"
 	"slices"
 	"strconv"
@@ -327,6 +328,11 @@ func checkGroup(field string, g *Group, mainAgent string, defined map[string]Par
 		for k, pat := range p.Patterns {
 			if _, err := regexp.Compile(pat); err != nil {
 				return &fieldErr{fmt.Sprintf("%s.patterns[%d]", pf, k), fmt.Sprintf("%q is not a regular expression: %v", pat, err)}
+			}
+		}
+		for k, pat := range p.AfterTools {
+			if _, err := path.Match(pat, ""); err != nil || pat == "" {
+				return &fieldErr{fmt.Sprintf("%s.after_tools[%d]", pf, k), fmt.Sprintf("%q is not a tool name or a pattern of them such as resources_*", pat)}
 			}
 		}
 		if p.Defined() {

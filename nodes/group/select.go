@@ -74,6 +74,7 @@ package group
 import (
 	"context"
 	"fmt"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -115,6 +116,7 @@ type member struct {
 	priority int
 	keywords []string // lower case, words separated by one space
 	patterns []*regexp.Regexp
+	tools    []string // after_tools: path.Match patterns of tool names
 }
 
 // NewSelector returns the selector of g. selector is the llm strategy's
@@ -175,6 +177,12 @@ func NewSelector(g config.Group, selector llm.Provider) (*Selector, error) {
 			}
 			m.patterns = append(m.patterns, re)
 		}
+		for _, pat := range p.AfterTools {
+			if _, err := path.Match(pat, ""); err != nil {
+				return nil, fmt.Errorf("group %s: participant %s: after_tools %q: %w", g.Name, p.Agent, pat, err)
+			}
+			m.tools = append(m.tools, pat)
+		}
 		s.index[p.Agent] = i
 		s.members = append(s.members, m)
 	}
@@ -218,6 +226,9 @@ type Turn struct {
 	// Message is the message to answer: the user's at the start of a
 	// round, else the last member's answer.
 	Message string
+	// Tools are the tools the last member called in its turn, in order
+	// (none at the start of a round): after_tools routes by them.
+	Tools []string
 	// History is the recent history for the llm strategy, oldest first;
 	// the last 20 messages are used.
 	History []Message
@@ -331,7 +342,7 @@ func (s *Selector) Next(ctx context.Context, t Turn) (Choice, error) {
 
 	var ms []matches
 	if s.strategy == config.StrategyPriority || s.strategy == config.StrategyRouter {
-		ms = s.match(t.Message, up)
+		ms = s.match(t.Message, t.Tools, up)
 	}
 	var p pick
 	if s.strategy == config.StrategyLLM {
@@ -525,10 +536,13 @@ func (s *Selector) route(pool []int, prev int, ms []matches) pick {
 }
 
 // matches are the keywords and patterns of one member that match a
-// message, and the router's score: +1 a keyword, +2 a pattern.
+// message, the tools of the last turn its after_tools match, and the
+// router's score: +1 a keyword, +2 a pattern, +3 a tool (what a turn did
+// says more than the words it used).
 type matches struct {
 	keywords []string
 	patterns []string
+	tools    []string
 	score    int
 }
 
@@ -541,6 +555,9 @@ func (m matches) String() string {
 	}
 	if len(m.patterns) > 0 {
 		parts = append(parts, quoteList("pattern", m.patterns))
+	}
+	if len(m.tools) > 0 {
+		parts = append(parts, "the last turn's "+quoteList("call", m.tools))
 	}
 	return strings.Join(parts, " and ")
 }
@@ -558,11 +575,17 @@ func quoteList(noun string, items []string) string {
 
 // match matches msg against the keywords and patterns of the members in
 // set; the result is indexed by member.
-func (s *Selector) match(msg string, set []int) []matches {
+func (s *Selector) match(msg string, tools []string, set []int) []matches {
 	ms := make([]matches, len(s.members))
 	text := normalize(msg)
 	for _, i := range set {
 		m := &s.members[i]
+		for _, tool := range tools {
+			if slices.ContainsFunc(m.tools, func(p string) bool { ok, _ := path.Match(p, tool); return ok }) && !slices.Contains(ms[i].tools, tool) {
+				ms[i].tools = append(ms[i].tools, tool)
+				ms[i].score += 3
+			}
+		}
 		for _, k := range m.keywords {
 			if containsWord(text, k) {
 				ms[i].keywords = append(ms[i].keywords, k)

@@ -208,6 +208,23 @@ func TestNext(t *testing.T) {
 				Reason: `keywords "deploy", "rollback" and pattern "(?i)kubectl" matched (score 4)`},
 		},
 		{
+			name: "router: the last turn's tool calls route to the member after them",
+			group: team("router", func(g *config.Group) {
+				g.Participants[1].AfterTools = []string{"git_*", "open_pull_request"}
+			}),
+			turn: group.Turn{Recent: []string{"coder"}, Message: "done: main.go fixed", Tools: []string{"read_file", "git_commit", "git_push", "git_commit"}},
+			want: group.Choice{Speaker: "reviewer", Strategy: "router",
+				Reason: `the last turn's calls "git_commit", "git_push" matched (score 6)`},
+		},
+		{
+			name: "priority: a tool call counts as a match",
+			group: team("priority", func(g *config.Group) {
+				g.Participants[3].AfterTools = []string{"write_*"}
+			}),
+			turn: group.Turn{Recent: []string{"coder"}, Message: "all done", Tools: []string{"write_file"}},
+			want: group.Choice{Speaker: "writer", Strategy: "priority", Reason: `the last turn's call "write_file" matched`},
+		},
+		{
 			name:  "router: score beats priority",
 			group: team("router"),
 			turn:  group.Turn{Message: "fix the bug in main.go, then review"},
@@ -680,6 +697,7 @@ func TestNewSelectorErrors(t *testing.T) {
 		{name: "no participants", group: team("", func(g *config.Group) { g.Participants = nil }), wantErr: "no participants"},
 		{name: "twice", group: team("", func(g *config.Group) { g.Participants[1].Agent = "coder" }), wantErr: "coder is a participant twice"},
 		{name: "bad pattern", group: team("", func(g *config.Group) { g.Participants[0].Patterns = []string{"("} }), wantErr: `pattern "("`},
+		{name: "bad after_tools", group: team("", func(g *config.Group) { g.Participants[0].AfterTools = []string{"["} }), wantErr: `after_tools "["`},
 		{name: "unknown default", group: team("router", func(g *config.Group) { g.Default = "nobody" }), wantErr: "default nobody"},
 		{name: "unknown transition", group: team("", func(g *config.Group) {
 			g.AllowedTransitions = map[string][]string{"coder": {"nobody"}}

@@ -143,5 +143,29 @@ func (x *exec) selection(ctx context.Context, c *mesh.Conversation) Turn {
 	if n := len(t.History); n > 0 {
 		t.Message = t.History[n-1].Content
 	}
+	if n := len(g.Recent); n > 0 {
+		t.Tools = lastTurnTools(c.Messages, g.Recent[n-1])
+	}
 	return t
+}
+
+// lastTurnTools are the tools speaker called in the last turn of msgs, in
+// order: the calls of its messages after the last user message or message
+// of another member.
+func lastTurnTools(msgs []mesh.Message, speaker string) []string {
+	start := len(msgs)
+	for start > 0 {
+		m := msgs[start-1]
+		if m.Role == mesh.RoleUser || m.Role == mesh.RoleSystem || (m.Role == mesh.RoleAssistant && m.Name != speaker) {
+			break
+		}
+		start--
+	}
+	var tools []string
+	for _, m := range msgs[start:] {
+		for _, tc := range m.ToolCalls {
+			tools = append(tools, tc.Name)
+		}
+	}
+	return tools
 }
