@@ -368,6 +368,9 @@ func (c *Core) createWith(ctx context.Context, id, group, agent string, caller C
 	if err := CheckID("conversation id", id); err != nil {
 		return nil, err
 	}
+	if group == "" && c.disabled(agent) {
+		return nil, mesh.ErrAgentNotFound.With(fmt.Sprintf("agent %s is disabled: its configuration says enabled: false; name another agent or a group", mesh.Clip(agent)))
+	}
 	if d := c.Degradation(); d != nil {
 		return nil, mesh.ErrDegraded.With(fmt.Sprintf("the mesh is degraded since %s (%s): new conversations are paused, existing ones go on", d.Since.Format(time.RFC3339), d.Reason))
 	}

@@ -34,16 +34,27 @@ func runAgent(ctx context.Context, cfg *config.Config, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %w", errConfig, err)
 	}
-	agents := cfg.Agents()
+	var agents []*config.Config
+	for _, a := range cfg.Agents() {
+		if a.IsEnabled() {
+			agents = append(agents, a)
+		}
+	}
 	if *only != "" {
 		agents = nil
 		for _, name := range strings.Split(*only, ",") {
 			a := cfg.AgentNamed(strings.TrimSpace(name))
-			if a == nil {
+			switch {
+			case a == nil:
 				return fmt.Errorf("%w: --agents: %q is not an agent of %s", errConfig, name, cfg.Path)
+			case !a.IsEnabled():
+				return fmt.Errorf("%w: --agents: %q has enabled: false in %s", errConfig, name, cfg.Path)
 			}
 			agents = append(agents, a)
 		}
+	}
+	if len(agents) == 0 {
+		return fmt.Errorf("%w: no agent to serve: %s disables its agent (enabled: false) and defines no other", errConfig, cfg.Path)
 	}
 	// The keys of the models the agents call; a group's selector model is
 	// the group role's.

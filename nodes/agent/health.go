@@ -121,7 +121,7 @@ func (p *remotePool) states() map[string]string {
 // agent directory: the tools and sub-agents its llm steps are offered as
 // the catalog stands, and its workers, busy or not.
 func (a *Role) Info() mesh.AgentInfo {
-	info := mesh.AgentInfo{Name: a.name, Description: a.cfg.Agent.Description, Workers: a.workers, Busy: a.loop.Busy(), Waiting: int(a.modelWaiting.Load())}
+	info := mesh.AgentInfo{Name: a.name, Description: a.cfg.Agent.Description, Capabilities: a.cfg.Agent.Capabilities, Workers: a.workers, Busy: a.loop.Busy(), Waiting: int(a.modelWaiting.Load())}
 	tools, subs := map[string]bool{}, map[string]bool{}
 	for _, s := range a.steps {
 		switch s.cfg.Type {
