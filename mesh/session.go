@@ -281,6 +281,12 @@ type RunSummary struct {
 	ErrorCode string `json:"error_code,omitempty"`
 	Error     string `json:"error,omitempty"`
 	Usage     *Usage `json:"usage,omitempty"`
+	// Model is the model that answered (of the last model call); empty
+	// when none was called.
+	Model string `json:"model,omitempty"`
+	// ToolsCalled are the tools the run called, one name per call (a
+	// denied call included: its result says so), in order.
+	ToolsCalled []string `json:"tools_called,omitempty"`
 	// Steps are the runs of the agent tree's leaf steps (their last run,
 	// for a loop's): which replica ran each, and how it ended. Empty for an
 	// agent without a tree. The wire name is nodes.
@@ -346,8 +352,12 @@ type TreeRun struct {
 	// waits.
 	Runs []string `json:"runs,omitempty"`
 	// Usage adds up the tokens of every step's model calls.
-	Usage     *Usage    `json:"usage,omitempty"`
-	StartedAt time.Time `json:"started_at"`
+	Usage *Usage `json:"usage,omitempty"`
+	// Model is the model of the latest model call; ToolsCalled the tools
+	// the steps called, one name per call, in the order their results came.
+	Model       string    `json:"model,omitempty"`
+	ToolsCalled []string  `json:"tools_called,omitempty"`
+	StartedAt   time.Time `json:"started_at"`
 }
 
 // StepRun is the run of one step of the tree.

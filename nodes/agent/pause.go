@@ -132,7 +132,7 @@ func (t *turn) resolveDecided(ctx context.Context, call mesh.ToolCall, ap *mesh.
 		if decider != "" {
 			by = " (" + decider + ")"
 		}
-		t.decidedResult(call, "rejected: the approver"+by+" rejected this call; it was not run", true, decider)
+		t.decidedResult(call, toolAnswer{content: "rejected: the approver" + by + " rejected this call; it was not run", isError: true}, decider)
 		return false
 	}
 	call.Arguments = ap.ToolArgs // the arguments that were approved, not re-generated
