@@ -104,6 +104,19 @@ func (c *Config) checkRuntime() *fieldErr {
 	default:
 		return &fieldErr{"log.level (" + EnvLogLevel + ")", fmt.Sprintf("%q is not one of debug, info, warn, error", c.Log.Level)}
 	}
+	seenOutputs := map[string]bool{}
+	for i, o := range c.Log.Outputs {
+		field := fmt.Sprintf("log.outputs[%d]", i)
+		switch {
+		case strings.TrimSpace(o) == "":
+			return &fieldErr{field, "must be stderr, stdout or a file path"}
+		case seenOutputs[o]:
+			return &fieldErr{field, fmt.Sprintf("%q is listed twice", o)}
+		case strings.HasSuffix(o, "/"):
+			return &fieldErr{field, fmt.Sprintf("%q is a directory: name a file", o)}
+		}
+		seenOutputs[o] = true
+	}
 	switch c.Log.Format {
 	case "", "json", "console":
 	default:
