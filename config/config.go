@@ -283,7 +283,7 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	c.applyAuthEnv(getenv)
 	c.Keys = keysFromEnv(getenv)
 	c.BaseURLs = map[string]string{}
-	for _, provider := range []string{modelspec.ProviderGoogle, modelspec.ProviderAnthropic, modelspec.ProviderOpenAI, modelspec.ProviderOllama} {
+	for _, provider := range []string{modelspec.ProviderGoogle, modelspec.ProviderAnthropic, modelspec.ProviderOpenAI, modelspec.ProviderOllama, modelspec.ProviderCohere} {
 		if v := getenv(modelspec.BaseURLEnv(provider)); v != "" {
 			c.BaseURLs[provider] = v
 		}

@@ -339,6 +339,8 @@ func TestCheckKeys(t *testing.T) {
 		{"node model without key", minimal + "agent:\n  name: r\n  type: sequential\n  agents:\n    - {name: x, type: llm, model: gpt-4o}\n", nil, "OPENAI_API_KEY"},
 		{"openai at a custom URL needs none", "name: a\nllm:\n  model: openai:qwen\n  base_url: http://localhost:8000/v1\n", nil, ""},
 		{"ollama needs none", "name: a\nllm:\n  model: ollama:llama3.2\n", nil, ""},
+		{"cohere without key", "name: a\nllm:\n  model: command-a-03-2025\n", nil, "COHERE_API_KEY"},
+		{"cohere with key", "name: a\nllm:\n  model: cohere:command-r7b-12-2024\n", []string{"COHERE_API_KEY", "k"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
