@@ -142,6 +142,9 @@ type Message struct {
 	// Notice marks an assistant message meant for people (an approval
 	// request, an error): it is shown, but not sent back to models.
 	Notice bool `json:"notice,omitempty"`
+	// Metadata is what a client attached to its user message (REST
+	// "metadata"), stored and returned as given; the model never sees it.
+	Metadata map[string]any `json:"metadata,omitempty"`
 	// Files are the images and documents a user message carries: their
 	// bytes are in the object store mesh_files (files.go), not here.
 	Files []File `json:"files,omitempty"`
@@ -231,10 +234,12 @@ type Turn struct {
 // cleared by the claim that takes the turn up, in the same save.
 type QueuedTurn struct {
 	// ID is the turn id, also the run id of its AG-UI events.
-	ID      string    `json:"id"`
-	Message string    `json:"message"`
-	Files   []File    `json:"files,omitempty"`
-	At      time.Time `json:"at"`
+	ID      string `json:"id"`
+	Message string `json:"message"`
+	Files   []File `json:"files,omitempty"`
+	// Metadata is the client's, for the user message ([Message.Metadata]).
+	Metadata map[string]any `json:"metadata,omitempty"`
+	At       time.Time      `json:"at"`
 	// By is the node id of the bridge that recorded it (or last published
 	// it again): a bridge that finds that writer gone (restarted, or down
 	// in mesh_nodes) need not wait for its publish.
