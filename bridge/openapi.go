@@ -151,7 +151,7 @@ func operations(s *schemas) map[string]operation {
 				"sub_agents": arr(obj(map[string]any{"name": str, "url": str, "description": str, "destructive": map[string]any{"type": "boolean"}}, "name", "url", "destructive")),
 			}, "tools", "sub_agents"))},
 		"GET /groups": {tag: "Catalog", summary: "The group chats", responses: ok("the configured group chats", obj(map[string]any{"groups": arr(group)}, "groups"))},
-		"GET /agents": {tag: "Catalog", summary: "The agent directory", description: "Every configured agent and every agent a live process serves, with its status (online, busy, offline), declared capabilities, tools, sub-agents, nodes and workers; an agent with enabled: false is not listed.",
+		"GET /agents": {tag: "Catalog", summary: "The agent directory", description: "Every configured agent and every agent a live process serves, with its status (online, busy, offline), declared capabilities, models, tools, sub-agents, nodes and workers; an agent with enabled: false is not listed.",
 			responses: ok("the agents, by name", obj(map[string]any{"agents": arr(agent)}, "agents"))},
 		"GET /agents/{name}": {tag: "Catalog", summary: "One agent of the directory", responses: ok("the agent", agent)},
 		"POST /conversations": {tag: "Conversations", summary: "Create a conversation, and run its first turn when a message is given",

@@ -63,6 +63,8 @@ type AgentInfo struct {
 	SubAgents []string `json:"sub_agents,omitempty"`
 	// Capabilities are what its configuration says it can do.
 	Capabilities []string `json:"capabilities,omitempty"`
+	// Models are the models its llm steps call (provider:model).
+	Models []string `json:"models,omitempty"`
 	// Workers is how many turns the process runs at once for the agent,
 	// Busy how many it is running; Waiting how many of those wait for
 	// their model's provider (its concurrency bound, its rate limits).

@@ -49,8 +49,10 @@ type Agent struct {
 	Status      string   `json:"status"`
 	Tools       []string `json:"tools"`
 	SubAgents   []string `json:"sub_agents"`
-	// Capabilities are what the agent's configuration says it can do.
+	// Capabilities are what the agent's configuration says it can do;
+	// Models the models its live processes' llm steps call.
 	Capabilities []string `json:"capabilities"`
+	Models       []string `json:"models"`
 	// Nodes are the live processes serving it; Workers and Busy their
 	// workers for it, all together; Waiting the turns among Busy whose
 	// model calls wait for the provider's capacity.
@@ -75,7 +77,7 @@ func (c *Core) Agents(ctx context.Context) ([]Agent, error) {
 	get := func(name string) *Agent {
 		a := byName[name]
 		if a == nil {
-			a = &Agent{Name: name, Tools: []string{}, SubAgents: []string{}, Capabilities: []string{}, Nodes: []string{}}
+			a = &Agent{Name: name, Tools: []string{}, SubAgents: []string{}, Capabilities: []string{}, Models: []string{}, Nodes: []string{}}
 			byName[name] = a
 		}
 		return a
@@ -107,6 +109,7 @@ func (c *Core) Agents(ctx context.Context) ([]Agent, error) {
 				continue
 			}
 			a.Tools = union(a.Tools, info.Tools)
+			a.Models = union(a.Models, info.Models)
 			a.SubAgents = union(a.SubAgents, info.SubAgents)
 			a.Nodes = append(a.Nodes, n.Node)
 			a.Workers += info.Workers

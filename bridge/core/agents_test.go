@@ -150,7 +150,7 @@ func TestCreateForAnAgent(t *testing.T) {
 }
 
 // Capabilities come from the configuration and from what the processes
-// serving an agent say; a disabled agent is not listed, even while an old
+// serving an agent say (and its models from the processes); a disabled agent is not listed, even while an old
 // process still serves it, and no conversation is created for it.
 func TestDirectoryCapabilitiesAndDisabledAgents(t *testing.T) {
 	m := meshtest.New(t)
@@ -163,7 +163,7 @@ func TestDirectoryCapabilitiesAndDisabledAgents(t *testing.T) {
 		t.Fatal(err)
 	}
 	putNode(t, m, mesh.NodeInfo{Node: "a1", Role: mesh.RoleAgent, State: mesh.NodeReady, Agents: []mesh.AgentInfo{
-		{Name: "main", Capabilities: []string{"infra changes", "planning"}, Workers: 1},
+		{Name: "main", Capabilities: []string{"infra changes", "planning"}, Models: []string{"openai:gpt-4o-mini"}, Workers: 1},
 		{Name: "critic", Workers: 1},
 		{Name: "remote", Capabilities: []string{"search"}, Workers: 1},
 	}})
@@ -178,6 +178,11 @@ func TestDirectoryCapabilitiesAndDisabledAgents(t *testing.T) {
 	want := map[string][]string{"main": {"infra changes", "planning"}, "remote": {"search"}}
 	if len(got) != len(want) || !slices.Equal(got["main"], want["main"]) || !slices.Equal(got["remote"], want["remote"]) {
 		t.Errorf("capabilities by agent = %v, want %v (critic is disabled)", got, want)
+	}
+	for _, a := range list {
+		if a.Name == "main" && !slices.Equal(a.Models, []string{"openai:gpt-4o-mini"}) {
+			t.Errorf("main's models %v, want the one its process calls", a.Models)
+		}
 	}
 	if _, err := c.CreateFor(t.Context(), mesh.NewID(), "critic", Caller{}); !errors.Is(err, mesh.ErrAgentNotFound) {
 		t.Errorf("a conversation with the disabled critic: %v, want agent_not_found", err)

@@ -74,6 +74,9 @@ func TestAgentDirectoryFollowsItsProcesses(t *testing.T) {
 	if nodes := list(rv, "nodes"); !slices.Contains(nodes, any("reviewer-1")) {
 		t.Errorf("reviewer served by %v, want reviewer-1 among them", nodes)
 	}
+	if models := list(rv, "models"); !slices.Equal(models, []any{"offline"}) {
+		t.Errorf("reviewer's models %v, want [offline], the model its process calls", models)
+	}
 	if caps := list(rv, "capabilities"); !slices.Equal(caps, []any{"reviews"}) {
 		t.Errorf("reviewer's capabilities %v, want [reviews] from its process's configuration", caps)
 	}
