@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,15 +10,19 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/rs/zerolog"
 
 	"github.com/agentmesh/agentmesh/bridge/agui"
 	"github.com/agentmesh/agentmesh/bridge/core"
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/mesh/role"
 )
 
 // TestEveryRouteHasARule: a route registered without a rule in the access
@@ -163,4 +168,80 @@ func TestResumeRefusedCreatesNoThread(t *testing.T) {
 	if _, err := b.core.Sessions.Head(t.Context(), "resume-thread"); !errors.Is(err, mesh.ErrSessionNotFound) {
 		t.Errorf("the thread of the refused resume: %v, want not found", err)
 	}
+}
+
+// logLines is a zerolog writer the test reads while the bridge writes.
+type logLines struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logLines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// http.websocket's settings reach the sockets (their connection_open
+// says so), and the bridge's log lines of a socket carry its connection
+// id: here the one that says its token expired.
+func TestSocketSettingsAndConnectionIDInTheLog(t *testing.T) {
+	m := meshtest.New(t)
+	yaml := scopeYAML + "http:\n  websocket:\n    heartbeat: 3s\n    max_threads: 3\n"
+	cfg, err := config.Parse("agent.yaml", []byte(yaml), func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := &logLines{}
+	b, err := New(Config{Node: role.Node{NC: m.NC, JS: m.JS, Logger: zerolog.New(lines)}, Resources: m.Resources, Agent: cfg,
+		StreamKey: []byte("0123456789abcdef0123456789abcdef")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.auth.Close)
+	srv := httptest.NewServer(b.Handler())
+	t.Cleanup(srv.Close)
+	w := call(b, "POST", "/auth/stream-token", "alice-token-0123456789", "192.0.2.1:1000", "")
+	var st struct{ Token string }
+	if err := json.Unmarshal(w.Body.Bytes(), &st); w.Code != http.StatusOK || err != nil {
+		t.Fatalf("stream token: %d %s", w.Code, w.Body)
+	}
+	conn, _, err := websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(srv.URL, "http")+agui.SocketPath+"?access_token="+st.Token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.CloseNow()
+	_, data, err := conn.Read(t.Context())
+	var open struct {
+		Type, ConnectionID      string
+		HeartbeatMs, MaxThreads int
+	}
+	if err != nil || json.Unmarshal(data, &open) != nil || open.Type != agui.FrameConnectionOpen {
+		t.Fatalf("first frame %s (%v), want connection_open", data, err)
+	}
+	if open.HeartbeatMs != 3000 || open.MaxThreads != 3 {
+		t.Errorf("connection_open %s, want heartbeatMs 3000 and maxThreads 3 from http.websocket", data)
+	}
+	// The token lives 2 s: the socket closes, and says so in the log.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	for {
+		if _, _, err := conn.Read(ctx); err != nil {
+			break
+		}
+	}
+	meshtest.Eventually(t, 5*time.Second, func() bool {
+		for _, line := range strings.Split(lines.String(), "\n") {
+			if strings.Contains(line, "token of the socket expired") && strings.Contains(line, `"connection":"`+open.ConnectionID+`"`) {
+				return true
+			}
+		}
+		return false
+	}, "no log line of the socket's expiry with its connection id")
 }

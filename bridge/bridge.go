@@ -332,7 +332,7 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 func agentDefs(cfg *config.Config) []core.AgentDef {
 	var out []core.AgentDef
 	for _, a := range cfg.Agents() {
-		out = append(out, core.AgentDef{Name: a.Name, Description: a.Description, Prompt: a.Prompt})
+		out = append(out, core.AgentDef{Name: a.Name, Description: a.Description, Prompt: a.Prompt, Capabilities: a.Capabilities, Disabled: !a.IsEnabled()})
 	}
 	return out
 }

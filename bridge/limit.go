@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -51,6 +52,8 @@ import (
 type limiter struct {
 	// The numbers of limits:, 0 for no limit.
 	perPrincipal, perIP, conversations, active, streams int
+	// window is the time the request budgets count over.
+	window time.Duration
 
 	proxies []*net.IPNet
 	store   *limits.Store
@@ -82,6 +85,7 @@ func newLimiter(cfg Config) (*limiter, error) {
 		conversations: config.Limit(lc.ConversationsPerPrincipal, config.DefaultConversationsPerPrincipal),
 		active:        config.Limit(lc.MaxActiveSessions, config.DefaultMaxActiveSessions),
 		streams:       config.Limit(lc.StreamsPerPrincipal, config.DefaultStreamsPerPrincipal),
+		window:        cmp.Or(lc.Window.Std(), time.Minute),
 		proxies:       proxies,
 		store:         limits.New(cfg.JS, cfg.Resources.Limits),
 		log:           cfg.Logger,
@@ -176,9 +180,9 @@ func (l *limiter) take(ctx context.Context, who, ip string) *core.LimitError {
 	return byIP
 }
 
-// spend takes one request from the budget key of n a minute.
+// spend takes one request from the budget key of n a window.
 func (l *limiter) spend(ctx context.Context, key string, n int, what, metric string) *core.LimitError {
-	d, err := l.store.Take(ctx, key, n)
+	d, err := l.store.Take(ctx, key, n, l.window)
 	if err != nil {
 		l.failed(err)
 		return nil
@@ -188,7 +192,11 @@ func (l *limiter) spend(ctx context.Context, key string, n int, what, metric str
 	}
 	telemetry.LimitRefused(metric)
 	le := core.Refusal(core.ErrRateLimited, d.ResetAt, "")
-	le.Err = le.Err.With(fmt.Sprintf("rate limit: more than %d %s a minute; try again at %s", n, what, le.ResetAt.Format(time.RFC3339)))
+	per := "a minute"
+	if l.window != time.Minute {
+		per = "in " + l.window.String()
+	}
+	le.Err = le.Err.With(fmt.Sprintf("rate limit: more than %d %s %s; try again at %s", n, what, per, le.ResetAt.Format(time.RFC3339)))
 	return le
 }
 

@@ -112,6 +112,30 @@ func TestLimitPrincipalAcrossBridges(t *testing.T) {
 	}
 }
 
+// limits.window sets the time the budgets count over: 3 requests in an
+// hour refuse the 4th with a resetAt 20 minutes (an hour / 3) ahead, and
+// the refusal says the window.
+func TestLimitWindow(t *testing.T) {
+	a, _ := limitedBridges(t, strings.Replace(limitsYAML, "limits:\n", "limits:\n  window: 1h\n", 1))
+	for i := range 3 {
+		if w := call(a, "GET", "/tools", "alice-token-0123456789", "192.0.2.1:1000", ""); w.Code != http.StatusOK {
+			t.Fatalf("request %d: %d %s", i+1, w.Code, w.Body)
+		}
+	}
+	w := call(a, "GET", "/tools", "alice-token-0123456789", "192.0.2.1:1000", "")
+	var body struct{ Error, ResetAt string }
+	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || w.Code != http.StatusTooManyRequests {
+		t.Fatalf("4th request: %d %s", w.Code, w.Body)
+	}
+	reset, err := time.Parse(time.RFC3339, body.ResetAt)
+	if in := time.Until(reset); err != nil || in < 19*time.Minute || in > 21*time.Minute {
+		t.Errorf("resetAt %q, want about 20 minutes ahead", body.ResetAt)
+	}
+	if !strings.Contains(body.Error, "more than 3 requests of yours in 1h0m0s") {
+		t.Errorf("refusal %q does not say the window", body.Error)
+	}
+}
+
 // A client IP's budget counts every principal from it; behind a trusted
 // proxy the client is the X-Forwarded-For address, and a client's own
 // X-Forwarded-For, from an untrusted peer, is ignored.

@@ -108,8 +108,9 @@ func operations(s *schemas) map[string]operation {
 			"data":       map[string]any{"type": "string", "contentEncoding": "base64", "description": "the bytes in base64 (at most files.max_bytes decoded)"},
 			"url":        map[string]any{"type": "string", "format": "uri", "description": "or an https URL, passed on to the model's API as it is (never fetched by the mesh)"},
 		}, "media_type")),
-		"group": map[string]any{"type": "string", "description": "POST /conversations only: make it a chat of this group (GET /groups)"},
-		"agent": map[string]any{"type": "string", "description": "POST /conversations only: a conversation with this agent (GET /agents); empty: the default agent"},
+		"metadata": map[string]any{"type": "object", "description": "the client's own data for the user message (at most 4096 bytes as JSON), stored with it and returned as given in its messages[].metadata; the model does not see it"},
+		"group":    map[string]any{"type": "string", "description": "POST /conversations only: make it a chat of this group (GET /groups)"},
+		"agent":    map[string]any{"type": "string", "description": "POST /conversations only: a conversation with this agent (GET /agents); empty: the default agent"},
 	})
 	rpc := obj(map[string]any{"jsonrpc": map[string]any{"const": "2.0"}, "id": map[string]any{}, "method": str, "params": map[string]any{}}, "jsonrpc", "method")
 	rpcAnswer := obj(map[string]any{"jsonrpc": map[string]any{"const": "2.0"}, "id": map[string]any{}, "result": map[string]any{}, "error": obj(map[string]any{"code": map[string]any{"type": "integer"}, "message": str, "data": map[string]any{}}, "code", "message")}, "jsonrpc")
@@ -159,7 +160,7 @@ func operations(s *schemas) map[string]operation {
 				"sub_agents": arr(obj(map[string]any{"name": str, "url": str, "description": str, "destructive": map[string]any{"type": "boolean"}}, "name", "url", "destructive")),
 			}, "tools", "sub_agents"))},
 		"GET /groups": {tag: "Catalog", summary: "The group chats", responses: ok("the configured group chats", obj(map[string]any{"groups": arr(group)}, "groups"))},
-		"GET /agents": {tag: "Catalog", summary: "The agent directory", description: "Every configured agent and every agent a live process serves, with its status (online, busy, offline), tools, sub-agents, nodes and workers.",
+		"GET /agents": {tag: "Catalog", summary: "The agent directory", description: "Every configured agent and every agent a live process serves, with its status (online, busy, offline), declared capabilities, models, tools, sub-agents, nodes and workers; an agent with enabled: false is not listed.",
 			responses: ok("the agents, by name", obj(map[string]any{"agents": arr(agent)}, "agents"))},
 		"GET /agents/{name}": {tag: "Catalog", summary: "One agent of the directory", responses: ok("the agent", agent)},
 		"POST /conversations": {tag: "Conversations", summary: "Create a conversation, and run its first turn when a message is given",

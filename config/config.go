@@ -292,7 +292,7 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 	}
 	c.Keys = keysFromEnv(getenv)
 	c.BaseURLs = map[string]string{}
-	for _, provider := range []string{modelspec.ProviderGoogle, modelspec.ProviderAnthropic, modelspec.ProviderOpenAI, modelspec.ProviderOllama} {
+	for _, provider := range []string{modelspec.ProviderGoogle, modelspec.ProviderAnthropic, modelspec.ProviderOpenAI, modelspec.ProviderOllama, modelspec.ProviderCohere} {
 		if v := getenv(modelspec.BaseURLEnv(provider)); v != "" {
 			c.BaseURLs[provider] = v
 		}

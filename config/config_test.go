@@ -215,6 +215,9 @@ func TestParseErrorsNameFileFieldAndExpectation(t *testing.T) {
 		{"composite without children", minimal + "agent:\n  name: root\n  type: sequential\n", []string{"agent.agents", "root"}},
 		{"duplicate node", minimal + "agent:\n  name: root\n  type: sequential\n  agents:\n    - {name: root, type: llm}\n", []string{"agent.agents[0].name", "unique"}},
 		{"bad log level", minimal + "log:\n  level: loud\n", []string{"log.level", "loud"}},
+		{"log output twice", minimal + "log:\n  outputs: [stderr, mesh.log, stderr]\n", []string{"log.outputs[2]", "twice"}},
+		{"empty log output", minimal + "log:\n  outputs: [\"\"]\n", []string{"log.outputs[0]", "stderr, stdout or a file path"}},
+		{"log output a directory", minimal + "log:\n  outputs: [logs/]\n", []string{"log.outputs[0]", "directory"}},
 		{"history below a message", minimal + "sessions:\n  max_bytes: 1000\n", []string{"sessions.max_bytes", "1000", "http.max_body_bytes"}},
 		{"history too big", minimal + "sessions:\n  max_bytes: 100000000\n", []string{"sessions.max_bytes", "64 MiB"}},
 		{"events kept under an hour", minimal + "mesh:\n  events_max_age: 30m\n", []string{"mesh.events_max_age", "30m0s", "1h to 720h"}},
@@ -393,6 +396,8 @@ func TestCheckKeys(t *testing.T) {
 		{"node model without key", minimal + "agent:\n  name: r\n  type: sequential\n  agents:\n    - {name: x, type: llm, model: gpt-4o}\n", nil, "OPENAI_API_KEY"},
 		{"openai at a custom URL needs none", "name: a\nllm:\n  model: openai:qwen\n  base_url: http://localhost:8000/v1\n", nil, ""},
 		{"ollama needs none", "name: a\nllm:\n  model: ollama:llama3.2\n", nil, ""},
+		{"cohere without key", "name: a\nllm:\n  model: command-a-03-2025\n", nil, "COHERE_API_KEY"},
+		{"cohere with key", "name: a\nllm:\n  model: cohere:command-r7b-12-2024\n", []string{"COHERE_API_KEY", "k"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -11,6 +11,12 @@ type Definition struct {
 	// Name names the agent; its turns go to mesh.work.agent.<Name>.<conversation>.
 	Name        string `yaml:"name"`
 	Description string `yaml:"description"`
+	// Enabled false keeps the agent from running: no process serves it
+	// and the directory does not list it. Absent means true.
+	Enabled *bool `yaml:"enabled"`
+	// Capabilities are what the agent says it can do, as free-form
+	// strings shown in the directory (GET /agents) and the A2A cards.
+	Capabilities []string `yaml:"capabilities"`
 	// Prompt is the system prompt, the first message of every conversation.
 	Prompt string `yaml:"prompt"`
 	LLM    LLM    `yaml:"llm"`
@@ -174,6 +180,9 @@ type Node struct {
 	A2A []A2AAgent `yaml:"a2a"`
 }
 
+// IsEnabled reports whether the agent runs (enabled is absent or true).
+func (c *Definition) IsEnabled() bool { return c.Enabled == nil || *c.Enabled }
+
 // DefaultPrompt is the system prompt of an agent whose file sets none.
 const DefaultPrompt = "You are a helpful agent. Use the tools you have to do what the user asks."
 
@@ -202,6 +211,7 @@ func (d *Definition) Agents() []*Definition {
 			seen[p.Agent] = true
 			a := *d
 			a.Name, a.Description, a.Agent, a.A2A, a.Groups = p.Agent, p.Description, nil, nil, nil
+			a.Enabled, a.Capabilities = nil, p.Capabilities
 			if p.Prompt != "" {
 				a.Prompt = p.Prompt
 			}

@@ -167,7 +167,7 @@ func TestProgramEnv(t *testing.T) {
 // roles of `mesh up`.
 func TestEnvPassesEveryVariableLoadReads(t *testing.T) {
 	yaml := strings.Replace(envYAML, "auth:\n", "  - {name: remote, url: \"${REMOTE_MCP}\"}\nauth:\n", 1) +
-		"groups:\n  - name: desk\n    strategy: llm\n    model: gemini-2.5-flash\n    participants: [{agent: agent-a}, {agent: helper, model: ollama:llama3.2}]\n"
+		"groups:\n  - name: desk\n    strategy: llm\n    model: gemini-2.5-flash\n    participants: [{agent: agent-a}, {agent: helper, model: ollama:llama3.2}, {agent: drafter, model: command-a-03-2025}]\n"
 	read := map[string]bool{}
 	getenv := func(k string) string {
 		read[k] = true

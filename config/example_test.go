@@ -32,5 +32,5 @@ port: 9000
 	// Output:
 	// resource-manager offline 127.0.0.1:8080
 	// 10 10s
-	// config agent.yaml: llm.model: cannot tell the provider of model "42": use offline, a claude-…, gemini-… or gpt-… model, or provider:model (google:, anthropic:, openai:, ollama:)
+	// config agent.yaml: llm.model: cannot tell the provider of model "42": use offline, a claude-…, gemini-…, gpt-… or command-… model, or provider:model (google:, anthropic:, openai:, ollama:, cohere:)
 }

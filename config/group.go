@@ -53,6 +53,12 @@ const (
 type Participant struct {
 	Agent       string `yaml:"agent"`
 	Description string `yaml:"description"`
+	// Enabled false leaves the member out of the group (and, when the
+	// group defines it, out of the agents that run). Absent means true.
+	Enabled *bool `yaml:"enabled"`
+	// Capabilities are what the member says it can do: shown in the
+	// directory when the group defines it, and as tags of its A2A skill.
+	Capabilities []string `yaml:"capabilities"`
 	// Priority orders members for the priority and router strategies:
 	// higher first.
 	Priority int `yaml:"priority"`
@@ -74,6 +80,10 @@ type Participant struct {
 
 // Defined reports whether the participant is an agent defined by the group.
 func (p Participant) Defined() bool { return p.Prompt != "" || p.Model != "" }
+
+// IsEnabled reports whether the member takes part (enabled is absent or
+// true).
+func (p Participant) IsEnabled() bool { return p.Enabled == nil || *p.Enabled }
 
 // Group finds a group by name.
 func (c *Definition) Group(name string) *Group {

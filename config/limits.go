@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"time"
 )
 
 // Defaults of [Limits]: 100 requests a minute per principal, 1,000 per
@@ -52,6 +53,11 @@ type Limits struct {
 	// WebSocket) on one bridge, besides http.max_streams for all of them.
 	// Zero means 10.
 	StreamsPerPrincipal int `yaml:"streams_per_principal"`
+	// Window is the time over which requests_per_minute and
+	// ip_requests_per_minute are counted (and their budgets refill): with
+	// 10s, requests_per_minute: 20 allows 20 requests in any 10 s. Zero
+	// means a minute; between 1s and 24h.
+	Window Duration `yaml:"window"`
 	// TrustedProxies are the addresses or CIDR ranges of the proxies whose
 	// X-Forwarded-For the bridge believes: the client IP is then the last
 	// address of that header not itself a trusted proxy. Empty means the
@@ -116,6 +122,9 @@ func (l *Limits) validate() *fieldErr {
 	// 50 bytes an entry): it must stay well under the 1 MiB a message holds.
 	if l.MaxActiveSessions > MaxActiveSessionsLimit || l.ConversationsPerPrincipal > MaxActiveSessionsLimit {
 		return &fieldErr{"limits.max_active_sessions", fmt.Sprintf("at most %d, and so conversations_per_principal", MaxActiveSessionsLimit)}
+	}
+	if w := l.Window.Std(); w != 0 && (w < time.Second || w > 24*time.Hour) {
+		return &fieldErr{"limits.window", fmt.Sprintf("%s: use a duration between 1s and 24h (0: a minute)", w)}
 	}
 	if _, err := l.ProxyNets(); err != nil {
 		return &fieldErr{"limits.trusted_proxies", err.Error()}

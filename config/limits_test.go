@@ -22,6 +22,9 @@ func TestLimitsSettings(t *testing.T) {
 		{name: "below -1", yaml: minimal + "limits:\n  conversations_per_principal: -2\n", wantErr: "limits.conversations_per_principal"},
 		{name: "too many", yaml: minimal + "limits:\n  max_active_sessions: 10001\n", wantErr: "limits.max_active_sessions"},
 		{name: "bad proxy", yaml: minimal + "limits:\n  trusted_proxies: [10.0.0.0/33]\n", wantErr: "limits.trusted_proxies"},
+		{name: "window", yaml: minimal + "limits:\n  window: 10s\n"},
+		{name: "window too short", yaml: minimal + "limits:\n  window: 500ms\n", wantErr: "limits.window"},
+		{name: "window too long", yaml: minimal + "limits:\n  window: 48h\n", wantErr: "limits.window"},
 		{name: "proxies", yaml: minimal + "limits:\n  trusted_proxies: [10.0.0.0/8, 192.0.2.1, \"2001:db8::/32\"]\n"},
 	}
 	for _, tt := range tests {

@@ -30,6 +30,7 @@ func keysFromEnv(getenv func(string) string) modelspec.Keys {
 		Google:    modelspec.Key(getenv(modelspec.KeyEnv(modelspec.ProviderGoogle))),
 		Anthropic: modelspec.Key(getenv(modelspec.KeyEnv(modelspec.ProviderAnthropic))),
 		OpenAI:    modelspec.Key(getenv(modelspec.KeyEnv(modelspec.ProviderOpenAI))),
+		Cohere:    modelspec.Key(getenv(modelspec.KeyEnv(modelspec.ProviderCohere))),
 	}
 }
 

@@ -146,9 +146,19 @@ type Breaker struct {
 type Log struct {
 	// Level is debug, info, warn or error. Empty means info.
 	Level string `yaml:"level"`
-	// Format is json or console. Empty means console on a terminal, else json.
+	// Format is json or console. Empty means console on a terminal, else
+	// json. A file output is always JSON.
 	Format string `yaml:"format"`
+	// Outputs are where the lines go: stderr, stdout or a file path
+	// (appended to, created 0600), each once. Empty means stderr.
+	Outputs []string `yaml:"outputs"`
 }
+
+// Log outputs besides a file path.
+const (
+	LogStderr = "stderr"
+	LogStdout = "stdout"
+)
 
 // DataPath is a path inside the data directory.
 func (c *Process) DataPath(elem ...string) string {

@@ -38,6 +38,9 @@ func (c *Config) checkModels() *fieldErr {
 	if !nameRE.MatchString(c.Name) {
 		return &fieldErr{"name", fmt.Sprintf("%q is not %s", c.Name, nameWant)}
 	}
+	if err := checkCapabilities("capabilities", c.Capabilities); err != nil {
+		return err
+	}
 	for field, m := range c.Models() {
 		if _, err := modelspec.ParseModel(m); err != nil {
 			return &fieldErr{field, err.Error()}
@@ -109,6 +112,19 @@ func (c *Config) checkRuntime() *fieldErr {
 	case "", "trace", "debug", "info", "warn", "error":
 	default:
 		return &fieldErr{"log.level (" + EnvLogLevel + ")", fmt.Sprintf("%q is not one of debug, info, warn, error", c.Log.Level)}
+	}
+	seenOutputs := map[string]bool{}
+	for i, o := range c.Log.Outputs {
+		field := fmt.Sprintf("log.outputs[%d]", i)
+		switch {
+		case strings.TrimSpace(o) == "":
+			return &fieldErr{field, "must be stderr, stdout or a file path"}
+		case seenOutputs[o]:
+			return &fieldErr{field, fmt.Sprintf("%q is listed twice", o)}
+		case strings.HasSuffix(o, "/"):
+			return &fieldErr{field, fmt.Sprintf("%q is a directory: name a file", o)}
+		}
+		seenOutputs[o] = true
 	}
 	switch c.Log.Format {
 	case "", "json", "console":
@@ -284,6 +300,9 @@ func (c *Config) checkGroups() *fieldErr {
 		if err := checkGroup(field, &c.Groups[i], c.Name, defined); err != nil {
 			return err
 		}
+		if err := leaveOutDisabled(field, &c.Groups[i], c.Name, c.IsEnabled()); err != nil {
+			return err
+		}
 		groups[g.Name] = true
 	}
 	return nil
@@ -325,6 +344,9 @@ func checkGroup(field string, g *Group, mainAgent string, defined map[string]Par
 			return &fieldErr{pf + ".agent", fmt.Sprintf("%q is the top-level agent; leave out prompt and model to use it, or give the participant another name", p.Agent)}
 		}
 		members[p.Agent] = true
+		if err := checkCapabilities(pf+".capabilities", p.Capabilities); err != nil {
+			return err
+		}
 		for k, pat := range p.Patterns {
 			if _, err := regexp.Compile(pat); err != nil {
 				return &fieldErr{fmt.Sprintf("%s.patterns[%d]", pf, k), fmt.Sprintf("%q is not a regular expression: %v", pat, err)}
@@ -359,6 +381,52 @@ func checkGroup(field string, g *Group, mainAgent string, defined map[string]Par
 }
 
 type fieldErr struct{ field, want string }
+
+// leaveOutDisabled drops from a checked group the members that do not
+// take part: those with enabled: false, and the top-level agent when it is
+// disabled. The rest of the mesh then never sees them.
+func leaveOutDisabled(field string, g *Group, mainAgent string, mainEnabled bool) *fieldErr {
+	out := map[string]bool{}
+	kept := g.Participants[:0:0]
+	for _, p := range g.Participants {
+		if !p.IsEnabled() || (!mainEnabled && !p.Defined() && p.Agent == mainAgent) {
+			out[p.Agent] = true
+			continue
+		}
+		kept = append(kept, p)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	switch {
+	case len(kept) == 0:
+		return &fieldErr{field + ".participants", "has no enabled participant: every one has enabled: false (or is the disabled top-level agent)"}
+	case out[g.Default]:
+		return &fieldErr{field + ".default", fmt.Sprintf("%q is disabled: name an enabled participant", g.Default)}
+	}
+	g.Participants = kept
+	for from, tos := range g.AllowedTransitions {
+		if out[from] {
+			delete(g.AllowedTransitions, from)
+			continue
+		}
+		g.AllowedTransitions[from] = slices.DeleteFunc(slices.Clone(tos), func(to string) bool { return out[to] })
+	}
+	return nil
+}
+
+// checkCapabilities checks a list of declared capabilities.
+func checkCapabilities(field string, caps []string) *fieldErr {
+	for i, c := range caps {
+		if strings.TrimSpace(c) == "" || len(c) > maxCapabilityLen {
+			return &fieldErr{fmt.Sprintf("%s[%d]", field, i), fmt.Sprintf("must be a non-empty string of at most %d bytes", maxCapabilityLen)}
+		}
+	}
+	return nil
+}
+
+// maxCapabilityLen bounds one declared capability: a word or a short phrase.
+const maxCapabilityLen = 100
 
 // checkApprovals checks the approver keys tool hosts trust.
 func (c *Config) checkApprovals() *fieldErr {

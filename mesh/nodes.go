@@ -61,6 +61,10 @@ type AgentInfo struct {
 	// A2A agents it delegates to.
 	Tools     []string `json:"tools,omitempty"`
 	SubAgents []string `json:"sub_agents,omitempty"`
+	// Capabilities are what its configuration says it can do.
+	Capabilities []string `json:"capabilities,omitempty"`
+	// Models are the models its llm steps call (provider:model).
+	Models []string `json:"models,omitempty"`
 	// Workers is how many turns the process runs at once for the agent,
 	// Busy how many it is running; Waiting how many of those wait for
 	// their model's provider (its concurrency bound, its rate limits).

@@ -142,6 +142,9 @@ type Message struct {
 	// Notice marks an assistant message meant for people (an approval
 	// request, an error): it is shown, but not sent back to models.
 	Notice bool `json:"notice,omitempty"`
+	// Metadata is what a client attached to its user message (REST
+	// "metadata"), stored and returned as given; the model never sees it.
+	Metadata map[string]any `json:"metadata,omitempty"`
 	// Files are the images and documents a user message carries: their
 	// bytes are in the object store mesh_files (files.go), not here.
 	Files []File `json:"files,omitempty"`
@@ -231,10 +234,12 @@ type Turn struct {
 // cleared by the claim that takes the turn up, in the same save.
 type QueuedTurn struct {
 	// ID is the turn id, also the run id of its AG-UI events.
-	ID      string    `json:"id"`
-	Message string    `json:"message"`
-	Files   []File    `json:"files,omitempty"`
-	At      time.Time `json:"at"`
+	ID      string `json:"id"`
+	Message string `json:"message"`
+	Files   []File `json:"files,omitempty"`
+	// Metadata is the client's, for the user message ([Message.Metadata]).
+	Metadata map[string]any `json:"metadata,omitempty"`
+	At       time.Time      `json:"at"`
 	// By is the node id of the bridge that recorded it (or last published
 	// it again): a bridge that finds that writer gone (restarted, or down
 	// in mesh_nodes) need not wait for its publish.
@@ -281,6 +286,12 @@ type RunSummary struct {
 	ErrorCode string `json:"error_code,omitempty"`
 	Error     string `json:"error,omitempty"`
 	Usage     *Usage `json:"usage,omitempty"`
+	// Model is the model that answered (of the last model call); empty
+	// when none was called.
+	Model string `json:"model,omitempty"`
+	// ToolsCalled are the tools the run called, one name per call (a
+	// denied call included: its result says so), in order.
+	ToolsCalled []string `json:"tools_called,omitempty"`
 	// Steps are the runs of the agent tree's leaf steps (their last run,
 	// for a loop's): which replica ran each, and how it ended. Empty for an
 	// agent without a tree. The wire name is nodes.
@@ -346,8 +357,12 @@ type TreeRun struct {
 	// waits.
 	Runs []string `json:"runs,omitempty"`
 	// Usage adds up the tokens of every step's model calls.
-	Usage     *Usage    `json:"usage,omitempty"`
-	StartedAt time.Time `json:"started_at"`
+	Usage *Usage `json:"usage,omitempty"`
+	// Model is the model of the latest model call; ToolsCalled the tools
+	// the steps called, one name per call, in the order their results came.
+	Model       string    `json:"model,omitempty"`
+	ToolsCalled []string  `json:"tools_called,omitempty"`
+	StartedAt   time.Time `json:"started_at"`
 }
 
 // StepRun is the run of one step of the tree.

@@ -36,6 +36,8 @@ type WorkItem struct {
 	// Files are the files of the user's message (their bytes are in
 	// mesh_files).
 	Files []File `json:"files,omitempty"`
+	// Metadata is the client's, for the user message ([Message.Metadata]).
+	Metadata map[string]any `json:"metadata,omitempty"`
 	// ApprovalID is the decided approval a resume carries on from.
 	ApprovalID string `json:"approval_id,omitempty"`
 	// Step, Gen and RunID: the key of the tree step a step item runs (wire

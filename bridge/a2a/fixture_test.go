@@ -101,7 +101,8 @@ const teamGroup = `groups:
     participants:
       - {agent: alice, description: lists resources, prompt: "You are Alice, a resource clerk.", keywords: [list]}
       - {agent: bob, prompt: "You are Bob, a resource clerk."}
-      - {agent: carol, description: reports resources, prompt: "You are Carol, a resource clerk."}
+      - {agent: carol, description: reports resources, prompt: "You are Carol, a resource clerk.", capabilities: [reports]}
+      - {agent: dave, prompt: "You are Dave.", enabled: false}
   - name: pair
     participants:
       - {agent: tester}

@@ -68,7 +68,7 @@ func TestGroupCard(t *testing.T) {
 		wantSkills := []wire.Skill{
 			{ID: "alice", Name: "alice", Description: "lists resources", Tags: []string{"member", "team", "list"}},
 			{ID: "bob", Name: "bob", Description: "Agent bob, a member of the group chat team", Tags: []string{"member", "team"}},
-			{ID: "carol", Name: "carol", Description: "reports resources", Tags: []string{"member", "team"}},
+			{ID: "carol", Name: "carol", Description: "reports resources", Tags: []string{"member", "team", "reports"}},
 		}
 		if len(card.Skills) != len(wantSkills) {
 			t.Fatalf("skills = %+v, want %+v", card.Skills, wantSkills)

@@ -169,7 +169,8 @@ func (t target) description(cfg Config) string {
 
 // skillsOf are the agent's tools and sub-agents ([handler.skills]), or a
 // group's members: one skill each (id and name: the agent's name; tags
-// "member", the group, and the member's routing keywords). A member's
+// "member", the group, the member's routing keywords and its declared
+// capabilities). A member's
 // description is its participant's, else the agent's when it is the
 // mesh's agent, else that of the agent in another group.
 func (h *handler) skillsOf(ctx context.Context, t target) ([]wire.Skill, error) {
@@ -193,7 +194,7 @@ func (h *handler) skillsOf(ctx context.Context, t target) ([]wire.Skill, error) 
 		if desc == "" {
 			desc = "Agent " + p.Agent + ", a member of the group chat " + g.Name
 		}
-		tags := append([]string{"member", g.Name}, p.Keywords...)
+		tags := append(append([]string{"member", g.Name}, p.Keywords...), p.Capabilities...)
 		skills = append(skills, wire.Skill{ID: p.Agent, Name: p.Agent, Description: desc, Tags: tags})
 	}
 	return skills, nil

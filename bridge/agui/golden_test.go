@@ -48,7 +48,7 @@ func (tr *transcript) note(format string, args ...any) {
 
 var (
 	uuidRE      = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
-	timestampRE = regexp.MustCompile(`"(timestamp|executionTime)":\d+`)
+	timestampRE = regexp.MustCompile(`"(timestamp|executionTime|durationMs)":\d+`)
 	timeRE      = regexp.MustCompile(`"\d{4}-\d\d-\d\dT[0-9:.]+Z"`)
 	seqRE       = regexp.MustCompile(`(?m)^id: \d+$`)
 	// The approver's key and signature differ each run (a fresh key).

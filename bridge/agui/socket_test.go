@@ -321,3 +321,29 @@ func TestSocketOpensWithItsIdAndClosesWhenTheBridgeStops(t *testing.T) {
 		t.Error("the sockets still held 10s after draining began")
 	}
 }
+
+// A cancel frame stops the thread's run: the model call ends, the run
+// finishes with the outcome cancelled, and the socket stays up.
+func TestSocketCancelFrameStopsTheRun(t *testing.T) {
+	entered := make(chan struct{}, 1)
+	f := newFixture(t, blocking(entered), nil)
+	s := dialSocket(t, socketServer(t, f, SocketConfig{}))
+
+	s.send(runFrame("ws-cancel", "ws-cancel-1", "take your time"))
+	waitFor(t, entered, "the model call")
+	s.send(`{"type":"cancel","threadId":"ws-cancel","runId":"ws-cancel-1"}`)
+	frames := s.untilEnd("ws-cancel")
+	last := frames[len(frames)-1].Events
+	end := string(last[len(last)-1])
+	if !strings.Contains(end, `"type":"RUN_FINISHED"`) || !strings.Contains(end, `"cancelled"`) {
+		t.Errorf("the run ended with %s, want RUN_FINISHED with the outcome cancelled", end)
+	}
+	if c := f.conversation("ws-cancel"); c.LastRun == nil || c.LastRun.Outcome != "cancelled" {
+		t.Errorf("the conversation's last run %+v, want cancelled", c.LastRun)
+	}
+	// Still up: a frame gets its answer.
+	s.send(`{"type":"follow","threadId":"nowhere"}`)
+	if got := s.nextError(); got.Code != "session_not_found" {
+		t.Errorf("after the cancel: %+v, want session_not_found", got)
+	}
+}

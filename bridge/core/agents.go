@@ -34,6 +34,12 @@ type AgentDef struct {
 	// Prompt is the system prompt stored as the first message of its
 	// conversations.
 	Prompt string
+	// Capabilities are what the configuration says it can do.
+	Capabilities []string
+	// Disabled: the configuration says enabled: false. The directory
+	// leaves it out, even when an older process still serves it, and no
+	// conversation is created for it.
+	Disabled bool
 }
 
 // Agent is an agent of the directory.
@@ -43,6 +49,10 @@ type Agent struct {
 	Status      string   `json:"status"`
 	Tools       []string `json:"tools"`
 	SubAgents   []string `json:"sub_agents"`
+	// Capabilities are what the agent's configuration says it can do;
+	// Models the models its live processes' llm steps call.
+	Capabilities []string `json:"capabilities"`
+	Models       []string `json:"models"`
 	// Nodes are the live processes serving it; Workers and Busy their
 	// workers for it, all together; Waiting the turns among Busy whose
 	// model calls wait for the provider's capacity.
@@ -67,20 +77,31 @@ func (c *Core) Agents(ctx context.Context) ([]Agent, error) {
 	get := func(name string) *Agent {
 		a := byName[name]
 		if a == nil {
-			a = &Agent{Name: name, Tools: []string{}, SubAgents: []string{}, Nodes: []string{}}
+			a = &Agent{Name: name, Tools: []string{}, SubAgents: []string{}, Capabilities: []string{}, Models: []string{}, Nodes: []string{}}
 			byName[name] = a
 		}
 		return a
 	}
+	disabled := map[string]bool{}
 	for _, d := range c.agentDefs() {
-		get(d.Name).Description = d.Description
+		if d.Disabled {
+			disabled[d.Name] = true
+			continue
+		}
+		a := get(d.Name)
+		a.Description = d.Description
+		a.Capabilities = union(a.Capabilities, d.Capabilities)
 	}
 	for _, n := range nodes {
 		if n.Role != mesh.RoleAgent {
 			continue
 		}
 		for _, info := range n.Agents {
+			if disabled[info.Name] {
+				continue
+			}
 			a := get(info.Name)
+			a.Capabilities = union(a.Capabilities, info.Capabilities)
 			if a.Description == "" {
 				a.Description = info.Description
 			}
@@ -88,6 +109,7 @@ func (c *Core) Agents(ctx context.Context) ([]Agent, error) {
 				continue
 			}
 			a.Tools = union(a.Tools, info.Tools)
+			a.Models = union(a.Models, info.Models)
 			a.SubAgents = union(a.SubAgents, info.SubAgents)
 			a.Nodes = append(a.Nodes, n.Node)
 			a.Workers += info.Workers
@@ -124,7 +146,21 @@ func (c *Core) Agent(ctx context.Context, name string) (*Agent, error) {
 			return &list[i], nil
 		}
 	}
+	if c.disabled(name) {
+		return nil, mesh.ErrAgentNotFound.With(fmt.Sprintf("agent %s is disabled: its configuration says enabled: false", mesh.Clip(name)))
+	}
 	return nil, mesh.ErrAgentNotFound.With(fmt.Sprintf("agent %s is neither configured nor served by a live process; GET /agents lists them", mesh.Clip(name)))
+}
+
+// disabled reports whether the configuration disables the agent of that
+// name.
+func (c *Core) disabled(name string) bool {
+	for _, d := range c.agentDefs() {
+		if d.Name == name {
+			return d.Disabled
+		}
+	}
+	return false
 }
 
 // CreateFor is [Core.CreateConversation] for the agent of that name (empty:

@@ -148,3 +148,56 @@ func TestCreateForAnAgent(t *testing.T) {
 		}
 	}
 }
+
+// Capabilities come from the configuration and from what the processes
+// serving an agent say (and its models from the processes); a disabled agent is not listed, even while an old
+// process still serves it, and no conversation is created for it.
+func TestDirectoryCapabilitiesAndDisabledAgents(t *testing.T) {
+	m := meshtest.New(t)
+	c, err := New(Config{Node: role.Node{NC: m.NC, JS: m.JS}, Resources: m.Resources, Agent: "main", Prompt: "be main",
+		Agents: []AgentDef{
+			{Name: "main", Prompt: "be main", Capabilities: []string{"planning"}},
+			{Name: "critic", Prompt: "be critical", Disabled: true},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	putNode(t, m, mesh.NodeInfo{Node: "a1", Role: mesh.RoleAgent, State: mesh.NodeReady, Agents: []mesh.AgentInfo{
+		{Name: "main", Capabilities: []string{"infra changes", "planning"}, Models: []string{"openai:gpt-4o-mini"}, Workers: 1},
+		{Name: "critic", Workers: 1},
+		{Name: "remote", Capabilities: []string{"search"}, Workers: 1},
+	}})
+	list, err := c.Agents(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]string{}
+	for _, a := range list {
+		got[a.Name] = a.Capabilities
+	}
+	want := map[string][]string{"main": {"infra changes", "planning"}, "remote": {"search"}}
+	if len(got) != len(want) || !slices.Equal(got["main"], want["main"]) || !slices.Equal(got["remote"], want["remote"]) {
+		t.Errorf("capabilities by agent = %v, want %v (critic is disabled)", got, want)
+	}
+	for _, a := range list {
+		if a.Name == "main" && !slices.Equal(a.Models, []string{"openai:gpt-4o-mini"}) {
+			t.Errorf("main's models %v, want the one its process calls", a.Models)
+		}
+	}
+	if _, err := c.CreateFor(t.Context(), mesh.NewID(), "critic", Caller{}); !errors.Is(err, mesh.ErrAgentNotFound) {
+		t.Errorf("a conversation with the disabled critic: %v, want agent_not_found", err)
+	}
+
+	// With the default agent disabled, a conversation must name another.
+	d, err := New(Config{Node: role.Node{NC: m.NC, JS: m.JS}, Resources: m.Resources, Agent: "main",
+		Agents: []AgentDef{{Name: "main", Disabled: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.CreateFor(t.Context(), mesh.NewID(), "", Caller{}); !errors.Is(err, mesh.ErrAgentNotFound) {
+		t.Errorf("a conversation with the disabled default agent: %v, want agent_not_found", err)
+	}
+	if _, err := d.CreateFor(t.Context(), mesh.NewID(), "remote", Caller{}); err != nil {
+		t.Errorf("a conversation with remote: %v", err)
+	}
+}

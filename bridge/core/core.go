@@ -380,6 +380,9 @@ func (c *Core) createWith(ctx context.Context, id, group, agent string, caller C
 	if err := CheckID("conversation id", id); err != nil {
 		return nil, err
 	}
+	if group == "" && c.disabled(agent) {
+		return nil, mesh.ErrAgentNotFound.With(fmt.Sprintf("agent %s is disabled: its configuration says enabled: false; name another agent or a group", mesh.Clip(agent)))
+	}
 	if d := c.Degradation(); d != nil {
 		return nil, mesh.ErrDegraded.With(fmt.Sprintf("the mesh is degraded since %s (%s): new conversations are paused, existing ones go on", d.Since.Format(time.RFC3339), d.Reason))
 	}
@@ -435,10 +438,44 @@ func (e *PendingError) Unwrap() error { return e.Err }
 // Send submits a user message as a turn of conversation id, with the
 // files [Core.StoreFiles] stored for it.
 func (c *Core) Send(ctx context.Context, id, text string, caller Caller, files ...mesh.File) (*Run, error) {
+	return c.SendMessage(ctx, id, Input{Text: text, Files: files}, caller)
+}
+
+// Input is a user message as a client sends it: its text, its stored
+// files and the metadata it attaches (checked by [CheckMetadata]).
+type Input struct {
+	Text     string
+	Files    []mesh.File
+	Metadata map[string]any
+}
+
+// SendMessage is [Core.Send] of a whole input, its metadata included.
+func (c *Core) SendMessage(ctx context.Context, id string, in Input, caller Caller) (*Run, error) {
 	if err := CheckConversationID(id); err != nil {
 		return nil, err
 	}
-	return c.sendTurn(ctx, id, turnQ{text: text, files: files}, caller)
+	if err := CheckMetadata(in.Metadata); err != nil {
+		return nil, err
+	}
+	return c.sendTurn(ctx, id, turnQ{text: in.Text, files: in.Files, metadata: in.Metadata}, caller)
+}
+
+// MaxMetadataBytes bounds a message's metadata, encoded as JSON.
+const MaxMetadataBytes = 4096
+
+// CheckMetadata refuses metadata larger than [MaxMetadataBytes] as JSON.
+func CheckMetadata(md map[string]any) error {
+	if len(md) == 0 {
+		return nil
+	}
+	data, err := json.Marshal(md)
+	switch {
+	case err != nil:
+		return mesh.ErrBadRequest.With(`"metadata": ` + err.Error())
+	case len(data) > MaxMetadataBytes:
+		return mesh.ErrBadRequest.With(fmt.Sprintf(`"metadata" is %d bytes as JSON; at most %d`, len(data), MaxMetadataBytes))
+	}
+	return nil
 }
 
 // SendNonBlocking is [Core.Send] for a caller that answers as soon as an
@@ -556,7 +593,16 @@ var idempotencyNamespace = uuid.MustParse("5c1d3a2e-0b7f-4f6e-8a41-9d2c6b7e3f10"
 // key, after a lost answer, waits for or reports the first turn instead of
 // starting a second one.
 func (c *Core) SendOnce(ctx context.Context, id, key, text string, caller Caller, files ...mesh.File) (*Run, error) {
+	return c.SendMessageOnce(ctx, id, key, Input{Text: text, Files: files}, caller)
+}
+
+// SendMessageOnce is [Core.SendOnce] of a whole input, its metadata
+// included.
+func (c *Core) SendMessageOnce(ctx context.Context, id, key string, in Input, caller Caller) (*Run, error) {
 	if err := CheckIdempotencyKey(key); err != nil {
+		return nil, err
+	}
+	if err := CheckMetadata(in.Metadata); err != nil {
 		return nil, err
 	}
 	turnID := keyedTurn(id, key)
@@ -583,7 +629,7 @@ func (c *Core) SendOnce(ctx context.Context, id, key, text string, caller Caller
 		r.end(nil)
 		return r, nil
 	}
-	return c.sendTurn(ctx, id, turnQ{id: turnID, text: text, files: files}, caller)
+	return c.sendTurn(ctx, id, turnQ{id: turnID, text: in.Text, files: in.Files, metadata: in.Metadata}, caller)
 }
 
 // keyedTurn is the turn id the idempotency key names in conversation id.

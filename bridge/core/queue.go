@@ -61,6 +61,7 @@ func (c *Core) target(agent, group string) (role, name string) {
 type turnQ struct {
 	id, text   string
 	files      []mesh.File
+	metadata   map[string]any
 	regenerate bool
 	count      int
 	// claimAtOnce: the caller answers once an agent holds the turn
@@ -104,7 +105,7 @@ func (c *Core) enqueue(ctx context.Context, id string, tq turnQ, caller Caller) 
 			// A turn ended since the read that found the user message.
 			return mesh.ErrTurnInProgress.With(fmt.Sprintf("conversation %s changed while its answer was to be regenerated; try again", id))
 		}
-		cv.Queued = &mesh.QueuedTurn{ID: turnID, Message: text, Files: files, At: c.now().UTC(), By: c.cfg.NodeID, Regenerate: tq.regenerate}
+		cv.Queued = &mesh.QueuedTurn{ID: turnID, Message: text, Files: files, Metadata: tq.metadata, At: c.now().UTC(), By: c.cfg.NodeID, Regenerate: tq.regenerate}
 		cv.Status = mesh.StatusQueued
 		return nil
 	})
@@ -120,7 +121,7 @@ func (c *Core) enqueue(ctx context.Context, id string, tq turnQ, caller Caller) 
 	}
 	seq, err := c.events.Publish(ctx, id, turnID, turnID+":queued", mesh.Custom(mesh.CustomRunQueued, value))
 	if err == nil {
-		item := mesh.WorkItem{Kind: mesh.WorkTurn, Session: id, TurnID: turnID, Message: text, Files: files, Regenerate: tq.regenerate, ClaimAtOnce: tq.claimAtOnce}
+		item := mesh.WorkItem{Kind: mesh.WorkTurn, Session: id, TurnID: turnID, Message: text, Files: files, Metadata: tq.metadata, Regenerate: tq.regenerate, ClaimAtOnce: tq.claimAtOnce}
 		err = workloop.Publish(ctx, c.cfg.JS, c.ns, role, name, item, caller.headers(conv.SessionID))
 	}
 	if err != nil {
@@ -296,7 +297,7 @@ func (c *Core) checkQueued(ctx context.Context, ref *queuedRef, caller Caller) b
 		return true
 	}
 	log.Warn().Int("republished", ref.q.Republished+1).Msg("queued turn's work item lost: published again")
-	item := mesh.WorkItem{Kind: mesh.WorkTurn, Session: ref.id, TurnID: ref.q.ID, Message: ref.q.Message, Files: ref.q.Files, Regenerate: ref.q.Regenerate}
+	item := mesh.WorkItem{Kind: mesh.WorkTurn, Session: ref.id, TurnID: ref.q.ID, Message: ref.q.Message, Files: ref.q.Files, Metadata: ref.q.Metadata, Regenerate: ref.q.Regenerate}
 	m, err := workloop.Msg(c.ns, role, name, item, caller.headers(ref.sid))
 	if err != nil {
 		log.Warn().Err(err).Msg("could not publish a lost turn again")

@@ -249,17 +249,26 @@ type Result struct {
 	ErrorCode string                 `json:"error_code,omitempty"`
 	Error     string                 `json:"error,omitempty"`
 	Usage     *mesh.Usage            `json:"usage,omitempty"`
+	// Model is the model that answered; empty when none was called.
+	Model string `json:"model,omitempty"`
+	// ToolsCalled are the tools the turn called, one name per call, in
+	// order (since its last pause for an approval, for a resumed turn).
+	ToolsCalled []string `json:"tools_called"`
 }
 
 // ResultOf is the result of run runID in conv.
 func ResultOf(conv *mesh.Conversation, runID string, last *mesh.Event) Result {
-	res := Result{RunID: runID, WaitingApproval: conv.Status == mesh.StatusWaitingApproval}
+	res := Result{RunID: runID, WaitingApproval: conv.Status == mesh.StatusWaitingApproval, ToolsCalled: []string{}}
 	if res.WaitingApproval {
 		res.Approval = conv.PendingApproval
 		res.Approvals = conv.PendingApprovals
 	}
 	if lr := conv.LastRun; lr.Covers(runID) {
 		res.Outcome, res.Response, res.ErrorCode, res.Error, res.Usage = lr.Outcome, lr.Response, lr.ErrorCode, lr.Error, lr.Usage
+		res.Model = lr.Model
+		if lr.ToolsCalled != nil {
+			res.ToolsCalled = lr.ToolsCalled
+		}
 	} else if last != nil && last.Type == mesh.EventRunError {
 		res.Outcome, res.ErrorCode, res.Error = mesh.OutcomeError, last.Code, last.Message
 	}

@@ -131,6 +131,9 @@ type messageBody struct {
 	Message *string `json:"message"`
 	// Files are images and documents sent with the message (files.go).
 	Files []fileBody `json:"files,omitempty"`
+	// Metadata is the client's, stored with the user message as given
+	// (at most core.MaxMetadataBytes as JSON).
+	Metadata map[string]any `json:"metadata,omitempty"`
 	// Group makes the new conversation a chat of that group.
 	Group string `json:"group"`
 	// Agent makes it a conversation with that agent (GET /agents lists
@@ -182,8 +185,11 @@ func (a *api) createConversation(w http.ResponseWriter, r *http.Request) {
 	}
 	caller := core.CallerOf(r)
 	var conv *mesh.Conversation
-	// Bad files are refused before anything is created.
+	// Bad files and metadata are refused before anything is created.
 	err := a.core.CheckUploads(uploads(body.Files))
+	if err == nil {
+		err = core.CheckMetadata(body.Metadata)
+	}
 	switch {
 	case err != nil:
 	case body.Group != "" && body.Agent != "":
@@ -210,7 +216,7 @@ func (a *api) createConversation(w http.ResponseWriter, r *http.Request) {
 	if body.Message != nil {
 		text = *body.Message
 	}
-	run, err := a.core.Send(r.Context(), conv.ID, text, caller, files...)
+	run, err := a.core.SendMessage(r.Context(), conv.ID, core.Input{Text: text, Files: files, Metadata: body.Metadata}, caller)
 	if err != nil {
 		core.WriteError(w, err)
 		return
@@ -262,10 +268,11 @@ func (a *api) sendMessage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var run *core.Run
+	in := core.Input{Text: text, Files: files, Metadata: body.Metadata}
 	if key := r.Header.Get("Idempotency-Key"); key != "" {
-		run, err = a.core.SendOnce(r.Context(), r.PathValue("id"), key, text, core.CallerOf(r), files...)
+		run, err = a.core.SendMessageOnce(r.Context(), r.PathValue("id"), key, in, core.CallerOf(r))
 	} else {
-		run, err = a.core.Send(r.Context(), r.PathValue("id"), text, core.CallerOf(r), files...)
+		run, err = a.core.SendMessage(r.Context(), r.PathValue("id"), in, core.CallerOf(r))
 	}
 	if err != nil {
 		core.WriteError(w, err)

@@ -2,7 +2,9 @@
 // embedded in the binary (no build step, no CDN, no external fonts).
 //
 //	GET /          the page (index.html)
-//	GET /web/...   its script, style sheet and icon
+//	GET /web/...   its script, style sheet and icon, and agui-socket.js,
+//	               a client of GET /agui/ws for other pages (connection
+//	               states, reconnect with backoff, reattach by cursor)
 //
 // The page is a client of the bridge's own routes and nothing else: it lists
 // and creates conversations (with the agent, or chats of a group GET /groups

@@ -207,7 +207,11 @@ func provisionAsAdmin(ctx context.Context, cfg *config.Config, ns mesh.Namespace
 // on an external server, where no `mesh up` or `mesh nats` does it, and
 // roles with identities of their own may only bind.
 func runProvision(ctx context.Context, cfg *config.Config, _ []string) error {
-	log := newLogger(cfg).With().Str("role", identity.RoleAdmin).Logger()
+	base, err := newLogger(cfg)
+	if err != nil {
+		return err
+	}
+	log := base.With().Str("role", identity.RoleAdmin).Logger()
 	ns, err := mesh.NewNamespace(cfg.Mesh.Prefix)
 	if err != nil {
 		return err

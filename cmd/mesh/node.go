@@ -79,7 +79,11 @@ func startNode(ctx context.Context, cfg *config.Config, role string) (*node, err
 	}
 	// The process's one logger names its role and node, once: the roles add
 	// their own keys (agent, session …) to it, never these two again.
-	log := newLogger(cfg).With().Str("role", role).Str("node", id).Logger()
+	base, err := newLogger(cfg)
+	if err != nil {
+		return nil, err
+	}
+	log := base.With().Str("role", role).Str("node", id).Logger()
 	ns, err := mesh.NewNamespace(cfg.Mesh.Prefix)
 	if err != nil {
 		return nil, err

@@ -4,10 +4,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -34,16 +36,27 @@ func runAgent(ctx context.Context, cfg *config.Config, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %w", errConfig, err)
 	}
-	agents := cfg.Agents()
+	var agents []*config.Config
+	for _, a := range cfg.Agents() {
+		if a.IsEnabled() {
+			agents = append(agents, a)
+		}
+	}
 	if *only != "" {
 		agents = nil
 		for _, name := range strings.Split(*only, ",") {
 			a := cfg.AgentNamed(strings.TrimSpace(name))
-			if a == nil {
+			switch {
+			case a == nil:
 				return fmt.Errorf("%w: --agents: %q is not an agent of %s", errConfig, name, cfg.Path)
+			case !a.IsEnabled():
+				return fmt.Errorf("%w: --agents: %q has enabled: false in %s", errConfig, name, cfg.Path)
 			}
 			agents = append(agents, a)
 		}
+	}
+	if len(agents) == 0 {
+		return fmt.Errorf("%w: no agent to serve: %s disables its agent (enabled: false) and defines no other", errConfig, cfg.Path)
 	}
 	// The keys of the models the agents call; a group's selector model is
 	// the group role's.
@@ -241,25 +254,58 @@ func runBridge(ctx context.Context, cfg *config.Config, _ []string) error {
 	return b.Run(ctx)
 }
 
-func newLogger(cfg *config.Config) zerolog.Logger {
+// zerologFields sets zerolog's package-wide field settings once.
+var zerologFields sync.Once
+
+// newLogger is the process's logger: log.level, log.format and
+// log.outputs; an output file that cannot be opened is a configuration
+// error.
+func newLogger(cfg *config.Config) (zerolog.Logger, error) {
 	level, err := zerolog.ParseLevel(cfg.Log.Level)
 	if err != nil || cfg.Log.Level == "" {
 		level = zerolog.InfoLevel
 	}
-	zerolog.DurationFieldUnit = time.Millisecond
-	zerolog.ErrorFieldName = "err"
-	format := cfg.Log.Format
-	if format == "" {
-		format = "json"
-		if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			format = "console"
+	zerologFields.Do(func() {
+		zerolog.DurationFieldUnit = time.Millisecond
+		zerolog.ErrorFieldName = "err"
+	})
+	outputs := cfg.Log.Outputs
+	if len(outputs) == 0 {
+		outputs = []string{config.LogStderr}
+	}
+	writers := make([]io.Writer, 0, len(outputs))
+	for _, o := range outputs {
+		var f *os.File
+		switch o {
+		case config.LogStderr:
+			f = os.Stderr
+		case config.LogStdout:
+			f = os.Stdout
+		default:
+			// The process's log file stays open for its life; lines from
+			// several processes sharing it are appended whole (O_APPEND).
+			if f, err = os.OpenFile(o, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err != nil {
+				return zerolog.Nop(), fmt.Errorf("%w: log.outputs: %w", errConfig, err)
+			}
+			writers = append(writers, f)
+			continue
+		}
+		format := cfg.Log.Format
+		if format == "" {
+			format = "json"
+			if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+				format = "console"
+			}
+		}
+		if format == "console" {
+			writers = append(writers, zerolog.ConsoleWriter{Out: f, TimeFormat: "15:04:05.000"})
+		} else {
+			writers = append(writers, f)
 		}
 	}
-	var l zerolog.Logger
-	if format == "console" {
-		l = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05.000"})
-	} else {
-		l = zerolog.New(os.Stderr)
+	out := writers[0]
+	if len(writers) > 1 {
+		out = zerolog.MultiLevelWriter(writers...)
 	}
-	return l.Level(level).With().Timestamp().Logger()
+	return zerolog.New(out).Level(level).With().Timestamp().Logger(), nil
 }

@@ -38,7 +38,10 @@ func runStatus(ctx context.Context, cfg *config.Config, args []string) error {
 	if err != nil {
 		return err
 	}
-	log := newLogger(cfg)
+	log, err := newLogger(cfg)
+	if err != nil {
+		return err
+	}
 	nc, _, err := connectAs(cfg, ns, identity.RoleAdmin, "mesh-status", log)
 	if err != nil {
 		return err

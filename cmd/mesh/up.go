@@ -66,7 +66,11 @@ func runUp(ctx context.Context, cfg *config.Config, args []string) error {
 			return fmt.Errorf("%w: %s: %w", errConfig, field, err)
 		}
 	}
-	log := newLogger(cfg).With().Str("role", "up").Logger()
+	base, err := newLogger(cfg)
+	if err != nil {
+		return err
+	}
+	log := base.With().Str("role", "up").Logger()
 	roleEnv, err := approvalKeys(cfg, log)
 	if err != nil {
 		return err
@@ -286,7 +290,11 @@ func withURL(cfg *config.Config, url string) *config.Config {
 // mesh with the admin identity, so that roles started by hand find what
 // they bind; they find their identities under <data_dir>/creds.
 func runNATS(ctx context.Context, cfg *config.Config, _ []string) error {
-	log := newLogger(cfg).With().Str("role", mesh.RoleNATS).Logger()
+	base, err := newLogger(cfg)
+	if err != nil {
+		return err
+	}
+	log := base.With().Str("role", mesh.RoleNATS).Logger()
 	ns, err := mesh.NewNamespace(cfg.Mesh.Prefix)
 	if err != nil {
 		return err

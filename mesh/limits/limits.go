@@ -24,12 +24,13 @@ import (
 // compare-and-set on the key's last revision, with a per-key TTL, so that
 // two bridges spend one budget and an idle key goes away by itself.
 //
-// A budget of n requests a minute is a token bucket of n tokens refilled
-// over a minute, kept as one number (the generic cell rate algorithm): the
-// theoretical arrival time tat, a time in unix nanoseconds. A request at now
-// moves tat to max(tat, now) + 1min/n and is allowed when the new tat is at
-// most a minute ahead of now; a refused request changes nothing, and may
-// try again at new tat - 1min (its resetAt).
+// A budget of n requests a window (a minute by default) is a token bucket
+// of n tokens refilled over the window, kept as one number (the generic
+// cell rate algorithm): the theoretical arrival time tat, a time in unix
+// nanoseconds. A request at now moves tat to max(tat, now) + window/n and
+// is allowed when the new tat is at most a window ahead of now; a refused
+// request changes nothing, and may try again at new tat - window (its
+// resetAt).
 
 // Keys of the limits bucket: <kind>.<hash of the id>. A principal's name
 // or a client's address never appears in a key.
@@ -41,12 +42,11 @@ const (
 	ActiveAll = "active.all"
 )
 
-// Per-key TTLs: a budget idle for rateTTL is full again anyway; a set of
-// active conversations that no one touched for a day is dropped (its
-// entries would be checked again on the next admission).
+// Per-key TTLs: a budget idle for two of its windows is full again
+// anyway; a set of active conversations that no one touched for a day is
+// dropped (its entries would be checked again on the next admission).
 const (
-	rateTTL = 2 * time.Minute
-	setTTL  = 24 * time.Hour
+	setTTL = 24 * time.Hour
 	// casTries bounds the compare-and-set attempts of one operation.
 	casTries = 8
 	// maxCached bounds the revisions a Limits remembers.
@@ -97,13 +97,17 @@ type Budget struct {
 	ResetAt time.Time
 }
 
-// Take takes one request from the budget key of perMinute requests a
-// minute. An error (NATS unreachable, [ErrContention]) takes nothing.
-func (l *Store) Take(ctx context.Context, key string, perMinute int) (Budget, error) {
-	if perMinute <= 0 {
+// Take takes one request from the budget key of n requests a window.
+// Zero window means a minute. An error (NATS unreachable,
+// [ErrContention]) takes nothing.
+func (l *Store) Take(ctx context.Context, key string, n int, window time.Duration) (Budget, error) {
+	if n <= 0 {
 		return Budget{Allowed: true}, nil
 	}
-	interval := int64(time.Minute) / int64(perMinute)
+	if window <= 0 {
+		window = time.Minute
+	}
+	interval := int64(window) / int64(n)
 	cached, ok := l.cached(key)
 	for range casTries {
 		if !ok {
@@ -114,12 +118,12 @@ func (l *Store) Take(ctx context.Context, key string, perMinute int) (Budget, er
 		}
 		now := l.now().UnixNano()
 		tat := max(cached.tat, now) + interval
-		if tat-now > int64(time.Minute) {
+		if tat-now > int64(window) {
 			// What this process saw last is at most what the key holds:
 			// a refusal on it is a refusal on the key.
-			return Budget{ResetAt: time.Unix(0, tat-int64(time.Minute))}, nil
+			return Budget{ResetAt: time.Unix(0, tat-int64(window))}, nil
 		}
-		rev, err := l.write(ctx, key, strconv.AppendInt(nil, tat, 10), cached.rev, rateTTL)
+		rev, err := l.write(ctx, key, strconv.AppendInt(nil, tat, 10), cached.rev, 2*window)
 		if err == nil {
 			l.remember(key, limitEntry{rev: rev, tat: tat})
 			return Budget{Allowed: true}, nil

@@ -42,13 +42,13 @@ func TestLimitsBudgetIsSharedByTwoBridges(t *testing.T) {
 		if i%2 == 1 {
 			l = b
 		}
-		d, err := l.Take(ctx, key, 10)
+		d, err := l.Take(ctx, key, 10, time.Minute)
 		if err != nil || !d.Allowed {
 			t.Fatalf("request %d: %+v, %v; want allowed", i+1, d, err)
 		}
 	}
 	for _, l := range []*limits.Store{a, b} {
-		d, err := l.Take(ctx, key, 10)
+		d, err := l.Take(ctx, key, 10, time.Minute)
 		if err != nil || d.Allowed {
 			t.Fatalf("11th request: %+v, %v; want refused", d, err)
 		}
@@ -57,7 +57,7 @@ func TestLimitsBudgetIsSharedByTwoBridges(t *testing.T) {
 		}
 	}
 	// Another principal has a budget of its own.
-	if d, err := b.Take(ctx, limits.Key(limits.RatePrincipal, "bob"), 10); err != nil || !d.Allowed {
+	if d, err := b.Take(ctx, limits.Key(limits.RatePrincipal, "bob"), 10, time.Minute); err != nil || !d.Allowed {
 		t.Errorf("bob: %+v, %v", d, err)
 	}
 }
@@ -72,21 +72,46 @@ func TestLimitsBudgetRefills(t *testing.T) {
 	b.SetClock(clock)
 	key := limits.Key(limits.RateIP, "192.0.2.1")
 	for range 10 {
-		if d, _ := a.Take(t.Context(), key, 10); !d.Allowed {
+		if d, _ := a.Take(t.Context(), key, 10, time.Minute); !d.Allowed {
 			t.Fatal("refused within the budget")
 		}
 	}
-	if d, _ := b.Take(t.Context(), key, 10); d.Allowed {
+	if d, _ := b.Take(t.Context(), key, 10, time.Minute); d.Allowed {
 		t.Fatal("allowed past the budget")
 	}
 	mu.Lock()
 	now = now.Add(6 * time.Second)
 	mu.Unlock()
-	if d, _ := b.Take(t.Context(), key, 10); !d.Allowed {
+	if d, _ := b.Take(t.Context(), key, 10, time.Minute); !d.Allowed {
 		t.Fatal("refused after a refill")
 	}
-	if d, _ := a.Take(t.Context(), key, 10); d.Allowed {
+	if d, _ := a.Take(t.Context(), key, 10, time.Minute); d.Allowed {
 		t.Fatal("allowed twice after one refill")
+	}
+}
+
+// A budget over another window: 5 in 10 s refuses the 6th with a resetAt
+// 2 s (10 s / 5) ahead, and gives one request back 2 s later.
+func TestLimitsBudgetOverAWindow(t *testing.T) {
+	a, _ := twoBridges(t)
+	now := time.Now()
+	a.SetClock(func() time.Time { return now })
+	key := limits.Key(limits.RatePrincipal, "carol")
+	for i := range 5 {
+		if d, err := a.Take(t.Context(), key, 5, 10*time.Second); err != nil || !d.Allowed {
+			t.Fatalf("request %d: %+v, %v; want allowed", i+1, d, err)
+		}
+	}
+	d, err := a.Take(t.Context(), key, 5, 10*time.Second)
+	if err != nil || d.Allowed {
+		t.Fatalf("6th request: %+v, %v; want refused", d, err)
+	}
+	if wait := d.ResetAt.Sub(now); wait != 2*time.Second {
+		t.Errorf("resetAt %s after now, want 2s", wait)
+	}
+	now = now.Add(2 * time.Second)
+	if d, _ := a.Take(t.Context(), key, 5, 10*time.Second); !d.Allowed {
+		t.Error("refused 2 s later, after a refill")
 	}
 }
 
@@ -104,7 +129,7 @@ func TestLimitsBudgetUnderConcurrency(t *testing.T) {
 		}
 		wg.Go(func() {
 			for range 5 {
-				d, err := l.Take(t.Context(), key, 30)
+				d, err := l.Take(t.Context(), key, 30, time.Minute)
 				switch {
 				case err != nil:
 					failed.Add(1)

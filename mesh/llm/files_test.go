@@ -35,6 +35,10 @@ func TestProviderFiles(t *testing.T) {
 			{MediaType: "image/png", Data: []byte(png)},
 			{URL: "https://example.com/dog.jpg"},
 		}},
+		"cohere": {Role: llm.RoleUser, Content: ask + "[file report.pdf (application/pdf) not shown to this model]" + notes, Files: []llm.File{
+			{MediaType: "image/png", Data: []byte(png)},
+			{URL: "https://example.com/dog.jpg"},
+		}},
 		"anthropic": {Role: llm.RoleUser, Content: ask, Files: []llm.File{
 			{MediaType: "image/png", Data: []byte(png)},
 			{MediaType: "application/pdf", Name: "report.pdf", Data: []byte(pdf)},

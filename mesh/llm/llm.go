@@ -55,6 +55,9 @@
 //     OPENAI_BASE_URL.
 //   - ollama:…: Chat Completions at http://localhost:11434/v1 or
 //     OLLAMA_BASE_URL, no key.
+//   - command-… or cohere:…: Cohere's OpenAI-compatible Chat Completions
+//     at https://api.cohere.ai/compatibility/v1 or COHERE_BASE_URL. Key
+//     COHERE_API_KEY, sent as Authorization: Bearer.
 //
 // Any OpenAI-compatible server works as openai:<model> with its base URL and
 // no key: vLLM (http://host:8000/v1), llama.cpp's llama-server

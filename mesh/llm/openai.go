@@ -5,7 +5,9 @@ package llm
 // (OPENAI_API_KEY) when a key is set. The same code serves every
 // OpenAI-compatible server through its base URL (Ollama, vLLM, llama.cpp,
 // LM Studio, gateways), which usually need no key; the ollama provider is
-// this one with base http://localhost:11434/v1 (OLLAMA_BASE_URL).
+// this one with base http://localhost:11434/v1 (OLLAMA_BASE_URL), and the
+// cohere provider this one with base https://api.cohere.ai/compatibility/v1
+// (COHERE_BASE_URL) and a key (COHERE_API_KEY).
 //
 // The system prompt is the first message (role system); assistant messages
 // carry tool_calls (id, type function, function.name, function.arguments
@@ -33,6 +35,7 @@ import (
 const (
 	openAIDefaultBase = "https://api.openai.com/v1"
 	ollamaDefaultBase = "http://localhost:11434/v1"
+	cohereDefaultBase = "https://api.cohere.ai/compatibility/v1"
 )
 
 type openAIProvider struct {
@@ -65,6 +68,12 @@ func newOpenAI(model modelspec.Model, opts Options, defaultBase string) *openAIP
 }
 
 func (p *openAIProvider) Model() string { return p.model.String() }
+
+// noPDF says the server takes no PDF file parts: Ollama's and Cohere's
+// compatible APIs read text and images only.
+func (p *openAIProvider) noPDF() bool {
+	return p.model.Provider == modelspec.ProviderOllama || p.model.Provider == modelspec.ProviderCohere
+}
 
 // Generate sends req to Chat Completions, streaming when req.OnText is set.
 func (p *openAIProvider) Generate(ctx context.Context, req Request) (*Response, error) {
@@ -141,7 +150,7 @@ func (p *openAIProvider) encode(req Request, stream bool) ([]byte, error) {
 		return nil, err
 	}
 	history := func(b []byte) ([]byte, error) {
-		return appendOpenAIHistory(b, req.System, req.Messages, p.model.Provider == modelspec.ProviderOllama)
+		return appendOpenAIHistory(b, req.System, req.Messages, p.noPDF())
 	}
 	return appendOpenAIRequest(make([]byte, 0, 4096), &r, history, tools)
 }
@@ -149,7 +158,7 @@ func (p *openAIProvider) encode(req Request, stream bool) ([]byte, error) {
 // request is the request body as a value: what encode writes.
 func (p *openAIProvider) request(req Request, stream bool) openAIRequest {
 	out := p.settings(req, stream)
-	out.Messages = openAIMessages(req.System, req.Messages, p.model.Provider == modelspec.ProviderOllama)
+	out.Messages = openAIMessages(req.System, req.Messages, p.noPDF())
 	out.Tools = openAITools(req.Tools)
 	return out
 }
@@ -183,7 +192,7 @@ func (p *openAIProvider) settings(req Request, stream bool) openAIRequest {
 	return out
 }
 
-func openAIMessages(system string, msgs []Message, ollama bool) []openAIMessage {
+func openAIMessages(system string, msgs []Message, noPDF bool) []openAIMessage {
 	var out []openAIMessage
 	if system != "" {
 		out = append(out, openAIMessage{Role: "system", Content: &system})
@@ -213,7 +222,7 @@ func openAIMessages(system string, msgs []Message, ollama bool) []openAIMessage 
 			out = append(out, openAIMessage{Role: "tool", ToolCallID: m.ToolCallID, Content: &content})
 		default:
 			if len(m.Files) > 0 {
-				out = append(out, openAIMessage{Role: "user", Content: openAIParts(content, m.Files, ollama)})
+				out = append(out, openAIMessage{Role: "user", Content: openAIParts(content, m.Files, noPDF)})
 				continue
 			}
 			out = append(out, openAIMessage{Role: "user", Content: &content})
@@ -237,9 +246,10 @@ type openAIPart struct {
 }
 
 // openAIParts is the content array of a user message with files. Chat
-// Completions takes a PDF only inline (a file part; Ollama none) and a
+// Completions takes a PDF only inline (a file part; Ollama and Cohere
+// none: noPDF) and a
 // text file as text: a file it cannot take is a placeholder.
-func openAIParts(text string, files []File, ollama bool) []openAIPart {
+func openAIParts(text string, files []File, noPDF bool) []openAIPart {
 	var out []openAIPart
 	if text != "" {
 		out = append(out, openAIPart{Type: "text", Text: text})
@@ -256,7 +266,7 @@ func openAIParts(text string, files []File, ollama bool) []openAIPart {
 			out = append(out, p)
 		case f.MediaType == "text/plain" && f.URL == "":
 			out = append(out, openAIPart{Type: "text", Text: f.textOf()})
-		case f.MediaType == "application/pdf" && f.URL == "" && !ollama:
+		case f.MediaType == "application/pdf" && f.URL == "" && !noPDF:
 			out = append(out, openAIPart{Type: "file", File: &struct {
 				Filename string `json:"filename,omitempty"`
 				FileData string `json:"file_data"`

@@ -60,7 +60,7 @@ func appendOpenAIRequest(b []byte, r *openAIRequest, history func([]byte) ([]byt
 
 // appendOpenAIHistory appends the messages array openAIMessages makes of
 // system and msgs, as json.Marshal writes it, without making it.
-func appendOpenAIHistory(b []byte, system string, msgs []Message, ollama bool) ([]byte, error) {
+func appendOpenAIHistory(b []byte, system string, msgs []Message, noPDF bool) ([]byte, error) {
 	start := len(b)
 	b = append(b, '[')
 	if system != "" {
@@ -102,7 +102,7 @@ func appendOpenAIHistory(b []byte, system string, msgs []Message, ollama bool) (
 				b = appendOpenAIText(b, "user", m.Content, "")
 				continue
 			}
-			parts, err := json.Marshal(openAIParts(m.Content, m.Files, ollama))
+			parts, err := json.Marshal(openAIParts(m.Content, m.Files, noPDF))
 			if err != nil {
 				return nil, err
 			}

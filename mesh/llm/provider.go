@@ -69,8 +69,9 @@ type Options struct {
 
 // NewCloud returns the provider of a model served over HTTP: google
 // (Gemini), anthropic, openai (and any OpenAI-compatible server through
-// BaseURL), or ollama. Google and Anthropic need an API key, and so does
-// OpenAI at its default base URL; the error names the environment
+// BaseURL), ollama, or cohere (its OpenAI-compatible API). Google,
+// Anthropic and Cohere need an API key, and so does OpenAI at its default
+// base URL; the error names the environment
 // variable to set. The offline planner is no cloud provider: package
 // mesh/llm/models builds every provider of a model name, offline included.
 func NewCloud(model modelspec.Model, opts Options) (Provider, error) {
@@ -110,6 +111,11 @@ func NewCloud(model modelspec.Model, opts Options) (Provider, error) {
 		return newOpenAI(model, opts, openAIDefaultBase), nil
 	case modelspec.ProviderOllama:
 		return newOpenAI(model, opts, ollamaDefaultBase), nil
+	case modelspec.ProviderCohere:
+		if err := needKey(); err != nil {
+			return nil, err
+		}
+		return newOpenAI(model, opts, cohereDefaultBase), nil
 	}
-	return nil, fmt.Errorf("llm: unknown provider %q (model %s); use google, anthropic, openai, ollama or offline", model.Provider, model)
+	return nil, fmt.Errorf("llm: unknown provider %q (model %s); use google, anthropic, openai, ollama, cohere or offline", model.Provider, model)
 }

@@ -29,6 +29,9 @@ func TestNewCloud(t *testing.T) {
 		{name: "compatible server without key", model: "openai:qwen2.5-7b-instruct", opts: Options{BaseURL: "http://localhost:8000/v1"}, wantModel: "openai:qwen2.5-7b-instruct", wantBase: "http://localhost:8000/v1"},
 		{name: "ollama", model: "ollama:llama3.2", wantModel: "ollama:llama3.2", wantBase: "http://localhost:11434/v1"},
 		{name: "ollama elsewhere", model: "ollama:qwen3", opts: Options{BaseURL: "http://gpu-box:11434/v1"}, wantModel: "ollama:qwen3", wantBase: "http://gpu-box:11434/v1"},
+		{name: "cohere", model: "command-a-03-2025", opts: Options{APIKey: "k"}, wantModel: "cohere:command-a-03-2025", wantBase: "https://api.cohere.ai/compatibility/v1"},
+		{name: "cohere by prefix", model: "cohere:command-r7b-12-2024", opts: Options{APIKey: "k", BaseURL: "https://gw.example.com/cohere/v1"}, wantModel: "cohere:command-r7b-12-2024", wantBase: "https://gw.example.com/cohere/v1"},
+		{name: "cohere without key", model: "command-r-plus", wantErr: "COHERE_API_KEY"},
 		{name: "bad base URL", model: "ollama:qwen3", opts: Options{BaseURL: "localhost:11434"}, wantErr: "not an http(s) URL"},
 	}
 	for _, tt := range tests {

@@ -32,7 +32,7 @@ const testKey = "sk-test-Zq8yX3pL0sWv5"
 
 // wire is one API a provider speaks, and the model the provider is for.
 type wire struct {
-	name  string // gemini, anthropic, openai or ollama (OpenAI's API, no key)
+	name  string // gemini, anthropic, openai, ollama (OpenAI's API, no key) or cohere (OpenAI's API)
 	api   llmtest.API
 	model string // as configured, provider prefix and all
 }
@@ -45,10 +45,13 @@ var (
 	anthropicWire = wire{"anthropic", llmtest.Anthropic, "anthropic:claude-sonnet-4-5"}
 	openAIWire    = wire{"openai", llmtest.OpenAI, "gpt-4o-mini"}
 	ollamaWire    = wire{"ollama", llmtest.OpenAI, "ollama:llama3.2"}
+	cohereWire    = wire{"cohere", llmtest.OpenAI, "command-a-03-2025"}
 )
 
 // wires are the APIs under contract.
-func wires() []wire { return []wire{geminiWire, anthropicWire, openAIWire, ollamaWire} }
+func wires() []wire {
+	return []wire{geminiWire, anthropicWire, openAIWire, ollamaWire, cohereWire}
+}
 
 // reply is what the model answers, whatever the wire.
 type reply struct {

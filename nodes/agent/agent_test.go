@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -332,6 +333,9 @@ func TestTextTurn(t *testing.T) {
 	if c.LastRun.Usage == nil || c.LastRun.Usage.InputTokens != 3 {
 		t.Errorf("usage = %+v", c.LastRun.Usage)
 	}
+	if c.LastRun.Model != "script" || len(c.LastRun.ToolsCalled) != 0 {
+		t.Errorf("last run model %q, tools called %q; want script and none", c.LastRun.Model, c.LastRun.ToolsCalled)
+	}
 }
 
 func TestSafeAndDestructiveCallsInOneAnswer(t *testing.T) {
@@ -360,6 +364,24 @@ func TestSafeAndDestructiveCallsInOneAnswer(t *testing.T) {
 	}
 	if f.callCount(calls[0].ID) != 1 || f.callCount(calls[1].ID) != 0 {
 		t.Errorf("safe call ran %d times, destructive %d; want 1 and 0", f.callCount(calls[0].ID), f.callCount(calls[1].ID))
+	}
+	if got := c.LastRun.ToolsCalled; !slices.Equal(got, []string{"safe"}) {
+		t.Errorf("tools called before the pause = %q, want [safe]", got)
+	}
+	// The call that ran says how long it took; the results of calls the
+	// mesh did not make (none yet) would not.
+	var timedResults int
+	for _, ev := range f.events(conv) {
+		if ev.Type != mesh.EventToolCallResult {
+			continue
+		}
+		if ms, ok := ev.Metadata["durationMs"].(float64); !ok || ms < 0 {
+			t.Errorf("TOOL_CALL_RESULT of %s: metadata %v, want durationMs", ev.ToolCallID, ev.Metadata)
+		}
+		timedResults++
+	}
+	if timedResults != 1 {
+		t.Errorf("%d TOOL_CALL_RESULTs, want the safe call's", timedResults)
 	}
 
 	// Approving the first runs it with call id = approval id, then pauses on the second.
@@ -396,6 +418,21 @@ func TestSafeAndDestructiveCallsInOneAnswer(t *testing.T) {
 	final := c.LastAssistantText()
 	if !strings.Contains(final, "ran safe") || !strings.Contains(final, "ran danger") || !strings.Contains(final, "rejected") {
 		t.Errorf("final answer %q should hold the three results", final)
+	}
+	if got := c.LastRun.ToolsCalled; !slices.Equal(got, []string{"danger"}) {
+		t.Errorf("tools called by the last resume = %q, want [danger] (the rejected call)", got)
+	}
+	var rejections int
+	for _, ev := range f.events(conv) {
+		if ev.Type == mesh.EventToolCallResult && strings.HasPrefix(ev.Content, "rejected") {
+			rejections++
+			if _, ok := ev.Metadata["durationMs"]; ok || ev.Metadata["isError"] != true {
+				t.Errorf("the rejected call's result: metadata %v, want isError and no duration", ev.Metadata)
+			}
+		}
+	}
+	if rejections != 1 {
+		t.Errorf("%d rejected results in the events, want 1", rejections)
 	}
 	// A redelivered resume changes nothing.
 	f.enqueue(mesh.WorkItem{Kind: mesh.WorkResume, Session: conv, TurnID: first.UUID + "-again", ApprovalID: first.UUID})

@@ -199,7 +199,7 @@ func (t *turn) queuedIn(c *mesh.Conversation) bool {
 // userMessage is the user's message the turn's work item carries.
 func (t *turn) userMessage(at time.Time) mesh.Message {
 	id := t.item.TurnID
-	return mesh.Message{ID: id, Role: mesh.RoleUser, Content: t.item.Message, Files: t.item.Files, TurnID: id, CreatedAt: at}
+	return mesh.Message{ID: id, Role: mesh.RoleUser, Content: t.item.Message, Files: t.item.Files, Metadata: t.item.Metadata, TurnID: id, CreatedAt: at}
 }
 
 // claimedIn says c holds this work item's claim: recorded, or, for a

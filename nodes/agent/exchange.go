@@ -21,6 +21,7 @@ type exchange struct {
 	iterations int            // model calls made, a resumed run's earlier ones included
 	notices    int            // notices added
 	usage      llm.Usage      // tokens of this run's model calls
+	model      string         // the model of this run's last model call
 	state      stateChange    // the run's changes of the conversation state
 }
 

@@ -118,16 +118,20 @@ func (p *remotePool) states() map[string]string {
 }
 
 // Info is what the agent says of itself in its node's heartbeats, for the
-// agent directory: the tools and sub-agents its llm steps are offered as
-// the catalog stands, and its workers, busy or not.
+// agent directory: the models its llm steps call, the tools and
+// sub-agents they are offered as the catalog stands, and its workers, busy
+// or not.
 func (a *Role) Info() mesh.AgentInfo {
-	info := mesh.AgentInfo{Name: a.name, Description: a.cfg.Agent.Description, Workers: a.workers, Busy: a.loop.Busy(), Waiting: int(a.modelWaiting.Load())}
-	tools, subs := map[string]bool{}, map[string]bool{}
+	info := mesh.AgentInfo{Name: a.name, Description: a.cfg.Agent.Description, Capabilities: a.cfg.Agent.Capabilities, Workers: a.workers, Busy: a.loop.Busy(), Waiting: int(a.modelWaiting.Load())}
+	tools, subs, models := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, s := range a.steps {
 		switch s.cfg.Type {
 		case config.NodeA2A:
 			subs[s.cfg.Name] = true
 		case config.NodeLLM:
+			if s.provider != nil {
+				models[s.provider.Model()] = true
+			}
 			o := a.stepTools(s)
 			for _, t := range o.tools {
 				if r, ok := o.remote[t.Name]; ok {
@@ -139,5 +143,6 @@ func (a *Role) Info() mesh.AgentInfo {
 		}
 	}
 	info.Tools, info.SubAgents = slices.Sorted(maps.Keys(tools)), slices.Sorted(maps.Keys(subs))
+	info.Models = slices.Sorted(maps.Keys(models))
 	return info
 }

@@ -146,6 +146,7 @@ func (t *turn) generate(ctx context.Context) (*llm.Response, string, error) {
 	resp, err := t.step.provider.Generate(t.queue.context(t.log.WithContext(ctx)), req)
 	if err == nil {
 		t.ex.usage = t.ex.usage.Add(resp.Usage)
+		t.ex.model = t.step.provider.Model()
 		if !streamed && resp.Text != "" {
 			start()
 			t.emit(mesh.Event{Type: mesh.EventTextMessageContent, MessageID: msgID, Delta: resp.Text})
@@ -340,20 +341,27 @@ func (t *turn) emitCall(call mesh.ToolCall) {
 
 // result records a tool's answer as a tool message and a TOOL_CALL_RESULT.
 func (t *turn) result(call mesh.ToolCall, content string, isError bool) {
-	t.decidedResult(call, content, isError, "")
+	t.decidedResult(call, toolAnswer{content: content, isError: isError}, "")
 }
 
-// decidedResult is result for a call that waited for an approval decided
-// by by.
-func (t *turn) decidedResult(call mesh.ToolCall, content string, isError bool, by string) {
+// decidedResult is result for an answer a, of a call that waited for an
+// approval decided by by (empty: none). The TOOL_CALL_RESULT's metadata
+// says whether it failed (isError) and how long a timed call took
+// (durationMs), which AG-UI's result has no fields for.
+func (t *turn) decidedResult(call mesh.ToolCall, a toolAnswer, by string) {
 	id := call.ID + "-result"
-	m := t.message(id, mesh.RoleTool, content)
-	m.ToolCallID, m.ToolName, m.IsError, m.DecidedBy = call.ID, call.Name, isError, by
+	m := t.message(id, mesh.RoleTool, a.content)
+	m.ToolCallID, m.ToolName, m.IsError, m.DecidedBy = call.ID, call.Name, a.isError, by
 	t.ex.add(m)
-	ev := mesh.Event{Type: mesh.EventToolCallResult, MessageID: id, ToolCallID: call.ID, Content: content, Role: string(mesh.RoleTool)}
-	if isError {
-		// AG-UI's result has no error flag; streams that show failures read this.
-		ev.Metadata = map[string]any{"isError": true}
+	ev := mesh.Event{Type: mesh.EventToolCallResult, MessageID: id, ToolCallID: call.ID, Content: a.content, Role: string(mesh.RoleTool)}
+	if a.isError || a.timed {
+		ev.Metadata = map[string]any{}
+	}
+	if a.isError {
+		ev.Metadata["isError"] = true
+	}
+	if a.timed {
+		ev.Metadata["durationMs"] = a.took.Milliseconds()
 	}
 	t.emit(ev)
 }

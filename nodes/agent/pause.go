@@ -132,7 +132,7 @@ func (t *turn) resolveDecided(ctx context.Context, call mesh.ToolCall, ap *mesh.
 		if decider != "" {
 			by = " (" + decider + ")"
 		}
-		t.decidedResult(call, "rejected: the approver"+by+" rejected this call; it was not run", true, decider)
+		t.decidedResult(call, toolAnswer{content: "rejected: the approver" + by + " rejected this call; it was not run", isError: true}, decider)
 		if !t.a.simple {
 			t.end.rejected = call.Name // ends the tree (stopRejected)
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"time"
 
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/llm"
@@ -36,6 +37,11 @@ type toolAnswer struct {
 	content string
 	isError bool
 	state   json.RawMessage
+	// took is how long the call took, as the agent waited for it (its
+	// policy approval included); timed says it was measured: a tool the
+	// mesh did not call (refused, rejected, built in) has no duration.
+	took  time.Duration
+	timed bool
 }
 
 // stateChange is the run's changes of the conversation state: the patches
@@ -65,7 +71,7 @@ func (t *turn) answer(call mesh.ToolCall, a toolAnswer, by string) {
 		t.log.Warn().Err(err).Str("tool", call.Name).Msg("state change refused")
 		a.content += fmt.Sprintf("\n\n(The state change of %s was refused: %v.)", call.Name, err)
 	}
-	t.decidedResult(call, a.content, a.isError, by)
+	t.decidedResult(call, a, by)
 	if len(delta) > 0 {
 		t.emit(mesh.Event{Type: mesh.EventStateDelta, Delta: delta})
 	}

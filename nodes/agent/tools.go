@@ -197,8 +197,15 @@ const approvedToolWait = 30 * time.Second
 // as an error result the model and the user can read, not as a Go error:
 // the turn goes on, and the model may try another way or say what failed.
 func (t *turn) callTool(ctx context.Context, call mesh.ToolCall, callID string, wait time.Duration, approval *mesh.ApprovalStatement) toolAnswer {
+	start := time.Now()
 	res, err := t.requestTool(ctx, call, callID, wait, approval)
-	return t.toolOutcome(call, res, err)
+	return timed(t.toolOutcome(call, res, err), start)
+}
+
+// timed is a with the time since start as its duration.
+func timed(a toolAnswer, start time.Time) toolAnswer {
+	a.took, a.timed = time.Since(start), true
+	return a
 }
 
 // toolOutcome is the result the model and the user read, and the state
@@ -220,6 +227,7 @@ func (t *turn) toolOutcome(call mesh.ToolCall, res *mesh.ToolResult, err error) 
 func (t *turn) callUnattended(ctx context.Context, call mesh.ToolCall) toolAnswer {
 	var approval *mesh.ApprovalStatement
 	var err error
+	start := time.Now()
 	if !t.a.tools.Load().readOnly(call.Server, call.Tool) {
 		if approval, err = t.policyApproval(ctx, call); err != nil {
 			return t.toolOutcome(call, nil, err)
@@ -231,7 +239,7 @@ func (t *turn) callUnattended(ctx context.Context, call mesh.ToolCall) toolAnswe
 			res, err = t.requestTool(ctx, call, call.ID, t.a.toolWait, approval)
 		}
 	}
-	return t.toolOutcome(call, res, err)
+	return timed(t.toolOutcome(call, res, err), start)
 }
 
 // policyApproval asks the approver to approve the call by policy: a tool

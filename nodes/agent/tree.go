@@ -106,10 +106,16 @@ func (t *turn) apply(c *mesh.Conversation, key string, gen int, o outcome, p *pl
 		sum.OutputTokens += u.OutputTokens
 		tr.Usage = &sum
 	}
+	if t.ex.model != "" {
+		tr.Model = t.ex.model
+	}
 	now := time.Now().UTC()
 	for _, m := range t.ex.added {
 		if !c.HasMessage(m.ID) {
 			c.Messages = append(c.Messages, m)
+			if m.Role == mesh.RoleTool {
+				tr.ToolsCalled = append(tr.ToolsCalled, m.ToolName)
+			}
 		}
 	}
 	t.applyState(c, p)
@@ -340,7 +346,8 @@ func (t *turn) summarize(c *mesh.Conversation, p *plan) {
 	c.MarkTurn(tr.ID)
 	tr.Runs = nil
 	p.usage = tr.Usage
-	summary := &mesh.RunSummary{ID: tr.ID, Runs: p.endRuns, Outcome: p.runOutcome, Response: p.response, ErrorCode: p.errCode, Error: p.errText, Usage: p.usage, FinishedAt: time.Now().UTC()}
+	summary := &mesh.RunSummary{ID: tr.ID, Runs: p.endRuns, Outcome: p.runOutcome, Response: p.response, ErrorCode: p.errCode, Error: p.errText, Usage: p.usage,
+		Model: tr.Model, ToolsCalled: tr.ToolsCalled, FinishedAt: time.Now().UTC()}
 	if !t.a.simple {
 		summary.Steps = stepSummaries(tr)
 	}
@@ -378,7 +385,8 @@ func (t *turn) waitTree(c *mesh.Conversation, p *plan) {
 		waitingAt, outputKey, iterations = at.Path, t.a.steps[at.Key].cfg.OutputKey, at.Iterations
 	}
 	c.PipelineState = &mesh.PipelineState{PausedStepPath: waitingAt, PausedStepOutputKey: outputKey, SessionState: stringState(c.State), UserMessage: tr.UserMessage, RunID: t.runID(), Iterations: iterations}
-	tr.Usage = nil // counted in this summary; the resumes count afresh
+	// Counted in this summary: the resumes count afresh.
+	tr.Usage, tr.ToolsCalled = nil, nil
 	c.Turn = nil
 	if p.group != "" {
 		c.Group.Round.Waiting = true

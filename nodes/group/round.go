@@ -75,7 +75,7 @@ func (x *exec) start(ctx context.Context) error {
 		c.Unqueue(id)
 		now := time.Now().UTC()
 		if !c.HasMessage(id) {
-			c.Messages = append(c.Messages, mesh.Message{ID: id, Role: mesh.RoleUser, Content: x.item.Message, Files: x.item.Files, TurnID: id, CreatedAt: now})
+			c.Messages = append(c.Messages, mesh.Message{ID: id, Role: mesh.RoleUser, Content: x.item.Message, Files: x.item.Files, Metadata: x.item.Metadata, TurnID: id, CreatedAt: now})
 		}
 		c.Group.Round = &mesh.GroupRound{ID: id, Runs: []string{id}, StartedAt: now}
 		c.Group.Asked()

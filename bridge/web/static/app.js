@@ -30,7 +30,9 @@
 // (POST /conversations/{id}/messages/{messageId}/feedback; CUSTOM feedback
 // events keep them in step across pages), and the last answer a
 // Regenerate button (POST /conversations/{id}/regenerate): the earlier
-// answer stays, dimmed, as the conversation's superseded lists it.
+// answer stays, dimmed, as the conversation's superseded lists it. Copy
+// puts an answer's text on the clipboard. Every message shows the time it
+// was written (created_at, or its event's timestamp while it streams).
 //
 // Untrusted text is only ever set with textContent or as text nodes.
 
@@ -521,9 +523,9 @@ function renderHistory(conv) {
   for (const m of conv.messages || []) {
     view.history.add(m.id);
     if (m.role === 'user') {
-      addUser(m.content, m.id);
+      addUser(m.content, m.id, m.created_at);
     } else if (m.role === 'assistant') {
-      if (m.content) addText(m.id, m.content, { notice: m.notice, source: 'history', name: m.name });
+      if (m.content) addText(m.id, m.content, { notice: m.notice, source: 'history', name: m.name, at: m.created_at });
       for (const c of m.tool_calls || []) {
         view.historyCalls.add(c.id);
         if (c.approval_id) view.approvals.add(c.approval_id);
@@ -647,7 +649,7 @@ function onEvent(ev) {
         placeAfter(view.texts.get(ev.messageId));
         return;
       }
-      startText(ev.messageId, ev.role, ev.name || (view.group && view.speaker ? view.speaker.speaker : ''));
+      startText(ev.messageId, ev.role, ev.name || (view.group && view.speaker ? view.speaker.speaker : ''), ev.timestamp);
       return;
     case 'TEXT_MESSAGE_CONTENT': {
       const t = view.texts.get(ev.messageId);
@@ -921,15 +923,29 @@ function reconcileSoon() {
 
 // ---------------------------------------------------------------- rendering messages
 
-function userItem(text, id) {
+function userItem(text, id, at) {
   const li = h('li', { class: 'msg user', dataset: id ? { id } : { pending: 'true' } },
     h('div', { class: 'bubble', text }));
+  stamp(li, at);
   if (id) view.users.add(id);
   return li;
 }
 
-function addUser(text, id) {
-  const li = userItem(text, id);
+// stamp shows when a message was written (at: its created_at or event
+// timestamp; now when unknown) as the bubble's small print: the time in
+// data-time-label, drawn by the style sheet so that the message's text
+// stays its own, the full date as its title, and data-time in ISO form.
+function stamp(li, at) {
+  const d = at ? new Date(at) : new Date();
+  if (Number.isNaN(d.getTime()) || d.getTime() <= 0) return;
+  const bubble = li.querySelector('.bubble');
+  li.dataset.time = d.toISOString();
+  bubble.dataset.timeLabel = d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+  bubble.title = d.toLocaleString();
+}
+
+function addUser(text, id, at) {
+  const li = userItem(text, id, at);
   ui.messages.append(li);
   view.cursor = null;
   updateWelcome();
@@ -952,7 +968,7 @@ function memberAvatar(name) {
   return h('div', { class: 'avatar member', 'aria-hidden': 'true', dataset: { tone: tone(name) }, text: (name[0] || '?').toUpperCase() });
 }
 
-function addText(id, text, { notice = false, source = 'stream', name = '', role = 'assistant' } = {}) {
+function addText(id, text, { notice = false, source = 'stream', name = '', role = 'assistant', at } = {}) {
   const body = h('div', { class: 'body' });
   body.append(text || '');
   const member = !!(name && view.group);
@@ -962,6 +978,7 @@ function addText(id, text, { notice = false, source = 'stream', name = '', role 
     dataset: { id, source, streaming: source === 'stream' ? 'true' : 'false', chunks: '0', author: name || null },
   }, member ? memberAvatar(name) : avatar(), bubble);
   if (role !== 'user' && !notice) bubble.append(answerActions(id));
+  stamp(li, at);
   ui.messages.append(li);
   if (source === 'stream') view.cursor = null;
   const t = { el: li, body, chunks: 0 };
@@ -971,7 +988,7 @@ function addText(id, text, { notice = false, source = 'stream', name = '', role 
   return t;
 }
 
-function startText(id, role, name) {
+function startText(id, role, name, at) {
   const t = view.texts.get(id);
   if (t) {
     // A retried attempt sends the message again: start it over.
@@ -980,7 +997,7 @@ function startText(id, role, name) {
     t.el.dataset.streaming = 'true';
     return;
   }
-  addText(id, '', { source: 'stream', role: role || 'assistant', name });
+  addText(id, '', { source: 'stream', role: role || 'assistant', name, at });
 }
 
 function addToolCall(id, name, args, source, author = '') {
@@ -1133,8 +1150,8 @@ function setMe(name) {
   me = name || 'anonymous';
 }
 
-// answerActions are an answer's buttons: like, dislike, and Regenerate
-// (shown on the last answer only, by updateRegenerate).
+// answerActions are an answer's buttons: like, dislike, Copy, and
+// Regenerate (shown on the last answer only, by updateRegenerate).
 function answerActions(id) {
   const rate = (rating) => h('button', {
     type: 'button', class: `feedback ${rating}`, title: rating === 'like' ? 'Good answer' : 'Bad answer',
@@ -1143,7 +1160,24 @@ function answerActions(id) {
   }, rating === 'like' ? '▲ Like' : '▼ Dislike');
   return h('div', { class: 'msg-actions' },
     rate('like'), rate('dislike'),
+    h('button', { type: 'button', class: 'copy', title: 'Copy the answer', onclick: (e) => copyAnswer(id, e.currentTarget), text: '⧉ Copy' }),
     h('button', { type: 'button', class: 'regenerate', hidden: true, title: 'Answer the last message again', onclick: regenerate, text: '↻ Regenerate' }));
+}
+
+// copyAnswer puts the text of answer id on the clipboard; the button says
+// whether it could (the clipboard needs a secure context: https or
+// localhost).
+async function copyAnswer(id, button) {
+  const t = view && view.texts.get(id);
+  if (!t) return;
+  try {
+    await navigator.clipboard.writeText(t.body.textContent);
+    button.dataset.copied = 'true';
+    button.textContent = '✓ Copied';
+  } catch (err) {
+    button.dataset.copied = 'false';
+    showError(`Could not copy the answer: ${describeError(err)}`);
+  }
 }
 
 // showRating shows the caller's rating of message id.

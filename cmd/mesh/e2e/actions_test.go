@@ -272,6 +272,7 @@ type aguiActionsResult struct {
 		NewMessages []aguiMessage `json:"newMessages"`
 	} `json:"runs"`
 	WS struct {
+		Opened      string           `json:"opened"`
 		Frames      []string         `json:"frames"`
 		Events      []map[string]any `json:"events"`
 		RunError    map[string]any   `json:"runError"`
@@ -315,6 +316,9 @@ func testActionsAGUI(t *testing.T, m *meshProc) {
 	}
 
 	ws := res.WS
+	if ws.Opened != "connection_open" {
+		t.Errorf("the socket's first frame is %q, want connection_open", ws.Opened)
+	}
 	if ws.RunError != nil {
 		t.Errorf("socket regenerate: error %v", ws.RunError)
 	}

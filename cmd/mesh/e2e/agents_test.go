@@ -38,8 +38,8 @@ func servedIn(t *testing.T, logPath, conv string) bool {
 }
 
 // TestAgentDirectoryFollowsItsProcesses: two agents served by separate
-// `mesh agent` processes are both online in GET /agents, with their tools
-// and their A2A cards; a conversation started with each, over REST, AG-UI
+// `mesh agent` processes are both online in GET /agents, with their tools,
+// capabilities and their A2A cards; a conversation started with each, over REST, AG-UI
 // (forwardedProps.agent) and A2A (/agents/<name>/a2a), is run by that
 // agent's process only; an unknown agent is 404; a killed process's agent
 // goes offline within the monitor's detection time.
@@ -48,7 +48,7 @@ func TestAgentDirectoryFollowsItsProcesses(t *testing.T) {
 	m := startMesh(t, meshOpts{args: []string{"--replicas", "agent=0"}, noWait: true})
 	_, mainLog := runRole(t, m, "agent")
 	reviewerConfig := filepath.Join(m.dir, "reviewer.yaml")
-	if err := os.WriteFile(reviewerConfig, []byte("name: reviewer\ndescription: Reviews the resources.\nprompt: You review resources.\nllm:\n  model: offline\n"), 0o644); err != nil {
+	if err := os.WriteFile(reviewerConfig, []byte("name: reviewer\ndescription: Reviews the resources.\ncapabilities: [reviews]\nprompt: You review resources.\nllm:\n  model: offline\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	reviewer, reviewerLog := runRole(t, m, "agent", "MESH_CONFIG="+reviewerConfig, "MESH_NODE_ID=reviewer-1")
@@ -73,6 +73,12 @@ func TestAgentDirectoryFollowsItsProcesses(t *testing.T) {
 	})
 	if nodes := list(rv, "nodes"); !slices.Contains(nodes, any("reviewer-1")) {
 		t.Errorf("reviewer served by %v, want reviewer-1 among them", nodes)
+	}
+	if models := list(rv, "models"); !slices.Equal(models, []any{"offline"}) {
+		t.Errorf("reviewer's models %v, want [offline], the model its process calls", models)
+	}
+	if caps := list(rv, "capabilities"); !slices.Equal(caps, []any{"reviews"}) {
+		t.Errorf("reviewer's capabilities %v, want [reviews] from its process's configuration", caps)
 	}
 	if tools := list(rv, "tools"); !slices.Contains(tools, any("resources_list")) {
 		t.Errorf("reviewer's tools %v, want resources_list among them", tools)

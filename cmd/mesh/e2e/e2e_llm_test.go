@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +40,28 @@ func llmCases() []llmCase {
 		{"gemini", llmtest.Gemini, "gemini-2.5-flash", "gemini-2.5-flash", "GEMINI_API_KEY", "GEMINI_BASE_URL"},
 		{"anthropic", llmtest.Anthropic, "claude-sonnet-4-5", "claude-sonnet-4-5", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"},
 	}
+}
+
+// A command-… model goes to Cohere's OpenAI-compatible API with
+// COHERE_API_KEY (the fake refuses any other key) at COHERE_BASE_URL, and
+// the turn's result names the model.
+func TestCohereModelThroughItsCompatibleAPI(t *testing.T) {
+	t.Parallel()
+	c := llmCase{"cohere", llmtest.OpenAI, "command-a-03-2025", "command-a-03-2025", "COHERE_API_KEY", "COHERE_BASE_URL"}
+	m, srv := startLLMMesh(t, c, "")
+	out := m.send(m.newConversation(), "list all resources")
+	res := obj(out, "result")
+	if str(res, "outcome") != "success" || str(res, "model") != "cohere:command-a-03-2025" {
+		t.Fatalf("result %v: want success by cohere:command-a-03-2025", res)
+	}
+	if got := list(res, "tools_called"); !slices.Equal(got, []any{"resources_list"}) {
+		t.Errorf("tools_called %v, want [resources_list]", got)
+	}
+	recs, _ := answeredSince(srv, 0)
+	if len(recs) != 2 {
+		t.Fatalf("%d model calls answered, want 2", len(recs))
+	}
+	checkWire(t, recs, "resources_list")
 }
 
 // llmKey is the API key of a case: distinctive, so that a leak is found.
@@ -208,6 +231,9 @@ func TestLLMProvidersEndToEnd(t *testing.T) {
 					t.Fatalf("%d model calls answered, want 2 (the call, then the report)", len(recs))
 				}
 				checkWire(t, recs, "resources_list")
+				if want := "resources_list"; str(res, "model") == "" || !slices.Equal(list(res, "tools_called"), []any{want}) {
+					t.Errorf("result model %q, tools_called %v; want the model and [%s]", str(res, "model"), list(res, "tools_called"), want)
+				}
 				got := usageOf(obj(res, "usage"))
 				if got != used || got.InputTokens == 0 || got.OutputTokens == 0 {
 					t.Errorf("result usage %+v, want the %+v the provider reported", got, used)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -122,8 +123,21 @@ func TestCreateConversation(t *testing.T) {
 		t.Errorf("session_id = %q, want 8 hex characters", sid)
 	}
 
-	withMsg := m.do(http.StatusCreated, "POST", "/conversations", map[string]any{"message": "list resources"})
+	withMsg := m.do(http.StatusCreated, "POST", "/conversations", map[string]any{"message": "list resources", "metadata": map[string]any{"source": "mobile", "draft": 2.0}})
 	conv = obj(withMsg, "conversation")
+	// The user message keeps the client's metadata, as given; a next one
+	// (with an idempotency key) its own; too much is refused.
+	if users := messagesOf(conv, "user"); len(users) != 1 || !reflect.DeepEqual(obj(users[0], "metadata"), map[string]any{"source": "mobile", "draft": 2.0}) {
+		t.Errorf("user message = %v, want the metadata sent with it", users)
+	}
+	id := str(conv, "id")
+	status, again := m.try("POST", "/conversations/"+id+"/messages", map[string]any{"message": "list resources", "metadata": map[string]any{"source": "web"}}, "Idempotency-Key", "k-1")
+	if users := messagesOf(obj(again, "conversation"), "user"); status != http.StatusOK || len(users) != 2 || str(users[1], "metadata", "source") != "web" {
+		t.Errorf("second message: %d, user messages %v, want the second with metadata source web", status, users)
+	}
+	if status, body := m.try("POST", "/conversations/"+id+"/messages", map[string]any{"message": "x", "metadata": map[string]any{"big": strings.Repeat("x", 5000)}}); status != http.StatusBadRequest || !strings.Contains(str(body, "error"), "metadata") {
+		t.Errorf("metadata of 5000 bytes: %d %v, want 400 naming metadata", status, body)
+	}
 	roles := []string{}
 	for _, msg := range list(conv, "messages") {
 		roles = append(roles, str(msg, "role"))

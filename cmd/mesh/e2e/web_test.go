@@ -65,10 +65,19 @@ type webResult struct {
 	ListedElsewhere    int `json:"listedElsewhere"`
 	DecidedElsewhereMs int `json:"decidedElsewhereMs"`
 	// PatchFailures are the RFC 6902 examples the page's JSON Patch got wrong.
-	PatchFailures  []string `json:"patchFailures"`
-	ListReply      webReply `json:"listReply"`
-	ListToolResult string   `json:"listToolResult"`
-	ApprovalText   string   `json:"approvalText"`
+	PatchFailures []string `json:"patchFailures"`
+	ListReply     webReply `json:"listReply"`
+	// Times are the messages' timestamps after the list (ISO, the label
+	// shown, the content the style sheet draws); Copied what Copy put on
+	// the clipboard from the list's answer.
+	Times []struct {
+		ISO   string `json:"iso"`
+		Label string `json:"label"`
+		Shown string `json:"shown"`
+	} `json:"times"`
+	Copied         string `json:"copied"`
+	ListToolResult string `json:"listToolResult"`
+	ApprovalText   string `json:"approvalText"`
 	// SendDisabledWhileWaiting: the send button while an approval is pending.
 	SendDisabledWhileWaiting bool     `json:"sendDisabledWhileWaiting"`
 	AddReply                 webReply `json:"addReply"`
@@ -212,6 +221,21 @@ func TestWebChatInChromium(t *testing.T) {
 		t.Errorf("reply to the list still streaming (%q), want it complete", r.Streaming)
 	}
 	checkHolds(t, "reply to the list", res.ListReply.Text, []string{"resources"})
+	if res.Copied != res.ListReply.Text {
+		t.Errorf("Copy put %q on the clipboard, want the answer %q", res.Copied, res.ListReply.Text)
+	}
+	if len(res.Times) < 2 {
+		t.Errorf("messages after the list: %+v, want the question and the answer", res.Times)
+	}
+	for i, tm := range res.Times {
+		at, err := time.Parse(time.RFC3339, tm.ISO)
+		if err != nil || time.Since(at) > 10*time.Minute || time.Until(at) > time.Minute {
+			t.Errorf("message %d written at %q, want a time of this test", i, tm.ISO)
+		}
+		if tm.Label == "" || tm.Shown != `"`+tm.Label+`"` {
+			t.Errorf("message %d shows %s, want its time %q", i, tm.Shown, tm.Label)
+		}
+	}
 	if !strings.Contains(res.ListToolResult, `"count"`) {
 		t.Errorf("resources_list result shown = %q", res.ListToolResult)
 	}

@@ -23,6 +23,7 @@ type Keys struct {
 	Google    Key
 	Anthropic Key
 	OpenAI    Key
+	Cohere    Key
 }
 
 // For returns provider's key.
@@ -34,6 +35,8 @@ func (k Keys) For(provider string) Key {
 		return k.Anthropic
 	case ProviderOpenAI:
 		return k.OpenAI
+	case ProviderCohere:
+		return k.Cohere
 	}
 	return ""
 }

@@ -13,6 +13,8 @@ const (
 	ProviderAnthropic = "anthropic"
 	ProviderOpenAI    = "openai"
 	ProviderOllama    = "ollama"
+	// ProviderCohere is Cohere through its OpenAI-compatible API.
+	ProviderCohere = "cohere"
 )
 
 // Environment variables of API keys and base URLs, by provider.
@@ -21,17 +23,19 @@ var (
 		ProviderGoogle:    "GEMINI_API_KEY",
 		ProviderAnthropic: "ANTHROPIC_API_KEY",
 		ProviderOpenAI:    "OPENAI_API_KEY",
+		ProviderCohere:    "COHERE_API_KEY",
 	}
 	baseURLEnv = map[string]string{
 		ProviderGoogle:    "GEMINI_BASE_URL",
 		ProviderAnthropic: "ANTHROPIC_BASE_URL",
 		ProviderOpenAI:    "OPENAI_BASE_URL",
 		ProviderOllama:    "OLLAMA_BASE_URL",
+		ProviderCohere:    "COHERE_BASE_URL",
 	}
 	providerAliases = map[string]string{
 		"offline": ProviderOffline, "google": ProviderGoogle, "gemini": ProviderGoogle,
 		"anthropic": ProviderAnthropic, "claude": ProviderAnthropic,
-		"openai": ProviderOpenAI, "ollama": ProviderOllama,
+		"openai": ProviderOpenAI, "ollama": ProviderOllama, "cohere": ProviderCohere,
 	}
 	openAISeries = regexp.MustCompile(`^(gpt-|chatgpt-|o[0-9])`)
 	// openAIReasoning matches OpenAI's reasoning models (o1, o3, o4-mini,
@@ -68,8 +72,9 @@ func (m Model) String() string {
 }
 
 // ParseModel reads a model name: "offline"; provider:model (google:,
-// anthropic:, openai:, ollama:); or a bare name whose prefix picks the
-// provider: claude-… Anthropic, gemini-… Google, gpt-… and the o series OpenAI.
+// anthropic:, openai:, ollama:, cohere:); or a bare name whose prefix picks
+// the provider: claude-… Anthropic, gemini-… Google, gpt-… and the o series
+// OpenAI, command-… Cohere.
 func ParseModel(s string) (Model, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
@@ -81,7 +86,7 @@ func ParseModel(s string) (Model, error) {
 	if p, name, ok := strings.Cut(s, ":"); ok {
 		provider, known := providerAliases[strings.ToLower(p)]
 		if !known {
-			return Model{}, fmt.Errorf("unknown provider %q in %q: use google, anthropic, openai, ollama or offline", p, s)
+			return Model{}, fmt.Errorf("unknown provider %q in %q: use google, anthropic, openai, ollama, cohere or offline", p, s)
 		}
 		if name == "" && provider != ProviderOffline {
 			return Model{}, fmt.Errorf("%q names no model after the provider", s)
@@ -98,6 +103,8 @@ func ParseModel(s string) (Model, error) {
 		return Model{Provider: ProviderGoogle, Name: s}, nil
 	case openAISeries.MatchString(s):
 		return Model{Provider: ProviderOpenAI, Name: s}, nil
+	case strings.HasPrefix(s, "command-"):
+		return Model{Provider: ProviderCohere, Name: s}, nil
 	}
-	return Model{}, fmt.Errorf("cannot tell the provider of model %q: use offline, a claude-…, gemini-… or gpt-… model, or provider:model (google:, anthropic:, openai:, ollama:)", s)
+	return Model{}, fmt.Errorf("cannot tell the provider of model %q: use offline, a claude-…, gemini-…, gpt-… or command-… model, or provider:model (google:, anthropic:, openai:, ollama:, cohere:)", s)
 }

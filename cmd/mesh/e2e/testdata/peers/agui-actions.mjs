@@ -86,6 +86,8 @@ await new Promise((resolve, reject) => {
 const next = () => (queue.length ? Promise.resolve(queue.shift()) : new Promise((resolve) => waiters.push(resolve)));
 
 const wsOut = { frames: [], events: [] };
+// The socket's first frame names the connection.
+wsOut.opened = (await next()).type;
 const runId = randomUUID();
 ws.send(JSON.stringify({ threadId, runId, messages: [], tools: [], context: [], forwardedProps: { action: 'regenerate' } }));
 for (;;) {

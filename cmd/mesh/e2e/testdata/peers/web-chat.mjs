@@ -143,6 +143,16 @@ try {
     return m && m.dataset.streaming === 'false' && document.querySelector('#run-status').dataset.status === 'idle' && !document.querySelector('#send').disabled;
   });
   out.listReply = await lastReply(page);
+  // Each message says when it was written; Copy puts an answer's text on
+  // the clipboard.
+  out.times = await page.evaluate(() => [...document.querySelectorAll('#messages li.msg')].map((li) => ({
+    iso: li.dataset.time ?? null, label: li.querySelector('.bubble').dataset.timeLabel ?? null,
+    shown: getComputedStyle(li.querySelector('.bubble'), '::after').content,
+  })));
+  await ctx.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: base });
+  await page.locator('#messages li.msg.assistant:not(.notice)').last().locator('button.copy').click();
+  await page.locator('#messages li.msg.assistant:not(.notice)').last().locator('button.copy[data-copied="true"]').waitFor();
+  out.copied = await page.evaluate(() => navigator.clipboard.readText());
   out.listToolResult = await page.locator('.tool-call[data-name="resources_list"] .tool-result').textContent();
   await shot(page, 'desktop-list');
 
