@@ -252,23 +252,23 @@ type Result struct {
 	// Model is the model that answered; empty when none was called.
 	Model string `json:"model,omitempty"`
 	// ToolsCalled are the tools the turn called, one name per call, in
-	// order (since its last pause for an approval, for a resumed turn).
-	ToolsCalled []string `json:"tools_called"`
+	// order (since its last pause for an approval, for a resumed turn);
+	// absent when it called none. Optional in the API's schema too: a
+	// bridge of an older release, beside this one during a rolling
+	// upgrade, answers without it.
+	ToolsCalled []string `json:"tools_called,omitempty"`
 }
 
 // ResultOf is the result of run runID in conv.
 func ResultOf(conv *mesh.Conversation, runID string, last *mesh.Event) Result {
-	res := Result{RunID: runID, WaitingApproval: conv.Status == mesh.StatusWaitingApproval, ToolsCalled: []string{}}
+	res := Result{RunID: runID, WaitingApproval: conv.Status == mesh.StatusWaitingApproval}
 	if res.WaitingApproval {
 		res.Approval = conv.PendingApproval
 		res.Approvals = conv.PendingApprovals
 	}
 	if lr := conv.LastRun; lr.Covers(runID) {
 		res.Outcome, res.Response, res.ErrorCode, res.Error, res.Usage = lr.Outcome, lr.Response, lr.ErrorCode, lr.Error, lr.Usage
-		res.Model = lr.Model
-		if lr.ToolsCalled != nil {
-			res.ToolsCalled = lr.ToolsCalled
-		}
+		res.Model, res.ToolsCalled = lr.Model, lr.ToolsCalled
 	} else if last != nil && last.Type == mesh.EventRunError {
 		res.Outcome, res.ErrorCode, res.Error = mesh.OutcomeError, last.Code, last.Message
 	}

@@ -304,7 +304,8 @@ func names(runs []aguiRun) []string {
 // sequential pipeline of config/examples: every run, including those that
 // pause inside the executor and those that resume it, passes the client's
 // own checks of steps (started once, finished before the run ends), and
-// the steps show both nodes.
+// the steps show both nodes. The rejected removal ends the pipeline: its
+// run is cancelled, and the official client takes that too.
 func TestAGUIOfficialClientOnAPipeline(t *testing.T) {
 	t.Parallel()
 	node := nodeWith(t, "@ag-ui/client")
@@ -315,7 +316,7 @@ func TestAGUIOfficialClientOnAPipeline(t *testing.T) {
 	if len(res.Runs) != 5 {
 		t.Fatalf("runs = %d (%v), want tool, interrupt, resume, interrupt-remove, cancel", len(res.Runs), names(res.Runs))
 	}
-	want := map[string]string{"tool": "success", "interrupt": "interrupt", "resume": "success", "interrupt-remove": "interrupt", "cancel": "success"}
+	want := map[string]string{"tool": "success", "interrupt": "interrupt", "resume": "success", "interrupt-remove": "interrupt", "cancel": "cancelled"}
 	for _, r := range res.Runs {
 		if r.Error != "" || r.RunFailed != "" {
 			t.Errorf("the official AG-UI client rejected the %q run:\n%s\nonRunFailed: %s\nevents: %v", r.Name, r.Error, r.RunFailed, r.Events)

@@ -476,7 +476,7 @@ func TestLLMDocsModels(t *testing.T) {
 				env[m[1]] = m[2]
 			}
 			api := map[string]llmtest.API{modelspec.ProviderGoogle: llmtest.Gemini, modelspec.ProviderAnthropic: llmtest.Anthropic,
-				modelspec.ProviderOpenAI: llmtest.OpenAI, modelspec.ProviderOllama: llmtest.OpenAI}[model.Provider]
+				modelspec.ProviderOpenAI: llmtest.OpenAI, modelspec.ProviderOllama: llmtest.OpenAI, modelspec.ProviderCohere: llmtest.OpenAI}[model.Provider]
 			keyEnv := modelspec.KeyEnv(model.Provider)
 			key := env[keyEnv]
 			if _, set := env[keyEnv]; !set && keyEnv != "" {
