@@ -43,9 +43,18 @@ func RequestApproval(ctx context.Context, nc *nats.Conn, ns mesh.Namespace, ap *
 	telemetry.Inject(sctx, msg.Header)
 	reply, err := RequestServed(sctx, nc, msg, 0, 15*time.Second)
 	telemetry.End(span, err)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return nil, mesh.ErrUnavailable.With("no approver is running: " + ctx.Err().Error())
+	}
+	return approverReply(subj, reply, err)
+}
+
+// approverReply is the approval an approver answered on subj with, or
+// the error it answered, or the request's own error.
+func approverReply(subj string, reply *nats.Msg, err error) (*mesh.Approval, error) {
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
-		return nil, mesh.ErrUnavailable.With("no approver is running: " + ctx.Err().Error())
+		return nil, mesh.ErrUnavailable.With("no approver is running")
 	case err != nil:
 		return nil, mesh.ErrUnavailable.With(fmt.Sprintf("the approvers did not answer on %s: %v", subj, err))
 	}
@@ -137,18 +146,5 @@ func ResealApproval(ctx context.Context, nc *nats.Conn, ns mesh.Namespace, id st
 		return nil, fmt.Errorf("encode reseal: %w", err)
 	}
 	reply, err := nc.RequestWithContext(ctx, subj, data)
-	switch {
-	case errors.Is(err, nats.ErrNoResponders):
-		return nil, mesh.ErrUnavailable.With("no approver is running")
-	case err != nil:
-		return nil, mesh.ErrUnavailable.With(fmt.Sprintf("the approvers did not answer on %s: %v", subj, err))
-	}
-	if err := mesh.ErrorFromMsg(reply); err != nil {
-		return nil, err
-	}
-	var out mesh.Approval
-	if err := json.Unmarshal(reply.Data, &out); err != nil {
-		return nil, fmt.Errorf("decode approver reply: %w", err)
-	}
-	return &out, nil
+	return approverReply(subj, reply, err)
 }
