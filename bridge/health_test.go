@@ -28,18 +28,27 @@ func health(t *testing.T, b *Role) core.Health {
 	return h
 }
 
-// Past 80 % of limits.max_active_sessions the mesh is degraded, and the
-// mesh_health_status and mesh_conversations gauges say so. Not parallel:
-// the gauges read the core started last in the process.
-func TestHealthDegradedPastEightyPercentOfCapacity(t *testing.T) {
+// startedBridge is a bridge of limitsYAML whose request budgets do not
+// stand in the way, with limits added to its limits section, and whose
+// core runs; a POST answers 202 after 50 ms rather than wait for an agent.
+func startedBridge(t *testing.T, limits string) *Role {
+	t.Helper()
 	yaml := strings.Replace(limitsYAML, "requests_per_minute: 3", "requests_per_minute: 100", 1)
-	yaml = strings.Replace(yaml, "ip_requests_per_minute: 5", "ip_requests_per_minute: 100\n  max_active_sessions: 5\n  conversations_per_principal: 5", 1)
+	yaml = strings.Replace(yaml, "ip_requests_per_minute: 5", "ip_requests_per_minute: 100"+limits, 1)
 	yaml += "http:\n  wait_timeout: 50ms\n"
 	a, _ := limitedBridges(t, yaml)
 	if err := a.core.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(a.core.Stop)
+	return a
+}
+
+// Past 80 % of limits.max_active_sessions the mesh is degraded, and the
+// mesh_health_status and mesh_conversations gauges say so. Not parallel:
+// the gauges read the core started last in the process.
+func TestHealthDegradedPastEightyPercentOfCapacity(t *testing.T) {
+	a := startedBridge(t, "\n  max_active_sessions: 5\n  conversations_per_principal: 5")
 	alice := "alice-token-0123456789"
 	busy := func() int {
 		c := a.core.SessionCounts()
@@ -90,28 +99,16 @@ func TestHealthDegradedPastEightyPercentOfCapacity(t *testing.T) {
 // the mode lets new conversations in again.
 func TestDegradationPausesNewConversationsAndFailsReadiness(t *testing.T) {
 	t.Parallel()
-	yaml := strings.Replace(limitsYAML, "requests_per_minute: 3", "requests_per_minute: 100", 1)
-	yaml = strings.Replace(yaml, "ip_requests_per_minute: 5", "ip_requests_per_minute: 100", 1)
-	yaml += "http:\n  wait_timeout: 50ms\n"
-	a, _ := limitedBridges(t, yaml)
-	if err := a.core.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(a.core.Stop)
+	a := startedBridge(t, "")
 	alice := "alice-token-0123456789"
-	w := call(a, "POST", "/conversations", alice, "192.0.2.1:1", "{}")
-	var made struct{ Conversation struct{ ID string } }
-	if err := json.Unmarshal(w.Body.Bytes(), &made); err != nil || made.Conversation.ID == "" {
-		t.Fatalf("create: %d %s", w.Code, w.Body)
-	}
-	before := made.Conversation.ID
+	before := newConversation(t, a, alice)
 	deg, _ := json.Marshal(mesh.Degradation{Since: time.Now(), Reason: "4 nodes failed in 30s", Failed: []string{"agent-1"}})
 	if _, err := a.cfg.Resources.Nodes.Put(t.Context(), mesh.DegradedKey, deg); err != nil {
 		t.Fatal(err)
 	}
 	meshtest.Eventually(t, 10*time.Second, func() bool { return a.core.Degradation() != nil }, "the bridge did not see the degradation mode")
 
-	w = call(a, "POST", "/conversations", alice, "192.0.2.1:1", "{}")
+	w := call(a, "POST", "/conversations", alice, "192.0.2.1:1", "{}")
 	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" || !strings.Contains(w.Body.String(), `"code":"degraded"`) {
 		t.Errorf("new conversation while degraded: %d %v %s; want 503 degraded with Retry-After", w.Code, w.Header(), w.Body)
 	}

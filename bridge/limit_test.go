@@ -218,6 +218,14 @@ func TestLimitAnonymous(t *testing.T) {
 // the message's answer.
 func convOf(t *testing.T, b *Role, tok string) (string, *httptest.ResponseRecorder) {
 	t.Helper()
+	id := newConversation(t, b, tok)
+	return id, call(b, "POST", "/conversations/"+id+"/messages", tok, "192.0.2.1:1", `{"message":"hello"}`)
+}
+
+// newConversation creates an empty conversation on b as tok's principal
+// and returns its id.
+func newConversation(t *testing.T, b *Role, tok string) string {
+	t.Helper()
 	w := call(b, "POST", "/conversations", tok, "192.0.2.1:1", "{}")
 	if w.Code != http.StatusCreated && w.Code != http.StatusOK {
 		t.Fatalf("create: %d %s", w.Code, w.Body)
@@ -226,7 +234,7 @@ func convOf(t *testing.T, b *Role, tok string) (string, *httptest.ResponseRecord
 	if err := json.Unmarshal(w.Body.Bytes(), &c); err != nil || c.Conversation.ID == "" {
 		t.Fatalf("create: %s", w.Body)
 	}
-	return c.Conversation.ID, call(b, "POST", "/conversations/"+c.Conversation.ID+"/messages", tok, "192.0.2.1:1", `{"message":"hello"}`)
+	return c.Conversation.ID
 }
 
 // A principal has at most 2 active conversations across bridges (429

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"strings"
 
 	"github.com/rs/zerolog"
 
@@ -79,7 +80,10 @@ func (sc *screen) check(ctx context.Context, text string) error {
 		return ErrModerationUnavailable.With("content moderation did not answer; send the message again later")
 	case len(flagged) > 0:
 		sc.log.Info().Strs("categories", flagged).Msg("message refused by content moderation")
-		return ErrContentBlocked.With(fmt.Sprintf("message refused by the content policy (%s)", joinClipped(flagged)))
+		for i, c := range flagged {
+			flagged[i] = mesh.Clip(c)
+		}
+		return ErrContentBlocked.With(fmt.Sprintf("message refused by the content policy (%s)", strings.Join(flagged, ", ")))
 	}
 	return nil
 }
@@ -181,16 +185,4 @@ func azureFlagged(raw []byte, severity int) ([]string, error) {
 		flagged = append(flagged, "blocklist "+b.BlocklistName)
 	}
 	return flagged, nil
-}
-
-// joinClipped joins category names for an error, each clipped.
-func joinClipped(names []string) string {
-	var b bytes.Buffer
-	for i, n := range names {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(mesh.Clip(n))
-	}
-	return b.String()
 }

@@ -71,17 +71,6 @@ func screenedBridge(t *testing.T, safety string) *Role {
 	return b
 }
 
-// newConversation creates an empty conversation on b and returns its id.
-func newConversation(t *testing.T, b *Role) string {
-	t.Helper()
-	w := call(b, "POST", "/conversations", "", "127.0.0.1:1000", `{}`)
-	var out struct{ Conversation struct{ ID string } }
-	if err := json.Unmarshal(w.Body.Bytes(), &out); err != nil || out.Conversation.ID == "" {
-		t.Fatalf("POST /conversations: %d %s", w.Code, w.Body)
-	}
-	return out.Conversation.ID
-}
-
 // A message that a block pattern matches, or that the moderation service
 // flags, is refused with 422 content_blocked naming the rule or category,
 // and is not stored; a clean one is queued. When the service fails, the
@@ -91,10 +80,10 @@ func TestSafetyScreensMessagesBeforeTheyAreQueued(t *testing.T) {
 	t.Parallel()
 	fake := newModerationFake(t)
 	b := screenedBridge(t, "  block_patterns: ['(?i)secret[- ]plan']\n  moderation:\n    api: openai\n    url: "+fake.srv.URL+"/v1/moderations\n")
-	id := newConversation(t, b)
+	id := newConversation(t, b, "")
 	send := func(text string) *httptest.ResponseRecorder {
 		body, _ := json.Marshal(map[string]string{"message": text})
-		return call(b, "POST", "/conversations/"+id+"/messages", "", "127.0.0.1:1000", string(body))
+		return call(b, "POST", "/conversations/"+id+"/messages", "", "192.0.2.1:1", string(body))
 	}
 	refused := func(name string, w *httptest.ResponseRecorder, status int, code, says string) {
 		t.Helper()
@@ -114,7 +103,7 @@ func TestSafetyScreensMessagesBeforeTheyAreQueued(t *testing.T) {
 	}
 
 	// Only the clean message was stored.
-	w := call(b, "GET", "/conversations/"+id, "", "127.0.0.1:1000", "")
+	w := call(b, "GET", "/conversations/"+id, "", "192.0.2.1:1", "")
 	for _, gone := range []string{"Secret Plan", "forbidden-word", "while it is down"} {
 		if strings.Contains(w.Body.String(), gone) {
 			t.Errorf("the conversation holds the refused %q: %s", gone, w.Body)
@@ -145,8 +134,8 @@ func TestSafetyFailOpenLetsMessagesThroughWhenTheServiceFails(t *testing.T) {
 	fake := newModerationFake(t)
 	fake.down.Store(true)
 	b := screenedBridge(t, "  moderation:\n    api: openai\n    url: "+fake.srv.URL+"\n    fail_open: true\n")
-	id := newConversation(t, b)
-	if w := call(b, "POST", "/conversations/"+id+"/messages", "", "127.0.0.1:1000", `{"message":"hello"}`); w.Code != http.StatusAccepted && w.Code != http.StatusOK {
+	id := newConversation(t, b, "")
+	if w := call(b, "POST", "/conversations/"+id+"/messages", "", "192.0.2.1:1", `{"message":"hello"}`); w.Code != http.StatusAccepted && w.Code != http.StatusOK {
 		t.Errorf("with fail_open and the service down: %d %s, want the message queued", w.Code, w.Body)
 	}
 }
