@@ -233,9 +233,11 @@ type anthropicUsage struct {
 	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
 }
 
-// usage counts cache writes and reads as input: they are input tokens too.
+// usage counts cache writes and reads as input: they are input tokens too,
+// which Anthropic's input_tokens leaves out.
 func (u anthropicUsage) usage() Usage {
-	return Usage{InputTokens: u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens, OutputTokens: u.OutputTokens}
+	return Usage{InputTokens: u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens, OutputTokens: u.OutputTokens,
+		CachedTokens: u.CacheReadInputTokens, CacheWriteTokens: u.CacheCreationInputTokens}
 }
 
 type anthropicResponse struct {

@@ -266,6 +266,9 @@ type geminiResponse struct {
 		PromptTokenCount     int `json:"promptTokenCount"`
 		CandidatesTokenCount int `json:"candidatesTokenCount"`
 		ThoughtsTokenCount   int `json:"thoughtsTokenCount"`
+		// CachedContentTokenCount are the prompt tokens read from the
+		// cache (part of promptTokenCount).
+		CachedContentTokenCount int `json:"cachedContentTokenCount"`
 	} `json:"usageMetadata"`
 	PromptFeedback *struct {
 		BlockReason        string `json:"blockReason"`
@@ -344,7 +347,7 @@ func (a *geminiAccumulator) add(r *geminiResponse, emit func(string)) error {
 	}
 	if u := r.UsageMetadata; u != nil {
 		// Counts are cumulative; thinking is billed as output.
-		a.usage = Usage{InputTokens: u.PromptTokenCount, OutputTokens: u.CandidatesTokenCount + u.ThoughtsTokenCount}
+		a.usage = Usage{InputTokens: u.PromptTokenCount, OutputTokens: u.CandidatesTokenCount + u.ThoughtsTokenCount, CachedTokens: u.CachedContentTokenCount}
 	}
 	if len(r.Candidates) == 0 {
 		return nil

@@ -162,15 +162,25 @@ type Request struct {
 	modelspec.Sampling
 }
 
-// Usage counts tokens.
+// Usage counts the tokens of a model call. InputTokens counts every token
+// of the prompt, those the provider read from its prompt cache
+// (CachedTokens) and wrote to it (CacheWriteTokens) included, as OpenAI
+// and Gemini count them; Anthropic's three counts are added up to match.
 type Usage struct {
 	InputTokens  int `json:"input_tokens"`
 	OutputTokens int `json:"output_tokens"`
+	// CachedTokens are the input tokens read from the provider's prompt
+	// cache (billed at its cached price).
+	CachedTokens int `json:"cached_tokens,omitempty"`
+	// CacheWriteTokens are the input tokens written to the prompt cache,
+	// where the provider reports them (Anthropic).
+	CacheWriteTokens int `json:"cache_write_tokens,omitempty"`
 }
 
 // Add returns the sum of u and v.
 func (u Usage) Add(v Usage) Usage {
-	return Usage{InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens}
+	return Usage{InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens,
+		CachedTokens: u.CachedTokens + v.CachedTokens, CacheWriteTokens: u.CacheWriteTokens + v.CacheWriteTokens}
 }
 
 // Response is a model's answer: text, tool calls, or both.

@@ -281,8 +281,21 @@ func openAIParts(text string, files []File, noPDF bool) []openAIPart {
 // Answers.
 
 type openAIUsage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	PromptTokensDetails *struct {
+		// CachedTokens are the prompt tokens read from the prompt cache
+		// (part of prompt_tokens).
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+}
+
+func (u *openAIUsage) usage() Usage {
+	out := Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}
+	if d := u.PromptTokensDetails; d != nil {
+		out.CachedTokens = d.CachedTokens
+	}
+	return out
 }
 
 // openAIOutCall is a tool call of an answer; in a stream, a fragment.
@@ -342,7 +355,7 @@ func decodeOpenAI(body []byte) (*Response, error) {
 		out.ToolCalls = append(out.ToolCalls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: args})
 	}
 	if r.Usage != nil {
-		out.Usage = Usage{InputTokens: r.Usage.PromptTokens, OutputTokens: r.Usage.CompletionTokens}
+		out.Usage = r.Usage.usage()
 	}
 	return out, nil
 }
@@ -410,7 +423,7 @@ func decodeOpenAIStream(r *sseReader, emit func(string)) (*Response, error) {
 			return nil, &apiError{status: openAIStreamErrorStatus(c.Error), kind: c.Error.Type, message: c.Error.Message, inStream: true}
 		}
 		if c.Usage != nil {
-			out.Usage = Usage{InputTokens: c.Usage.PromptTokens, OutputTokens: c.Usage.CompletionTokens}
+			out.Usage = c.Usage.usage()
 		}
 		if len(c.Choices) == 0 {
 			continue

@@ -317,8 +317,11 @@ func anthropicStop(resp *llm.Response) string {
 	return "end_turn"
 }
 
-func anthropicUsage(input, output int) map[string]any {
-	return map[string]any{"input_tokens": input, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": output, "service_tier": "standard"}
+// anthropicUsage is u as Anthropic counts it: input_tokens leaves out the
+// tokens read from and written to the prompt cache.
+func anthropicUsage(u llm.Usage) map[string]any {
+	return map[string]any{"input_tokens": u.InputTokens - u.CachedTokens - u.CacheWriteTokens, "cache_creation_input_tokens": u.CacheWriteTokens,
+		"cache_read_input_tokens": u.CachedTokens, "output_tokens": u.OutputTokens, "service_tier": "standard"}
 }
 
 func anthropicToolID() string { return randomID("toolu_01", 22) }
@@ -333,11 +336,12 @@ func (anthropicWire) whole(_ *Server, c *call, resp *llm.Response) []byte {
 	}
 	return mustJSON(map[string]any{
 		"id": randomID("msg_01", 22), "type": "message", "role": "assistant", "model": c.model, "content": content,
-		"stop_reason": anthropicStop(resp), "stop_sequence": nil, "usage": anthropicUsage(resp.Usage.InputTokens, resp.Usage.OutputTokens),
+		"stop_reason": anthropicStop(resp), "stop_sequence": nil, "usage": anthropicUsage(resp.Usage),
 	})
 }
 
 type anthropicStream struct {
+	s        *Server
 	c        *call
 	out      *eventOut
 	started  bool
@@ -345,8 +349,8 @@ type anthropicStream struct {
 	index    int
 }
 
-func (anthropicWire) stream(_ *Server, c *call, out *eventOut) streamer {
-	return &anthropicStream{c: c, out: out}
+func (anthropicWire) stream(s *Server, c *call, out *eventOut) streamer {
+	return &anthropicStream{s: s, c: c, out: out}
 }
 
 func (s *anthropicStream) start() {
@@ -356,7 +360,7 @@ func (s *anthropicStream) start() {
 	s.started = true
 	s.out.send("message_start", map[string]any{"type": "message_start", "message": map[string]any{
 		"id": randomID("msg_01", 22), "type": "message", "role": "assistant", "model": s.c.model, "content": []any{},
-		"stop_reason": nil, "stop_sequence": nil, "usage": anthropicUsage(estimateTokens(s.c.req), 1),
+		"stop_reason": nil, "stop_sequence": nil, "usage": anthropicUsage(s.s.cacheCounts(llm.Usage{InputTokens: estimateTokens(s.c.req), OutputTokens: 1})),
 	}})
 }
 
@@ -388,7 +392,7 @@ func (s *anthropicStream) finish(resp *llm.Response) {
 		s.index++
 	}
 	s.out.send("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": anthropicStop(resp), "stop_sequence": nil},
-		"usage": anthropicUsage(resp.Usage.InputTokens, resp.Usage.OutputTokens)})
+		"usage": anthropicUsage(resp.Usage)})
 	s.out.send("message_stop", map[string]any{"type": "message_stop"})
 }
 

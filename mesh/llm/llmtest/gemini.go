@@ -366,8 +366,14 @@ func geminiFinish(resp *llm.Response) string {
 }
 
 func geminiUsage(u llm.Usage) map[string]any {
-	return map[string]any{"promptTokenCount": u.InputTokens, "candidatesTokenCount": u.OutputTokens, "totalTokenCount": u.InputTokens + u.OutputTokens,
+	out := map[string]any{"promptTokenCount": u.InputTokens, "candidatesTokenCount": u.OutputTokens, "totalTokenCount": u.InputTokens + u.OutputTokens,
 		"promptTokensDetails": []any{map[string]any{"modality": "TEXT", "tokenCount": u.InputTokens}}}
+	if u.CachedTokens > 0 {
+		// Part of promptTokenCount, present only when a cache was read.
+		out["cachedContentTokenCount"] = u.CachedTokens
+		out["cacheTokensDetails"] = []any{map[string]any{"modality": "TEXT", "tokenCount": u.CachedTokens}}
+	}
+	return out
 }
 
 // callParts are the functionCall parts of calls; for Gemini 3 the first

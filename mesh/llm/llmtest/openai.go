@@ -414,7 +414,7 @@ func openAIFinish(resp *llm.Response) string {
 func openAIUsage(u llm.Usage) map[string]any {
 	return map[string]any{
 		"prompt_tokens": u.InputTokens, "completion_tokens": u.OutputTokens, "total_tokens": u.InputTokens + u.OutputTokens,
-		"prompt_tokens_details":     map[string]any{"cached_tokens": 0, "audio_tokens": 0},
+		"prompt_tokens_details":     map[string]any{"cached_tokens": u.CachedTokens, "audio_tokens": 0},
 		"completion_tokens_details": map[string]any{"reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
 	}
 }

@@ -68,6 +68,16 @@ type Config struct {
 	// carry its x-ratelimit-*-requests headers, Anthropic's its
 	// anthropic-ratelimit-requests-* headers.
 	RateLimit int
+	// CachedTokens, when positive, is how many of each answer's prompt
+	// tokens it reports read from the prompt cache (at most the prompt's
+	// count): OpenAI's usage.prompt_tokens_details.cached_tokens,
+	// Anthropic's cache_read_input_tokens, Gemini's
+	// cachedContentTokenCount. Zero reports the backend's own
+	// Usage.CachedTokens.
+	CachedTokens int
+	// CacheWriteTokens is the same for prompt tokens written to the cache,
+	// which only Anthropic reports (cache_creation_input_tokens).
+	CacheWriteTokens int
 }
 
 // Record is one request as the server received it and how it answered.
@@ -377,6 +387,29 @@ func (s *Server) requestContext(r *http.Request) (context.Context, func()) {
 	return ctx, func() { stop(); cancel() }
 }
 
+// withCache is resp with the prompt cache's counts of Config.CachedTokens
+// and CacheWriteTokens, when set, within its prompt tokens.
+func (s *Server) withCache(resp *llm.Response) *llm.Response {
+	if s.cfg.CachedTokens <= 0 && s.cfg.CacheWriteTokens <= 0 {
+		return resp
+	}
+	out := *resp
+	out.Usage = s.cacheCounts(out.Usage)
+	return &out
+}
+
+// cacheCounts is u with Config.CachedTokens and CacheWriteTokens, when
+// set, the cache reads first, within u.InputTokens.
+func (s *Server) cacheCounts(u llm.Usage) llm.Usage {
+	if s.cfg.CachedTokens > 0 {
+		u.CachedTokens = min(s.cfg.CachedTokens, u.InputTokens)
+	}
+	if s.cfg.CacheWriteTokens > 0 {
+		u.CacheWriteTokens = min(s.cfg.CacheWriteTokens, u.InputTokens-u.CachedTokens)
+	}
+	return u
+}
+
 // answer serves the backend's answer, or with f (a Cut, End or Hang) the
 // part of it that f lets through.
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, c *call, i int, f *Fault) {
@@ -401,6 +434,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, c *call, i int, 
 			s.refuse(w, i, backendError(err))
 			return
 		}
+		resp = s.withCache(resp)
 		body := s.wire.whole(s, c, resp)
 		w.Header().Set("Content-Type", "application/json")
 		if f != nil {
@@ -437,6 +471,9 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, c *call, i int, 
 		st.text(delta)
 	}
 	resp, err := s.backend.Generate(ctx, req)
+	if err == nil {
+		resp = s.withCache(resp)
+	}
 	if err != nil {
 		e := backendError(err)
 		if !out.started && len(out.events) == 0 {
