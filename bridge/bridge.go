@@ -28,6 +28,7 @@ import (
 	"github.com/agentmesh/agentmesh/bridge/ops"
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/limits"
 	"github.com/agentmesh/agentmesh/mesh/role"
 	"github.com/agentmesh/agentmesh/mesh/store"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
@@ -102,13 +103,21 @@ func New(cfg Config) (*Role, error) {
 		authn.Close()
 		return nil, fmt.Errorf("bridge: %w", err)
 	}
+	var spend *limits.Spend
+	if mesh.Budgets(cfg.Agent.Budgets).Daily() {
+		if cfg.Resources == nil || cfg.Resources.Usage == nil {
+			authn.Close()
+			return nil, errors.New("bridge: a daily budget needs the mesh_usage bucket, which is not bound: provision the mesh again (mesh provision, or mesh up)")
+		}
+		spend = limits.NewSpend(cfg.JS, cfg.Resources.Usage)
+	}
 	c, err := core.New(core.Config{
 		Node: cfg.Node, Resources: cfg.Resources, Agent: cfg.Agent.Name, Prompt: cfg.Agent.Prompt, Agents: agentDefs(cfg.Agent), Groups: cfg.Agent.Groups,
 		FollowerBuffer: cfg.Agent.HTTP.StreamBuffer, MaxStreams: cfg.Agent.HTTP.MaxStreams, NoToolServers: len(cfg.Agent.MCPServers) == 0,
 		QueueCheckAfter: cfg.Agent.HTTP.QueueCheckAfter.Std(), HistoryBytes: int(cfg.Agent.Sessions.MaxBytes), Auth: authn.Enabled(),
 		SessionTTL: cfg.Agent.Sessions.ExpireAfter(), ExpiredKept: cfg.Agent.Sessions.KeptExpired(),
 		Admit: admit, StreamLimit: streamLimit, Take: take, Files: cfg.Agent.Files, Screen: screen,
-		MaxActiveSessions: lim.capacity(),
+		MaxActiveSessions: lim.capacity(), Budgets: mesh.Budgets(cfg.Agent.Budgets), Spend: spend,
 	})
 	if err != nil {
 		authn.Close()

@@ -185,7 +185,7 @@ func operations(s *schemas) map[string]operation {
 			query:     []param{{"messages", "how many messages the page holds: 1 to 500, default 50", "integer"}, {"before", "the cursor of the page (messages_before of the newer page); default: the newest", "string"}},
 			responses: ok("the conversation's head and a page of its messages", obj(map[string]any{"conversation": conv}, "conversation"))},
 		"POST /conversations/{id}/messages": {tag: "Conversations", summary: "Send a message: run a turn and wait for its answer",
-			description: "Idempotency-Key runs a message once. 409 while a turn runs or an approval waits (the body names the approval).",
+			description: "Idempotency-Key runs a message once. 409 while a turn runs or an approval waits (the body names the approval). 429 budget_exceeded once the conversation's model budget, or its owner's for the day, is spent: no model is called. The result's usage counts the turn's tokens (cached ones included) and cost; the conversation's usage those of every run since it began, by model.",
 			body:        messageBody, example: map[string]any{"message": "add resource web-1 with value 7"}, responses: runResponses("200")},
 		"GET /conversations/{id}/files/{file}": {tag: "Conversations", summary: "A file of a conversation (owner or admin)",
 			description: "The bytes of a file a message carries (its files[].id), with its media type; 404 for anyone but the conversation's owner and admins.",
@@ -382,7 +382,7 @@ var errorDescriptions = map[int]string{
 	http.StatusRequestEntityTooLarge: "the body is larger than http.max_body_bytes",
 	http.StatusUnsupportedMediaType:  "the body is not JSON (Content-Type: application/json)",
 	http.StatusMisdirectedRequest:    "the Host is not a name of this bridge (http.hosts)",
-	http.StatusTooManyRequests:       "a rate limit or a limit of open streams is spent; Retry-After says when to try again",
+	http.StatusTooManyRequests:       "a rate limit or a limit of open streams is spent; Retry-After says when to try again. A message whose conversation, or whose owner today, spent its model budget is refused with code budget_exceeded (Retry-After and resetAt for a daily budget: the next midnight UTC)",
 	http.StatusInternalServerError:   "an error the bridge did not expect; its log has the details",
 	http.StatusServiceUnavailable:    "a part of the mesh is away for now (NATS, a role, the cluster's majority); Retry-After says when to try again",
 }

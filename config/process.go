@@ -36,6 +36,13 @@ type Process struct {
 	Safety Safety `yaml:"safety"`
 	// Files limits the images and documents of users' messages, see [Files].
 	Files Files `yaml:"files"`
+	// Prices are what models' tokens cost, per million tokens, by model
+	// name as llm.model takes it; cost is shown and budgeted only for the
+	// models listed. See [Budgets].
+	Prices map[string]modelspec.Price `yaml:"prices"`
+	// Budgets stop a conversation's, or a principal's, next turn once its
+	// tokens or cost are spent, see [Budgets].
+	Budgets Budgets `yaml:"budgets"`
 
 	// HTTPAddr is the bridge's effective listen address.
 	HTTPAddr string `yaml:"-"`

@@ -22,7 +22,7 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 const nameWant = "a name of letters, digits, '_' and '-'"
 
 func (c *Config) validate() error {
-	for _, check := range []func() *fieldErr{c.checkModels, c.checkRuntime, c.checkNATS, c.checkTools, c.checkTree, c.checkGroups, c.checkApprovals, c.checkAuth, c.Limits.validate, c.checkFiles, c.Safety.validate} {
+	for _, check := range []func() *fieldErr{c.checkModels, c.checkRuntime, c.checkNATS, c.checkTools, c.checkTree, c.checkGroups, c.checkApprovals, c.checkAuth, c.Limits.validate, c.checkFiles, c.Safety.validate, c.checkBudgets} {
 		if err := check(); err != nil {
 			return &Error{File: c.Path, Field: err.field, Want: err.want}
 		}

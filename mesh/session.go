@@ -89,6 +89,9 @@ type Conversation struct {
 	RecentTurns []string `json:"recent_turns,omitempty"`
 	// LastRun is the outcome of the most recent run.
 	LastRun *RunSummary `json:"last_run,omitempty"`
+	// Usage adds up the tokens (and cost) of every model call the
+	// conversation's runs made, by model (usage.go).
+	Usage *ConversationUsage `json:"usage,omitempty"`
 	// Superseded maps the ids of messages a regenerated answer replaced
 	// to the turn that regenerated it: shown, not sent to models
 	// (actions.go).
@@ -307,12 +310,6 @@ type StepSummary struct {
 	Worker     string    `json:"worker,omitempty"`
 	StartedAt  time.Time `json:"started_at,omitzero"`
 	FinishedAt time.Time `json:"finished_at,omitzero"`
-}
-
-// Usage counts the tokens a run used.
-type Usage struct {
-	InputTokens  int `json:"input_tokens"`
-	OutputTokens int `json:"output_tokens"`
 }
 
 // Covers reports whether the summary is the outcome of run id.

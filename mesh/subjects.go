@@ -71,6 +71,10 @@ const (
 	// BucketLimits holds the request budgets and the sets of active
 	// conversations every bridge counts together (ratelimit.go).
 	BucketLimits = "limits"
+	// BucketUsage holds what each principal's conversations spent on
+	// models per day, which the agents that spend write and the bridges
+	// read for the daily budgets (usage.go).
+	BucketUsage = "usage"
 	// BucketFiles is the object store of conversations' files (files.go):
 	// mesh_files, its stream OBJ_mesh_files.
 	BucketFiles = "files"

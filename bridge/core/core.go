@@ -49,6 +49,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh/bus"
 	"github.com/agentmesh/agentmesh/mesh/memory"
 	"github.com/agentmesh/agentmesh/mesh/role"
+	"github.com/agentmesh/agentmesh/mesh/limits"
 	"github.com/agentmesh/agentmesh/mesh/store"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
@@ -120,6 +121,12 @@ type Config struct {
 	// sends before it is queued: an error refuses it (the safety section,
 	// bridge/screen.go).
 	Screen func(ctx context.Context, text string) error
+	// Budgets are the models' budgets, checked before a message is queued
+	// (budget.go). Their zero value is none.
+	Budgets mesh.Budgets
+	// Spend is the principals' daily spend (mesh_usage); a daily budget
+	// is checked only with it.
+	Spend *limits.Spend
 }
 
 // Core submits work to the mesh and waits for it.

@@ -85,6 +85,7 @@ func (c *Core) enqueue(ctx context.Context, id string, tq turnQ, caller Caller) 
 	// A client leaving mid-way must not leave the record without its item.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.publishTimeout())
 	defer cancel()
+	var spent dailySpend // read once, whatever the compare-and-set's tries
 	// The record touches only the head: the messages are not decoded.
 	conv, err := c.updateHead(ctx, id, func(cv *mesh.Conversation) error {
 		switch {
@@ -104,6 +105,9 @@ func (c *Core) enqueue(ctx context.Context, id string, tq turnQ, caller Caller) 
 		case tq.regenerate && cv.MessageCount != tq.count:
 			// A turn ended since the read that found the user message.
 			return mesh.ErrTurnInProgress.With(fmt.Sprintf("conversation %s changed while its answer was to be regenerated; try again", id))
+		}
+		if err := c.overBudget(ctx, cv, &spent); err != nil {
+			return err
 		}
 		cv.Queued = &mesh.QueuedTurn{ID: turnID, Message: text, Files: files, Metadata: tq.metadata, At: c.now().UTC(), By: c.cfg.NodeID, Regenerate: tq.regenerate}
 		cv.Status = mesh.StatusQueued

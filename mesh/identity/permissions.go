@@ -156,7 +156,7 @@ func PermissionsOf(n mesh.Namespace, name string) (p Permissions, ok bool) {
 	if name == RoleAdmin {
 		p.Inbox = ""
 		p.Publish, p.Subscribe = []string{">"}, []string{">"}
-		p.Buckets = []string{mesh.BucketSessions, mesh.BucketApprovals, mesh.BucketTools, mesh.BucketNodes, mesh.BucketCalls, mesh.BucketLimits}
+		p.Buckets = []string{mesh.BucketSessions, mesh.BucketApprovals, mesh.BucketTools, mesh.BucketNodes, mesh.BucketCalls, mesh.BucketLimits, mesh.BucketUsage}
 		p.Streams = []string{mesh.StreamEvents, mesh.StreamWork, mesh.StreamMessages}
 		p.Objects = []string{mesh.BucketFiles}
 		return p, true
@@ -258,6 +258,8 @@ func roleGrants(n mesh.Namespace, role string) []Grant {
 			{Kind: GrantKVRead, Subject: mesh.BucketCalls, Filter: mesh.SubAgentCallPrefix + "*", Why: "its sub-agent call records"},
 			{Kind: GrantKVWrite, Subject: mesh.BucketCalls, Filter: mesh.SubAgentCallPrefix + "*", Why: "its sub-agent call records (the tool hosts' are theirs alone)"},
 			{Kind: GrantObjectRead, Subject: mesh.BucketFiles, Why: "the files of a conversation, sent to the model"},
+			{Kind: GrantKVRead, Subject: mesh.BucketUsage, Why: "principals' daily spend: a daily budget spent refuses the turn"},
+			{Kind: GrantKVWrite, Subject: mesh.BucketUsage, Why: "principals' daily spend: it adds what its model calls used (the only writer)"},
 		}
 		return g
 	case mesh.RoleGroup:
@@ -330,6 +332,7 @@ func roleGrants(n mesh.Namespace, role string) []Grant {
 			{Kind: GrantKVWatch, Subject: mesh.BucketNodes, Why: "/health, degradation mode"},
 			{Kind: GrantKVRead, Subject: mesh.BucketLimits, Why: "request budgets, active conversations"},
 			{Kind: GrantKVWrite, Subject: mesh.BucketLimits, Why: "request budgets, active conversations, by compare-and-set"},
+			{Kind: GrantKVRead, Subject: mesh.BucketUsage, Why: "principals' daily spend: refuse a message past a daily budget"},
 			{Kind: GrantObjectWrite, Subject: mesh.BucketFiles, Why: "store the files of users' messages"},
 			{Kind: GrantObjectRead, Subject: mesh.BucketFiles, Why: "GET /conversations/{id}/files/{file}"},
 		}

@@ -13,7 +13,7 @@ import (
 // mesh/identity/testdata/permissions.md is its golden copy).
 func PermissionsMarkdown(n mesh.Namespace) string {
 	var b strings.Builder
-	buckets := []string{mesh.BucketSessions, mesh.BucketApprovals, mesh.BucketTools, mesh.BucketNodes, mesh.BucketCalls, mesh.BucketLimits}
+	buckets := []string{mesh.BucketSessions, mesh.BucketApprovals, mesh.BucketTools, mesh.BucketNodes, mesh.BucketCalls, mesh.BucketLimits, mesh.BucketUsage}
 	b.WriteString("| role | publishes | requests | subscribes, serves | consumes |")
 	for _, bk := range buckets {
 		fmt.Fprintf(&b, " `%s` |", n.Bucket(bk))

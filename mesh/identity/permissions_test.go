@@ -95,6 +95,8 @@ func TestPermissionsHold(t *testing.T) {
 		{"only agents and bridges read files", "$JS.API.DIRECT.GET.OBJ_mesh_files.$O.mesh_files.M.abc", true, []string{mesh.RoleAgent, mesh.RoleBridge, identity.RoleAdmin}},
 		{"only agents and bridges follow file chunks", "$JS.API.CONSUMER.CREATE.OBJ_mesh_files.x.$O.mesh_files.C.abc", true, []string{mesh.RoleAgent, mesh.RoleBridge, identity.RoleAdmin}},
 		{"only the admin purges the files", "$JS.API.STREAM.PURGE.OBJ_mesh_files", true, []string{identity.RoleAdmin}},
+		{"only agents write the daily spend", "$KV.mesh_usage.2026-12-07.abc", true, []string{mesh.RoleAgent, identity.RoleAdmin}},
+		{"only agents and bridges read the daily spend", "$JS.API.DIRECT.GET.KV_mesh_usage.$KV.mesh_usage.2026-12-07.abc", true, []string{mesh.RoleAgent, mesh.RoleBridge, identity.RoleAdmin}},
 		{"only bridges read the limits", "$JS.API.DIRECT.GET.KV_mesh_limits.$KV.mesh_limits." + limits.ActiveAll, true, []string{mesh.RoleBridge, identity.RoleAdmin}},
 	} {
 		var got []string

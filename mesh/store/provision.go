@@ -152,6 +152,8 @@ type Resources struct {
 	// connection, for the roles that bind it.
 	Messages *MessageLog
 	Limits   jetstream.KeyValue
+	// Usage is what principals spent on models, per day (mesh_usage).
+	Usage jetstream.KeyValue
 	// Files holds conversations' files (the object store mesh_files).
 	Files *FileStore
 	// MovedWork counts the work items a release before 0.1.0 queued that
@@ -219,6 +221,9 @@ func Provision(ctx context.Context, js jetstream.JetStream, ns mesh.Namespace, c
 		// of active conversations are checked against mesh_sessions anyway.
 		{&r.Limits, jetstream.KeyValueConfig{Bucket: ns.Bucket(mesh.BucketLimits), Description: "Agent Mesh: request budgets and active conversations",
 			LimitMarkerTTL: time.Minute, Storage: jetstream.MemoryStorage}},
+		// A day's spend outlives a server restart; each write carries a TTL
+		// of two days, so yesterday's keys go away by themselves.
+		{&r.Usage, jetstream.KeyValueConfig{Bucket: ns.Bucket(mesh.BucketUsage), Description: "Agent Mesh: what principals spent on models, per day", LimitMarkerTTL: time.Minute}},
 	}
 	for _, b := range buckets {
 		if b.conf.Storage != jetstream.MemoryStorage {
@@ -343,6 +348,7 @@ func Bind(ctx context.Context, js jetstream.JetStream, ns mesh.Namespace, p Uses
 	buckets := map[string]*jetstream.KeyValue{
 		mesh.BucketSessions: &r.Sessions, mesh.BucketApprovals: &r.Approvals, mesh.BucketTools: &r.Tools,
 		mesh.BucketNodes: &r.Nodes, mesh.BucketCalls: &r.Calls, mesh.BucketLimits: &r.Limits,
+		mesh.BucketUsage: &r.Usage,
 	}
 	for _, b := range p.Buckets {
 		dst, ok := buckets[b]
@@ -441,7 +447,7 @@ type StreamFormat struct {
 // store of the mesh in ns that exists, in the order [Provision] makes them.
 func StoredFormats(ctx context.Context, js jetstream.JetStream, ns mesh.Namespace) ([]StreamFormat, error) {
 	names := []string{ns.Stream(mesh.StreamEvents), ns.Stream(mesh.StreamWork), ns.Stream(mesh.StreamMessages)}
-	for _, b := range []string{mesh.BucketSessions, mesh.BucketApprovals, mesh.BucketTools, mesh.BucketNodes, mesh.BucketCalls, mesh.BucketLimits} {
+	for _, b := range []string{mesh.BucketSessions, mesh.BucketApprovals, mesh.BucketTools, mesh.BucketNodes, mesh.BucketCalls, mesh.BucketLimits, mesh.BucketUsage} {
 		names = append(names, "KV_"+ns.Bucket(b))
 	}
 	names = append(names, "OBJ_"+ns.Bucket(mesh.BucketFiles))

@@ -57,20 +57,41 @@ func TurnStarted(agent, kind string) (done func(context.Context)) {
 // TurnFinished counts a run an agent ended with outcome.
 func TurnFinished(agent, outcome string) { turnsFinished.WithLabelValues(agent, label(outcome)).Inc() }
 
+// Kinds of tokens of mesh_model_tokens_total. Cached and cache_write
+// tokens are parts of the input tokens, counted apart too.
+const (
+	TokensInput      = "input"
+	TokensOutput     = "output"
+	TokensCached     = "cached"
+	TokensCacheWrite = "cache_write"
+)
+
+// Tokens are the tokens of one model call, by kind.
+type Tokens struct{ Input, Output, Cached, CacheWrite int }
+
 // ModelCall records one model call: its duration, the tokens it used and,
 // when code is not empty, its failure. ctx's span is the duration's
 // exemplar.
-func ModelCall(ctx context.Context, provider, model string, d time.Duration, in, out int, code string) {
+func ModelCall(ctx context.Context, provider, model string, d time.Duration, tok Tokens, code string) {
 	modelCalls.WithLabelValues(provider, model).Inc()
 	observe(ctx, modelDuration.WithLabelValues(provider, model), d.Seconds())
-	if in > 0 {
-		modelTokens.WithLabelValues(provider, model, "in").Add(float64(in))
-	}
-	if out > 0 {
-		modelTokens.WithLabelValues(provider, model, "out").Add(float64(out))
+	for _, k := range [...]struct {
+		kind string
+		n    int
+	}{{TokensInput, tok.Input}, {TokensOutput, tok.Output}, {TokensCached, tok.Cached}, {TokensCacheWrite, tok.CacheWrite}} {
+		if k.n > 0 {
+			modelTokens.WithLabelValues(provider, model, k.kind).Add(float64(k.n))
+		}
 	}
 	if code != "" {
 		modelErrors.WithLabelValues(provider, model, code).Inc()
+	}
+}
+
+// ModelCost adds what a model call cost at the configured prices.
+func ModelCost(provider, model string, cost float64) {
+	if cost > 0 {
+		modelCost.WithLabelValues(provider, model).Add(cost)
 	}
 }
 

@@ -3,7 +3,7 @@ package telemetry
 // The bridge's limits (bridge/limit.go): what they refused, and the checks
 // that could not be made.
 var (
-	limitRefusals     = counter("limit_refusals_total", "Requests the bridge refused for a limit, by limit (rate_principal, rate_ip, conversations, active_sessions, streams_principal, streams).", "limit")
+	limitRefusals     = counter("limit_refusals_total", "Requests the bridge refused for a limit, by limit (rate_principal, rate_ip, conversations, active_sessions, streams_principal, streams, budget).", "limit")
 	sessionRejections = counter("session_rejections_total", "Messages refused because their conversation could not become active, by reason (principal, max_active_sessions).", "reason")
 	limitErrors       = counter("limit_errors_total", "Limit checks that could not be made (NATS unreachable, a key contended) and let the request through.")
 )
@@ -16,6 +16,8 @@ const (
 	LimitActiveSessions   = "active_sessions"
 	LimitStreamsPrincipal = "streams_principal"
 	LimitStreams          = "streams"
+	// LimitBudget: a conversation's or a principal's daily model budget.
+	LimitBudget = "budget"
 )
 
 // LimitRefused counts a request refused for limit (one of the Limit*

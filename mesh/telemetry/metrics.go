@@ -86,7 +86,8 @@ var (
 
 	modelCalls    = counter("model_calls_total", "Calls to a model, by provider and model.", "provider", "model")
 	modelDuration = histogram("model_call_duration_seconds", "Duration of model calls, retries included.", "provider", "model")
-	modelTokens   = counter("model_tokens_total", "Tokens the models read (direction in) and wrote (out).", "provider", "model", "direction")
+	modelTokens   = counter("model_tokens_total", "Tokens of model calls by kind: input (every prompt token), output, and the parts of input the provider's prompt cache served (cached) or stored (cache_write).", "provider", "model", "kind")
+	modelCost     = counter("model_cost_total", "What model calls cost at the configured prices (prices:), in their currency; stays 0 for a model without a price.", "provider", "model")
 	modelErrors   = counter("model_errors_total", "Model calls that failed, by error code.", "provider", "model", "code")
 	modelRetries  = counter("model_retries_total", "Attempts of a model call that were retried.", "provider")
 	modelWaiting  = gauge("model_calls_waiting", "Model calls waiting for their provider's capacity (concurrency, rate, a rate limit's pause), by provider endpoint.", "provider")

@@ -31,8 +31,10 @@ func WorkQueue(role, name string) {
 func ModelEndpoint(provider, model string, codes []string) {
 	modelCalls.WithLabelValues(provider, model).Add(0)
 	modelDuration.WithLabelValues(provider, model)
-	modelTokens.WithLabelValues(provider, model, "in").Add(0)
-	modelTokens.WithLabelValues(provider, model, "out").Add(0)
+	for _, kind := range []string{TokensInput, TokensOutput, TokensCached} {
+		modelTokens.WithLabelValues(provider, model, kind).Add(0)
+	}
+	modelCost.WithLabelValues(provider, model).Add(0)
 	for _, code := range codes {
 		modelErrors.WithLabelValues(provider, model, code).Add(0)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/bus"
+	"github.com/agentmesh/agentmesh/mesh/limits"
 	"github.com/agentmesh/agentmesh/mesh/llm"
 	"github.com/agentmesh/agentmesh/mesh/role"
 	"github.com/agentmesh/agentmesh/mesh/store"
@@ -94,6 +95,7 @@ type Role struct {
 	lastProgress atomic.Int64   // unix nanoseconds of the last sign of progress
 	modelWaiting atomic.Int32   // turns whose model calls wait for their provider
 	servers      *breakers      // of the MCP servers, as this agent calls them
+	spend        spending       // prices, budgets, the daily spend (budget.go)
 
 	tools   atomic.Pointer[toolSet]
 	pool    *remotePool
@@ -199,6 +201,13 @@ func New(cfg Config) (*Role, error) {
 		a.maxDeliver = config.DefaultMaxDeliver
 	}
 	a.log = cfg.Logger.With().Str("agent", a.name).Logger()
+	a.spend = spending{prices: cfg.Agent.PriceTable(), budgets: BudgetsOf(cfg.Agent)}
+	if a.spend.budgets.Daily() {
+		if cfg.Resources.Usage == nil {
+			return nil, errors.New("agent: a daily budget needs the usage bucket (Resources.Usage)")
+		}
+		a.spend.daily = limits.NewSpend(cfg.JS, cfg.Resources.Usage)
+	}
 	a.tools.Store(newToolSet(nil))
 	a.servers = newBreakers(cfg.Agent.Breakers.Tools)
 	if cfg.Remote.BreakerFailures == 0 {

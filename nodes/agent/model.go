@@ -147,6 +147,8 @@ func (t *turn) generate(ctx context.Context) (*llm.Response, string, error) {
 	if err == nil {
 		t.ex.usage = t.ex.usage.Add(resp.Usage)
 		t.ex.model = t.step.provider.Model()
+		u := resp.Usage
+		t.countCost(t.ex.model, u.InputTokens, u.OutputTokens, u.CachedTokens, u.CacheWriteTokens)
 		if !streamed && resp.Text != "" {
 			start()
 			t.emit(mesh.Event{Type: mesh.EventTextMessageContent, MessageID: msgID, Delta: resp.Text})

@@ -189,17 +189,24 @@ func (t *turn) endEvent(p *plan, id string) mesh.Event {
 		}
 		return ev
 	case mesh.OutcomeInterrupt:
-		ev := mesh.RunFinished(t.conv.ID, id, mesh.Outcome{Type: p.runOutcome}, runResult(p.response, p.usage))
+		ev := mesh.RunFinished(t.conv.ID, id, mesh.Outcome{Type: p.runOutcome}, runResult(p))
 		ev.Outcome.Interrupts = p.interrupts
 		return ev
 	}
-	return mesh.RunFinished(t.conv.ID, id, mesh.Outcome{Type: p.runOutcome}, runResult(p.response, p.usage))
+	return mesh.RunFinished(t.conv.ID, id, mesh.Outcome{Type: p.runOutcome}, runResult(p))
 }
 
-func runResult(response string, usage *mesh.Usage) map[string]any {
-	r := map[string]any{"response": response}
-	if usage != nil {
-		r["usage"] = usage
+// runResult is RUN_FINISHED's result: the answer, the run's usage and the
+// conversation's since it began. Usage goes here rather than into the
+// state, which is the user's (clients send it back with their next run),
+// and costs no event of its own.
+func runResult(p *plan) map[string]any {
+	r := map[string]any{"response": p.response}
+	if p.usage != nil {
+		r["usage"] = p.usage
+	}
+	if p.convUsage != nil {
+		r["conversationUsage"] = p.convUsage
 	}
 	return r
 }

@@ -69,6 +69,7 @@ type plan struct {
 	errText    string
 	resetAt    time.Time
 	usage      *mesh.Usage
+	convUsage  *mesh.ConversationUsage // the conversation's, once the run ended
 	treeRunID  string
 	treeEnded  bool
 	dropped    bool // the tree moved on without this step (cancelled, failed)
@@ -97,14 +98,17 @@ func (t *turn) apply(c *mesh.Conversation, key string, gen int, o outcome, p *pl
 		return store.ErrNoChange
 	}
 	p.treeRunID = tr.ID
-	if u := t.ex.usage; u != (llm.Usage{}) {
+	if t.ex.usage != (llm.Usage{}) {
+		// The run's and the conversation's usage change in the save that
+		// applies the run: no write of their own.
+		u := t.runUsage()
 		sum := mesh.Usage{}
 		if tr.Usage != nil {
 			sum = *tr.Usage
 		}
-		sum.InputTokens += u.InputTokens
-		sum.OutputTokens += u.OutputTokens
+		sum.Add(u)
 		tr.Usage = &sum
+		c.AddUsage(t.ex.model, u)
 	}
 	if t.ex.model != "" {
 		tr.Model = t.ex.model
@@ -345,7 +349,7 @@ func (t *turn) summarize(c *mesh.Conversation, p *plan) {
 	}
 	c.MarkTurn(tr.ID)
 	tr.Runs = nil
-	p.usage = tr.Usage
+	p.usage, p.convUsage = tr.Usage, c.Usage
 	summary := &mesh.RunSummary{ID: tr.ID, Runs: p.endRuns, Outcome: p.runOutcome, Response: p.response, ErrorCode: p.errCode, Error: p.errText, Usage: p.usage,
 		Model: tr.Model, ToolsCalled: tr.ToolsCalled, FinishedAt: time.Now().UTC()}
 	if !t.a.simple {

@@ -116,10 +116,14 @@ func (t *turn) run(ctx context.Context) error {
 			return err
 		}
 	}
-	if t.step.cfg.Type == config.NodeA2A {
+	switch {
+	case t.step.cfg.Type == config.NodeA2A:
 		t.runA2A(ctx)
-	} else {
+	case t.overBudget(ctx):
+		// Refused before any model call: the outcome says which budget.
+	default:
 		t.loop(ctx)
+		t.addSpend(context.WithoutCancel(ctx))
 	}
 	if errors.Is(context.Cause(ctx), errShutdown) {
 		return context.Cause(ctx)

@@ -53,11 +53,12 @@ func matrixSubjects(ns mesh.Namespace) (pub, sub []string) {
 		mesh.BucketTools:     {"resources.resources_add"},
 		mesh.BucketCalls:     {"k1", mesh.SubAgentCallKey("k1")},
 		mesh.BucketLimits:    {"rate.p.abc"},
+		mesh.BucketUsage:     {"2026-12-07.abc"},
 	}
 	for _, r := range identity.Roles() {
 		keys[mesh.BucketNodes] = append(keys[mesh.BucketNodes], r+".n1")
 	}
-	for _, b := range []string{mesh.BucketSessions, mesh.BucketApprovals, mesh.BucketTools, mesh.BucketNodes, mesh.BucketCalls, mesh.BucketLimits} {
+	for _, b := range []string{mesh.BucketSessions, mesh.BucketApprovals, mesh.BucketTools, mesh.BucketNodes, mesh.BucketCalls, mesh.BucketLimits, mesh.BucketUsage} {
 		bucket := ns.Bucket(b)
 		stream := "KV_" + bucket
 		for _, k := range keys[b] {

@@ -33,10 +33,17 @@ func (o *observed) Generate(ctx context.Context, req llm.Request) (*llm.Response
 		attribute.String("gen_ai.provider.name", telemetry.GenAIProvider(o.provider)),
 		attribute.String("gen_ai.request.model", o.model))
 	resp, err := o.Provider.Generate(ctx, req)
-	var in, out int
+	var tok telemetry.Tokens
 	if resp != nil {
-		in, out = resp.Usage.InputTokens, resp.Usage.OutputTokens
-		span.SetAttributes(attribute.Int("gen_ai.usage.input_tokens", in), attribute.Int("gen_ai.usage.output_tokens", out))
+		u := resp.Usage
+		tok = telemetry.Tokens{Input: u.InputTokens, Output: u.OutputTokens, Cached: u.CachedTokens, CacheWrite: u.CacheWriteTokens}
+		span.SetAttributes(attribute.Int("gen_ai.usage.input_tokens", u.InputTokens), attribute.Int("gen_ai.usage.output_tokens", u.OutputTokens))
+		if u.CachedTokens > 0 {
+			span.SetAttributes(attribute.Int("gen_ai.usage.cache_read.input_tokens", u.CachedTokens))
+		}
+		if u.CacheWriteTokens > 0 {
+			span.SetAttributes(attribute.Int("gen_ai.usage.cache_creation.input_tokens", u.CacheWriteTokens))
+		}
 		if resp.StopReason != "" {
 			span.SetAttributes(attribute.StringSlice("gen_ai.response.finish_reasons", []string{resp.StopReason}))
 		}
@@ -51,7 +58,7 @@ func (o *observed) Generate(ctx context.Context, req llm.Request) (*llm.Response
 			code = "cancelled"
 		}
 	}
-	telemetry.ModelCall(ctx, o.provider, o.model, time.Since(start), in, out, code)
+	telemetry.ModelCall(ctx, o.provider, o.model, time.Since(start), tok, code)
 	telemetry.End(span, err)
 	return resp, err
 }
