@@ -47,9 +47,9 @@ import (
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/bus"
+	"github.com/agentmesh/agentmesh/mesh/limits"
 	"github.com/agentmesh/agentmesh/mesh/memory"
 	"github.com/agentmesh/agentmesh/mesh/role"
-	"github.com/agentmesh/agentmesh/mesh/limits"
 	"github.com/agentmesh/agentmesh/mesh/store"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
