@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -108,7 +109,13 @@ func startNode(ctx context.Context, cfg *config.Config, role string) (*node, err
 		// A role's identity may not create streams: bind what the role
 		// uses, and wait for `mesh up` or `mesh nats` to provision it.
 		perms, _ := identity.PermissionsOf(ns, role)
-		res, err = store.BindRetry(ctx, js, ns, store.Uses{Buckets: perms.Buckets, Streams: perms.Streams, Objects: perms.Objects}, onRetry)
+		buckets := perms.Buckets
+		if !mesh.Budgets(cfg.Budgets).Daily() {
+			// Only the daily budgets use mesh_usage: without one, a role
+			// does not wait for a mesh provisioned before the bucket was.
+			buckets = slices.DeleteFunc(slices.Clone(buckets), func(b string) bool { return b == mesh.BucketUsage })
+		}
+		res, err = store.BindRetry(ctx, js, ns, store.Uses{Buckets: buckets, Streams: perms.Streams, Objects: perms.Objects}, onRetry)
 	}
 	if errors.Is(err, nats.ErrConnectionClosed) && nc.LastError() != nil {
 		err = fmt.Errorf("%w: %w", err, nc.LastError()) // e.g. an authorization violation
