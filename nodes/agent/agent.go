@@ -201,7 +201,7 @@ func New(cfg Config) (*Role, error) {
 		a.maxDeliver = config.DefaultMaxDeliver
 	}
 	a.log = cfg.Logger.With().Str("agent", a.name).Logger()
-	a.spend = spending{prices: cfg.Agent.PriceTable(), budgets: BudgetsOf(cfg.Agent)}
+	a.spend = spending{prices: cfg.Agent.PriceTable(), budgets: mesh.Budgets(cfg.Agent.Budgets)}
 	if a.spend.budgets.Daily() {
 		if cfg.Resources.Usage == nil {
 			return nil, errors.New("agent: a daily budget needs the usage bucket (Resources.Usage)")

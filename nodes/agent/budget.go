@@ -5,7 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/limits"
 	"github.com/agentmesh/agentmesh/mesh/llm"
@@ -26,11 +25,6 @@ type spending struct {
 	prices  modelspec.Prices
 	budgets mesh.Budgets
 	daily   *limits.Spend
-}
-
-// BudgetsOf are the budgets section of cfg, as the mesh checks them.
-func BudgetsOf(cfg *config.Config) mesh.Budgets {
-	return mesh.Budgets(cfg.Budgets)
 }
 
 // runUsage is what the run's model calls used, with their cost at the
