@@ -7,8 +7,8 @@
 // groups), and how the mesh's processes run, its [Process] part (host,
 // port, data_dir and the sections mesh, http, nats, sessions, log,
 // monitor, breakers, metrics, approvals, auth: HTTP authentication, see
-// [Auth]; limits, see [Limits]; files). Environment variables override
-// the file:
+// [Auth]; limits, see [Limits]; files; prices and budgets, see [Budgets]).
+// Environment variables override the file:
 //
 //	MESH_CONFIG      path of the file (default config/agent.yaml)
 //	MESH_DATA_DIR    data directory (default ./data)

@@ -9,7 +9,8 @@ import (
 // Process is what a process of the mesh runs with, whichever agents it
 // serves: the file's data directory, bridge address and sections of the
 // mesh (mesh, http, nats, sessions, log, monitor, breakers, metrics,
-// approvals, auth, limits, files), and what the environment adds to them.
+// approvals, auth, limits, files, prices, budgets), and what the
+// environment adds to them.
 // It is the part of [Config] that is not the agents' [Definition].
 type Process struct {
 	Host     string   `yaml:"host"`
