@@ -170,7 +170,7 @@ type Node struct {
 	// this JSON Schema: the model is asked for it, the answer validated,
 	// and output_key holds the object.
 	OutputSchema map[string]any `yaml:"output_schema"`
-	CanExitLoop bool   `yaml:"can_exit_loop"`
+	CanExitLoop  bool           `yaml:"can_exit_loop"`
 	// MaxIterations bounds a loop. Zero means 10.
 	MaxIterations int `yaml:"max_iterations"`
 	// AllowDestructive runs destructive tools without asking for approval.
