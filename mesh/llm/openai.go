@@ -405,18 +405,20 @@ type openAIChunk struct {
 }
 
 // openAIReasoning is the reasoning text compatible servers add to a
-// message or a delta, under one name or the other.
+// message or a delta, under one name or the other. Only a string is
+// reasoning text: a gateway that puts something else there (an object of
+// settings) is not misread, nor refused.
 type openAIReasoning struct {
-	ReasoningContent *string `json:"reasoning_content"`
-	Reasoning        *string `json:"reasoning"`
+	ReasoningContent json.RawMessage `json:"reasoning_content"`
+	Reasoning        json.RawMessage `json:"reasoning"`
 }
 
 func (r openAIReasoning) text() string {
-	switch {
-	case r.ReasoningContent != nil:
-		return *r.ReasoningContent
-	case r.Reasoning != nil:
-		return *r.Reasoning
+	for _, raw := range []json.RawMessage{r.ReasoningContent, r.Reasoning} {
+		var s string
+		if len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &s) == nil && s != "" {
+			return s
+		}
 	}
 	return ""
 }

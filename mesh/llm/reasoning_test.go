@@ -251,3 +251,35 @@ func TestStructuredOutputWithTools(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenAIReasoningFieldsOfCompatibleServers: reasoning_content
+// (DeepSeek, vLLM) and reasoning (Ollama) are reasoning text; a reasoning
+// field that is no string is neither read nor refused.
+func TestOpenAIReasoningFieldsOfCompatibleServers(t *testing.T) {
+	chunk := func(delta string) string {
+		return "data: {\"choices\":[{\"index\":0,\"delta\":" + delta + ",\"finish_reason\":null}]}\n\n"
+	}
+	end := "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"
+	tests := []struct{ name, body, want string }{
+		{"reasoning_content", chunk(`{"reasoning_content":"Think"}`) + chunk(`{"reasoning_content":"ing."}`) + chunk(`{"content":"Hi"}`) + end, "Thinking."},
+		{"reasoning", chunk(`{"role":"assistant","content":"","reasoning":"Hmm."}`) + chunk(`{"content":"Hi"}`) + end, "Hmm."},
+		{"an object", chunk(`{"reasoning":{"effort":"low"}}`) + chunk(`{"content":"Hi"}`) + end, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFake(t, openAIWire)
+			f.Fail(stream(tt.body))
+			req := ask()
+			var got strings.Builder
+			req.OnText = func(string) {}
+			req.OnReasoning = func(d string) { got.WriteString(d) }
+			resp, err := f.provider(testOptions(nil)).Generate(t.Context(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.Text != "Hi" || resp.Reasoning != tt.want || got.String() != tt.want {
+				t.Errorf("text %q, reasoning %q, streamed %q; want Hi and %q", resp.Text, resp.Reasoning, got.String(), tt.want)
+			}
+		})
+	}
+}
