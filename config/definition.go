@@ -59,7 +59,17 @@ type LLM struct {
 	// Sampling: max_tokens, temperature and top_p of every call (a tree
 	// node's own settings replace them for its calls).
 	modelspec.Sampling `yaml:",inline"`
+	// Reasoning asks the model to reason before it answers (effort low,
+	// medium or high; budget_tokens). Absent means the model's default.
+	Reasoning modelspec.Reasoning `yaml:"reasoning"`
+	// PromptCache marks the system prompt and the tools for Anthropic's
+	// prompt cache. Absent means true.
+	PromptCache *bool `yaml:"prompt_cache"`
 }
+
+// PromptCacheOn says whether the prompt cache is asked for (prompt_cache
+// absent or true).
+func (l LLM) PromptCacheOn() bool { return l.PromptCache == nil || *l.PromptCache }
 
 // MCPServer is a tool server: a command run over stdio, or a URL spoken to
 // over streamable HTTP.
@@ -155,8 +165,12 @@ type Node struct {
 	// agent's llm section.
 	modelspec.Sampling `yaml:",inline"`
 	// OutputKey stores the node's reply in session state.
-	OutputKey   string `yaml:"output_key"`
-	CanExitLoop bool   `yaml:"can_exit_loop"`
+	OutputKey string `yaml:"output_key"`
+	// OutputSchema makes an llm node answer with one JSON object matching
+	// this JSON Schema: the model is asked for it, the answer validated,
+	// and output_key holds the object.
+	OutputSchema map[string]any `yaml:"output_schema"`
+	CanExitLoop  bool           `yaml:"can_exit_loop"`
 	// MaxIterations bounds a loop. Zero means 10.
 	MaxIterations int `yaml:"max_iterations"`
 	// AllowDestructive runs destructive tools without asking for approval.

@@ -46,6 +46,9 @@ func (c *Config) checkModels() *fieldErr {
 			return &fieldErr{field, err.Error()}
 		}
 	}
+	if err := c.LLM.Reasoning.Check(); err != nil {
+		return &fieldErr{"llm.reasoning", err.Error()}
+	}
 	if c.LLM.BaseURL != "" {
 		if err := checkURL(c.LLM.BaseURL); err != nil {
 			return &fieldErr{"llm.base_url", err.Error()}
@@ -622,6 +625,14 @@ func checkNode(field string, n *Node) *fieldErr {
 	}
 	if n.OutputKey != "" && !nameRE.MatchString(n.OutputKey) {
 		return &fieldErr{field + ".output_key", fmt.Sprintf("%q is not %s", n.OutputKey, nameWant)}
+	}
+	if n.OutputSchema != nil {
+		if n.Type != NodeLLM {
+			return &fieldErr{field + ".output_schema", fmt.Sprintf("node %q is a %s node: only llm nodes answer with a schema", n.Name, n.Type)}
+		}
+		if _, err := ResolveOutputSchema(n.OutputSchema); err != nil {
+			return &fieldErr{field + ".output_schema", err.Error()}
+		}
 	}
 	seen := map[string]bool{}
 	for i, a := range n.A2A {

@@ -27,7 +27,18 @@ const (
 	EventMessagesSnapshot   EventType = "MESSAGES_SNAPSHOT"
 	EventRaw                EventType = "RAW"
 	EventCustom             EventType = "CUSTOM"
+
+	// A model's reasoning: a span (REASONING_START … REASONING_END) holding
+	// one streamed reasoning message (role "reasoning").
+	EventReasoningStart          EventType = "REASONING_START"
+	EventReasoningMessageStart   EventType = "REASONING_MESSAGE_START"
+	EventReasoningMessageContent EventType = "REASONING_MESSAGE_CONTENT"
+	EventReasoningMessageEnd     EventType = "REASONING_MESSAGE_END"
+	EventReasoningEnd            EventType = "REASONING_END"
 )
+
+// RoleReasoning is the role of a REASONING_MESSAGE_START.
+const RoleReasoning = "reasoning"
 
 // Names of the CUSTOM events the mesh publishes for its own facts.
 const (
@@ -118,6 +129,9 @@ const (
 	CodeUnavailable = "UNAVAILABLE"
 	// CodeNoSpeaker: a group chat found no member that may speak.
 	CodeNoSpeaker = "GROUP_NO_SPEAKER"
+	// CodeOutputInvalid: a tree step with an output_schema got no answer
+	// matching it, after one retry.
+	CodeOutputInvalid = "OUTPUT_INVALID"
 )
 
 // Outcome is the outcome of a finished run.
@@ -194,7 +208,8 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	return json.Marshal(out)
 }
 
-// DeltaText returns the delta of a TEXT_MESSAGE_CONTENT or TOOL_CALL_ARGS event.
+// DeltaText returns the delta of a TEXT_MESSAGE_CONTENT,
+// REASONING_MESSAGE_CONTENT or TOOL_CALL_ARGS event.
 func (e Event) DeltaText() string {
 	s, _ := e.Delta.(string)
 	return s

@@ -151,9 +151,24 @@ type Message struct {
 	// Files are the images and documents a user message carries: their
 	// bytes are in the object store mesh_files (files.go), not here.
 	Files []File `json:"files,omitempty"`
+	// Reasoning is what the model said of its reasoning before an
+	// assistant message, for people; models never get it back.
+	Reasoning string `json:"reasoning,omitempty"`
+	// Thoughts are the signed reasoning blocks the model's provider wants
+	// back with the message's tool calls (Anthropic's thinking); only that
+	// provider gets them.
+	Thoughts []Thought `json:"thoughts,omitempty"`
 	// TurnID is the turn that added the message.
 	TurnID    string    `json:"turn_id,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
+}
+
+// Thought is one signed reasoning block of a model's answer, kept as it
+// came: thinking text and its signature, or a redacted block's data.
+type Thought struct {
+	Text      string `json:"text,omitempty"`
+	Signature string `json:"signature,omitempty"`
+	Redacted  string `json:"redacted,omitempty"`
 }
 
 // ToolCall is a call a model asked for.

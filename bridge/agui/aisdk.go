@@ -32,6 +32,7 @@ import (
 //	                      start {messageId: that message's id}, and start-step
 //	                      only after the approved calls' outputs
 //	TEXT_MESSAGE_*        text-start {id} / text-delta {id, delta} / text-end {id}
+//	REASONING_MESSAGE_*   reasoning-start {id} / reasoning-delta {id, delta} / reasoning-end {id}
 //	TOOL_CALL_START       tool-input-start {toolCallId, toolName, dynamic: true}
 //	TOOL_CALL_ARGS        tool-input-delta {toolCallId, inputTextDelta}
 //	TOOL_CALL_END         tool-input-available {toolCallId, toolName, input, dynamic}
@@ -315,7 +316,7 @@ func (t *aiTranslator) translate(ev *mesh.Event) []aiChunk {
 func opensStep(chunks []aiChunk) bool {
 	for _, c := range chunks {
 		switch c.Type {
-		case "text-start", "text-delta", "tool-input-start", "tool-input-delta", "tool-input-available":
+		case "text-start", "text-delta", "reasoning-start", "reasoning-delta", "tool-input-start", "tool-input-delta", "tool-input-available":
 			return true
 		}
 	}
@@ -332,6 +333,14 @@ func (t *aiTranslator) one(out []aiChunk, e *mesh.Event) []aiChunk {
 		}
 	case mesh.EventTextMessageEnd:
 		out = append(out, aiChunk{Type: "text-end", ID: e.MessageID})
+	case mesh.EventReasoningMessageStart:
+		out = append(out, aiChunk{Type: "reasoning-start", ID: e.MessageID})
+	case mesh.EventReasoningMessageContent:
+		if d := e.DeltaText(); d != "" {
+			out = append(out, aiChunk{Type: "reasoning-delta", ID: e.MessageID, Delta: d})
+		}
+	case mesh.EventReasoningMessageEnd:
+		out = append(out, aiChunk{Type: "reasoning-end", ID: e.MessageID})
 	case mesh.EventToolCallStart:
 		t.calls.add(e)
 		out = append(out, aiChunk{Type: "tool-input-start", ToolCallID: e.ToolCallID, ToolName: e.ToolCallName, Dynamic: true})

@@ -400,10 +400,10 @@ func (t *officialTranslator) translate(ev *mesh.Event) []mesh.Event {
 				continue // another branch's, still streaming
 			}
 			e := mesh.Event{Type: end}
-			if end == mesh.EventTextMessageEnd {
-				e.MessageID = oid
-			} else {
+			if end == mesh.EventToolCallEnd {
 				e.ToolCallID = oid
+			} else {
+				e.MessageID = oid
 			}
 			out = append(out, e)
 			t.partial[oid] = true
@@ -440,20 +440,16 @@ func (t *officialTranslator) translate(ev *mesh.Event) []mesh.Event {
 			return nil
 		}
 		t.steps = slices.Delete(t.steps, i, i+1)
-	case mesh.EventTextMessageStart, mesh.EventToolCallStart:
+	case mesh.EventTextMessageStart, mesh.EventToolCallStart, mesh.EventReasoningStart, mesh.EventReasoningMessageStart:
 		if t.done[id] || t.open[id] != "" {
 			return nil
 		}
-		end := mesh.EventTextMessageEnd
-		if ev.Type == mesh.EventToolCallStart {
-			end = mesh.EventToolCallEnd
-		}
-		t.open[id] = end
-	case mesh.EventTextMessageContent, mesh.EventToolCallArgs:
+		t.open[id] = closing[ev.Type]
+	case mesh.EventTextMessageContent, mesh.EventToolCallArgs, mesh.EventReasoningMessageContent:
 		if t.open[id] == "" {
 			return nil
 		}
-	case mesh.EventTextMessageEnd, mesh.EventToolCallEnd:
+	case mesh.EventTextMessageEnd, mesh.EventToolCallEnd, mesh.EventReasoningEnd, mesh.EventReasoningMessageEnd:
 		if t.open[id] == "" {
 			return nil
 		}
@@ -466,6 +462,15 @@ func (t *officialTranslator) translate(ev *mesh.Event) []mesh.Event {
 		t.results[ev.ToolCallID] = true
 	}
 	return []mesh.Event{*ev}
+}
+
+// closing is the event that ends what each start event opens: a reasoning
+// span and its message have ids of their own, so one map holds them all.
+var closing = map[mesh.EventType]mesh.EventType{
+	mesh.EventTextMessageStart:      mesh.EventTextMessageEnd,
+	mesh.EventToolCallStart:         mesh.EventToolCallEnd,
+	mesh.EventReasoningStart:        mesh.EventReasoningEnd,
+	mesh.EventReasoningMessageStart: mesh.EventReasoningMessageEnd,
 }
 
 // renameRetried gives the new attempt's copy of an item the interrupted

@@ -109,7 +109,7 @@ func eventDetail(ev mesh.Event) string {
 		return ev.StepName
 	case mesh.EventTextMessageStart:
 		return strings.TrimSpace(ev.Role + " " + ev.Name)
-	case mesh.EventTextMessageContent, mesh.EventToolCallArgs:
+	case mesh.EventTextMessageContent, mesh.EventToolCallArgs, mesh.EventReasoningMessageContent:
 		return fmt.Sprintf("%q", ev.DeltaText())
 	case mesh.EventToolCallStart:
 		return ev.ToolCallName + " " + ev.ToolCallID

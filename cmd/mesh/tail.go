@@ -43,6 +43,8 @@ var eventTypes = []mesh.EventType{
 	mesh.EventTextMessageStart, mesh.EventTextMessageContent, mesh.EventTextMessageEnd,
 	mesh.EventToolCallStart, mesh.EventToolCallArgs, mesh.EventToolCallEnd, mesh.EventToolCallResult,
 	mesh.EventStateSnapshot, mesh.EventStateDelta, mesh.EventMessagesSnapshot, mesh.EventRaw, mesh.EventCustom,
+	mesh.EventReasoningStart, mesh.EventReasoningMessageStart, mesh.EventReasoningMessageContent,
+	mesh.EventReasoningMessageEnd, mesh.EventReasoningEnd,
 }
 
 type tailOptions struct {

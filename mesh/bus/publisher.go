@@ -31,7 +31,8 @@ var eventTypes = []string{string(mesh.EventRunStarted), string(mesh.EventRunFini
 	string(mesh.EventStepStarted), string(mesh.EventStepFinished), string(mesh.EventTextMessageStart), string(mesh.EventTextMessageContent),
 	string(mesh.EventTextMessageEnd), string(mesh.EventToolCallStart), string(mesh.EventToolCallArgs), string(mesh.EventToolCallEnd),
 	string(mesh.EventToolCallResult), string(mesh.EventStateSnapshot), string(mesh.EventStateDelta), string(mesh.EventMessagesSnapshot),
-	string(mesh.EventCustom)}
+	string(mesh.EventCustom), string(mesh.EventReasoningStart), string(mesh.EventReasoningMessageStart),
+	string(mesh.EventReasoningMessageContent), string(mesh.EventReasoningMessageEnd), string(mesh.EventReasoningEnd)}
 
 // Publish publishes one event synchronously. msgID, when not empty,
 // deduplicates it in the stream; runID, when not empty, goes in [HeaderRun].

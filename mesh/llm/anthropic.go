@@ -10,6 +10,16 @@ package llm
 // (text or tool_use), content_block_delta (text_delta or input_json_delta),
 // content_block_stop, message_delta (stop_reason, output usage),
 // message_stop, with ping and error events in between.
+//
+// With Options.Reasoning the request carries thinking {type: enabled,
+// budget_tokens}; the answer's thinking blocks (text and signature, or
+// redacted_thinking data) stream as thinking_delta and signature_delta.
+// Their text goes to OnReasoning; the blocks themselves come back in
+// Response.Thoughts and go back, unchanged and first, in the assistant
+// message that carried them, as the API requires within a tool use loop.
+// The system prompt and the last tool carry cache_control {type:
+// ephemeral} unless Options.NoPromptCache: the prefix up to them is the
+// same from call to call.
 
 import (
 	"context"
@@ -32,7 +42,9 @@ type anthropicProvider struct {
 	model modelspec.Model
 	ep    *endpoint
 	// sampling is the settings of every call (llm section).
-	sampling modelspec.Sampling
+	sampling  modelspec.Sampling
+	reasoning modelspec.Reasoning
+	noCache   bool
 }
 
 func newAnthropic(model modelspec.Model, opts Options) *anthropicProvider {
@@ -40,15 +52,21 @@ func newAnthropic(model modelspec.Model, opts Options) *anthropicProvider {
 	if base == "" {
 		base = anthropicDefaultBase
 	}
-	return &anthropicProvider{model: model, ep: newEndpoint(modelspec.ProviderAnthropic, base, opts), sampling: opts.Sampling}
+	return &anthropicProvider{model: model, ep: newEndpoint(modelspec.ProviderAnthropic, base, opts), sampling: opts.Sampling,
+		reasoning: opts.Reasoning, noCache: opts.NoPromptCache}
 }
 
 func (p *anthropicProvider) Model() string { return p.model.String() }
 
 // Generate sends req to the Messages API, streaming when req.OnText is set.
 func (p *anthropicProvider) Generate(ctx context.Context, req Request) (*Response, error) {
-	stream := req.OnText != nil
-	body, err := json.Marshal(p.request(req, stream))
+	stream := req.OnText != nil || req.OnReasoning != nil
+	r := p.request(req, stream)
+	forced := ""
+	if r.ToolChoice != nil {
+		forced = r.ToolChoice.Name
+	}
+	body, err := json.Marshal(r)
 	if err != nil {
 		return nil, &Error{Code: CodeError, Message: "anthropic: encode request: " + err.Error(), Err: err}
 	}
@@ -64,24 +82,51 @@ func (p *anthropicProvider) Generate(ctx context.Context, req Request) (*Respons
 			}
 			h.Set("anthropic-version", anthropicVersion)
 		},
-		decodeJSON:   decodeAnthropic,
-		decodeStream: decodeAnthropicStream,
-		errorDetail:  anthropicErrorDetail,
-	}, req.OnText)
+		decodeJSON: func(body []byte) (*Response, error) {
+			return answerTool(forced)(decodeAnthropic(body))
+		},
+		decodeStream: func(r *sseReader, emit, reason func(string)) (*Response, error) {
+			return answerTool(forced)(decodeAnthropicStream(r, emit, reason))
+		},
+		errorDetail: anthropicErrorDetail,
+	}, req.OnText, req.OnReasoning)
 }
 
 // Request body.
 
 type anthropicRequest struct {
-	Model       string             `json:"model"`
-	MaxTokens   int                `json:"max_tokens"`
-	Temperature *float64           `json:"temperature,omitempty"`
-	TopP        *float64           `json:"top_p,omitempty"`
-	System      string             `json:"system,omitempty"`
-	Messages    []anthropicMessage `json:"messages"`
-	Tools       []anthropicTool    `json:"tools,omitempty"`
-	Stream      bool               `json:"stream,omitempty"`
+	Model       string   `json:"model"`
+	MaxTokens   int      `json:"max_tokens"`
+	Temperature *float64 `json:"temperature,omitempty"`
+	TopP        *float64 `json:"top_p,omitempty"`
+	// System is a string, or text blocks when one carries cache_control.
+	System     any                  `json:"system,omitempty"`
+	Messages   []anthropicMessage   `json:"messages"`
+	Tools      []anthropicTool      `json:"tools,omitempty"`
+	ToolChoice *anthropicToolChoice `json:"tool_choice,omitempty"`
+	Thinking   *anthropicThinking   `json:"thinking,omitempty"`
+	Stream     bool                 `json:"stream,omitempty"`
 }
+
+type anthropicToolChoice struct {
+	Type string `json:"type"`
+	Name string `json:"name,omitempty"`
+}
+
+type anthropicThinking struct {
+	Type         string `json:"type"`
+	BudgetTokens int    `json:"budget_tokens"`
+}
+
+// anthropicCache is a cache_control mark: the prompt up to here is cached.
+type anthropicCache struct {
+	Type string `json:"type"`
+}
+
+var ephemeral = &anthropicCache{Type: "ephemeral"}
+
+// anthropicMinBudget is the smallest thinking budget the API takes.
+const anthropicMinBudget = 1024
 
 type anthropicMessage struct {
 	Role    string           `json:"role"`
@@ -102,6 +147,13 @@ type anthropicBlock struct {
 	Source *anthropicSource `json:"source,omitempty"`
 	// Title names a document.
 	Title string `json:"title,omitempty"`
+	// Thinking and Signature are a thinking block's, Data a
+	// redacted_thinking block's.
+	Thinking  *string `json:"thinking,omitempty"`
+	Signature string  `json:"signature,omitempty"`
+	Data      string  `json:"data,omitempty"`
+	// CacheControl marks the end of the prefix to cache.
+	CacheControl *anthropicCache `json:"cache_control,omitempty"`
 }
 
 type anthropicSource struct {
@@ -136,32 +188,78 @@ func anthropicFiles(files []File) []anthropicBlock {
 }
 
 type anthropicTool struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description,omitempty"`
-	InputSchema json.RawMessage `json:"input_schema"`
+	Name         string          `json:"name"`
+	Description  string          `json:"description,omitempty"`
+	InputSchema  json.RawMessage `json:"input_schema"`
+	CacheControl *anthropicCache `json:"cache_control,omitempty"`
 }
 
 func (p *anthropicProvider) request(req Request, stream bool) anthropicRequest {
 	s := sampling(req, p.sampling)
+	thinking := p.reasoning.On()
 	out := anthropicRequest{
 		Model:       p.model.Name,
 		MaxTokens:   s.MaxTokens,
 		Temperature: s.Temperature,
 		TopP:        s.TopP,
-		System:      req.System,
-		Messages:    anthropicMessages(req.Messages),
+		Messages:    anthropicMessages(req.Messages, thinking),
 		Stream:      stream,
 	}
+	if thinking {
+		budget := max(p.reasoning.Budget(), anthropicMinBudget)
+		out.Thinking = &anthropicThinking{Type: "enabled", BudgetTokens: budget}
+		// The reply's cap covers the thinking: keep the configured room
+		// for the reply above the budget. Thinking takes no temperature
+		// and no top_p below 0.95: the model's own are used.
+		if out.MaxTokens <= budget {
+			out.MaxTokens += budget
+		}
+		out.Temperature, out.TopP = nil, nil
+	}
+	system := req.System
 	for _, t := range req.Tools {
 		out.Tools = append(out.Tools, anthropicTool{Name: t.Name, Description: t.Description, InputSchema: objectSchema(t.Parameters)})
 	}
+	if o := req.Output; o != nil {
+		if len(out.Tools) == 0 && !thinking {
+			out.Tools = []anthropicTool{{Name: o.name(), Description: "Give your answer: its input is the answer.", InputSchema: objectSchema(o.Schema)}}
+			out.ToolChoice = &anthropicToolChoice{Type: "tool", Name: o.name()}
+		} else {
+			system = outputInstruction(system, o)
+		}
+	}
+	if system != "" {
+		out.System = system
+		if !p.noCache {
+			out.System = []anthropicBlock{{Type: "text", Text: system, CacheControl: ephemeral}}
+		}
+	}
+	if n := len(out.Tools); n > 0 && !p.noCache {
+		out.Tools[n-1].CacheControl = ephemeral
+	}
 	return out
+}
+
+// answerTool turns the call of the forced answer tool named forced
+// (output.go) into the answer's text; "" forces none.
+func answerTool(forced string) func(*Response, error) (*Response, error) {
+	return func(resp *Response, err error) (*Response, error) {
+		if err != nil || forced == "" || len(resp.ToolCalls) != 1 || resp.ToolCalls[0].Name != forced {
+			return resp, err
+		}
+		resp.Text, resp.ToolCalls = string(resp.ToolCalls[0].Arguments), nil
+		return resp, nil
+	}
 }
 
 // anthropicMessages converts the history: tool results go in user
 // messages, consecutive messages of one role merge into one (the API
 // alternates roles), and a user message lists its tool_result blocks first.
-func anthropicMessages(msgs []Message) []anthropicMessage {
+//
+// With thinking on, an assistant message's thoughts go first, unchanged;
+// with it off they are left out (the API checks signatures against the
+// thinking of the call).
+func anthropicMessages(msgs []Message, thinking bool) []anthropicMessage {
 	var out []anthropicMessage
 	add := func(role string, blocks []anthropicBlock) {
 		if len(blocks) == 0 {
@@ -177,6 +275,9 @@ func anthropicMessages(msgs []Message) []anthropicMessage {
 		switch m.Role {
 		case RoleAssistant:
 			var blocks []anthropicBlock
+			if thinking {
+				blocks = anthropicThoughts(m.Thoughts)
+			}
 			if strings.TrimSpace(m.Content) != "" {
 				blocks = append(blocks, anthropicBlock{Type: "text", Text: m.Content})
 			}
@@ -205,6 +306,21 @@ func anthropicMessages(msgs []Message) []anthropicMessage {
 	return out
 }
 
+// anthropicThoughts are the thinking and redacted_thinking blocks of
+// thoughts.
+func anthropicThoughts(thoughts []Thought) []anthropicBlock {
+	var out []anthropicBlock
+	for _, t := range thoughts {
+		if t.Redacted != "" {
+			out = append(out, anthropicBlock{Type: "redacted_thinking", Data: t.Redacted})
+			continue
+		}
+		text := t.Text
+		out = append(out, anthropicBlock{Type: "thinking", Thinking: &text, Signature: t.Signature})
+	}
+	return out
+}
+
 // anthropicID keeps a tool call id within the API's [a-zA-Z0-9_-]+.
 func anthropicID(id string) string {
 	return strings.Map(func(r rune) rune {
@@ -219,11 +335,14 @@ func anthropicID(id string) string {
 
 // anthropicOutBlock is a content block of an answer.
 type anthropicOutBlock struct {
-	Type  string          `json:"type"`
-	Text  string          `json:"text"`
-	ID    string          `json:"id"`
-	Name  string          `json:"name"`
-	Input json.RawMessage `json:"input"`
+	Type      string          `json:"type"`
+	Text      string          `json:"text"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Input     json.RawMessage `json:"input"`
+	Thinking  string          `json:"thinking"`
+	Signature string          `json:"signature"`
+	Data      string          `json:"data"`
 }
 
 type anthropicUsage struct {
@@ -256,9 +375,14 @@ func decodeAnthropic(body []byte) (*Response, error) {
 		return nil, malformed("answer of type %q, want a message", r.Type)
 	}
 	out := &Response{StopReason: r.StopReason, Usage: r.Usage.usage()}
-	var text strings.Builder
+	var text, reasoning strings.Builder
 	for _, b := range r.Content {
 		switch b.Type {
+		case "thinking":
+			reasoning.WriteString(b.Thinking)
+			out.Thoughts = append(out.Thoughts, Thought{Text: b.Thinking, Signature: b.Signature})
+		case "redacted_thinking":
+			out.Thoughts = append(out.Thoughts, Thought{Redacted: b.Data})
 		case "text":
 			text.WriteString(b.Text)
 		case "tool_use":
@@ -269,7 +393,7 @@ func decodeAnthropic(body []byte) (*Response, error) {
 			out.ToolCalls = append(out.ToolCalls, ToolCall{ID: b.ID, Name: b.Name, Arguments: args})
 		}
 	}
-	out.Text = text.String()
+	out.Text, out.Reasoning = text.String(), reasoning.String()
 	return out, nil
 }
 
@@ -285,6 +409,8 @@ type anthropicEvent struct {
 		Type        string `json:"type"`
 		Text        string `json:"text"`
 		PartialJSON string `json:"partial_json"`
+		Thinking    string `json:"thinking"`
+		Signature   string `json:"signature"`
 		StopReason  string `json:"stop_reason"`
 	} `json:"delta"`
 	Usage *anthropicUsage `json:"usage"`
@@ -294,15 +420,17 @@ type anthropicEvent struct {
 	} `json:"error"`
 }
 
-func decodeAnthropicStream(r *sseReader, emit func(string)) (*Response, error) {
+func decodeAnthropicStream(r *sseReader, emit, reason func(string)) (*Response, error) {
 	type block struct {
 		typ, id, name string
-		args          strings.Builder
+		args          strings.Builder // tool_use input, thinking text
+		signature     string
+		data          string // redacted_thinking
 	}
 	blocks := map[int]*block{}
 	var order []int
 	var usage anthropicUsage
-	var text strings.Builder
+	var text, reasoning strings.Builder
 	out := &Response{}
 	stopped := false
 	for !stopped {
@@ -327,12 +455,18 @@ func decodeAnthropicStream(r *sseReader, emit func(string)) (*Response, error) {
 			if _, dup := blocks[e.Index]; dup {
 				return nil, malformed("content block %d started twice", e.Index)
 			}
-			b := &block{typ: e.ContentBlock.Type, id: e.ContentBlock.ID, name: e.ContentBlock.Name}
+			b := &block{typ: e.ContentBlock.Type, id: e.ContentBlock.ID, name: e.ContentBlock.Name,
+				signature: e.ContentBlock.Signature, data: e.ContentBlock.Data}
 			blocks[e.Index] = b
 			order = append(order, e.Index)
-			if b.typ == "text" && e.ContentBlock.Text != "" {
+			switch {
+			case b.typ == "text" && e.ContentBlock.Text != "":
 				text.WriteString(e.ContentBlock.Text)
 				emit(e.ContentBlock.Text)
+			case b.typ == "thinking" && e.ContentBlock.Thinking != "":
+				b.args.WriteString(e.ContentBlock.Thinking)
+				reasoning.WriteString(e.ContentBlock.Thinking)
+				reason(e.ContentBlock.Thinking)
 			}
 		case "content_block_delta":
 			b := blocks[e.Index]
@@ -345,9 +479,14 @@ func decodeAnthropicStream(r *sseReader, emit func(string)) (*Response, error) {
 				emit(e.Delta.Text)
 			case "input_json_delta":
 				b.args.WriteString(e.Delta.PartialJSON)
+			case "thinking_delta":
+				b.args.WriteString(e.Delta.Thinking)
+				reasoning.WriteString(e.Delta.Thinking)
+				reason(e.Delta.Thinking)
+			case "signature_delta":
+				b.signature += e.Delta.Signature
 			}
-			// thinking_delta, signature_delta, citations_delta: not part of
-			// the reply's text.
+			// citations_delta: not part of the reply's text.
 		case "message_delta":
 			if e.Delta.StopReason != "" {
 				out.StopReason = e.Delta.StopReason
@@ -374,7 +513,15 @@ func decodeAnthropicStream(r *sseReader, emit func(string)) (*Response, error) {
 	}
 	for _, i := range order {
 		b := blocks[i]
-		if b.typ != "tool_use" {
+		switch b.typ {
+		case "thinking":
+			out.Thoughts = append(out.Thoughts, Thought{Text: b.args.String(), Signature: b.signature})
+			continue
+		case "redacted_thinking":
+			out.Thoughts = append(out.Thoughts, Thought{Redacted: b.data})
+			continue
+		case "tool_use":
+		default:
 			continue
 		}
 		args, err := parseArgs([]byte(b.args.String()))
@@ -386,7 +533,7 @@ func decodeAnthropicStream(r *sseReader, emit func(string)) (*Response, error) {
 		}
 		out.ToolCalls = append(out.ToolCalls, ToolCall{ID: b.id, Name: b.name, Arguments: args})
 	}
-	out.Text = text.String()
+	out.Text, out.Reasoning = text.String(), reasoning.String()
 	out.Usage = usage.usage()
 	return out, nil
 }

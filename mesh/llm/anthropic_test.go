@@ -56,7 +56,7 @@ func TestAnthropicErrorEvent(t *testing.T) {
 	})
 }
 
-func TestAnthropicThinkingIgnored(t *testing.T) {
+func TestAnthropicThinkingIsNotText(t *testing.T) {
 	thinking := "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\"}}\n\n" +
 		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"Let me think.\"}}\n\n" +
 		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"signature_delta\",\"signature\":\"EqQBCgIYAhIM\"}}\n\n" +
@@ -84,6 +84,9 @@ func TestAnthropicThinkingIgnored(t *testing.T) {
 	}
 	if resp.StopReason != "end_turn" {
 		t.Errorf("stop reason %q, want end_turn", resp.StopReason)
+	}
+	if want := (llm.Thought{Text: "Let me think.", Signature: "EqQBCgIYAhIM"}); resp.Reasoning != "Let me think." || len(resp.Thoughts) != 1 || resp.Thoughts[0] != want {
+		t.Errorf("reasoning %q, thoughts %+v; want the thinking block apart, with its signature", resp.Reasoning, resp.Thoughts)
 	}
 }
 

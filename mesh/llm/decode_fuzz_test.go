@@ -37,15 +37,15 @@ func FuzzDecoders(f *testing.F) {
 		emit := func(string) {}
 		resp, err := decodeAnthropic(data)
 		check("anthropic", resp, err)
-		resp, err = decodeAnthropicStream(newSSEReader(bytes.NewReader(data)), emit)
+		resp, err = decodeAnthropicStream(newSSEReader(bytes.NewReader(data)), emit, emit)
 		check("anthropic stream", resp, err)
 		resp, err = decodeOpenAI(data)
 		check("openai", resp, err)
-		resp, err = decodeOpenAIStream(newSSEReader(bytes.NewReader(data)), emit)
+		resp, err = decodeOpenAIStream(newSSEReader(bytes.NewReader(data)), emit, emit)
 		check("openai stream", resp, err)
 		resp, err = gemini.decodeJSON(newCallIDs(), data)
 		check("gemini", resp, err)
-		resp, err = gemini.decodeStream(newCallIDs(), newSSEReader(bytes.NewReader(data)), emit)
+		resp, err = gemini.decodeStream(newCallIDs(), newSSEReader(bytes.NewReader(data)), emit, emit)
 		check("gemini stream", resp, err)
 	})
 }

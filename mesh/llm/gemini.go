@@ -18,6 +18,13 @@ package llm
 // provider remembers recent signatures by call, and for a call it does not
 // know (another process made it) it sends the placeholder signature the
 // Gemini documentation gives for histories the model did not produce.
+//
+// With Options.Reasoning the request's generationConfig carries
+// thinkingConfig: includeThoughts, and thinkingLevel (Gemini 3: low, or
+// high for medium and high) or thinkingBudget (earlier models). Parts with
+// thought: true are thought summaries: their text goes to OnReasoning, and
+// they are never sent back. Gemini caches repeated prompt prefixes
+// implicitly (2.5 and later): nothing is sent for it.
 
 import (
 	"context"
@@ -58,6 +65,7 @@ type geminiProvider struct {
 	// needsSignature: the model validates thought signatures on replayed
 	// function calls (Gemini 3 and later).
 	needsSignature bool
+	reasoning      modelspec.Reasoning
 }
 
 func newGemini(model modelspec.Model, opts Options) *geminiProvider {
@@ -65,7 +73,7 @@ func newGemini(model modelspec.Model, opts Options) *geminiProvider {
 	if base == "" {
 		base = geminiDefaultBase
 	}
-	p := &geminiProvider{model: model, ep: newEndpoint(modelspec.ProviderGoogle, base, opts), sampling: opts.Sampling, sigs: newSignatureCache(geminiSignatures)}
+	p := &geminiProvider{model: model, ep: newEndpoint(modelspec.ProviderGoogle, base, opts), sampling: opts.Sampling, sigs: newSignatureCache(geminiSignatures), reasoning: opts.Reasoning}
 	p.ep.provider = "gemini"
 	if m := geminiMajor.FindStringSubmatch(model.Name); m != nil {
 		n, _ := strconv.Atoi(m[1])
@@ -79,7 +87,7 @@ func (p *geminiProvider) Model() string { return p.model.String() }
 // Generate sends req to generateContent, or streamGenerateContent when
 // req.OnText is set.
 func (p *geminiProvider) Generate(ctx context.Context, req Request) (*Response, error) {
-	stream := req.OnText != nil
+	stream := req.OnText != nil || req.OnReasoning != nil
 	body, err := json.Marshal(p.request(req))
 	if err != nil {
 		return nil, &Error{Code: CodeError, Message: "gemini: encode request: " + err.Error(), Err: err}
@@ -103,11 +111,11 @@ func (p *geminiProvider) Generate(ctx context.Context, req Request) (*Response, 
 			}
 		},
 		decodeJSON: func(body []byte) (*Response, error) { return p.decodeJSON(ids, body) },
-		decodeStream: func(r *sseReader, emit func(string)) (*Response, error) {
-			return p.decodeStream(ids, r, emit)
+		decodeStream: func(r *sseReader, emit, reason func(string)) (*Response, error) {
+			return p.decodeStream(ids, r, emit, reason)
 		},
 		errorDetail: geminiErrorDetail,
-	}, req.OnText)
+	}, req.OnText, req.OnReasoning)
 }
 
 // Request body.
@@ -181,9 +189,18 @@ type geminiFunctionDeclaration struct {
 }
 
 type geminiGenConfig struct {
-	MaxOutputTokens int      `json:"maxOutputTokens"`
-	Temperature     *float64 `json:"temperature,omitempty"`
-	TopP            *float64 `json:"topP,omitempty"`
+	MaxOutputTokens    int                   `json:"maxOutputTokens"`
+	Temperature        *float64              `json:"temperature,omitempty"`
+	TopP               *float64              `json:"topP,omitempty"`
+	ThinkingConfig     *geminiThinkingConfig `json:"thinkingConfig,omitempty"`
+	ResponseMimeType   string                `json:"responseMimeType,omitempty"`
+	ResponseJSONSchema json.RawMessage       `json:"responseJsonSchema,omitempty"`
+}
+
+type geminiThinkingConfig struct {
+	IncludeThoughts bool   `json:"includeThoughts"`
+	ThinkingBudget  int    `json:"thinkingBudget,omitempty"`
+	ThinkingLevel   string `json:"thinkingLevel,omitempty"`
 }
 
 func (p *geminiProvider) request(req Request) geminiRequest {
@@ -192,8 +209,29 @@ func (p *geminiProvider) request(req Request) geminiRequest {
 		Contents:         p.contents(req.Messages),
 		GenerationConfig: geminiGenConfig{MaxOutputTokens: s.MaxTokens, Temperature: s.Temperature, TopP: s.TopP},
 	}
-	if req.System != "" {
-		out.SystemInstruction = &geminiContent{Parts: []geminiPart{{Text: req.System}}}
+	if r := p.reasoning; r.On() {
+		tc := &geminiThinkingConfig{IncludeThoughts: true}
+		switch {
+		case p.needsSignature && r.Effort == modelspec.EffortLow:
+			tc.ThinkingLevel = "low"
+		case p.needsSignature && r.Effort != "":
+			tc.ThinkingLevel = "high"
+		default:
+			tc.ThinkingBudget = r.Budget()
+		}
+		out.GenerationConfig.ThinkingConfig = tc
+	}
+	system := req.System
+	if o := req.Output; o != nil {
+		if len(req.Tools) == 0 {
+			out.GenerationConfig.ResponseMimeType = "application/json"
+			out.GenerationConfig.ResponseJSONSchema = compactJSON(objectSchema(o.Schema))
+		} else {
+			system = outputInstruction(system, o)
+		}
+	}
+	if system != "" {
+		out.SystemInstruction = &geminiContent{Parts: []geminiPart{{Text: system}}}
 	}
 	if len(req.Tools) > 0 {
 		var decls []geminiFunctionDeclaration
@@ -287,7 +325,7 @@ func (p *geminiProvider) decodeJSON(ids *callIDs, body []byte) (*Response, error
 		return nil, malformed("GenerateContentResponse: %v", err)
 	}
 	acc := p.newAccumulator(ids)
-	if err := acc.add(&r, func(string) {}); err != nil {
+	if err := acc.add(&r, func(string) {}, func(string) {}); err != nil {
 		return nil, err
 	}
 	return acc.response()
@@ -295,7 +333,7 @@ func (p *geminiProvider) decodeJSON(ids *callIDs, body []byte) (*Response, error
 
 // decodeStream reads chunks until the end of the body: the usage may come
 // after the finish reason.
-func (p *geminiProvider) decodeStream(ids *callIDs, r *sseReader, emit func(string)) (*Response, error) {
+func (p *geminiProvider) decodeStream(ids *callIDs, r *sseReader, emit, reason func(string)) (*Response, error) {
 	acc := p.newAccumulator(ids)
 	for {
 		ev, err := r.Next()
@@ -309,7 +347,7 @@ func (p *geminiProvider) decodeStream(ids *callIDs, r *sseReader, emit func(stri
 		if err := json.Unmarshal(ev.Data, &chunk); err != nil {
 			return nil, malformed("GenerateContentResponse chunk: %v", err)
 		}
-		if err := acc.add(&chunk, emit); err != nil {
+		if err := acc.add(&chunk, emit, reason); err != nil {
 			return nil, err
 		}
 	}
@@ -324,6 +362,7 @@ type geminiAccumulator struct {
 	p        *geminiProvider
 	ids      *callIDs
 	text     strings.Builder
+	thoughts strings.Builder
 	calls    []ToolCall
 	usage    Usage
 	stop     string
@@ -334,7 +373,7 @@ func (p *geminiProvider) newAccumulator(ids *callIDs) *geminiAccumulator {
 	return &geminiAccumulator{p: p, ids: ids}
 }
 
-func (a *geminiAccumulator) add(r *geminiResponse, emit func(string)) error {
+func (a *geminiAccumulator) add(r *geminiResponse, emit, reason func(string)) error {
 	if r.Error != nil {
 		return &apiError{status: r.Error.Code, kind: r.Error.Status, message: r.Error.Message, inStream: true}
 	}
@@ -373,7 +412,9 @@ func (a *geminiAccumulator) add(r *geminiResponse, emit func(string)) error {
 			}
 			a.calls = append(a.calls, ToolCall{ID: id, Name: fc.Name, Arguments: args})
 		case part.Thought:
-			// A thought summary, not part of the reply.
+			// A thought summary: for people, not part of the reply.
+			a.thoughts.WriteString(part.Text)
+			reason(part.Text)
 		case part.Text != "":
 			a.text.WriteString(part.Text)
 			emit(part.Text)
@@ -387,7 +428,7 @@ func (a *geminiAccumulator) add(r *geminiResponse, emit func(string)) error {
 }
 
 func (a *geminiAccumulator) response() (*Response, error) {
-	out := &Response{Text: a.text.String(), ToolCalls: a.calls, Usage: a.usage, StopReason: a.stop}
+	out := &Response{Text: a.text.String(), ToolCalls: a.calls, Usage: a.usage, StopReason: a.stop, Reasoning: a.thoughts.String()}
 	if out.Text == "" && len(out.ToolCalls) == 0 {
 		switch a.stop {
 		case "", "STOP", "MAX_TOKENS":

@@ -82,12 +82,25 @@
 // 3) on 408, 429, 500, 502, 503, 504, 529 and connection failures, waiting
 // what the provider asks (Retry-After in seconds or as a date,
 // retry-after-ms, Gemini's RetryInfo) or else an exponential backoff with
-// full jitter; it is never retried once text has reached OnText. A circuit
+// full jitter; it is never retried once text has reached OnText (or
+// reasoning OnReasoning). A circuit
 // breaker per endpoint (provider and base URL, shared by the process) opens
 // after [Options].BreakerFailures consecutive failed attempts and fails calls
 // fast for [Options].BreakerCooldown. Failures are [*Error] values whose
 // RunErrorCode is LLM_TIMEOUT, RATE_LIMIT or LLM_ERROR; their messages never
 // hold an API key.
+//
+// # Reasoning, caching and structured output
+//
+// [Options].Reasoning asks a model to reason (Anthropic's thinking,
+// OpenAI's reasoning_effort, Gemini's thinkingConfig); what the provider
+// returns of it goes to [Request].OnReasoning and [Response].Reasoning,
+// and Anthropic's signed thinking blocks come back in Response.Thoughts, to
+// be sent back on the assistant message ([Message].Thoughts). The Anthropic
+// provider marks the system prompt and the tools for its prompt cache
+// (cache_control) unless [Options].NoPromptCache; OpenAI and Gemini cache
+// prompts on their own. [Request].Output asks for a JSON object matching a
+// schema (output.go); the caller validates what comes back.
 //
 // Providers start no goroutines: Generate runs on the caller's goroutine,
 // calls OnText from it, and returns when ctx ends, with ctx's error
@@ -128,6 +141,30 @@ type Message struct {
 	// Files are the images and documents of a user message, sent in each
 	// API's own form (files.go).
 	Files []File
+	// Thoughts are the reasoning blocks an assistant message came with that
+	// its provider wants back with its tool calls: Anthropic's signed
+	// thinking. Only the Anthropic provider sends them, unchanged; the
+	// others ignore them, and no reasoning text is ever sent back otherwise.
+	Thoughts []Thought `json:",omitempty"`
+}
+
+// Thought is one reasoning block of an Anthropic answer, kept as it came:
+// a thinking block (Text and its Signature) or a redacted_thinking block
+// (Redacted, its opaque data).
+type Thought struct {
+	Text      string `json:"text,omitempty"`
+	Signature string `json:"signature,omitempty"`
+	Redacted  string `json:"redacted,omitempty"`
+}
+
+// Output asks for the answer as one JSON object matching Schema, in the
+// provider's own way (output.go).
+type Output struct {
+	// Name names the schema (OpenAI's json_schema.name, Anthropic's answer
+	// tool): letters, digits, _ and -.
+	Name string
+	// Schema is a JSON Schema of an object.
+	Schema json.RawMessage
 }
 
 // Tool is a function the model may call.
@@ -157,6 +194,14 @@ type Request struct {
 	// OnText, when set, receives the reply's text as it is generated, in
 	// order; the concatenation of the deltas is Response.Text.
 	OnText func(delta string)
+	// OnReasoning, when set, receives the model's reasoning as it is
+	// generated (Anthropic's thinking, Gemini's thought summaries, the
+	// reasoning_content of OpenAI-compatible servers), for people to read;
+	// the concatenation of the deltas is Response.Reasoning.
+	OnReasoning func(delta string)
+	// Output, when set, asks for a JSON object matching a schema as the
+	// answer's text.
+	Output *Output
 	// Sampling: max_tokens, temperature and top_p of this call, over the
 	// provider's (Options.Sampling). Zero and nil mean the provider's.
 	modelspec.Sampling
@@ -190,6 +235,12 @@ type Response struct {
 	Usage     Usage
 	// StopReason is the provider's reason for stopping, as it names it.
 	StopReason string
+	// Reasoning is the model's reasoning, for people, when the provider
+	// returned it.
+	Reasoning string
+	// Thoughts are the reasoning blocks to send back with the answer's tool
+	// calls (Message.Thoughts).
+	Thoughts []Thought `json:",omitempty"`
 }
 
 // Provider is a language model.

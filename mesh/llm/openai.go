@@ -18,6 +18,13 @@ package llm
 // tool_calls fragments (keyed by index; id and name come first, arguments in
 // pieces), then, with stream_options.include_usage, a chunk with empty
 // choices and the usage, then "data: [DONE]".
+//
+// Options.Reasoning's effort is sent as reasoning_effort (the o series,
+// gpt-5, and compatible servers that take it). OpenAI itself returns no
+// reasoning text in Chat Completions; compatible servers that stream one
+// (DeepSeek, vLLM, SGLang: reasoning_content; Ollama, OpenRouter:
+// reasoning) have it passed to OnReasoning, and never sent back. OpenAI
+// caches prompts of 1024 tokens or more by itself: nothing is sent for it.
 
 import (
 	"bytes"
@@ -49,6 +56,7 @@ type openAIProvider struct {
 	// compatible servers read).
 	completionTokens bool
 	tools            toolsJSON // the last tool list, encoded
+	reasoning        modelspec.Reasoning
 }
 
 func newOpenAI(model modelspec.Model, opts Options, defaultBase string) *openAIProvider {
@@ -56,7 +64,7 @@ func newOpenAI(model modelspec.Model, opts Options, defaultBase string) *openAIP
 	if base == "" {
 		base = defaultBase
 	}
-	p := &openAIProvider{model: model, ep: newEndpoint(model.Provider, base, opts), sampling: opts.Sampling}
+	p := &openAIProvider{model: model, ep: newEndpoint(model.Provider, base, opts), sampling: opts.Sampling, reasoning: opts.Reasoning}
 	if u, err := url.Parse(base); err == nil && u.Host == "api.openai.com" {
 		p.completionTokens = true
 	}
@@ -77,7 +85,7 @@ func (p *openAIProvider) noPDF() bool {
 
 // Generate sends req to Chat Completions, streaming when req.OnText is set.
 func (p *openAIProvider) Generate(ctx context.Context, req Request) (*Response, error) {
-	stream := req.OnText != nil
+	stream := req.OnText != nil || req.OnReasoning != nil
 	body, err := p.encode(req, stream)
 	if err != nil {
 		return nil, &Error{Code: CodeError, Message: p.ep.provider + ": encode request: " + err.Error(), Err: err}
@@ -96,7 +104,7 @@ func (p *openAIProvider) Generate(ctx context.Context, req Request) (*Response, 
 		decodeJSON:   decodeOpenAI,
 		decodeStream: decodeOpenAIStream,
 		errorDetail:  openAIErrorDetail,
-	}, req.OnText)
+	}, req.OnText, req.OnReasoning)
 }
 
 // Request body.
@@ -113,6 +121,17 @@ type openAIRequest struct {
 	StreamOptions       *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options,omitempty"`
+	ReasoningEffort string                `json:"reasoning_effort,omitempty"`
+	ResponseFormat  *openAIResponseFormat `json:"response_format,omitempty"`
+}
+
+type openAIResponseFormat struct {
+	Type       string `json:"type"`
+	JSONSchema struct {
+		Name   string          `json:"name"`
+		Schema json.RawMessage `json:"schema"`
+		Strict bool            `json:"strict"`
+	} `json:"json_schema"`
 }
 
 type openAIMessage struct {
@@ -188,6 +207,12 @@ func (p *openAIProvider) settings(req Request, stream bool) openAIRequest {
 		out.StreamOptions = &struct {
 			IncludeUsage bool `json:"include_usage"`
 		}{IncludeUsage: true}
+	}
+	out.ReasoningEffort = p.reasoning.Effort
+	if o := req.Output; o != nil {
+		f := &openAIResponseFormat{Type: "json_schema"}
+		f.JSONSchema.Name, f.JSONSchema.Schema = o.name(), compactJSON(objectSchema(o.Schema))
+		out.ResponseFormat = f
 	}
 	return out
 }
@@ -322,6 +347,7 @@ type openAIResponse struct {
 			Content   *string         `json:"content"`
 			Refusal   *string         `json:"refusal"`
 			ToolCalls []openAIOutCall `json:"tool_calls"`
+			openAIReasoning
 		} `json:"message"`
 		FinishReason string `json:"finish_reason"`
 	} `json:"choices"`
@@ -347,6 +373,7 @@ func decodeOpenAI(body []byte) (*Response, error) {
 	} else if c.Message.Refusal != nil {
 		out.Text = *c.Message.Refusal
 	}
+	out.Reasoning = c.Message.text()
 	for _, tc := range c.Message.ToolCalls {
 		args, err := parseArgs(openAIArgs(tc.Function.Arguments))
 		if err != nil {
@@ -382,6 +409,7 @@ type openAIChunk struct {
 			Content   *string         `json:"content"`
 			Refusal   *string         `json:"refusal"`
 			ToolCalls []openAIOutCall `json:"tool_calls"`
+			openAIReasoning
 		} `json:"delta"`
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
@@ -389,14 +417,33 @@ type openAIChunk struct {
 	Error *openAIError `json:"error"`
 }
 
-func decodeOpenAIStream(r *sseReader, emit func(string)) (*Response, error) {
+// openAIReasoning is the reasoning text compatible servers add to a
+// message or a delta, under one name or the other. Only a string is
+// reasoning text: a gateway that puts something else there (an object of
+// settings) is not misread, nor refused.
+type openAIReasoning struct {
+	ReasoningContent json.RawMessage `json:"reasoning_content"`
+	Reasoning        json.RawMessage `json:"reasoning"`
+}
+
+func (r openAIReasoning) text() string {
+	for _, raw := range []json.RawMessage{r.ReasoningContent, r.Reasoning} {
+		var s string
+		if len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &s) == nil && s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+func decodeOpenAIStream(r *sseReader, emit, reason func(string)) (*Response, error) {
 	type call struct {
 		id, name string
 		args     bytes.Buffer
 	}
 	var calls []*call
 	byIndex := map[int]*call{}
-	var text strings.Builder
+	var text, reasoning strings.Builder
 	out := &Response{}
 	finished := false
 	for {
@@ -429,6 +476,10 @@ func decodeOpenAIStream(r *sseReader, emit func(string)) (*Response, error) {
 			continue
 		}
 		ch := c.Choices[0]
+		if t := ch.Delta.text(); t != "" {
+			reasoning.WriteString(t)
+			reason(t)
+		}
 		for _, s := range []*string{ch.Delta.Content, ch.Delta.Refusal} {
 			if s != nil && *s != "" {
 				text.WriteString(*s)
@@ -479,7 +530,7 @@ func decodeOpenAIStream(r *sseReader, emit func(string)) (*Response, error) {
 		}
 		out.ToolCalls = append(out.ToolCalls, ToolCall{ID: c.id, Name: c.name, Arguments: args})
 	}
-	out.Text = text.String()
+	out.Text, out.Reasoning = text.String(), reasoning.String()
 	return out, nil
 }
 

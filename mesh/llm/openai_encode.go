@@ -55,6 +55,17 @@ func appendOpenAIRequest(b []byte, r *openAIRequest, history func([]byte) ([]byt
 		b = strconv.AppendBool(b, r.StreamOptions.IncludeUsage)
 		b = append(b, '}')
 	}
+	if r.ReasoningEffort != "" {
+		b = append(b, `,"reasoning_effort":`...)
+		b = appendJSONString(b, r.ReasoningEffort)
+	}
+	if r.ResponseFormat != nil {
+		f, err := json.Marshal(r.ResponseFormat)
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(b, `,"response_format":`...), f...)
+	}
 	return append(b, '}'), nil
 }
 

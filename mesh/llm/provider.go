@@ -58,6 +58,13 @@ type Options struct {
 	// limits ask for), over all its attempts, before it fails with
 	// CodeRateLimit. Zero means 10 minutes.
 	MaxQueueWait time.Duration
+	// Reasoning asks the model to reason before it answers, and how much;
+	// the zero value sends nothing (the model's default).
+	Reasoning modelspec.Reasoning
+	// NoPromptCache turns off the Anthropic provider's cache_control marks
+	// on the system prompt and the tools (on by default: they are the same
+	// from call to call, and a cached prefix costs a tenth to read).
+	NoPromptCache bool
 	// HTTPClient sends the requests. Nil means a client shared by the
 	// process's endpoints on a clone of http.DefaultTransport (which
 	// honours HTTPS_PROXY and NO_PROXY) keeping up to 256 idle connections

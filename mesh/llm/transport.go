@@ -142,9 +142,11 @@ type exchange struct {
 	header func(h http.Header)
 	// decodeJSON reads a whole answer.
 	decodeJSON func(body []byte) (*Response, error)
-	// decodeStream reads a streamed answer, passing text to emit as it
-	// arrives.
-	decodeStream func(r *sseReader, emit func(string)) (*Response, error)
+	// decodeStream reads a streamed answer, passing text to emit and
+	// reasoning to reason as they arrive.
+	decodeStream func(r *sseReader, emit, reason func(string)) (*Response, error)
+	// reason receives the answer's reasoning (set by run).
+	reason func(string)
 	// errorDetail reads the provider's error body: its error type and
 	// message, "" when the body is not its error format.
 	errorDetail func(body []byte) (kind, message string)
@@ -179,14 +181,14 @@ func malformed(format string, args ...any) error {
 }
 
 // run performs x with timeout, retries and circuit breaker, within the
-// endpoint's capacity (limiter.go). onText may be nil; it is never called
-// again once run returns.
+// endpoint's capacity (limiter.go). onText and onReasoning may be nil; they
+// are never called again once run returns.
 //
 // The timeout runs only while the call is under way: its deadline moves
 // on by every wait for capacity, which MaxQueueWait bounds instead. A 429
 // is such a wait (the provider said when to come back), so it is sent
 // again without spending one of the retries.
-func (e *endpoint) run(ctx context.Context, x *exchange, onText func(string)) (*Response, error) {
+func (e *endpoint) run(ctx context.Context, x *exchange, onText, onReasoning func(string)) (*Response, error) {
 	parent := ctx
 	start := time.Now()
 	var queued time.Duration // waited for capacity
@@ -201,6 +203,18 @@ func (e *endpoint) run(ctx context.Context, x *exchange, onText func(string)) (*
 			onText(s)
 		}
 	}
+	// Reasoning a person saw is output too: an attempt after it would
+	// show it twice.
+	reason := func(s string) {
+		if s == "" {
+			return
+		}
+		emitted = true
+		if onReasoning != nil {
+			onReasoning(s)
+		}
+	}
+	x.reason = reason
 	var last *failure
 	for attempt := 1; ; {
 		qctx, qcancel := context.WithTimeoutCause(parent, max(e.queueWait-queued, 0), errQueueWait)
@@ -346,6 +360,9 @@ func (e *endpoint) logger(ctx context.Context) *zerolog.Logger {
 
 // attempt sends x once and decodes the answer.
 func (e *endpoint) attempt(ctx context.Context, x *exchange, emit func(string)) (*Response, error) {
+	if x.reason == nil {
+		x.reason = func(string) {}
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, x.url, bytes.NewReader(x.body))
 	if err != nil {
 		return nil, &Error{Code: CodeError, Message: fmt.Sprintf("%s: bad base URL %q: %v", e.provider, e.red.scrub(e.base), e.red.scrub(err.Error())), Err: e.red.wrap(err)}
@@ -386,7 +403,7 @@ func (e *endpoint) attempt(ctx context.Context, x *exchange, emit func(string)) 
 	}
 	if x.stream && !isJSONType(resp.Header.Get("Content-Type")) {
 		sr := newSSEReader(resp.Body)
-		out, err := x.decodeStream(sr, emit)
+		out, err := x.decodeStream(sr, emit, x.reason)
 		sr.release()
 		if err == nil {
 			// The stream's end after its last event ([DONE], a closing
@@ -409,6 +426,7 @@ func (e *endpoint) attempt(ctx context.Context, x *exchange, emit func(string)) 
 	if err != nil {
 		return nil, err
 	}
+	x.reason(out.Reasoning)
 	emit(out.Text)
 	return out, nil
 }

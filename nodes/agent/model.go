@@ -74,8 +74,26 @@ func (t *turn) loop(ctx context.Context) {
 		for i, c := range resp.ToolCalls {
 			msg.ToolCalls = append(msg.ToolCalls, t.toToolCall(c, i))
 		}
+		msg.Reasoning = resp.Reasoning
+		for _, th := range resp.Thoughts {
+			msg.Thoughts = append(msg.Thoughts, mesh.Thought(th))
+		}
 		t.ex.add(msg)
 		if len(msg.ToolCalls) == 0 {
+			if o := t.step.output; o != nil {
+				object, err := o.check(resp.Text)
+				if err != nil && t.outputProblem == nil {
+					t.outputProblem = err // sent back once with the answer
+					continue
+				}
+				if err != nil {
+					t.end.errCode, t.end.errText = mesh.CodeOutputInvalid, fmt.Sprintf("step %s: %v", t.step.cfg.Name, err)
+					t.notice(t.end.errText)
+					t.end.outcome = mesh.OutcomeError
+					return
+				}
+				resp.Text = object
+			}
 			t.end.response = resp.Text
 			t.end.outcome = mesh.OutcomeSuccess
 			return
@@ -116,11 +134,14 @@ func (t *turn) lastResult() string {
 	return ""
 }
 
-// generate calls the model, streaming its text as TEXT_MESSAGE events.
+// generate calls the model, streaming its reasoning as REASONING events
+// and its text as TEXT_MESSAGE events.
 func (t *turn) generate(ctx context.Context) (*llm.Response, string, error) {
 	msgID := t.idPrefix() + "-a" + strconv.Itoa(t.ex.iterations)
+	r := reasoningEvents{t: t, msgID: msgID}
 	started := false
 	start := func() {
+		r.end() // the reasoning comes before the text it led to
 		if !started {
 			started = true
 			t.emit(mesh.Event{Type: mesh.EventTextMessageStart, MessageID: msgID, Role: string(mesh.RoleAssistant), Name: t.author()})
@@ -142,11 +163,21 @@ func (t *turn) generate(ctx context.Context) (*llm.Response, string, error) {
 			start()
 			t.emit(mesh.Event{Type: mesh.EventTextMessageContent, MessageID: msgID, Delta: delta})
 		},
+		OnReasoning: r.delta,
+	}
+	if o := t.step.output; o != nil {
+		req.Output = o.request
+		if t.outputProblem != nil {
+			req.Messages = append(req.Messages, outputRetry(t.outputProblem))
+		}
 	}
 	resp, err := t.step.provider.Generate(t.queue.context(t.log.WithContext(ctx)), req)
 	if err == nil {
 		t.ex.usage = t.ex.usage.Add(resp.Usage)
 		t.ex.model = t.step.provider.Model()
+		if !r.streamed {
+			r.delta(resp.Reasoning)
+		}
 		u := resp.Usage
 		t.countCost(t.ex.model, u.InputTokens, u.OutputTokens, u.CachedTokens, u.CacheWriteTokens)
 		if !streamed && resp.Text != "" {
@@ -154,10 +185,45 @@ func (t *turn) generate(ctx context.Context) (*llm.Response, string, error) {
 			t.emit(mesh.Event{Type: mesh.EventTextMessageContent, MessageID: msgID, Delta: resp.Text})
 		}
 	}
+	r.end()
 	if started {
 		t.emit(mesh.Event{Type: mesh.EventTextMessageEnd, MessageID: msgID})
 	}
 	return resp, msgID, err
+}
+
+// reasoningEvents publishes one model call's reasoning: a span holding
+// one reasoning message, whose id is the answer's with -reasoning (its
+// span's, -thinking), closed before the answer's text starts.
+type reasoningEvents struct {
+	t        *turn
+	msgID    string
+	streamed bool // a delta was published
+	open     bool
+}
+
+func (r *reasoningEvents) delta(d string) {
+	if d == "" {
+		return
+	}
+	id := r.msgID + "-reasoning"
+	if !r.streamed {
+		r.streamed, r.open = true, true
+		r.t.emit(mesh.Event{Type: mesh.EventReasoningStart, MessageID: r.msgID + "-thinking"})
+		r.t.emit(mesh.Event{Type: mesh.EventReasoningMessageStart, MessageID: id, Role: mesh.RoleReasoning})
+	}
+	if r.open {
+		r.t.emit(mesh.Event{Type: mesh.EventReasoningMessageContent, MessageID: id, Delta: d})
+	}
+}
+
+func (r *reasoningEvents) end() {
+	if !r.open {
+		return
+	}
+	r.open = false
+	r.t.emit(mesh.Event{Type: mesh.EventReasoningMessageEnd, MessageID: r.msgID + "-reasoning"})
+	r.t.emit(mesh.Event{Type: mesh.EventReasoningEnd, MessageID: r.msgID + "-thinking"})
 }
 
 // systemPrompt is the step's prompt, its placeholders resolved; a step
@@ -177,8 +243,13 @@ func resolvePrompt(prompt string, state map[string]any) string {
 		if !ok {
 			return "", false
 		}
-		if s, ok := v.(string); ok {
-			return s, true
+		switch v := v.(type) {
+		case string:
+			return v, true
+		case map[string]any, []any:
+			// A step's structured output, as the JSON it was.
+			b, _ := json.Marshal(v)
+			return string(b), true
 		}
 		return fmt.Sprint(v), true
 	})
@@ -237,6 +308,9 @@ func (t *turn) history(ctx context.Context) []llm.Message {
 				continue
 			}
 			lm := llm.Message{Role: llm.RoleAssistant, Content: m.Content, Name: m.Name}
+			for _, th := range m.Thoughts {
+				lm.Thoughts = append(lm.Thoughts, llm.Thought(th))
+			}
 			for _, c := range m.ToolCalls {
 				lm.ToolCalls = append(lm.ToolCalls, llm.ToolCall{ID: c.ID, Name: c.Name, Arguments: json.RawMessage(c.ArgumentsJSON())})
 			}

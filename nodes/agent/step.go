@@ -29,6 +29,8 @@ type step struct {
 	children []*step
 	remotes  *remoteSet
 	provider llm.Provider
+	// output is the schema an llm step answers with, if it has one.
+	output *stepOutput
 }
 
 // leaf says the step runs as a work item of its own (llm, a2a); a
@@ -51,6 +53,11 @@ func (a *Role) buildTree(root *config.Node, providers func(string) (llm.Provider
 			}
 			s.provider = p
 		}
+		out, err := newStepOutput(cfg)
+		if err != nil {
+			return err
+		}
+		s.output = out
 		if cfg.Type == config.NodeLLM && cfg.Timeout > 0 {
 			s.provider = timedProvider{Provider: s.provider, timeout: cfg.Timeout.Std()}
 		}

@@ -195,8 +195,9 @@ func (t *turn) done(c *mesh.Conversation, def *step, sr *mesh.StepRun, output st
 		if _, ok := c.State[key]; ok {
 			op = "replace"
 		}
-		c.State[key] = output
-		p.delta = append(p.delta, mesh.PatchOp{Op: op, Path: "/" + key, Value: output})
+		value := outputValue(def, output)
+		c.State[key] = value
+		p.delta = append(p.delta, mesh.PatchOp{Op: op, Path: "/" + key, Value: value})
 	}
 	parent := def.parent
 	if parent == nil {

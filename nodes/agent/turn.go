@@ -46,6 +46,9 @@ type turn struct {
 	offer   *offer         // the tools of the last model call
 	resumed *mesh.Approval // the decided approval a resume carries on from
 	end     ending         // how the run ended
+	// outputProblem is what was wrong with the step's answer for its
+	// output_schema, sent back with the one retry it gets.
+	outputProblem error
 	// fileCache holds the bytes of the files the run sent the model, by id.
 	fileCache map[string][]byte
 }

@@ -116,6 +116,7 @@ function newView(id) {
     history: new Set(), // message ids rendered from the REST history
     historyCalls: new Set(), // tool call ids rendered from the REST history
     texts: new Map(), // message id → {el, body, chunks}
+    reasoning: new Map(), // reasoning message id → {el, body}
     tools: new Map(), // tool call id → card
     users: new Set(), // ids of user messages shown (= their turn ids)
     approvals: new Set(), // approval ids seen (a resume run has the approval's id)
@@ -525,6 +526,10 @@ function renderHistory(conv) {
     if (m.role === 'user') {
       addUser(m.content, m.id, m.created_at);
     } else if (m.role === 'assistant') {
+      if (m.reasoning) {
+        view.history.add(`${m.id}-reasoning`);
+        addReasoning(`${m.id}-reasoning`, m.reasoning, 'history');
+      }
       if (m.content) addText(m.id, m.content, { notice: m.notice, source: 'history', name: m.name, at: m.created_at });
       for (const c of m.tool_calls || []) {
         view.historyCalls.add(c.id);
@@ -663,6 +668,14 @@ function onEvent(ev) {
     case 'TEXT_MESSAGE_END': {
       const t = view.texts.get(ev.messageId);
       if (t && !view.history.has(ev.messageId)) t.el.dataset.streaming = 'false';
+      return;
+    }
+    case 'REASONING_MESSAGE_START':
+      if (!view.history.has(ev.messageId)) addReasoning(ev.messageId, '', 'stream');
+      return;
+    case 'REASONING_MESSAGE_CONTENT': {
+      const r = view.reasoning.get(ev.messageId);
+      if (r && !view.history.has(ev.messageId)) r.body.append(ev.delta || '');
       return;
     }
     case 'TOOL_CALL_START':
@@ -998,6 +1011,24 @@ function startText(id, role, name, at) {
     return;
   }
   addText(id, '', { source: 'stream', role: role || 'assistant', name, at });
+}
+
+// addReasoning shows a model's reasoning before the answer it led to,
+// collapsed: a "Reasoning" disclosure the reader opens.
+function addReasoning(id, text, source) {
+  let r = view.reasoning.get(id);
+  if (r) {
+    r.body.textContent = text; // a retried attempt starts it over
+    return r;
+  }
+  const body = h('div', { class: 'reasoning-body', text });
+  const el = h('li', { class: 'reasoning', dataset: { messageId: id, source } },
+    h('details', {}, h('summary', { text: 'Reasoning' }), body));
+  r = { el, body };
+  view.reasoning.set(id, r);
+  ui.messages.append(el);
+  scrollToEnd(source === 'history');
+  return r;
 }
 
 function addToolCall(id, name, args, source, author = '') {

@@ -20,6 +20,12 @@ import (
 // schema; max_tokens is required. Streams are message_start,
 // content_block_start / _delta / _stop per block, message_delta and
 // message_stop events, with ping in between.
+//
+// With thinking enabled (budget_tokens of 1024 or more, below max_tokens,
+// no temperature, no forced tool) the answer starts with a thinking block
+// signed by the server; a tool use loop must send it back unchanged, first
+// in its assistant message, or the request is refused as the API refuses
+// it. A tool_choice of type tool makes the answer that tool's call.
 
 type anthropicWire struct{}
 
@@ -154,7 +160,73 @@ func anthropicStrict(at string, raw []byte, v any) *apiError {
 	return nil
 }
 
-func (anthropicWire) decode(_ *Server, r *http.Request, body []byte, c *call) *apiError {
+// anthropicThinkingConfig is the request's thinking.
+type anthropicThinkingConfig struct {
+	Type         string `json:"type"`
+	BudgetTokens *int   `json:"budget_tokens"`
+}
+
+// anthropicChoice is the request's tool_choice.
+type anthropicChoice struct {
+	Type                   string          `json:"type"`
+	Name                   string          `json:"name"`
+	DisableParallelToolUse json.RawMessage `json:"disable_parallel_tool_use"`
+}
+
+// anthropicThinkingCheck checks thinking and tool_choice together and
+// notes in c what they ask for.
+func anthropicThinkingCheck(req *anthropicRequest, c *call, tools []llm.Tool) *apiError {
+	if len(req.ToolChoice) > 0 && jsonKind(req.ToolChoice) != "null" {
+		var ch anthropicChoice
+		if e := anthropicStrict("tool_choice", req.ToolChoice, &ch); e != nil {
+			return e
+		}
+		switch ch.Type {
+		case "auto", "any", "none":
+		case "tool":
+			found := false
+			for _, t := range tools {
+				found = found || t.Name == ch.Name
+			}
+			if !found {
+				return anthropicBad("tool_choice.tool.name: Tool '%s' not found in provided tools", ch.Name)
+			}
+			c.forced = ch.Name
+		default:
+			return anthropicBad("tool_choice.type: Input tag '%s' found using 'type' does not match any of the expected tags: 'auto', 'any', 'tool', 'none'", ch.Type)
+		}
+	}
+	if len(req.Thinking) == 0 || jsonKind(req.Thinking) == "null" {
+		return nil
+	}
+	var th anthropicThinkingConfig
+	if e := anthropicStrict("thinking", req.Thinking, &th); e != nil {
+		return e
+	}
+	switch th.Type {
+	case "disabled":
+		return nil
+	case "enabled":
+	default:
+		return anthropicBad("thinking.type: Input tag '%s' found using 'type' does not match any of the expected tags: 'enabled', 'disabled'", th.Type)
+	}
+	switch {
+	case th.BudgetTokens == nil:
+		return anthropicBad("thinking.enabled.budget_tokens: Field required")
+	case *th.BudgetTokens < 1024:
+		return anthropicBad("thinking.enabled.budget_tokens: Input should be greater than or equal to 1024")
+	case *th.BudgetTokens >= c.req.MaxTokens:
+		return anthropicBad("`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size")
+	case len(req.Temperature) > 0 && string(req.Temperature) != "1" && string(req.Temperature) != "null":
+		return anthropicBad("`temperature` may only be set to 1 when thinking is enabled. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility")
+	case c.forced != "":
+		return anthropicBad("Thinking may not be enabled when tool_choice forces tool use.")
+	}
+	c.thinking = true
+	return nil
+}
+
+func (anthropicWire) decode(s *Server, r *http.Request, body []byte, c *call) *apiError {
 	if mediaType(r.Header.Get("Content-Type")) != "application/json" {
 		return anthropicBad("Content-Type: expected application/json, got %q", r.Header.Get("Content-Type"))
 	}
@@ -207,7 +279,50 @@ func (anthropicWire) decode(_ *Server, r *http.Request, body []byte, c *call) *a
 		names[tool.Name] = true
 		c.req.Tools = append(c.req.Tools, *tool)
 	}
-	return anthropicDecodeMessages(req.Messages, &c.req)
+	if e := anthropicThinkingCheck(&req, c, c.req.Tools); e != nil {
+		return e
+	}
+	if e := anthropicDecodeMessages(req.Messages, &c.req); e != nil {
+		return e
+	}
+	if c.thinking {
+		return s.anthropicThoughtsBack(req.Messages, &c.req)
+	}
+	return nil
+}
+
+// anthropicThoughtsBack checks, with thinking enabled, that a request that
+// continues a tool use loop (its last message holds tool results) sends
+// the assistant message before it with its thinking first, signed by this
+// server.
+func (s *Server) anthropicThoughtsBack(msgs []anthropicMessage, req *llm.Request) *apiError {
+	n := len(req.Messages)
+	if n == 0 || req.Messages[n-1].Role != llm.RoleTool {
+		return nil
+	}
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role != "assistant" {
+			continue
+		}
+		var blocks []anthropicThinking
+		_ = json.Unmarshal(msgs[i].Content, &blocks)
+		if len(blocks) == 0 || blocks[0].Type != "thinking" && blocks[0].Type != "redacted_thinking" {
+			found := ""
+			if len(blocks) > 0 {
+				found = blocks[0].Type
+			}
+			return anthropicBad("messages.%d.content.0.type: Expected `thinking` or `redacted_thinking`, but found `%s`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking blocks from previous turns. To avoid this requirement, disable `thinking`.", i, found)
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for j, b := range blocks {
+			if b.Type == "thinking" && !s.sigs[b.Signature] {
+				return anthropicBad("messages.%d.content.%d: Invalid `signature` in `thinking` block", i, j)
+			}
+		}
+		return nil
+	}
+	return nil
 }
 
 func anthropicSystem(raw json.RawMessage) (string, *apiError) {
@@ -326,8 +441,11 @@ func anthropicUsage(u llm.Usage) map[string]any {
 
 func anthropicToolID() string { return randomID("toolu_01", 22) }
 
-func (anthropicWire) whole(_ *Server, c *call, resp *llm.Response) []byte {
+func (anthropicWire) whole(s *Server, c *call, resp *llm.Response) []byte {
 	content := []any{}
+	if resp.Reasoning != "" {
+		content = append(content, map[string]any{"type": "thinking", "thinking": resp.Reasoning, "signature": s.signature()})
+	}
 	if resp.Text != "" {
 		content = append(content, map[string]any{"type": "text", "text": resp.Text})
 	}
@@ -341,16 +459,37 @@ func (anthropicWire) whole(_ *Server, c *call, resp *llm.Response) []byte {
 }
 
 type anthropicStream struct {
-	s        *Server
-	c        *call
-	out      *eventOut
-	started  bool
-	textOpen bool
-	index    int
+	s         *Server
+	c         *call
+	out       *eventOut
+	started   bool
+	textOpen  bool
+	thinkOpen bool
+	index     int
 }
 
 func (anthropicWire) stream(s *Server, c *call, out *eventOut) streamer {
 	return &anthropicStream{s: s, c: c, out: out}
+}
+
+func (s *anthropicStream) reasoning(delta string) {
+	s.start()
+	if !s.thinkOpen {
+		s.thinkOpen = true
+		s.out.send("content_block_start", map[string]any{"type": "content_block_start", "index": s.index, "content_block": map[string]any{"type": "thinking", "thinking": "", "signature": ""}})
+	}
+	s.out.send("content_block_delta", map[string]any{"type": "content_block_delta", "index": s.index, "delta": map[string]any{"type": "thinking_delta", "thinking": delta}})
+}
+
+// closeThinking ends the thinking block with its signature.
+func (s *anthropicStream) closeThinking() {
+	if !s.thinkOpen {
+		return
+	}
+	s.thinkOpen = false
+	s.out.send("content_block_delta", map[string]any{"type": "content_block_delta", "index": s.index, "delta": map[string]any{"type": "signature_delta", "signature": s.s.signature()}})
+	s.out.send("content_block_stop", map[string]any{"type": "content_block_stop", "index": s.index})
+	s.index++
 }
 
 func (s *anthropicStream) start() {
@@ -366,6 +505,7 @@ func (s *anthropicStream) start() {
 
 func (s *anthropicStream) text(delta string) {
 	s.start()
+	s.closeThinking()
 	if !s.textOpen {
 		s.textOpen = true
 		s.out.send("content_block_start", map[string]any{"type": "content_block_start", "index": s.index, "content_block": map[string]any{"type": "text", "text": ""}})
@@ -376,6 +516,7 @@ func (s *anthropicStream) text(delta string) {
 
 func (s *anthropicStream) finish(resp *llm.Response) {
 	s.start()
+	s.closeThinking()
 	if s.textOpen {
 		s.out.send("content_block_stop", map[string]any{"type": "content_block_stop", "index": s.index})
 		s.textOpen = false

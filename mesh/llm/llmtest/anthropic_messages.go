@@ -75,7 +75,7 @@ func anthropicDecodeMessages(msgs []anthropicMessage, req *llm.Request) *apiErro
 			return anthropicBad("messages.%d: `tool_use` ids were found without `tool_result` blocks immediately after: %s. Each `tool_use` block must have a corresponding `tool_result` block in the next message.", i-1, strings.Join(ids, ", "))
 		}
 		if m.Role == "assistant" {
-			req.Messages = append(req.Messages, llm.Message{Role: llm.RoleAssistant, Content: strings.Join(t.texts, "\n"), ToolCalls: t.calls})
+			req.Messages = append(req.Messages, llm.Message{Role: llm.RoleAssistant, Content: strings.Join(t.texts, "\n"), ToolCalls: t.calls, Thoughts: t.thoughts})
 			d.open, d.openOrder = t.next, t.nextOrder
 			continue
 		}
@@ -109,6 +109,7 @@ type anthropicTurn struct {
 	texts    []string
 	files    []llm.File
 	calls    []llm.ToolCall
+	thoughts []llm.Thought
 	// next are this message's tool_use ids → tool name, in nextOrder.
 	next      map[string]string
 	nextOrder []string
@@ -174,6 +175,7 @@ func (d *anthropicDecoder) block(t *anthropicTurn, bat string, raw json.RawMessa
 		if e := anthropicStrict(bat+"."+kind.Type, raw, &b); e != nil {
 			return e
 		}
+		t.thoughts = append(t.thoughts, llm.Thought{Text: b.Thinking, Signature: b.Signature, Redacted: b.Data})
 	default:
 		return anthropicBad("%s: Input tag '%s' found using 'type' does not match any of the expected tags: 'text', 'image', 'document', 'tool_use', 'tool_result', 'thinking', 'redacted_thinking'", bat, kind.Type)
 	}

@@ -232,6 +232,9 @@ func (geminiWire) decode(s *Server, r *http.Request, body []byte, c *call) *apiE
 		if e := geminiSampling(g.Temperature, g.TopP, c); e != nil {
 			return e
 		}
+		if e := geminiThinkingAndFormat(g, c, len(req.Tools) > 0); e != nil {
+			return e
+		}
 	}
 	if si := req.SystemInstruction; si != nil {
 		var texts []string
@@ -260,6 +263,48 @@ func (geminiWire) decode(s *Server, r *http.Request, body []byte, c *call) *apiE
 	}
 	if geminiSignatures(c.model) {
 		return s.checkSignatures(req.Contents)
+	}
+	return nil
+}
+
+// geminiThinkingAndFormat reads thinkingConfig (includeThoughts asks for
+// the thought parts) and the JSON response format, which models before
+// Gemini 3 refuse with function calling.
+func geminiThinkingAndFormat(g *geminiGenerationConfig, c *call, tools bool) *apiError {
+	if len(g.ThinkingConfig) > 0 {
+		var tc struct {
+			IncludeThoughts bool   `json:"includeThoughts"`
+			ThinkingBudget  *int   `json:"thinkingBudget"`
+			ThinkingLevel   string `json:"thinkingLevel"`
+		}
+		if err := strict(g.ThinkingConfig, &tc); err != nil {
+			return geminiBad("Invalid JSON payload received. Unknown name in generation_config.thinking_config: %s", err.(*jsonProblem).text)
+		}
+		switch tc.ThinkingLevel {
+		case "", "low", "medium", "high", "minimal":
+		default:
+			return geminiBad("Invalid value at 'generation_config.thinking_config.thinking_level' (type.googleapis.com/google.ai.generativelanguage.v1beta.GenerationConfig.ThinkingConfig.ThinkingLevel), %q", tc.ThinkingLevel)
+		}
+		if tc.ThinkingLevel != "" && tc.ThinkingBudget != nil {
+			return geminiBad("Thinking level and thinking budget cannot be set at the same time.")
+		}
+		c.thinking = tc.IncludeThoughts
+	}
+	var mime string
+	if len(g.ResponseMimeType) > 0 {
+		_ = json.Unmarshal(g.ResponseMimeType, &mime)
+	}
+	if len(g.ResponseJSONSchema) > 0 {
+		if mime != "application/json" {
+			return geminiBad("* GenerateContentRequest.generation_config.response_mime_type: response_mime_type must be application/json when response_json_schema is set.")
+		}
+		if jsonKind(g.ResponseJSONSchema) != "object" {
+			return geminiBad("* GenerateContentRequest.generation_config.response_json_schema: must be a JSON Schema object")
+		}
+		c.req.Output = &llm.Output{Schema: g.ResponseJSONSchema}
+	}
+	if mime == "application/json" && tools && !geminiSignatures(c.model) {
+		return geminiBad("Function calling with a response mime type: 'application/json' is unsupported")
 	}
 	return nil
 }
@@ -404,6 +449,9 @@ func geminiCandidate(parts []any, finish string) map[string]any {
 
 func (geminiWire) whole(s *Server, c *call, resp *llm.Response) []byte {
 	var parts []any
+	if resp.Reasoning != "" {
+		parts = append(parts, map[string]any{"text": resp.Reasoning, "thought": true})
+	}
 	if resp.Text != "" {
 		parts = append(parts, map[string]any{"text": resp.Text})
 	}
@@ -424,6 +472,10 @@ type geminiStream struct {
 func (geminiWire) stream(s *Server, c *call, out *eventOut) streamer {
 	out.eol = "\r\n"
 	return &geminiStream{s: s, c: c, out: out, id: randomID("", 22)}
+}
+
+func (g *geminiStream) reasoning(delta string) {
+	g.out.send("", map[string]any{"candidates": []any{geminiCandidate([]any{map[string]any{"text": delta, "thought": true}}, "")}, "modelVersion": g.c.model, "responseId": g.id})
 }
 
 func (g *geminiStream) text(delta string) {

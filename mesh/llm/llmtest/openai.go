@@ -198,6 +198,9 @@ func (openAIWire) decode(_ *Server, r *http.Request, body []byte, c *call) *apiE
 	if e := openAISampling(req.Model, req.Temperature, req.TopP, c); e != nil {
 		return e
 	}
+	if e := openAIReasoningAndFormat(&req, c); e != nil {
+		return e
+	}
 	for i, t := range req.Tools {
 		tool, e := openAIDecodeTool(i, t)
 		if e != nil {
@@ -208,6 +211,54 @@ func (openAIWire) decode(_ *Server, r *http.Request, body []byte, c *call) *apiE
 		}
 	}
 	return openAIDecodeMessages(req.Messages, &c.req)
+}
+
+// openAIEfforts are the values of reasoning_effort.
+var openAIEfforts = map[string]bool{"none": true, "minimal": true, "low": true, "medium": true, "high": true, "xhigh": true}
+
+// openAIReasoningAndFormat checks reasoning_effort and response_format,
+// noting the schema asked for in c. Every answer may carry the server's
+// reasoning_content, as reasoning servers send it unasked.
+func openAIReasoningAndFormat(req *openAIRequest, c *call) *apiError {
+	c.thinking = true
+	if len(req.ReasoningEffort) > 0 && jsonKind(req.ReasoningEffort) != "null" {
+		var effort string
+		if json.Unmarshal(req.ReasoningEffort, &effort) != nil || !openAIEfforts[effort] {
+			return openAIBad("reasoning_effort", "Invalid value: %s. Supported values are: 'none', 'minimal', 'low', 'medium', 'high' and 'xhigh'.", req.ReasoningEffort)
+		}
+	}
+	if len(req.ResponseFormat) == 0 || jsonKind(req.ResponseFormat) == "null" {
+		return nil
+	}
+	var f struct {
+		Type       string `json:"type"`
+		JSONSchema *struct {
+			Name        string          `json:"name"`
+			Description string          `json:"description"`
+			Schema      json.RawMessage `json:"schema"`
+			Strict      *bool           `json:"strict"`
+		} `json:"json_schema"`
+	}
+	if err := strict(req.ResponseFormat, &f); err != nil {
+		return openAIBad("response_format", "Invalid 'response_format': %s", err.(*jsonProblem).text)
+	}
+	switch f.Type {
+	case "text", "json_object":
+		return nil
+	case "json_schema":
+	default:
+		return openAIBad("response_format.type", "Invalid value: '%s'. Supported values are: 'json_object', 'json_schema', and 'text'.", f.Type)
+	}
+	switch {
+	case f.JSONSchema == nil:
+		return openAIBad("response_format.json_schema", "Missing required parameter: 'response_format.json_schema'.")
+	case !toolNameRE.MatchString(f.JSONSchema.Name):
+		return openAIBad("response_format.json_schema.name", "Invalid 'response_format.json_schema.name': string does not match pattern. Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'.")
+	case jsonKind(f.JSONSchema.Schema) != "object":
+		return openAIBad("response_format.json_schema.schema", "Invalid schema for response_format '%s': schema must be a JSON Schema object.", f.JSONSchema.Name)
+	}
+	c.req.Output = &llm.Output{Name: f.JSONSchema.Name, Schema: f.JSONSchema.Schema}
+	return nil
 }
 
 func openAIDecodeTool(i int, t openAITool) (*llm.Tool, *apiError) {
@@ -432,6 +483,9 @@ func (openAIWire) whole(_ *Server, c *call, resp *llm.Response) []byte {
 	if resp.Text != "" || len(resp.ToolCalls) == 0 {
 		msg["content"] = resp.Text
 	}
+	if resp.Reasoning != "" {
+		msg["reasoning_content"] = resp.Reasoning
+	}
 	if len(resp.ToolCalls) > 0 {
 		var calls []any
 		for i, id := range openAICallIDs(len(resp.ToolCalls)) {
@@ -478,6 +532,11 @@ func (s *openAIStream) start() {
 		s.started = true
 		s.chunk(map[string]any{"role": "assistant", "content": "", "refusal": nil}, nil)
 	}
+}
+
+func (s *openAIStream) reasoning(delta string) {
+	s.start()
+	s.chunk(map[string]any{"reasoning_content": delta}, nil)
 }
 
 func (s *openAIStream) text(delta string) {

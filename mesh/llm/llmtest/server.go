@@ -78,6 +78,13 @@ type Config struct {
 	// CacheWriteTokens is the same for prompt tokens written to the cache,
 	// which only Anthropic reports (cache_creation_input_tokens).
 	CacheWriteTokens int
+	// Reasoning is the model's reasoning, sent before every answer when
+	// the request asks for it, in the API's form: Anthropic's thinking
+	// block with a signature of the server's own (when thinking is
+	// enabled), Gemini's thought parts (when includeThoughts is set), and
+	// OpenAI-compatible reasoning_content (always, as DeepSeek and vLLM send
+	// it). Empty means none.
+	Reasoning string
 }
 
 // Record is one request as the server received it and how it answered.
@@ -332,7 +339,11 @@ type call struct {
 	sseless bool
 	// includeUsage: OpenAI's stream_options.include_usage.
 	includeUsage bool
-	req          llm.Request
+	// thinking: the request asks for the model's reasoning.
+	thinking bool
+	// forced is the tool Anthropic's tool_choice forces, if any.
+	forced string
+	req    llm.Request
 }
 
 // ServeHTTP serves the API.
@@ -428,12 +439,17 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, c *call, i int, 
 	// status.
 	partial := f != nil && (f.Cut || f.Hang)
 	req := c.req
+	reasoning := ""
+	if c.thinking {
+		reasoning = s.cfg.Reasoning
+	}
 	if !c.stream {
 		resp, err := s.backend.Generate(ctx, req)
 		if err != nil {
 			s.refuse(w, i, backendError(err))
 			return
 		}
+		resp = c.shape(resp, reasoning)
 		resp = s.withCache(resp)
 		body := s.wire.whole(s, c, resp)
 		w.Header().Set("Content-Type", "application/json")
@@ -462,10 +478,15 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, c *call, i int, 
 	}
 	out := &eventOut{w: w, collect: f != nil || c.sseless}
 	st := s.wire.stream(s, c, out)
+	if reasoning != "" {
+		for _, p := range pieces(reasoning, 12) {
+			st.reasoning(p)
+		}
+	}
 	var emitted strings.Builder
 	req.OnText = func(delta string) {
-		if delta == "" {
-			return
+		if delta == "" || c.forced != "" {
+			return // a forced tool's answer is its call
 		}
 		emitted.WriteString(delta)
 		st.text(delta)
@@ -488,6 +509,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, c *call, i int, 
 		})
 		st.fail(e)
 	} else {
+		resp = c.shape(resp, reasoning)
 		if rest, ok := strings.CutPrefix(resp.Text, emitted.String()); ok && rest != "" {
 			st.text(rest)
 		}
@@ -528,6 +550,26 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, c *call, i int, 
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, "["+strings.Join(out.data, ",\r\n")+"]")
 	}
+}
+
+// shape is the backend's answer as the API gives it: with the reasoning
+// sent, and, when a tool is forced, that tool's call holding the answer
+// (the text, when it is a JSON object).
+func (c *call) shape(resp *llm.Response, reasoning string) *llm.Response {
+	out := *resp
+	if reasoning != "" {
+		out.Reasoning = reasoning
+	}
+	if c.forced != "" {
+		for _, tc := range out.ToolCalls {
+			if tc.Name == c.forced {
+				return &out
+			}
+		}
+		out.ToolCalls = []llm.ToolCall{{Name: c.forced, Arguments: objectArgs([]byte(out.Text))}}
+		out.Text = ""
+	}
+	return &out
 }
 
 // refuse answers an error in the API's format.

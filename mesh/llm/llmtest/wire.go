@@ -40,6 +40,8 @@ type wire interface {
 // streamer writes a streamed answer: text deltas as they come, then the
 // end (tool calls, stop reason, usage), or an error.
 type streamer interface {
+	// reasoning sends a piece of the model's reasoning, before any text.
+	reasoning(delta string)
 	text(delta string)
 	finish(resp *llm.Response)
 	fail(e *apiError)

@@ -96,6 +96,12 @@ func OptionsFromConfig(cfg *config.Config, provider string, base llm.Options) ll
 		opts.MaxQueueWait = w
 	}
 	opts.Sampling = opts.Sampling.Over(cfg.LLM.Sampling)
+	if cfg.LLM.Reasoning.On() {
+		opts.Reasoning = cfg.LLM.Reasoning
+	}
+	if !cfg.LLM.PromptCacheOn() {
+		opts.NoPromptCache = true
+	}
 	if b := cfg.Breakers.LLM; b.Failures != 0 {
 		opts.BreakerFailures = b.Failures
 	}
