@@ -58,6 +58,16 @@
 // tokens (the backend's count is known only at the end); message_delta
 // carries the backend's counts.
 //
+// With [Config].Reasoning the model reasons before each answer, in the
+// API's form and only when the request asks for it as that API wants:
+// Anthropic thinking blocks (thinking enabled; signed by the server, and a
+// tool use loop that does not send them back unchanged is refused),
+// Gemini thought parts (includeThoughts), and OpenAI-compatible
+// reasoning_content (always). A schema asked for (OpenAI response_format,
+// Gemini responseJsonSchema, a tool forced by Anthropic's tool_choice) is
+// in the recorded request's Output; under a forced tool the backend's text
+// becomes that tool's call, as the API answers.
+//
 // A backend error becomes the API's error answer: 429 for a rate limit, else
 // the provider error's status, else 500; in a stream already started, the
 // API's in-stream error event.
