@@ -114,6 +114,8 @@ func (s *SessionStore) Delete(ctx context.Context, id, by string) (*Deleted, err
 			ID: c.ID, SessionID: c.SessionID, Agent: c.Agent, Owner: c.Owner, Status: mesh.StatusDeleted,
 			Group: c.Group, Version: c.Version + 1, CreatedAt: c.CreatedAt, UpdatedAt: now,
 			DeletedAt: &now, DeletedBy: by, Messages: []mesh.Message{},
+			// Kept: the family of a branch is told by it (GET /branches).
+			ForkedFrom: c.ForkedFrom,
 		}
 		return nil
 	})

@@ -90,7 +90,7 @@ func (s *SessionStore) loadHistory(ctx context.Context, c *mesh.Conversation) er
 		return nil
 	}
 	k := historyStart(c.MessageTail, s.budget())
-	msgs, snap, err := s.log.decodedAt(ctx, c.ID, c.MessageTail[k:])
+	msgs, snap, err := s.log.decodedAt(ctx, sourceOf(c), c.MessageTail[k:])
 	if err != nil {
 		return err
 	}
