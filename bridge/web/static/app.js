@@ -1431,10 +1431,17 @@ function markBranches() {
     if (at < 0) {
       nav.hidden = true;
       nav.replaceChildren();
+      delete nav.dataset.key;
       delete li.dataset.branch;
       continue;
     }
     li.dataset.branch = `${at + 1}/${sibs.length}`;
+    // Drawn again only when it changed: a redraw would drop the focus of
+    // a person on its arrows.
+    const key = `${point}|${at}|${sibs.map((b) => b.id).join(',')}`;
+    if (nav.dataset.key === key && !pendingFocus) continue;
+    const focused = nav.contains(document.activeElement) ? document.activeElement.className : '';
+    nav.dataset.key = key;
     nav.setAttribute('aria-label', `Branch ${at + 1} of ${sibs.length} at this message`);
     const arrow = (dir) => {
       const to = sibs[at + dir];
@@ -1451,6 +1458,10 @@ function markBranches() {
     };
     nav.replaceChildren(arrow(-1), h('span', { class: 'branch-at', 'aria-hidden': 'true', dataset: { label: `${at + 1} / ${sibs.length}` } }), arrow(1));
     nav.hidden = false;
+    if (focused) {
+      const b = nav.querySelector(`button.${focused}`);
+      if (b && !b.disabled) b.focus();
+    }
     if (pendingFocus && pendingFocus.point === point) {
       const b = nav.querySelector(pendingFocus.dir < 0 ? '.branch-prev' : '.branch-next');
       (b && !b.disabled ? b : nav.querySelector('button:not(:disabled)') || li.querySelector('button.edit')).focus();

@@ -61,9 +61,10 @@ const settled = (page, id, n, arrows) => page.waitForFunction(([id, n, arrows]) 
     (!arrows || (users[1] && users[1].dataset.branch === arrows));
 }, [id, n, arrows]);
 
+let page;
 try {
   const ctx = await browser.newContext({ viewport: { width: 1280, height: 820 } });
-  const page = await ctx.newPage();
+  page = await ctx.newPage();
   page.setDefaultTimeout(timeout);
   page.on('console', (m) => {
     if (m.type() === 'error') out.consoleErrors.push(`${m.text()} @ ${m.location().url || ''}`);
@@ -135,6 +136,13 @@ try {
   step('done');
 } catch (err) {
   out.error = String(err && err.stack ? err.stack : err);
+  // What the page showed when it did not do what was expected.
+  try {
+    out.atError = await view(page);
+    await shot(page, 'at-error');
+  } catch {
+    // the page itself is gone
+  }
 } finally {
   await browser.close();
 }
