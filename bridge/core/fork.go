@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -52,6 +53,9 @@ type ForkRequest struct {
 	After    *string
 	Before   *string
 	EventSeq *uint64
+	// ID is the branch's id when the client chose it (ForkAs); empty
+	// means a new one.
+	ID string
 }
 
 // Fork makes a branch of conversation id for the caller at the point req
@@ -102,7 +106,7 @@ func (c *Core) Fork(ctx context.Context, id string, req ForkRequest, caller Call
 	if !mesh.ValidTraceID(sid) {
 		sid = mesh.NewTraceID()
 	}
-	branch := &mesh.Conversation{ID: mesh.NewID(), SessionID: sid, Agent: base.Agent, Owner: c.owner(caller), Direct: base.Direct,
+	branch := &mesh.Conversation{ID: cmp.Or(req.ID, mesh.NewID()), SessionID: sid, Agent: base.Agent, Owner: c.owner(caller), Direct: base.Direct,
 		Status: mesh.StatusActive, State: state, ForkedFrom: &mesh.ForkPoint{Conversation: base.ID, Message: cut.Last, EventSeq: seq}}
 	if base.Group != nil {
 		branch.Group = &mesh.GroupRun{Name: base.Group.Name}
