@@ -117,7 +117,7 @@ func operations(s *schemas) map[string]operation {
 	card := ok("the agent card (A2A 0.3 fields and 1.0 supportedInterfaces); skills only for an authenticated caller when authentication is on", s.ref(wire.AgentCard{}))
 	a2aOp := func(who string) operation {
 		return operation{tag: "A2A", summary: "A2A JSON-RPC endpoint of " + who,
-			description: "message/send, message/stream (SSE), tasks/get, tasks/list, tasks/cancel, tasks/resubscribe in A2A 0.3 (no header) or 1.0 (A2A-Version: 1.0: SendMessage, GetTask …). A task is a conversation; refusals are JSON-RPC errors.",
+			description: "message/send, message/stream (SSE), tasks/get, tasks/list, tasks/cancel, tasks/resubscribe in A2A 0.3 (no header) or 1.0 (A2A-Version: 1.0: SendMessage, GetTask …). A task is a conversation; refusals are JSON-RPC errors. The fork extension (capabilities.extensions of the card; activated by the A2A-Extensions header, X-A2A-Extensions in 0.3, and listed back): a message in a new context whose metadata[\"" + wire.ExtensionFork + "\"] is {from: contextId, and before or after (a message id) or event_seq} starts that context as a branch of the other.",
 			body:        rpc, responses: map[string]response{
 				"200": {description: "a JSON-RPC response, or for the streaming methods a stream of them as server-sent events", schema: rpcAnswer},
 				// Refusals are JSON-RPC errors too, with the HTTP status of
@@ -126,7 +126,7 @@ func operations(s *schemas) map[string]operation {
 					schema: map[string]any{"anyOf": []any{rpcAnswer, map[string]any{"$ref": "#/components/schemas/Error"}}}}}}
 	}
 	run := obj(map[string]any{"threadId": str, "runId": str, "messages": arr(map[string]any{}), "tools": arr(map[string]any{}), "context": arr(map[string]any{}),
-		"state": map[string]any{}, "forwardedProps": map[string]any{"type": "object", "description": "group: a new thread is a chat of that group; agent: a conversation with that agent; action: regenerate (the run answers the thread's last user message again; messages may be empty) or feedback (with messageId, rating, comment: the run records it and carries CUSTOM feedback)"},
+		"state": map[string]any{}, "forwardedProps": map[string]any{"type": "object", "description": "group: a new thread is a chat of that group; agent: a conversation with that agent; action: regenerate (the run answers the thread's last user message again; messages may be empty) or feedback (with messageId, rating, comment: the run records it and carries CUSTOM feedback); fork: {from: thread id, and before or after (a message id) or event_seq}: the new thread is a branch of that thread at that point, and the run answers the last user message there"},
 		"resume": arr(map[string]any{})}, "threadId", "runId")
 	agent := obj(map[string]any{"card": str, "a2a": str}, "card", "a2a")
 	agent["allOf"] = []any{s.ref(core.Agent{})}
