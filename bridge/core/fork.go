@@ -128,6 +128,9 @@ func closeCalls(history []mesh.Message) []mesh.Message {
 			answered[m.ToolCallID] = true
 			continue
 		}
+		if m.Notice {
+			continue // an approval's request, meant for people
+		}
 		if m.Role != mesh.RoleAssistant || len(m.ToolCalls) == 0 {
 			return nil
 		}
