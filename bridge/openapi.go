@@ -233,7 +233,7 @@ func operations(s *schemas) map[string]operation {
 			}()},
 		"GET /conversations/{id}/branches": {tag: "Conversations", summary: "A conversation's family: the conversation its branches come from, and every branch you may read",
 			description: "root is the first conversation of the family (forked_from followed up); branches lists every member the caller may read, the root first (when readable), then by creation time. 404 for a conversation the caller may not read.",
-			responses: ok("the family", s.ref(core.Family{}))},
+			responses:   ok("the family", s.ref(core.Family{}))},
 		"GET /conversations/{id}/events": {tag: "Streams", summary: "A conversation's AG-UI events, replayed then live",
 			description: "Server-sent events; each id is the event's stream sequence: Last-Event-ID or ?after= resumes after it.",
 			query:       []param{{"after", "resume after this event id", "integer"}, {"access_token", "a stream token (POST /auth/stream-token) for clients that cannot send headers", "string"}},
