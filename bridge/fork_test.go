@@ -131,7 +131,7 @@ type convView struct {
 	ForkedFrom   *mesh.ForkPoint `json:"forked_from"`
 	Pending      any             `json:"pending_approval"`
 	Superseded   map[string]string
-	Queued       any             `json:"queued_turn"`
+	Queued       any `json:"queued_turn"`
 }
 
 func (v convView) ids() string {
