@@ -130,7 +130,8 @@ type convView struct {
 	Messages     []mesh.Message
 	ForkedFrom   *mesh.ForkPoint `json:"forked_from"`
 	Pending      any             `json:"pending_approval"`
-	Queued       any             `json:"queued_turn"`
+	Superseded   map[string]string
+	Queued       any `json:"queued_turn"`
 }
 
 func (v convView) ids() string {
@@ -157,6 +158,13 @@ func TestForkPoints(t *testing.T) {
 	t.Parallel()
 	b, m := forkBridge(t)
 	rc := recordConversation(t, b, m)
+	// As if r2 had regenerated a1: the mark holds on a branch that keeps both.
+	if _, err := b.core.Sessions.UpdateHead(t.Context(), rc.id, func(c *mesh.Conversation) error {
+		c.Superseded = map[string]string{"a1": "r2"}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	orig := getConv(t, b, aliceToken, rc.id)
 	origIDs := orig.ids()
 	sys := ""
@@ -205,6 +213,9 @@ func TestForkPoints(t *testing.T) {
 		}
 		if x, _ := br.State["x"].(float64); x != c.state || (c.state == 0 && len(br.State) != 0) {
 			t.Errorf("%s: branch state %v, want x=%v", c.name, br.State, c.state)
+		}
+		if keeps := strings.Contains(wantIDs, "r2"); keeps != (br.Superseded["a1"] == "r2") || len(br.Superseded) > 1 {
+			t.Errorf("%s: superseded %v; the branch keeps r2: %v", c.name, br.Superseded, keeps)
 		}
 		if br.Owner != "alice" || br.Status != mesh.StatusActive || br.ForkedFrom == nil || *br.ForkedFrom != got.ForkedFrom || br.Pending != nil || br.Queued != nil {
 			t.Errorf("%s: branch %+v", c.name, br)

@@ -114,11 +114,38 @@ func (c *Core) Fork(ctx context.Context, id string, req ForkRequest, caller Call
 	if err := c.Sessions.Fork(ctx, base, cut, branch, closeCalls); err != nil {
 		return nil, err
 	}
-	c.log.Info().Str("session", branch.ID).Str("forked_from", base.ID).Str("message", cut.Last).Uint64("event_seq", seq).Msg("conversation forked")
+	if sup := c.keptSuperseded(ctx, base, branch); len(sup) > 0 {
+		b, err := c.Sessions.UpdateHead(ctx, branch.ID, func(cv *mesh.Conversation) error {
+			cv.Superseded = sup
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		branch = b
+	}
+	c.log.Info().Str("session", branch.ID).Str("forked_from", base.ID).Str("message_id", cut.Last).Uint64("event_seq", seq).Msg("conversation forked")
 	c.indexConversation(branch)
 	c.keepHead(branch)
 	noteConversation(ctx, branch.ID, branch.SessionID)
 	return branch, nil
+}
+
+// keptSuperseded are the marks of answers a regenerate superseded
+// (mesh/actions.go) that hold on the branch: the answer and the turn that
+// regenerated it are both in its history.
+func (c *Core) keptSuperseded(ctx context.Context, base, branch *mesh.Conversation) map[string]string {
+	out := map[string]string{}
+	for msg, turn := range base.Superseded {
+		hasMsg, err := c.Sessions.HoldsTurn(ctx, branch, msg)
+		if err != nil || !hasMsg {
+			continue
+		}
+		if hasTurn, err := c.Sessions.HoldsTurn(ctx, branch, turn); err == nil && hasTurn {
+			out[msg] = turn
+		}
+	}
+	return out
 }
 
 // closeCalls answers, as not run, the calls of the last assistant
@@ -131,6 +158,9 @@ func closeCalls(history []mesh.Message) []mesh.Message {
 		if m.Role == mesh.RoleTool {
 			answered[m.ToolCallID] = true
 			continue
+		}
+		if m.Notice {
+			continue // an approval's request, meant for people
 		}
 		if m.Role != mesh.RoleAssistant || len(m.ToolCalls) == 0 {
 			return nil

@@ -321,6 +321,9 @@ func (s *SessionStore) Fork(ctx context.Context, base *mesh.Conversation, cut Cu
 			}
 			shared[i].Grant = g
 		}
+		if err := s.log.publishShares(ctx, branch.ID, shared); err != nil {
+			return err
+		}
 	}
 	// The tail: the newest messages the branch keeps, read as the branch
 	// reads them (which checks the grants just written).
@@ -363,4 +366,130 @@ func (s *SessionStore) Fork(ctx context.Context, base *mesh.Conversation, cut Cu
 	branch.UpdatedAt, branch.Version = now, 1
 	branch.SetStored(0, nil)
 	return s.save(ctx, branch, true)
+}
+
+// sharesPrefix starts the payload of the record a fork appends to the
+// branch's own log: the logs it shares ([]mesh.SharedRecords), which
+// tell, once the branch's head is gone, whose records it held on to.
+const sharesPrefix = "shares\n"
+
+// publishShares appends to branch's log the record of what it shares.
+func (l *MessageLog) publishShares(ctx context.Context, branch string, shared []mesh.SharedRecords) error {
+	subj, err := l.ns.Messages(branch)
+	if err != nil {
+		return err
+	}
+	body, _ := json.Marshal(shared)
+	m := nats.NewMsg(subj)
+	m.Data = append([]byte(sharesPrefix), body...)
+	m.Header.Set(jetstream.MsgIDHeader, branch+":shares")
+	if _, err := l.js.PublishMsg(ctx, m); err != nil {
+		return fmt.Errorf("record what %s shares: %w", branch, err)
+	}
+	return nil
+}
+
+// scan calls fn with every stream message of conv's log, in order.
+func (l *MessageLog) scan(ctx context.Context, conv string, fn func(seq uint64, data []byte)) error {
+	subj, err := l.ns.Messages(conv)
+	if err != nil {
+		return err
+	}
+	st, err := l.js.Stream(ctx, l.stream)
+	if err != nil {
+		return fmt.Errorf("messages stream: %w", err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subj))
+	if err != nil {
+		return fmt.Errorf("messages stream: %w", err)
+	}
+	total := info.State.Subjects[subj]
+	if total == 0 {
+		return nil
+	}
+	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
+	if err != nil {
+		return fmt.Errorf("read the log of %s: %w", conv, err)
+	}
+	for got := uint64(0); got < total; {
+		batch, err := cons.Fetch(int(min(total-got, 256)), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return fmt.Errorf("read the log of %s: %w", conv, err)
+		}
+		n, pending := 0, uint64(0)
+		for m := range batch.Messages() {
+			n++
+			got++
+			md, err := m.Metadata()
+			if err != nil {
+				continue
+			}
+			pending = md.NumPending
+			fn(md.Sequence.Stream, m.Data())
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+			return fmt.Errorf("read the log of %s: %w", conv, err)
+		}
+		if n == 0 || pending == 0 {
+			return nil
+		}
+	}
+	return nil
+}
+
+// purgeLog empties the log of conversation id, whose head is gone or
+// going, unless a branch that lives still shares part of it: a branch's
+// history is those records, and they go with the last branch that reads
+// them. Once the log is emptied, the logs id itself shared whose
+// conversations are gone too are purged the same way, if nothing else
+// reads them. seen stops a loop of forged records.
+func (s *SessionStore) purgeLog(ctx context.Context, id string, seen map[string]bool) error {
+	if seen[id] || len(seen) > 64 {
+		return nil
+	}
+	seen[id] = true
+	var granted []uint64 // grant sequences, by branch
+	var branches []string
+	var shared []mesh.SharedRecords
+	err := s.log.scan(ctx, id, func(seq uint64, data []byte) {
+		if body, ok := bytes.CutPrefix(data, []byte(grantPrefix)); ok {
+			var g grant
+			if json.Unmarshal(body, &g) == nil && mesh.CheckID(g.Branch) == nil {
+				granted, branches = append(granted, seq), append(branches, g.Branch)
+			}
+		} else if body, ok := bytes.CutPrefix(data, []byte(sharesPrefix)); ok {
+			_ = json.Unmarshal(body, &shared)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	for i, b := range branches {
+		h, _, err := getJSON[mesh.Conversation](ctx, s.kv, b, mesh.ErrSessionNotFound)
+		if errors.Is(err, mesh.ErrSessionNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if h.Status != mesh.StatusDeleted && slices.ContainsFunc(h.Shared, func(sh mesh.SharedRecords) bool { return sh.Conversation == id && sh.Grant == granted[i] }) {
+			s.Logger.Info().Str("session", id).Str("branch", b).Msg("messages kept: a branch still shares them")
+			return nil
+		}
+	}
+	if err := s.log.purge(ctx, id); err != nil {
+		return err
+	}
+	for _, sh := range shared {
+		if mesh.CheckID(sh.Conversation) != nil {
+			continue
+		}
+		if _, _, err := getJSON[mesh.Conversation](ctx, s.kv, sh.Conversation, mesh.ErrSessionNotFound); !errors.Is(err, mesh.ErrSessionNotFound) {
+			continue // there (or a tombstone): its own purge or expiry decides
+		}
+		if err := s.purgeLog(ctx, sh.Conversation, seen); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -106,8 +106,8 @@ func TestForkSharesRecords(t *testing.T) {
 
 	b := forkAt(t, s, orig.ID, "o-u30", false) // the branch keeps o-u0 … o-a29
 	info, _ = st.Info(ctx)
-	if added := info.State.Msgs - before; added != 1 {
-		t.Fatalf("the fork added %d stream messages, want 1 (its grant): the history is shared, not copied", added)
+	if added := info.State.Msgs - before; added != 2 {
+		t.Fatalf("the fork added %d stream messages, want 2 (its grant, the record of what it shares): the history is shared, not copied", added)
 	}
 	got, err := s.Get(ctx, b.ID)
 	if err != nil {
@@ -265,5 +265,90 @@ func TestForkForgedHeadRefused(t *testing.T) {
 	if _, err := fresh.Get(context.Background(), lc.ID); !errors.Is(err, ErrForeignRecords) {
 		t.Fatalf("altered branch: %v, want refused", err)
 	}
-	_ = jetstream.ErrMsgNotFound
+}
+
+// logSize counts the stream messages of conversation id's log.
+func logSize(t *testing.T, js jetstream.JetStream, id string) uint64 {
+	t.Helper()
+	st, err := js.Stream(t.Context(), "MESH_MESSAGES")
+	if err != nil {
+		t.Fatal(err)
+	}
+	subj := "mesh.msg." + id
+	info, err := st.Info(t.Context(), jetstream.WithSubjectFilter(subj))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Subjects[subj]
+}
+
+// Deleting or purging the original leaves its branches whole: the records
+// a living branch shares stay, and go with the last branch that reads
+// them; a fork of a fork holds on to both logs.
+func TestForkOutlivesOriginal(t *testing.T) {
+	s, js := testStore(t)
+	ctx := t.Context()
+	orig := &mesh.Conversation{ID: mesh.NewID(), Status: mesh.StatusActive}
+	if err := s.Create(ctx, orig); err != nil {
+		t.Fatal(err)
+	}
+	grow(t, s, orig.ID, "o", 0, 4)
+	b := forkAt(t, s, orig.ID, "o-a1", true)
+	grow(t, s, b.ID, "b", 0, 2)
+	b2 := forkAt(t, s, b.ID, "b-a0", true)
+	lone := forkAt(t, s, orig.ID, "o-a0", true) // deleted below: it holds nothing
+	wantB := strings.Join(append(want("o", 2), want("b", 2)...), ",")
+	wantB2 := strings.Join(append(want("o", 2), want("b", 1)...), ",")
+	check := func(when string) {
+		t.Helper()
+		if ids := allIDs(t, s, b.ID, 3); strings.Join(ids, ",") != wantB {
+			t.Fatalf("%s: branch %v", when, ids)
+		}
+		if ids := allIDs(t, s, b2.ID, 3); strings.Join(ids, ",") != wantB2 {
+			t.Fatalf("%s: fork of the branch %v", when, ids)
+		}
+		// A process that never read them: nothing cached.
+		fresh := NewSessionStore(s.kv, NewMessageLog(js, mesh.DefaultNamespace()))
+		if c, err := fresh.Get(ctx, b2.ID); err != nil || ids(c.Messages) != wantB2 {
+			t.Fatalf("%s: fresh read of the fork of the branch: %v", when, err)
+		}
+	}
+	if _, err := s.Delete(ctx, lone.ID, "me"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Delete(ctx, orig.ID, "me"); err != nil {
+		t.Fatal(err)
+	}
+	check("original deleted")
+	if err := s.Purge(ctx, orig.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctx, orig.ID); !errors.Is(err, mesh.ErrSessionNotFound) {
+		t.Fatalf("purged original: %v, want not found", err)
+	}
+	if logSize(t, js, orig.ID) == 0 {
+		t.Fatal("the purge emptied the log the branches share")
+	}
+	check("original purged")
+	if err := s.Purge(ctx, b.ID); err != nil { // b2 still shares b's and the original's
+		t.Fatal(err)
+	}
+	if logSize(t, js, b.ID) == 0 || logSize(t, js, orig.ID) == 0 {
+		t.Fatal("a purge emptied a log the fork of the branch shares")
+	}
+	if ids := allIDs(t, s, b2.ID, 2); strings.Join(ids, ",") != wantB2 {
+		t.Fatalf("after the branch's purge: %v", ids)
+	}
+	// The last reader goes (as an expired head does): every log goes.
+	if err := s.kv.Purge(ctx, b2.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PurgeMessages(ctx, b2.ID); err != nil {
+		t.Fatal(err)
+	}
+	for name, id := range map[string]string{"original": orig.ID, "branch": b.ID, "fork of the branch": b2.ID} {
+		if n := logSize(t, js, id); n != 0 {
+			t.Errorf("the %s's log holds %d messages after the last branch went", name, n)
+		}
+	}
 }
