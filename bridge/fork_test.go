@@ -67,15 +67,7 @@ func recordConversation(t *testing.T, b *Role, m *meshtest.Mesh) *recorded {
 	rc := &recorded{id: created.Conversation.ID, seq: map[string]uint64{}}
 	publish := func(name, run string, ev mesh.Event) {
 		t.Helper()
-		msg := nats.NewMsg(fmt.Sprintf("mesh.evt.%s.%s", rc.id, ev.Type))
-		msg.Header.Set(mesh.HeaderRun, run)
-		ev.RunID = run
-		msg.Data, _ = json.Marshal(ev)
-		ack, err := m.JS.PublishMsg(t.Context(), msg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rc.seq[name] = ack.Sequence
+		rc.seq[name] = publishEvent(t, m, rc.id, run, ev)
 		rc.events = append(rc.events, name)
 	}
 	save := func(msgs ...mesh.Message) {
@@ -111,6 +103,79 @@ func recordConversation(t *testing.T, b *Role, m *meshtest.Mesh) *recorded {
 		mesh.Message{ID: "a3", Role: mesh.RoleAssistant, Content: "second", TurnID: "r2"})
 	publish("r2.end", "r2", mesh.Event{Type: mesh.EventRunFinished})
 	return rc
+}
+
+// publishEvent stores ev of run on conversation conv's events, as an
+// agent does, and returns its stream sequence.
+func publishEvent(t *testing.T, m *meshtest.Mesh, conv, run string, ev mesh.Event) uint64 {
+	t.Helper()
+	msg := nats.NewMsg(fmt.Sprintf("mesh.evt.%s.%s", conv, ev.Type))
+	msg.Header.Set(mesh.HeaderRun, run)
+	ev.RunID = run
+	msg.Data, _ = json.Marshal(ev)
+	ack, err := m.JS.PublishMsg(t.Context(), msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ack.Sequence
+}
+
+// fork forks conv with body as alice, and fails unless it is made.
+func fork(t *testing.T, b *Role, conv, body string) forkAnswer {
+	t.Helper()
+	w := call(b, "POST", "/conversations/"+conv+"/fork", aliceToken, peer, body)
+	var got forkAnswer
+	if err := json.Unmarshal(w.Body.Bytes(), &got); w.Code != http.StatusCreated || err != nil {
+		t.Fatalf("fork %s %s: %d %s", conv, body, w.Code, w.Body)
+	}
+	return got
+}
+
+// A branch forked again: at a message of the part it shares, the point
+// maps on the original's events; at its own events, the part it shares
+// counts as before them, and its state before its first run is the one
+// it was forked with.
+func TestForkOfBranchPoints(t *testing.T) {
+	t.Parallel()
+	b, m := forkBridge(t)
+	rc := recordConversation(t, b, m)
+	br := fork(t, b, rc.id, `{"after":"a3"}`)
+	ev := func(name string, e mesh.Event) uint64 { return publishEvent(t, m, br.ID, "r3", e) }
+	queued := ev("queued", mesh.Custom(mesh.CustomRunQueued, map[string]any{"runId": "r3"}))
+	ev("start", mesh.Event{Type: mesh.EventRunStarted})
+	ev("snapshot", mesh.Event{Type: mesh.EventStateSnapshot, Snapshot: map[string]any{"x": 2}})
+	ev("delta", mesh.Event{Type: mesh.EventStateDelta, Delta: []mesh.PatchOp{{Op: "replace", Path: "/x", Value: 3}}})
+	if _, err := b.core.Sessions.Update(t.Context(), br.ID, func(c *mesh.Conversation) error {
+		c.Messages = append(c.Messages, mesh.Message{ID: "r3", Role: mesh.RoleUser, Content: "three", TurnID: "r3"}, mesh.Message{ID: "a4", Role: mesh.RoleAssistant, Content: "third", TurnID: "r3"})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	end := ev("end", mesh.Event{Type: mesh.EventRunFinished})
+	all := "r1,a1,r2,a2,t2,a3"
+	for _, c := range []struct {
+		name, body, ids string
+		x               float64
+		from            string // whose events forked_from names
+		seq             uint64
+	}{
+		{"after a1, shared", `{"after":"a1"}`, "r1,a1", 1, rc.id, rc.seq["r1.end"]},
+		{"before r2, shared", `{"before":"r2"}`, "r1,a1", 1, rc.id, rc.seq["r1.end"]},
+		{"after a3, its point", `{"after":"a3"}`, all, 2, rc.id, rc.seq["r2.end"]},
+		{"its run queued", fmt.Sprintf(`{"event_seq":%d}`, queued), all, 2, br.ID, queued},
+		{"its run ended", fmt.Sprintf(`{"event_seq":%d}`, end), all + ",r3,a4", 3, br.ID, end},
+		{"after a4", `{"after":"a4"}`, all + ",r3,a4", 3, br.ID, end},
+	} {
+		got := fork(t, b, br.ID, c.body)
+		v := getConv(t, b, aliceToken, got.ID)
+		ids := v.ids()
+		if i := strings.Index(ids, "r1"); i > 0 {
+			ids = ids[i:] // the system prompt
+		}
+		if ids != c.ids || v.State["x"] != c.x || got.ForkedFrom.Conversation != br.ID || got.ForkedFrom.EventSeq != c.seq {
+			t.Errorf("%s: %s, state %v, forked_from %+v; want %s, x=%v, event %d (of %s)", c.name, ids, v.State, got.ForkedFrom, c.ids, c.x, c.seq, c.from)
+		}
+	}
 }
 
 // forkAnswer is the part of a fork's answer the tests read.

@@ -83,7 +83,7 @@ func (c *Core) Fork(ctx context.Context, id string, req ForkRequest, caller Call
 	if err != nil {
 		return nil, c.hideGone(caller, id, err)
 	}
-	evs, err := c.eventsOf(ctx, base)
+	evs, err := c.eventsOf(ctx, base.ID, base.CreatedAt, base.ForkedFrom)
 	if err != nil {
 		return nil, err
 	}
@@ -93,12 +93,12 @@ func (c *Core) Fork(ctx context.Context, id string, req ForkRequest, caller Call
 	case req.EventSeq != nil:
 		cut, seq, err = c.cutAtEvent(ctx, base, evs, *req.EventSeq)
 	default:
-		cut, seq, err = c.cutAtMessage(ctx, base, evs, req)
+		cut, seq, evs, err = c.cutAtMessage(ctx, base, evs, req)
 	}
 	if err != nil {
 		return nil, err
 	}
-	state, err := evs.stateAt(seq, base)
+	state, err := c.stateAt(ctx, evs, seq)
 	if err != nil {
 		return nil, err
 	}
@@ -178,31 +178,63 @@ func closeCalls(history []mesh.Message) []mesh.Message {
 	return nil
 }
 
-// cutAtMessage places a point after or before a message.
-func (c *Core) cutAtMessage(ctx context.Context, base *mesh.Conversation, evs *convEvents, req ForkRequest) (store.Cut, uint64, error) {
+// cutAtMessage places a point after or before a message, and returns
+// the events it maps on: base's, or, for a message of the part a branch
+// shares, those of the conversation it was forked from (up the chain),
+// no later than the event the fork was made at.
+func (c *Core) cutAtMessage(ctx context.Context, base *mesh.Conversation, evs *convEvents, req ForkRequest) (store.Cut, uint64, *convEvents, error) {
 	id, after := "", req.After != nil
 	if after {
 		id = *req.After
 	} else {
 		id = *req.Before
 	}
+	unknown := mesh.ErrBadRequest.With(fmt.Sprintf("message %s is not in conversation %s", mesh.Clip(id), base.ID))
 	if mesh.CheckID(id) != nil {
-		return store.Cut{}, 0, mesh.ErrBadRequest.With(fmt.Sprintf("message %s is not in conversation %s", mesh.Clip(id), base.ID))
+		return store.Cut{}, 0, nil, unknown
 	}
 	f, err := c.Sessions.Find(ctx, base, func(m *mesh.Message) bool { return m.ID == id })
 	if err != nil {
-		return store.Cut{}, 0, err
+		return store.Cut{}, 0, nil, err
 	}
 	if f == nil {
-		return store.Cut{}, 0, mesh.ErrBadRequest.With(fmt.Sprintf("message %s is not in conversation %s", mesh.Clip(id), base.ID))
+		return store.Cut{}, 0, nil, unknown
 	}
-	m := f.Message
+	m, cut := f.Message, f.After
 	if !after {
-		seq, err := evs.before(&m)
-		return f.Before, seq, err
+		cut = f.Before
 	}
-	seq, err := evs.after(&m, f.Next)
-	return f.After, seq, err
+	point := func(e *convEvents) (uint64, error) {
+		if after {
+			return e.after(&m, f.Next)
+		}
+		return e.before(&m)
+	}
+	seq, err := point(evs)
+	for cur := evs; errors.Is(err, ErrEventsExpired) && cur.forkedFrom != nil; {
+		parent, perr := c.parentEvents(ctx, cur)
+		if perr != nil {
+			return store.Cut{}, 0, nil, perr
+		}
+		var pseq uint64
+		if pseq, err = point(parent); err == nil {
+			seq, evs = min(pseq, cur.forkedFrom.EventSeq), parent
+		}
+		cur = parent
+	}
+	return cut, seq, evs, err
+}
+
+// parentEvents are the events of the conversation e's was forked from.
+func (c *Core) parentEvents(ctx context.Context, e *convEvents) (*convEvents, error) {
+	h, err := c.Sessions.HeadAny(ctx, e.forkedFrom.Conversation)
+	if err != nil {
+		if errors.Is(err, mesh.ErrSessionNotFound) || mesh.IsGone(err) {
+			return &convEvents{aged: true}, nil // gone: so are the events a purge took
+		}
+		return nil, err
+	}
+	return c.eventsOf(ctx, h.ID, h.CreatedAt, h.ForkedFrom)
 }
 
 // cutAtEvent places a point at the event of stream sequence seq: the
@@ -234,7 +266,9 @@ func (c *Core) cutAtEvent(ctx context.Context, base *mesh.Conversation, evs *con
 			return store.Cut{}, 0, ErrForkInsideRun.With(fmt.Sprintf("event %d is inside run %s, which had not ended then", seq, run))
 		}
 	}
-	f, err := c.Sessions.Find(ctx, base, func(m *mesh.Message) bool { return m.TurnID == "" || ended[m.TurnID] })
+	// A message of a run this conversation's events never show came
+	// before them: a branch's shared part, or runs whose events aged out.
+	f, err := c.Sessions.Find(ctx, base, func(m *mesh.Message) bool { return m.TurnID == "" || ended[m.TurnID] || !evs.hasRun(m.TurnID) })
 	if err != nil || f == nil {
 		return store.Cut{}, seq, err
 	}
@@ -259,11 +293,19 @@ type convEvents struct {
 	first, last uint64
 	// aged: the stream dropped events since the conversation began.
 	aged bool
+	// forkedFrom is the point of the conversation, a branch's.
+	forkedFrom *mesh.ForkPoint
+	// runs are the runs the events show.
+	runs map[string]bool
 }
 
-// eventsOf reads the events of conversation conv.
-func (c *Core) eventsOf(ctx context.Context, conv *mesh.Conversation) (*convEvents, error) {
-	subj, err := c.ns.EventsOf(conv.ID)
+// hasRun says whether the events show run.
+func (e *convEvents) hasRun(run string) bool { return e.runs[run] }
+
+// eventsOf reads the events of conversation id, which began at created
+// (a branch of forkedFrom).
+func (c *Core) eventsOf(ctx context.Context, id string, created time.Time, forkedFrom *mesh.ForkPoint) (*convEvents, error) {
+	subj, err := c.ns.EventsOf(id)
 	if err != nil {
 		return nil, CheckConversationID("")
 	}
@@ -278,7 +320,7 @@ func (c *Core) eventsOf(ctx context.Context, conv *mesh.Conversation) (*convEven
 		return nil, fmt.Errorf("events stream: %w", err)
 	}
 	info := si.State
-	out := &convEvents{first: info.FirstSeq, last: info.LastSeq, aged: info.FirstSeq > 1 && info.FirstTime.After(conv.CreatedAt)}
+	out := &convEvents{first: info.FirstSeq, last: info.LastSeq, aged: info.FirstSeq > 1 && info.FirstTime.After(created), forkedFrom: forkedFrom, runs: map[string]bool{}}
 	total := uint64(0)
 	for _, n := range info.Subjects {
 		total += n
@@ -288,12 +330,12 @@ func (c *Core) eventsOf(ctx context.Context, conv *mesh.Conversation) (*convEven
 	}
 	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}, DeliverPolicy: jetstream.DeliverAllPolicy})
 	if err != nil {
-		return nil, fmt.Errorf("read the events of %s: %w", conv.ID, err)
+		return nil, fmt.Errorf("read the events of %s: %w", id, err)
 	}
 	for got := uint64(0); got < total; {
 		batch, err := cons.Fetch(int(min(total-got, 256)), jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
-			return nil, fmt.Errorf("read the events of %s: %w", conv.ID, err)
+			return nil, fmt.Errorf("read the events of %s: %w", id, err)
 		}
 		n, pending := 0, uint64(0)
 		for m := range batch.Messages() {
@@ -312,6 +354,7 @@ func (c *Core) eventsOf(ctx context.Context, conv *mesh.Conversation) (*convEven
 			if e.run == "" {
 				e.run = ev.RunID
 			}
+			out.runs[e.run] = true
 			switch ev.Type {
 			case mesh.EventTextMessageStart, mesh.EventToolCallResult:
 				e.msg = ev.MessageID
@@ -323,12 +366,13 @@ func (c *Core) eventsOf(ctx context.Context, conv *mesh.Conversation) (*convEven
 				e.custom = ev.Name
 				if v, ok := ev.Value.(map[string]any); ok {
 					e.runOf, _ = v["runId"].(string)
+					out.runs[e.runOf] = true
 				}
 			}
 			out.list = append(out.list, e)
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return nil, fmt.Errorf("read the events of %s: %w", conv.ID, err)
+			return nil, fmt.Errorf("read the events of %s: %w", id, err)
 		}
 		if n == 0 || pending == 0 {
 			return out, nil
@@ -427,11 +471,13 @@ func (e *convEvents) before(m *mesh.Message) (uint64, error) {
 	return 0, e.expired("the events of run " + m.TurnID)
 }
 
-// stateAt is the state the events had once the event at seq was written:
-// the last snapshot up to it and the deltas after. With no snapshot up to
-// seq the state is empty, unless the stream dropped events since the
-// conversation began (then it cannot be told).
-func (e *convEvents) stateAt(seq uint64, conv *mesh.Conversation) (map[string]any, error) {
+// stateAt is the state the events e had once the event at seq was
+// written: the last snapshot up to it and the deltas after. With no
+// snapshot up to seq, it is a branch's state at its fork (the state of
+// the conversation it was forked from, at that point), or empty, unless
+// the stream dropped events since the conversation began (then it cannot
+// be told).
+func (c *Core) stateAt(ctx context.Context, e *convEvents, seq uint64) (map[string]any, error) {
 	start := -1
 	for i, ev := range e.list {
 		if ev.seq > seq {
@@ -443,8 +489,17 @@ func (e *convEvents) stateAt(seq uint64, conv *mesh.Conversation) (map[string]an
 	}
 	state := map[string]any{}
 	if start < 0 {
-		if seq > 0 && e.aged {
-			return nil, e.expired(fmt.Sprintf("the state events of conversation %s up to event %d", conv.ID, seq))
+		switch {
+		case e.forkedFrom != nil:
+			parent, err := c.parentEvents(ctx, e)
+			if err != nil {
+				return nil, err
+			}
+			if state, err = c.stateAt(ctx, parent, e.forkedFrom.EventSeq); err != nil {
+				return nil, err
+			}
+		case seq > 0 && e.aged:
+			return nil, e.expired(fmt.Sprintf("the state events up to event %d", seq))
 		}
 		start = 0
 	}
@@ -468,7 +523,7 @@ func (e *convEvents) stateAt(seq uint64, conv *mesh.Conversation) (map[string]an
 		case mesh.EventStateDelta:
 			next, err := mesh.ApplyStateDelta(state, body.Delta)
 			if err != nil {
-				return nil, fmt.Errorf("state of %s at event %d: %w", conv.ID, ev.seq, err)
+				return nil, fmt.Errorf("state at event %d: %w", ev.seq, err)
 			}
 			state = next
 		}
