@@ -43,7 +43,10 @@ func (v webForkView) texts() []string {
 // exchange and answers the new text; the arrows on the edited message go
 // back to the original, whose answer and tool call are still there, and
 // forward again by keyboard (the focus staying on an arrow); a reload
-// stays on the branch; the header lists both. Over REST the original is unchanged and the branch names it.
+// stays on the branch; the header lists both. Editing the edited message
+// again makes a third branch at the same point: 3 of 3, and back to 2 of
+// 3. Over REST the original is unchanged and the branches name where
+// they come from.
 func TestWebEditForksAndSwitchesBranches(t *testing.T) {
 	t.Parallel()
 	node := nodeWith(t, "playwright-core")
@@ -63,6 +66,9 @@ func TestWebEditForksAndSwitchesBranches(t *testing.T) {
 		AgainOnBranch  webForkView `json:"againOnBranch"`
 		AfterReload    webForkView `json:"afterReload"`
 		FromList       webForkView `json:"fromList"`
+		Third          string      `json:"third"`
+		OnThird        webForkView `json:"onThird"`
+		SecondOfThree  webForkView `json:"secondOfThree"`
 		BranchList     []struct {
 			ID      string `json:"id"`
 			Current bool   `json:"current"`
@@ -154,6 +160,16 @@ func TestWebEditForksAndSwitchesBranches(t *testing.T) {
 		t.Errorf("the branch list opened %s, want the original", res.FromList.Hash)
 	}
 
+	// An edit of the edited message: a third branch at the same point,
+	// forked from the second; the arrows count all three.
+	same("user messages on the third branch", res.OnThird.texts(), []string{"hello", "hello"})
+	if res.OnThird.Users[1].Branch != "3/3" || res.OnThird.Branches != "branch 3 of 3" {
+		t.Errorf("the third branch shows arrows %q and header %q, want 3/3 and branch 3 of 3", res.OnThird.Users[1].Branch, res.OnThird.Branches)
+	}
+	if res.SecondOfThree.Hash != res.Branch || res.SecondOfThree.Users[1].Branch != "2/3" {
+		t.Errorf("previous from the third branch: %s at %q, want the second branch %s at 2/3", res.SecondOfThree.Hash, res.SecondOfThree.Users[1].Branch, res.Branch)
+	}
+
 	// Over REST: the original is unchanged; the branch names it.
 	conv := obj(m.do(http.StatusOK, "GET", "/conversations/"+res.Original, nil), "conversation")
 	var users []string
@@ -168,7 +184,11 @@ func TestWebEditForksAndSwitchesBranches(t *testing.T) {
 		t.Errorf("the branch's forked_from = %v, want the original %s", obj(branch, "forked_from"), res.Original)
 	}
 	fam := m.do(http.StatusOK, "GET", "/conversations/"+res.Branch+"/branches", nil)
-	if str(fam, "root") != res.Original || len(list(fam, "branches")) != 2 {
-		t.Errorf("the family = %v, want the original as root and two branches", fam)
+	if str(fam, "root") != res.Original || len(list(fam, "branches")) != 3 {
+		t.Errorf("the family = %v, want the original as root and three conversations", fam)
+	}
+	third := obj(m.do(http.StatusOK, "GET", "/conversations/"+res.Third, nil), "conversation")
+	if str(third, "forked_from", "conversation") != res.Branch || str(third, "forked_from", "message") != str(branch, "forked_from", "message") {
+		t.Errorf("the third branch's forked_from = %v, want the second branch at the same message as %v", obj(third, "forked_from"), obj(branch, "forked_from"))
 	}
 }

@@ -4,7 +4,8 @@
 // new text sent (the page moves to the branch, whose answer streams in),
 // the arrows on the edited message back to the original (its own answer
 // still there) and, by keyboard, to the branch again, a reload that stays
-// on the branch, and the header's branch list. It prints what the page
+// on the branch, the header's branch list, and an edit of the edited
+// message (a third branch at the same point). It prints what the page
 // showed as one JSON object on stdout; cmd/mesh/e2e/web_fork_test.go runs
 // it and asserts on the result.
 //
@@ -133,6 +134,23 @@ try {
   await page.locator(`#branches-list .branch-item[data-id="${out.original}"]`).click();
   await settled(page, out.original, 2, '1/2');
   out.fromList = await view(page);
+
+  step('on the branch, edit the edited message again: a third branch at the same point');
+  await page.locator('#messages li.msg.user').nth(1).locator('button.branch-next').click();
+  await settled(page, out.branch, 2, '2/2');
+  const again = page.locator('#messages li.msg.user').nth(1);
+  await again.locator('button.edit').click();
+  await again.locator('textarea.edit-input').fill('hello');
+  await again.locator('textarea.edit-input').press('Enter');
+  await page.waitForFunction((known) => location.hash.length > 1 && !known.includes(location.hash.slice(1)), [out.original, out.branch]);
+  out.third = await page.evaluate(() => location.hash.slice(1));
+  await settled(page, out.third, 2, '3/3');
+  out.onThird = await view(page);
+  await shot(page, 'third');
+  step('previous branch from the third: the second, now 2 of 3');
+  await page.locator('#messages li.msg.user').nth(1).locator('button.branch-prev').click();
+  await settled(page, out.branch, 2, '2/3');
+  out.secondOfThree = await view(page);
   step('done');
 } catch (err) {
   out.error = String(err && err.stack ? err.stack : err);
