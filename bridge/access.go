@@ -68,6 +68,10 @@ var access = map[string]auth.Permission{
 	// checks), as sending a message.
 	"POST /conversations/{id}/regenerate":                    auth.Converse,
 	"POST /conversations/{id}/messages/{messageId}/feedback": auth.Converse,
+	// A branch is a new conversation of the caller, of one it may read
+	// (the core checks); its family, as reading the conversation.
+	"POST /conversations/{id}/fork":    auth.Converse,
+	"GET /conversations/{id}/branches": auth.Read,
 	// Its owner or an admin (the core checks); ?purge=true admins only.
 	"DELETE /conversations/{id}": auth.Converse,
 	"POST /agui":                 auth.Converse, // a resume also needs Decide (core.Decide)

@@ -117,7 +117,7 @@ func operations(s *schemas) map[string]operation {
 	card := ok("the agent card (A2A 0.3 fields and 1.0 supportedInterfaces); skills only for an authenticated caller when authentication is on", s.ref(wire.AgentCard{}))
 	a2aOp := func(who string) operation {
 		return operation{tag: "A2A", summary: "A2A JSON-RPC endpoint of " + who,
-			description: "message/send, message/stream (SSE), tasks/get, tasks/list, tasks/cancel, tasks/resubscribe in A2A 0.3 (no header) or 1.0 (A2A-Version: 1.0: SendMessage, GetTask …). A task is a conversation; refusals are JSON-RPC errors.",
+			description: "message/send, message/stream (SSE), tasks/get, tasks/list, tasks/cancel, tasks/resubscribe in A2A 0.3 (no header) or 1.0 (A2A-Version: 1.0: SendMessage, GetTask …). A task is a conversation; refusals are JSON-RPC errors. The fork extension (capabilities.extensions of the card; activated by the A2A-Extensions header, X-A2A-Extensions in 0.3, and listed back): a message in a new context whose metadata[\"" + wire.ExtensionFork + "\"] is {from: contextId, and before or after (a message id) or event_seq} starts that context as a branch of the other.",
 			body:        rpc, responses: map[string]response{
 				"200": {description: "a JSON-RPC response, or for the streaming methods a stream of them as server-sent events", schema: rpcAnswer},
 				// Refusals are JSON-RPC errors too, with the HTTP status of
@@ -126,7 +126,7 @@ func operations(s *schemas) map[string]operation {
 					schema: map[string]any{"anyOf": []any{rpcAnswer, map[string]any{"$ref": "#/components/schemas/Error"}}}}}}
 	}
 	run := obj(map[string]any{"threadId": str, "runId": str, "messages": arr(map[string]any{}), "tools": arr(map[string]any{}), "context": arr(map[string]any{}),
-		"state": map[string]any{}, "forwardedProps": map[string]any{"type": "object", "description": "group: a new thread is a chat of that group; agent: a conversation with that agent; action: regenerate (the run answers the thread's last user message again; messages may be empty) or feedback (with messageId, rating, comment: the run records it and carries CUSTOM feedback)"},
+		"state": map[string]any{}, "forwardedProps": map[string]any{"type": "object", "description": "group: a new thread is a chat of that group; agent: a conversation with that agent; action: regenerate (the run answers the thread's last user message again; messages may be empty) or feedback (with messageId, rating, comment: the run records it and carries CUSTOM feedback); fork: {from: thread id, and before or after (a message id) or event_seq}: the new thread is a branch of that thread at that point, and the run answers the last user message there"},
 		"resume": arr(map[string]any{})}, "threadId", "runId")
 	agent := obj(map[string]any{"card": str, "a2a": str}, "card", "a2a")
 	agent["allOf"] = []any{s.ref(core.Agent{})}
@@ -201,6 +201,39 @@ func operations(s *schemas) map[string]operation {
 			body:        obj(map[string]any{"rating": map[string]any{"type": "string", "enum": []any{mesh.RatingLike, mesh.RatingDislike}}, "comment": map[string]any{"type": "string", "maxLength": mesh.MaxFeedbackComment}}, "rating"),
 			example:     map[string]any{"rating": "like", "comment": "exactly what I needed"},
 			responses:   ok("the feedback recorded", obj(map[string]any{"conversation_id": str, "feedback": s.ref(mesh.Feedback{})}, "conversation_id", "feedback"))},
+		"POST /conversations/{id}/fork": {tag: "Conversations", summary: "Fork a conversation: a branch of yours from a point of its history",
+			description: "Exactly one point: after (the branch keeps every message up to and including this one), before (every message before this one) or event_seq (the conversation as it was once the event with this stream sequence, its SSE id, had been written). The branch is a new conversation of the caller: its history is the original's up to the point, shared with it (not copied), its state the one the original's state events had there, its agent or group the original's; it has no pending approval, queued or running turn (a tool call of its history left waiting for a decision is answered there as not run). The original is unchanged. With message (and files, metadata), the branch is sent that message at once and the answer is the turn's, as POST /conversations/{id}/messages gives it: before=<a user message> with message is that message edited. 400 for no point, two points, a message not in the conversation, an event out of range or of another conversation; 404 for a conversation the caller may not read; 409 for an event inside a run that had not ended; 410 events_expired when the events of the point are no longer kept (mesh.events_max_age).",
+			body: obj(map[string]any{
+				"after":     map[string]any{"type": "string", "description": "the id of the last message the branch keeps"},
+				"before":    map[string]any{"type": "string", "description": "the id of the first message the branch does not keep"},
+				"event_seq": map[string]any{"type": "integer", "minimum": 1, "description": "the stream sequence (SSE id) of an event of the conversation"},
+				"message":   map[string]any{"type": "string", "description": "a user message sent on the branch at once"},
+				"files":     messageBody["properties"].(map[string]any)["files"],
+				"metadata":  messageBody["properties"].(map[string]any)["metadata"],
+			}), example: map[string]any{"before": "0b7f6c1e-5a8d-4c1e-9f3a-2d4b6e8a0c13", "message": "add resource web-2 with value 9 instead"},
+			responses: func() map[string]response {
+				r := runResponses("200")
+				forked := s.ref(mesh.ForkPoint{})
+				for k, v := range r {
+					sc := map[string]any{}
+					for kk, vv := range v.schema {
+						sc[kk] = vv
+					}
+					props := map[string]any{"id": str, "forked_from": forked}
+					for kk, vv := range v.schema["properties"].(map[string]any) {
+						props[kk] = vv
+					}
+					sc["properties"] = props
+					v.schema = sc
+					r[k] = v
+				}
+				r["201"] = response{description: "the branch, as GET /conversations/{id} gives it, with its id and where it was forked", schema: obj(map[string]any{
+					"id": str, "conversation_id": str, "conversation": conv, "forked_from": forked}, "id", "conversation", "forked_from")}
+				return r
+			}()},
+		"GET /conversations/{id}/branches": {tag: "Conversations", summary: "A conversation's family: the conversation its branches come from, and every branch you may read",
+			description: "root is the first conversation of the family (forked_from followed up); branches lists every member the caller may read, the root first (when readable), then by creation time. 404 for a conversation the caller may not read.",
+			responses:   ok("the family", s.ref(core.Family{}))},
 		"GET /conversations/{id}/events": {tag: "Streams", summary: "A conversation's AG-UI events, replayed then live",
 			description: "Server-sent events; each id is the event's stream sequence: Last-Event-ID or ?after= resumes after it.",
 			query:       []param{{"after", "resume after this event id", "integer"}, {"access_token", "a stream token (POST /auth/stream-token) for clients that cannot send headers", "string"}},
@@ -396,7 +429,7 @@ var refusedAsEvents = []string{"POST /agui", "POST /api/ai-sdk", "POST /api/chat
 
 // Routes that run or decide a turn, and so meet a turn already running or
 // an approval waiting, or an approval already decided.
-var conflictRoutes = []string{"POST /conversations/{id}/messages", "POST /conversations/{id}/regenerate", "POST /approvals/{uuid}",
+var conflictRoutes = []string{"POST /conversations/{id}/messages", "POST /conversations/{id}/regenerate", "POST /approvals/{uuid}", "POST /conversations/{id}/fork",
 	"POST /agui", "POST /api/ai-sdk", "POST /api/conversation", "GET /agui/ws"}
 
 // errorStatuses are the error statuses the route route (method and path)

@@ -64,7 +64,14 @@ type Conversation struct {
 	MessageCount int `json:"message_count,omitempty"`
 	// MessageTail locates the newest [TailKept] messages in the log,
 	// oldest first.
-	MessageTail     MessageTail      `json:"message_tail,omitempty"`
+	MessageTail MessageTail `json:"message_tail,omitempty"`
+	// ForkedFrom is set on a branch: the conversation and the point it
+	// was forked at (fork.go).
+	ForkedFrom *ForkPoint `json:"forked_from,omitempty"`
+	// Shared locates the messages a branch shares with the conversations
+	// it was forked from, nearest first: their records are read where
+	// they are, not copied (fork.go).
+	Shared          []SharedRecords  `json:"shared,omitempty"`
 	PendingApproval *PendingApproval `json:"pending_approval,omitempty"`
 	// PendingApprovals lists every approval the conversation waits for: more
 	// than one when parallel branches of an agent tree each paused.
@@ -479,8 +486,10 @@ type ConversationSummary struct {
 	MessageCount    int              `json:"message_count"`
 	PendingApproval *PendingApproval `json:"pending_approval,omitempty"`
 	QueuedTurn      *QueuedTurn      `json:"queued_turn,omitempty"`
-	CreatedAt       time.Time        `json:"created_at"`
-	UpdatedAt       time.Time        `json:"updated_at"`
+	// ForkedFrom: a branch's (fork.go).
+	ForkedFrom *ForkPoint `json:"forked_from,omitempty"`
+	CreatedAt  time.Time  `json:"created_at"`
+	UpdatedAt  time.Time  `json:"updated_at"`
 	// DeletedAt and DeletedBy: a tombstone's (lifecycle.go).
 	DeletedAt *time.Time `json:"deleted_at,omitempty"`
 	DeletedBy string     `json:"deleted_by,omitempty"`
@@ -491,7 +500,7 @@ type ConversationSummary struct {
 func (c *Conversation) Summary() ConversationSummary {
 	s := ConversationSummary{
 		ID: c.ID, SessionID: c.SessionID, Agent: c.Agent, Owner: c.Owner, Status: c.Status,
-		MessageCount: c.MessageCount, Title: c.Title, PendingApproval: c.PendingApproval, QueuedTurn: c.Queued,
+		MessageCount: c.MessageCount, Title: c.Title, PendingApproval: c.PendingApproval, QueuedTurn: c.Queued, ForkedFrom: c.ForkedFrom,
 		CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt, DeletedAt: c.DeletedAt, DeletedBy: c.DeletedBy,
 	}
 	if c.Group != nil {

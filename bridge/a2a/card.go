@@ -40,7 +40,7 @@ func (h *handler) card(w http.ResponseWriter, r *http.Request, t target) {
 		Name: t.name(h.cfg), Description: t.description(h.cfg), URL: url, Version: version,
 		ProtocolVersion:    wire.ProtocolVersion03,
 		PreferredTransport: wire.BindingJSONRPC,
-		Capabilities:       wire.Capabilities{Streaming: true, PushNotifications: false},
+		Capabilities:       wire.Capabilities{Streaming: true, PushNotifications: false, Extensions: []wire.AgentExtension{forkExtension()}},
 		DefaultInputModes:  []string{"text/plain"},
 		DefaultOutputModes: []string{"text/plain", "application/json"},
 		Skills:             skills,

@@ -46,7 +46,9 @@ type plan struct {
 //	taskId set           that conversation; unknown → -32001; a contextId
 //	                     that differs from the task id → -32602
 //	only contextId set   that conversation, created with that id if new
-//	neither              a new conversation
+//	                     (a branch of another when the message's metadata
+//	                     names a fork, fork.go)
+//	neither              a new conversation (or branch)
 //
 // A conversation is the target's (a chat of the endpoint's group, or the
 // agent's when the endpoint is /a2a), and created so; one of another
@@ -60,6 +62,13 @@ type plan struct {
 func (c *call) plan(ctx context.Context, req *sendRequest) (*plan, error) {
 	taskID, ctxID := req.msg.TaskID, req.msg.ContextID
 	p := &plan{}
+	fork, ferr := forkOf(req.msg)
+	if ferr != nil {
+		return nil, ferr
+	}
+	if fork != nil && taskID != "" {
+		return nil, errParams("message.taskId", "a fork starts a new context (fork.go): send it with a new contextId, or none, and no taskId")
+	}
 	// Bad files are refused before a task is created.
 	if err := c.h.core.CheckUploads(req.uploads); err != nil {
 		return nil, toRPC(err, taskID)
@@ -101,12 +110,26 @@ func (c *call) plan(ctx context.Context, req *sendRequest) (*plan, error) {
 			if converse != nil {
 				return nil, converse
 			}
-			_, err = c.t.create(ctx, c.h, ctxID, c.caller)
-			if errors.Is(err, jetstream.ErrKeyExists) {
+			if fork != nil {
+				created, forkErr := c.forkInto(ctx, ctxID, fork)
+				if forkErr != nil {
+					return nil, forkErr
+				}
+				if created {
+					p.created = true
+					return p, nil
+				}
+				// Forked meanwhile by another request: checked like one found.
+				head, err = c.h.core.Sessions.Head(ctx, ctxID)
+			} else if _, err = c.t.create(ctx, c.h, ctxID, c.caller); errors.Is(err, jetstream.ErrKeyExists) {
 				head, err = c.h.core.Sessions.Head(ctx, ctxID)
 			} else if err == nil {
 				p.created = true
 				return p, nil
+			}
+		} else if err == nil && fork != nil {
+			if err := c.checkBranch(ctx, ctxID, fork); err != nil {
+				return nil, err
 			}
 		}
 	default:
@@ -115,6 +138,15 @@ func (c *call) plan(ctx context.Context, req *sendRequest) (*plan, error) {
 		}
 		if converse != nil {
 			return nil, converse
+		}
+		if fork != nil {
+			p.id = mesh.NewID()
+			created, err := c.forkInto(ctx, p.id, fork)
+			if err != nil {
+				return nil, err
+			}
+			p.created = created
+			return p, nil
 		}
 		conv, err := c.t.create(ctx, c.h, mesh.NewID(), c.caller)
 		if err != nil {

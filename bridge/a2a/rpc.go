@@ -39,6 +39,7 @@ type method func(ctx context.Context, c *call)
 // rpc serves POST /a2a and POST /groups/{name}/a2a.
 func (h *handler) rpc(w http.ResponseWriter, r *http.Request, t target) {
 	c := &call{h: h, w: w, r: r, caller: core.CallerOf(r), d: v03{}, t: t}
+	activateExtensions(w, r)
 	body, err := core.ReadBody(w, r, h.cfg.MaxBodyBytes)
 	if err != nil {
 		if errors.Is(err, core.ErrBodyTooLarge) {

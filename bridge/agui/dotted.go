@@ -158,10 +158,13 @@ func (h *handler) openConversation(ctx context.Context, id string, caller core.C
 }
 
 // openThread makes sure conversation id exists and is the caller's: it
-// creates it (a chat of a group, or a conversation with an agent, as target
-// says) when it does not exist; one that belongs to someone else is not
-// found, never joined.
+// creates it (a chat of a group, a conversation with an agent, or a branch
+// of another thread, as target says) when it does not exist; one that
+// belongs to someone else is not found, never joined.
 func (h *handler) openThread(ctx context.Context, id string, target threadFor, caller core.Caller) error {
+	if target.fork != nil {
+		return h.openBranch(ctx, id, target.fork, caller)
+	}
 	head, err := h.core.Sessions.Head(ctx, id)
 	if errors.Is(err, mesh.ErrSessionNotFound) {
 		if target.agent != "" {

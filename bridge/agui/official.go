@@ -116,9 +116,13 @@ func (in *runAgentInput) validate() error {
 	return nil
 }
 
-// threadFor is what a new thread is: a chat of group, or a conversation
-// with agent (empty: the default agent).
-type threadFor struct{ group, agent string }
+// threadFor is what a new thread is: a chat of group, a conversation
+// with agent (empty: the default agent), or a branch of another thread
+// (fork, fork.go).
+type threadFor struct {
+	group, agent string
+	fork         *forkProps
+}
 
 // target is what forwardedProps names: a new thread is a chat of the group
 // of forwardedProps.group, or a conversation with the agent of
@@ -234,8 +238,13 @@ func (h *handler) starter(ctx context.Context, in *runAgentInput, caller core.Ca
 		return threadFor{}, nil, err
 	}
 	dest, err := in.target()
+	if err == nil {
+		dest.fork, err = in.fork()
+	}
 	switch {
 	case err != nil:
+	case dest.fork != nil && (dest.group != "" || dest.agent != "" || len(in.Resume) > 0 || in.hasAction()):
+		err = mesh.ErrBadRequest.With("RunAgentInput: forwardedProps.fork runs the last user message on a new branch, which keeps the agent or group of the thread it is forked from: no group, agent, action or resume with it")
 	case dest.group != "":
 		_, err = h.core.Group(dest.group)
 	case dest.agent != "":

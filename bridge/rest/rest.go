@@ -12,6 +12,8 @@
 //	POST /conversations/{id}/messages send a message (Idempotency-Key: a retry after a lost answer does not run it twice)
 //	POST /conversations/{id}/cancel   stop the running turn, or cancel the queued one
 //	POST /conversations/{id}/regenerate  answer the last user message again (actions.go)
+//	POST /conversations/{id}/fork     a branch: the history up to a message or event, shared; optionally a first message (fork.go)
+//	GET  /conversations/{id}/branches the conversation's family: its root and the branches the caller may read
 //	POST /conversations/{id}/messages/{messageId}/feedback  like or dislike a message
 //	POST /approvals/{uuid}            decide: {"approved":true}, {"action":"approve"}, {"answer":"yes"}
 //	GET  /approvals                   approvals, newest first, a page (?limit, cursor, status=pending|approved|rejected, owner)
@@ -83,6 +85,8 @@ func Register(mux core.Mux, cfg Config) {
 	mux.HandleFunc("GET /conversations/{id}", a.getConversation)
 	mux.HandleFunc("POST /conversations/{id}/messages", a.sendMessage)
 	mux.HandleFunc("POST /conversations/{id}/cancel", a.cancel)
+	mux.HandleFunc("POST /conversations/{id}/fork", a.fork)
+	mux.HandleFunc("GET /conversations/{id}/branches", a.branches)
 	mux.HandleFunc("DELETE /conversations/{id}", a.deleteConversation)
 	a.registerActions(mux)
 	mux.HandleFunc("GET /conversations/{id}/files/{file}", a.getFile)

@@ -62,8 +62,8 @@ const rootLong = `Agent Mesh: LLM agents, MCP tool hosts and human approvers ove
 
 mesh up --replicas agent=2,toolhost=2 runs several processes of a role.
 
-From the terminal: mesh chat, mesh approve, mesh tail, mesh sessions, mesh tools.
-chat and approve talk to the bridge's HTTP API as the holder of $MESH_TOKEN
+From the terminal: mesh chat, mesh approve, mesh fork, mesh tail, mesh sessions,
+mesh tools. chat, approve and fork talk to the bridge's HTTP API as the holder of $MESH_TOKEN
 (or --token-file), so that ownership and "who decided" hold; tail, sessions
 and tools read NATS with the admin's credentials (<data_dir>/creds/admin.nk),
 like the nats CLI: they are the operator's.
@@ -115,7 +115,7 @@ func newRoot() *cobra.Command {
 		RunE:               func(cmd *cobra.Command, args []string) error { return runHealthcheck(cmd.Context(), args) },
 	})
 	client := &clientOptions{}
-	for _, c := range []*cobra.Command{chatCommand(client), approveCommand(client), tailCommand(client), sessionsCommand(client), toolsCommand(client), mcpCommand(client), migrateCommand(client)} {
+	for _, c := range []*cobra.Command{chatCommand(client), approveCommand(client), forkCommand(client), tailCommand(client), sessionsCommand(client), toolsCommand(client), mcpCommand(client), migrateCommand(client)} {
 		root.AddCommand(c)
 	}
 	return root

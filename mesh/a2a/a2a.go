@@ -22,7 +22,18 @@ const (
 	HeaderVersion = "A2A-Version"
 	// ProtocolVersion03 is the card's protocolVersion of 0.3 agents.
 	ProtocolVersion03 = "0.3.0"
+	// HeaderExtensions activates extensions (comma-separated URIs) on a
+	// request, and lists on the answer those the agent applied;
+	// HeaderExtensionsLegacy is its 0.3 name.
+	HeaderExtensions       = "A2A-Extensions"
+	HeaderExtensionsLegacy = "X-A2A-Extensions"
 )
+
+// ExtensionFork is the URI of the mesh's fork extension: a message in a
+// new context whose metadata[ExtensionFork] is {"from": contextId, and
+// "before" or "after" (a message id) or "event_seq"} starts that context
+// as a branch of the other (docs/a2a.md).
+const ExtensionFork = "https://github.com/agentmesh/agentmesh/blob/main/docs/a2a.md#the-fork-extension"
 
 // Well-known paths of the agent card.
 const (
@@ -380,6 +391,18 @@ type Capabilities struct {
 	Streaming              bool `json:"streaming"`
 	PushNotifications      bool `json:"pushNotifications"`
 	StateTransitionHistory bool `json:"stateTransitionHistory,omitempty"`
+	// Extensions are the protocol extensions the agent supports, each
+	// named by a URI; a client activates one with the A2A-Extensions
+	// header (X-A2A-Extensions in 0.3).
+	Extensions []AgentExtension `json:"extensions,omitempty"`
+}
+
+// AgentExtension declares an extension an agent supports.
+type AgentExtension struct {
+	URI         string         `json:"uri"`
+	Description string         `json:"description,omitempty"`
+	Required    bool           `json:"required,omitempty"`
+	Params      map[string]any `json:"params,omitempty"`
 }
 
 // Skill is something an agent can do.

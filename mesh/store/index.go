@@ -27,7 +27,7 @@ func SummaryOf(data []byte) (mesh.ConversationSummary, error) {
 	}
 	c := mesh.Conversation{ID: h.ID, SessionID: h.SessionID, Agent: h.Agent, Owner: h.Owner, Status: h.Status, Title: h.Title,
 		Messages: h.Messages, MessageCount: h.MessageCount, PendingApproval: h.PendingApproval, Queued: h.Queued,
-		CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt, DeletedAt: h.DeletedAt, DeletedBy: h.DeletedBy}
+		CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt, DeletedAt: h.DeletedAt, DeletedBy: h.DeletedBy, ForkedFrom: h.ForkedFrom}
 	if h.Group != nil {
 		c.Group = &mesh.GroupRun{Name: h.Group.Name}
 	}
@@ -56,6 +56,8 @@ type summaryHead struct {
 	UpdatedAt time.Time  `json:"updated_at"`
 	DeletedAt *time.Time `json:"deleted_at"`
 	DeletedBy string     `json:"deleted_by"`
+	// ForkedFrom: a branch's.
+	ForkedFrom *mesh.ForkPoint `json:"forked_from"`
 }
 
 // Summaries are the list forms of every conversation of the bucket (not

@@ -114,6 +114,8 @@ func (s *SessionStore) Delete(ctx context.Context, id, by string) (*Deleted, err
 			ID: c.ID, SessionID: c.SessionID, Agent: c.Agent, Owner: c.Owner, Status: mesh.StatusDeleted,
 			Group: c.Group, Version: c.Version + 1, CreatedAt: c.CreatedAt, UpdatedAt: now,
 			DeletedAt: &now, DeletedBy: by, Messages: []mesh.Message{},
+			// Kept: the family of a branch is told by it (GET /branches).
+			ForkedFrom: c.ForkedFrom,
 		}
 		return nil
 	})
@@ -128,7 +130,8 @@ func (s *SessionStore) Delete(ctx context.Context, id, by string) (*Deleted, err
 // Purge removes conversation id from the sessions bucket, every revision,
 // leaving only the bucket's purge marker: afterwards it is not found (404),
 // no longer gone. Whatever else a conversation stores goes here too, so
-// that one call purges it all. The events are the caller's: they live in
+// that one call purges it all, but for the messages a living branch
+// shares: they stay until the last such branch goes (fork.go). The events are the caller's: they live in
 // a stream of their own ([PurgeEvents]).
 func (s *SessionStore) Purge(ctx context.Context, id string) error {
 	if err := mesh.CheckID(id); err != nil {
@@ -138,18 +141,19 @@ func (s *SessionStore) Purge(ctx context.Context, id string) error {
 		return fmt.Errorf("purge %s: %w", id, err)
 	}
 	if s.log != nil {
-		return s.log.purge(ctx, id)
+		return s.purgeLog(ctx, id, map[string]bool{})
 	}
 	return nil
 }
 
 // PurgeMessages empties the message log of conversation id, whose head is
-// gone (it expired): nothing reads them any more.
+// gone (it expired), unless a branch that lives still shares part of it
+// (fork.go): they go with the last such branch.
 func (s *SessionStore) PurgeMessages(ctx context.Context, id string) error {
 	if s.log == nil || mesh.CheckID(id) != nil {
 		return nil
 	}
-	return s.log.purge(ctx, id)
+	return s.purgeLog(ctx, id, map[string]bool{})
 }
 
 // PurgeEvents removes the events of conversation id from the events

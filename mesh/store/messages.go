@@ -61,6 +61,7 @@ type MessageLog struct {
 	ns     mesh.Namespace
 	stream string
 	cache  *recordCache
+	grants grants // the grants of branches' reads checked (fork.go)
 }
 
 // purge removes every message of conversation id from the log.
@@ -152,36 +153,49 @@ func (l *MessageLog) append(ctx context.Context, conv string, prev uint64, msgs 
 	return refs, nil
 }
 
-// read returns the records of conv at sequences seqs, in order: those the
-// cache keeps, and one direct get by sequence for each other, all sent at
-// once and answered on one inbox. (A
-// batched get by subject makes the server count the subject's pending
-// messages on every request, a cost that grows with the stream.) A
-// replica that has not applied the newest records yet is asked again,
-// briefly; a sequence that holds another conversation's record is an
-// error.
-func (l *MessageLog) read(ctx context.Context, conv string, seqs []uint64) ([]record, error) {
+// read returns the records of src's history at sequences seqs, in order:
+// those the cache keeps, and one direct get by sequence for each other,
+// all sent at once and answered on one inbox. (A batched get by subject
+// makes the server count the subject's pending messages on every request,
+// a cost that grows with the stream.) A replica that has not applied the
+// newest records yet is asked again, briefly. Each record must be on the
+// subject of the conversation src says holds it: its own, or, for a
+// branch, the one whose grant lets it read that part ([MessageLog.checkGrant]).
+func (l *MessageLog) read(ctx context.Context, src source, seqs []uint64) ([]record, error) {
 	if len(seqs) == 0 {
 		return nil, nil
 	}
-	subj, err := l.ns.Messages(conv)
-	if err != nil {
+	if err := src.check(); err != nil {
 		return nil, err
 	}
 	out := make([]record, len(seqs))
+	subjs := make([]string, len(seqs))
+	convs := make([]string, len(seqs))
 	var todo []int // indexes of seqs still to read
 	for i, seq := range seqs {
+		k, conv, _ := src.at(seq)
+		if k >= 0 {
+			if err := l.checkGrant(ctx, src.conv, src.shared[k]); err != nil {
+				return nil, err
+			}
+		}
+		convs[i] = conv
 		if r, ok := l.cache.get(conv, seq); ok {
 			out[i] = r
-		} else {
-			todo = append(todo, i)
+			continue
 		}
+		subj, err := l.ns.Messages(conv)
+		if err != nil {
+			return nil, err
+		}
+		subjs[i] = subj
+		todo = append(todo, i)
 	}
 	if len(todo) == 0 {
 		return out, nil
 	}
 	for tries := 0; ; tries++ {
-		missing, err := l.gets(ctx, conv, subj, seqs, todo, out)
+		missing, err := l.gets(ctx, convs, subjs, seqs, todo, out)
 		if err != nil {
 			return nil, err
 		}
@@ -189,7 +203,7 @@ func (l *MessageLog) read(ctx context.Context, conv string, seqs []uint64) ([]re
 			return out, nil
 		}
 		if tries >= 3 {
-			return nil, fmt.Errorf("read messages of %s: %d of %d records not found", conv, len(missing), len(seqs))
+			return nil, fmt.Errorf("read messages of %s: %d of %d records not found", src.conv, len(missing), len(seqs))
 		}
 		select { // a replica behind the others: ask again
 		case <-ctx.Done():
@@ -200,10 +214,10 @@ func (l *MessageLog) read(ctx context.Context, conv string, seqs []uint64) ([]re
 	}
 }
 
-// gets asks for the records of conv (on subj) at seqs[i] for i in todo,
-// fills out[i], keeps them in the cache, and returns the indexes not
-// found.
-func (l *MessageLog) gets(ctx context.Context, conv, subj string, seqs []uint64, todo []int, out []record) (missing []int, err error) {
+// gets asks for the records at seqs[i] for i in todo, each of
+// conversation convs[i] (on subject subjs[i]), fills out[i], keeps them
+// in the cache, and returns the indexes not found.
+func (l *MessageLog) gets(ctx context.Context, convs, subjs []string, seqs []uint64, todo []int, out []record) (missing []int, err error) {
 	nc := l.js.Conn()
 	inbox := nc.NewInbox()
 	// A channel the size of the answers: SubscribeSync's own (512 Ki
@@ -242,15 +256,15 @@ func (l *MessageLog) gets(ctx context.Context, conv, subj string, seqs []uint64,
 		}
 		seq, _ := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
 		i, ok := at[seq]
-		if !ok || m.Header.Get(jetstream.SubjectHeader) != subj {
-			return nil, fmt.Errorf("read messages: record %d is not one of %s", seq, subj)
+		if !ok || m.Header.Get(jetstream.SubjectHeader) != subjs[i] {
+			return nil, fmt.Errorf("read messages: record %d is not one of %s", seq, subjs[i])
 		}
 		r, err := parseRecord(seq, m.Data)
 		if err != nil {
 			return nil, err
 		}
 		out[i] = r
-		l.cache.put(conv, r)
+		l.cache.put(convs[i], r)
 		delete(at, seq)
 	}
 	for _, i := range at {
@@ -374,6 +388,7 @@ func (l *MessageLog) page(ctx context.Context, c *mesh.Conversation, n int, befo
 	if len(seqs) == 0 && before.Seq == 0 {
 		return &Page{}, nil
 	}
+	src := sourceOf(c)
 	var from []record // newest first; from[0] is cut at before.Index when before is set
 	j := len(seqs) - 1
 	if before.Seq != 0 {
@@ -396,7 +411,7 @@ func (l *MessageLog) page(ctx context.Context, c *mesh.Conversation, n int, befo
 				}
 			}
 		}
-		got, err := l.read(ctx, c.ID, seqs[start:j+1])
+		got, err := l.read(ctx, src, seqs[start:j+1])
 		if err != nil {
 			return nil, err
 		}
@@ -404,7 +419,7 @@ func (l *MessageLog) page(ctx context.Context, c *mesh.Conversation, n int, befo
 			from = append(from, got[i])
 		}
 	} else {
-		got, err := l.read(ctx, c.ID, []uint64{before.Seq})
+		got, err := l.read(ctx, src, []uint64{before.Seq})
 		if err != nil {
 			return nil, err
 		}
@@ -423,9 +438,9 @@ func (l *MessageLog) page(ctx context.Context, c *mesh.Conversation, n int, befo
 		}
 	}
 	for i, r := range from {
-		upto := len(r.msgs)
+		upto := src.end(r)
 		if i == 0 && before.Seq != 0 {
-			if before.Index > len(r.msgs) {
+			if before.Index > upto {
 				return nil, fmt.Errorf("read messages of %s: record %d has no message %d", c.ID, r.seq, before.Index)
 			}
 			upto = before.Index
@@ -434,11 +449,11 @@ func (l *MessageLog) page(ctx context.Context, c *mesh.Conversation, n int, befo
 	}
 	// Past the tail: the chain of prevs, one record at a time.
 	for cur := from[len(from)-1].prev; cur != 0 && !full; {
-		got, err := l.read(ctx, c.ID, []uint64{cur})
+		got, err := l.read(ctx, src, []uint64{cur})
 		if err != nil {
 			return nil, err
 		}
-		take(got[0], len(got[0].msgs))
+		take(got[0], src.end(got[0]))
 		cur = got[0].prev
 	}
 	p := &Page{Messages: make([]json.RawMessage, len(rev))}
@@ -446,6 +461,8 @@ func (l *MessageLog) page(ctx context.Context, c *mesh.Conversation, n int, befo
 		p.Messages[len(rev)-1-i] = m.data
 	}
 	if k := len(rev) - 1; k >= 0 && (rev[k].at.Index > 0 || rev[k].prev != 0) {
+		// (A page of a branch whose oldest message is its first shared
+		// one has a cursor too: a record's prev is not cut with it.)
 		p.Before = rev[k].at.String()
 	}
 	return p, nil
@@ -469,7 +486,8 @@ func (l *MessageLog) holdsTurn(ctx context.Context, c *mesh.Conversation, turnID
 	if len(seqs) == 0 {
 		return false, nil
 	}
-	recs, err := l.read(ctx, c.ID, seqs)
+	src := sourceOf(c)
+	recs, err := l.read(ctx, src, seqs)
 	if err != nil {
 		return false, err
 	}
@@ -477,7 +495,7 @@ func (l *MessageLog) holdsTurn(ctx context.Context, c *mesh.Conversation, turnID
 	quoted := []byte(strconv.Quote(turnID))
 	for {
 		for _, r := range recs {
-			if recordHoldsTurn(r, turnID, quoted) {
+			if recordHoldsTurn(r.msgs[:src.end(r)], turnID, quoted) {
 				return true, nil
 			}
 		}
@@ -485,16 +503,16 @@ func (l *MessageLog) holdsTurn(ctx context.Context, c *mesh.Conversation, turnID
 		if prev == 0 {
 			return false, nil
 		}
-		if recs, err = l.read(ctx, c.ID, []uint64{prev}); err != nil {
+		if recs, err = l.read(ctx, src, []uint64{prev}); err != nil {
 			return false, err
 		}
 	}
 }
 
-// recordHoldsTurn reports whether a message of r belongs to turn turnID
-// (quoted: turnID as JSON writes it).
-func recordHoldsTurn(r record, turnID string, quoted []byte) bool {
-	for _, data := range r.msgs {
+// recordHoldsTurn reports whether a message of msgs (a record's) belongs
+// to turn turnID (quoted: turnID as JSON writes it).
+func recordHoldsTurn(msgs [][]byte, turnID string, quoted []byte) bool {
+	for _, data := range msgs {
 		if !bytes.Contains(data, quoted) {
 			continue // the common case: not a mention at all
 		}

@@ -124,7 +124,7 @@ type decodedRecord struct {
 // shared, as nothing edits them in place); snap gets the kept decoded
 // message it copies, which nothing changes: the snapshot a save compares
 // the messages read with.
-func (r *record) decoded(conv string, from int, out []mesh.Message, snap []*mesh.Message) ([]mesh.Message, []*mesh.Message, error) {
+func (r *record) decoded(conv string, from, to int, out []mesh.Message, snap []*mesh.Message) ([]mesh.Message, []*mesh.Message, error) {
 	if r.dec == nil {
 		r.dec = &decodedRecord{}
 	}
@@ -141,7 +141,7 @@ func (r *record) decoded(conv string, from int, out []mesh.Message, snap []*mesh
 		r.dec.msgs = msgs
 	}
 	r.dec.mu.Unlock()
-	for i := from; i < len(msgs); i++ {
+	for i := from; i < to; i++ {
 		m := msgs[i]
 		m.ToolCalls, m.Files = slices.Clone(m.ToolCalls), slices.Clone(m.Files)
 		out, snap = append(out, m), append(snap, &msgs[i])
@@ -151,9 +151,9 @@ func (r *record) decoded(conv string, from int, out []mesh.Message, snap []*mesh
 
 // decodedAt is the messages tail locates, oldest first, decoded (once per
 // record this process keeps: record.decoded), and their snapshot.
-func (l *MessageLog) decodedAt(ctx context.Context, conv string, tail []mesh.MessageRef) ([]mesh.Message, []*mesh.Message, error) {
+func (l *MessageLog) decodedAt(ctx context.Context, src source, tail []mesh.MessageRef) ([]mesh.Message, []*mesh.Message, error) {
 	seqs, counts := tailRecords(tail)
-	recs, err := l.read(ctx, conv, seqs)
+	recs, err := l.read(ctx, src, seqs)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -161,10 +161,11 @@ func (l *MessageLog) decodedAt(ctx context.Context, conv string, tail []mesh.Mes
 	out, snap := make([]mesh.Message, 0, len(tail)+8), make([]*mesh.Message, 0, len(tail)+8)
 	for i := range recs {
 		r := &recs[i]
-		if len(r.msgs) < counts[i] {
-			return nil, nil, fmt.Errorf("read messages of %s: record %d holds %d messages, the head counts %d", conv, r.seq, len(r.msgs), counts[i])
+		end := src.end(*r)
+		if end < counts[i] {
+			return nil, nil, fmt.Errorf("read messages of %s: record %d holds %d messages, the head counts %d", src.conv, r.seq, end, counts[i])
 		}
-		if out, snap, err = r.decoded(conv, len(r.msgs)-counts[i], out, snap); err != nil {
+		if out, snap, err = r.decoded(src.conv, end-counts[i], end, out, snap); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -90,7 +90,7 @@ func (s *SessionStore) loadHistory(ctx context.Context, c *mesh.Conversation) er
 		return nil
 	}
 	k := historyStart(c.MessageTail, s.budget())
-	msgs, snap, err := s.log.decodedAt(ctx, c.ID, c.MessageTail[k:])
+	msgs, snap, err := s.log.decodedAt(ctx, sourceOf(c), c.MessageTail[k:])
 	if err != nil {
 		return err
 	}
@@ -148,6 +148,10 @@ type SessionHead struct {
 	// DeletedAt and DeletedBy are set on a tombstone (lifecycle.go).
 	DeletedAt *time.Time `json:"deleted_at,omitempty"`
 	DeletedBy string     `json:"deleted_by,omitempty"`
+	// ForkedFrom is a branch's point (fork.go); CreatedAt when the
+	// conversation began.
+	ForkedFrom *mesh.ForkPoint `json:"forked_from,omitempty"`
+	CreatedAt  time.Time       `json:"created_at,omitzero"`
 }
 
 // Create stores a new conversation; it fails if the id exists.

@@ -25,10 +25,20 @@ func cpuNow(b *testing.B) time.Duration {
 // user's message, saves the model's call, the tool's result and the reply,
 // the bridge reads the newest page for its answer) on conversations
 // already `history` turns long, and reports the CPU a turn costs this
-// process, embedded server included.
+// process, embedded server included. The branch cases run the turns on
+// branches forked at the end of such conversations: their history is the
+// originals', shared.
 func BenchmarkStoreTurn(b *testing.B) {
-	for _, history := range []int{1, 100, 500} {
-		b.Run(fmt.Sprintf("history=%d", history), func(b *testing.B) {
+	for _, bc := range []struct {
+		history int
+		branch  bool
+	}{{1, false}, {100, false}, {500, false}, {100, true}} {
+		history := bc.history
+		name := fmt.Sprintf("history=%d", history)
+		if bc.branch {
+			name += ",branch"
+		}
+		b.Run(name, func(b *testing.B) {
 			m := meshtest.New(b)
 			sessions := store.NewSessionStore(m.Sessions, m.Messages)
 			ctx := b.Context()
@@ -82,6 +92,22 @@ func BenchmarkStoreTurn(b *testing.B) {
 				for n := range history {
 					turn(c.ID, n)
 				}
+				if !bc.branch {
+					continue
+				}
+				orig, err := sessions.Get(ctx, c.ID)
+				if err != nil {
+					b.Fatal(err)
+				}
+				f, err := sessions.Find(ctx, orig, func(*mesh.Message) bool { return true })
+				if err != nil || f == nil {
+					b.Fatalf("find the newest message: %v", err)
+				}
+				br := &mesh.Conversation{ID: mesh.NewID(), Status: mesh.StatusActive}
+				if err := sessions.Fork(ctx, orig, f.After, br, nil); err != nil {
+					b.Fatal(err)
+				}
+				ids[i] = br.ID
 			}
 			n := history
 			cpu0 := cpuNow(b)

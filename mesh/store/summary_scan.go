@@ -59,6 +59,8 @@ func (h *summaryHead) field(key string, v []byte) bool {
 		return scanTime(v, &h.UpdatedAt)
 	case "deleted_at":
 		return json.Unmarshal(v, &h.DeletedAt) == nil
+	case "forked_from":
+		return json.Unmarshal(v, &h.ForkedFrom) == nil
 	case "messages":
 		return json.Unmarshal(v, &h.Messages) == nil
 	case "pending_approval":

@@ -34,6 +34,17 @@
 // puts an answer's text on the clipboard. Every message shows the time it
 // was written (created_at, or its event's timestamp while it streams).
 //
+// Branches: every user message has an Edit action. Editing and sending
+// forks the conversation before that message (POST
+// /conversations/{id}/fork {"before"}) and sends the new text on the
+// branch, which the page then shows: a branch is a conversation of its
+// own, so the address (#<its id>) names it and a reload stays on it. The
+// fork and the message are two requests so that the answer streams in on
+// the branch like any other (a fork with "message" answers only once the
+// turn ends). GET /conversations/{id}/branches lists the family: where
+// alternatives part, the message shows "2 / 3" with arrows to the others,
+// and the header lists every branch (branches.js).
+//
 // Untrusted text is only ever set with textContent or as text nodes.
 
 import { api, describeError, follow as followStream, hasToken, onAuthRequired, setToken, streamURL } from './api.js';
@@ -41,6 +52,7 @@ import { applyPatch } from './patch.js';
 import { retryDelay } from './backoff.js';
 import { ago, h } from './dom.js';
 import { argsHash } from './hash.js';
+import { family, placeOf, pointBefore, siblingsAt } from './branches.js';
 import { createOps } from './ops.js';
 
 const $ = (sel) => document.querySelector(sel);
@@ -94,6 +106,9 @@ const ui = {
   signout: $('#signout'),
   main: $('#main'),
   opsMenu: $('#ops-menu'),
+  branches: $('#branches'),
+  branchesSummary: $('#branches-summary'),
+  branchesList: $('#branches-list'),
 };
 
 // ops draws the approvals inbox (#/approvals) and the mesh view (#/mesh).
@@ -135,6 +150,9 @@ function newView(id) {
     ended: new Map(), // run id → its group_ended notice
     regens: new Set(), // run ids of regenerate turns (they add no user message)
     done: new Set(), // runs the conversation had applied when it was read
+    family: null, // its branches (branches.js family), once read
+    editing: null, // the user message being edited: {li, form}
+    forking: false,
   };
 }
 
@@ -234,6 +252,7 @@ function convItem(c) {
   h('span', { class: 'conv-meta' },
     h('span', { class: `pill ${status}`, text: statusLabel(status) }),
     c.group ? h('span', { class: 'conv-group', text: `group ${c.group}` }) : null,
+    c.forked_from ? h('span', { class: 'conv-branch', title: 'A branch: an edit of another conversation', text: 'branch' }) : null,
     h('span', { text: ago(c.updated_at) })));
   return h('li', {}, btn);
 }
@@ -484,6 +503,7 @@ function close() {
   clearTimeout(view.reconcileTimer);
   view = null;
   ui.messages.replaceChildren();
+  showBranches();
   hideSpeaking();
   hideApproval();
   setConnection('');
@@ -564,6 +584,7 @@ function renderHistory(conv) {
   }
   updateWelcome();
   scrollToEnd(true);
+  loadBranches();
 }
 
 function updateWelcome() {
@@ -913,6 +934,7 @@ function reconcileSoon() {
     if (!still(seq)) return;
     setHeader(conv);
     fillAnchors(conv);
+    loadBranches();
     for (const m of conv.messages || []) {
       if (m.role === 'assistant' && m.notice) {
         const t = view.texts.get(m.id);
@@ -938,7 +960,7 @@ function reconcileSoon() {
 
 function userItem(text, id, at) {
   const li = h('li', { class: 'msg user', dataset: id ? { id } : { pending: 'true' } },
-    h('div', { class: 'bubble', text }));
+    h('div', { class: 'bubble', text }), userActions());
   stamp(li, at);
   if (id) view.users.add(id);
   return li;
@@ -1306,6 +1328,206 @@ function markAnswers(conv) {
   updateRegenerate();
 }
 
+// ---------------------------------------------------------------- branches
+
+// userActions are a user message's buttons: Edit, and the arrows to the
+// other branches where the conversation parts at this message (filled by
+// markBranches). Their words are drawn by the style sheet (data-label), so
+// that the message's text stays its own; screen readers get aria-labels.
+function userActions() {
+  return h('div', { class: 'msg-actions user-actions' },
+    h('div', { class: 'branch-nav', role: 'group', hidden: true }),
+    h('button', {
+      type: 'button', class: 'edit', 'aria-label': 'Edit this message', title: 'Edit this message and send it on a new branch; this one stays',
+      dataset: { label: '✎ Edit' },
+      onclick: (e) => startEdit(e.currentTarget.closest('li.msg.user')),
+    }));
+}
+
+// startEdit opens the editor of user message li in its place.
+function startEdit(li) {
+  if (!view || !li || !li.dataset.id || view.forking) return;
+  cancelEdit();
+  const input = h('textarea', { class: 'edit-input', rows: 1, 'aria-label': 'The message, edited', enterkeyhint: 'send' });
+  input.value = li.querySelector('.bubble').textContent;
+  const send = h('button', { type: 'submit', class: 'btn small primary send-edit', text: 'Send' });
+  const cancel = h('button', { type: 'button', class: 'btn small ghost cancel-edit', text: 'Cancel', onclick: () => cancelEdit(true) });
+  const form = h('form', { class: 'editor', 'aria-label': 'Edit the message' }, input,
+    h('div', { class: 'editor-actions' },
+      h('span', { class: 'muted small', text: 'Sending starts a new branch; this one stays.' }), cancel, send));
+  form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    submitEdit(li, input.value);
+  });
+  input.addEventListener('keydown', (e) => {
+    if (e.key === 'Escape') {
+      e.preventDefault();
+      e.stopPropagation();
+      cancelEdit(true);
+    } else if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
+      e.preventDefault();
+      form.requestSubmit();
+    }
+  });
+  const grow = () => {
+    input.style.height = 'auto';
+    input.style.height = `${Math.min(input.scrollHeight, 240)}px`;
+  };
+  input.addEventListener('input', grow);
+  li.classList.add('editing');
+  li.append(form);
+  view.editing = { li, form, input, send, cancel };
+  grow();
+  input.focus();
+  input.setSelectionRange(input.value.length, input.value.length);
+}
+
+// cancelEdit closes the editor, if one is open; refocus puts the focus
+// back on the message's Edit button.
+function cancelEdit(refocus = false) {
+  const ed = view && view.editing;
+  if (!ed) return;
+  view.editing = null;
+  ed.form.remove();
+  ed.li.classList.remove('editing');
+  if (refocus) ed.li.querySelector('button.edit').focus();
+}
+
+// submitEdit forks the conversation before user message li and sends text
+// on the branch, which the page opens.
+async function submitEdit(li, text) {
+  text = text.trim();
+  const v = view;
+  if (!v || !text || v.forking) return;
+  const ed = v.editing;
+  v.forking = true;
+  if (ed) ed.send.disabled = ed.cancel.disabled = ed.input.disabled = true;
+  clearError();
+  let branch;
+  try {
+    branch = await api('POST', `/conversations/${encodeURIComponent(v.id)}/fork`, { before: li.dataset.id });
+  } catch (err) {
+    if (v === view) showError(`Could not edit the message: ${describeError(err)}`);
+    return;
+  } finally {
+    v.forking = false;
+    if (ed) ed.send.disabled = ed.cancel.disabled = ed.input.disabled = false;
+  }
+  if (v !== view) return;
+  cancelEdit();
+  const id = branch.id || branch.conversation_id;
+  go(id);
+  await waitOpen(id);
+  if (!view || view.id !== id) return;
+  refreshListSoon();
+  await send(text);
+  loadBranches();
+}
+
+// loadBranches reads the open conversation's family and shows it.
+async function loadBranches() {
+  const v = view;
+  if (!v) return;
+  let data;
+  try {
+    data = await api('GET', `/conversations/${encodeURIComponent(v.id)}/branches`);
+  } catch {
+    return; // the branches stay as they were shown; the conversation itself is what matters
+  }
+  if (v !== view) return;
+  v.family = family(data);
+  markBranches();
+}
+
+// pendingFocus is the branch arrow a person used to switch, so that the
+// same arrow has the focus on the branch it opened.
+let pendingFocus = null;
+
+// markBranches shows, on every user message where the conversation parts
+// from others of its family, which of them this is and arrows to the
+// others; and the family in the header.
+function markBranches() {
+  showBranches();
+  if (!view || !view.family || !view.conv) return;
+  const fam = view.family;
+  const msgs = view.conv.messages || [];
+  const more = !!view.conv.messages_before;
+  for (const li of ui.messages.querySelectorAll('li.msg.user[data-id]')) {
+    const nav = li.querySelector('.branch-nav');
+    if (!nav) continue;
+    let point = pointBefore(msgs, li.dataset.id);
+    if (point === '' && more) point = null; // the first of a page, not of the conversation
+    const sibs = point == null ? [] : siblingsAt(fam, point);
+    const at = sibs.length > 1 ? placeOf(fam, sibs, view.id) : -1;
+    if (at < 0) {
+      nav.hidden = true;
+      nav.replaceChildren();
+      delete nav.dataset.key;
+      delete li.dataset.branch;
+      continue;
+    }
+    li.dataset.branch = `${at + 1}/${sibs.length}`;
+    // Drawn again only when it changed: a redraw would drop the focus of
+    // a person on its arrows.
+    const key = `${point}|${at}|${sibs.map((b) => b.id).join(',')}`;
+    if (nav.dataset.key === key && !pendingFocus) continue;
+    const focused = nav.contains(document.activeElement) ? document.activeElement.className : '';
+    nav.dataset.key = key;
+    nav.setAttribute('aria-label', `Branch ${at + 1} of ${sibs.length} at this message`);
+    const arrow = (dir) => {
+      const to = sibs[at + dir];
+      return h('button', {
+        type: 'button', class: dir < 0 ? 'branch-prev' : 'branch-next',
+        'aria-label': dir < 0 ? 'Previous branch' : 'Next branch',
+        title: to ? `${dir < 0 ? 'Previous' : 'Next'} branch: ${to.title || 'untitled'}` : '',
+        disabled: !to, dataset: { label: dir < 0 ? '‹' : '›' },
+        onclick: () => {
+          pendingFocus = { point, dir };
+          go(to.id);
+        },
+      });
+    };
+    nav.replaceChildren(arrow(-1), h('span', { class: 'branch-at', 'aria-hidden': 'true', dataset: { label: `${at + 1} / ${sibs.length}` } }), arrow(1));
+    nav.hidden = false;
+    if (focused) {
+      const b = nav.querySelector(`button.${focused}`);
+      if (b && !b.disabled) b.focus();
+    }
+    if (pendingFocus && pendingFocus.point === point) {
+      const b = nav.querySelector(pendingFocus.dir < 0 ? '.branch-prev' : '.branch-next');
+      (b && !b.disabled ? b : nav.querySelector('button:not(:disabled)') || li.querySelector('button.edit')).focus();
+      pendingFocus = null;
+    }
+  }
+}
+
+// showBranches lists the open conversation's family in the header:
+// "branch 2 of 3", and every branch to switch to.
+function showBranches() {
+  const fam = view && view.family;
+  if (!fam || fam.list.length < 2) {
+    ui.branches.hidden = true;
+    ui.branches.open = false;
+    ui.branchesList.replaceChildren();
+    return;
+  }
+  const at = fam.list.findIndex((b) => b.id === view.id);
+  ui.branchesSummary.textContent = at >= 0 ? `branch ${at + 1} of ${fam.list.length}` : `${fam.list.length} branches`;
+  ui.branchesList.replaceChildren(...fam.list.map((b, i) => {
+    const here = b.id === view.id;
+    return h('li', {}, h('button', {
+      type: 'button', class: 'branch-item', 'aria-current': here ? 'page' : null, dataset: { id: b.id },
+      onclick: () => {
+        ui.branches.open = false;
+        if (!here) go(b.id);
+      },
+    },
+    h('span', { class: 'branch-title', text: `${i + 1}. ${b.title || 'New conversation'}` }),
+    h('span', { class: 'muted small', text: `${b.forked_from ? 'edited' : 'original'} · ${b.message_count || 0} messages · ${ago(b.updated_at || b.created_at)}` })));
+  }));
+  ui.branches.hidden = false;
+}
+
 // ---------------------------------------------------------------- approval
 
 function showApproval(ap) {
@@ -1529,7 +1751,12 @@ ui.brand.addEventListener('click', (e) => {
   route();
 });
 document.addEventListener('keydown', (e) => {
-  if (e.key === 'Escape') closeSidebar();
+  if (e.key !== 'Escape') return;
+  closeSidebar();
+  if (ui.branches.open) {
+    ui.branches.open = false;
+    ui.branchesSummary.focus();
+  }
 });
 window.addEventListener('hashchange', route);
 ui.opsMenu.addEventListener('click', openSidebar);

@@ -250,6 +250,7 @@ func TestHTTPAuth(t *testing.T) {
 	t.Run("ownership", func(t *testing.T) { testOwnership(t, m, idA, approval) })
 	t.Run("approval-by", func(t *testing.T) { testApprovalBy(t, m, idA, approval) })
 	t.Run("actions", func(t *testing.T) { testActionsOwnership(t, m, idB) })
+	t.Run("forks", func(t *testing.T) { testForkOwnership(t, m, idB) })
 	if strings.Contains(m.logs(), m.tokens["user"]) || strings.Contains(m.logs(), bobToken) || strings.Contains(m.logs(), "mst1.") {
 		t.Error("a token appears in the mesh's logs")
 	}
