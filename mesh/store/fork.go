@@ -305,10 +305,7 @@ func (s *SessionStore) Fork(ctx context.Context, base *mesh.Conversation, cut Cu
 			return err
 		}
 		end := from.end(recs[0])
-		if cut.Count < 0 {
-			cut.Count = end
-		}
-		if cut.Count == 0 || cut.Count > end {
+		if cut.Count <= 0 || cut.Count > end {
 			return fmt.Errorf("fork %s: record %d holds %d messages of its history, not %d", base.ID, cut.Seq, end, cut.Count)
 		}
 		k, conv, _ := from.at(cut.Seq)

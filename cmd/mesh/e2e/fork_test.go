@@ -136,10 +136,22 @@ func TestForkAfterToolCallAndApproval(t *testing.T) {
 	if !slices.Equal(messageIDs(c), atIDs) || str(c, "state", "mode") != "night" {
 		t.Errorf("the branch mesh fork made: %v, state %v", messageIDs(c), c["state"])
 	}
-	if r := m.cli("", nil, "fork", conv, "--after", point, "--before", point); r.code != 2 {
+	// The original deleted and purged: its branches keep their history
+	// and go on.
+	m.do(http.StatusOK, "DELETE", "/conversations/"+conv+"?purge=true", nil)
+	m.do(http.StatusNotFound, "GET", "/conversations/"+conv, nil)
+	c = obj(m.do(http.StatusOK, "GET", "/conversations/"+cliBranch, nil), "conversation")
+	if !slices.Equal(messageIDs(c), atIDs) {
+		t.Fatalf("a branch after its original's purge: %v, want %v", messageIDs(c), atIDs)
+	}
+	m.send(cliBranch, "set state mode to noon")
+	if c := obj(m.do(http.StatusOK, "GET", "/conversations/"+cliBranch, nil), "conversation"); str(c, "state", "mode") != "noon" || !slices.Equal(messageIDs(c)[:len(atIDs)], atIDs) {
+		t.Errorf("a branch's turn after its original's purge: %v, state %v", messageIDs(c), c["state"])
+	}
+	if r := m.cli("", nil, "fork", cliBranch, "--after", point, "--before", point); r.code != 2 {
 		t.Errorf("mesh fork with two points: %s", r)
 	}
-	if r := m.cli("", nil, "fork", conv, "--after", "no-such-message"); r.code != 1 || !strings.Contains(r.stderr, "no-such-message") {
+	if r := m.cli("", nil, "fork", cliBranch, "--after", "no-such-message"); r.code != 1 || !strings.Contains(r.stderr, "no-such-message") {
 		t.Errorf("mesh fork at an unknown message: %s", r)
 	}
 }
