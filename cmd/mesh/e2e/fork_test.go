@@ -127,6 +127,13 @@ func TestForkAfterToolCallAndApproval(t *testing.T) {
 	if str(fam, "root") != conv || len(list(fam, "branches")) != 4 || str(list(fam, "branches")[0], "id") != conv {
 		t.Errorf("branches: %v", fam)
 	}
+	listed := false
+	for _, v := range list(m.do(http.StatusOK, "GET", "/conversations?limit=500", nil), "conversations") {
+		listed = listed || str(v, "id") == edited && str(v, "forked_from", "conversation") == conv
+	}
+	if !listed {
+		t.Errorf("the list does not show the edited branch with its forked_from")
+	}
 	r := m.mustCLI(0, "", nil, "fork", conv, "--after", point)
 	if !strings.HasPrefix(r.stdout, "branch ") || !strings.Contains(r.stdout, "of "+conv) {
 		t.Errorf("mesh fork: %s", r)
