@@ -13,6 +13,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/meshtest"
 	"github.com/agentmesh/agentmesh/mesh/role"
+	"github.com/agentmesh/agentmesh/mesh/store"
 )
 
 const forkYAML = `name: forks
@@ -361,11 +362,19 @@ func TestForkRefusals(t *testing.T) {
 			t.Errorf("%s: no error text: %s", c.name, w.Body)
 		}
 	}
+	// Events that aged out: the state at the point cannot be told.
+	if err := store.PurgeEvents(t.Context(), m.JS, m.NS, other.id); err != nil {
+		t.Fatal(err)
+	}
+	w := call(b, "POST", "/conversations/"+other.id+"/fork", aliceToken, peer, `{"after":"a1"}`)
+	if w.Code != http.StatusGone || !strings.Contains(w.Body.String(), `"events_expired"`) {
+		t.Errorf("fork at a point whose events are gone: %d %s, want 410 events_expired", w.Code, w.Body)
+	}
 	if w := call(b, "GET", "/conversations/"+rc.id+"/branches", bobToken, peer, ""); w.Code != http.StatusNotFound {
 		t.Errorf("branches of another's conversation: %d %s, want 404", w.Code, w.Body)
 	}
 	// Nothing was made: alice's family is her two conversations alone.
-	w := call(b, "GET", "/conversations/"+rc.id+"/branches", aliceToken, peer, "")
+	w = call(b, "GET", "/conversations/"+rc.id+"/branches", aliceToken, peer, "")
 	var fam struct{ Branches []any }
 	if err := json.Unmarshal(w.Body.Bytes(), &fam); err != nil || len(fam.Branches) != 1 {
 		t.Errorf("family after refusals: %s", w.Body)

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentmesh/agentmesh/mesh"
+	"github.com/agentmesh/agentmesh/mesh/memory"
 )
 
 // This file holds branches (mesh/fork.go): a conversation whose history
@@ -102,8 +103,18 @@ type grantKey struct {
 }
 
 // grants are the grants this process checked; a grant record is never
-// edited, so one checked stays true.
+// edited, so one checked stays true. A process that gives its memory
+// back (memory.Release) forgets them: the next read checks again.
 type grants struct{ ok sync.Map } // grantKey → struct{}
+
+func newGrants() *grants {
+	g := &grants{}
+	memory.OnRelease(g, (*grants).reset)
+	return g
+}
+
+// reset forgets every grant checked.
+func (g *grants) reset() { g.ok.Clear() }
 
 // checkGrant is nil when branch was granted sh: the record at sh.Grant is
 // on sh.Conversation's subject and grants branch that part.
@@ -305,10 +316,7 @@ func (s *SessionStore) Fork(ctx context.Context, base *mesh.Conversation, cut Cu
 			return err
 		}
 		end := from.end(recs[0])
-		if cut.Count < 0 {
-			cut.Count = end
-		}
-		if cut.Count == 0 || cut.Count > end {
+		if cut.Count <= 0 || cut.Count > end {
 			return fmt.Errorf("fork %s: record %d holds %d messages of its history, not %d", base.ID, cut.Seq, end, cut.Count)
 		}
 		k, conv, _ := from.at(cut.Seq)

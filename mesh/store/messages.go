@@ -61,7 +61,7 @@ type MessageLog struct {
 	ns     mesh.Namespace
 	stream string
 	cache  *recordCache
-	grants grants // the grants of branches' reads checked (fork.go)
+	grants *grants // the grants of branches' reads checked (fork.go)
 }
 
 // purge removes every message of conversation id from the log.
@@ -82,7 +82,7 @@ func (l *MessageLog) purge(ctx context.Context, id string) error {
 
 // NewMessageLog returns the message log of namespace ns over js.
 func NewMessageLog(js jetstream.JetStream, ns mesh.Namespace) *MessageLog {
-	return &MessageLog{js: js, ns: ns, stream: ns.Stream(mesh.StreamMessages), cache: newRecordCache(recordCacheBytes)}
+	return &MessageLog{js: js, ns: ns, stream: ns.Stream(mesh.StreamMessages), cache: newRecordCache(recordCacheBytes), grants: newGrants()}
 }
 
 // record is one record read back: the messages one save added.

@@ -20,6 +20,7 @@ func summarySeeds() []string {
 		Group:           &mesh.GroupRun{Name: "g", Recent: []string{"x"}},
 		LastRun:         &mesh.RunSummary{ID: "r1", Response: "done \"}\""},
 		State:           map[string]any{"k": 1.5, "n": nil, "b": true},
+		ForkedFrom:      &mesh.ForkPoint{Conversation: "o", Message: "m \"}\"", EventSeq: 7},
 		CreatedAt:       at, UpdatedAt: at.Add(time.Hour), DeletedAt: &at, DeletedBy: "d", Version: 3}
 	full, _ := json.Marshal(headOf(c))
 	old, _ := json.Marshal(&mesh.Conversation{ID: "c2", Status: mesh.StatusActive, Messages: []mesh.Message{{ID: "u", Role: mesh.RoleUser, Content: "hi"}}})
@@ -65,7 +66,7 @@ func checkScanSummary(t *testing.T, data []byte) {
 	}
 	c := mesh.Conversation{ID: want.ID, SessionID: want.SessionID, Agent: want.Agent, Owner: want.Owner, Status: want.Status, Title: want.Title,
 		Messages: want.Messages, MessageCount: want.MessageCount, PendingApproval: want.PendingApproval, Queued: want.Queued,
-		CreatedAt: want.CreatedAt, UpdatedAt: want.UpdatedAt, DeletedAt: want.DeletedAt, DeletedBy: want.DeletedBy}
+		CreatedAt: want.CreatedAt, UpdatedAt: want.UpdatedAt, DeletedAt: want.DeletedAt, DeletedBy: want.DeletedBy, ForkedFrom: want.ForkedFrom}
 	if want.Group != nil {
 		c.Group = &mesh.GroupRun{Name: want.Group.Name}
 	}

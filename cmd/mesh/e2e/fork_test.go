@@ -127,6 +127,13 @@ func TestForkAfterToolCallAndApproval(t *testing.T) {
 	if str(fam, "root") != conv || len(list(fam, "branches")) != 4 || str(list(fam, "branches")[0], "id") != conv {
 		t.Errorf("branches: %v", fam)
 	}
+	listed := false
+	for _, v := range list(m.do(http.StatusOK, "GET", "/conversations?limit=500", nil), "conversations") {
+		listed = listed || str(v, "id") == edited && str(v, "forked_from", "conversation") == conv
+	}
+	if !listed {
+		t.Errorf("the list does not show the edited branch with its forked_from")
+	}
 	r := m.mustCLI(0, "", nil, "fork", conv, "--after", point)
 	if !strings.HasPrefix(r.stdout, "branch ") || !strings.Contains(r.stdout, "of "+conv) {
 		t.Errorf("mesh fork: %s", r)
@@ -136,10 +143,22 @@ func TestForkAfterToolCallAndApproval(t *testing.T) {
 	if !slices.Equal(messageIDs(c), atIDs) || str(c, "state", "mode") != "night" {
 		t.Errorf("the branch mesh fork made: %v, state %v", messageIDs(c), c["state"])
 	}
-	if r := m.cli("", nil, "fork", conv, "--after", point, "--before", point); r.code != 2 {
+	// The original deleted and purged: its branches keep their history
+	// and go on.
+	m.do(http.StatusOK, "DELETE", "/conversations/"+conv+"?purge=true", nil)
+	m.do(http.StatusNotFound, "GET", "/conversations/"+conv, nil)
+	c = obj(m.do(http.StatusOK, "GET", "/conversations/"+cliBranch, nil), "conversation")
+	if !slices.Equal(messageIDs(c), atIDs) {
+		t.Fatalf("a branch after its original's purge: %v, want %v", messageIDs(c), atIDs)
+	}
+	m.send(cliBranch, "set state mode to noon")
+	if c := obj(m.do(http.StatusOK, "GET", "/conversations/"+cliBranch, nil), "conversation"); str(c, "state", "mode") != "noon" || !slices.Equal(messageIDs(c)[:len(atIDs)], atIDs) {
+		t.Errorf("a branch's turn after its original's purge: %v, state %v", messageIDs(c), c["state"])
+	}
+	if r := m.cli("", nil, "fork", cliBranch, "--after", point, "--before", point); r.code != 2 {
 		t.Errorf("mesh fork with two points: %s", r)
 	}
-	if r := m.cli("", nil, "fork", conv, "--after", "no-such-message"); r.code != 1 || !strings.Contains(r.stderr, "no-such-message") {
+	if r := m.cli("", nil, "fork", cliBranch, "--after", "no-such-message"); r.code != 1 || !strings.Contains(r.stderr, "no-such-message") {
 		t.Errorf("mesh fork at an unknown message: %s", r)
 	}
 }
