@@ -338,6 +338,13 @@ func routeRows(conv, approval, file string) map[string]func() routeRow {
 			// A message that does not exist: past the guard, 404.
 			return routeRow{method: "POST", path: "/conversations/" + conv + "/messages/no-such-message/feedback", body: map[string]any{"rating": "like"}, need: auth.Converse, ok: 404}
 		},
+		"POST /conversations/{id}/fork": func() routeRow {
+			// A message that does not exist: past the guard, 400.
+			return routeRow{method: "POST", path: "/conversations/" + conv + "/fork", body: map[string]any{"after": "no-such-message"}, need: auth.Converse, ok: 400}
+		},
+		"GET /conversations/{id}/branches": func() routeRow {
+			return routeRow{method: "GET", path: "/conversations/" + conv + "/branches", need: auth.Read, ok: 200, others: notMine}
+		},
 		"POST /conversations/{id}/cancel": func() routeRow {
 			return routeRow{method: "POST", path: "/conversations/" + conv + "/cancel", need: auth.Converse, ok: 202}
 		},
