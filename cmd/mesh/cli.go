@@ -20,7 +20,8 @@ import (
 )
 
 // Exit codes of every command: 0 ok, 1 a failure, 2 a usage or
-// configuration error (exitConfigError), 130 a chat left with Ctrl-C.
+// configuration error (exitConfigError), 3 a replay over its thresholds
+// (exitThresholds), 130 a chat left with Ctrl-C.
 const (
 	exitFailure     = 1
 	exitInterrupted = 130
@@ -115,7 +116,7 @@ func newRoot() *cobra.Command {
 		RunE:               func(cmd *cobra.Command, args []string) error { return runHealthcheck(cmd.Context(), args) },
 	})
 	client := &clientOptions{}
-	for _, c := range []*cobra.Command{chatCommand(client), approveCommand(client), tailCommand(client), sessionsCommand(client), toolsCommand(client), mcpCommand(client), migrateCommand(client)} {
+	for _, c := range []*cobra.Command{chatCommand(client), approveCommand(client), tailCommand(client), sessionsCommand(client), toolsCommand(client), mcpCommand(client), migrateCommand(client), replayCommand()} {
 		root.AddCommand(c)
 	}
 	return root
@@ -186,6 +187,8 @@ func exitCode(err error) int {
 		return 0
 	case errors.Is(err, errInterrupted):
 		return exitInterrupted
+	case errors.Is(err, errThresholds):
+		return exitThresholds
 	case errors.As(err, &ce), errors.Is(err, errConfig), errors.Is(err, errUsage):
 		return exitConfigError
 	default:

@@ -152,6 +152,8 @@ type Resources struct {
 	// connection, for the roles that bind it.
 	Messages *MessageLog
 	Limits   jetstream.KeyValue
+	// Replays holds the reports of replays (mesh_replays).
+	Replays jetstream.KeyValue
 	// Files holds conversations' files (the object store mesh_files).
 	Files *FileStore
 	// MovedWork counts the work items a release before 0.1.0 queued that
@@ -219,6 +221,8 @@ func Provision(ctx context.Context, js jetstream.JetStream, ns mesh.Namespace, c
 		// of active conversations are checked against mesh_sessions anyway.
 		{&r.Limits, jetstream.KeyValueConfig{Bucket: ns.Bucket(mesh.BucketLimits), Description: "Agent Mesh: request budgets and active conversations",
 			LimitMarkerTTL: time.Minute, Storage: jetstream.MemoryStorage}},
+		// One report per replay run, kept until an operator removes it.
+		{&r.Replays, jetstream.KeyValueConfig{Bucket: ns.Bucket(mesh.BucketReplays), Description: "Agent Mesh: reports of replays", MaxValueSize: MaxReportBytes}},
 	}
 	for _, b := range buckets {
 		if b.conf.Storage != jetstream.MemoryStorage {
@@ -343,6 +347,7 @@ func Bind(ctx context.Context, js jetstream.JetStream, ns mesh.Namespace, p Uses
 	buckets := map[string]*jetstream.KeyValue{
 		mesh.BucketSessions: &r.Sessions, mesh.BucketApprovals: &r.Approvals, mesh.BucketTools: &r.Tools,
 		mesh.BucketNodes: &r.Nodes, mesh.BucketCalls: &r.Calls, mesh.BucketLimits: &r.Limits,
+		mesh.BucketReplays: &r.Replays,
 	}
 	for _, b := range p.Buckets {
 		dst, ok := buckets[b]
