@@ -84,6 +84,10 @@ func newReplayRun(ctx context.Context, cfg, alt *config.Config, o *replayOptions
 	id := newRunID()
 	r := &replayRun{id: id, name: "replay-" + id, o: o, alt: def, ns: ns, waiting: map[string]chan struct{}{}, pace: newPacer(o.rate)}
 	r.log = log.With().Str("role", mesh.RoleReplay).Str("node", r.name).Logger()
+	if os.Getenv(config.EnvLogLevel) == "" {
+		// A command at a terminal: its agent's warnings, not every turn.
+		r.log = r.log.Level(zerolog.WarnLevel)
+	}
 	nc, ident, err := connectAs(cfg, ns, mesh.RoleReplay, "mesh-"+r.name, r.log)
 	if err != nil {
 		return nil, err
