@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -114,7 +115,7 @@ func TestReplayCountsPlantedDifferences(t *testing.T) {
 	out, page := filepath.Join(dir, "report.json"), filepath.Join(dir, "report.html")
 	args := append([]string{"replay", "--config", alt, "--out", out, "--html", page, "--concurrency", "4", "--rate", "0",
 		"--max-different-calls", "5", "--max-added-calls", "10", "--max-missing-calls", "5", "--max-proposed-calls", "5",
-		"--max-failed-turns", "0", "--max-changed-answers", "0.4"}, ids...)
+		"--max-failed-turns", "0", "--max-changed-answers", "0.4", "--price-input", "1", "--price-output", "2"}, ids...)
 	res := m.mustCLI(0, "", env, args...)
 	if !strings.Contains(res.stdout, "40 same, 5 different, 10 added, 5 missing; 5 proposed") {
 		t.Errorf("summary:\n%s", res)
@@ -130,6 +131,12 @@ func TestReplayCountsPlantedDifferences(t *testing.T) {
 	want := replay.Counts{Turns: 50, SameCalls: 40, DifferentCalls: 5, AddedCalls: 10, MissingCalls: 5, ProposedCalls: 5, ChangedAnswers: 20, ComparedAnswers: 50}
 	if rep.Totals != want {
 		t.Errorf("totals %+v,\nwant   %+v", rep.Totals, want)
+	}
+	// Every model call reports 100 tokens in and 10 out: 2 calls a turn
+	// that lists (or lists other), 3 for an added call, 1 for none.
+	calls := 30*2 + 5*2 + 5*3 + 5*1 + 5*3
+	if rep.Usage.InputTokens != 100*calls || rep.Usage.OutputTokens != 10*calls || rep.Cost == nil || math.Abs(*rep.Cost-float64(100*calls+2*10*calls)/1e6) > 1e-9 {
+		t.Errorf("usage %+v, cost %v; want %d model calls' (100 in, 10 out each) at 1 and 2 a million", rep.Usage, rep.Cost, calls)
 	}
 	if len(rep.Conversations) != 50 || rep.Exceeded != nil {
 		t.Fatalf("%d conversations, exceeded %v", len(rep.Conversations), rep.Exceeded)
