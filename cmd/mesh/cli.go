@@ -63,7 +63,8 @@ const rootLong = `Agent Mesh: LLM agents, MCP tool hosts and human approvers ove
 
 mesh up --replicas agent=2,toolhost=2 runs several processes of a role.
 
-From the terminal: mesh chat, mesh approve, mesh tail, mesh sessions, mesh tools.
+From the terminal: mesh chat, mesh approve, mesh tail, mesh sessions, mesh tools,
+mesh replay.
 chat and approve talk to the bridge's HTTP API as the holder of $MESH_TOKEN
 (or --token-file), so that ownership and "who decided" hold; tail, sessions
 and tools read NATS with the admin's credentials (<data_dir>/creds/admin.nk),

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -196,8 +197,11 @@ func TestReplayCountsPlantedDifferences(t *testing.T) {
 		}
 	}
 
-	// Over a threshold: exit 3, saying which.
-	res = m.mustCLI(3, "", env, append([]string{"replay", "--config", alt, "--max-different-calls", "4"}, ids[30:35]...)...)
+	// Over a threshold: exit 3, saying which. This run finds the mesh as
+	// a cluster's node would: NATS_URL, and the identity NATS_NKEY names
+	// with {role}, over the mesh context.
+	cluster := append(slices.Clone(env), "NATS_URL=nats://"+m.natsAddr, "NATS_NKEY="+filepath.Join(m.dataDir, "creds", "{role}.nk"))
+	res = m.mustCLI(3, "", cluster, append([]string{"replay", "--config", alt, "--max-different-calls", "4"}, ids[30:35]...)...)
 	if !strings.Contains(res.stderr, "different calls: 5 > 4") {
 		t.Errorf("over the threshold:\n%s", res)
 	}
