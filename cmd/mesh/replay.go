@@ -104,7 +104,7 @@ func replayCommand() *cobra.Command {
 	f.StringVar(&o.agent, "agent", "", "replay only conversations of this agent")
 	f.IntVar(&o.limit, "limit", 0, "replay at most this many conversations, the newest (0: all)")
 	f.IntVar(&o.concurrency, "concurrency", 4, "conversations replayed at a time")
-	f.Float64Var(&o.rate, "rate", 5, "turns started a second, at most (0: no limit)")
+	f.Float64Var(&o.rate, "rate", 2, "turns started a second, at most (0: no limit)")
 	f.StringVar(&o.standIn, "stand-in", "", "the result a call that is not run answers the model with (JSON or text; default: a not-run notice)")
 	f.DurationVar(&o.turnTimeout, "turn-timeout", 5*time.Minute, "how long one replayed turn may take")
 	f.StringVar(&o.out, "out", "", "write the JSON report to this file")
