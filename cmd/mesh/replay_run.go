@@ -260,6 +260,11 @@ func (r *replayRun) conversation(ctx context.Context, i int, src replay.Source) 
 		}
 	}
 	cr.Finish(r.o.prices())
+	if !r.o.keep {
+		// Removed as soon as compared: spread over the run at its pace,
+		// not a thousand purges at its end.
+		r.remove(id)
+	}
 	return cr
 }
 
@@ -336,12 +341,32 @@ func (r *replayRun) removeConversations() {
 	r.made = nil
 	r.mu.Unlock()
 	for _, id := range made {
-		if err := r.sessions.Purge(ctx, id); err != nil {
-			r.log.Warn().Err(err).Str("session", id).Msg("could not remove a replay's conversation")
+		r.purge(ctx, id)
+	}
+}
+
+// remove removes one conversation of the replay now, and forgets it.
+func (r *replayRun) remove(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r.purge(ctx, id)
+	r.mu.Lock()
+	for i, m := range r.made {
+		if m == id {
+			r.made = append(r.made[:i], r.made[i+1:]...)
+			break
 		}
-		if err := store.PurgeEvents(ctx, r.js, r.ns, id); err != nil {
-			r.log.Warn().Err(err).Str("session", id).Msg("could not remove a replay's events")
-		}
+	}
+	r.mu.Unlock()
+}
+
+// purge removes conversation id's head, messages and events.
+func (r *replayRun) purge(ctx context.Context, id string) {
+	if err := r.sessions.Purge(ctx, id); err != nil {
+		r.log.Warn().Err(err).Str("session", id).Msg("could not remove a replay's conversation")
+	}
+	if err := store.PurgeEvents(ctx, r.js, r.ns, id); err != nil {
+		r.log.Warn().Err(err).Str("session", id).Msg("could not remove a replay's events")
 	}
 }
 
