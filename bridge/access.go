@@ -13,11 +13,13 @@ import (
 	"github.com/agentmesh/agentmesh/bridge/docs"
 	"github.com/agentmesh/agentmesh/bridge/mcpserver"
 	"github.com/agentmesh/agentmesh/bridge/ops"
+	"github.com/agentmesh/agentmesh/bridge/replays"
 	"github.com/agentmesh/agentmesh/bridge/rest"
 	"github.com/agentmesh/agentmesh/bridge/web"
 	"github.com/agentmesh/agentmesh/config"
 	"github.com/agentmesh/agentmesh/mesh"
 	wire "github.com/agentmesh/agentmesh/mesh/a2a"
+	"github.com/agentmesh/agentmesh/mesh/store"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
 )
 
@@ -102,6 +104,11 @@ var access = map[string]auth.Permission{
 	"GET /ops/mesh/events":      auth.Read,
 	"GET /ops/stats":            auth.Read,
 
+	// The reports of replays (bridge/replays): what recorded conversations
+	// said and did, whoever owned them, so admins only.
+	"GET " + replays.ListPath:   auth.Admin,
+	"GET " + replays.ReportPath: auth.Admin,
+
 	// Prometheus metrics of the bridge process: counts by route, agent,
 	// tool and outcome, nothing of a conversation.
 	"GET /metrics": auth.Read,
@@ -174,6 +181,11 @@ func register(mux core.Mux, b *Role, cfg Config, c *core.Core) {
 		o = b.ops
 	}
 	o.Register(mux)
+	var reports *store.ReplayStore
+	if cfg.Resources != nil && cfg.Resources.Replays != nil {
+		reports = store.NewReplayStore(cfg.Resources.Replays)
+	}
+	replays.Register(mux, replays.Config{Store: reports})
 	docs.Register(mux)
 	mux.HandleFunc("GET "+OpenAPIPath, openAPIHandler(cfg))
 	web.Register(mux) // GET / and /web/…; the catch-all below answers every other path

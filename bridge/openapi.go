@@ -14,8 +14,10 @@ import (
 	"github.com/agentmesh/agentmesh/bridge/core"
 	"github.com/agentmesh/agentmesh/bridge/mcpserver"
 	"github.com/agentmesh/agentmesh/bridge/ops"
+	"github.com/agentmesh/agentmesh/bridge/replays"
 	"github.com/agentmesh/agentmesh/mesh"
 	wire "github.com/agentmesh/agentmesh/mesh/a2a"
+	"github.com/agentmesh/agentmesh/mesh/replay"
 )
 
 // The OpenAPI 3.1 document of the bridge (GET /openapi.json), built from
@@ -273,11 +275,15 @@ func operations(s *schemas) map[string]operation {
 		"GET /ops/mesh":                            {tag: "Operations", summary: "The mesh view: processes by role, breakers, work queues, degradation", responses: ok("the mesh view", s.ref(ops.View{}))},
 		"GET /ops/mesh/events":                     {tag: "Operations", summary: "The mesh view, live", responses: stream("mesh views and system events as they change")},
 		"GET /ops/stats":                           {tag: "Operations", summary: "Recent rates: turns, events, p95 turn time, approvals waiting", responses: ok("samples", obj(map[string]any{"tick_ms": map[string]any{"type": "integer"}, "samples": arr(s.ref(ops.Sample{}))}, "tick_ms", "samples"))},
-		"GET /metrics":                             {tag: "Operations", summary: "The bridge process's Prometheus metrics", responses: map[string]response{"200": {description: "Prometheus text exposition", contentType: contentText}}},
-		"GET /docs":                                {tag: "Documentation", summary: "This document, rendered", responses: map[string]response{"200": {description: "an HTML page", contentType: contentHTML}}},
-		"GET " + OpenAPIPath:                       {tag: "Documentation", summary: "This document (OpenAPI 3.1)", responses: ok("the document", map[string]any{"type": "object"})},
-		"GET /{$}":                                 {tag: "Web", summary: "The web chat page", responses: map[string]response{"200": {description: "the page", contentType: contentHTML}}},
-		"GET /web/{name}":                          {tag: "Web", summary: "The web page's scripts, styles and icon", responses: map[string]response{"200": {description: "a static file"}}},
+		"GET " + replays.ListPath: {tag: "Operations", summary: "The stored reports of replays (admins): JSON, or an HTML list for text/html",
+			responses: ok("the reports, newest first", obj(map[string]any{"replays": arr(s.ref(replay.Summary{}))}, "replays"))},
+		"GET " + replays.ReportPath: {tag: "Operations", summary: "One replay's report (admins): JSON, or its HTML page for text/html",
+			responses: ok("the report", s.ref(replay.Report{}))},
+		"GET /metrics":       {tag: "Operations", summary: "The bridge process's Prometheus metrics", responses: map[string]response{"200": {description: "Prometheus text exposition", contentType: contentText}}},
+		"GET /docs":          {tag: "Documentation", summary: "This document, rendered", responses: map[string]response{"200": {description: "an HTML page", contentType: contentHTML}}},
+		"GET " + OpenAPIPath: {tag: "Documentation", summary: "This document (OpenAPI 3.1)", responses: ok("the document", map[string]any{"type": "object"})},
+		"GET /{$}":           {tag: "Web", summary: "The web chat page", responses: map[string]response{"200": {description: "the page", contentType: contentHTML}}},
+		"GET /web/{name}":    {tag: "Web", summary: "The web page's scripts, styles and icon", responses: map[string]response{"200": {description: "a static file"}}},
 		"GET /auth/me": {tag: "Identity", summary: "Who the caller is and what it may do", responses: ok("the caller", obj(map[string]any{"auth": map[string]any{"type": "boolean"}, "principal": s.ref(auth.Principal{}),
 			"may": map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "boolean"}}}, "auth", "principal", "may"))},
 		"POST /auth/stream-token": {tag: "Identity", summary: "A short-lived token for an EventSource's query (?access_token=)", responses: ok("the token", obj(map[string]any{"token": str, "expires_at": map[string]any{"type": "string", "format": "date-time"},

@@ -134,6 +134,8 @@ var (
 	ErrFileTooLarge = &Error{kind: "file_too_large", status: http.StatusRequestEntityTooLarge, message: "mesh: file too large"}
 	ErrFileType     = &Error{kind: "unsupported_media_type", status: http.StatusUnsupportedMediaType, message: "mesh: media type not accepted"}
 	ErrFileNotFound = &Error{kind: "file_not_found", status: http.StatusNotFound, message: "mesh: file not found"}
+	// ErrReplayNotFound: no stored report of a replay has that id.
+	ErrReplayNotFound = &Error{kind: "replay_not_found", status: http.StatusNotFound, message: "mesh: replay not found"}
 
 	// ErrSessionDeleted and ErrSessionExpired answer a request for a conversation
 	// that was deleted or expired: 410 Gone. Both match [ErrSessionNotFound]

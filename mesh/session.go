@@ -52,7 +52,11 @@ type Conversation struct {
 	// each user message is a [DirectCall] the agent runs as asked, through
 	// the catalog and the approvals, and its result is the answer; the
 	// model is never called.
-	Direct bool   `json:"direct,omitempty"`
+	Direct bool `json:"direct,omitempty"`
+	// Replay is the run of `mesh replay` that made the conversation to
+	// replay a recorded one; such a conversation has no owner (admins
+	// only) and its destructive calls are never run.
+	Replay string `json:"replay,omitempty"`
 	Status Status `json:"status"`
 	// Title is the conversation's first user message, clipped.
 	Title string `json:"title,omitempty"`
@@ -149,6 +153,10 @@ type Message struct {
 	// who decided it (the approval's decision.by: the authenticated
 	// principal who approved or rejected it, or a policy).
 	DecidedBy string `json:"decided_by,omitempty"`
+	// StandIn marks the result of a call a replay did not run (a tool that
+	// is not read-only, a sub-agent): its content is the replay's stand-in,
+	// and the call was never sent to a tool host or for approval.
+	StandIn bool `json:"stand_in,omitempty"`
 	// Notice marks an assistant message meant for people (an approval
 	// request, an error): it is shown, but not sent back to models.
 	Notice bool `json:"notice,omitempty"`

@@ -55,6 +55,10 @@ const (
 	RoleBridge   = "bridge"
 	RoleMonitor  = "monitor"
 	RoleNATS     = "nats"
+	// RoleReplay runs recorded conversations against another agent
+	// configuration (`mesh replay`): its turns are on mesh.work.replay.*.*,
+	// a queue no live agent consumes.
+	RoleReplay = "replay"
 )
 
 // Stream and bucket base names. The full name adds the prefix: MESH_EVENTS,
@@ -78,6 +82,9 @@ const (
 	// BucketFiles is the object store of conversations' files (files.go):
 	// mesh_files, its stream OBJ_mesh_files.
 	BucketFiles = "files"
+	// BucketReplays holds the reports of `mesh replay`, by run id, which
+	// the bridge serves to admins (GET /replays).
+	BucketReplays = "replays"
 )
 
 // The NATS micro services of the mesh: every toolhost registers

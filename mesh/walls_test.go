@@ -117,6 +117,7 @@ var meshRooms = map[string][]string{
 	"mesh/limits":     nil,
 	"mesh/identity":   {"mesh"},
 	"mesh/role":       {"mesh"},
+	"mesh/replay":     {"mesh"},
 	"mesh/bus":        {"mesh", "mesh/telemetry"},
 	"mesh/workloop":   {"mesh", "mesh/telemetry"},
 	"mesh/store":      {"mesh", "mesh/telemetry", "mesh/memory", "mesh/internal"},

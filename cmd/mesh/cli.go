@@ -20,7 +20,8 @@ import (
 )
 
 // Exit codes of every command: 0 ok, 1 a failure, 2 a usage or
-// configuration error (exitConfigError), 130 a chat left with Ctrl-C.
+// configuration error (exitConfigError), 3 a replay over its thresholds
+// (exitThresholds), 130 a chat left with Ctrl-C.
 const (
 	exitFailure     = 1
 	exitInterrupted = 130
@@ -63,7 +64,7 @@ const rootLong = `Agent Mesh: LLM agents, MCP tool hosts and human approvers ove
 mesh up --replicas agent=2,toolhost=2 runs several processes of a role.
 
 From the terminal: mesh chat, mesh approve, mesh fork, mesh tail, mesh sessions,
-mesh tools. chat, approve and fork talk to the bridge's HTTP API as the holder of $MESH_TOKEN
+mesh tools, mesh replay. chat, approve and fork talk to the bridge's HTTP API as the holder of $MESH_TOKEN
 (or --token-file), so that ownership and "who decided" hold; tail, sessions
 and tools read NATS with the admin's credentials (<data_dir>/creds/admin.nk),
 like the nats CLI: they are the operator's.
@@ -115,7 +116,7 @@ func newRoot() *cobra.Command {
 		RunE:               func(cmd *cobra.Command, args []string) error { return runHealthcheck(cmd.Context(), args) },
 	})
 	client := &clientOptions{}
-	for _, c := range []*cobra.Command{chatCommand(client), approveCommand(client), forkCommand(client), tailCommand(client), sessionsCommand(client), toolsCommand(client), mcpCommand(client), migrateCommand(client)} {
+	for _, c := range []*cobra.Command{chatCommand(client), approveCommand(client), forkCommand(client), tailCommand(client), sessionsCommand(client), toolsCommand(client), mcpCommand(client), migrateCommand(client), replayCommand()} {
 		root.AddCommand(c)
 	}
 	return root
@@ -186,6 +187,8 @@ func exitCode(err error) int {
 		return 0
 	case errors.Is(err, errInterrupted):
 		return exitInterrupted
+	case errors.Is(err, errThresholds):
+		return exitThresholds
 	case errors.As(err, &ce), errors.Is(err, errConfig), errors.Is(err, errUsage):
 		return exitConfigError
 	default:

@@ -20,6 +20,7 @@
 //	mesh sessions   list, show and remove conversations
 //	mesh tools      list the tool catalog, call a read-only tool
 //	mesh migrate    show, then bring over, what an older release left
+//	mesh replay     run recorded conversations against another agent configuration, report what changed
 //	mesh completion shell completion for bash and zsh
 //
 // Every role reads config/agent.yaml (or $MESH_CONFIG) and connects to

@@ -15,7 +15,7 @@ const RoleAdmin = "admin"
 // Roles are the roles that connect with an identity of their own, in the
 // order of the permission table.
 func Roles() []string {
-	return []string{mesh.RoleAgent, mesh.RoleToolhost, mesh.RoleApprover, mesh.RoleGroup, mesh.RoleBridge, mesh.RoleMonitor}
+	return []string{mesh.RoleAgent, mesh.RoleToolhost, mesh.RoleApprover, mesh.RoleGroup, mesh.RoleBridge, mesh.RoleMonitor, mesh.RoleReplay}
 }
 
 // ResponderSuffix ends the name of a role's responder identity.
@@ -156,7 +156,7 @@ func PermissionsOf(n mesh.Namespace, name string) (p Permissions, ok bool) {
 	if name == RoleAdmin {
 		p.Inbox = ""
 		p.Publish, p.Subscribe = []string{">"}, []string{">"}
-		p.Buckets = []string{mesh.BucketSessions, mesh.BucketApprovals, mesh.BucketTools, mesh.BucketNodes, mesh.BucketCalls, mesh.BucketLimits, mesh.BucketUsage}
+		p.Buckets = []string{mesh.BucketSessions, mesh.BucketApprovals, mesh.BucketTools, mesh.BucketNodes, mesh.BucketCalls, mesh.BucketLimits, mesh.BucketUsage, mesh.BucketReplays}
 		p.Streams = []string{mesh.StreamEvents, mesh.StreamWork, mesh.StreamMessages}
 		p.Objects = []string{mesh.BucketFiles}
 		return p, true
@@ -335,6 +335,31 @@ func roleGrants(n mesh.Namespace, role string) []Grant {
 			{Kind: GrantKVRead, Subject: mesh.BucketUsage, Why: "principals' daily spend: refuse a message past a daily budget"},
 			{Kind: GrantObjectWrite, Subject: mesh.BucketFiles, Why: "store the files of users' messages"},
 			{Kind: GrantObjectRead, Subject: mesh.BucketFiles, Why: "GET /conversations/{id}/files/{file}"},
+			{Kind: GrantKVRead, Subject: mesh.BucketReplays, Why: "GET /replays/{id}: a replay's report"},
+			{Kind: GrantKVWatch, Subject: mesh.BucketReplays, Why: "GET /replays: the reports"},
+		}
+	case mesh.RoleReplay:
+		// An agent of its own queue that may run read-only tools and
+		// nothing else: no approval request, no approvals, no call
+		// records, so it can obtain no statement a tool host would run a
+		// tool that is not read-only with.
+		return []Grant{
+			{Kind: GrantConsume, Subject: n.Stream(mesh.StreamWork), Consumer: "*", Filter: work(mesh.RoleReplay), Why: "the replay's turns"},
+			{Kind: GrantStore, Subject: work(mesh.RoleReplay), Why: "the replay's turns"},
+			{Kind: GrantStore, Subject: n.EventSubjects(), Why: "AG-UI events of the replay's runs"},
+			{Kind: GrantRequest, Subject: n.ToolAll(), Why: "read-only tool calls (the tool host runs no other without an approval)"},
+			{Kind: GrantSubscribe, Subject: n.SessionCancelAll(), Why: "cancel requests"},
+			{Kind: GrantKVRead, Subject: mesh.BucketSessions, Why: "the recorded conversations, its own"},
+			{Kind: GrantKVWatch, Subject: mesh.BucketSessions, Why: "find the recorded conversations (time range, agent)"},
+			{Kind: GrantKVWrite, Subject: mesh.BucketSessions, Why: "its own conversations, by compare-and-set, removed after the report"},
+			{Kind: GrantLog, Subject: n.Stream(mesh.StreamMessages), Filter: n.MessagesAll(), Why: "conversations' messages: read the recorded ones, append its own"},
+			{Kind: GrantStreamPurge, Subject: n.Stream(mesh.StreamMessages), Why: "remove its own conversations' messages after the report"},
+			{Kind: GrantStreamPurge, Subject: n.Stream(mesh.StreamEvents), Why: "remove its own conversations' events after the report"},
+			{Kind: GrantKVRead, Subject: mesh.BucketTools, Why: "the tool catalog: which tools are read-only"},
+			{Kind: GrantKVWatch, Subject: mesh.BucketTools, Why: "the tool catalog"},
+			{Kind: GrantKVRead, Subject: mesh.BucketNodes, Filter: mesh.RoleToolhost + ".*", Why: "is the toolhost of a call alive"},
+			{Kind: GrantKVRead, Subject: mesh.BucketReplays, Why: "reports"},
+			{Kind: GrantKVWrite, Subject: mesh.BucketReplays, Why: "store its report"},
 		}
 	case mesh.RoleMonitor:
 		return []Grant{

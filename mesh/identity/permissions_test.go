@@ -59,7 +59,14 @@ func TestPermissionsHold(t *testing.T) {
 		{"only approvers' responders see approval requests", approval + "request", false, []string{identity.Responder(mesh.RoleApprover), identity.RoleAdmin}},
 		{"only the agent asks for approvals", approval + "request", true, []string{mesh.RoleAgent, identity.RoleAdmin}},
 		{"only toolhosts' responders receive tool calls", "mesh.tool.resources.resources_add", false, []string{identity.Responder(mesh.RoleToolhost), identity.RoleAdmin}},
-		{"only agents call tools", "mesh.tool.resources.resources_add", true, []string{mesh.RoleAgent, identity.RoleAdmin}},
+		// A replay calls tools too: the tool host runs one that is not
+		// read-only only with a signed statement, which a replay cannot get.
+		{"only agents and replays call tools", "mesh.tool.resources.resources_add", true, []string{mesh.RoleAgent, mesh.RoleReplay, identity.RoleAdmin}},
+		{"a replay asks for no approval", approval + "request", true, []string{mesh.RoleAgent, identity.RoleAdmin}},
+		{"a replay reads no approval", "$JS.API.DIRECT.GET.KV_mesh_approvals.$KV.mesh_approvals.a1", true, []string{mesh.RoleAgent, mesh.RoleApprover, mesh.RoleBridge, identity.RoleAdmin}},
+		{"a replay reads no call record", "$JS.API.DIRECT.GET.KV_mesh_calls.$KV.mesh_calls.c1", true, []string{mesh.RoleToolhost, identity.RoleAdmin}},
+		{"only replays read their work", "mesh.work.replay.replay-r1.c1", false, []string{mesh.RoleReplay, mesh.RoleBridge, identity.RoleAdmin}},
+		{"only replays write their reports", "$KV.mesh_replays.r1", true, []string{mesh.RoleReplay, identity.RoleAdmin}},
 		// The bridge reads work items only to see whether one it queued is
 		// still there; it published them and holds the tokens they carry.
 		{"only agents (and the bridge) read work", "mesh.work.agent.resource-manager.c1", false, []string{mesh.RoleAgent, mesh.RoleBridge, identity.RoleAdmin}},
@@ -67,19 +74,20 @@ func TestPermissionsHold(t *testing.T) {
 		// Only a work queue's consumers ack; followers and watchers ack
 		// nothing.
 		{"nobody acks a delivery of the events", "$JS.ACK.MESH_EVENTS.f1.1.5.5.1700000000000000000.0", true, []string{identity.RoleAdmin}},
-		{"only agents and groups ack their work", "$JS.ACK.MESH_WORK.resource-manager.1.5.5.1700000000000000000.0", true, []string{mesh.RoleAgent, mesh.RoleGroup, identity.RoleAdmin}},
-		{"only agents and groups ack their work (v2 form)", "$JS.ACK.hub.ACC.MESH_WORK.resource-manager.1.5.5.1700000000000000000.0.x", true, []string{mesh.RoleAgent, mesh.RoleGroup, identity.RoleAdmin}},
+		{"only agents, groups and replays ack their work", "$JS.ACK.MESH_WORK.resource-manager.1.5.5.1700000000000000000.0", true, []string{mesh.RoleAgent, mesh.RoleGroup, mesh.RoleReplay, identity.RoleAdmin}},
+		{"only agents, groups and replays ack their work (v2 form)", "$JS.ACK.hub.ACC.MESH_WORK.resource-manager.1.5.5.1700000000000000000.0.x", true, []string{mesh.RoleAgent, mesh.RoleGroup, mesh.RoleReplay, identity.RoleAdmin}},
 		{"only the admin deletes a stream", "$JS.API.STREAM.DELETE.MESH_WORK", true, []string{identity.RoleAdmin}},
 		// The bridge purges a deleted conversation's events for an admin's
-		// DELETE ?purge=true: the events stream only.
-		{"only the admin and the bridge purge the events stream", "$JS.API.STREAM.PURGE.MESH_EVENTS", true, []string{mesh.RoleBridge, identity.RoleAdmin}},
+		// DELETE ?purge=true, a replay its own conversations' after its
+		// report: the events stream only.
+		{"only the admin, the bridge and replays purge the events stream", "$JS.API.STREAM.PURGE.MESH_EVENTS", true, []string{mesh.RoleBridge, mesh.RoleReplay, identity.RoleAdmin}},
 		{"only the admin purges the work stream", "$JS.API.STREAM.PURGE.MESH_WORK", true, []string{identity.RoleAdmin}},
 		{"only the admin purges a bucket's stream", "$JS.API.STREAM.PURGE.KV_mesh_sessions", true, []string{identity.RoleAdmin}},
 		{"only the admin purges the approvals", "$JS.API.STREAM.PURGE.KV_mesh_approvals", true, []string{identity.RoleAdmin}},
 		{"only the admin creates a stream", "$JS.API.STREAM.CREATE.X", true, []string{identity.RoleAdmin}},
 		{"only the admin reads work by sequence", "$JS.API.DIRECT.GET.MESH_WORK", true, []string{identity.RoleAdmin}},
 		{"only the admin and the bridge (its queued turns) read work by sequence", "$JS.API.STREAM.MSG.GET.MESH_WORK", true, []string{mesh.RoleBridge, identity.RoleAdmin}},
-		{"only roles that need them read sessions", "$JS.API.DIRECT.GET.KV_mesh_sessions.$KV.mesh_sessions.c1", true, []string{mesh.RoleAgent, mesh.RoleGroup, mesh.RoleBridge, identity.RoleAdmin}},
+		{"only roles that need them read sessions", "$JS.API.DIRECT.GET.KV_mesh_sessions.$KV.mesh_sessions.c1", true, []string{mesh.RoleAgent, mesh.RoleGroup, mesh.RoleBridge, mesh.RoleReplay, identity.RoleAdmin}},
 		{"only the agent heartbeats as agent", "mesh.hb.agent.n1", true, []string{mesh.RoleAgent, identity.RoleAdmin}},
 		{"only the agent writes its node key", "$KV.mesh_nodes.agent.n1", true, []string{mesh.RoleAgent, mesh.RoleMonitor, identity.RoleAdmin}},
 		{"only the monitor reads heartbeats", "mesh.hb.agent.n1", false, []string{mesh.RoleMonitor, identity.RoleAdmin}},

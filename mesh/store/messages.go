@@ -566,7 +566,7 @@ func unchanged(snap []*mesh.Message, msgs []mesh.Message) bool {
 func sameMessage(a, b *mesh.Message) bool {
 	if a.ID != b.ID || a.Role != b.Role || a.Content != b.Content || a.Name != b.Name || a.Step != b.Step ||
 		a.ToolCallID != b.ToolCallID || a.ToolName != b.ToolName || a.IsError != b.IsError ||
-		a.DecidedBy != b.DecidedBy || a.Notice != b.Notice || a.TurnID != b.TurnID || a.CreatedAt != b.CreatedAt ||
+		a.DecidedBy != b.DecidedBy || a.StandIn != b.StandIn || a.Notice != b.Notice || a.TurnID != b.TurnID || a.CreatedAt != b.CreatedAt ||
 		a.Reasoning != b.Reasoning || !slices.Equal(a.Thoughts, b.Thoughts) ||
 		len(a.ToolCalls) != len(b.ToolCalls) || !slices.Equal(a.Files, b.Files) ||
 		len(a.Metadata) != len(b.Metadata) || mapID(a.Metadata) != mapID(b.Metadata) {

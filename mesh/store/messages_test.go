@@ -20,7 +20,7 @@ import (
 // sameMessage must compare every field: a field it does not know would let
 // a change made in place to a stored message go unseen.
 func TestSameMessageFields(t *testing.T) {
-	if n := reflect.TypeFor[mesh.Message]().NumField(); n != 17 {
+	if n := reflect.TypeFor[mesh.Message]().NumField(); n != 18 {
 		t.Errorf("Message has %d fields: compare the new ones in sameMessage, then update this count", n)
 	}
 	if n := reflect.TypeFor[mesh.ToolCall]().NumField(); n != 7 {

@@ -154,6 +154,8 @@ type Resources struct {
 	Limits   jetstream.KeyValue
 	// Usage is what principals spent on models, per day (mesh_usage).
 	Usage jetstream.KeyValue
+	// Replays holds the reports of replays (mesh_replays).
+	Replays jetstream.KeyValue
 	// Files holds conversations' files (the object store mesh_files).
 	Files *FileStore
 	// MovedWork counts the work items a release before 0.1.0 queued that
@@ -224,6 +226,8 @@ func Provision(ctx context.Context, js jetstream.JetStream, ns mesh.Namespace, c
 		// A day's spend outlives a server restart; each write carries a TTL
 		// of two days, so yesterday's keys go away by themselves.
 		{&r.Usage, jetstream.KeyValueConfig{Bucket: ns.Bucket(mesh.BucketUsage), Description: "Agent Mesh: what principals spent on models, per day", LimitMarkerTTL: time.Minute}},
+		// One report per replay run, kept until an operator removes it.
+		{&r.Replays, jetstream.KeyValueConfig{Bucket: ns.Bucket(mesh.BucketReplays), Description: "Agent Mesh: reports of replays", MaxValueSize: MaxReportBytes}},
 	}
 	for _, b := range buckets {
 		if b.conf.Storage != jetstream.MemoryStorage {
@@ -348,7 +352,8 @@ func Bind(ctx context.Context, js jetstream.JetStream, ns mesh.Namespace, p Uses
 	buckets := map[string]*jetstream.KeyValue{
 		mesh.BucketSessions: &r.Sessions, mesh.BucketApprovals: &r.Approvals, mesh.BucketTools: &r.Tools,
 		mesh.BucketNodes: &r.Nodes, mesh.BucketCalls: &r.Calls, mesh.BucketLimits: &r.Limits,
-		mesh.BucketUsage: &r.Usage,
+		mesh.BucketUsage:   &r.Usage,
+		mesh.BucketReplays: &r.Replays,
 	}
 	for _, b := range p.Buckets {
 		dst, ok := buckets[b]

@@ -556,3 +556,37 @@ func (s *SessionStore) List(ctx context.Context) ([]*mesh.Conversation, error) {
 	sort.Slice(out, func(i, j int) bool { return out[i].UpdatedAt.After(out[j].UpdatedAt) })
 	return out, nil
 }
+
+// AllMessages is conversation id's head and every one of its messages,
+// oldest first: the log's pages walked back from the newest. It is for
+// reading a whole conversation once (a replay), not for a turn.
+func (s *SessionStore) AllMessages(ctx context.Context, id string) (*mesh.Conversation, []mesh.Message, error) {
+	var head *mesh.Conversation
+	var pages [][]json.RawMessage
+	before := ""
+	for {
+		d, err := s.GetPage(ctx, id, 500, before)
+		if err != nil {
+			return nil, nil, err
+		}
+		if head == nil {
+			head = d.Conversation
+		}
+		pages = append(pages, d.Messages)
+		if d.Before == "" || d.Before == before {
+			break
+		}
+		before = d.Before
+	}
+	var out []mesh.Message
+	for i := len(pages) - 1; i >= 0; i-- {
+		for _, raw := range pages[i] {
+			var m mesh.Message
+			if err := json.Unmarshal(raw, &m); err != nil {
+				return nil, nil, fmt.Errorf("decode a message of %s: %w", id, err)
+			}
+			out = append(out, m)
+		}
+	}
+	return head, out, nil
+}

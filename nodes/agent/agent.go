@@ -69,16 +69,43 @@ type Config struct {
 	// SaveRetry are the pauses before each new try of a save of a run's
 	// outcome that failed (save.go). Nil means Agent's sessions.save_retry.
 	SaveRetry []time.Duration
+	// Replay, when set, makes the role a replay's agent: its work queue is
+	// mesh.work.replay.<name>.*, which no live agent consumes, and it runs
+	// only tools the catalog says are read-only. Every other call (a tool
+	// that is not read-only, a sub-agent) is never run and never sent for
+	// approval: the model gets Replay.StandIn as its result, and the
+	// result's message is marked [mesh.Message.StandIn].
+	Replay *Replay
 	// saveFault, when set (tests), fails the save's try n (from 1) with
 	// the error it returns, after the change applied (as a write that
 	// fails does: the claimed conversation is already changed).
 	saveFault func(n int) error
 }
 
+// Replay is what a replay's agent does differently (Config.Replay).
+type Replay struct {
+	// StandIn is the result the model gets for a call that is not run.
+	// Empty means [DefaultStandIn].
+	StandIn string
+	// QueueExpiry is how long the work queue's consumer outlives the
+	// role: the server removes it once idle that long. Zero means 5 minutes.
+	QueueExpiry time.Duration
+	// Settled, when set, is called once a work item is settled for good
+	// (acknowledged or given up), after its run's last save.
+	Settled func(item mesh.WorkItem)
+}
+
+// DefaultStandIn is the result a replay's model gets for a call that is
+// not run.
+const DefaultStandIn = `{"not_run":"replay","note":"this call was not run: it is a replay, and only read-only tools run in a replay"}`
+
 // Role is the agent role.
 type Role struct {
-	cfg       Config
-	name      string
+	cfg  Config
+	name string
+	// workRole is the role token of the agent's work subjects: agent, or
+	// replay for a replay's agent.
+	workRole  string
 	ns        mesh.Namespace
 	sessions  *store.SessionStore
 	approvals *store.ApprovalStore
@@ -200,6 +227,17 @@ func New(cfg Config) (*Role, error) {
 	if a.maxDeliver <= 0 {
 		a.maxDeliver = config.DefaultMaxDeliver
 	}
+	a.workRole = mesh.RoleAgent
+	if cfg.Replay != nil {
+		r := *cfg.Replay
+		if r.StandIn == "" {
+			r.StandIn = DefaultStandIn
+		}
+		if r.QueueExpiry == 0 {
+			r.QueueExpiry = 5 * time.Minute
+		}
+		a.cfg.Replay, a.workRole = &r, mesh.RoleReplay
+	}
 	a.log = cfg.Logger.With().Str("agent", a.name).Logger()
 	a.spend = spending{prices: cfg.Agent.PriceTable(), budgets: mesh.Budgets(cfg.Agent.Budgets)}
 	if a.spend.budgets.Daily() {
@@ -220,6 +258,13 @@ func New(cfg Config) (*Role, error) {
 	if err := a.buildTree(cfg.Agent.Tree(), cfg.Providers); err != nil {
 		return nil, err
 	}
+	if a.cfg.Replay != nil {
+		for key, s := range a.steps {
+			if s.cfg.Type == config.NodeA2A {
+				return nil, fmt.Errorf("agent: a replay runs no sub-agent, and step %s of the tree is one (type a2a)", key)
+			}
+		}
+	}
 	if err := a.newLoop(); err != nil {
 		return nil, err
 	}
@@ -227,23 +272,28 @@ func New(cfg Config) (*Role, error) {
 }
 
 // newLoop makes the work loop of the agent's turns: its durable consumer on
-// mesh.work.agent.<name>.* (every conversation's items), with the agent's
-// workers and drain.
+// mesh.work.agent.<name>.* (every conversation's items; a replay's on
+// mesh.work.replay.<name>.*), with the agent's workers and drain.
 func (a *Role) newLoop() error {
-	subject, err := a.ns.WorkFilter(mesh.RoleAgent, a.name)
+	subject, err := a.ns.WorkFilter(a.workRole, a.name)
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
+	}
+	consumer, description, expiry := ConsumerName(a.name), "turns of agent "+a.name, time.Duration(0)
+	if a.cfg.Replay != nil {
+		consumer, description, expiry = ReplayConsumerName(a.name), "turns of replay "+a.name, a.cfg.Replay.QueueExpiry
 	}
 	a.loop, err = workloop.New(workloop.Config{
 		JS:     a.cfg.JS,
 		Stream: a.ns.Stream(mesh.StreamWork),
 		Queues: []workloop.Queue{{
 			Consumer: jetstream.ConsumerConfig{
-				Durable:       ConsumerName(a.name),
-				Description:   "turns of agent " + a.name,
-				FilterSubject: subject,
-				AckPolicy:     jetstream.AckExplicitPolicy,
-				AckWait:       a.ackWait,
+				Durable:           consumer,
+				Description:       description,
+				FilterSubject:     subject,
+				InactiveThreshold: expiry,
+				AckPolicy:         jetstream.AckExplicitPolicy,
+				AckWait:           a.ackWait,
 				// Unlimited: handle counts the deliveries, so that one cut
 				// off on its last (a killed process) still gives the turn up.
 				MaxDeliver:    -1,
@@ -273,6 +323,9 @@ func (a *Role) newLoop() error {
 
 // ConsumerName is the durable consumer of an agent's work queue.
 func ConsumerName(agent string) string { return "agent_" + agent }
+
+// ReplayConsumerName is the durable consumer of a replay agent's queue.
+func ReplayConsumerName(agent string) string { return "replay_" + agent }
 
 // Run takes turns until ctx is cancelled; then it stops taking them, lets
 // running turns finish within DrainTimeout, hands the others back, and
@@ -422,6 +475,7 @@ func (a *Role) handle(ctx context.Context, msg jetstream.Msg) {
 	switch {
 	case err == nil:
 		_ = msg.Ack()
+		a.settled(item)
 	case errors.Is(context.Cause(turnCtx), errShutdown):
 		log.Info().Msg("turn handed back for redelivery")
 		_ = msg.Nak()
@@ -450,4 +504,12 @@ func (a *Role) giveUp(ctx context.Context, t *turn, msg jetstream.Msg, text stri
 	}
 	telemetry.WorkGivenUp(mesh.RoleAgent, a.name)
 	_ = msg.Term()
+	a.settled(t.item)
+}
+
+// settled tells a replay that a work item is settled for good.
+func (a *Role) settled(item mesh.WorkItem) {
+	if a.cfg.Replay != nil && a.cfg.Replay.Settled != nil {
+		a.cfg.Replay.Settled(item)
+	}
 }

@@ -383,6 +383,10 @@ func (t *turn) resolvePending(ctx context.Context) (paused bool) {
 			t.result(call, "The group chat ends after your answer. Now give your final answer.", false)
 		case call.Tool == setStateTool && call.Server == "":
 			t.setState(call)
+		case t.a.cfg.Replay != nil && call.Server != "" && (remote || !t.a.tools.Load().readOnly(call.Server, call.Tool)):
+			// A replay runs read-only tools alone: the rest is proposed,
+			// never run nor sent for approval.
+			t.answer(call, t.standIn(), "")
 		case remote && (!call.Destructive || allowed):
 			// An allowed destructive call is treated as an approved one:
 			// cut off mid-flight, it is not sent again.
@@ -427,7 +431,7 @@ func (t *turn) result(call mesh.ToolCall, content string, isError bool) {
 func (t *turn) decidedResult(call mesh.ToolCall, a toolAnswer, by string) {
 	id := call.ID + "-result"
 	m := t.message(id, mesh.RoleTool, a.content)
-	m.ToolCallID, m.ToolName, m.IsError, m.DecidedBy = call.ID, call.Name, a.isError, by
+	m.ToolCallID, m.ToolName, m.IsError, m.DecidedBy, m.StandIn = call.ID, call.Name, a.isError, by, a.standIn
 	t.ex.add(m)
 	ev := mesh.Event{Type: mesh.EventToolCallResult, MessageID: id, ToolCallID: call.ID, Content: a.content, Role: string(mesh.RoleTool)}
 	if a.isError || a.timed {
@@ -438,6 +442,9 @@ func (t *turn) decidedResult(call mesh.ToolCall, a toolAnswer, by string) {
 	}
 	if a.timed {
 		ev.Metadata["durationMs"] = a.took.Milliseconds()
+	}
+	if a.standIn {
+		ev.Metadata = map[string]any{"notRun": mesh.RoleReplay}
 	}
 	t.emit(ev)
 }

@@ -80,6 +80,9 @@ func (t *turn) await(ctx context.Context, call mesh.ToolCall, ap *mesh.Approval)
 // requestApproval asks the approver for ap: it creates it, or returns the
 // one it holds under ap's id.
 func (t *turn) requestApproval(ctx context.Context, ap *mesh.Approval) (*mesh.Approval, error) {
+	if t.a.cfg.Replay != nil {
+		return nil, errReplayApproval
+	}
 	rctx, cancel := context.WithTimeout(ctx, approvalWait)
 	defer cancel()
 	return bus.RequestApproval(rctx, t.a.cfg.NC, t.a.ns, ap)

@@ -42,6 +42,8 @@ type toolAnswer struct {
 	// mesh did not call (refused, rejected, built in) has no duration.
 	took  time.Duration
 	timed bool
+	// standIn: the call was not run (a replay), content is the stand-in.
+	standIn bool
 }
 
 // stateChange is the run's changes of the conversation state: the patches

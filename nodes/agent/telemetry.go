@@ -27,7 +27,7 @@ func (a *Role) observe(ctx context.Context, hdr nats.Header, item mesh.WorkItem,
 	// The delivery is a messaging "process" span; the agent's work inside
 	// it is the GenAI conventions' invoke_agent span, parent of the model
 	// and tool calls.
-	subject, _ := a.ns.Work(mesh.RoleAgent, a.name, item.Session)
+	subject, _ := a.ns.Work(a.workRole, a.name, item.Session)
 	ctx, process := telemetry.StartProcess(ctx, hdr, subject,
 		attribute.String("mesh.work.kind", kind), attribute.Int("mesh.work.attempt", attempt))
 	ctx, span := telemetry.StartKind(ctx, "invoke_agent "+a.name, trace.SpanKindInternal,

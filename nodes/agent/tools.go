@@ -234,6 +234,11 @@ func (t *turn) callUnattended(ctx context.Context, call mesh.ToolCall) toolAnswe
 		}
 	}
 	res, err := t.requestTool(ctx, call, call.ID, t.a.toolWait, approval)
+	if t.a.cfg.Replay != nil && errors.Is(err, mesh.ErrApprovalRequired) {
+		// The host does not take the tool for read-only: a replay asks
+		// for no approval, by policy or otherwise.
+		return t.standIn()
+	}
 	if approval == nil && errors.Is(err, mesh.ErrApprovalRequired) {
 		if approval, err = t.policyApproval(ctx, call); err == nil {
 			res, err = t.requestTool(ctx, call, call.ID, t.a.toolWait, approval)
@@ -242,12 +247,24 @@ func (t *turn) callUnattended(ctx context.Context, call mesh.ToolCall) toolAnswe
 	return timed(t.toolOutcome(call, res, err), start)
 }
 
+// errReplayApproval refuses an approval a replay's run would ask for: its
+// identity may not ask either.
+var errReplayApproval = mesh.ErrApprovalPolicy.With("a replay asks for no approval")
+
+// standIn is the answer to a call a replay does not run.
+func (t *turn) standIn() toolAnswer {
+	return toolAnswer{content: t.a.cfg.Replay.StandIn, standIn: true}
+}
+
 // policyApproval asks the approver to approve the call by policy: a tool
 // that is not destructive, or a destructive one in a step with
 // allow_destructive. The approver checks the policy for itself. Its id
 // derives from the call id and the arguments, so a run executed again asks
 // for the same approval, and other arguments get one of their own.
 func (t *turn) policyApproval(ctx context.Context, call mesh.ToolCall) (*mesh.ApprovalStatement, error) {
+	if t.a.cfg.Replay != nil {
+		return nil, errReplayApproval
+	}
 	hash, err := mesh.ArgsHash(call.Arguments)
 	if err != nil {
 		return nil, mesh.ErrBadRequest.With("arguments: " + err.Error())

@@ -447,7 +447,7 @@ func pendingWork(c *mesh.Conversation) []mesh.WorkItem {
 // enqueue publishes work items.
 func (t *turn) enqueue(ctx context.Context, items []mesh.WorkItem) error {
 	for _, item := range items {
-		if err := workloop.Publish(ctx, t.a.cfg.JS, t.a.ns, mesh.RoleAgent, t.a.name, item, t.workHeaders()); err != nil {
+		if err := workloop.Publish(ctx, t.a.cfg.JS, t.a.ns, t.a.workRole, t.a.name, item, t.workHeaders()); err != nil {
 			return err
 		}
 	}

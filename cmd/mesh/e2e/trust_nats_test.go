@@ -172,7 +172,7 @@ func kvActions(bucket, key string, get, put []string) []action {
 }
 
 const (
-	agent, toolhost, approver, group, bridge, monitor = mesh.RoleAgent, mesh.RoleToolhost, mesh.RoleApprover, mesh.RoleGroup, mesh.RoleBridge, mesh.RoleMonitor
+	agent, toolhost, approver, group, bridge, monitor, replayer = mesh.RoleAgent, mesh.RoleToolhost, mesh.RoleApprover, mesh.RoleGroup, mesh.RoleBridge, mesh.RoleMonitor, mesh.RoleReplay
 )
 
 // responders are the responder identities of every role.
@@ -197,8 +197,10 @@ func trustActions() []action {
 		// Only the admin has an earlier release's unsealed approval sealed.
 		reqAction("have an approval sealed", ap+"reseal"),
 		subAction("read reseal requests", "mesh.approval.*.reseal", identity.Responder(approver)),
-		reqAction("call a destructive tool", "mesh.tool.resources.resources_add", agent),
-		reqAction("call a read-only tool", "mesh.tool.resources.resources_list", agent),
+		// A replay calls tools, but can get no approval a tool host would
+		// run one that is not read-only with (rows above and below).
+		reqAction("call a destructive tool", "mesh.tool.resources.resources_add", agent, replayer),
+		reqAction("call a read-only tool", "mesh.tool.resources.resources_list", agent, replayer),
 		subAction("serve tools", "mesh.tool.>", identity.Responder(toolhost)),
 		// A role answers only with its responder identity.
 		subAction("serve probes", "mesh.node.*.probe", responders()...),
@@ -217,7 +219,7 @@ func trustActions() []action {
 		reqAction("delete the work stream", "$JS.API.STREAM.DELETE.MESH_WORK"),
 		// The bridge purges a deleted conversation's events for an admin
 		// (DELETE /conversations/{id}?purge=true): that stream only.
-		reqAction("purge the events", "$JS.API.STREAM.PURGE.MESH_EVENTS", bridge),
+		reqAction("purge the events", "$JS.API.STREAM.PURGE.MESH_EVENTS", bridge, replayer),
 		reqAction("purge the work", "$JS.API.STREAM.PURGE.MESH_WORK"),
 		reqAction("purge the sessions bucket", "$JS.API.STREAM.PURGE.KV_mesh_sessions"),
 		reqAction("delete the approvals bucket", "$JS.API.STREAM.DELETE.KV_mesh_approvals"),
@@ -228,14 +230,14 @@ func trustActions() []action {
 		reqAction("list the work consumers", "$JS.API.CONSUMER.LIST.MESH_WORK", bridge),
 		// Acks: of the work queue only by its consumers; the deliveries of
 		// a stream a role follows or watches ask for none (AckNone).
-		pubAction("ack an agent's work", "$JS.ACK.MESH_WORK.agent_resource-manager.1.7.7.1700000000000000000.0", agent, group),
+		pubAction("ack an agent's work", "$JS.ACK.MESH_WORK.agent_resource-manager.1.7.7.1700000000000000000.0", agent, group, replayer),
 		pubAction("ack a delivery of the sessions", "$JS.ACK.KV_mesh_sessions.w1.1.7.7.1700000000000000000.0"),
 		pubAction("ack a delivery of the events", "$JS.ACK.MESH_EVENTS.f1.1.7.7.1700000000000000000.0"),
 		pubAction("enqueue a turn", "mesh.work.agent.resource-manager.c1", agent, group, approver, bridge),
 		// The bridge ends and announces the turns it queued (run_queued, a
 		// queued turn cancelled, lost or not taken).
-		pubAction("publish a run's end", "mesh.evt.c1.RUN_FINISHED", agent, group, bridge),
-		pubAction("publish a custom event", "mesh.evt.c1.CUSTOM", agent, group, approver, bridge),
+		pubAction("publish a run's end", "mesh.evt.c1.RUN_FINISHED", agent, group, bridge, replayer),
+		pubAction("publish a custom event", "mesh.evt.c1.CUSTOM", agent, group, approver, bridge, replayer),
 		subAction("read every event raw", "mesh.evt.>"),
 		subAction("read run ends raw", "mesh.evt.*.RUN_FINISHED"),
 		subAction("read everything", ">"),
@@ -247,9 +249,9 @@ func trustActions() []action {
 		pubAction("cancel a run", "mesh.session.c1.cancel", agent, bridge),
 		// The message log: the roles that keep conversations append and
 		// read it by direct get; only the bridge purges it (for an admin).
-		pubAction("append a message", "mesh.msg.c1", agent, group, bridge),
-		reqAction("get messages directly", "$JS.API.DIRECT.GET.MESH_MESSAGES", agent, group, bridge),
-		reqAction("purge the messages", "$JS.API.STREAM.PURGE.MESH_MESSAGES", bridge),
+		pubAction("append a message", "mesh.msg.c1", agent, group, bridge, replayer),
+		reqAction("get messages directly", "$JS.API.DIRECT.GET.MESH_MESSAGES", agent, group, bridge, replayer),
+		reqAction("purge the messages", "$JS.API.STREAM.PURGE.MESH_MESSAGES", bridge, replayer),
 		// The bridge follows the log (what its direct gets read anyway),
 		// so that the records of the turns it answers are at hand.
 		reqAction("follow the messages", "$JS.API.CONSUMER.CREATE.MESH_MESSAGES.f1.mesh.msg.*", bridge),
@@ -264,10 +266,11 @@ func trustActions() []action {
 	for _, role := range identity.Roles() {
 		acts = append(acts, subAction("read "+role+"'s replies", mesh.DefaultNamespace().Inbox(role)+".>", role))
 	}
-	acts = append(acts, kvActions("sessions", "c1", []string{agent, group, bridge}, []string{agent, group, bridge})...)
+	acts = append(acts, kvActions("sessions", "c1", []string{agent, group, bridge, replayer}, []string{agent, group, bridge, replayer})...)
+	acts = append(acts, kvActions("replays", "r1", []string{bridge, replayer}, []string{replayer})...)
 	acts = append(acts, kvActions("approvals", "a1", []string{agent, approver, bridge}, []string{approver})...)
 	acts = append(acts, kvActions("approvals", mesh.ApprovalKeysPrefix+"ABC", []string{agent, toolhost, approver, bridge}, []string{approver})...)
-	acts = append(acts, kvActions("tools", "resources.resources_add", []string{agent, toolhost, approver, bridge}, []string{toolhost})...)
+	acts = append(acts, kvActions("tools", "resources.resources_add", []string{agent, toolhost, approver, bridge, replayer}, []string{toolhost})...)
 	acts = append(acts, kvActions("calls", "k1", []string{toolhost}, []string{toolhost})...)
 	acts = append(acts, kvActions("calls", mesh.SubAgentCallKey("k1"), []string{agent, toolhost}, []string{agent, toolhost})...)
 	acts = append(acts, kvActions("nodes", "approver.n1", []string{bridge, monitor}, []string{approver, monitor})...)
@@ -328,6 +331,7 @@ func TestNATSRolePermissions(t *testing.T) {
 				group:    "$JS.API.DIRECT.GET.KV_mesh_sessions.$KV.mesh_sessions.c1",
 				bridge:   "$JS.API.STREAM.INFO.MESH_EVENTS",
 				monitor:  "$JS.API.DIRECT.GET.KV_mesh_nodes.$KV.mesh_nodes.agent.x",
+				replayer: "$JS.API.DIRECT.GET.KV_mesh_replays.$KV.mesh_replays.r1",
 			}[role]
 			if _, err := rc.nc.Request(own, nil, 5*time.Second); err != nil || rc.denied(own) {
 				t.Errorf("%s cannot do its job: %s: %v", role, own, err)
