@@ -240,6 +240,12 @@ func New(cfg Config) (*Role, error) {
 	}
 	a.log = cfg.Logger.With().Str("agent", a.name).Logger()
 	a.spend = spending{prices: cfg.Agent.PriceTable(), budgets: mesh.Budgets(cfg.Agent.Budgets)}
+	if a.cfg.Replay != nil {
+		// A replay's conversations belong to no principal, and its identity
+		// may not touch the principals' daily spend: only the per-conversation
+		// budget holds there.
+		a.spend.budgets.PrincipalDailyTokens, a.spend.budgets.PrincipalDailyCost = 0, 0
+	}
 	if a.spend.budgets.Daily() {
 		if cfg.Resources.Usage == nil {
 			return nil, errors.New("agent: a daily budget needs the usage bucket (Resources.Usage)")
