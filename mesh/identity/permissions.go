@@ -354,6 +354,7 @@ func roleGrants(n mesh.Namespace, role string) []Grant {
 			{Kind: GrantKVWrite, Subject: mesh.BucketSessions, Why: "its own conversations, by compare-and-set, removed after the report"},
 			{Kind: GrantLog, Subject: n.Stream(mesh.StreamMessages), Filter: n.MessagesAll(), Why: "conversations' messages: read the recorded ones, append its own"},
 			{Kind: GrantStreamPurge, Subject: n.Stream(mesh.StreamMessages), Why: "remove its own conversations' messages after the report"},
+			{Kind: GrantFollow, Subject: n.Stream(mesh.StreamMessages), Filter: n.MessagesAll(), Why: "read a conversation's log before removing it: a branch may share it"},
 			{Kind: GrantStreamPurge, Subject: n.Stream(mesh.StreamEvents), Why: "remove its own conversations' events after the report"},
 			{Kind: GrantKVRead, Subject: mesh.BucketTools, Why: "the tool catalog: which tools are read-only"},
 			{Kind: GrantKVWatch, Subject: mesh.BucketTools, Why: "the tool catalog"},

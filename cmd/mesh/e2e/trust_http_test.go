@@ -383,6 +383,10 @@ func routeRows(conv, approval, file string) map[string]func() routeRow {
 		"GET /ops/approvals/events": func() routeRow {
 			return routeRow{method: "GET", path: "/ops/approvals/events", need: auth.Decide, ok: 200}
 		},
+		"GET /replays": func() routeRow { return routeRow{method: "GET", path: "/replays", need: auth.Admin, ok: 200} },
+		"GET /replays/{id}": func() routeRow {
+			return routeRow{method: "GET", path: "/replays/no-such-replay", need: auth.Admin, ok: 404}
+		},
 		"GET /ops/mesh":        func() routeRow { return routeRow{method: "GET", path: "/ops/mesh", need: auth.Read, ok: 200} },
 		"GET /ops/mesh/events": func() routeRow { return routeRow{method: "GET", path: "/ops/mesh/events", need: auth.Read, ok: 200} },
 		"GET /ops/stats":       func() routeRow { return routeRow{method: "GET", path: "/ops/stats", need: auth.Read, ok: 200} },

@@ -254,7 +254,7 @@ func trustActions() []action {
 		reqAction("purge the messages", "$JS.API.STREAM.PURGE.MESH_MESSAGES", bridge, replayer),
 		// The bridge follows the log (what its direct gets read anyway),
 		// so that the records of the turns it answers are at hand.
-		reqAction("follow the messages", "$JS.API.CONSUMER.CREATE.MESH_MESSAGES.f1.mesh.msg.*", bridge),
+		reqAction("follow the messages", "$JS.API.CONSUMER.CREATE.MESH_MESSAGES.f1.mesh.msg.*", bridge, replayer),
 		pubAction("ack a delivery of the messages", "$JS.ACK.MESH_MESSAGES.f1.1.7.7.1700000000000000000.0"),
 		// Files: the bridge stores them, the agent and the bridge read them,
 		// none but the admin purges the store.

@@ -442,6 +442,11 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, c *call, i int, 
 	reasoning := ""
 	if c.thinking {
 		reasoning = s.cfg.Reasoning
+		// Anthropic answers every request with thinking enabled with a
+		// thinking block, and refuses a tool loop sent back without it.
+		if reasoning == "" && s.cfg.API == Anthropic {
+			reasoning = "Thinking about the request."
+		}
 	}
 	if !c.stream {
 		resp, err := s.backend.Generate(ctx, req)
