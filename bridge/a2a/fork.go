@@ -50,25 +50,7 @@ func forkExtension() wire.AgentExtension {
 }
 
 // forkMeta is what a message's metadata says under wire.ExtensionFork.
-type forkMeta struct {
-	From     string  `json:"from"`
-	Before   string  `json:"before"`
-	After    string  `json:"after"`
-	EventSeq *uint64 `json:"event_seq"`
-}
-
-// request is the fork the metadata name.
-func (f *forkMeta) request() core.ForkRequest {
-	var r core.ForkRequest
-	if f.Before != "" {
-		r.Before = &f.Before
-	}
-	if f.After != "" {
-		r.After = &f.After
-	}
-	r.EventSeq = f.EventSeq
-	return r
-}
+type forkMeta = core.ForkPoint
 
 // forkOf reads the fork a message asks for: nil when its metadata names
 // none.
@@ -127,7 +109,7 @@ func (c *call) forkInto(ctx context.Context, id string, f *forkMeta) (bool, erro
 	if !c.t.owns(headGroup(orig), orig.Agent) {
 		return false, errTaskNotFound(f.From)
 	}
-	_, err = c.h.core.ForkAs(ctx, f.From, id, f.request(), c.caller)
+	_, err = c.h.core.ForkAs(ctx, f.From, id, f.Request(), c.caller)
 	switch {
 	case err == nil:
 		return true, nil

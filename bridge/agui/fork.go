@@ -30,25 +30,7 @@ import (
 // to the server, as for the actions (actions.go).
 
 // forkProps is forwardedProps.fork.
-type forkProps struct {
-	From     string  `json:"from"`
-	Before   string  `json:"before"`
-	After    string  `json:"after"`
-	EventSeq *uint64 `json:"event_seq"`
-}
-
-// request is the fork the props name.
-func (f *forkProps) request() core.ForkRequest {
-	var r core.ForkRequest
-	if f.Before != "" {
-		r.Before = &f.Before
-	}
-	if f.After != "" {
-		r.After = &f.After
-	}
-	r.EventSeq = f.EventSeq
-	return r
-}
+type forkProps = core.ForkPoint
 
 // fork reads forwardedProps.fork: nil when there is none.
 func (in *runAgentInput) fork() (*forkProps, error) {
@@ -97,7 +79,7 @@ func (in *runAgentInput) fork() (*forkProps, error) {
 // forks f.From into id when id does not exist; an existing id must be the
 // caller's branch of f.From (a later run on it).
 func (h *handler) openBranch(ctx context.Context, id string, f *forkProps, caller core.Caller) error {
-	_, err := h.core.ForkAs(ctx, f.From, id, f.request(), caller)
+	_, err := h.core.ForkAs(ctx, f.From, id, f.Request(), caller)
 	if !isExists(err) {
 		return err
 	}

@@ -58,6 +58,28 @@ type ForkRequest struct {
 	ID string
 }
 
+// ForkPoint is how a client that is not REST names a fork: AG-UI's
+// forwardedProps.fork and the A2A fork extension's metadata.
+type ForkPoint struct {
+	From     string  `json:"from"`
+	Before   string  `json:"before"`
+	After    string  `json:"after"`
+	EventSeq *uint64 `json:"event_seq"`
+}
+
+// Request is the fork the point names.
+func (f *ForkPoint) Request() ForkRequest {
+	var r ForkRequest
+	if f.Before != "" {
+		r.Before = &f.Before
+	}
+	if f.After != "" {
+		r.After = &f.After
+	}
+	r.EventSeq = f.EventSeq
+	return r
+}
+
 // Fork makes a branch of conversation id for the caller at the point req
 // names; a conversation the caller may not read is not found.
 func (c *Core) Fork(ctx context.Context, id string, req ForkRequest, caller Caller) (*mesh.Conversation, error) {

@@ -52,21 +52,7 @@ func (a *api) fork(w http.ResponseWriter, r *http.Request) {
 		core.WriteJSONDoc(w, http.StatusCreated, extra, doc)
 		return
 	}
-	files, err := a.core.StoreFiles(r.Context(), branch.ID, uploads(body.Files), caller)
-	if err != nil {
-		core.WriteError(w, err)
-		return
-	}
-	text := ""
-	if body.Message != nil {
-		text = *body.Message
-	}
-	run, err := a.core.SendMessage(r.Context(), branch.ID, core.Input{Text: text, Files: files, Metadata: body.Metadata}, caller)
-	if err != nil {
-		core.WriteError(w, err)
-		return
-	}
-	a.answerRun(w, r, run, http.StatusOK, extra)
+	a.sendFirst(w, r, branch.ID, body.Message, body.Files, body.Metadata, http.StatusOK, extra)
 }
 
 // branches lists the family of the conversation: its root and every

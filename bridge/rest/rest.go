@@ -211,21 +211,28 @@ func (a *api) createConversation(w http.ResponseWriter, r *http.Request) {
 		core.WriteJSON(w, http.StatusCreated, map[string]any{"conversation": conv})
 		return
 	}
-	files, err := a.core.StoreFiles(r.Context(), conv.ID, uploads(body.Files), caller)
+	a.sendFirst(w, r, conv.ID, body.Message, body.Files, body.Metadata, http.StatusCreated, nil)
+}
+
+// sendFirst sends the first message on a conversation the request has just
+// made (created, or forked) and answers with its run.
+func (a *api) sendFirst(w http.ResponseWriter, r *http.Request, id string, message *string, uploaded []fileBody, metadata map[string]any, status int, extra map[string]any) {
+	caller := core.CallerOf(r)
+	files, err := a.core.StoreFiles(r.Context(), id, uploads(uploaded), caller)
 	if err != nil {
 		core.WriteError(w, err)
 		return
 	}
 	text := ""
-	if body.Message != nil {
-		text = *body.Message
+	if message != nil {
+		text = *message
 	}
-	run, err := a.core.SendMessage(r.Context(), conv.ID, core.Input{Text: text, Files: files, Metadata: body.Metadata}, caller)
+	run, err := a.core.SendMessage(r.Context(), id, core.Input{Text: text, Files: files, Metadata: metadata}, caller)
 	if err != nil {
 		core.WriteError(w, err)
 		return
 	}
-	a.answerRun(w, r, run, http.StatusCreated, nil)
+	a.answerRun(w, r, run, status, extra)
 }
 
 // getConversation answers the conversation with a page of its messages:
