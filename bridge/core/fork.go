@@ -350,55 +350,34 @@ func (c *Core) eventsOf(ctx context.Context, id string, created time.Time, forke
 	if total == 0 {
 		return out, nil
 	}
-	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}, DeliverPolicy: jetstream.DeliverAllPolicy})
+	err = store.ReadSubject(ctx, st, subj, total, func(m jetstream.Msg, md *jetstream.MsgMetadata) {
+		var ev mesh.Event
+		if json.Unmarshal(m.Data(), &ev) != nil {
+			return
+		}
+		e := convEvent{seq: md.Sequence.Stream, typ: ev.Type, run: m.Headers().Get(mesh.HeaderRun)}
+		if e.run == "" {
+			e.run = ev.RunID
+		}
+		out.runs[e.run] = true
+		switch ev.Type {
+		case mesh.EventTextMessageStart, mesh.EventToolCallResult:
+			e.msg = ev.MessageID
+		case mesh.EventToolCallStart:
+			e.msg = ev.ParentMessageID
+		case mesh.EventStateSnapshot, mesh.EventStateDelta:
+			e.payload = m.Data()
+		case mesh.EventCustom:
+			e.custom = ev.Name
+			if v, ok := ev.Value.(map[string]any); ok {
+				e.runOf, _ = v["runId"].(string)
+				out.runs[e.runOf] = true
+			}
+		}
+		out.list = append(out.list, e)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("read the events of %s: %w", id, err)
-	}
-	for got := uint64(0); got < total; {
-		batch, err := cons.Fetch(int(min(total-got, 256)), jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			return nil, fmt.Errorf("read the events of %s: %w", id, err)
-		}
-		n, pending := 0, uint64(0)
-		for m := range batch.Messages() {
-			n++
-			got++
-			md, err := m.Metadata()
-			if err != nil {
-				continue
-			}
-			pending = md.NumPending
-			var ev mesh.Event
-			if json.Unmarshal(m.Data(), &ev) != nil {
-				continue
-			}
-			e := convEvent{seq: md.Sequence.Stream, typ: ev.Type, run: m.Headers().Get(mesh.HeaderRun)}
-			if e.run == "" {
-				e.run = ev.RunID
-			}
-			out.runs[e.run] = true
-			switch ev.Type {
-			case mesh.EventTextMessageStart, mesh.EventToolCallResult:
-				e.msg = ev.MessageID
-			case mesh.EventToolCallStart:
-				e.msg = ev.ParentMessageID
-			case mesh.EventStateSnapshot, mesh.EventStateDelta:
-				e.payload = m.Data()
-			case mesh.EventCustom:
-				e.custom = ev.Name
-				if v, ok := ev.Value.(map[string]any); ok {
-					e.runOf, _ = v["runId"].(string)
-					out.runs[e.runOf] = true
-				}
-			}
-			out.list = append(out.list, e)
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return nil, fmt.Errorf("read the events of %s: %w", id, err)
-		}
-		if n == 0 || pending == 0 {
-			return out, nil
-		}
 	}
 	return out, nil
 }

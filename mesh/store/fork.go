@@ -415,14 +415,26 @@ func (l *MessageLog) scan(ctx context.Context, conv string, fn func(seq uint64, 
 	if total == 0 {
 		return nil
 	}
+	if err := ReadSubject(ctx, st, subj, total, func(m jetstream.Msg, md *jetstream.MsgMetadata) {
+		fn(md.Sequence.Stream, m.Data())
+	}); err != nil {
+		return fmt.Errorf("read the log of %s: %w", conv, err)
+	}
+	return nil
+}
+
+// ReadSubject calls fn with the messages on subj in st, in order, through
+// an ordered consumer, until it has had total of them (the count the
+// stream's info gave) or the stream has no more.
+func ReadSubject(ctx context.Context, st jetstream.Stream, subj string, total uint64, fn func(m jetstream.Msg, md *jetstream.MsgMetadata)) error {
 	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
 	if err != nil {
-		return fmt.Errorf("read the log of %s: %w", conv, err)
+		return err
 	}
 	for got := uint64(0); got < total; {
 		batch, err := cons.Fetch(int(min(total-got, 256)), jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
-			return fmt.Errorf("read the log of %s: %w", conv, err)
+			return err
 		}
 		n, pending := 0, uint64(0)
 		for m := range batch.Messages() {
@@ -433,10 +445,10 @@ func (l *MessageLog) scan(ctx context.Context, conv string, fn func(seq uint64, 
 				continue
 			}
 			pending = md.NumPending
-			fn(md.Sequence.Stream, m.Data())
+			fn(m, md)
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return fmt.Errorf("read the log of %s: %w", conv, err)
+			return err
 		}
 		if n == 0 || pending == 0 {
 			return nil
