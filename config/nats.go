@@ -41,12 +41,12 @@ type NATS struct {
 	Listen string `yaml:"listen"`
 	// MaxPayload of the embedded server. Zero means 8 MiB.
 	MaxPayload int32 `yaml:"max_payload"`
-	// MaxMemoryMB bounds the memory of the process that runs the embedded
-	// server (`mesh up`, `mesh nats`), in MiB: Go's memory limit, under
-	// which the garbage collector works harder and gives memory back to
-	// the system, and the bound of JetStream's memory store. JetStream's
-	// file store caches the blocks it writes, a few MiB per stream, and
-	// drops them after 10 s idle. Zero means 96; -1 sets no bound.
+	// MaxMemoryMB is the memory, in MiB, that the process running the
+	// embedded server (`mesh up`, `mesh nats`) keeps to while its live heap
+	// leaves room: Go's memory limit, under which the collector works
+	// harder and gives memory back to the system, rising with the live heap
+	// beyond that (memory.Limit); and the bound of JetStream's memory
+	// store. Zero means 96; -1 sets neither.
 	MaxMemoryMB int `yaml:"max_memory_mb"`
 	// Auth is how the embedded server admits clients: "nkeys" (the
 	// default: every role and the admin with an nkey of its own, generated

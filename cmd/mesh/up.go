@@ -18,6 +18,7 @@ import (
 	"github.com/agentmesh/agentmesh/mesh"
 	"github.com/agentmesh/agentmesh/mesh/identity"
 	"github.com/agentmesh/agentmesh/mesh/llm/models"
+	"github.com/agentmesh/agentmesh/mesh/memory"
 	"github.com/agentmesh/agentmesh/mesh/natsserver"
 	"github.com/agentmesh/agentmesh/mesh/telemetry"
 	"github.com/agentmesh/agentmesh/nodes/monitor"
@@ -81,7 +82,7 @@ func runUp(ctx context.Context, cfg *config.Config, args []string) error {
 	}
 	url := cfg.NATS.URL
 	if cfg.EmbeddedNATS() {
-		srv, err := startEmbedded(cfg, ns, log)
+		srv, err := startEmbedded(ctx, cfg, ns, log)
 		if err != nil {
 			return err
 		}
@@ -299,7 +300,7 @@ func runNATS(ctx context.Context, cfg *config.Config, _ []string) error {
 	if err != nil {
 		return err
 	}
-	srv, err := startEmbedded(cfg, ns, log)
+	srv, err := startEmbedded(ctx, cfg, ns, log)
 	if err != nil {
 		return err
 	}
@@ -318,8 +319,9 @@ func runNATS(ctx context.Context, cfg *config.Config, _ []string) error {
 
 // startEmbedded starts the embedded server: with every role's identity and
 // permissions (generated under <data_dir>/creds when missing), unless
-// nats.auth is none; with TLS when nats.tls is set.
-func startEmbedded(cfg *config.Config, ns mesh.Namespace, log zerolog.Logger) (*natsserver.Server, error) {
+// nats.auth is none; with TLS when nats.tls is set. The process's memory
+// limit follows nats.max_memory_mb until ctx ends (memory.Limit).
+func startEmbedded(ctx context.Context, cfg *config.Config, ns mesh.Namespace, log zerolog.Logger) (*natsserver.Server, error) {
 	// A new data directory holds conversations, keys and identities: its
 	// owner's only, and so is the store, which nats-server would make
 	// 0750. One that exists keeps the mode it was given.
@@ -352,6 +354,7 @@ func startEmbedded(cfg *config.Config, ns mesh.Namespace, log zerolog.Logger) (*
 	if err != nil {
 		return nil, err
 	}
+	go memory.ServerLimit(cfg.NATS.MaxMemory()).Run(ctx)
 	if users == nil {
 		log.Warn().Str("listen", cfg.NATS.Listen).Msg("nats.auth is none: the NATS server is open, whoever reaches it can read and change everything")
 	}

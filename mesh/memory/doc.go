@@ -3,7 +3,9 @@
 // [IdleRelease]: once the process has gone quiet after allocating, it
 // empties its caches, collects its garbage, returns the free heap and lets
 // go of the pages of its program and libraries, which it maps again as it
-// touches them ([Release]).
+// touches them ([Release]). The process that runs the embedded NATS
+// server also sets Go's memory limit with a [Limit], which keeps room over
+// the live heap rather than a fixed bound.
 //
 // Why: Go keeps a heap at its peak size until the next collection, which an
 // idle process runs only every 2 minutes, and then returns memory slowly;

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,9 +29,8 @@ type Config struct {
 	// MaxPayload is the largest message the server accepts. Zero means 8 MiB,
 	// room for a 1 MB session with its history of messages.
 	MaxPayload int32
-	// MaxMemory, when positive, bounds the memory of this process in bytes
-	// (Go's soft memory limit, debug.SetMemoryLimit: the whole process,
-	// whatever else it runs) and JetStream's memory store.
+	// MaxMemory, when positive, bounds JetStream's memory store in bytes.
+	// The process's own memory limit is its command's (memory.Limit).
 	MaxMemory int64
 	// Name is the server's name. Empty means "mesh".
 	Name string
@@ -148,7 +146,6 @@ func Start(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxMemory > 0 {
 		opts.JetStreamMaxMemory = cfg.MaxMemory
-		debug.SetMemoryLimit(cfg.MaxMemory)
 	}
 	for _, u := range cfg.Users {
 		perms := serverPermissions(u.Permissions)
