@@ -82,8 +82,8 @@ const (
 	// GrantLog: append to a stream on Filter's subjects and read it by
 	// direct gets (the message log, MESH_MESSAGES).
 	GrantLog GrantKind = "log"
-	// GrantStreamPurge: purge a stream's messages (the API names no
-	// subject: the grant is the whole stream's).
+	// GrantStreamPurge: purge a stream's messages, or delete them one at a
+	// time (the API names no subject: the grant is the whole stream's).
 	GrantStreamPurge GrantKind = "stream-purge"
 	// GrantKVRead: get keys of a bucket (Filter: which keys).
 	GrantKVRead GrantKind = "kv-read"
@@ -356,6 +356,7 @@ func roleGrants(n mesh.Namespace, role string) []Grant {
 			{Kind: GrantStreamPurge, Subject: n.Stream(mesh.StreamMessages), Why: "remove its own conversations' messages after the report"},
 			{Kind: GrantFollow, Subject: n.Stream(mesh.StreamMessages), Filter: n.MessagesAll(), Why: "read a conversation's log before removing it: a branch may share it"},
 			{Kind: GrantStreamPurge, Subject: n.Stream(mesh.StreamEvents), Why: "remove its own conversations' events after the report"},
+			{Kind: GrantFollow, Subject: n.Stream(mesh.StreamEvents), Filter: n.EventsAll(), Why: "read a conversation's events before removing them, one at a time"},
 			{Kind: GrantKVRead, Subject: mesh.BucketTools, Why: "the tool catalog: which tools are read-only"},
 			{Kind: GrantKVWatch, Subject: mesh.BucketTools, Why: "the tool catalog"},
 			{Kind: GrantKVRead, Subject: mesh.BucketNodes, Filter: mesh.RoleToolhost + ".*", Why: "is the toolhost of a call alive"},
@@ -425,7 +426,7 @@ func compile(n mesh.Namespace, g Grant) (pub, sub []string) {
 		// the API subject: the grant reads the whole log.
 		return []string{g.Filter, api + "STREAM.INFO." + g.Subject, api + "DIRECT.GET." + g.Subject}, nil
 	case GrantStreamPurge:
-		return []string{api + "STREAM.INFO." + g.Subject, api + "STREAM.PURGE." + g.Subject}, nil
+		return []string{api + "STREAM.INFO." + g.Subject, api + "STREAM.PURGE." + g.Subject, api + "STREAM.MSG.DELETE." + g.Subject}, nil
 	case GrantFollow:
 		s := g.Subject
 		pub := []string{

@@ -82,6 +82,8 @@ func TestPermissionsHold(t *testing.T) {
 		// report: the events stream only.
 		{"only the admin, the bridge and replays purge the events stream", "$JS.API.STREAM.PURGE.MESH_EVENTS", true, []string{mesh.RoleBridge, mesh.RoleReplay, identity.RoleAdmin}},
 		{"only the admin purges the work stream", "$JS.API.STREAM.PURGE.MESH_WORK", true, []string{identity.RoleAdmin}},
+		{"those who purge the events delete them one at a time", "$JS.API.STREAM.MSG.DELETE.MESH_EVENTS", true, []string{mesh.RoleBridge, mesh.RoleReplay, identity.RoleAdmin}},
+		{"only the admin deletes a work item", "$JS.API.STREAM.MSG.DELETE.MESH_WORK", true, []string{identity.RoleAdmin}},
 		{"only the admin purges a bucket's stream", "$JS.API.STREAM.PURGE.KV_mesh_sessions", true, []string{identity.RoleAdmin}},
 		{"only the admin purges the approvals", "$JS.API.STREAM.PURGE.KV_mesh_approvals", true, []string{identity.RoleAdmin}},
 		{"only the admin creates a stream", "$JS.API.STREAM.CREATE.X", true, []string{identity.RoleAdmin}},

@@ -471,7 +471,9 @@ func (s *SessionStore) purgeLog(ctx context.Context, id string, seen map[string]
 	var granted []uint64 // grant sequences, by branch
 	var branches []string
 	var shared []mesh.SharedRecords
+	var seqs []uint64
 	err := s.log.scan(ctx, id, func(seq uint64, data []byte) {
+		seqs = append(seqs, seq)
 		if body, ok := bytes.CutPrefix(data, []byte(grantPrefix)); ok {
 			var g grant
 			if json.Unmarshal(body, &g) == nil && mesh.CheckID(g.Branch) == nil {
@@ -497,7 +499,7 @@ func (s *SessionStore) purgeLog(ctx context.Context, id string, seen map[string]
 			return nil
 		}
 	}
-	if err := s.log.purge(ctx, id); err != nil {
+	if err := s.log.remove(ctx, id, seqs); err != nil {
 		return err
 	}
 	for _, sh := range shared {

@@ -157,7 +157,7 @@ func (s *SessionStore) PurgeMessages(ctx context.Context, id string) error {
 }
 
 // PurgeEvents removes the events of conversation id from the events
-// stream (a purge by subject mesh.evt.<id>.>).
+// stream, those on mesh.evt.<id>.> (RemoveSubject).
 func PurgeEvents(ctx context.Context, js jetstream.JetStream, ns mesh.Namespace, id string) error {
 	subj, err := ns.EventsOf(id)
 	if err != nil {
@@ -167,8 +167,8 @@ func PurgeEvents(ctx context.Context, js jetstream.JetStream, ns mesh.Namespace,
 	if err != nil {
 		return fmt.Errorf("purge events of %s: %w", id, err)
 	}
-	if err := st.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
-		return fmt.Errorf("purge events of %s: %w", id, err)
+	if err := RemoveSubject(ctx, st, subj, nil); err != nil {
+		return fmt.Errorf("remove the events of %s: %w", id, err)
 	}
 	return nil
 }

@@ -64,8 +64,9 @@ type MessageLog struct {
 	grants *grants // the grants of branches' reads checked (fork.go)
 }
 
-// purge removes every message of conversation id from the log.
-func (l *MessageLog) purge(ctx context.Context, id string) error {
+// remove removes every message of conversation id from the log, seqs
+// (what a scan read) one at a time when few (RemoveSubject).
+func (l *MessageLog) remove(ctx context.Context, id string, seqs []uint64) error {
 	subj, err := l.ns.Messages(id)
 	if err != nil {
 		return err
@@ -74,8 +75,8 @@ func (l *MessageLog) purge(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("messages stream: %w", err)
 	}
-	if err := st.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
-		return fmt.Errorf("purge messages of %s: %w", id, err)
+	if err := RemoveSubject(ctx, st, subj, seqs); err != nil {
+		return fmt.Errorf("remove the messages of %s: %w", id, err)
 	}
 	return nil
 }

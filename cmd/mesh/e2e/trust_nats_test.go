@@ -210,8 +210,10 @@ func trustActions() []action {
 		reqAction("consume all work", "$JS.API.CONSUMER.CREATE.MESH_WORK.thief.mesh.work.>"),
 		reqAction("consume work unfiltered", "$JS.API.CONSUMER.CREATE.MESH_WORK.thief"),
 		// The bridge's run consumer has several filters, which its create
-		// subject cannot name: allowed on MESH_EVENTS, which it may read whole.
-		reqAction("consume events unfiltered", "$JS.API.CONSUMER.CREATE.MESH_EVENTS.thief", bridge),
+		// subject cannot name: allowed on MESH_EVENTS, which it may read
+		// whole, as a replay may (it reads its conversations' events to
+		// remove them one at a time).
+		reqAction("consume events unfiltered", "$JS.API.CONSUMER.CREATE.MESH_EVENTS.thief", bridge, replayer),
 		reqAction("consume work (legacy durable)", "$JS.API.CONSUMER.DURABLE.CREATE.MESH_WORK.thief"),
 		// The bridge checks that a queued turn it published is still there.
 		reqAction("get work by sequence", "$JS.API.STREAM.MSG.GET.MESH_WORK", bridge),
@@ -220,6 +222,9 @@ func trustActions() []action {
 		// The bridge purges a deleted conversation's events for an admin
 		// (DELETE /conversations/{id}?purge=true): that stream only.
 		reqAction("purge the events", "$JS.API.STREAM.PURGE.MESH_EVENTS", bridge, replayer),
+		reqAction("delete an event", "$JS.API.STREAM.MSG.DELETE.MESH_EVENTS", bridge, replayer),
+		reqAction("delete a work item", "$JS.API.STREAM.MSG.DELETE.MESH_WORK"),
+		reqAction("delete a conversation's head by sequence", "$JS.API.STREAM.MSG.DELETE.KV_mesh_sessions"),
 		reqAction("purge the work", "$JS.API.STREAM.PURGE.MESH_WORK"),
 		reqAction("purge the sessions bucket", "$JS.API.STREAM.PURGE.KV_mesh_sessions"),
 		reqAction("delete the approvals bucket", "$JS.API.STREAM.DELETE.KV_mesh_approvals"),
@@ -252,6 +257,7 @@ func trustActions() []action {
 		pubAction("append a message", "mesh.msg.c1", agent, group, bridge, replayer),
 		reqAction("get messages directly", "$JS.API.DIRECT.GET.MESH_MESSAGES", agent, group, bridge, replayer),
 		reqAction("purge the messages", "$JS.API.STREAM.PURGE.MESH_MESSAGES", bridge, replayer),
+		reqAction("delete a message", "$JS.API.STREAM.MSG.DELETE.MESH_MESSAGES", bridge, replayer),
 		// The bridge follows the log (what its direct gets read anyway),
 		// so that the records of the turns it answers are at hand.
 		reqAction("follow the messages", "$JS.API.CONSUMER.CREATE.MESH_MESSAGES.f1.mesh.msg.*", bridge, replayer),
