@@ -218,7 +218,9 @@ func (r *replayRun) conversation(ctx context.Context, i int, src replay.Source) 
 	}
 	if err := r.sessions.Create(ctx, conv); err != nil {
 		cr.Error = "could not create the replay's conversation: " + err.Error()
-		return r.finishConversation(cr, src, nil)
+		cr = r.compareConversation(cr, src, nil)
+		cr.Finish(r.o.prices())
+		return cr
 	}
 	r.mu.Lock()
 	r.made = append(r.made, id)
@@ -250,7 +252,7 @@ func (r *replayRun) conversation(ctx context.Context, i int, src replay.Source) 
 		cr.Error = "could not read the replay's conversation: " + err.Error()
 	}
 	replayed := replay.TurnsOf(msgs)
-	cr = r.finishConversation(cr, src, replayed)
+	cr = r.compareConversation(cr, src, replayed)
 	for t := range cr.Turns {
 		if t < len(runs) {
 			cr.Turns[t].LatencyMS, cr.Turns[t].Usage, cr.Turns[t].Error = runs[t].ms, runs[t].usage, runs[t].err
@@ -262,14 +264,16 @@ func (r *replayRun) conversation(ctx context.Context, i int, src replay.Source) 
 	cr.Finish(r.o.prices())
 	if !r.o.keep {
 		// Removed as soon as compared: spread over the run at its pace,
-		// not a thousand purges at its end.
+		// not a thousand removals at its end.
 		r.remove(id)
 	}
 	return cr
 }
 
-// finishConversation compares the source's turns with the replayed ones.
-func (r *replayRun) finishConversation(cr replay.ConversationReport, src replay.Source, replayed []replay.Turn) replay.ConversationReport {
+// compareConversation compares the source's turns with the replayed ones;
+// the caller finishes the report (ConversationReport.Finish) once the
+// turns carry all they will.
+func (r *replayRun) compareConversation(cr replay.ConversationReport, src replay.Source, replayed []replay.Turn) replay.ConversationReport {
 	for t := range src.Turns {
 		var rep *replay.Turn
 		if t < len(replayed) {
@@ -281,7 +285,6 @@ func (r *replayRun) finishConversation(cr replay.ConversationReport, src replay.
 		}
 		cr.Turns = append(cr.Turns, tr)
 	}
-	cr.Finish(r.o.prices())
 	return cr
 }
 

@@ -407,13 +407,9 @@ func (l *MessageLog) scan(ctx context.Context, conv string, fn func(seq uint64, 
 	if err != nil {
 		return fmt.Errorf("messages stream: %w", err)
 	}
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subj))
-	if err != nil {
-		return fmt.Errorf("messages stream: %w", err)
-	}
-	total := info.State.Subjects[subj]
-	if total == 0 {
-		return nil
+	total, err := subjectCount(ctx, st, subj)
+	if err != nil || total == 0 {
+		return err
 	}
 	if err := ReadSubject(ctx, st, subj, total, func(m jetstream.Msg, md *jetstream.MsgMetadata) {
 		fn(md.Sequence.Stream, m.Data())

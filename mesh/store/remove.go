@@ -20,13 +20,17 @@ const RemoveOneByOne = 1024
 
 // RemoveSubject removes every message of st on subj, which may end in a
 // wildcard: one at a time when there are at most RemoveOneByOne, the
-// sequences read through an ordered consumer unless seqs gives them, else
-// by a purge of the subject. What was stored on subj meanwhile, or
-// could not be deleted, goes with a purge after all.
+// sequences read through an ordered consumer unless seqs gives them (all
+// of subj's when its caller read them), else by a purge of the subject.
+// What was stored on subj meanwhile, or could not be deleted, goes with a
+// purge after all.
 func RemoveSubject(ctx context.Context, st jetstream.Stream, subj string, seqs []uint64) error {
-	total, err := subjectCount(ctx, st, subj)
-	if err != nil || total == 0 {
-		return err
+	total := uint64(len(seqs))
+	if seqs == nil {
+		var err error
+		if total, err = subjectCount(ctx, st, subj); err != nil || total == 0 {
+			return err
+		}
 	}
 	if total > RemoveOneByOne {
 		return purgeSubject(ctx, st, subj)
